@@ -1,0 +1,23 @@
+"""Column names shared by every dataset, scorer, collator and metric in the package.
+
+One place decides the schema so that a REPLACE/SWAP set built from upstream, a synthetic set and a
+user's own data are interchangeable: the scorer, the trainer and `hardpos eval` only ever read these.
+"""
+
+IMAGE = "image"
+IMAGE_ID = "image_id"
+CAPTION = "caption"  # c: the original, true caption
+HARD_NEGATIVE = "hard_negative"  # c_n: a minimal edit that changes the meaning
+HARD_POSITIVE = "hard_positive"  # c_p: a minimal edit that keeps the meaning
+
+# Evaluation sets (REPLACE, SWAP): one image, one c, one c_n, one c_p per row.
+EVAL_CAPTION_COLUMNS = (CAPTION, HARD_NEGATIVE, HARD_POSITIVE)
+
+# Fine-tuning set (COCO and the synthetic world): one caption with hard positives/negatives by type;
+# a missing one is a null (e.g. no "and" to swap), never a placeholder string.
+HARD_POSITIVE_REPLACE = "hard_positive_replace"
+HARD_POSITIVE_SWAP = "hard_positive_swap"
+HARD_NEGATIVE_REPLACE = "hard_negative_replace"
+HARD_NEGATIVE_SWAP = "hard_negative_swap"
+FINETUNE_POSITIVE_COLUMNS = (HARD_POSITIVE_REPLACE, HARD_POSITIVE_SWAP)
+FINETUNE_NEGATIVE_COLUMNS = (HARD_NEGATIVE_REPLACE, HARD_NEGATIVE_SWAP)
