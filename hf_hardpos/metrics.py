@@ -1,0 +1,157 @@
+"""The hard-positive metrics: the one place where their formulas live.
+
+Per instance there are three image-text scores: s_c (original caption), s_n (hard negative) and
+s_p (hard positive). Kamath et al. (2024) define:
+
+- Original accuracy:   s_c > s_n                           (chance 1/2)
+- Augmented accuracy:  s_c > s_n and s_p > s_n             (chance 1/3)
+- Brittleness:         s_c > s_n > s_p  or  s_p > s_n > s_c (chance 1/3, lower is better)
+
+All comparisons are strict, so a tie is never correct and never brittle. The `evaluate` modules in
+`metrics/` and the package's evaluator both call these functions, so their numbers are identical.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+ScoreLike = Sequence[float] | np.ndarray
+
+
+def as_scores(values: ScoreLike, name: str) -> np.ndarray:
+    """Return `values` as a 1-D float64 array, rejecting what would give a silently wrong number."""
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"`{name}` must be a sequence of numbers: {err}") from err
+    if array.ndim != 1:
+        raise ValueError(f"`{name}` must be one-dimensional, got shape {array.shape}")
+    if array.size == 0:
+        raise ValueError(f"`{name}` is empty: there is nothing to score")
+    bad = np.flatnonzero(~np.isfinite(array))
+    if bad.size:
+        shown = ", ".join(str(i) for i in bad[:5])
+        raise ValueError(
+            f"`{name}` holds {bad.size} non-finite value(s) (NaN or inf), first at index {shown}"
+        )
+    return array
+
+
+def check_scores(**named: ScoreLike) -> list[np.ndarray]:
+    """Validate several score lists at once: each finite and non-empty, all of one length."""
+    arrays = [as_scores(values, name) for name, values in named.items()]
+    lengths = {name: len(a) for name, a in zip(named, arrays)}
+    if len(set(lengths.values())) > 1:
+        described = ", ".join(f"{name}={n}" for name, n in lengths.items())
+        raise ValueError(f"score lists differ in length ({described}); they must align row by row")
+    return arrays
+
+
+def original_correct(original: np.ndarray, negative: np.ndarray) -> np.ndarray:
+    """Per-row bool: the original caption beats the hard negative."""
+    return original > negative
+
+
+def augmented_correct(original: np.ndarray, negative: np.ndarray, positive: np.ndarray) -> np.ndarray:
+    """Per-row bool: both the original caption and the hard positive beat the hard negative."""
+    return (original > negative) & (positive > negative)
+
+
+def brittle(original: np.ndarray, negative: np.ndarray, positive: np.ndarray) -> np.ndarray:
+    """Per-row bool: the hard negative falls strictly between the original and the hard positive."""
+    return ((original > negative) & (negative > positive)) | ((positive > negative) & (negative > original))
+
+
+def original_accuracy(original_scores: ScoreLike, negative_scores: ScoreLike) -> float:
+    original, negative = check_scores(original_scores=original_scores, negative_scores=negative_scores)
+    return float(original_correct(original, negative).mean())
+
+
+def augmented_accuracy(
+    original_scores: ScoreLike, negative_scores: ScoreLike, positive_scores: ScoreLike
+) -> float:
+    arrays = check_scores(
+        original_scores=original_scores, negative_scores=negative_scores, positive_scores=positive_scores
+    )
+    return float(augmented_correct(*arrays).mean())
+
+
+def brittleness(
+    original_scores: ScoreLike, negative_scores: ScoreLike, positive_scores: ScoreLike
+) -> float:
+    arrays = check_scores(
+        original_scores=original_scores, negative_scores=negative_scores, positive_scores=positive_scores
+    )
+    return float(brittle(*arrays).mean())
+
+
+METRIC_NAMES = ("original_accuracy", "augmented_accuracy", "brittleness")
+
+
+def compute_metrics(
+    original_scores: ScoreLike, negative_scores: ScoreLike, positive_scores: ScoreLike
+) -> dict[str, float | int]:
+    """All three metrics plus the mean scores (paper Table 2), as plain Python numbers.
+
+    The mean scores matter on their own: hard-negative fine-tuning lowers s_c too, which changes
+    anything that thresholds raw scores (data filtering, CLIPScore).
+    """
+    original, negative, positive = check_scores(
+        original_scores=original_scores, negative_scores=negative_scores, positive_scores=positive_scores
+    )
+    return {
+        "original_accuracy": float(original_correct(original, negative).mean()),
+        "augmented_accuracy": float(augmented_correct(original, negative, positive).mean()),
+        "brittleness": float(brittle(original, negative, positive).mean()),
+        "mean_original_score": float(original.mean()),
+        "mean_negative_score": float(negative.mean()),
+        "mean_positive_score": float(positive.mean()),
+        "num_examples": int(original.size),
+    }
+
+
+def bootstrap_interval(
+    per_row: np.ndarray,
+    num_resamples: int = 1000,
+    confidence_level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of a per-row 0/1 outcome.
+
+    Beyond the paper: differences of a point or two between fine-tuned models are common, and the
+    REPLACE subsets have ~10-17k rows, so an interval tells whether a gap is worth reporting.
+    Resampling is done in chunks to keep memory flat on large sets.
+    """
+    if not 0 < confidence_level < 1:
+        raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level}")
+    if num_resamples < 1:
+        raise ValueError(f"num_resamples must be >= 1, got {num_resamples}")
+    values = np.asarray(per_row, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    stats = np.empty(num_resamples)
+    chunk = max(1, 2_000_000 // max(1, values.size))
+    for start in range(0, num_resamples, chunk):
+        stop = min(num_resamples, start + chunk)
+        idx = rng.integers(0, values.size, size=(stop - start, values.size))
+        stats[start:stop] = values[idx].mean(axis=1)
+    alpha = (1 - confidence_level) / 2
+    low, high = np.quantile(stats, [alpha, 1 - alpha])
+    return float(low), float(high)
+
+
+def metric_with_interval(
+    name: str,
+    per_row: np.ndarray,
+    bootstrap_samples: int = 0,
+    confidence_level: float = 0.95,
+    seed: int = 0,
+) -> dict[str, float]:
+    """`{name: mean}` and, when `bootstrap_samples > 0`, `{name}_ci_low` / `{name}_ci_high`."""
+    result = {name: float(np.mean(per_row))}
+    if bootstrap_samples:
+        low, high = bootstrap_interval(per_row, bootstrap_samples, confidence_level, seed)
+        result[f"{name}_ci_low"] = low
+        result[f"{name}_ci_high"] = high
+    return result

@@ -1,0 +1,142 @@
+"""Turn dataset rows (image, caption, hard positives, hard negatives) into one CLIP batch.
+
+Why one flat tokenisation: the text tower then runs once per batch over every caption, hard positive
+and hard negative that *exists*, and index tensors say where each row's extras sit. A row without a
+hard positive (SWAP positives exist only for captions with "and") keeps its image and caption in the
+batch; its missing slots are masked out of the hard-positive terms. Nothing is ever filled with a
+placeholder caption, which would otherwise be trained on as if it were real text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from PIL import Image
+
+from .. import columns
+
+CLIP_CONTEXT_LENGTH = 77
+
+
+class HardPosDataCollator:
+    """Collate rows of the fine-tuning schema (or the eval schema) for `HardPosTrainer`.
+
+    Args:
+        processor: a `CLIPProcessor` (`.image_processor` and `.tokenizer`).
+        image_column, caption_column: the image and the true caption c.
+        positive_columns: hard-positive columns, e.g. `hard_positive_replace`, `hard_positive_swap`
+            (fine-tuning schema) or `hard_positive` (eval schema). Null cells are masked.
+        negative_columns: hard-negative columns, one per hard-negative type. Null cells are masked.
+        max_length: token limit; CLIP's context is 77.
+
+    Returns a dict of tensors:
+        `pixel_values` [B, 3, H, W]; `input_ids`, `attention_mask` [T, L] where the first B texts are
+        the captions in row order; `positive_index`, `positive_mask` [B, P] and `negative_index`,
+        `negative_mask` [B, K]: for row b and slot j, the text at `positive_index[b, j]` is its hard
+        positive when `positive_mask[b, j]` is true (the index is 0 and meaningless otherwise).
+    """
+
+    def __init__(
+        self,
+        processor,
+        image_column: str = columns.IMAGE,
+        caption_column: str = columns.CAPTION,
+        positive_columns: Sequence[str] = columns.FINETUNE_POSITIVE_COLUMNS,
+        negative_columns: Sequence[str] = columns.FINETUNE_NEGATIVE_COLUMNS,
+        max_length: int = CLIP_CONTEXT_LENGTH,
+    ):
+        self.processor = processor
+        self.image_column = image_column
+        self.caption_column = caption_column
+        self.positive_columns = tuple(positive_columns)
+        self.negative_columns = tuple(negative_columns)
+        self.max_length = max_length
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        if not features:
+            raise ValueError("HardPosDataCollator got an empty batch")
+        images = [self._image(row, b) for b, row in enumerate(features)]
+        texts = [self._caption(row, b) for b, row in enumerate(features)]
+        positive_index, positive_mask = self._extras(features, self.positive_columns, texts)
+        negative_index, negative_mask = self._extras(features, self.negative_columns, texts)
+
+        # PIL in, so the image processor rescales exactly once (float tensors in [0, 1] would be
+        # rescaled again: SPEC section 8).
+        pixel_values = self.processor.image_processor(images=images, return_tensors="pt")["pixel_values"]
+        tokens = self.processor.tokenizer(
+            texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+        )
+        return {
+            "pixel_values": pixel_values,
+            "input_ids": tokens["input_ids"],
+            "attention_mask": tokens["attention_mask"],
+            "positive_index": positive_index,
+            "positive_mask": positive_mask,
+            "negative_index": negative_index,
+            "negative_mask": negative_mask,
+        }
+
+    # --- per-row checks -------------------------------------------------------------------------
+
+    def _describe(self, row: dict[str, Any], b: int) -> str:
+        image_id = row.get(columns.IMAGE_ID)
+        return f"batch row {b}" + (f" (image_id={image_id!r})" if image_id is not None else "")
+
+    def _image(self, row: dict[str, Any], b: int) -> Image.Image:
+        if self.image_column not in row:
+            raise KeyError(
+                f"{self._describe(row, b)} has no column {self.image_column!r}; columns: {sorted(row)}. "
+                "Is remove_unused_columns=False set?"
+            )
+        value = row[self.image_column]
+        if value is None:
+            raise ValueError(f"{self._describe(row, b)}: column {self.image_column!r} is null (no image)")
+        if isinstance(value, dict):  # an undecoded datasets Image cell: {"bytes": ..., "path": ...}
+            from datasets import Image as ImageFeature
+
+            value = ImageFeature().decode_example(value)
+        if not isinstance(value, Image.Image):
+            raise TypeError(
+                f"{self._describe(row, b)}: column {self.image_column!r} holds {type(value).__name__}, "
+                "expected a PIL image (a datasets Image feature decodes to one)"
+            )
+        return value.convert("RGB") if value.mode != "RGB" else value
+
+    def _caption(self, row: dict[str, Any], b: int) -> str:
+        if self.caption_column not in row:
+            raise KeyError(f"{self._describe(row, b)} has no column {self.caption_column!r}; columns: {sorted(row)}")
+        text = row[self.caption_column]
+        if text is None:
+            raise ValueError(f"{self._describe(row, b)}: column {self.caption_column!r} is null (no caption)")
+        return self._check_text(text, row, b, self.caption_column)
+
+    def _check_text(self, text: Any, row: dict[str, Any], b: int, column: str) -> str:
+        if not isinstance(text, str):
+            raise TypeError(f"{self._describe(row, b)}: column {column!r} holds {type(text).__name__}, expected str")
+        if not text.strip() or text.strip() == "None":
+            # Upstream files write the string "None" where no swap exists; the schema says null.
+            raise ValueError(
+                f"{self._describe(row, b)}: column {column!r} holds the placeholder {text!r}; "
+                "a missing caption must be a null (None), never a string"
+            )
+        return text
+
+    def _extras(
+        self, features: list[dict[str, Any]], extra_columns: tuple[str, ...], texts: list[str]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append the present extra captions to `texts`; return their [B, n_columns] index and mask."""
+        index = torch.zeros(len(features), len(extra_columns), dtype=torch.long)
+        mask = torch.zeros(len(features), len(extra_columns), dtype=torch.bool)
+        for b, row in enumerate(features):
+            for j, column in enumerate(extra_columns):
+                if column not in row:
+                    raise KeyError(f"{self._describe(row, b)} has no column {column!r}; columns: {sorted(row)}")
+                text = row[column]
+                if text is None:
+                    continue
+                texts.append(self._check_text(text, row, b, column))
+                index[b, j] = len(texts) - 1
+                mask[b, j] = True
+        return index, mask

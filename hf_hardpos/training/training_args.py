@@ -1,0 +1,111 @@
+"""`TrainingArguments` plus what hard-positive fine-tuning adds: loss weights, column names, LoRA.
+
+Why a subclass rather than a second dataclass: one object then carries the whole recipe, so it is
+saved into every checkpoint (`training_args.bin`), diffed against the defaults for the model card,
+and parsed from the CLI or one JSON/YAML file by `HfArgumentParser` like any other Trainer option.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from transformers import TrainingArguments
+
+from .. import columns
+
+DEFAULT_LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "out_proj")
+HARD_POSITIVE_MODES = ("contrastive", "per_image")
+
+
+@dataclass
+class HardPosTrainingArguments(TrainingArguments):
+    """Trainer options for `HardPosTrainer`; every field below can be given as `--<name>` on the CLI."""
+
+    # --- loss: L = L_clip + w_hn L_hn + w_hp L_hp + alpha L_imc + beta L_cmr (SPEC section 5) ---
+    hard_negative_weight: float = field(
+        default=1.0,
+        metadata={"help": "Weight of the hard-negative (SVLC) loss; the paper sweeps 0, 0.25, 0.5, 0.75, 1."},
+    )
+    hard_positive_weight: float = field(
+        default=1.0, metadata={"help": "Weight of the hard-positive loss; 0 trains on hard negatives only."}
+    )
+    hard_positive_mode: str = field(
+        default="contrastive",
+        metadata={
+            "help": "How the hard-positive loss is formed: 'contrastive' (image->c_p over the batch plus "
+            "c->c_p text contrastive, as SVLC) or 'per_image' (target c_p over [c_p, c_n] per image).",
+            "choices": list(HARD_POSITIVE_MODES),
+        },
+    )
+    imc_weight: float = field(
+        default=0.0, metadata={"help": "Weight alpha of CE-CLIP's intra-modal contrastive loss (paper: 0.2)."}
+    )
+    cmr_weight: float = field(
+        default=0.0, metadata={"help": "Weight beta of CE-CLIP's cross-modal rank loss (paper: 0.4)."}
+    )
+    cmr_upper_bound: float = field(
+        default=10.0,
+        metadata={"help": "Upper clamp u of CE-CLIP's adaptive CMR thresholds, on the logit scale (paper: 10)."},
+    )
+    gather_across_processes: bool = field(
+        default=True,
+        metadata={
+            "help": "Under data parallelism, gather features from every process (with gradient) so the "
+            "contrastive negatives are the global batch rather than the local shard."
+        },
+    )
+
+    # --- columns (defaults: the fine-tuning schema of hf_hardpos.columns) ---
+    image_column: str = field(default=columns.IMAGE, metadata={"help": "Column holding the image."})
+    caption_column: str = field(default=columns.CAPTION, metadata={"help": "Column holding the true caption c."})
+    positive_columns: list[str] = field(
+        default_factory=lambda: list(columns.FINETUNE_POSITIVE_COLUMNS),
+        metadata={"help": "Hard-positive columns (nullable: a null is masked out of the hard-positive terms)."},
+    )
+    negative_columns: list[str] = field(
+        default_factory=lambda: list(columns.FINETUNE_NEGATIVE_COLUMNS),
+        metadata={
+            "help": "Hard-negative columns (nullable). Each column is one hard-negative type with its own "
+            "CMR threshold."
+        },
+    )
+
+    # --- LoRA (peft) on both towers ---
+    use_lora: bool = field(
+        default=False,
+        metadata={"help": "Train LoRA adapters instead of all weights; checkpoints then hold the adapter only."},
+    )
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha (the update is scaled by alpha / r)."})
+    lora_dropout: float = field(default=0.0, metadata={"help": "Dropout on the LoRA branch."})
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: list(DEFAULT_LORA_TARGET_MODULES),
+        metadata={
+            "help": "Module names LoRA wraps; the default hits the attention projections of both the "
+            "vision and the text tower. A single entry is used by peft as a regular expression."
+        },
+    )
+
+    model_card_template: str | None = field(
+        default=None,
+        metadata={"help": "A Jinja model-card template to use instead of the packaged one."},
+    )
+
+    def __post_init__(self):
+        # The collator needs the image and every caption column; the Trainer would otherwise drop
+        # them because CLIPModel.forward does not name them (SPEC section 8).
+        self.remove_unused_columns = False
+        super().__post_init__()
+        if self.hard_positive_mode not in HARD_POSITIVE_MODES:
+            raise ValueError(
+                f"hard_positive_mode must be one of {HARD_POSITIVE_MODES}, got {self.hard_positive_mode!r}"
+            )
+        for name in ("hard_negative_weight", "hard_positive_weight", "imc_weight", "cmr_weight"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not self.negative_columns and (self.hard_negative_weight or self.imc_weight or self.cmr_weight):
+            raise ValueError("negative_columns is empty, but a hard-negative loss has a non-zero weight")
+        if not self.positive_columns and self.hard_positive_weight:
+            raise ValueError("positive_columns is empty, but hard_positive_weight is non-zero")
+        if self.lora_r < 1:
+            raise ValueError(f"lora_r must be >= 1, got {self.lora_r}")
