@@ -151,3 +151,26 @@ def push_folder(
         allow_patterns=["README.md", "build_report.json", "data/**"],
     )
     return str(info)
+
+
+def verify_export(output_dir: str | Path, config: ExportedConfig) -> None:
+    """Check ``load_dataset`` resolves the config to the written shards with the right rows and columns.
+
+    Counts come from the parquet footers and only the first row is decoded (streaming), so checking a
+    multi-gigabyte export does not copy it into the ``datasets`` cache.
+    """
+    import pyarrow.parquet as pq
+
+    builder = datasets.load_dataset_builder(str(output_dir), config.name)
+    files = builder.config.data_files.get(config.split, [])
+    rows = sum(pq.ParquetFile(str(path)).metadata.num_rows for path in files)
+    if rows != config.num_rows:
+        raise RuntimeError(
+            f"{output_dir}: config {config.name!r} reads {rows} rows from {len(files)} file(s), "
+            f"expected {config.num_rows}"
+        )
+    if rows:
+        streamed = datasets.load_dataset(str(output_dir), config.name, split=config.split, streaming=True)
+        first = next(iter(streamed))
+        if set(first) != set(config.features):
+            raise RuntimeError(f"{output_dir}: config {config.name!r} reads columns {sorted(first)}")

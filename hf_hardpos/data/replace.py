@@ -17,8 +17,8 @@ from .. import columns
 from .defects import first_occurrences, is_substring_artifact, substitution_table
 from .generate import dataset_from_generator
 from .phrase_diff import phrase_diff
-from .sources import Sources, VisualGenomeImages, vg_part_of
-from .validation import PAPER_COUNTS, check_aligned, load_json_list
+from .sources import VG_PART_URLS, Sources, VisualGenomeImages, vg_part_of
+from .validation import PAPER_COUNTS, BuildReport, check_aligned, load_json_list
 
 REPLACE_SUBSETS = ("attributes", "relations")
 UNION_CONFIG = "all"
@@ -141,3 +141,176 @@ def locate_images(
 
 def expected_count(subset: str) -> int:
     return PAPER_COUNTS[f"replace/{subset}"]
+
+
+COLUMN_MEANINGS = {
+    columns.IMAGE: "the whole Visual Genome image, original JPEG bytes (not re-encoded)",
+    columns.IMAGE_ID: "Visual Genome image id",
+    "image_path": "path of the image inside Visual Genome (`VG_100K/` or `VG_100K_2/`)",
+    columns.CAPTION: "c: the true caption (VL-CheckList)",
+    columns.HARD_NEGATIVE: "c_n: hard negative, a replacement that changes the meaning",
+    columns.HARD_POSITIVE: "c_p: hard positive, a replacement that keeps the meaning",
+    "subset": "`attributes` or `relations`",
+    "replaced_phrase": "the words of c that c_p changed (word-level diff)",
+    "replacement": "the words c_p has instead (empty for a deletion)",
+    "substring_artifact": "c_p was made by substring replacement inside a longer word (defect)",
+    "is_duplicate": "this (image_id, c, c_n) triple already occurred earlier in the subset",
+    "duplicate_of": "`upstream_index` of that earlier row, null if none",
+    "upstream_index": "row index in the upstream JSON files",
+}
+
+USAGE = """from datasets import load_dataset
+
+relations = load_dataset("{repo}", "relations", split="test")
+row = relations[0]  # row["image"] is a PIL image; caption / hard_negative / hard_positive are c, c_n, c_p
+# The paper's rows are all kept; to drop the upstream defects:
+clean = relations.filter(lambda r: not r["substring_artifact"] and not r["is_duplicate"])
+# Paper's REPLACE figure = unweighted mean of the attributes and relations results (not the pooled `all`)."""
+
+LICENSE_TEXT = (
+    "Images: Visual Genome (CC BY 4.0). Captions and hard negatives: VL-CheckList via the hard_positives "
+    "repository; hard positives: Kamath et al. 2024 (github.com/amitakamath/hard_positives). Check the "
+    "upstream repositories for their terms before redistribution; this card's `cc-by-4.0` tag refers to "
+    "the images."
+)
+
+VL_CHECKLIST_CITATION = """@article{zhao2022vlchecklist,
+  title   = {VL-CheckList: Evaluating Pre-trained Vision-Language Models with Objects, Attributes and Relations},
+  author  = {Zhao, Tiancheng and Zhang, Tianqi and Zhu, Mingwei and Shen, Haozhan and Lee, Kyusong and Lu, Xiaopeng and Yin, Jianwei},
+  journal = {arXiv preprint arXiv:2207.00221},
+  year    = {2022}
+}"""
+
+
+def _defects_text(rows_by_subset: dict[str, list[dict]]) -> str:
+    lines = [
+        "Kept as upstream has them (the paper's rows), flagged so they can be filtered:",
+        "",
+        "| subset | `substring_artifact` rows | `is_duplicate` rows |",
+        "|---|---:|---:|",
+    ]
+    examples = []
+    for subset, rows in rows_by_subset.items():
+        artifacts = [row for row in rows if row["substring_artifact"]]
+        duplicates = sum(row["is_duplicate"] for row in rows)
+        lines.append(f"| {subset} | {len(artifacts):,} | {duplicates:,} |")
+        seen = set()
+        for row in artifacts:
+            pair = (row[columns.CAPTION], row[columns.HARD_POSITIVE])
+            if pair not in seen:
+                seen.add(pair)
+                examples.append(f'- {subset}: "{pair[0]}" -> "{pair[1]}"')
+    if examples:
+        lines += ["", "Distinct substring artefacts found in this build:", "", *examples]
+    lines += [
+        "",
+        "A substring artefact is detected when applying one of the subset's own substitutions "
+        "(e.g. red -> crimson) with plain string replacement reproduces c_p while touching the inside "
+        "of a longer word (\"covered\" -> \"covecrimson\"). Duplicates repeat an earlier "
+        "(image_id, c, c_n) triple; `duplicate_of` points at the first occurrence.",
+    ]
+    return "\n".join(lines)
+
+
+def export_replace(
+    output_dir: str | Path,
+    *,
+    upstream_dir: str | Path | None = None,
+    images_dir: str | Path | None = None,
+    subsets: Sequence[str] = REPLACE_SUBSETS,
+    skip_missing: bool = False,
+    embed_images: bool = True,
+    cache_dir: str | Path | None = None,
+    max_shard_size: int | str = "500MB",
+    repo_id_for_card: str = "hardpos/replace",
+    verify: bool = True,
+    progress: bool = True,
+) -> BuildReport:
+    """Build REPLACE into ``output_dir`` as a Hub repository folder and return the build report.
+
+    One config per subset plus ``all`` (both subsets' shards, not stored twice) when both are built.
+    ``embed_images=False`` builds the rows without the image column (for checking the annotations
+    without the 13k Visual Genome images).
+    """
+    import tempfile
+
+    from .card import HARD_POSITIVE_CITATION, CardFacts, render_card
+    from .hub_export import union_config, verify_export, write_config_shards
+
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    sources = Sources(upstream_dir, cache_dir)
+    report = BuildReport(dataset="replace")
+    rows_by_subset = {subset: read_replace_subset(sources, subset) for subset in subsets}
+    for subset in subsets:
+        report.sources[f"{subset} c, c_n"] = sources.describe_upstream(original_file(subset))
+        report.sources[f"{subset} c_p"] = sources.describe_upstream(positive_file(subset))
+
+    images = None
+    if embed_images:
+        vg_images = VisualGenomeImages(images_dir, sources)
+        all_rows = [row for rows in rows_by_subset.values() for row in rows]
+        images, missing = locate_images(all_rows, vg_images, skip_missing=skip_missing)
+        report.sources["images"] = (
+            "local Visual Genome folder (`VG_100K/`, `VG_100K_2/`)"
+            if images_dir
+            else ", ".join(f"{part}: {url}" for part, url in VG_PART_URLS.items())
+        )
+        if missing:
+            missing_set = set(missing)
+            for subset, rows in rows_by_subset.items():
+                ids = sorted({row[columns.IMAGE_ID] for row in rows} & missing_set)
+                if ids:
+                    report.skipped_missing_images[subset] = ids
+                    report.skipped_rows[subset] = sum(row[columns.IMAGE_ID] in missing_set for row in rows)
+
+    exported = []
+    with tempfile.TemporaryDirectory(prefix="hardpos-build-", dir=cache_dir) as work_dir:
+        for subset in subsets:
+            dataset = build_replace_subset(rows_by_subset[subset], images, work_dir=Path(work_dir) / subset)
+            exported.append(
+                write_config_shards(dataset, output_dir, subset, split=SPLIT, max_shard_size=max_shard_size)
+            )
+            report.counts[subset] = len(dataset)
+            report.expected_counts[subset] = expected_count(subset)
+            report.flags[subset] = {
+                "substring_artifact": sum(row["substring_artifact"] for row in rows_by_subset[subset]),
+                "is_duplicate": sum(row["is_duplicate"] for row in rows_by_subset[subset]),
+            }
+            del dataset
+    if len(exported) > 1:
+        exported.append(union_config(UNION_CONFIG, exported))
+        report.expected_counts[UNION_CONFIG] = sum(expected_count(subset) for subset in subsets)
+        report.counts[UNION_CONFIG] = exported[-1].num_rows
+
+    facts = CardFacts(
+        title="REPLACE: hard negatives and hard positives by word replacement",
+        pretty_name="REPLACE (Hard Positive benchmark)",
+        summary=(
+            "The REPLACE benchmark of *The Hard Positive Truth about Vision-Language Compositionality* "
+            "(Kamath et al., ECCV 2024): each Visual Genome image comes with its caption c, a hard "
+            "negative c_n (VL-CheckList replacement that changes the meaning) and a hard positive c_p "
+            "(a synonym replacement that keeps it). A model is correct when s(c|i) > s(c_n|i) (original "
+            "accuracy) and also s(c_p|i) > s(c_n|i) (augmented accuracy); it is brittle when c_n falls "
+            "between c and c_p. The paper reports the subsets separately and their unweighted mean."
+        ),
+        builder="hf_hardpos.data.replace.export_replace",
+        usage=USAGE.format(repo=repo_id_for_card),
+        column_meanings=COLUMN_MEANINGS,
+        defects=_defects_text(rows_by_subset),
+        license_id="cc-by-4.0",
+        license_text=LICENSE_TEXT,
+        citation=HARD_POSITIVE_CITATION + "\n\n" + VL_CHECKLIST_CITATION,
+        expected_counts=report.expected_counts,
+        tags=["compositionality", "hard-positives", "hard-negatives", "clip", "visual-genome"],
+        task_categories=["zero-shot-image-classification"],
+    )
+    render_card(output_dir, exported, facts, report)
+    report.save(output_dir / "build_report.json")
+    if verify:
+        for config in exported:
+            verify_export(output_dir, config)
+    for line in report.count_lines():
+        print(line)
+    return report
+

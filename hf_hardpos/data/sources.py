@@ -115,13 +115,14 @@ class VisualGenomeImages:
                 self._part_dirs[part] = self.sources.download_and_extract(VG_PART_URLS[part]) / part
         return self._part_dirs[part]
 
-    def find(self, image_id: str, part: str | None = None) -> tuple[Path, str] | None:
+    def find(self, image_id: str, part: str | None = None, file_name: str | None = None) -> tuple[Path, str] | None:
         """Return ``(local path, path relative to the VG root)`` of an image, or ``None``.
 
         ``part`` (from the annotation's image_path) is tried first; the other part and, for a local
         folder, the flat layout are tried after it, because annotations are not always right about it.
+        ``file_name`` defaults to VG's ``<image_id>.jpg``.
         """
-        name = f"{image_id}.jpg"
+        name = file_name or f"{image_id}.jpg"
         parts = [part] if part in VG_PART_URLS else []
         parts += [other for other in VG_PARTS if other not in parts]
         for candidate in parts:
@@ -136,9 +137,14 @@ class VisualGenomeImages:
         return None
 
     def resolve_all(
-        self, wanted: dict[str, str | None], *, skip_missing: bool, progress: bool = True
+        self,
+        wanted: dict[str, str | None | tuple[str | None, str | None]],
+        *,
+        skip_missing: bool,
+        progress: bool = True,
     ) -> tuple[dict[str, tuple[Path, str]], list[str]]:
-        """Resolve every ``image_id -> part hint`` up front, so a missing image fails before the build.
+        """Resolve every ``image_id -> part hint`` (or ``(part hint, file name)``) up front, so a missing
+        image fails before the build.
 
         Returns the found images and the sorted ids of the missing ones; raises
         :class:`MissingImageError` naming the ids unless ``skip_missing``.
@@ -147,8 +153,9 @@ class VisualGenomeImages:
 
         found: dict[str, tuple[Path, str]] = {}
         missing: list[str] = []
-        for image_id, part in tqdm(wanted.items(), desc="Locating images", disable=not progress):
-            hit = self.find(image_id, part)
+        for image_id, hint in tqdm(wanted.items(), desc="Locating images", disable=not progress):
+            part, file_name = hint if isinstance(hint, tuple) else (hint, None)
+            hit = self.find(image_id, part, file_name)
             if hit is None:
                 missing.append(image_id)
             else:

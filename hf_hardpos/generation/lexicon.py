@@ -266,6 +266,8 @@ _NEGATIVE_GUARDS: dict[str, dict] = {
     "full": {"not_before": frozenset({"of", "length", "size", "body"})},
     "closing": {"not_before": frozenset({"in", "up"})},
     "clean": {"needs_next": True, "not_before": frozenset({"up"})},
+    # "an old man" -> "a new man" is not a sensible negative; people age, objects are new/old.
+    "old": {"not_before": frozenset({"man", "men", "woman", "women", "lady", "ladies", "person", "people", "couple", "guy", "gentleman"}), "not_after": _AGE_UNITS},
     "new": {"not_before": frozenset({"york", "orleans", "zealand", "jersey", "mexico", "delhi"})},
     "into": {"needs_next": True},
     "out of": {"needs_next": True},
@@ -317,7 +319,7 @@ SWAPPABLE_ATTRIBUTES: dict[str, str] = {
 DETERMINERS = frozenset(
     {"a", "an", "the", "this", "that", "these", "those", "his", "her", "their", "its", "my", "our",
      "your", "some", "several", "many", "few", "two", "three", "four", "five", "six", "seven",
-     "eight", "nine", "ten", "one", "a couple of", "both", "each", "every", "another", "other"}
+     "eight", "nine", "ten", "one", "both", "each", "every", "another", "other"}
 )
 PREPOSITIONS = frozenset(
     {"of", "with", "on", "in", "at", "by", "near", "under", "over", "above", "below", "behind",
@@ -325,6 +327,7 @@ PREPOSITIONS = frozenset(
      "across", "along", "around", "against", "beneath", "underneath", "next", "atop", "while",
      "during", "without", "like", "toward", "towards", "past", "off", "up", "down", "among"}
 )
+POSSESSIVES = frozenset({"his", "her", "their", "its", "my", "our", "your"})
 AUXILIARIES = _AUXILIARIES | frozenset({"has", "have", "had", "does", "do", "did", "can", "will",
                                         "could", "would", "may", "might", "should", "'s"})
 # Words that end a noun phrase besides prepositions and verbs: relative pronouns, conjunctions.

@@ -1,0 +1,30 @@
+"""Hard-positive / hard-negative fine-tuning of CLIP with the `transformers.Trainer`.
+
+Names load lazily so that `hf_hardpos.training.losses` (pure torch) does not pull in the Trainer.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_LAZY = {
+    "HardPosTrainer": "hf_hardpos.training.trainer",
+    "NonFiniteLossError": "hf_hardpos.training.trainer",
+    "LOSS_STATE_NAME": "hf_hardpos.training.trainer",
+    "HardPosTrainingArguments": "hf_hardpos.training.training_args",
+    "HardPosDataCollator": "hf_hardpos.training.data_collator",
+    "HardPosModelCardData": "hf_hardpos.training.model_card",
+    "generate_model_card": "hf_hardpos.training.model_card",
+    "apply_lora": "hf_hardpos.training.lora",
+    "merge_lora": "hf_hardpos.training.lora",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'hf_hardpos.training' has no attribute {name!r}")
+
+
+__all__ = sorted(_LAZY)

@@ -24,14 +24,6 @@ def is_peft_model(model: torch.nn.Module) -> bool:
     return isinstance(model, PeftModel)
 
 
-def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
-    """The CLIP model inside DDP/`accelerate` and peft wrappers (LoRA layers stay injected in it)."""
-    model = unwrap_ddp(model)
-    if is_peft_model(model):
-        model = model.get_base_model()
-    return model
-
-
 def apply_lora(
     model: PreTrainedModel,
     r: int = 16,

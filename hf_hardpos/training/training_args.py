@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from transformers import TrainingArguments
 
 from .. import columns
+from .losses.hard_positive import HARD_POSITIVE_MODES
 
 DEFAULT_LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "out_proj")
-HARD_POSITIVE_MODES = ("contrastive", "per_image")
 
 
 @dataclass
@@ -33,7 +33,8 @@ class HardPosTrainingArguments(TrainingArguments):
         default="contrastive",
         metadata={
             "help": "How the hard-positive loss is formed: 'contrastive' (image->c_p over the batch plus "
-            "c->c_p text contrastive, as SVLC) or 'per_image' (target c_p over [c_p, c_n] per image).",
+            "c->c_p text contrastive, as SVLC) or 'ranking' (target c_p over [c_p, c_n] per image, which "
+            "directly optimises the augmented criterion).",
             "choices": list(HARD_POSITIVE_MODES),
         },
     )

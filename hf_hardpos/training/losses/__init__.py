@@ -1,0 +1,20 @@
+"""Loss terms of hf_hardpos training (SPEC §5), one module per file, and the combined objective."""
+
+from hf_hardpos.training.losses.batch import EmbeddingBatch
+from hf_hardpos.training.losses.cmr import CMRLoss
+from hf_hardpos.training.losses.contrastive import ContrastiveLoss
+from hf_hardpos.training.losses.hard_negative import HardNegativeLoss
+from hf_hardpos.training.losses.hard_positive import HARD_POSITIVE_MODES, HardPositiveLoss
+from hf_hardpos.training.losses.imc import IMCLoss
+from hf_hardpos.training.losses.objective import HardPosObjective
+
+__all__ = [
+    "CMRLoss",
+    "ContrastiveLoss",
+    "EmbeddingBatch",
+    "HARD_POSITIVE_MODES",
+    "HardNegativeLoss",
+    "HardPosObjective",
+    "HardPositiveLoss",
+    "IMCLoss",
+]

@@ -1,0 +1,352 @@
+"""COCO fine-tuning set builder: every COCO train 2014 caption with its hard positives and negatives.
+
+Inputs: COCO's ``captions_train2014.json`` (caption order = its ``annotations`` list) and the Hard
+Positive paper's ``hard_positives_ft/{replace,swap}_hp.jsonl`` (one JSON string per caption, same order;
+``"None"`` where a caption has no swap). Hard negatives are generated per caption by functions passed
+in (default: the package's CREPE/SugarCrepe-style rules), so other negative generators can be used
+without touching the builder. Images are referenced by COCO id and file name; embedding the 13 GB of
+train2014 images is optional (``coco_images_dir``), and :func:`attach_coco_images` joins a local COCO
+folder afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import datasets
+
+from .. import columns
+from .generate import dataset_from_generator
+from .sources import COCO_ANNOTATIONS_URL, COCO_CAPTIONS_FILE, Sources
+from .validation import PAPER_COUNTS, BuildReport, DataValidationError, MissingImageError
+
+CONFIG = "default"
+SPLIT = "train"
+HP_FILES = {"replace": "hard_positives_ft/replace_hp.jsonl", "swap": "hard_positives_ft/swap_hp.jsonl"}
+NEGATIVE_TYPES = ("replace", "swap")
+
+HardNegativeFn = Callable[[str], "str | None"]
+
+
+def finetune_features(with_images: bool = False) -> datasets.Features:
+    fields = {columns.IMAGE: datasets.Image()} if with_images else {}
+    fields.update(
+        {
+            columns.IMAGE_ID: datasets.Value("string"),
+            "file_name": datasets.Value("string"),
+            "caption_id": datasets.Value("int64"),
+            columns.CAPTION: datasets.Value("string"),
+            columns.HARD_POSITIVE_REPLACE: datasets.Value("string"),
+            columns.HARD_POSITIVE_SWAP: datasets.Value("string"),
+            columns.HARD_NEGATIVE_REPLACE: datasets.Value("string"),
+            columns.HARD_NEGATIVE_SWAP: datasets.Value("string"),
+        }
+    )
+    return datasets.Features(fields)
+
+
+def default_negative_generators(seed: int = 0) -> dict[str, HardNegativeFn]:
+    """The package's rule-based generators (``hf_hardpos.generation.rules``), seeded for reproducibility.
+
+    Imported lazily: the builder itself does not depend on the generation module, and a caller can
+    pass any ``{"replace": fn, "swap": fn}`` instead.
+    """
+    try:
+        from hf_hardpos.generation.rules import replace_hard_negative, swap_hard_negative
+    except ImportError as error:
+        raise ImportError(
+            "hf_hardpos.generation.rules is needed for the default hard negatives; "
+            "pass negative_generators={'replace': fn, 'swap': fn} instead"
+        ) from error
+    rng = random.Random(seed)
+    return {"replace": lambda caption: replace_hard_negative(caption, rng=rng), "swap": swap_hard_negative}
+
+
+def coco_captions_file(sources: Sources, coco_annotations: str | Path | None) -> Path:
+    """``captions_train2014.json`` from a file, a folder holding it (or ``annotations/`` with it), or
+    the COCO 2014 annotations archive (downloaded and extracted once)."""
+    if coco_annotations is None:
+        return sources.download_and_extract(COCO_ANNOTATIONS_URL) / COCO_CAPTIONS_FILE
+    path = Path(coco_annotations)
+    candidates = [path] if path.is_file() else [path / Path(COCO_CAPTIONS_FILE).name, path / COCO_CAPTIONS_FILE]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"captions_train2014.json not found at {path} (looked for {', '.join(map(str, candidates))})")
+
+
+def read_coco_captions(path: Path) -> tuple[list[dict], dict[int, str]]:
+    """COCO caption annotations in file order and the image id -> file name map."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise DataValidationError(f"{path}: not valid JSON ({error})") from error
+    if not isinstance(data, dict) or "annotations" not in data or "images" not in data:
+        raise DataValidationError(f"{path}: expected a COCO captions file with 'images' and 'annotations'")
+    file_names = {int(image["id"]): image["file_name"] for image in data["images"]}
+    for index, annotation in enumerate(data["annotations"]):
+        missing = [key for key in ("id", "image_id", "caption") if key not in annotation]
+        if missing:
+            raise DataValidationError(f"{path}: annotation {index} lacks field(s) {', '.join(missing)}")
+        if int(annotation["image_id"]) not in file_names:
+            raise DataValidationError(f"{path}: annotation {index} refers to unknown image_id {annotation['image_id']}")
+    return data["annotations"], file_names
+
+
+def parse_hard_positive(line: str, path: Path, line_number: int) -> str | None:
+    """One jsonl line -> the hard positive, or ``None`` where upstream wrote "None" (or null)."""
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise DataValidationError(f"{path}: line {line_number} is not valid JSON ({error})") from error
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise DataValidationError(f"{path}: line {line_number} holds a {type(value).__name__}, expected a JSON string")
+    value = value.strip()
+    return None if value in ("", "None") else value
+
+
+def count_lines(path: Path) -> int:
+    with open(path, "rb") as handle:
+        return sum(1 for line in handle if line.strip())
+
+
+def _read_hard_positives(path: Path) -> Iterator[str | None]:
+    with open(path, encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if line.strip():
+                yield parse_hard_positive(line, path, line_number)
+
+
+def _generate_rows(
+    captions_path: Path,
+    replace_path: Path,
+    swap_path: Path,
+    negative_generators: Mapping[str, HardNegativeFn],
+    images_dir: Path | None,
+) -> Iterator[dict]:
+    annotations, file_names = read_coco_captions(captions_path)
+    replace_hp, swap_hp = _read_hard_positives(replace_path), _read_hard_positives(swap_path)
+    for annotation, positive_replace, positive_swap in zip(annotations, replace_hp, swap_hp):
+        caption = annotation["caption"].strip()
+        image_id = int(annotation["image_id"])
+        row = {
+            columns.IMAGE_ID: str(image_id),
+            "file_name": file_names[image_id],
+            "caption_id": int(annotation["id"]),
+            columns.CAPTION: caption,
+            columns.HARD_POSITIVE_REPLACE: positive_replace,
+            columns.HARD_POSITIVE_SWAP: positive_swap,
+            columns.HARD_NEGATIVE_REPLACE: negative_generators["replace"](caption),
+            columns.HARD_NEGATIVE_SWAP: negative_generators["swap"](caption),
+        }
+        if images_dir is not None:
+            path = images_dir / row["file_name"]
+            if not path.is_file():  # skipped missing image (--skip-missing)
+                continue
+            row = {columns.IMAGE: {"bytes": path.read_bytes(), "path": row["file_name"]}, **row}
+        yield row
+
+
+def build_finetune(
+    sources: Sources,
+    *,
+    work_dir: str | Path,
+    coco_annotations: str | Path | None = None,
+    coco_images_dir: str | Path | None = None,
+    negative_generators: Mapping[str, HardNegativeFn] | None = None,
+    skip_missing: bool = False,
+    seed: int = 0,
+    report: BuildReport | None = None,
+) -> datasets.Dataset:
+    """Validate the inputs (one hard-positive line per caption; images present) and build the Dataset."""
+    negative_generators = dict(negative_generators or default_negative_generators(seed))
+    missing_types = [name for name in NEGATIVE_TYPES if name not in negative_generators]
+    if missing_types:
+        raise ValueError(f"negative_generators lacks {missing_types}; expected keys {NEGATIVE_TYPES}")
+    captions_path = coco_captions_file(sources, coco_annotations)
+    annotations, file_names = read_coco_captions(captions_path)
+    hp_paths = {name: sources.upstream_file(relative) for name, relative in HP_FILES.items()}
+    for name, path in hp_paths.items():
+        lines = count_lines(path)
+        if lines != len(annotations):
+            raise DataValidationError(
+                f"{path} has {lines} lines but {captions_path} has {len(annotations)} captions; "
+                "the hard-positive file must have one line per COCO caption, in annotation order"
+            )
+    images_dir = Path(coco_images_dir) if coco_images_dir is not None else None
+    if images_dir is not None:
+        used = {file_names[int(annotation["image_id"])] for annotation in annotations}
+        missing = sorted(name for name in used if not (images_dir / name).is_file())
+        if missing and not skip_missing:
+            shown = ", ".join(missing[:20]) + (f" (and {len(missing) - 20} more)" if len(missing) > 20 else "")
+            raise MissingImageError(f"{len(missing)} COCO image(s) not found in {images_dir}: {shown}")
+        if report is not None and missing:
+            report.skipped_missing_images[CONFIG] = missing
+            missing_set = set(missing)
+            report.skipped_rows[CONFIG] = sum(
+                file_names[int(annotation["image_id"])] in missing_set for annotation in annotations
+            )
+    if report is not None:
+        report.sources["captions"] = str(captions_path) if coco_annotations else f"{COCO_ANNOTATIONS_URL} ({COCO_CAPTIONS_FILE})"
+        for name, relative in HP_FILES.items():
+            report.sources[f"{name} hard positives"] = sources.describe_upstream(relative)
+        report.sources["images"] = "embedded from a local train2014 folder" if images_dir else "not embedded (join by file_name)"
+    del annotations, file_names
+    return dataset_from_generator(
+        _generate_rows,
+        {
+            "captions_path": captions_path,
+            "replace_path": hp_paths["replace"],
+            "swap_path": hp_paths["swap"],
+            "negative_generators": negative_generators,
+            "images_dir": images_dir,
+        },
+        finetune_features(with_images=images_dir is not None),
+        split=SPLIT,
+        work_dir=work_dir,
+    )
+
+
+def attach_coco_images(dataset: datasets.Dataset, coco_images_dir: str | Path) -> datasets.Dataset:
+    """Join a local COCO ``train2014/`` folder: add an ``image`` column read lazily from ``file_name``.
+
+    The images are decoded on access, not copied, so this is the cheap way to train from the set
+    without embedding 13 GB into it.
+    """
+    folder = Path(coco_images_dir)
+    if dataset.num_rows and not (folder / dataset[0]["file_name"]).is_file():
+        raise FileNotFoundError(f"{folder / dataset[0]['file_name']} not found: is {folder} COCO's train2014 folder?")
+    with_paths = dataset.map(lambda row: {columns.IMAGE: str(folder / row["file_name"])}, desc="Joining COCO images")
+    return with_paths.cast_column(columns.IMAGE, datasets.Image())
+
+
+COLUMN_MEANINGS = {
+    columns.IMAGE: "the COCO train2014 image, original JPEG bytes (only when built with --coco-images-dir)",
+    columns.IMAGE_ID: "COCO image id",
+    "file_name": "COCO file name, e.g. COCO_train2014_000000057870.jpg (join key for a local train2014/ folder)",
+    "caption_id": "COCO caption annotation id",
+    columns.CAPTION: "the COCO caption",
+    columns.HARD_POSITIVE_REPLACE: "hard positive by one-word synonym replacement (Kamath et al., LLM-generated)",
+    columns.HARD_POSITIVE_SWAP: "hard positive by swapping around \"and\"; null where none exists",
+    columns.HARD_NEGATIVE_REPLACE: "hard negative by replacement (CREPE/SugarCrepe-style rules); null where none applies",
+    columns.HARD_NEGATIVE_SWAP: "hard negative by swapping (CREPE/SugarCrepe-style rules); null where none applies",
+}
+
+USAGE = """from datasets import load_dataset
+from hf_hardpos.data.finetune import attach_coco_images
+
+train = load_dataset("{repo}", split="train")
+train = attach_coco_images(train, "/path/to/coco/train2014")  # unless built with embedded images
+# equivalently, without hf_hardpos:
+# train = train.map(lambda r: {{"image": f"/path/to/coco/train2014/{{r['file_name']}}"}}).cast_column("image", Image())"""
+
+LICENSE_TEXT = (
+    "COCO annotations and images: CC BY 4.0 (images: Flickr terms of use). Hard positives: Kamath et al. "
+    "2024 (github.com/amitakamath/hard_positives); check its terms before redistribution."
+)
+
+COCO_CITATION = """@inproceedings{lin2014microsoft,
+  title     = {Microsoft COCO: Common Objects in Context},
+  author    = {Lin, Tsung-Yi and Maire, Michael and Belongie, Serge and Hays, James and Perona, Pietro and Ramanan, Deva and Doll{\\'a}r, Piotr and Zitnick, C. Lawrence},
+  booktitle = {European Conference on Computer Vision (ECCV)},
+  year      = {2014}
+}"""
+
+
+def _quality_counts(dataset: datasets.Dataset) -> dict[str, int]:
+    """Measured per-column facts for the report and the card (nulls, c_p equal to c)."""
+    counts = {}
+    captions = dataset[columns.CAPTION]
+    for name in (*columns.FINETUNE_POSITIVE_COLUMNS, *columns.FINETUNE_NEGATIVE_COLUMNS):
+        values = dataset[name]
+        counts[f"{name} present"] = sum(value is not None for value in values)
+        counts[f"{name} equal to caption"] = sum(value == caption for value, caption in zip(values, captions))
+    return counts
+
+
+def export_finetune(
+    output_dir: str | Path,
+    *,
+    upstream_dir: str | Path | None = None,
+    coco_annotations: str | Path | None = None,
+    coco_images_dir: str | Path | None = None,
+    negative_generators: Mapping[str, HardNegativeFn] | None = None,
+    skip_missing: bool = False,
+    seed: int = 0,
+    cache_dir: str | Path | None = None,
+    max_shard_size: int | str = "500MB",
+    repo_id_for_card: str = "hardpos/coco",
+    verify: bool = True,
+) -> BuildReport:
+    """Build the COCO HP+HN fine-tuning set into ``output_dir`` (config ``default``, split ``train``)."""
+    from .card import HARD_POSITIVE_CITATION, CardFacts, render_card
+    from .hub_export import verify_export, write_config_shards
+
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    sources = Sources(upstream_dir, cache_dir)
+    report = BuildReport(dataset="finetune")
+    with tempfile.TemporaryDirectory(prefix="hardpos-build-", dir=cache_dir) as work_dir:
+        dataset = build_finetune(
+            sources,
+            work_dir=work_dir,
+            coco_annotations=coco_annotations,
+            coco_images_dir=coco_images_dir,
+            negative_generators=negative_generators,
+            skip_missing=skip_missing,
+            seed=seed,
+            report=report,
+        )
+        exported = write_config_shards(dataset, output_dir, CONFIG, split=SPLIT, max_shard_size=max_shard_size)
+        report.counts[CONFIG] = len(dataset)
+        report.flags[CONFIG] = _quality_counts(dataset.remove_columns([c for c in dataset.column_names if c == columns.IMAGE]))
+        del dataset
+    report.expected_counts[CONFIG] = PAPER_COUNTS["finetune/captions"]
+    flags = report.flags[CONFIG]
+    report.counts["swap hard positives"] = flags[f"{columns.HARD_POSITIVE_SWAP} present"]
+    report.expected_counts["swap hard positives"] = PAPER_COUNTS["finetune/swap_hard_positives"]
+    defects = "\n".join(
+        ["Measured in this build (rows):", "", "| column | present | equal to the caption |", "|---|---:|---:|"]
+        + [
+            f"| `{name}` | {flags[f'{name} present']:,} | {flags[f'{name} equal to caption']:,} |"
+            for name in (*columns.FINETUNE_POSITIVE_COLUMNS, *columns.FINETUNE_NEGATIVE_COLUMNS)
+        ]
+        + [
+            "",
+            "Hard positives are LLM outputs kept as upstream wrote them (whitespace stripped; \"None\" -> null). "
+            "A hard positive equal to its caption is a generation failure the paper's prompt did not filter.",
+        ]
+    )
+    facts = CardFacts(
+        title="COCO hard-positive + hard-negative fine-tuning set",
+        pretty_name="COCO HP+HN fine-tuning set (Hard Positive paper)",
+        summary=(
+            "Every COCO train 2014 caption with a replace hard positive, a swap hard positive where the "
+            "caption allows one, and rule-based replace/swap hard negatives: the training data of the "
+            "HP+HN models of *The Hard Positive Truth about Vision-Language Compositionality* "
+            "(Kamath et al., ECCV 2024). Missing items are nulls, never the string \"None\"."
+        ),
+        builder="hf_hardpos.data.finetune.export_finetune",
+        usage=USAGE.format(repo=repo_id_for_card),
+        column_meanings=COLUMN_MEANINGS,
+        defects=defects,
+        license_id="cc-by-4.0",
+        license_text=LICENSE_TEXT,
+        citation=HARD_POSITIVE_CITATION + "\n\n" + COCO_CITATION,
+        expected_counts={CONFIG: PAPER_COUNTS["finetune/captions"]},
+        tags=["compositionality", "hard-positives", "hard-negatives", "clip", "coco"],
+        task_categories=["zero-shot-image-classification"],
+    )
+    render_card(output_dir, [exported], facts, report)
+    report.save(output_dir / "build_report.json")
+    if verify:
+        verify_export(output_dir, exported)
+    for line in report.count_lines():
+        print(line)
+    return report

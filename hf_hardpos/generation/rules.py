@@ -1,0 +1,422 @@
+"""Rule-based hard positives and hard negatives: no model, deterministic, conservative.
+
+Why rules next to the LLM path: the paper's REPLACE hard positives come from a small synonym table,
+and CREPE/SugarCrepe-style hard negatives come from word classes (colours, sizes, materials,
+spatial relations, actions). Rules run on a laptop over all of COCO in minutes, need no download,
+and every output can be traced to a table row. They return `None` rather than a doubtful edit:
+a missing hard positive costs one training pair, a wrong one teaches the model a false invariance.
+
+Matching is on whole tokens (`whiteboard` never contains `white`), keeps the casing of the word it
+replaces, leaves punctuation where it was and fixes "a"/"an" before the new word.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from hf_hardpos.generation import lexicon
+from hf_hardpos.generation.lexicon import Rule
+
+# A word: letters/digits, possibly joined by apostrophes or hyphens ("t-shirt", "man's").
+_WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
+_VOWEL_SOUND_EXCEPTIONS_A = ("uni", "use", "one", "eu", "ufo")  # vowel letter, consonant sound
+_VOWEL_SOUND_EXCEPTIONS_AN = ("hour", "honest", "honor", "heir")  # consonant letter, vowel sound
+
+
+@dataclass(frozen=True)
+class Token:
+    text: str
+    start: int
+    end: int
+
+    @property
+    def lower(self) -> str:
+        return self.text.lower()
+
+
+def tokenize(caption: str) -> list[Token]:
+    """Word tokens with their character spans; punctuation and spaces are left out."""
+    return [Token(m.group(), m.start(), m.end()) for m in _WORD.finditer(caption)]
+
+
+def _joined(caption: str, left: Token, right: Token) -> bool:
+    """True when only whitespace separates two tokens (no comma, full stop, bracket...)."""
+    return caption[left.end : right.start].strip() == ""
+
+
+def _previous(caption: str, tokens: Sequence[Token], i: int) -> Token | None:
+    if i == 0 or not _joined(caption, tokens[i - 1], tokens[i]):
+        return None
+    return tokens[i - 1]
+
+
+def _next(caption: str, tokens: Sequence[Token], j: int) -> Token | None:
+    """The token after position j-1 (i.e. tokens[j]) when it directly follows, else None."""
+    if j >= len(tokens) or not _joined(caption, tokens[j - 1], tokens[j]):
+        return None
+    return tokens[j]
+
+
+def match_case(template: str, replacement: str) -> str:
+    """Give `replacement` the casing pattern of the word it replaces."""
+    if len(template) > 1 and template.isupper():
+        return replacement.upper()
+    if template[:1].isupper():
+        return replacement[:1].upper() + replacement[1:]
+    return replacement
+
+
+def _article_for(word: str) -> str:
+    lower = word.lower()
+    if lower.startswith(_VOWEL_SOUND_EXCEPTIONS_AN):
+        return "an"
+    if lower.startswith(_VOWEL_SOUND_EXCEPTIONS_A):
+        return "a"
+    return "an" if lower[:1] in "aeiou" else "a"
+
+
+@dataclass(frozen=True)
+class _Match:
+    first: int  # token index of the first matched token
+    stop: int  # one past the last matched token
+    rule: Rule
+
+
+def _phrase_at(caption: str, tokens: Sequence[Token], i: int, words: Sequence[str]) -> bool:
+    if i + len(words) > len(tokens):
+        return False
+    for offset, word in enumerate(words):
+        token = tokens[i + offset]
+        if token.lower != word:
+            return False
+        if offset and not _joined(caption, tokens[i + offset - 1], token):
+            return False
+    return True
+
+
+def _protected_spans(caption: str, tokens: Sequence[Token]) -> list[tuple[int, int]]:
+    spans = []
+    for phrase in lexicon.PROTECTED_PHRASES:
+        words = phrase.split()
+        for i in range(len(tokens)):
+            if _phrase_at(caption, tokens, i, words):
+                spans.append((i, i + len(words)))
+    return spans
+
+
+def find_matches(caption: str, rules: Sequence[Rule]) -> list[_Match]:
+    """Every place where a rule may fire, after context guards and protected phrases.
+
+    A match inside a protected phrase is dropped unless it covers the whole phrase (the rule for
+    "in front of" may fire, the rule for "in" may not); a match strictly inside another match is
+    dropped too (prefer "riding on" over "riding").
+    """
+    tokens = tokenize(caption)
+    protected = _protected_spans(caption, tokens)
+    found: list[_Match] = []
+    for rule in rules:
+        words = rule.source.split()
+        for i in range(len(tokens)):
+            if not _phrase_at(caption, tokens, i, words):
+                continue
+            stop = i + len(words)
+            before = _previous(caption, tokens, i)
+            after = _next(caption, tokens, stop)
+            if after is not None and after.lower in rule.not_before:
+                continue
+            if before is not None and before.lower in rule.not_after:
+                continue
+            if rule.needs_next and after is None:
+                continue
+            if any(a < stop and i < b and not (i <= a and b <= stop) for a, b in protected):
+                continue
+            found.append(_Match(i, stop, rule))
+    kept = [
+        m
+        for m in found
+        if not any(o is not m and o.first <= m.first and m.stop <= o.stop and (o.stop - o.first) > (m.stop - m.first) for o in found)
+    ]
+    kept.sort(key=lambda m: (m.first, m.stop))
+    return kept
+
+
+def _apply_edits(caption: str, edits: list[tuple[int, int, str]]) -> str:
+    for start, end, text in sorted(edits, reverse=True):
+        caption = caption[:start] + text + caption[end:]
+    return caption
+
+
+def _article_edit(caption: str, tokens: Sequence[Token], first: int, new_word: str) -> list[tuple[int, int, str]]:
+    """Re-choose "a"/"an" before token `first` when the word after it changes."""
+    before = _previous(caption, tokens, first)
+    if before is None or before.lower not in ("a", "an"):
+        return []
+    article = match_case(before.text, _article_for(new_word))
+    return [] if article == before.text else [(before.start, before.end, article)]
+
+
+def _replace(caption: str, rules: Sequence[Rule], rng: random.Random | None, *, avoid_present: bool = False) -> str | None:
+    """Apply one rule; with `avoid_present`, never pick a target already in the caption.
+
+    For hard negatives a target that is already there ("a blue and white clock" -> "a white and
+    white clock") gives a broken caption rather than a meaningful contrast.
+    """
+    tokens = tokenize(caption)
+    present = " " + " ".join(t.lower for t in tokens) + " "
+    candidates = []
+    for match in find_matches(caption, rules):
+        targets = match.rule.targets
+        if avoid_present:
+            targets = tuple(t for t in targets if f" {t} " not in present)
+        if targets:
+            candidates.append((match, targets))
+    if not candidates:
+        return None
+    match, targets = candidates[0] if rng is None else rng.choice(candidates)
+    target = targets[0] if rng is None else rng.choice(targets)
+    first, last = tokens[match.first], tokens[match.stop - 1]
+    new_text = match_case(first.text, target)
+    edits = [(first.start, last.end, new_text), *_article_edit(caption, tokens, match.first, new_text)]
+    return _apply_edits(caption, edits)
+
+
+@lru_cache(maxsize=2)
+def _positive_rules(include_extra: bool) -> tuple[Rule, ...]:
+    return lexicon.hard_positive_rules(include_extra)
+
+
+@lru_cache(maxsize=1)
+def _negative_rules() -> tuple[Rule, ...]:
+    return lexicon.hard_negative_rules()
+
+
+def replace_hard_positive(caption: str, rng: random.Random | None = None, *, include_extra: bool = True) -> str | None:
+    """Replace one word/phrase by its synonym from the paper's table (plus our extras).
+
+    With `rng=None` the first eligible word is replaced (reproducible without a seed); with a
+    `random.Random` the word is drawn from all eligible ones. Returns None when nothing applies.
+    """
+    return _replace(caption, _positive_rules(include_extra), rng)
+
+
+def replace_hard_negative(caption: str, rng: random.Random | None = None) -> str | None:
+    """Replace one attribute/relation/action by an antonym or co-hyponym (CREPE/SugarCrepe "replace").
+
+    Colours become another colour, sizes and states their opposite, spatial relations their mirror,
+    actions a sibling action. Returns None when the caption has no word from those classes.
+    """
+    return _replace(caption, _negative_rules(), rng, avoid_present=True)
+
+
+# ---- SWAP: exchange the two conjuncts around "and" -------------------------------------------
+
+
+def _is_participle(word: str) -> bool:
+    return len(word) > 4 and word.endswith("ing") and word not in lexicon.ING_NOUNS
+
+
+def _is_breaker(word: str) -> bool:
+    """Words that end a noun phrase: prepositions, auxiliaries, clause words, participles."""
+    return (
+        word in lexicon.PREPOSITIONS
+        or word in lexicon.AUXILIARIES
+        or word in lexicon.CLAUSE_WORDS
+        or word == "and"
+        or _is_participle(word)
+    )
+
+
+def _contiguous(caption: str, tokens: Sequence[Token], first: int, stop: int) -> bool:
+    return all(_joined(caption, tokens[i - 1], tokens[i]) for i in range(first + 1, stop))
+
+
+def _attribute_spans(caption: str, tokens: Sequence[Token], k: int) -> tuple[int, int] | None:
+    """"a blue and white clock" / "the dog is black and brown": two coordinated attributes."""
+    if k == 0 or k + 1 >= len(tokens):
+        return None
+    left, right = tokens[k - 1].lower, tokens[k + 1].lower
+    if left not in lexicon.SWAPPABLE_ATTRIBUTES or right not in lexicon.SWAPPABLE_ATTRIBUTES:
+        return None
+    before = _previous(caption, tokens, k - 1)
+    after = _next(caption, tokens, k + 2)
+    if before is not None and before.lower in lexicon.AUXILIARIES:
+        # Predicative ("is blue and white"): the right attribute must end the clause, else
+        # "the sky is blue and white clouds" would move "white" away from "clouds".
+        return (k - 1, k + 2) if after is None or _is_breaker(after.lower) else None
+    if before is None or before.lower in lexicon.DETERMINERS or before.lower in lexicon.PREPOSITIONS:
+        return (k - 1, k + 2)
+    return None
+
+
+def _verb_phrase_spans(caption: str, tokens: Sequence[Token], k: int) -> tuple[int, int] | None:
+    """"a man wearing glasses and holding a bottle": two participle phrases, the right one final."""
+    if k + 1 >= len(tokens) or not _is_participle(tokens[k + 1].lower):
+        return None
+    right_words = [t.lower for t in tokens[k + 2 :]]
+    if any(_is_participle(w) for w in right_words) or not _contiguous(caption, tokens, k + 1, len(tokens)):
+        return None
+    for first in range(k - 1, -1, -1):
+        if not _joined(caption, tokens[first], tokens[first + 1]):
+            return None
+        if _is_participle(tokens[first].lower):
+            return (first, len(tokens))
+    return None
+
+
+def _frame_length(tokens: Sequence[Token]) -> int | None:
+    """Length of a frame prefix like "there are" / "a photo of" (0 when the caption starts the list)."""
+    words = [t.lower for t in tokens]
+    for frame in lexicon.NOUN_PHRASE_FRAMES:
+        if tuple(words[: len(frame)]) == frame:
+            return len(frame)
+    return 0
+
+
+_MAX_PHRASE = 4
+
+
+def _noun_phrase_spans(caption: str, tokens: Sequence[Token], k: int) -> tuple[int, int] | None:
+    """"a cat and a dog on a couch": two determiner-led noun phrases, the left one caption-initial.
+
+    Requiring the left phrase to open the caption is what keeps this safe: in "a man with a hat and
+    a woman" the left conjunct is "a man with a hat", which contains a preposition, so we refuse
+    instead of producing "a man with a woman and a hat".
+    """
+    first = _frame_length(tokens)
+    if first >= k or tokens[first].lower not in lexicon.DETERMINERS:
+        return None
+    left_words = [t.lower for t in tokens[first + 1 : k]]
+    if not left_words or len(left_words) > _MAX_PHRASE or any(_is_breaker(w) for w in left_words):
+        return None
+    right_determiner = tokens[k + 1].lower if k + 1 < len(tokens) else ""
+    if right_determiner not in lexicon.DETERMINERS or right_determiner in lexicon.POSSESSIVES:
+        return None  # "a man and his dog" -> "his dog and a man" would lose the antecedent
+    stop = k + 2
+    while stop < len(tokens) and _joined(caption, tokens[stop - 1], tokens[stop]) and not _is_breaker(tokens[stop].lower):
+        stop += 1
+    if stop - (k + 2) == 0 or stop - (k + 2) > _MAX_PHRASE:
+        return None
+    if not _contiguous(caption, tokens, first, stop):
+        return None
+    return (first, stop)
+
+
+def _single_word_spans(caption: str, tokens: Sequence[Token], k: int) -> tuple[int, int] | None:
+    """"rice and broccoli", "a sink, toilet and shower": one bare word on each side.
+
+    The word before must be a determiner, preposition or comma (so no modifier is left behind on
+    one side: "a red car and truck" is refused), and the word after must end the phrase.
+    """
+    if k == 0 or k + 1 >= len(tokens):
+        return None
+    left, right = tokens[k - 1].lower, tokens[k + 1].lower
+    if _is_breaker(left) or _is_breaker(right) or left in lexicon.DETERMINERS or right in lexicon.DETERMINERS:
+        return None
+    if left in lexicon.SWAPPABLE_ATTRIBUTES or right in lexicon.SWAPPABLE_ATTRIBUTES:
+        return None  # attributes are handled (more carefully) by _attribute_spans
+    before_ok = k - 1 == 0 or not _joined(caption, tokens[k - 2], tokens[k - 1])  # start or comma
+    if not before_ok:
+        before = tokens[k - 2].lower
+        before_ok = before in lexicon.DETERMINERS or before in lexicon.PREPOSITIONS
+    after = _next(caption, tokens, k + 2)
+    if k + 2 < len(tokens) and after is None and caption[tokens[k + 1].end : tokens[k + 2].start].strip() not in _CLAUSE_PUNCTUATION:
+        return None  # something other than , ; : . follows (a bracket, a quote): refuse
+    after_ok = after is None or _is_breaker(after.lower)
+    return (k - 1, k + 2) if before_ok and after_ok else None
+
+
+_CLAUSE_PUNCTUATION = (",", ";", ":", ".", "!", "?")
+_SWAP_PARSERS = (_attribute_spans, _verb_phrase_spans, _noun_phrase_spans, _single_word_spans)
+
+
+def swap_hard_positive(caption: str) -> str | None:
+    """Swap the two phrases coordinated by the caption's single "and", or return None.
+
+    Four patterns are recognised (coordinated attributes, participle phrases, caption-initial
+    noun phrases, bare words); anything else, several "and"s, or an "and" touching punctuation is
+    refused. The conjuncts move as whole strings, so the multiset of words and the "and" are kept.
+    """
+    tokens = tokenize(caption)
+    ands = [i for i, t in enumerate(tokens) if t.lower == "and"]
+    if len(ands) != 1:
+        return None
+    k = ands[0]
+    if k == 0 or k + 1 >= len(tokens):
+        return None
+    if not (_joined(caption, tokens[k - 1], tokens[k]) and _joined(caption, tokens[k], tokens[k + 1])):
+        return None
+    for parse in _SWAP_PARSERS:
+        span = parse(caption, tokens, k)
+        if span is not None:
+            return _swap(caption, tokens, span[0], k, span[1])
+    return None
+
+
+def _swap(caption: str, tokens: Sequence[Token], first: int, k: int, stop: int) -> str:
+    left = caption[tokens[first].start : tokens[k - 1].end]
+    right = caption[tokens[k + 1].start : tokens[stop - 1].end]
+    middle = caption[tokens[k - 1].end : tokens[k + 1].start]  # " and "
+    if first == 0 and _sentence_case(tokens[0].text):
+        left = left[:1].lower() + left[1:]
+        right = right[:1].upper() + right[1:]
+    start, end = tokens[first].start, tokens[stop - 1].end
+    return caption[:start] + right + middle + left + caption[end:]
+
+
+def _sentence_case(word: str) -> bool:
+    """"A" or "Two" (capitalised because first), not "I", "TV" or a name we cannot tell apart."""
+    return word[:1].isupper() and word[1:].islower() or (len(word) == 1 and word.isupper() and word != "I")
+
+
+# ---- SWAP hard negative: exchange attributes between two objects ------------------------------
+
+_NON_HEADS = lexicon.DETERMINERS | lexicon.PREPOSITIONS | lexicon.AUXILIARIES | lexicon.CLAUSE_WORDS | {"and"}
+
+
+def _head(caption: str, tokens: Sequence[Token], i: int) -> int | None:
+    """Index of the noun an attribute at i modifies: the next token that is not an attribute/"and"."""
+    j = i + 1
+    while j < len(tokens) and _joined(caption, tokens[j - 1], tokens[j]):
+        word = tokens[j].lower
+        if word not in lexicon.SWAPPABLE_ATTRIBUTES and word != "and":
+            return None if word in _NON_HEADS or _is_participle(word) else j
+        j += 1
+    return None
+
+
+def _is_boundary(word: str) -> bool:
+    return word in _NON_HEADS or _is_participle(word)
+
+
+def swap_hard_negative(caption: str) -> str | None:
+    """Exchange two attributes of two different objects ("a red car and a blue bus" -> "a blue car
+    and a red bus"), as SugarCrepe's swap-att; a pair of the same kind (two colours) is preferred.
+
+    Returns None when there are not two prenominal attributes on two different nouns, or when the
+    nouns are the same word (swapping would not change the meaning).
+    """
+    tokens = tokenize(caption)
+    attributes = [(i, _head(caption, tokens, i)) for i, t in enumerate(tokens) if t.lower in lexicon.SWAPPABLE_ATTRIBUTES]
+    attributes = [(i, h) for i, h in attributes if h is not None]
+    pairs = []
+    for a, (i, head_i) in enumerate(attributes):
+        for j, head_j in attributes[a + 1 :]:
+            wi, wj = tokens[i].lower, tokens[j].lower
+            if head_i >= j or wi == wj or tokens[head_i].lower == tokens[head_j].lower:
+                continue
+            if not any(_is_boundary(tokens[m].lower) for m in range(head_i + 1, j)):
+                continue  # same noun phrase ("blue and white stained glass clock")
+            same_kind = lexicon.SWAPPABLE_ATTRIBUTES[wi] == lexicon.SWAPPABLE_ATTRIBUTES[wj]
+            pairs.append((not same_kind, i, j))
+    if not pairs:
+        return None
+    _, i, j = min(pairs)
+    new_i = match_case(tokens[i].text, tokens[j].lower)
+    new_j = match_case(tokens[j].text, tokens[i].lower)
+    edits = [(tokens[i].start, tokens[i].end, new_i), (tokens[j].start, tokens[j].end, new_j)]
+    edits += _article_edit(caption, tokens, i, new_i) + _article_edit(caption, tokens, j, new_j)
+    return _apply_edits(caption, edits)

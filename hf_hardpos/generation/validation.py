@@ -1,0 +1,176 @@
+"""Clean an LLM's answer and decide whether it is a usable hard positive, with a reason if not.
+
+Why a reason and not a bool: the paper lists the ways LLM outputs fail (output equal to the input,
+extra chatter, several sentences, an "and"-swap that moved attributes between objects). Recording
+which check failed on each row lets a user see what their model does wrong and tune the prompt or
+the model, instead of silently losing rows.
+
+`clean_output` removes only *known* wrappers (a leading "Output:", quotes, a "Sure! Here is the
+changed sentence:" preamble, the model going on with a new "Input:" line). Anything it does not
+recognise is left in place for the validators to reject.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+from hf_hardpos.generation.rules import tokenize
+
+# Reasons (stable strings: they are written to the JSONL output and counted in reports).
+EMPTY = "empty output"
+CHATTER = "chatter"
+SEVERAL_SENTENCES = "several sentences"
+IDENTICAL = "identical to input"
+TOO_LONG = "too long"
+SEVERAL_EDITS = "more than one edit"
+EDIT_TOO_LARGE = "edit too large"
+AND_MISSING = "'and' not kept"
+WORDS_CHANGED = "words differ from input"
+NOT_A_SWAP = "not a swap around 'and'"
+
+# A replacement may grow a word into a short phrase ("behind" -> "to the rear of": +3 words).
+MAX_EXTRA_WORDS = 4
+MAX_REPLACED_WORDS = 3
+MAX_REPLACEMENT_WORDS = 5
+
+_LABEL = re.compile(
+    r"^\s*(?:output|answer|changed sentence|modified sentence|new sentence|result|sentence)\s*:\s*",
+    re.IGNORECASE,
+)
+_PREAMBLE = re.compile(
+    r"^\s*(?:sure|certainly|of course|okay|ok|here is|here's|here are|absolutely|great)\b.*$",
+    re.IGNORECASE,
+)
+_CHATTER_WORDS = re.compile(
+    r"\b(?:synonym|synonyms|sentence|replaced|replacing|swapped|input|output|note|meaning)\b|^(?:i|as an)\b",
+    re.IGNORECASE,
+)
+_SENTENCE_BREAK = re.compile(r"[.!?]+\s+\S")
+_NEW_EXAMPLE = re.compile(r"^\s*input\s*:", re.IGNORECASE)
+_QUOTED = re.compile(r"^[\"'“”‘’`]+(.*?)[\"'“”‘’`]+([.!?]?)\s*$")
+
+
+def clean_output(text: str, original: str | None = None) -> str:
+    """Strip known wrappers from a raw model answer; return "" when nothing is left.
+
+    `original` (the input caption), when given, keeps a caption that itself starts like a preamble
+    ("Here is a dog ...") from being mistaken for one.
+    """
+    original_start = _words(original)[:1] if original else []
+    kept: list[str] = []
+    for line in text.replace("\r", "").split("\n"):
+        line = line.strip()
+        if not line:
+            continue
+        if _NEW_EXAMPLE.match(line):
+            break  # the model started a new few-shot example: nothing after it is the answer
+        if not kept and _PREAMBLE.match(line) and _words(line)[:1] != original_start:
+            # "Sure! Here is the changed sentence:" alone, or followed by the answer on the line.
+            _, colon, rest = line.partition(":")
+            if not colon or not rest.strip():
+                continue
+            line = rest.strip()
+        line = _LABEL.sub("", line).strip()
+        if line[:2] in ("- ", "* "):
+            line = line[2:].strip()
+        line = _unquote(line)
+        if line:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def _unquote(line: str) -> str:
+    """'"A man grasping a bottle."' or '"A man grasping a bottle".' -> 'A man grasping a bottle.'"""
+    match = _QUOTED.match(line)
+    return match.group(1) + match.group(2) if match else line
+
+
+def _words(text: str) -> list[str]:
+    return [t.lower for t in tokenize(text)]
+
+
+def _sentence_count(text: str) -> int:
+    return 1 + len(_SENTENCE_BREAK.findall(text.strip()))
+
+
+def _common_checks(original: str, candidate: str) -> str | None:
+    """Checks shared by every kind, in the order a reader would ask them."""
+    if not candidate.strip() or not _words(candidate):
+        return EMPTY
+    original_words = set(_words(original))
+    chatter = [m.group().lower() for m in _CHATTER_WORDS.finditer(candidate)]
+    if any(word not in original_words for word in chatter):
+        return CHATTER
+    if "\n" in candidate.strip() or _sentence_count(candidate) > _sentence_count(original):
+        return SEVERAL_SENTENCES
+    if _words(candidate) == _words(original):
+        return IDENTICAL
+    if len(_words(candidate)) > len(_words(original)) + MAX_EXTRA_WORDS or len(candidate) > 2 * len(original) + 20:
+        return TOO_LONG
+    return None
+
+
+def validate_replace(original: str, candidate: str) -> str | None:
+    """None when `candidate` is `original` with one word/short phrase replaced, else the reason.
+
+    Casing and punctuation are ignored (an LLM that adds a full stop still made a valid edit).
+    """
+    reason = _common_checks(original, candidate)
+    if reason is not None:
+        return reason
+    before, after = _words(original), _words(candidate)
+    edits = [op for op in difflib.SequenceMatcher(a=before, b=after, autojunk=False).get_opcodes() if op[0] != "equal"]
+    if len(edits) > 1:
+        return SEVERAL_EDITS
+    _, i1, i2, j1, j2 = edits[0]
+    if i2 - i1 > MAX_REPLACED_WORDS or j2 - j1 > MAX_REPLACEMENT_WORDS:
+        return EDIT_TOO_LARGE
+    return None
+
+
+def is_conjunct_swap(original: str, candidate: str) -> bool:
+    """True when candidate = P + B + "and" + A + S for original = P + A + "and" + B + S.
+
+    This is stronger than "same words": "a red car and a blue bus" -> "a blue car and a red bus"
+    has the same words but moves the colours between objects; it is not a swap of whole conjuncts.
+    """
+    before, after = _words(original), _words(candidate)
+    if len(before) != len(after):
+        return False
+    n = len(before)
+    for k, word in enumerate(before):
+        if word != "and":
+            continue
+        for a in range(k):
+            if before[:a] != after[:a]:
+                break
+            for b in range(k + 2, n + 1):
+                swapped = before[:a] + before[k + 1 : b] + ["and"] + before[a:k] + before[b:]
+                if swapped == after:
+                    return True
+    return False
+
+
+def validate_swap(original: str, candidate: str) -> str | None:
+    """None when `candidate` swaps the phrases around an "and" of `original`, else the reason."""
+    reason = _common_checks(original, candidate)
+    if reason is not None:
+        return reason
+    before, after = _words(original), _words(candidate)
+    if after.count("and") != before.count("and") or "and" not in after:
+        return AND_MISSING
+    if sorted(before) != sorted(after):
+        return WORDS_CHANGED
+    if not is_conjunct_swap(original, candidate):
+        return NOT_A_SWAP
+    return None
+
+
+def validate(kind: str, original: str, candidate: str) -> str | None:
+    """Dispatch on the generation kind ("replace", "swap", "replace-verb", "replace-spatial")."""
+    from hf_hardpos.generation.prompts import VALIDATION_KIND, check_kind
+
+    if VALIDATION_KIND[check_kind(kind)] == "swap":
+        return validate_swap(original, candidate)
+    return validate_replace(original, candidate)

@@ -1,0 +1,193 @@
+"""The synthetic compositional world as `datasets.Dataset`s, in the package's shared schema.
+
+Why: the whole pipeline (fine-tuning with and without hard positives, REPLACE/SWAP evaluation) must
+run with no downloads. These emitters give sets with exactly the columns of the real REPLACE, SWAP
+and COCO fine-tuning sets (`hf_hardpos.columns`), so the scorer, the trainer and `hardpos eval`
+take them unchanged.
+
+Determinism: row `i` of a set is drawn from its own generator seeded by (seed, set kind, i), so a
+seed fixes every pixel and caption, a larger `n` only appends rows, and two kinds of set drawn with
+the same seed never share scenes by construction of their streams.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from datasets import Dataset, Features, Image, Value
+
+from hf_hardpos import columns
+from hf_hardpos.synthetic import captions as cap
+from hf_hardpos.synthetic.lexicon import (
+    ARTICLE,
+    ATTRIBUTE_LEXICONS,
+    CONJUNCTION,
+    RELATIONS,
+)
+from hf_hardpos.synthetic.scene import Scene, sample_scene
+
+REPLACE_SUBSETS = ("attributes", "relations")
+SUBSET = "subset"  # extra column of the REPLACE sets, as in the upstream-built set
+
+# Share of captions of the fine-tuning/pretraining sets that are conjunctions ("X and Y") rather
+# than relations; like COCO, only those get a SWAP hard positive.
+CONJUNCTION_PROBABILITY = 0.4
+
+_STREAMS = {"replace-attributes": 1, "replace-relations": 2, "swap": 3, "finetune": 4, "pretrain": 5}
+
+EVAL_FEATURES = Features(
+    {
+        columns.IMAGE: Image(),
+        columns.IMAGE_ID: Value("string"),
+        columns.CAPTION: Value("string"),
+        columns.HARD_NEGATIVE: Value("string"),
+        columns.HARD_POSITIVE: Value("string"),
+    }
+)
+REPLACE_FEATURES = Features({**EVAL_FEATURES, SUBSET: Value("string")})
+FINETUNE_FEATURES = Features(
+    {
+        columns.IMAGE: Image(),
+        columns.IMAGE_ID: Value("string"),
+        columns.CAPTION: Value("string"),
+        **{name: Value("string") for name in columns.FINETUNE_POSITIVE_COLUMNS},
+        **{name: Value("string") for name in columns.FINETUNE_NEGATIVE_COLUMNS},
+    }
+)
+PRETRAIN_FEATURES = Features(
+    {columns.IMAGE: Image(), columns.IMAGE_ID: Value("string"), columns.CAPTION: Value("string")}
+)
+
+Example = tuple[Scene, dict[str, Any]]
+
+
+def _replace_attributes(scene: Scene, rng: np.random.Generator) -> dict[str, Any]:
+    caption = cap.describe(scene, rng, conjunction=bool(rng.random() < 0.5))
+    slot = cap.Slot(str(rng.choice(cap.ATTRIBUTE_SLOTS)), int(rng.integers(0, 2)))
+    return _eval_row(caption, cap.replace_negative(caption, slot, rng), cap.replace_positive(caption, slot, rng))
+
+
+def _replace_relations(scene: Scene, rng: np.random.Generator) -> dict[str, Any]:
+    caption = cap.describe(scene, rng, conjunction=False)
+    slot = cap.Slot(cap.RELATION_SLOT)
+    return _eval_row(caption, cap.replace_negative(caption, slot, rng), cap.replace_positive(caption, slot, rng))
+
+
+def _swap(scene: Scene, rng: np.random.Generator) -> dict[str, Any]:
+    caption = cap.describe(scene, rng, conjunction=True)
+    return _eval_row(caption, cap.swap_negative(caption, rng), cap.swap_positive(caption))
+
+
+def _eval_row(caption: cap.Caption, negative: cap.Caption, positive: cap.Caption) -> dict[str, Any]:
+    return {
+        columns.CAPTION: caption.text(),
+        columns.HARD_NEGATIVE: negative.text(),
+        columns.HARD_POSITIVE: positive.text(),
+    }
+
+
+def _finetune(scene: Scene, rng: np.random.Generator) -> dict[str, Any]:
+    caption = cap.describe(scene, rng, conjunction=bool(rng.random() < CONJUNCTION_PROBABILITY))
+    slots = cap.editable_slots(caption)
+    positive_slot = slots[int(rng.integers(0, len(slots)))]
+    negative_slot = slots[int(rng.integers(0, len(slots)))]
+    return {
+        columns.CAPTION: caption.text(),
+        columns.HARD_POSITIVE_REPLACE: cap.replace_positive(caption, positive_slot, rng).text(),
+        columns.HARD_POSITIVE_SWAP: (
+            cap.swap_positive(caption).text() if caption.is_conjunction else None
+        ),
+        columns.HARD_NEGATIVE_REPLACE: cap.replace_negative(caption, negative_slot, rng).text(),
+        columns.HARD_NEGATIVE_SWAP: cap.swap_negative(caption, rng).text(),
+    }
+
+
+def _pretrain(scene: Scene, rng: np.random.Generator) -> dict[str, Any]:
+    caption = cap.describe(scene, rng, conjunction=bool(rng.random() < CONJUNCTION_PROBABILITY))
+    return {columns.CAPTION: caption.text()}
+
+
+_ROW_MAKERS: dict[str, Callable[[Scene, np.random.Generator], dict[str, Any]]] = {
+    "replace-attributes": _replace_attributes,
+    "replace-relations": _replace_relations,
+    "swap": _swap,
+    "finetune": _finetune,
+    "pretrain": _pretrain,
+}
+
+
+def sample_examples(kind: str, n: int, seed: int = 0, *, image_size: int = 32) -> list[Example]:
+    """The scenes and caption columns behind a set, without images encoded (for checks and tests).
+
+    `kind` is one of "replace-attributes", "replace-relations", "swap", "finetune", "pretrain".
+    """
+    if kind not in _ROW_MAKERS:
+        raise ValueError(f"unknown synthetic set kind {kind!r}; known: {sorted(_ROW_MAKERS)}")
+    if n < 0:
+        raise ValueError(f"n must be non-negative, got {n}")
+    examples = []
+    for index in range(n):
+        rng = np.random.default_rng([seed, _STREAMS[kind], index])
+        scene = sample_scene(rng, image_size)
+        row = {columns.IMAGE_ID: f"synthetic-{kind}-{seed}-{index:06d}", **_ROW_MAKERS[kind](scene, rng)}
+        examples.append((scene, row))
+    return examples
+
+
+def _to_dataset(examples: list[Example], features: Features, extra: dict[str, Any] | None = None) -> Dataset:
+    data: dict[str, list[Any]] = {name: [] for name in features}
+    for scene, row in examples:
+        row = {**row, **(extra or {}), columns.IMAGE: {"bytes": scene.to_png(), "path": None}}
+        for name in features:
+            data[name].append(row[name])
+    return Dataset.from_dict(data, features=features)
+
+
+def make_replace_dataset(
+    n: int, seed: int = 0, subset: str = "attributes", *, image_size: int = 32
+) -> Dataset:
+    """A REPLACE set: c_n changes one attribute (or the relation), c_p swaps the same word for a synonym."""
+    if subset not in REPLACE_SUBSETS:
+        raise ValueError(f"unknown REPLACE subset {subset!r}; known: {list(REPLACE_SUBSETS)}")
+    examples = sample_examples(f"replace-{subset}", n, seed, image_size=image_size)
+    return _to_dataset(examples, REPLACE_FEATURES, {SUBSET: subset})
+
+
+def make_swap_dataset(n: int, seed: int = 0, *, image_size: int = 32) -> Dataset:
+    """A SWAP set: "X and Y"; c_n exchanges an attribute between X and Y, c_p reads "Y and X"."""
+    return _to_dataset(sample_examples("swap", n, seed, image_size=image_size), EVAL_FEATURES)
+
+
+def make_finetune_dataset(n: int, seed: int = 0, *, image_size: int = 32) -> Dataset:
+    """A fine-tuning set in the COCO schema: REPLACE/SWAP hard positives and negatives per caption.
+
+    `hard_positive_swap` is null where the caption has no "and" (relational captions), as upstream.
+    """
+    return _to_dataset(sample_examples("finetune", n, seed, image_size=image_size), FINETUNE_FEATURES)
+
+
+def make_pretrain_dataset(n: int, seed: int = 0, *, image_size: int = 32) -> Dataset:
+    """Image-caption pairs for contrastive pretraining (no hard positives or negatives)."""
+    return _to_dataset(sample_examples("pretrain", n, seed, image_size=image_size), PRETRAIN_FEATURES)
+
+
+def tokenizer_corpus() -> list[str]:
+    """Sentences that contain every word and phrase of the world, for training the tiny tokenizer.
+
+    Every object phrase in every surface form, and every relation form between two fixed phrases, so
+    a BPE trained on it has seen each word as a whole.
+    """
+    sentences = []
+    forms = {slot: [f for fs in table.values() for f in fs] for slot, table in ATTRIBUTE_LEXICONS.items()}
+    for size in forms["size"]:
+        for colour in forms["colour"]:
+            for shape in forms["shape"]:
+                sentences.append(f"{ARTICLE} {size} {colour} {shape}")
+    anchor = sentences[0]
+    for forms_of_relation in RELATIONS.values():
+        for relation in forms_of_relation:
+            sentences.append(f"{anchor} {relation} {anchor}")
+    sentences.append(f"{anchor} {CONJUNCTION} {anchor}")
+    return sentences

@@ -1,0 +1,67 @@
+"""`hardpos eval` end to end: a tiny random CLIP and a generated dataset laid out like a Hub repo."""
+
+import json
+
+import numpy as np
+import pytest
+from datasets import load_dataset
+
+from hf_hardpos.cli import main
+from hf_hardpos.evaluation import REPLACE_AGGREGATE, evaluate_model
+from hf_hardpos.metrics import compute_metrics
+
+from eval_fixtures import make_eval_set
+
+
+@pytest.fixture(scope="module")
+def hub_folder(tmp_path_factory):
+    """parquet shards + README `configs:`, as a Hub dataset repo is stored."""
+    root = tmp_path_factory.mktemp("replace_repo")
+    for seed, config in enumerate(("attributes", "relations")):
+        make_eval_set(num_images=4 + seed, rows_per_image=2, seed=seed).to_parquet(
+            str(root / "data" / config / "test-00000-of-00001.parquet")
+        )
+    (root / "README.md").write_text(
+        "---\nconfigs:\n"
+        + "".join(
+            f"- config_name: {c}\n  data_files:\n  - split: test\n    path: data/{c}/test-*.parquet\n"
+            for c in ("attributes", "relations")
+        )
+        + "---\n# tiny replace\n"
+    )
+    return root
+
+
+def test_cli_prints_table_and_writes_outputs(tiny_clip_dir, hub_folder, tmp_path, capsys):
+    out = tmp_path / "eval"
+    code = main(["eval", "--model", str(tiny_clip_dir), "--dataset", str(hub_folder), "--output", str(out),
+                 "--batch-size", "3", "--no-progress"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "attributes" in printed and "relations" in printed and REPLACE_AGGREGATE in printed
+    report = json.loads((out / "metrics.json").read_text())
+    assert set(report["results"]) == {"attributes", "relations"}
+    for config in ("attributes", "relations"):
+        rows = load_dataset("parquet", data_files=str(out / f"scores-{config}.parquet"), split="train")
+        assert len(rows) == report["results"][config]["num_examples"]
+        recomputed = compute_metrics(rows["original_score"], rows["negative_score"], rows["positive_score"])
+        assert recomputed["brittleness"] == report["results"][config]["brittleness"]
+        assert np.mean(rows["brittle"]) == report["results"][config]["brittleness"]
+    aggregate = report["aggregates"][REPLACE_AGGREGATE]
+    for key in ("original_accuracy", "augmented_accuracy", "brittleness"):
+        expected = (report["results"]["attributes"][key] + report["results"]["relations"][key]) / 2
+        assert aggregate[key] == pytest.approx(expected)
+
+
+def test_single_config_and_bootstrap(tiny_clip_dir, hub_folder):
+    report = evaluate_model(str(tiny_clip_dir), str(hub_folder), ["relations"], bootstrap_samples=100,
+                            max_rows=6, progress=False)
+    assert list(report.results) == ["relations"] and report.aggregates == {}
+    result = report.results["relations"]
+    assert result["num_examples"] == 6
+    assert result["brittleness_ci_low"] <= result["brittleness"] <= result["brittleness_ci_high"]
+
+
+def test_unknown_config_is_an_error(tiny_clip_dir, hub_folder):
+    with pytest.raises(ValueError, match="nonexistent"):
+        evaluate_model(str(tiny_clip_dir), str(hub_folder), ["nonexistent"], progress=False)

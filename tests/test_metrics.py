@@ -1,0 +1,87 @@
+"""Truth tables of the three metrics over every ordering of (s_c, s_n, s_p), ties included."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from hf_hardpos import metrics
+
+
+def _all_orderings():
+    """Every weak ordering of three scores drawn from {0, 1, 2}: 27 triples, all tie patterns."""
+    return list(itertools.product([0.0, 1.0, 2.0], repeat=3))
+
+
+def _expected(c, n, p):
+    orig = c > n
+    aug = c > n and p > n
+    brittle = (c > n > p) or (p > n > c)
+    return orig, aug, brittle
+
+
+@pytest.mark.parametrize("c,n,p", _all_orderings())
+def test_truth_table_single_row(c, n, p):
+    orig, aug, brit = _expected(c, n, p)
+    assert metrics.original_accuracy([c], [n]) == float(orig)
+    assert metrics.augmented_accuracy([c], [n], [p]) == float(aug)
+    assert metrics.brittleness([c], [n], [p]) == float(brit)
+
+
+def test_ties_never_correct_never_brittle():
+    assert metrics.original_accuracy([0.5], [0.5]) == 0.0
+    assert metrics.augmented_accuracy([0.6], [0.5], [0.5]) == 0.0
+    assert metrics.brittleness([0.6], [0.5], [0.5]) == 0.0
+    assert metrics.brittleness([0.5], [0.5], [0.4]) == 0.0
+
+
+def test_compute_metrics_on_all_orderings_pooled():
+    rows = _all_orderings()
+    c, n, p = (np.array(x) for x in zip(*rows))
+    result = metrics.compute_metrics(c, n, p)
+    expected = np.array([_expected(*r) for r in rows], dtype=float).mean(axis=0)
+    assert result["original_accuracy"] == pytest.approx(expected[0])
+    assert result["augmented_accuracy"] == pytest.approx(expected[1])
+    assert result["brittleness"] == pytest.approx(expected[2])
+    assert result["num_examples"] == 27
+    assert result["mean_original_score"] == pytest.approx(c.mean())
+    assert all(isinstance(v, (float, int)) and not isinstance(v, np.generic) for v in result.values())
+
+
+def test_chance_levels_on_random_scores():
+    rng = np.random.default_rng(0)
+    c, n, p = rng.normal(size=(3, 200_000))
+    result = metrics.compute_metrics(c, n, p)
+    assert result["original_accuracy"] == pytest.approx(1 / 2, abs=0.01)
+    assert result["augmented_accuracy"] == pytest.approx(1 / 3, abs=0.01)
+    assert result["brittleness"] == pytest.approx(1 / 3, abs=0.01)
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"original_scores": [1.0, 2.0], "negative_scores": [1.0], "positive_scores": [1.0, 2.0]}, "differ in length"),
+        ({"original_scores": [], "negative_scores": [], "positive_scores": []}, "empty"),
+        ({"original_scores": [float("nan")], "negative_scores": [0.0], "positive_scores": [0.0]}, "non-finite"),
+        ({"original_scores": [0.0], "negative_scores": [float("inf")], "positive_scores": [0.0]}, "negative_scores"),
+        ({"original_scores": [[0.0]], "negative_scores": [0.0], "positive_scores": [0.0]}, "one-dimensional"),
+        ({"original_scores": ["a"], "negative_scores": [0.0], "positive_scores": [0.0]}, "numbers"),
+    ],
+)
+def test_bad_input_is_an_error(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        metrics.compute_metrics(**kwargs)
+
+
+def test_bootstrap_interval_brackets_the_mean_and_shrinks_with_n():
+    rng = np.random.default_rng(1)
+    small = rng.random(100) < 0.3
+    large = rng.random(10_000) < 0.3
+    lo_s, hi_s = metrics.bootstrap_interval(small, 500)
+    lo_l, hi_l = metrics.bootstrap_interval(large, 500)
+    assert lo_s <= small.mean() <= hi_s
+    assert lo_l <= large.mean() <= hi_l
+    assert hi_l - lo_l < hi_s - lo_s
+    assert metrics.bootstrap_interval(large, 500, seed=3) == metrics.bootstrap_interval(large, 500, seed=3)
+    with pytest.raises(ValueError, match="confidence_level"):
+        metrics.bootstrap_interval(small, 10, confidence_level=1.5)
