@@ -103,6 +103,15 @@ class CardFacts:
     task_categories: Sequence[str] = ()
 
 
+def _package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hf_hardpos")
+    except PackageNotFoundError:
+        return "unknown version"
+
+
 def _dtype(feature) -> str:
     if isinstance(feature, datasets.Value):
         return feature.dtype
@@ -138,7 +147,7 @@ def render_card(
         TEMPLATE,
         title=facts.title,
         summary=facts.summary,
-        builder=facts.builder,
+        builder=f"{facts.builder}, hf_hardpos {_package_version()}",
         built_on=datetime.date.today().isoformat(),
         config_rows=[
             {
@@ -151,7 +160,9 @@ def render_card(
             for config in configs
         ],
         usage=facts.usage,
-        column_rows=[(name, _dtype(feature), facts.column_meanings.get(name, "")) for name, feature in features.items()],
+        column_rows=[
+            (name, _dtype(feature), facts.column_meanings.get(name, "")) for name, feature in features.items()
+        ],
         defects=facts.defects,
         sources=sorted(report.sources.items()),
         skipped=f"{skipped:,} image(s), {sum(report.skipped_rows.values()):,} row(s)" if skipped else "",

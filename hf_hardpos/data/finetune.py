@@ -69,14 +69,17 @@ def default_negative_generators(seed: int = 0) -> dict[str, HardNegativeFn]:
 def coco_captions_file(sources: Sources, coco_annotations: str | Path | None) -> Path:
     """``captions_train2014.json`` from a file, a folder holding it (or ``annotations/`` with it), or
     the COCO 2014 annotations archive (downloaded and extracted once)."""
+    name = Path(COCO_CAPTIONS_FILE).name
     if coco_annotations is None:
-        return sources.download_and_extract(COCO_ANNOTATIONS_URL) / COCO_CAPTIONS_FILE
+        path = sources.download_and_extract(COCO_ANNOTATIONS_URL) / COCO_CAPTIONS_FILE
+        return sources.record(name, path, f"{COCO_ANNOTATIONS_URL} ({COCO_CAPTIONS_FILE})")
     path = Path(coco_annotations)
-    candidates = [path] if path.is_file() else [path / Path(COCO_CAPTIONS_FILE).name, path / COCO_CAPTIONS_FILE]
+    candidates = [path] if path.is_file() else [path / name, path / COCO_CAPTIONS_FILE]
     for candidate in candidates:
         if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(f"captions_train2014.json not found at {path} (looked for {', '.join(map(str, candidates))})")
+            return sources.record(name, candidate, f"COCO {COCO_CAPTIONS_FILE} (read from a local copy)")
+    looked = ", ".join(map(str, candidates))
+    raise FileNotFoundError(f"captions_train2014.json not found at {path} (looked for {looked})")
 
 
 def read_coco_captions(path: Path) -> tuple[list[dict], dict[int, str]]:
@@ -111,9 +114,9 @@ def parse_hard_positive(line: str, path: Path, line_number: int) -> str | None:
     return None if value in ("", "None") else value
 
 
-def count_lines(path: Path) -> int:
-    with open(path, "rb") as handle:
-        return sum(1 for line in handle if line.strip())
+def count_hard_positives(path: Path) -> int:
+    """Parse every line once (so a bad line fails before the build, naming its number) and count them."""
+    return sum(1 for _ in _read_hard_positives(path))
 
 
 def _read_hard_positives(path: Path) -> Iterator[str | None]:
@@ -173,7 +176,7 @@ def build_finetune(
     annotations, file_names = read_coco_captions(captions_path)
     hp_paths = {name: sources.upstream_file(relative) for name, relative in HP_FILES.items()}
     for name, path in hp_paths.items():
-        lines = count_lines(path)
+        lines = count_hard_positives(path)
         if lines != len(annotations):
             raise DataValidationError(
                 f"{path} has {lines} lines but {captions_path} has {len(annotations)} captions; "
@@ -193,10 +196,10 @@ def build_finetune(
                 file_names[int(annotation["image_id"])] in missing_set for annotation in annotations
             )
     if report is not None:
-        report.sources["captions"] = str(captions_path) if coco_annotations else f"{COCO_ANNOTATIONS_URL} ({COCO_CAPTIONS_FILE})"
-        for name, relative in HP_FILES.items():
-            report.sources[f"{name} hard positives"] = sources.describe_upstream(relative)
-        report.sources["images"] = "embedded from a local train2014 folder" if images_dir else "not embedded (join by file_name)"
+        report.sources.update(sources.provenance)
+        report.sources["images"] = (
+            "embedded from a local train2014 folder" if images_dir else "not embedded (join by file_name)"
+        )
     del annotations, file_names
     return dataset_from_generator(
         _generate_rows,
@@ -234,7 +237,7 @@ COLUMN_MEANINGS = {
     columns.CAPTION: "the COCO caption",
     columns.HARD_POSITIVE_REPLACE: "hard positive by one-word synonym replacement (Kamath et al., LLM-generated)",
     columns.HARD_POSITIVE_SWAP: "hard positive by swapping around \"and\"; null where none exists",
-    columns.HARD_NEGATIVE_REPLACE: "hard negative by replacement (CREPE/SugarCrepe-style rules); null where none applies",
+    columns.HARD_NEGATIVE_REPLACE: "hard negative by replacement (CREPE/SugarCrepe-style rules); null where none",
     columns.HARD_NEGATIVE_SWAP: "hard negative by swapping (CREPE/SugarCrepe-style rules); null where none applies",
 }
 
@@ -244,7 +247,8 @@ from hf_hardpos.data.finetune import attach_coco_images
 train = load_dataset("{repo}", split="train")
 train = attach_coco_images(train, "/path/to/coco/train2014")  # unless built with embedded images
 # equivalently, without hf_hardpos:
-# train = train.map(lambda r: {{"image": f"/path/to/coco/train2014/{{r['file_name']}}"}}).cast_column("image", Image())"""
+# folder = "/path/to/coco/train2014"
+# train = train.map(lambda r: {{"image": f"{{folder}}/{{r['file_name']}}"}}).cast_column("image", Image())"""
 
 LICENSE_TEXT = (
     "COCO annotations and images: CC BY 4.0 (images: Flickr terms of use). Hard positives: Kamath et al. "
@@ -253,7 +257,8 @@ LICENSE_TEXT = (
 
 COCO_CITATION = """@inproceedings{lin2014microsoft,
   title     = {Microsoft COCO: Common Objects in Context},
-  author    = {Lin, Tsung-Yi and Maire, Michael and Belongie, Serge and Hays, James and Perona, Pietro and Ramanan, Deva and Doll{\\'a}r, Piotr and Zitnick, C. Lawrence},
+  author    = {Lin, Tsung-Yi and Maire, Michael and Belongie, Serge and Hays, James and Perona, Pietro
+               and Ramanan, Deva and Doll{\\'a}r, Piotr and Zitnick, C. Lawrence},
   booktitle = {European Conference on Computer Vision (ECCV)},
   year      = {2014}
 }"""
@@ -305,7 +310,7 @@ def export_finetune(
         )
         exported = write_config_shards(dataset, output_dir, CONFIG, split=SPLIT, max_shard_size=max_shard_size)
         report.counts[CONFIG] = len(dataset)
-        report.flags[CONFIG] = _quality_counts(dataset.remove_columns([c for c in dataset.column_names if c == columns.IMAGE]))
+        report.flags[CONFIG] = _quality_counts(dataset)
         del dataset
     report.expected_counts[CONFIG] = PAPER_COUNTS["finetune/captions"]
     flags = report.flags[CONFIG]

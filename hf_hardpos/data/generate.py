@@ -14,6 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import datasets
+from datasets.exceptions import DatasetGenerationError
+
+from .validation import DataValidationError
 
 # Rows per Arrow record batch when images are embedded: bounds memory to ~100 images at a time.
 IMAGE_WRITER_BATCH_SIZE = 100
@@ -29,12 +32,18 @@ def dataset_from_generator(
 ) -> datasets.Dataset:
     """Build a Dataset from ``generator(**gen_kwargs)`` with ``features``, cached under ``work_dir``."""
     has_image = any(isinstance(feature, datasets.Image) for feature in features.values())
-    return datasets.Dataset.from_generator(
-        generator,
-        features=features,
-        gen_kwargs=gen_kwargs,
-        split=datasets.NamedSplit(split),
-        cache_dir=str(work_dir),
-        fingerprint=uuid.uuid4().hex,
-        writer_batch_size=IMAGE_WRITER_BATCH_SIZE if has_image else None,
-    )
+    try:
+        return datasets.Dataset.from_generator(
+            generator,
+            features=features,
+            gen_kwargs=gen_kwargs,
+            split=datasets.NamedSplit(split),
+            cache_dir=str(work_dir),
+            fingerprint=uuid.uuid4().hex,
+            writer_batch_size=IMAGE_WRITER_BATCH_SIZE if has_image else None,
+        )
+    except DatasetGenerationError as error:
+        # Surface our own input errors (they name file, row and field) instead of datasets' wrapper.
+        if isinstance(error.__cause__, (DataValidationError, OSError)):
+            raise error.__cause__ from error
+        raise

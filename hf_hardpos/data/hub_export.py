@@ -44,7 +44,8 @@ class ExportedConfig:
 
     def info(self) -> datasets.DatasetInfo:
         info = datasets.DatasetInfo(features=self.features, config_name=self.name)
-        info.splits = SplitDict({self.split: SplitInfo(name=self.split, num_bytes=self.num_bytes, num_examples=self.num_rows)})
+        split = SplitInfo(name=self.split, num_bytes=self.num_bytes, num_examples=self.num_rows)
+        info.splits = SplitDict({self.split: split})
         info.dataset_size = self.num_bytes
         return info
 
@@ -72,7 +73,7 @@ def write_config_shards(
     target.mkdir(parents=True, exist_ok=True)
     for stale in target.glob(f"{split}-*.parquet"):
         stale.unlink()
-    num_bytes = dataset._estimate_nbytes()  # the same estimate push_to_hub shards by
+    num_bytes = dataset.data.nbytes  # Arrow size; images are embedded bytes, so this is their size too
     num_shards = max(1, int(num_bytes / convert_file_size_to_int(max_shard_size)) + 1)
     num_shards = min(num_shards, max(1, len(dataset)))
     files = []

@@ -21,7 +21,6 @@ from .sources import VG_PART_URLS, Sources, VisualGenomeImages, vg_part_of
 from .validation import PAPER_COUNTS, BuildReport, check_aligned, load_json_list
 
 REPLACE_SUBSETS = ("attributes", "relations")
-UNION_CONFIG = "all"
 SPLIT = "test"
 UPSTREAM_FIELDS = ("image_id", "true_caption", "false_caption", "image_path")
 
@@ -165,7 +164,7 @@ relations = load_dataset("{repo}", "relations", split="test")
 row = relations[0]  # row["image"] is a PIL image; caption / hard_negative / hard_positive are c, c_n, c_p
 # The paper's rows are all kept; to drop the upstream defects:
 clean = relations.filter(lambda r: not r["substring_artifact"] and not r["is_duplicate"])
-# Paper's REPLACE figure = unweighted mean of the attributes and relations results (not the pooled `all`)."""
+# The paper's REPLACE figure is the unweighted mean of the attributes and relations results."""
 
 LICENSE_TEXT = (
     "Images: Visual Genome (CC BY 4.0). Captions and hard negatives: VL-CheckList via the hard_positives "
@@ -176,7 +175,8 @@ LICENSE_TEXT = (
 
 VL_CHECKLIST_CITATION = """@article{zhao2022vlchecklist,
   title   = {VL-CheckList: Evaluating Pre-trained Vision-Language Models with Objects, Attributes and Relations},
-  author  = {Zhao, Tiancheng and Zhang, Tianqi and Zhu, Mingwei and Shen, Haozhan and Lee, Kyusong and Lu, Xiaopeng and Yin, Jianwei},
+  author  = {Zhao, Tiancheng and Zhang, Tianqi and Zhu, Mingwei and Shen, Haozhan and Lee, Kyusong
+             and Lu, Xiaopeng and Yin, Jianwei},
   journal = {arXiv preprint arXiv:2207.00221},
   year    = {2022}
 }"""
@@ -222,15 +222,18 @@ def export_replace(
     embed_images: bool = True,
     cache_dir: str | Path | None = None,
     max_shard_size: int | str = "500MB",
+    union_config_name: str | None = None,
     repo_id_for_card: str = "hardpos/replace",
     verify: bool = True,
     progress: bool = True,
 ) -> BuildReport:
     """Build REPLACE into ``output_dir`` as a Hub repository folder and return the build report.
 
-    One config per subset plus ``all`` (both subsets' shards, not stored twice) when both are built.
+    One config per subset. ``union_config_name`` (e.g. ``"all"``) adds a config reading both subsets'
+    shards (not stored twice); it is off by default because ``hardpos eval`` scores every declared
+    config, and a pooled figure is not the paper's REPLACE number (the unweighted mean of the subsets).
     ``embed_images=False`` builds the rows without the image column (for checking the annotations
-    without the 13k Visual Genome images).
+    without the Visual Genome images).
     """
     import tempfile
 
@@ -242,9 +245,7 @@ def export_replace(
     sources = Sources(upstream_dir, cache_dir)
     report = BuildReport(dataset="replace")
     rows_by_subset = {subset: read_replace_subset(sources, subset) for subset in subsets}
-    for subset in subsets:
-        report.sources[f"{subset} c, c_n"] = sources.describe_upstream(original_file(subset))
-        report.sources[f"{subset} c_p"] = sources.describe_upstream(positive_file(subset))
+    report.sources.update(sources.provenance)
 
     images = None
     if embed_images:
@@ -278,10 +279,10 @@ def export_replace(
                 "is_duplicate": sum(row["is_duplicate"] for row in rows_by_subset[subset]),
             }
             del dataset
-    if len(exported) > 1:
-        exported.append(union_config(UNION_CONFIG, exported))
-        report.expected_counts[UNION_CONFIG] = sum(expected_count(subset) for subset in subsets)
-        report.counts[UNION_CONFIG] = exported[-1].num_rows
+    if union_config_name and len(exported) > 1:
+        exported.append(union_config(union_config_name, exported))
+        report.expected_counts[union_config_name] = sum(expected_count(subset) for subset in subsets)
+        report.counts[union_config_name] = exported[-1].num_rows
 
     facts = CardFacts(
         title="REPLACE: hard negatives and hard positives by word replacement",

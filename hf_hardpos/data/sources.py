@@ -9,6 +9,7 @@ fully local builds (and the tests) offline.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from .validation import MissingImageError
@@ -54,6 +55,7 @@ class Sources:
         self.upstream_dir = Path(upstream_dir) if upstream_dir is not None else None
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self._dl_manager = None
+        self.provenance: dict[str, str] = {}
 
     @property
     def dl_manager(self):
@@ -67,6 +69,7 @@ class Sources:
 
     def upstream_file(self, relative_path: str) -> Path:
         """A file of the hard_positives repository, by its path in that repository."""
+        url = github_raw_url(HARD_POSITIVES_REPO, HARD_POSITIVES_BRANCH, relative_path)
         if self.upstream_dir is not None:
             path = self.upstream_dir / relative_path
             if not path.is_file():
@@ -74,14 +77,17 @@ class Sources:
                     f"{path} not found: --upstream-dir must be laid out like {HARD_POSITIVES_REPO} "
                     f"(expected {relative_path} inside it)"
                 )
-            return path
-        return self.download(github_raw_url(HARD_POSITIVES_REPO, HARD_POSITIVES_BRANCH, relative_path))
+            return self.record(relative_path, path, f"{url} (read from a local copy)")
+        return self.record(relative_path, self.download(url), url)
 
-    def describe_upstream(self, relative_path: str) -> str:
-        """Provenance string for the dataset card: the local path or the URL a file came from."""
-        if self.upstream_dir is not None:
-            return f"local copy: {relative_path}"
-        return github_raw_url(HARD_POSITIVES_REPO, HARD_POSITIVES_BRANCH, relative_path)
+    def record(self, name: str, path: Path, origin: str) -> Path:
+        """Note where an input came from, with its sha256, for the dataset card's provenance."""
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        self.provenance[name] = f"{origin}, sha256 {digest.hexdigest()}"
+        return path
 
     def download(self, url: str) -> Path:
         return Path(self.dl_manager.download(url))

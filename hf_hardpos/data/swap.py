@@ -18,13 +18,23 @@ import datasets
 
 from .. import columns
 from .generate import dataset_from_generator
-from .sources import ARO_ATTRIBUTION_FILE, ARO_ATTRIBUTION_URL, ARO_REPO, VG_PART_URLS, Sources, VisualGenomeImages, vg_part_of
+from .sources import (
+    ARO_ATTRIBUTION_FILE,
+    ARO_ATTRIBUTION_URL,
+    ARO_REPO,
+    VG_PART_URLS,
+    Sources,
+    VisualGenomeImages,
+    vg_part_of,
+)
 from .validation import PAPER_COUNTS, BuildReport, DataValidationError, check_aligned, load_json_list
 
 CONFIG = "default"
 SPLIT = "test"
 POSITIVE_FILE = "swapped_data/visual_genome_attribution.json"
-ARO_FIELDS = ("image_id", "image_path", "bbox_x", "bbox_y", "bbox_w", "bbox_h", "true_caption", "false_caption", "attributes")
+ARO_FIELDS = (
+    "image_id", "image_path", "bbox_x", "bbox_y", "bbox_w", "bbox_h", "true_caption", "false_caption", "attributes"
+)
 POSITIVE_FIELDS = ("image_id", "true_caption", "false_caption")
 CROP_FORMATS = {"png": ("PNG", {}), "jpeg": ("JPEG", {"quality": 95})}
 
@@ -55,8 +65,8 @@ def aro_annotation_file(sources: Sources, aro_dir: str | Path | None) -> Path:
         path = Path(aro_dir) / ARO_ATTRIBUTION_FILE
         if not path.is_file():
             raise FileNotFoundError(f"{path} not found: --aro-dir must hold ARO's {ARO_ATTRIBUTION_FILE}")
-        return path
-    return sources.download(ARO_ATTRIBUTION_URL)
+        return sources.record(ARO_ATTRIBUTION_FILE, path, f"ARO's {ARO_ATTRIBUTION_FILE} (read from a local copy)")
+    return sources.record(ARO_ATTRIBUTION_FILE, sources.download(ARO_ATTRIBUTION_URL), f"{ARO_ATTRIBUTION_URL} (ARO)")
 
 
 def read_swap_rows(sources: Sources, aro_dir: str | Path | None = None) -> list[dict]:
@@ -137,7 +147,8 @@ def build_swap(
 
 
 COLUMN_MEANINGS = {
-    columns.IMAGE: "the Visual Genome image cropped to the bbox (ARO protocol); PNG (lossless) unless built with `--crop-format jpeg`",
+    columns.IMAGE: "the Visual Genome image cropped to the bbox (ARO protocol); PNG (lossless) unless built "
+    "with `--crop-format jpeg`",
     columns.IMAGE_ID: "Visual Genome id of the source image",
     "image_path": "the source image inside Visual Genome (or ARO's `images/`)",
     "bbox_x": "crop box left (pixels)",
@@ -195,10 +206,7 @@ def export_swap(
     sources = Sources(upstream_dir, cache_dir)
     report = BuildReport(dataset="swap")
     rows = read_swap_rows(sources, aro_dir)
-    report.sources["c, c_n, bbox, attributes"] = (
-        f"local copy of ARO's {ARO_ATTRIBUTION_FILE}" if aro_dir else f"{ARO_ATTRIBUTION_URL} (ARO, github.com/{ARO_REPO})"
-    )
-    report.sources["c_p"] = sources.describe_upstream(POSITIVE_FILE)
+    report.sources.update(sources.provenance)
 
     images = None
     if embed_images:

@@ -150,6 +150,13 @@ EXTRA_SYNONYMS: dict[str, str] = {
     "puppy": "pup",
 }
 
+# Sources that the relation-targeted kinds may touch ("replace-verb", "replace-spatial").
+VERB_SOURCES = frozenset(
+    {"wearing", "wears", "holding", "sitting", "standing", "walking", "riding", "riding on", "hanging",
+     "looking", "eating", "smiling"}
+)
+SPATIAL_SOURCES = frozenset({"in", "behind", "on top of", "near", "next to", "under", "by", "above", "beside", "atop"})
+
 # Context guards per source word (shared by the hard-positive and hard-negative tables).
 _GUARDS: dict[str, dict] = {
     "in": {"not_after": _IN_NOT_AFTER, "needs_next": True},

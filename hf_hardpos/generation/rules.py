@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -100,12 +100,25 @@ def _phrase_at(caption: str, tokens: Sequence[Token], i: int, words: Sequence[st
 
 def _protected_spans(caption: str, tokens: Sequence[Token]) -> list[tuple[int, int]]:
     spans = []
-    for phrase in lexicon.PROTECTED_PHRASES:
-        words = phrase.split()
-        for i in range(len(tokens)):
+    for i, token in enumerate(tokens):
+        for words in _PROTECTED_BY_FIRST_WORD.get(token.lower, ()):
             if _phrase_at(caption, tokens, i, words):
                 spans.append((i, i + len(words)))
     return spans
+
+
+_PROTECTED_BY_FIRST_WORD: dict[str, list[list[str]]] = {}
+for _phrase in lexicon.PROTECTED_PHRASES:
+    _PROTECTED_BY_FIRST_WORD.setdefault(_phrase.split()[0], []).append(_phrase.split())
+
+
+@lru_cache(maxsize=16)
+def _index_rules(rules: tuple[Rule, ...]) -> dict[str, tuple[Rule, ...]]:
+    """Rules by the first word of their source, so matching costs one lookup per token."""
+    index: dict[str, list[Rule]] = {}
+    for rule in rules:
+        index.setdefault(rule.source.split()[0], []).append(rule)
+    return {word: tuple(group) for word, group in index.items()}
 
 
 def find_matches(caption: str, rules: Sequence[Rule]) -> list[_Match]:
@@ -117,10 +130,11 @@ def find_matches(caption: str, rules: Sequence[Rule]) -> list[_Match]:
     """
     tokens = tokenize(caption)
     protected = _protected_spans(caption, tokens)
+    by_first_word = _index_rules(tuple(rules))
     found: list[_Match] = []
-    for rule in rules:
-        words = rule.source.split()
-        for i in range(len(tokens)):
+    for i, token in enumerate(tokens):
+        for rule in by_first_word.get(token.lower, ()):
+            words = rule.source.split()
             if not _phrase_at(caption, tokens, i, words):
                 continue
             stop = i + len(words)
@@ -194,13 +208,40 @@ def _negative_rules() -> tuple[Rule, ...]:
     return lexicon.hard_negative_rules()
 
 
-def replace_hard_positive(caption: str, rng: random.Random | None = None, *, include_extra: bool = True) -> str | None:
+def replace_hard_positive(
+    caption: str,
+    rng: random.Random | None = None,
+    *,
+    include_extra: bool = True,
+    sources: Collection[str] | None = None,
+) -> str | None:
     """Replace one word/phrase by its synonym from the paper's table (plus our extras).
 
     With `rng=None` the first eligible word is replaced (reproducible without a seed); with a
-    `random.Random` the word is drawn from all eligible ones. Returns None when nothing applies.
+    `random.Random` the word is drawn from all eligible ones. `sources` restricts the words that may
+    be replaced (e.g. `lexicon.VERB_SOURCES`). Returns None when nothing applies.
     """
-    return _replace(caption, _positive_rules(include_extra), rng)
+    rules = _positive_rules(include_extra)
+    if sources is not None:
+        rules = tuple(rule for rule in rules if rule.source in sources)
+    return _replace(caption, rules, rng)
+
+
+def hard_positive_candidates(
+    caption: str, *, include_extra: bool = True, sources: Collection[str] | None = None
+) -> list[str]:
+    """Every hard positive the synonym table can make from `caption` (one per eligible word)."""
+    rules = _positive_rules(include_extra)
+    if sources is not None:
+        rules = tuple(rule for rule in rules if rule.source in sources)
+    tokens = tokenize(caption)
+    outputs = []
+    for match in find_matches(caption, rules):
+        first, last = tokens[match.first], tokens[match.stop - 1]
+        new_text = match_case(first.text, match.rule.targets[0])
+        edits = [(first.start, last.end, new_text), *_article_edit(caption, tokens, match.first, new_text)]
+        outputs.append(_apply_edits(caption, edits))
+    return outputs
 
 
 def replace_hard_negative(caption: str, rng: random.Random | None = None) -> str | None:

@@ -57,7 +57,7 @@ def clean_output(text: str, original: str | None = None) -> str:
     `original` (the input caption), when given, keeps a caption that itself starts like a preamble
     ("Here is a dog ...") from being mistaken for one.
     """
-    original_start = _words(original)[:1] if original else []
+    original_start = words(original)[:1] if original else []
     kept: list[str] = []
     for line in text.replace("\r", "").split("\n"):
         line = line.strip()
@@ -65,7 +65,7 @@ def clean_output(text: str, original: str | None = None) -> str:
             continue
         if _NEW_EXAMPLE.match(line):
             break  # the model started a new few-shot example: nothing after it is the answer
-        if not kept and _PREAMBLE.match(line) and _words(line)[:1] != original_start:
+        if not kept and _PREAMBLE.match(line) and words(line)[:1] != original_start:
             # "Sure! Here is the changed sentence:" alone, or followed by the answer on the line.
             _, colon, rest = line.partition(":")
             if not colon or not rest.strip():
@@ -86,7 +86,8 @@ def _unquote(line: str) -> str:
     return match.group(1) + match.group(2) if match else line
 
 
-def _words(text: str) -> list[str]:
+def words(text: str) -> list[str]:
+    """Lowercased word tokens, punctuation dropped: what the checks compare."""
     return [t.lower for t in tokenize(text)]
 
 
@@ -96,17 +97,17 @@ def _sentence_count(text: str) -> int:
 
 def _common_checks(original: str, candidate: str) -> str | None:
     """Checks shared by every kind, in the order a reader would ask them."""
-    if not candidate.strip() or not _words(candidate):
+    if not candidate.strip() or not words(candidate):
         return EMPTY
-    original_words = set(_words(original))
+    original_words = set(words(original))
     chatter = [m.group().lower() for m in _CHATTER_WORDS.finditer(candidate)]
     if any(word not in original_words for word in chatter):
         return CHATTER
     if "\n" in candidate.strip() or _sentence_count(candidate) > _sentence_count(original):
         return SEVERAL_SENTENCES
-    if _words(candidate) == _words(original):
+    if words(candidate) == words(original):
         return IDENTICAL
-    if len(_words(candidate)) > len(_words(original)) + MAX_EXTRA_WORDS or len(candidate) > 2 * len(original) + 20:
+    if len(words(candidate)) > len(words(original)) + MAX_EXTRA_WORDS or len(candidate) > 2 * len(original) + 20:
         return TOO_LONG
     return None
 
@@ -119,7 +120,7 @@ def validate_replace(original: str, candidate: str) -> str | None:
     reason = _common_checks(original, candidate)
     if reason is not None:
         return reason
-    before, after = _words(original), _words(candidate)
+    before, after = words(original), words(candidate)
     edits = [op for op in difflib.SequenceMatcher(a=before, b=after, autojunk=False).get_opcodes() if op[0] != "equal"]
     if len(edits) > 1:
         return SEVERAL_EDITS
@@ -135,7 +136,7 @@ def is_conjunct_swap(original: str, candidate: str) -> bool:
     This is stronger than "same words": "a red car and a blue bus" -> "a blue car and a red bus"
     has the same words but moves the colours between objects; it is not a swap of whole conjuncts.
     """
-    before, after = _words(original), _words(candidate)
+    before, after = words(original), words(candidate)
     if len(before) != len(after):
         return False
     n = len(before)
@@ -157,7 +158,7 @@ def validate_swap(original: str, candidate: str) -> str | None:
     reason = _common_checks(original, candidate)
     if reason is not None:
         return reason
-    before, after = _words(original), _words(candidate)
+    before, after = words(original), words(candidate)
     if after.count("and") != before.count("and") or "and" not in after:
         return AND_MISSING
     if sorted(before) != sorted(after):

@@ -11,11 +11,13 @@ The text lives in one Jinja template, `hf_hardpos/templates/model_card.md`, ship
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
 from dataclasses import dataclass, field
-from importlib import metadata, resources
+from enum import Enum
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,8 @@ MAX_LOG_ROWS = 25
 _UNINFORMATIVE_ARGS = {
     "output_dir", "logging_dir", "run_name", "hub_token", "push_to_hub_token", "hub_model_id",
     "resume_from_checkpoint", "overwrite_output_dir", "model_card_template",
+    # derived by TrainingArguments.__post_init__ from the environment, or forced by ours
+    "accelerator_config", "report_to", "disable_tqdm", "remove_unused_columns",
 }
 
 KAMATH_2024 = """@inproceedings{kamath2024hardpositive,
@@ -83,7 +87,8 @@ def template_path(override: str | None = None) -> Path:
         if not path.is_file():
             raise FileNotFoundError(f"model card template {override!r} does not exist")
         return path
-    return Path(str(resources.files("hf_hardpos") / "templates" / TEMPLATE_NAME))
+    # Package data beside the modules (pyproject: hf_hardpos/templates/*.md), installed or editable.
+    return Path(__file__).resolve().parent.parent / "templates" / TEMPLATE_NAME
 
 
 def looks_like_hub_id(name: str | None) -> bool:
@@ -101,15 +106,38 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _field_default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        value = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+        value = f.default_factory()
+    else:
+        return None
+    return value.value if isinstance(value, Enum) else value
+
+
 def non_default_hyperparameters(args) -> dict[str, Any]:
-    """The training arguments that differ from a default instance of the same class."""
-    defaults = type(args)(output_dir=args.output_dir).to_dict()
+    """The training arguments whose value differs from their dataclass default.
+
+    Read from the field declarations rather than from a second `TrainingArguments` instance: building
+    one runs its `__post_init__`, which resets accelerate's global state in the middle of training.
+    Values that `__post_init__` derives (e.g. `logging_dir`) count as set only when they differ.
+    """
+    defaults = {f.name: _field_default(f) for f in dataclasses.fields(args) if f.init}
     current = args.to_dict()
     return {
         key: value
         for key, value in sorted(current.items())
-        if key not in _UNINFORMATIVE_ARGS and defaults.get(key) != value
+        if key in defaults and key not in _UNINFORMATIVE_ARGS and _normalise(defaults[key]) != _normalise(value)
     }
+
+
+def _normalise(value: Any) -> Any:
+    if value in (None, False, "", [], (), {}):
+        return None  # unset, whichever empty form __post_init__ chose
+    if isinstance(value, (tuple, list)):
+        return [_normalise(v) for v in value]
+    return value.value if isinstance(value, Enum) else value
 
 
 def eval_results_from_history(log_history: list[dict], names: list[str]) -> tuple[dict[str, dict], int | None]:
@@ -126,26 +154,28 @@ def eval_results_from_history(log_history: list[dict], names: list[str]) -> tupl
     return results, step
 
 
-def training_log_from_history(log_history: list[dict]) -> tuple[list[str], list[dict]]:
-    """Columns and rows of the training-loss log (at most `MAX_LOG_ROWS`, always keeping the last)."""
+def training_log_table(log_history: list[dict]) -> str:
+    """The training-loss log as a markdown table (at most `MAX_LOG_ROWS` rows, always keeping the last)."""
     rows = [e for e in log_history if "loss" in e and "train_runtime" not in e]
+    if not rows:
+        return ""
     if len(rows) > MAX_LOG_ROWS:
         stride = math.ceil(len(rows) / MAX_LOG_ROWS)
         rows = rows[::stride] + ([rows[-1]] if (len(rows) - 1) % stride else [])
     keys: list[str] = []
     for entry in rows:
-        for key in entry:
-            if key not in ("step", "epoch") and key not in keys and isinstance(entry[key], (int, float)):
+        for key, value in entry.items():
+            if key not in ("step", "epoch") and key not in keys and isinstance(value, (int, float)):
                 keys.append(key)
-    table = [
-        {
-            "step": entry.get("step"),
-            "epoch": _fmt(entry.get("epoch", float("nan"))),
-            "values": {k: _fmt(entry[k]) if k in entry else "" for k in keys},
-        }
-        for entry in rows
+    lines = [
+        "| step | epoch | " + " | ".join(keys) + " |",
+        "|---:|---:|" + "---:|" * len(keys),
     ]
-    return keys, table
+    for entry in rows:
+        cells = [str(entry.get("step", "")), _fmt(entry.get("epoch", ""))]
+        cells += [_fmt(entry[k]) if k in entry else "" for k in keys]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def _dataset_description(dataset, dataset_id: str | None, columns_to_count: list[str]) -> str:
@@ -170,15 +200,20 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def _title(entry: str) -> str:
+    match = re.search(r"title\s*=\s*\{(.*?)\},?\s*\n", entry, flags=re.S | re.I)
+    return re.sub(r"\W+", " ", match.group(1)).strip().lower() if match else entry
+
+
 def _citations(objective) -> list[str]:
-    """Both papers, plus any other entry the objective cites (deduplicated by BibTeX key)."""
+    """Both papers, plus every other paper the objective cites (deduplicated by title)."""
     entries = list(PAPER_CITATIONS)
-    keys = {re.search(r"@\w+\{([^,]+),", c).group(1) for c in entries}
+    titles = {_title(c) for c in entries}
     extra = getattr(objective, "citation", None) or ""
-    for match in re.finditer(r"@\w+\{([^,]+),.*?\n\}", extra, flags=re.S):
-        if match.group(1) not in keys:
+    for match in re.finditer(r"@\w+\{.*?\n\s*\}", extra, flags=re.S):
+        if _title(match.group(0)) not in titles:
             entries.append(match.group(0))
-            keys.add(match.group(1))
+            titles.add(_title(match.group(0)))
     return entries
 
 
@@ -202,7 +237,6 @@ def generate_model_card(
     *,
     model_name: str | None = None,
     is_adapter: bool | None = None,
-    output_dir: str | None = None,
 ) -> ModelCard:
     """Render the card of `trainer`'s current model (a `HardPosTrainer`, read duck-typed)."""
     from .logit_scale import unwrap_model
@@ -214,7 +248,8 @@ def generate_model_card(
     if is_adapter is None:
         is_adapter = is_peft_model(wrapped)
     model = unwrap_model(wrapped)
-    name = model_name or card_data.model_name or Path(output_dir or args.output_dir).name
+    # A checkpoint folder is a snapshot of the run: it carries the run's name, not "checkpoint-N".
+    name = model_name or card_data.model_name or Path(args.output_dir).name
     base_model = card_data.base_model or getattr(model.config, "_name_or_path", None) or None
     base_is_hub = looks_like_hub_id(base_model)
     repo_id = args.hub_model_id or name
@@ -278,7 +313,6 @@ def generate_model_card(
         lora = {"summary": f"rank {peft_config.r}, alpha {peft_config.lora_alpha}, dropout "
                            f"{peft_config.lora_dropout}, target modules {modules}"}
     trainable, total = count_parameters(wrapped)
-    log_keys, log_rows = training_log_from_history(trainer.state.log_history)
 
     return ModelCard.from_template(
         data,
@@ -298,8 +332,7 @@ def generate_model_card(
         hyperparameters={k: _fmt(v) for k, v in non_default_hyperparameters(args).items()},
         trainable_parameters=f"{trainable:,}",
         total_parameters=f"{total:,}",
-        training_log_keys=log_keys,
-        training_log=log_rows,
+        training_log=training_log_table(trainer.state.log_history),
         versions=_versions(),
         citations=_citations(objective),
     )

@@ -174,7 +174,8 @@ class HardPosTrainer(Trainer):
 
     def _check_finite(self, terms: dict[str, Any], logit_scale: torch.Tensor) -> None:
         parts = {k: v for k, v in terms.items() if k.startswith("loss")}
-        bad = {k: float(v) for k, v in parts.items() if not math.isfinite(float(v))}
+        values = {k: float(v.detach()) if torch.is_tensor(v) else float(v) for k, v in parts.items()}
+        bad = {k: v for k, v in values.items() if not math.isfinite(v)}
         if not bad:
             return
         named = [k for k in bad if k != "loss"] or ["loss"]
@@ -198,7 +199,7 @@ class HardPosTrainer(Trainer):
         if "loss" in logs and self._term_steps:
             local = {k: float(v) / self._term_steps for k, v in self._term_sums.items()}
             logs.update(_mean_over_processes(local, self.args.world_size))
-            logs["logit_scale"] = float(unwrap_model(self.model).logit_scale.exp())
+            logs["logit_scale"] = float(unwrap_model(self.model).logit_scale.detach().exp())
             self._term_sums, self._term_steps = {}, 0
         super().log(logs, start_time)
 
@@ -261,7 +262,7 @@ class HardPosTrainer(Trainer):
 
     def write_model_card(self, output_dir: str, **overrides: Any) -> str:
         """Write `README.md` into `output_dir`; returns its path."""
-        card = generate_model_card(self, self.model_card_data, output_dir=output_dir, **overrides)
+        card = generate_model_card(self, self.model_card_data, **overrides)
         path = os.path.join(output_dir, MODEL_CARD_NAME)
         card.save(path)
         return path

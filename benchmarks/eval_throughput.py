@@ -1,0 +1,154 @@
+"""Scorer throughput vs the reference protocol on a REPLACE-shaped workload, side by side.
+
+Workload: about `--rows` rows of REPLACE, randomly chosen images with all their rows, from
+`../shared/data/hard_positives` when present, so the row-per-image and caption multiplicity is the
+real one (otherwise a synthetic stand-in with REPLACE's 2.34 rows per image); one generated
+500x375 JPEG per distinct image id (Visual Genome's typical size), the full-size ViT-B/32
+architecture (`CLIPConfig()` defaults, random weights: speed does not depend on them) and the real
+CLIP tokenizer from `../shared/data/clip_tokenizer` when present.
+
+Reference protocol (the upstream evaluation code): batches of 16 rows; each row's image decoded,
+preprocessed and encoded twice (once with (c, c_n), once with (c_p, c_n)); every caption tokenised
+to 77 tokens and encoded per row; no deduplication.
+
+    python benchmarks/eval_throughput.py [--rows 400]
+
+Prints both rates and, last, `speedup_vs_reference=<x>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from datasets import Dataset, Features, Image, Value
+from PIL import Image as PILImage
+from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor, CLIPTokenizer
+
+from hf_hardpos.scoring import ITMScorer
+from hf_hardpos.synthetic.tiny_clip import train_clip_tokenizer
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def replace_rows(limit: int) -> list[dict]:
+    upstream = SHARED / "hard_positives"
+    if upstream.is_dir():
+        rows = []
+        for subset in ("attributes", "relations"):
+            original = json.loads((upstream / "data" / f"vl_checklist_{subset}.json").read_text())
+            positive = json.loads((upstream / "swapped_data" / f"vl_checklist_{subset}.json").read_text())
+            rows += [
+                {"image_id": o["image_id"], "caption": o["true_caption"], "hard_negative": o["false_caption"],
+                 "hard_positive": p["true_caption"]}
+                for o, p in zip(original, positive)
+            ]
+        return whole_images(rows, limit)
+    rng = np.random.default_rng(0)
+    words = ["red", "white", "large", "wooden", "cat", "door", "table", "holding", "on", "near", "man", "sign"]
+    return [
+        {"image_id": str(i * 3 // 7), "caption": " ".join(rng.choice(words, 3)),
+         "hard_negative": " ".join(rng.choice(words, 3)), "hard_positive": " ".join(rng.choice(words, 3))}
+        for i in range(limit)
+    ]
+
+
+def whole_images(rows: list[dict], limit: int) -> list[dict]:
+    """About `limit` rows made of randomly chosen images with *all* their rows, so a subset keeps
+    REPLACE's rows-per-image multiplicity (a plain prefix of the file does not)."""
+    by_image: dict[str, list[dict]] = {}
+    for row in rows:
+        by_image.setdefault(row["image_id"], []).append(row)
+    chosen: list[dict] = []
+    for image_id in np.random.default_rng(0).permutation(sorted(by_image)):
+        if len(chosen) >= limit:
+            break
+        chosen += by_image[image_id]
+    return chosen
+
+
+def jpeg(seed: int) -> bytes:
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, 255, (47, 63, 3), dtype=np.uint8)  # smooth-ish content compresses like a photo
+    buffer = io.BytesIO()
+    PILImage.fromarray(small).resize((500, 375), PILImage.BILINEAR).save(buffer, format="JPEG", quality=90)
+    return buffer.getvalue()
+
+
+def build_processor(rows: list[dict]) -> CLIPProcessor:
+    tokenizer_dir = SHARED / "clip_tokenizer"
+    if tokenizer_dir.is_dir():
+        tokenizer = CLIPTokenizer(vocab=str(tokenizer_dir / "vocab.json"), merges=str(tokenizer_dir / "merges.txt"),
+                                  model_max_length=77)
+    else:
+        tokenizer = train_clip_tokenizer([r[c] for r in rows for c in ("caption", "hard_negative", "hard_positive")])
+    return CLIPProcessor(image_processor=CLIPImageProcessor(), tokenizer=tokenizer)
+
+
+@torch.inference_mode()
+def reference_protocol(model: CLIPModel, processor: CLIPProcessor, dataset: Dataset, batch_size: int = 16) -> dict:
+    """Per row: image encoded with (c, c_n), then again with (c_p, c_n); texts padded to 77."""
+    scores = {"caption": [], "hard_positive": [], "hard_negative": []}
+    for start in range(0, len(dataset), batch_size):
+        batch = dataset[start : start + batch_size]
+        for first in ("caption", "hard_positive"):
+            images = [PILImage.open(io.BytesIO(cell["bytes"])).convert("RGB") for cell in batch["image"]]
+            pixels = processor.image_processor(images=images, return_tensors="pt")["pixel_values"]
+            img = torch.nn.functional.normalize(model.get_image_features(pixel_values=pixels).pooler_output, dim=-1)
+            for column in (first, "hard_negative"):
+                tokens = processor.tokenizer(batch[column], padding="max_length", truncation=True, return_tensors="pt")
+                txt = model.get_text_features(input_ids=tokens.input_ids, attention_mask=tokens.attention_mask)
+                score = (img * torch.nn.functional.normalize(txt.pooler_output, dim=-1)).sum(-1)
+                if first == "caption" or column != "hard_negative":
+                    scores[column].append(score)
+    return {column: torch.cat(values).numpy() for column, values in scores.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=400)
+    parser.add_argument("--batch-size", type=int, default=64, help="our scorer's batch size")
+    parser.add_argument("--num-workers", type=int, default=1, help="our scorer's image workers")
+    args = parser.parse_args()
+
+    torch.manual_seed(0)
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    rows = replace_rows(args.rows)
+    ids = sorted({r["image_id"] for r in rows})
+    images = {image_id: jpeg(i) for i, image_id in enumerate(ids)}
+    features = Features({"image": Image(decode=False), "image_id": Value("string"), "caption": Value("string"),
+                         "hard_negative": Value("string"), "hard_positive": Value("string")})
+    dataset = Dataset.from_dict(
+        {"image": [{"bytes": images[r["image_id"]], "path": None} for r in rows],
+         **{k: [r[k] for r in rows] for k in ("image_id", "caption", "hard_negative", "hard_positive")}},
+        features=features,
+    )
+    texts = {r[c] for r in rows for c in ("caption", "hard_negative", "hard_positive")}
+    print(f"workload: {len(rows)} rows, {len(ids)} distinct images ({len(rows) / len(ids):.2f} rows/image), "
+          f"{len(texts)} distinct captions; source: {'shared REPLACE' if (SHARED / 'hard_positives').is_dir() else 'synthetic'}")
+    processor = build_processor(rows)
+    model = CLIPModel(CLIPConfig()).eval()  # ViT-B/32 shape, random weights
+
+    start = time.perf_counter()
+    reference = reference_protocol(model, processor, dataset)
+    reference_seconds = time.perf_counter() - start
+
+    scorer = ITMScorer(model, processor, batch_size=args.batch_size, num_workers=args.num_workers, progress=False)
+    start = time.perf_counter()
+    ours = scorer.score(dataset.cast_column("image", Image()))
+    ours_seconds = time.perf_counter() - start
+
+    agreement = max(np.abs(ours[column] - reference[column]).max() for column in reference)
+    print(f"max |score difference| vs reference: {agreement:.2e}")
+    print(f"reference protocol: {len(rows) / reference_seconds:8.1f} rows/s ({reference_seconds:.1f} s)")
+    print(f"hf_hardpos scorer:  {len(rows) / ours_seconds:8.1f} rows/s ({ours_seconds:.1f} s)")
+    print(f"speedup_vs_reference={reference_seconds / ours_seconds:.2f}")
+
+
+if __name__ == "__main__":
+    main()

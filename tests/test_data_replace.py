@@ -1,0 +1,229 @@
+"""REPLACE builder: fixture sources -> Hub folder -> load_dataset gives the same rows; bad inputs fail clearly."""
+
+import json
+from pathlib import Path
+
+import datasets
+import pytest
+from data_fixtures import (
+    EXPECTED_ARTIFACTS,
+    EXPECTED_DUPLICATE_OF,
+    REPLACE_ROWS,
+    make_replace_upstream,
+    make_vg_images,
+    replace_images,
+    write_json,
+)
+
+from hf_hardpos.data.defects import is_substring_artifact
+from hf_hardpos.data.phrase_diff import phrase_diff
+from hf_hardpos.data.replace import export_replace
+from hf_hardpos.data.validation import AlignmentError, DataValidationError, MissingImageError
+
+
+@pytest.fixture
+def sources(tmp_path):
+    upstream = make_replace_upstream(tmp_path / "hard_positives")
+    images = make_vg_images(tmp_path / "VG", replace_images())
+    return upstream, tmp_path / "VG", images
+
+
+@pytest.mark.parametrize(
+    "c, c_p, expected",
+    [
+        ("walking elephant", "strolling elephant", ("walking", "strolling")),
+        ("cat behind car", "cat to the rear of car", ("behind", "to the rear of")),
+        ("cup on top of table", "cup on table", ("top of", "")),
+        ("black  wetsuit", "ebony  wetsuit", ("black", "ebony")),
+        ("same words", "same words", ("", "")),
+    ],
+)
+def test_phrase_diff(c, c_p, expected):
+    assert phrase_diff(c, c_p) == expected
+
+
+def test_substring_artifact_needs_a_partial_word_change():
+    table = {("red", "crimson"), ("in", "within"), ("long", "lengthy")}
+    assert is_substring_artifact("plant covered in leaf", "plant covecrimson in leaf", table)
+    assert is_substring_artifact("window belonging to long car", "window belengthying to lengthy car", table)
+    assert not is_substring_artifact("red car", "crimson car", table)
+    assert not is_substring_artifact("window in building in scene", "window within building within scene", table)
+
+
+def test_build_export_load_gives_the_same_rows(sources, tmp_path):
+    upstream, images_dir, image_files = sources
+    out = tmp_path / "out"
+    report = export_replace(out, upstream_dir=upstream, images_dir=images_dir, union_config_name="all", progress=False)
+
+    assert report.counts == {"attributes": 7, "relations": 4, "all": 11}
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.parquet")) == [
+        "data/attributes/test-00000-of-00001.parquet",
+        "data/relations/test-00000-of-00001.parquet",
+    ]
+    for subset, rows in REPLACE_ROWS.items():
+        loaded = datasets.load_dataset(str(out), subset, split="test")
+        assert loaded.num_rows == len(rows)
+        for index, (row, (image_id, part, c, c_n, c_p)) in enumerate(zip(loaded, rows)):
+            assert (row["image_id"], row["caption"], row["hard_negative"], row["hard_positive"]) == (image_id, c, c_n, c_p)
+            assert row["image_path"] == f"{part}/{image_id}.jpg"
+            assert row["subset"] == subset and row["upstream_index"] == index
+            assert (row["replaced_phrase"], row["replacement"]) == phrase_diff(c, c_p)
+            assert row["substring_artifact"] == (index in EXPECTED_ARTIFACTS[subset])
+            assert row["duplicate_of"] == EXPECTED_DUPLICATE_OF[subset].get(index)
+            assert row["is_duplicate"] == (index in EXPECTED_DUPLICATE_OF[subset])
+            assert row["image"].size == (16, 12)
+        raw = loaded.cast_column("image", datasets.Image(decode=False))
+        for row in raw:  # the original JPEG bytes, not re-encoded
+            assert row["image"]["bytes"] == image_files[row["image_id"]].read_bytes()
+
+    union = datasets.load_dataset(str(out), "all", split="test")
+    assert union["subset"] == ["attributes"] * 7 + ["relations"] * 4
+
+    card = datasets.load_dataset_builder(str(out), "relations").info
+    assert card.splits["test"].num_examples == 4
+    readme = (out / "README.md").read_text()
+    assert "ivory ivoryboard" in readme and "covecrimson" in readme
+    saved = json.loads((out / "build_report.json").read_text())
+    assert saved["flags"]["attributes"] == {"substring_artifact": 2, "is_duplicate": 1}
+
+
+def test_build_without_images(sources, tmp_path):
+    upstream, _, _ = sources
+    export_replace(tmp_path / "out", upstream_dir=upstream, embed_images=False, subsets=["relations"], progress=False)
+    loaded = datasets.load_dataset(str(tmp_path / "out"), "relations", split="test")
+    assert "image" not in loaded.column_names and loaded.num_rows == 4
+
+
+def test_misaligned_row_is_reported_by_index(sources, tmp_path):
+    upstream, images_dir, _ = sources
+    swapped = upstream / "swapped_data" / "vl_checklist_attributes.json"
+    rows = json.loads(swapped.read_text())
+    rows[2]["false_caption"] = "green car"
+    write_json(swapped, rows)
+    with pytest.raises(AlignmentError, match=r"misaligned on 1 row\(s\): row 2: false_caption 'blue car' != 'green car'"):
+        export_replace(tmp_path / "out", upstream_dir=upstream, images_dir=images_dir, progress=False)
+
+
+def test_length_mismatch_and_missing_field(sources, tmp_path):
+    upstream, images_dir, _ = sources
+    swapped = upstream / "swapped_data" / "vl_checklist_relations.json"
+    rows = json.loads(swapped.read_text())
+    write_json(swapped, rows[:-1])
+    with pytest.raises(AlignmentError, match="has 4 rows but .* has 3"):
+        export_replace(tmp_path / "out", upstream_dir=upstream, images_dir=images_dir, progress=False)
+    del rows[1]["image_id"]
+    write_json(swapped, rows)
+    with pytest.raises(DataValidationError, match="row 1 lacks field"):
+        export_replace(tmp_path / "out", upstream_dir=upstream, images_dir=images_dir, progress=False)
+
+
+def test_missing_image_is_an_error_or_skipped_and_reported(sources, tmp_path):
+    upstream, images_dir, image_files = sources
+    image_files["712954"].unlink()
+    with pytest.raises(MissingImageError, match="image_id 712954"):
+        export_replace(tmp_path / "out", upstream_dir=upstream, images_dir=images_dir, progress=False)
+    report = export_replace(tmp_path / "out", upstream_dir=upstream, images_dir=images_dir, skip_missing=True, progress=False)
+    assert report.skipped_missing_images == {"attributes": ["712954"], "relations": ["712954"]}
+    assert report.counts["attributes"] == 6 and report.counts["relations"] == 3
+    loaded = datasets.load_dataset(str(tmp_path / "out"), "attributes", split="test")
+    assert "712954" not in loaded["image_id"]
+    assert json.loads((tmp_path / "out" / "build_report.json").read_text())["skipped_rows"] == {"attributes": 1, "relations": 1}
+
+
+def test_missing_upstream_file_names_the_expected_path(tmp_path):
+    with pytest.raises(FileNotFoundError, match="data/vl_checklist_attributes.json"):
+        export_replace(tmp_path / "out", upstream_dir=tmp_path, embed_images=False)
+
+
+def test_script_builds_and_reports_errors(sources, tmp_path, capsys):
+    import runpy
+
+    upstream, images_dir, _ = sources
+    script = Path(__file__).resolve().parents[1] / "dataset_scripts" / "replace.py"
+    main = runpy.run_path(str(script))["main"]
+    out = tmp_path / "out"
+    assert main(["--upstream-dir", str(upstream), "--images-dir", str(images_dir), "--output-dir", str(out)]) == 0
+    assert "relations: 4 rows (paper: 16,868; DIFFERS by -16,864)" in capsys.readouterr().out
+    assert datasets.load_dataset(str(out), "relations", split="test").num_rows == 4
+    assert main(["--upstream-dir", str(tmp_path / "nowhere"), "--output-dir", str(out)]) == 1
+    assert "must be laid out like" in capsys.readouterr().err
+
+
+def test_hardpos_eval_accepts_the_built_folder(sources, tmp_path, tiny_clip_dir, capsys):
+    cli = pytest.importorskip("hf_hardpos.cli")
+    upstream, images_dir, _ = sources
+    out = tmp_path / "out"
+    export_replace(out, upstream_dir=upstream, images_dir=images_dir, progress=False)
+    assert datasets.get_dataset_config_names(str(out)) == ["attributes", "relations"]
+    argv = ["eval", "--model", str(tiny_clip_dir), "--dataset", str(out), "--batch-size", "4", "--no-progress"]
+    assert cli.main([*argv, "--config", "relations", "--output", str(tmp_path / "eval")]) == 0
+    metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert "relations" in json.dumps(metrics) and "attributes" not in json.dumps(metrics)
+    assert cli.main(argv) == 0  # all declared configs: both subsets and the paper's unweighted mean
+    table = capsys.readouterr().out
+    assert "attributes" in table and "relations" in table
+
+
+def test_shared_upstream_data(shared_data, tmp_path):
+    """The real upstream files: paper counts, alignment (checked while building) and the known defects."""
+    upstream = shared_data / "hard_positives"
+    originals = {s: json.loads((upstream / "data" / f"vl_checklist_{s}.json").read_text()) for s in ("attributes", "relations")}
+    placeholder = make_vg_images(tmp_path / "one", {"x": None}, size=(8, 8))["x"].read_bytes()
+    for rows in originals.values():  # an 8x8 placeholder JPEG for each of the ~8k distinct images
+        for row in rows:
+            path = tmp_path / "VG" / row["image_path"].split("/", 1)[1]
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(placeholder)
+    out = tmp_path / "out"
+    report = export_replace(out, upstream_dir=upstream, images_dir=tmp_path / "VG", progress=False)
+    assert report.counts == {"attributes": 10_575, "relations": 16_868}
+    assert report.expected_counts == report.counts  # the paper's rows exactly
+    assert report.flags["attributes"]["is_duplicate"] == 186
+    assert report.flags["relations"]["is_duplicate"] == 1_403
+    for subset, rows in originals.items():
+        loaded = datasets.load_dataset(str(out), subset, split="test").remove_columns("image")
+        assert loaded["caption"] == [row["true_caption"] for row in rows]
+        assert loaded["image_id"] == [row["image_id"] for row in rows]
+        flagged = {(r["caption"], r["hard_positive"]) for r in loaded.filter(lambda r: r["substring_artifact"])}
+        if subset == "attributes":
+            for c, c_p in [
+                ("white whiteboard", "ivory ivoryboard"),
+                ("plant covered in green leaf", "plant covecrimson in green leaf"),
+                ("window belonging to long building", "window belengthying to lengthy building"),
+            ]:
+                assert (c, c_p) in flagged
+        assert all(c_p != c for c, c_p in flagged)
+    assert report.flags["attributes"]["substring_artifact"] == 10
+    assert report.flags["relations"]["substring_artifact"] == 0
+
+
+def test_default_sources_download_from_upstream_urls(tmp_path, monkeypatch):
+    """Without local folders, files come from the upstream URLs through the download manager (faked here:
+    tests never touch the network), and each VG archive is fetched only when one of its images is needed."""
+    from hf_hardpos.data import sources as sources_module
+
+    upstream = make_replace_upstream(tmp_path / "hard_positives")
+    archives = {part: tmp_path / "extracted" / part for part in ("VG_100K", "VG_100K_2")}
+    for part, root in archives.items():
+        make_vg_images(root, {i: p for i, p in replace_images().items() if p == part})
+    raw = "https://raw.githubusercontent.com/amitakamath/hard_positives/main/"
+    requested = []
+
+    class FakeDownloadManager:
+        def download(self, url):
+            requested.append(url)
+            assert url.startswith(raw), url
+            return str(upstream / url[len(raw) :])
+
+        def download_and_extract(self, url):
+            requested.append(url)
+            part = {v: k for k, v in sources_module.VG_PART_URLS.items()}[url]
+            return str(archives[part])
+
+    monkeypatch.setattr(sources_module.Sources, "dl_manager", property(lambda self: FakeDownloadManager()))
+    report = export_replace(tmp_path / "out", subsets=["relations"], progress=False)
+    assert report.counts == {"relations": 4}
+    assert requested[:2] == [raw + "data/vl_checklist_relations.json", raw + "swapped_data/vl_checklist_relations.json"]
+    assert sorted(requested[2:]) == sorted(sources_module.VG_PART_URLS.values())
+    assert raw + "data/vl_checklist_relations.json, sha256 " in (tmp_path / "out" / "README.md").read_text()

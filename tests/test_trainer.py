@@ -1,0 +1,285 @@
+"""HardPosTrainer, its collator and arguments, on the tiny CLIP: real steps, real checkpoints."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from datasets import Dataset, Features, Image, Value
+from PIL import Image as PILImage
+
+from hf_hardpos import columns
+from hf_hardpos.training import (
+    LOSS_STATE_NAME,
+    HardPosDataCollator,
+    HardPosTrainer,
+    HardPosTrainingArguments,
+    NonFiniteLossError,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+TERMS = ("loss_clip", "loss_hn", "loss_hp", "loss_imc", "loss_cmr")
+
+
+def _image(seed: int) -> PILImage.Image:
+    rng = np.random.default_rng(seed)
+    return PILImage.fromarray(rng.integers(0, 256, size=(32, 32, 3), dtype=np.uint8))
+
+
+def finetune_rows(n: int) -> Dataset:
+    """Fine-tuning schema; every third row lacks a SWAP positive, every fourth a SWAP negative."""
+    colours = ["red", "blue", "green", "yellow"]
+    rows = {name: [] for name in ("image", "image_id", "caption", *columns.FINETUNE_POSITIVE_COLUMNS,
+                                  *columns.FINETUNE_NEGATIVE_COLUMNS)}
+    for i in range(n):
+        a, b = colours[i % 4], colours[(i + 1) % 4]
+        rows["image"].append(_image(i))
+        rows["image_id"].append(f"img{i}")
+        rows["caption"].append(f"a {a} cube and a {b} sphere")
+        rows[columns.HARD_POSITIVE_REPLACE].append(f"a {a} block and a {b} sphere")
+        rows[columns.HARD_POSITIVE_SWAP].append(None if i % 3 == 0 else f"a {b} sphere and a {a} cube")
+        rows[columns.HARD_NEGATIVE_REPLACE].append(f"a {b} cube and a {b} sphere")
+        rows[columns.HARD_NEGATIVE_SWAP].append(None if i % 4 == 0 else f"a {b} cube and a {a} sphere")
+    features = Features({"image": Image(), **{k: Value("string") for k in rows if k != "image"}})
+    return Dataset.from_dict(rows, features=features)
+
+
+def eval_rows(n: int) -> Dataset:
+    data = finetune_rows(n)
+    return Dataset.from_dict(
+        {
+            "image": data["image"],
+            "caption": data["caption"],
+            "hard_negative": data[columns.HARD_NEGATIVE_REPLACE],
+            "hard_positive": data[columns.HARD_POSITIVE_REPLACE],
+        },
+        features=Features({"image": Image(), **{k: Value("string") for k in columns.EVAL_CAPTION_COLUMNS}}),
+    )
+
+
+def make_args(output_dir, **overrides) -> HardPosTrainingArguments:
+    settings = dict(
+        output_dir=str(output_dir),
+        per_device_train_batch_size=8,
+        per_device_eval_batch_size=16,
+        learning_rate=1e-3,
+        max_steps=6,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=True,
+        seed=0,
+    )
+    settings.update(overrides)
+    return HardPosTrainingArguments(**settings)
+
+
+def load_tiny(tiny_clip_dir):
+    from transformers import CLIPModel, CLIPProcessor
+
+    return CLIPModel.from_pretrained(tiny_clip_dir), CLIPProcessor.from_pretrained(tiny_clip_dir)
+
+
+# --- collator ------------------------------------------------------------------------------------
+
+
+def test_collator_masks_missing_extras_and_never_invents_captions(tiny_clip_dir):
+    _, processor = load_tiny(tiny_clip_dir)
+    data = finetune_rows(6)
+    rows = [data[i] for i in range(6)]
+    batch = HardPosDataCollator(processor)(rows)
+
+    assert batch["pixel_values"].shape[0] == 6  # rows without a SWAP positive stay in the batch
+    assert batch["positive_mask"].tolist() == [[True, r[columns.HARD_POSITIVE_SWAP] is not None] for r in rows]
+    assert batch["negative_mask"].tolist() == [[True, r[columns.HARD_NEGATIVE_SWAP] is not None] for r in rows]
+
+    # Exactly the captions that exist were tokenised, in order: no placeholder for the missing ones.
+    expected = [r["caption"] for r in rows]
+    for cols in (columns.FINETUNE_POSITIVE_COLUMNS, columns.FINETUNE_NEGATIVE_COLUMNS):
+        expected += [r[c] for r in rows for c in cols if r[c] is not None]
+    decoded = processor.tokenizer.batch_decode(batch["input_ids"], skip_special_tokens=True)
+    assert [d.strip() for d in decoded] == expected
+    assert batch["input_ids"].shape[0] == len(expected)
+
+    # Each present slot points at its own text.
+    for b, row in enumerate(rows):
+        for j, col in enumerate(columns.FINETUNE_POSITIVE_COLUMNS):
+            if row[col] is not None:
+                assert decoded[batch["positive_index"][b, j]].strip() == row[col]
+
+
+def test_collator_eval_schema_and_pixel_values_match_processor(tiny_clip_dir):
+    _, processor = load_tiny(tiny_clip_dir)
+    data = eval_rows(3)
+    collator = HardPosDataCollator(processor, positive_columns=["hard_positive"], negative_columns=["hard_negative"])
+    batch = collator([data[i] for i in range(3)])
+    assert batch["positive_mask"].shape == (3, 1) and bool(batch["positive_mask"].all())
+    reference = processor.image_processor(images=[data[i]["image"] for i in range(3)], return_tensors="pt")
+    torch.testing.assert_close(batch["pixel_values"], reference["pixel_values"])  # rescaled exactly once
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "message"),
+    [
+        ("caption", None, "column 'caption' is null"),
+        ("image", None, "column 'image' is null"),
+        (columns.HARD_POSITIVE_SWAP, "None", "placeholder 'None'"),
+    ],
+)
+def test_collator_rejects_bad_rows_naming_row_and_column(tiny_clip_dir, column, value, message):
+    _, processor = load_tiny(tiny_clip_dir)
+    data = finetune_rows(3)
+    rows = [data[i] for i in range(3)]
+    rows[2] = {**rows[2], column: value}
+    with pytest.raises(ValueError, match=rf"batch row 2 \(image_id='img2'\).*{message}"):
+        HardPosDataCollator(processor)(rows)
+
+
+def test_training_arguments_force_remove_unused_columns_false(tmp_path):
+    args = make_args(tmp_path, remove_unused_columns=True)
+    assert args.remove_unused_columns is False
+    assert args.positive_columns == list(columns.FINETUNE_POSITIVE_COLUMNS)
+    with pytest.raises(ValueError, match="hard_positive_mode"):
+        make_args(tmp_path, hard_positive_mode="bogus")
+
+
+# --- training ------------------------------------------------------------------------------------
+
+
+def test_training_decreases_loss_logs_every_term_and_evaluates(tiny_clip_dir, tmp_path):
+    model, processor = load_tiny(tiny_clip_dir)
+    args = make_args(tmp_path, max_steps=8, imc_weight=0.2, cmr_weight=0.4, per_device_train_batch_size=16)
+    trainer = HardPosTrainer(
+        model=model, args=args, train_dataset=finetune_rows(16), eval_datasets={"toy": eval_rows(8)},
+        processor=processor,
+    )
+    trainer.train()
+    logs = [e for e in trainer.state.log_history if "loss" in e and "train_runtime" not in e]
+    assert len(logs) == 8
+    assert logs[-1]["loss"] < logs[0]["loss"]  # one fixed batch: the model must fit it
+    for term in TERMS:
+        assert all(np.isfinite(e[term]) for e in logs), term
+    for name in ("hard_negative_replace", "hard_negative_swap"):
+        assert f"cmr_threshold/{name}" in logs[-1]
+    assert all(0 < e["logit_scale"] <= 100 + 1e-4 for e in logs)
+
+    trainer.model.train()
+    metrics = trainer.evaluate()
+    assert trainer.model.training  # the evaluator's eval() mode is undone
+    for key in ("original_accuracy", "augmented_accuracy", "brittleness", "mean_positive_score"):
+        assert isinstance(metrics[f"eval_toy_{key}"], float)
+    assert metrics["eval_toy_num_examples"] == 8
+    assert trainer.state.log_history[-1]["eval_toy_augmented_accuracy"] == metrics["eval_toy_augmented_accuracy"]
+
+
+def test_logit_scale_is_clamped_after_each_step(tiny_clip_dir, tmp_path):
+    model, processor = load_tiny(tiny_clip_dir)
+    with torch.no_grad():
+        model.logit_scale.fill_(np.log(100.0) - 1e-4)
+    args = make_args(tmp_path, max_steps=2, learning_rate=0.5, hard_positive_weight=0.0)
+    trainer = HardPosTrainer(model=model, args=args, train_dataset=finetune_rows(8), processor=processor)
+    trainer.train()
+    assert float(model.logit_scale) <= np.log(100.0) + 1e-6
+
+
+def test_non_finite_loss_stops_with_the_term_named(tiny_clip_dir, tmp_path, monkeypatch):
+    model, processor = load_tiny(tiny_clip_dir)
+    trainer = HardPosTrainer(
+        model=model, args=make_args(tmp_path, max_steps=3), train_dataset=finetune_rows(8), processor=processor
+    )
+    term = trainer.objective.terms["hn"]
+    original = term.forward
+    monkeypatch.setattr(term, "forward", lambda *a, **k: original(*a, **k) * float("nan"))
+    with pytest.raises(NonFiniteLossError, match=r"non-finite loss term loss_hn at step 0 \(loss_hn=nan"):
+        trainer.train()
+
+
+def _final_state(trainer) -> tuple[dict, dict]:
+    loss_state = {k: v.clone() for k, v in trainer.objective.state_dict().items()}
+    weights = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    return loss_state, weights
+
+
+def test_resume_restores_loss_state_and_continues_identically(tiny_clip_dir, tmp_path):
+    def run(output_dir, resume=None, max_steps=4):
+        model, processor = load_tiny(tiny_clip_dir)
+        args = make_args(output_dir, max_steps=max_steps, cmr_weight=0.4, save_strategy="steps", save_steps=2)
+        trainer = HardPosTrainer(model=model, args=args, train_dataset=finetune_rows(24), processor=processor)
+        trainer.train(resume_from_checkpoint=resume)
+        return trainer
+
+    straight = run(tmp_path / "straight")
+    checkpoint = tmp_path / "straight" / "checkpoint-2"
+    saved = torch.load(checkpoint / LOSS_STATE_NAME, weights_only=True)
+    assert saved and any(v.abs().sum() > 0 for v in saved.values())  # thresholds were learned
+    assert (checkpoint / "README.md").is_file() and (checkpoint / "processor_config.json").is_file()
+
+    resumed = run(tmp_path / "straight", resume=str(checkpoint))
+    state_a, weights_a = _final_state(straight)
+    state_b, weights_b = _final_state(resumed)
+    for key in state_a:
+        torch.testing.assert_close(state_b[key], state_a[key])
+    for key in weights_a:
+        torch.testing.assert_close(weights_b[key], weights_a[key])
+    logged = [e["loss_cmr"] for e in straight.state.log_history if "loss_cmr" in e]
+    relogged = [e["loss_cmr"] for e in resumed.state.log_history if "loss_cmr" in e]
+    assert relogged[-1] == pytest.approx(logged[-1], rel=1e-5)
+
+    (checkpoint / LOSS_STATE_NAME).unlink()
+    with pytest.raises(FileNotFoundError, match="no loss state"):
+        run(tmp_path / "straight", resume=str(checkpoint))
+
+
+def test_saved_folder_round_trips_with_identical_scores(tiny_clip_dir, tmp_path):
+    from transformers import CLIPModel, CLIPProcessor
+
+    model, processor = load_tiny(tiny_clip_dir)
+    trainer = HardPosTrainer(
+        model=model, args=make_args(tmp_path, max_steps=2), train_dataset=finetune_rows(8), processor=processor
+    )
+    trainer.train()
+    out = tmp_path / "final"
+    trainer.save_model(str(out))
+    loaded, loaded_processor = CLIPModel.from_pretrained(out), CLIPProcessor.from_pretrained(out)
+
+    data = eval_rows(4)
+    texts = list(data["caption"]) + list(data["hard_negative"])
+
+    def scores(m, p):
+        inputs = p(text=texts, images=list(data["image"]), return_tensors="pt", padding=True)
+        with torch.no_grad():
+            return m.eval()(**inputs).logits_per_image
+
+    torch.testing.assert_close(scores(loaded, loaded_processor), scores(trainer.model, processor), rtol=0, atol=0)
+
+
+@pytest.mark.slow
+def test_finetune_example_runs_on_two_cpu_processes(tmp_path):
+    """`torchrun` with 2 processes (SPEC section 8): the example trains, evaluates and saves."""
+    output_dir = tmp_path / "ddp"
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+        str(REPO / "examples" / "finetune.py"),
+        "--use_cpu", "--max_steps", "2", "--per_device_train_batch_size", "8",
+        "--synthetic_train_size", "64", "--synthetic_eval_size", "16", "--logging_steps", "1",
+        "--eval_strategy", "no", "--save_strategy", "no", "--disable_tqdm", "true",
+        "--output_dir", str(output_dir),
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    import json
+
+    state = json.loads((output_dir / "trainer_state.json").read_text())
+    steps = [e for e in state["log_history"] if "loss_hn" in e]
+    # 64 rows, 8 per process and step: 2 steps are half an epoch only if two processes shared the data.
+    assert steps[-1]["epoch"] == pytest.approx(0.5)
+    assert any("eval_swap_augmented_accuracy" in e for e in state["log_history"])
+    assert (output_dir / "README.md").is_file() and (output_dir / "model.safetensors").is_file()
