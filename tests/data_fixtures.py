@@ -15,16 +15,20 @@ REPLACE_ROWS = {
         ("2401814", "VG_100K_2", "walking elephant", "jumping elephant", "strolling elephant"),
         ("2401814", "VG_100K_2", "walking elephant", "sitting elephant", "strolling elephant"),
         ("712954", "VG_100K", "red car", "blue car", "crimson car"),
-        ("712955", "VG_100K", "plant covered in green leaf", "plant covered in brown leaf", "plant covecrimson in green leaf"),
+        ("712955", "VG_100K", "plant covered in green leaf", "plant covered in brown leaf",
+         "plant covecrimson in green leaf"),
         ("712956", "VG_100K", "white dog", "black dog", "ivory dog"),
         ("712956", "VG_100K", "white whiteboard", "black whiteboard", "ivory ivoryboard"),
         ("2401814", "VG_100K_2", "walking elephant", "jumping elephant", "strolling elephant"),  # repeat of row 0
     ],
     "relations": [
-        ("3968", "VG_100K_2", "chair in conference room", "chair out of conference room", "chair within conference room"),
-        ("712954", "VG_100K", "window in building in scene", "window out of building in scene", "window within building within scene"),
+        ("3968", "VG_100K_2", "chair in conference room", "chair out of conference room",
+         "chair within conference room"),
+        ("712954", "VG_100K", "window in building in scene", "window out of building in scene",
+         "window within building within scene"),
         ("1159368", "VG_100K", "cup on top of table", "cup under table", "cup on table"),
-        ("3968", "VG_100K_2", "chair in conference room", "chair out of conference room", "chair within conference room"),
+        ("3968", "VG_100K_2", "chair in conference room", "chair out of conference room",
+         "chair within conference room"),  # repeat of row 0
     ],
 }
 EXPECTED_ARTIFACTS = {"attributes": [3, 5], "relations": []}
@@ -79,9 +83,12 @@ def replace_images(rows: dict | None = None) -> dict[str, str]:
 
 # SWAP: ARO rows (image_id, bbox, c, c_n, attributes) and c_p
 SWAP_ROWS = [
-    ("2323", (2, 1, 8, 6), "the white dog and the black cat", "the black dog and the white cat", ["white", "black"], "the black cat and the white dog"),
-    ("2323", (0, 0, 16, 12), "the red car and the blue bus", "the blue car and the red bus", ["red", "blue"], "the blue bus and the red car"),
-    ("4545", (5, 3, 7, 9), "the tall man and the short tree", "the short man and the tall tree", ["tall", "short"], "the short tree and the tall man"),
+    ("2323", (2, 1, 8, 6), "the white dog and the black cat", "the black dog and the white cat",
+     ["white", "black"], "the black cat and the white dog"),
+    ("2323", (0, 0, 16, 12), "the red car and the blue bus", "the blue car and the red bus",
+     ["red", "blue"], "the blue bus and the red car"),
+    ("4545", (5, 3, 7, 9), "the tall man and the short tree", "the short man and the tall tree",
+     ["tall", "short"], "the short tree and the tall man"),
 ]
 
 
@@ -89,7 +96,8 @@ def make_swap_upstream(upstream: Path, aro_dir: Path, rows=None) -> None:
     """ARO's ``visual_genome_attribution.json`` in ``aro_dir`` and the swapped file in ``upstream``."""
     original, positive = [], []
     for image_id, (x, y, w, h), c, c_n, attributes, c_p in rows or SWAP_ROWS:
-        common = {"image_id": image_id, "image_path": f"{image_id}.jpg", "bbox_x": x, "bbox_y": y, "bbox_w": w, "bbox_h": h}
+        common = {"image_id": image_id, "image_path": f"{image_id}.jpg"}
+        common.update({"bbox_x": x, "bbox_y": y, "bbox_w": w, "bbox_h": h})
         original.append({**common, "true_caption": c, "false_caption": c_n, "attributes": attributes})
         positive.append({**common, "true_caption": c_p, "false_caption": c_n, "attributes": attributes})
     write_json(aro_dir / "visual_genome_attribution.json", original)

@@ -78,7 +78,9 @@ def test_line_count_and_bad_line_errors(sources, tmp_path):
     with pytest.raises(DataValidationError, match="line 3 is not valid JSON"):
         export_finetune(tmp_path / "out", **common)
     with pytest.raises(ValueError, match="negative_generators lacks"):
-        export_finetune(tmp_path / "out", upstream_dir=upstream, coco_annotations=coco, negative_generators={"replace": fake_replace})
+        export_finetune(
+            tmp_path / "out", upstream_dir=upstream, coco_annotations=coco, negative_generators={"replace": fake_replace}
+        )
 
 
 def test_default_generators_are_the_package_rules(sources, tmp_path):

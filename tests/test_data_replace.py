@@ -64,7 +64,8 @@ def test_build_export_load_gives_the_same_rows(sources, tmp_path):
         loaded = datasets.load_dataset(str(out), subset, split="test")
         assert loaded.num_rows == len(rows)
         for index, (row, (image_id, part, c, c_n, c_p)) in enumerate(zip(loaded, rows)):
-            assert (row["image_id"], row["caption"], row["hard_negative"], row["hard_positive"]) == (image_id, c, c_n, c_p)
+            texts = (row["image_id"], row["caption"], row["hard_negative"], row["hard_positive"])
+            assert texts == (image_id, c, c_n, c_p)
             assert row["image_path"] == f"{part}/{image_id}.jpg"
             assert row["subset"] == subset and row["upstream_index"] == index
             assert (row["replaced_phrase"], row["replacement"]) == phrase_diff(c, c_p)
@@ -100,7 +101,8 @@ def test_misaligned_row_is_reported_by_index(sources, tmp_path):
     rows = json.loads(swapped.read_text())
     rows[2]["false_caption"] = "green car"
     write_json(swapped, rows)
-    with pytest.raises(AlignmentError, match=r"misaligned on 1 row\(s\): row 2: false_caption 'blue car' != 'green car'"):
+    expected = r"misaligned on 1 row\(s\): row 2: false_caption 'blue car' != 'green car'"
+    with pytest.raises(AlignmentError, match=expected):
         export_replace(tmp_path / "out", upstream_dir=upstream, images_dir=images_dir, progress=False)
 
 
@@ -122,12 +124,15 @@ def test_missing_image_is_an_error_or_skipped_and_reported(sources, tmp_path):
     image_files["712954"].unlink()
     with pytest.raises(MissingImageError, match="image_id 712954"):
         export_replace(tmp_path / "out", upstream_dir=upstream, images_dir=images_dir, progress=False)
-    report = export_replace(tmp_path / "out", upstream_dir=upstream, images_dir=images_dir, skip_missing=True, progress=False)
+    report = export_replace(
+        tmp_path / "out", upstream_dir=upstream, images_dir=images_dir, skip_missing=True, progress=False
+    )
     assert report.skipped_missing_images == {"attributes": ["712954"], "relations": ["712954"]}
     assert report.counts["attributes"] == 6 and report.counts["relations"] == 3
     loaded = datasets.load_dataset(str(tmp_path / "out"), "attributes", split="test")
     assert "712954" not in loaded["image_id"]
-    assert json.loads((tmp_path / "out" / "build_report.json").read_text())["skipped_rows"] == {"attributes": 1, "relations": 1}
+    saved = json.loads((tmp_path / "out" / "build_report.json").read_text())
+    assert saved["skipped_rows"] == {"attributes": 1, "relations": 1}
 
 
 def test_missing_upstream_file_names_the_expected_path(tmp_path):
@@ -167,7 +172,10 @@ def test_hardpos_eval_accepts_the_built_folder(sources, tmp_path, tiny_clip_dir,
 def test_shared_upstream_data(shared_data, tmp_path):
     """The real upstream files: paper counts, alignment (checked while building) and the known defects."""
     upstream = shared_data / "hard_positives"
-    originals = {s: json.loads((upstream / "data" / f"vl_checklist_{s}.json").read_text()) for s in ("attributes", "relations")}
+    originals = {
+        subset: json.loads((upstream / "data" / f"vl_checklist_{subset}.json").read_text())
+        for subset in ("attributes", "relations")
+    }
     placeholder = make_vg_images(tmp_path / "one", {"x": None}, size=(8, 8))["x"].read_bytes()
     for rows in originals.values():  # an 8x8 placeholder JPEG for each of the ~8k distinct images
         for row in rows:
@@ -182,7 +190,8 @@ def test_shared_upstream_data(shared_data, tmp_path):
     assert report.flags["attributes"]["is_duplicate"] == 186
     assert report.flags["relations"]["is_duplicate"] == 1_403
     for subset, rows in originals.items():
-        loaded = datasets.load_dataset(str(out), subset, split="test").remove_columns("image")
+        loaded = datasets.load_dataset(str(out), subset, split="test", cache_dir=str(tmp_path / "cache"))
+        loaded = loaded.remove_columns("image")
         assert loaded["caption"] == [row["true_caption"] for row in rows]
         assert loaded["image_id"] == [row["image_id"] for row in rows]
         flagged = {(r["caption"], r["hard_positive"]) for r in loaded.filter(lambda r: r["substring_artifact"])}

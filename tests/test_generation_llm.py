@@ -39,7 +39,8 @@ def tiny_lm_dir(tmp_path_factory) -> Path:
     corpus = [*prompts.PROMPTS.values(), *(c for c in CAPTIONS if c), "sure here is the changed sentence output"]
     tokenizer = Tokenizer(models.WordLevel(unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
-    tokenizer.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=["<unk>", "<s>", "</s>"], show_progress=False))
+    trainer = trainers.WordLevelTrainer(special_tokens=["<unk>", "<s>", "</s>"], show_progress=False)
+    tokenizer.train_from_iterator(corpus, trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
     config = LlamaConfig(
         vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
@@ -194,6 +195,7 @@ def test_filtering_reasons_written_per_row(tiny_lm_dir, tmp_path):
         "a big car": "I replaced big with large: a large car",
         "a cat behind a door": "a cat to the rear of a door",
         "a small cat on a mat": "a mat under a small cat",
+        "a dog in a car": "a dog within a car\n\nI replaced 'in' with 'within', a synonym.",
     }
     generator = _CannedGenerator(model, tokenizer, "replace", replace_answers)
     out = tmp_path / "replace.jsonl"
@@ -210,8 +212,10 @@ def test_filtering_reasons_written_per_row(tiny_lm_dir, tmp_path):
         "a big car": validation.CHATTER,
         "a cat behind a door": None,
         "a small cat on a mat": validation.SEVERAL_EDITS,
+        "a dog in a car": None,
     }
-    assert summary["valid"] == 3 and all(r["valid"] == (r["reason"] is None) for r in rows.values())
+    assert rows["a dog in a car"]["output"] == "a dog within a car"
+    assert summary["valid"] == 4 and all(r["valid"] == (r["reason"] is None) for r in rows.values())
 
     swap_answers = {
         "a red car and a blue bus": "a blue car and a red bus",  # moves the colours: a negative
@@ -254,8 +258,11 @@ def test_generate_command_llm_resumes(tiny_lm_dir, tmp_path, capsys):
     source = tmp_path / "captions.jsonl"
     source.write_text("".join(json.dumps({"id": i, "text": c}) + "\n" for i, c in enumerate(CAPTIONS)))
     out = tmp_path / "out" / "swap.jsonl"
-    argv = ["generate", "--kind", "swap", "--input", str(source), "--field", "text", "--model", str(tiny_lm_dir),
-            "--output", str(out), "--batch-size", "3", "--max-new-tokens", "8", "--device", "cpu", "--dtype", "float32", "--no-progress"]
+    argv = [
+        "generate", "--kind", "swap", "--input", str(source), "--field", "text", "--model", str(tiny_lm_dir),
+        "--output", str(out), "--batch-size", "3", "--max-new-tokens", "8", "--device", "cpu", "--dtype", "float32",
+        "--no-progress",
+    ]
     assert _run_cli(argv) == 0
     first = json.loads(capsys.readouterr().out)
     assert first["method"] == "llm" and first["written"] == len(CAPTIONS)
@@ -268,17 +275,23 @@ def test_generate_command_llm_resumes(tiny_lm_dir, tmp_path, capsys):
 
 
 def test_generate_command_rules(tmp_path, capsys):
+    from hf_hardpos.generation.rules import hard_positive_candidates
+
     source = tmp_path / "captions.txt"
-    source.write_text("A white cat on a whiteboard.\na cat and a dog on a mat\nno rule here\n")
-    out = tmp_path / "hp.jsonl"
-    assert _run_cli(["generate", "--kind", "replace", "--input", str(source), "--output", str(out), "--no-progress"]) == 0
-    assert [r["output"] for r in _lines(out)] == ["An ivory cat on a whiteboard.", None, None]
-    out = tmp_path / "hn.jsonl"
-    _run_cli(["generate", "--kind", "swap", "--negative", "--method", "rules", "--input", str(source), "--output", str(out), "--no-progress"])
-    assert [r["reason"] for r in _lines(out)] == ["no rule applies"] * 3
+    source.write_text("A white cat on a whiteboard.\na red car and a blue bus\nno rule here\n")
+    positives, negatives = tmp_path / "hp.jsonl", tmp_path / "hn.jsonl"
+    common = ["--input", str(source), "--no-progress"]
+    assert _run_cli(["generate", "--kind", "replace", *common, "--output", str(positives)]) == 0
+    rows = _lines(positives)
+    assert rows[0]["output"] == "An ivory cat on a whiteboard."
+    assert rows[1]["output"] in hard_positive_candidates("a red car and a blue bus") and rows[1]["valid"]
+    assert rows[2]["reason"] == "no rule applies" and not rows[2]["valid"]
+    argv = ["generate", "--kind", "swap", "--negative", "--method", "rules", *common, "--output", str(negatives)]
+    assert _run_cli(argv) == 0
+    assert [r["output"] for r in _lines(negatives)] == [None, "a blue car and a red bus", None]
     capsys.readouterr()
     with pytest.raises(SystemExit, match="needs --model"):
-        _run_cli(["generate", "--kind", "swap", "--method", "llm", "--input", str(source), "--output", str(out)])
+        _run_cli(["generate", "--kind", "swap", "--method", "llm", *common, "--output", str(negatives)])
 
 
 def test_hardpos_cli_lists_generate(capsys):

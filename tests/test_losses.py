@@ -416,3 +416,13 @@ def test_clamp_logit_scale_unwraps_and_clamps():
     assert model.logit_scale.item() == 2.0
     with pytest.raises(AttributeError, match="Linear"):
         clamp_logit_scale(torch.nn.Linear(2, 2))
+
+
+def test_distributed_helpers_are_identity_without_a_process_group():
+    from hf_hardpos.training.distributed import all_gather, all_gather_with_grad, all_reduce_sum, world_info
+
+    x = torch.randn(3, 4, requires_grad=True)
+    assert world_info() == (0, 1)
+    assert all_gather_with_grad(x) is x
+    assert all_gather(x) is x
+    assert all_reduce_sum(x) is x

@@ -259,6 +259,44 @@ def test_saved_folder_round_trips_with_identical_scores(tiny_clip_dir, tmp_path)
     torch.testing.assert_close(scores(loaded, loaded_processor), scores(trainer.model, processor), rtol=0, atol=0)
 
 
+def _load_example():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("finetune_example", REPO / "examples" / "finetune.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_example_arguments_cli_config_file_and_mode_defaults(tmp_path):
+    example = _load_example()
+    model_args, data_args, args = example.parse_arguments([])
+    assert data_args.dataset is None and model_args.model_name_or_path is None
+    assert args.num_train_epochs == example.SYNTHETIC_DEFAULTS["num_train_epochs"]
+    assert args.output_dir == example.SYNTHETIC_DEFAULTS["output_dir"]
+
+    _, data_args, args = example.parse_arguments(
+        ["--dataset", "hardpos/coco", "--output_dir", str(tmp_path), "--max_steps", "7", "--use_lora", "--lora_r", "4"]
+    )
+    assert data_args.dataset == "hardpos/coco" and args.num_train_epochs == 5  # the paper's recipe
+    assert args.max_steps == 7 and args.use_lora and args.lora_r == 4 and args.remove_unused_columns is False
+
+    config = tmp_path / "recipe.yaml"
+    config.write_text(
+        "model_name_or_path: openai/clip-vit-base-patch32\ndataset: hardpos/coco\n"
+        f"output_dir: {tmp_path}\nhard_negative_weight: 0.25\n"
+        "eval_datasets: [hardpos/replace:attributes, rel=hardpos/replace:relations:validation]\n"
+    )
+    model_args, data_args, args = example.parse_arguments([str(config)])
+    assert model_args.model_name_or_path == "openai/clip-vit-base-patch32"
+    assert args.hard_negative_weight == 0.25 and args.num_train_epochs == 5
+    specs = [example.parse_eval_spec(s, "test") for s in data_args.eval_datasets]
+    assert specs == [
+        ("attributes", "hardpos/replace", "attributes", "test"),
+        ("rel", "hardpos/replace", "relations", "validation"),
+    ]
+
+
 @pytest.mark.slow
 def test_finetune_example_runs_on_two_cpu_processes(tmp_path):
     """`torchrun` with 2 processes (SPEC section 8): the example trains, evaluates and saves."""

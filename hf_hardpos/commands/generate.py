@@ -21,7 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         '({"index", "input", "output", "valid", "reason", "raw"}) to --output. Re-running the same '
         "command resumes an interrupted run.",
     )
-    parser.add_argument("--kind", required=True, choices=KINDS, help="perturbation: replace, swap, or a relation-targeted replace")
+    parser.add_argument(
+        "--kind", required=True, choices=KINDS, help="perturbation: replace, swap, or a relation-targeted replace"
+    )
     parser.add_argument("--input", required=True, help="captions: .txt (one per line) or .jsonl (see --field)")
     parser.add_argument("--field", default="caption", help="caption field of a .jsonl input (default: caption)")
     parser.add_argument("--output", required=True, help="output .jsonl (appended to; resumed if it exists)")
@@ -29,7 +31,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--method", choices=("llm", "rules"), default=None, help="default: llm when --model is given, else rules"
     )
     parser.add_argument("--model", default=None, help="Hub id or local folder of a causal LM (method llm)")
-    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument(
+        "--batch-size", type=int, default=None,
+        help="captions per model call and per flush of --output (default: 8 with llm, 256 with rules)",
+    )
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: 30 for replace kinds, 20 for swap")
     parser.add_argument("--device", default=None, help="default: cuda when available, else cpu")
     parser.add_argument("--dtype", default="auto", help="model dtype: auto, bfloat16, float16, float32")
@@ -57,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
     if method == "rules":
         from ..generation.rule_generator import RuleGenerator
 
-        generator = RuleGenerator(args.kind, negative=args.negative, seed=args.seed, batch_size=max(args.batch_size, 1), progress=progress)
+        generator = RuleGenerator(
+            args.kind, negative=args.negative, seed=args.seed, batch_size=args.batch_size or 256, progress=progress
+        )
     else:
         from ..generation.llm import LLMGenerator
 
@@ -68,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             device=args.device,
             dtype=args.dtype,
             model_kwargs=model_kwargs,
-            batch_size=args.batch_size,
+            batch_size=args.batch_size or 8,
             max_new_tokens=args.max_new_tokens,
             use_chat_template={"auto": None, "on": True, "off": False}[args.chat_template],
             progress=progress,

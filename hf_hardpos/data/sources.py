@@ -121,7 +121,9 @@ class VisualGenomeImages:
                 self._part_dirs[part] = self.sources.download_and_extract(VG_PART_URLS[part]) / part
         return self._part_dirs[part]
 
-    def find(self, image_id: str, part: str | None = None, file_name: str | None = None) -> tuple[Path, str] | None:
+    def find(
+        self, image_id: str, part: str | None = None, file_name: str | None = None
+    ) -> tuple[Path, str] | None:
         """Return ``(local path, path relative to the VG root)`` of an image, or ``None``.
 
         ``part`` (from the annotation's image_path) is tried first; the other part and, for a local
@@ -132,7 +134,7 @@ class VisualGenomeImages:
         parts = [part] if part in VG_PART_URLS else []
         parts += [other for other in VG_PARTS if other not in parts]
         for candidate in parts:
-            if part is not None and candidate != part and self.images_dir is None:
+            if part in VG_PART_URLS and candidate != part and self.images_dir is None:
                 # Avoid downloading a second multi-gigabyte archive just to look for a stray image.
                 continue
             path = self.part_dir(candidate) / name

@@ -173,7 +173,10 @@ _GUARDS: dict[str, dict] = {
     "looking": {"not_before": _PHRASAL_PARTICLES},
     "old": {"not_after": _AGE_UNITS},
     "standing": {"not_before": frozenset({"ovation", "room"})},
-    "long": {"not_before": frozenset({"as", "time", "ago", "island", "way"}), "not_after": frozenset({"as", "how", "so"})},
+    "long": {
+        "not_before": frozenset({"as", "time", "ago", "island", "way"}),
+        "not_after": frozenset({"as", "how", "so"}),
+    },
     "clear": {"not_before": frozenset({"of", "up", "out", "away"})},
     "silver": {"not_before": frozenset({"lining"})},
 }
@@ -260,21 +263,40 @@ _ANTONYMS: dict[str, dict[str, tuple[str, ...]]] = {
 _NEGATIVE_GUARDS: dict[str, dict] = {
     "light": {"not_before": frozenset({"pole", "poles", "post", "bulb", "switch", "fixture"}), "needs_next": True},
     "dark": {"needs_next": True},
-    "up": {"not_after": frozenset({"set", "pick", "picks", "picking", "hold", "holds", "holding", "line", "lined", "close", "dressed", "stacked", "piled", "lit", "cut", "hung", "end", "ended", "propped", "stood"})},
-    "down": {"not_after": frozenset({"upside", "lay", "lays", "laying", "sit", "sits", "sitting", "lying", "lie", "lies", "bent", "bending", "broken", "slow", "slowing", "calm"})},
+    # Phrasal verbs ("set up", "sit down") are not directions.
+    "up": {
+        "not_after": frozenset(
+            {"set", "pick", "picks", "picking", "hold", "holds", "holding", "line", "lined", "close",
+             "dressed", "stacked", "piled", "lit", "cut", "hung", "end", "ended", "propped", "stood"}
+        )
+    },
+    "down": {
+        "not_after": frozenset(
+            {"upside", "lay", "lays", "laying", "sit", "sits", "sitting", "lying", "lie", "lies", "bent",
+             "bending", "broken", "slow", "slowing", "calm"}
+        )
+    },
     "metal": {"needs_next": True, "not_before": frozenset({"of", "and"})},
     "stone": {"needs_next": True, "not_before": frozenset({"of", "and"})},
     "brick": {"needs_next": True, "not_before": frozenset({"of", "and"})},
     "plastic": {"needs_next": True, "not_before": frozenset({"of", "and", "wrap"})},
     "leather": {"needs_next": True, "not_before": frozenset({"of", "and"})},
     "concrete": {"needs_next": True, "not_before": frozenset({"of", "and"})},
-    "orange": {"needs_next": True, "not_before": frozenset({"juice", "slices", "slice", "peel", "and", "of", "is", "are"})},
+    "orange": {
+        "needs_next": True,
+        "not_before": frozenset({"juice", "slices", "slice", "peel", "and", "of", "is", "are"}),
+    },
     "short": {"not_before": frozenset({"of", "sleeve", "sleeved", "while"})},
     "full": {"not_before": frozenset({"of", "length", "size", "body"})},
     "closing": {"not_before": frozenset({"in", "up"})},
     "clean": {"needs_next": True, "not_before": frozenset({"up"})},
     # "an old man" -> "a new man" is not a sensible negative; people age, objects are new/old.
-    "old": {"not_before": frozenset({"man", "men", "woman", "women", "lady", "ladies", "person", "people", "couple", "guy", "gentleman"}), "not_after": _AGE_UNITS},
+    "old": {
+        "not_before": frozenset(
+            {"man", "men", "woman", "women", "lady", "ladies", "person", "people", "couple", "guy", "gentleman"}
+        ),
+        "not_after": _AGE_UNITS,
+    },
     "new": {"not_before": frozenset({"york", "orleans", "zealand", "jersey", "mexico", "delhi"})},
     "into": {"needs_next": True},
     "out of": {"needs_next": True},

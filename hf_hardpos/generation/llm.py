@@ -100,9 +100,9 @@ class LLMGenerator:
         ).to(self.model.device)
         output = self.model.generate(
             **encoded,
-            do_sample=True,
+            do_sample=False,
             num_beams=1,
-            temperature=2.0,
+            temperature=None,
             top_p=None,
             top_k=None,
             max_new_tokens=self.max_new_tokens,

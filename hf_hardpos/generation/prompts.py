@@ -65,7 +65,12 @@ KINDS: tuple[str, ...] = tuple(PROMPTS)
 MAX_NEW_TOKENS: dict[str, int] = {"replace": 30, "swap": 20, "replace-verb": 30, "replace-spatial": 30}
 
 # Which output check applies: every REPLACE variant is checked as a replacement.
-VALIDATION_KIND: dict[str, str] = {"replace": "replace", "swap": "swap", "replace-verb": "replace", "replace-spatial": "replace"}
+VALIDATION_KIND: dict[str, str] = {
+    "replace": "replace",
+    "swap": "swap",
+    "replace-verb": "replace",
+    "replace-spatial": "replace",
+}
 
 
 def check_kind(kind: str) -> str:

@@ -28,7 +28,15 @@ class RuleGenerator:
     the exchange of attributes between two objects).
     """
 
-    def __init__(self, kind: str = "replace", *, negative: bool = False, seed: int = 0, batch_size: int = 256, progress: bool = True) -> None:
+    def __init__(
+        self,
+        kind: str = "replace",
+        *,
+        negative: bool = False,
+        seed: int = 0,
+        batch_size: int = 256,
+        progress: bool = True,
+    ) -> None:
         self.kind = prompts.check_kind(kind)
         if negative and kind in ("replace-verb", "replace-spatial"):
             raise ValueError(f"kind {kind!r} exists for hard positives only; use 'replace' or 'swap' for negatives")

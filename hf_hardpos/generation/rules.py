@@ -149,11 +149,11 @@ def find_matches(caption: str, rules: Sequence[Rule]) -> list[_Match]:
             if any(a < stop and i < b and not (i <= a and b <= stop) for a, b in protected):
                 continue
             found.append(_Match(i, stop, rule))
-    kept = [
-        m
-        for m in found
-        if not any(o is not m and o.first <= m.first and m.stop <= o.stop and (o.stop - o.first) > (m.stop - m.first) for o in found)
-    ]
+
+    def inside_longer(m: _Match) -> bool:
+        return any(o.first <= m.first and m.stop <= o.stop and o.stop - o.first > m.stop - m.first for o in found)
+
+    kept = [m for m in found if not inside_longer(m)]
     kept.sort(key=lambda m: (m.first, m.stop))
     return kept
 
@@ -173,7 +173,9 @@ def _article_edit(caption: str, tokens: Sequence[Token], first: int, new_word: s
     return [] if article == before.text else [(before.start, before.end, article)]
 
 
-def _replace(caption: str, rules: Sequence[Rule], rng: random.Random | None, *, avoid_present: bool = False) -> str | None:
+def _replace(
+    caption: str, rules: Sequence[Rule], rng: random.Random | None, *, avoid_present: bool = False
+) -> str | None:
     """Apply one rule; with `avoid_present`, never pick a target already in the caption.
 
     For hard negatives a target that is already there ("a blue and white clock" -> "a white and
@@ -191,7 +193,11 @@ def _replace(caption: str, rules: Sequence[Rule], rng: random.Random | None, *, 
     if not candidates:
         return None
     match, targets = candidates[0] if rng is None else rng.choice(candidates)
-    target = targets[0] if rng is None else rng.choice(targets)
+    return _apply_match(caption, tokens, match, targets[0] if rng is None else rng.choice(targets))
+
+
+def _apply_match(caption: str, tokens: Sequence[Token], match: _Match, target: str) -> str:
+    """Put `target` in place of the matched tokens, in their casing, with the article fixed."""
     first, last = tokens[match.first], tokens[match.stop - 1]
     new_text = match_case(first.text, target)
     edits = [(first.start, last.end, new_text), *_article_edit(caption, tokens, match.first, new_text)]
@@ -235,13 +241,7 @@ def hard_positive_candidates(
     if sources is not None:
         rules = tuple(rule for rule in rules if rule.source in sources)
     tokens = tokenize(caption)
-    outputs = []
-    for match in find_matches(caption, rules):
-        first, last = tokens[match.first], tokens[match.stop - 1]
-        new_text = match_case(first.text, match.rule.targets[0])
-        edits = [(first.start, last.end, new_text), *_article_edit(caption, tokens, match.first, new_text)]
-        outputs.append(_apply_edits(caption, edits))
-    return outputs
+    return [_apply_match(caption, tokens, match, match.rule.targets[0]) for match in find_matches(caption, rules)]
 
 
 def replace_hard_negative(caption: str, rng: random.Random | None = None) -> str | None:
@@ -337,7 +337,7 @@ def _noun_phrase_spans(caption: str, tokens: Sequence[Token], k: int) -> tuple[i
     if right_determiner not in lexicon.DETERMINERS or right_determiner in lexicon.POSSESSIVES:
         return None  # "a man and his dog" -> "his dog and a man" would lose the antecedent
     stop = k + 2
-    while stop < len(tokens) and _joined(caption, tokens[stop - 1], tokens[stop]) and not _is_breaker(tokens[stop].lower):
+    while stop < len(tokens) and _next(caption, tokens, stop) is not None and not _is_breaker(tokens[stop].lower):
         stop += 1
     if stop - (k + 2) == 0 or stop - (k + 2) > _MAX_PHRASE:
         return None
@@ -364,7 +364,8 @@ def _single_word_spans(caption: str, tokens: Sequence[Token], k: int) -> tuple[i
         before = tokens[k - 2].lower
         before_ok = before in lexicon.DETERMINERS or before in lexicon.PREPOSITIONS
     after = _next(caption, tokens, k + 2)
-    if k + 2 < len(tokens) and after is None and caption[tokens[k + 1].end : tokens[k + 2].start].strip() not in _CLAUSE_PUNCTUATION:
+    separator = caption[tokens[k + 1].end : tokens[k + 2].start].strip() if k + 2 < len(tokens) else ""
+    if after is None and separator and separator not in _CLAUSE_PUNCTUATION:
         return None  # something other than , ; : . follows (a bracket, a quote): refuse
     after_ok = after is None or _is_breaker(after.lower)
     return (k - 1, k + 2) if before_ok and after_ok else None
@@ -410,7 +411,7 @@ def _swap(caption: str, tokens: Sequence[Token], first: int, k: int, stop: int) 
 
 def _sentence_case(word: str) -> bool:
     """"A" or "Two" (capitalised because first), not "I", "TV" or a name we cannot tell apart."""
-    return word[:1].isupper() and word[1:].islower() or (len(word) == 1 and word.isupper() and word != "I")
+    return (word[:1].isupper() and word[1:].islower()) or (len(word) == 1 and word.isupper() and word != "I")
 
 
 # ---- SWAP hard negative: exchange attributes between two objects ------------------------------
@@ -441,8 +442,11 @@ def swap_hard_negative(caption: str) -> str | None:
     nouns are the same word (swapping would not change the meaning).
     """
     tokens = tokenize(caption)
-    attributes = [(i, _head(caption, tokens, i)) for i, t in enumerate(tokens) if t.lower in lexicon.SWAPPABLE_ATTRIBUTES]
-    attributes = [(i, h) for i, h in attributes if h is not None]
+    attributes = []
+    for i, token in enumerate(tokens):
+        head = _head(caption, tokens, i) if token.lower in lexicon.SWAPPABLE_ATTRIBUTES else None
+        if head is not None:
+            attributes.append((i, head))
     pairs = []
     for a, (i, head_i) in enumerate(attributes):
         for j, head_j in attributes[a + 1 :]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import re
 
+from hf_hardpos.generation import prompts
 from hf_hardpos.generation.rules import tokenize
 
 # Reasons (stable strings: they are written to the JSONL output and counted in reports).
@@ -47,6 +48,11 @@ _CHATTER_WORDS = re.compile(
     re.IGNORECASE,
 )
 _SENTENCE_BREAK = re.compile(r"[.!?]+\s+\S")
+_EXPLANATION = re.compile(
+    r"^[(\[]?\s*(?:note|explanation|i (?:replaced|changed|swapped|used|have)|in this sentence|the word"
+    r"|this sentence)\b",
+    re.IGNORECASE,
+)
 _NEW_EXAMPLE = re.compile(r"^\s*input\s*:", re.IGNORECASE)
 _QUOTED = re.compile(r"^[\"'“”‘’`]+(.*?)[\"'“”‘’`]+([.!?]?)\s*$")
 
@@ -63,8 +69,8 @@ def clean_output(text: str, original: str | None = None) -> str:
         line = line.strip()
         if not line:
             continue
-        if _NEW_EXAMPLE.match(line):
-            break  # the model started a new few-shot example: nothing after it is the answer
+        if _NEW_EXAMPLE.match(line) or (kept and _EXPLANATION.match(line)):
+            break  # a new few-shot example, or "I replaced X with Y": nothing after is the answer
         if not kept and _PREAMBLE.match(line) and words(line)[:1] != original_start:
             # "Sure! Here is the changed sentence:" alone, or followed by the answer on the line.
             _, colon, rest = line.partition(":")
@@ -170,8 +176,6 @@ def validate_swap(original: str, candidate: str) -> str | None:
 
 def validate(kind: str, original: str, candidate: str) -> str | None:
     """Dispatch on the generation kind ("replace", "swap", "replace-verb", "replace-spatial")."""
-    from hf_hardpos.generation.prompts import VALIDATION_KIND, check_kind
-
-    if VALIDATION_KIND[check_kind(kind)] == "swap":
+    if prompts.VALIDATION_KIND[prompts.check_kind(kind)] == "swap":
         return validate_swap(original, candidate)
     return validate_replace(original, candidate)

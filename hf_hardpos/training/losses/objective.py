@@ -33,6 +33,10 @@ class HardPosObjective(nn.Module):
     is normalised so that the DDP-averaged gradient equals the single-process full-batch gradient. Each
     process's returned values average (over processes) to the global-batch values.
 
+    State: with CMR on, ``state_dict()`` holds the thresholds (``terms.cmr.threshold_<type>``); save it with
+    checkpoints and ``load_state_dict`` it on resume. Thresholds only move in ``train()`` mode with grad
+    enabled.
+
     Args:
         hard_negative_weight, hard_positive_weight, imc_weight, cmr_weight: w_hn, w_hp, α, β.
         cmr_upper_bound: u, the clamp on the CMR thresholds (logit scale; the paper's best is 10).
@@ -86,7 +90,8 @@ class HardPosObjective(nn.Module):
         )
         self.uses_hard_positives = self.hard_positive_weight > 0
         self.contrastive = ContrastiveLoss(use_hard_negatives=self.uses_hard_negatives)
-        # name -> (weight, module); ModuleDict keeps them in state_dict (the CMR thresholds) and .to(device).
+        # The active terms by name ("hn", "hp", "imc", "cmr"); a ModuleDict, so .to(device) moves the CMR
+        # thresholds and state_dict() carries them as "terms.cmr.threshold_<type>".
         self.terms = nn.ModuleDict()
         self._weights: dict[str, float] = {}
         for name, weight, build in (

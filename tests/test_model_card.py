@@ -1,0 +1,162 @@
+"""Model cards: generated from the run, parseable YAML with the measured metrics, pushed by push_to_hub."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+from datasets import Dataset, Features, Image, Value
+from huggingface_hub import ModelCard
+from PIL import Image as PILImage
+
+from hf_hardpos import columns
+from hf_hardpos.training import HardPosModelCardData, HardPosTrainer, HardPosTrainingArguments
+from hf_hardpos.training.model_card import (
+    looks_like_hub_id,
+    non_default_hyperparameters,
+    template_path,
+    training_log_table,
+)
+
+CAPTIONS = ["a red cube and a blue sphere", "a small green cone above a cube", "a blue cube and a red sphere"]
+
+
+def _data(n: int, eval_schema: bool = False) -> Dataset:
+    rng = np.random.default_rng(1)
+    images = [PILImage.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)) for _ in range(n)]
+    caption = [CAPTIONS[i % 3] + f" {i}" for i in range(n)]
+    if eval_schema:
+        data = {"image": images, "caption": caption, "hard_negative": [c.replace("red", "green") for c in caption],
+                "hard_positive": [c.replace("cube", "block") for c in caption]}
+    else:
+        data = {
+            "image": images, "caption": caption,
+            columns.HARD_POSITIVE_REPLACE: [c.replace("cube", "block") for c in caption],
+            columns.HARD_POSITIVE_SWAP: [None] * n,
+            columns.HARD_NEGATIVE_REPLACE: [c.replace("red", "green") for c in caption],
+            columns.HARD_NEGATIVE_SWAP: [c.replace("cube", "sphere") for c in caption],
+        }
+    return Dataset.from_dict(data, features=Features({"image": Image(), **{k: Value("string") for k in data if k != "image"}}))
+
+
+def _trainer(tiny_clip_dir, output_dir, **overrides) -> HardPosTrainer:
+    from transformers import CLIPModel, CLIPProcessor
+
+    settings = dict(
+        output_dir=str(output_dir), max_steps=3, per_device_train_batch_size=8, learning_rate=5e-4,
+        cmr_weight=0.4, logging_steps=1, eval_strategy="steps", eval_steps=3, save_strategy="no",
+        report_to="none", disable_tqdm=True, use_cpu=True,
+    )
+    settings.update(overrides)
+    return HardPosTrainer(
+        model=CLIPModel.from_pretrained(tiny_clip_dir),
+        args=HardPosTrainingArguments(**settings),
+        train_dataset=_data(8),
+        eval_datasets={"toy_replace": _data(6, eval_schema=True)},
+        processor=CLIPProcessor.from_pretrained(tiny_clip_dir),
+        model_card_data=HardPosModelCardData(
+            base_model="example-org/tiny-clip",
+            train_dataset_id="example-org/hardpos-coco",
+            eval_dataset_ids={"toy_replace": "example-org/hardpos-replace"},
+            license="apache-2.0",
+        ),
+    )
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_clip_dir, tmp_path_factory):
+    output_dir = tmp_path_factory.mktemp("card") / "clip-hardpos-toy"
+    trainer = _trainer(tiny_clip_dir, output_dir)
+    trainer.train()
+    trainer.save_model()
+    return trainer, output_dir
+
+
+def test_card_yaml_parses_and_holds_the_measured_metrics(trained):
+    trainer, output_dir = trained
+    text = (output_dir / "README.md").read_text()
+    front = yaml.safe_load(text.split("---")[1])
+    assert front["base_model"] == "example-org/tiny-clip"
+    assert front["datasets"] == ["example-org/hardpos-coco", "example-org/hardpos-replace"]
+    assert front["library_name"] == "transformers"
+    assert front["license"] == "apache-2.0"
+
+    logged = next(e for e in reversed(trainer.state.log_history) if "eval_toy_replace_augmented_accuracy" in e)
+    results = front["model-index"][0]["results"]
+    assert front["model-index"][0]["name"] == "clip-hardpos-toy"
+    metrics = {m["type"]: m["value"] for r in results for m in r["metrics"]}
+    assert set(metrics) == {"original_accuracy", "augmented_accuracy", "brittleness"}
+    for name, value in metrics.items():
+        assert isinstance(value, float)
+        assert value == logged[f"eval_toy_replace_{name}"]
+    assert results[0]["dataset"] == {"name": "toy_replace", "type": "example-org/hardpos-replace"}
+
+    card = ModelCard.load(output_dir / "README.md")
+    assert {r.metric_type for r in card.data.eval_results} == set(metrics)
+
+
+def test_card_body_states_what_happened(trained):
+    trainer, output_dir = trained
+    text = (output_dir / "README.md").read_text()
+    assert "`learning_rate`: `0.0005`" in text and "`max_steps`: `3`" in text  # non-default hyperparameters
+    assert "`per_device_eval_batch_size`" not in text  # defaults are not listed
+    assert '"cmr_weight": 0.4' in text and '"hard_negative_weight": 1.0' in text  # loss config
+    assert "L_clip + 1 * L_hn + 1 * L_hp + 0.4 * L_cmr" in text
+    assert "8 rows" in text and "`hard_positive_swap` present in 0" in text  # dataset facts
+    for term in ("loss_clip", "loss_hn", "loss_hp", "loss_cmr", "logit_scale"):
+        assert f" {term} |" in text  # training-log table header
+    assert "The Hard Positive Truth about Vision-Language Compositionality" in text
+    assert "Contrasting Intra-Modal and Ranking Cross-Modal Hard Negatives" in text
+    assert text.count("The Hard Positive Truth") == 1  # citations deduplicated
+    assert "Intended use" in text and "Limitations" in text
+
+
+def test_push_to_hub_uploads_the_generated_card(tiny_clip_dir, tmp_path, monkeypatch):
+    import transformers.trainer as trainer_module
+
+    uploads = []
+
+    class FakeApi:
+        def create_repo(self, repo_id, **kwargs):
+            return type("RepoUrl", (), {"repo_id": repo_id})()
+
+        def upload_folder(self, *, repo_id, folder_path, **kwargs):
+            from pathlib import Path
+
+            uploads.append((repo_id, sorted(p.name for p in Path(folder_path).iterdir()),
+                            (Path(folder_path) / "README.md").read_text()))
+
+    monkeypatch.setattr(trainer_module, "hf_api", lambda: FakeApi())
+    trainer = _trainer(
+        tiny_clip_dir, tmp_path / "pushed", push_to_hub=True, hub_model_id="someone/clip-hardpos",
+        max_steps=1, eval_strategy="no",
+    )
+    trainer.train()
+    trainer.push_to_hub()
+    repo_id, files, card = uploads[-1]
+    assert repo_id == "someone/clip-hardpos"
+    assert {"README.md", "model.safetensors", "config.json", "processor_config.json"} <= set(files)
+    assert 'CLIPModel.from_pretrained("someone/clip-hardpos")' in card
+    assert "base_model: example-org/tiny-clip" in card
+
+
+def test_non_default_hyperparameters_diff_against_field_defaults(tmp_path):
+    args = HardPosTrainingArguments(output_dir=str(tmp_path), learning_rate=1e-3, imc_weight=0.2,
+                                    lora_target_modules=["q_proj"], report_to="none")
+    assert non_default_hyperparameters(args) == {
+        "imc_weight": 0.2, "learning_rate": 1e-3, "lora_target_modules": ["q_proj"],
+    }
+    assert non_default_hyperparameters(HardPosTrainingArguments(output_dir=str(tmp_path))) == {}
+
+
+def test_helpers(tmp_path):
+    assert looks_like_hub_id("openai/clip-vit-base-patch32")
+    assert not looks_like_hub_id(str(tmp_path))  # an existing local folder
+    assert not looks_like_hub_id(None)
+    assert template_path().is_file()
+    with pytest.raises(FileNotFoundError):
+        template_path(str(tmp_path / "missing.md"))
+    history = [{"loss": float(i), "loss_hn": 0.5, "step": i, "epoch": i / 10} for i in range(1, 61)]
+    table = training_log_table(history).splitlines()
+    assert table[0] == "| step | epoch | loss | loss_hn |"
+    assert len(table) - 2 <= 26 and table[-1].startswith("| 60 |")  # sampled, last row kept
