@@ -150,13 +150,16 @@ def parse_eval_spec(spec: str, default_split: str) -> tuple[str, str, str | None
 
 
 def load_data(data_args: DataArguments, training_args: HardPosTrainingArguments):
-    """(train set, {name: eval set}, {name: dataset id}) for the synthetic world or the Hub/local paths."""
+    """(train set, {name: eval set}, {name: dataset id}, {name: description}) for the synthetic world or
+    the Hub/local paths; descriptions name data without a Hub id in the model card."""
     eval_ids: dict[str, str] = {}
+    descriptions: dict[str, str] = {}
     if data_args.dataset is None:
         from hf_hardpos.synthetic.world import make_finetune_dataset, make_replace_dataset, make_swap_dataset
 
         seed = data_args.synthetic_seed
         train = make_finetune_dataset(data_args.synthetic_train_size, seed)
+        descriptions["train"] = f"the synthetic world's fine-tuning set (`make_finetune_dataset`, seed {seed})"
         evals = {}
         if not data_args.eval_datasets:
             n = data_args.synthetic_eval_size
@@ -165,6 +168,8 @@ def load_data(data_args: DataArguments, training_args: HardPosTrainingArguments)
                 "replace_relations": make_replace_dataset(n, seed, "relations"),
                 "swap": make_swap_dataset(n, seed),
             }
+            for name in evals:
+                descriptions[name] = f"the synthetic world's {name} set (seed {seed})"
     else:
         train = load_dataset(data_args.dataset, data_args.dataset_config, split=data_args.train_split)
         evals = {}
@@ -178,7 +183,7 @@ def load_data(data_args: DataArguments, training_args: HardPosTrainingArguments)
     for name, dataset in evals.items():
         evals[name] = _truncate(dataset, data_args.max_eval_samples)
         _check_columns(evals[name], [columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS], f"eval set {name!r}")
-    return train, evals, eval_ids
+    return train, evals, eval_ids, descriptions
 
 
 def load_model(model_args: ModelArguments, training_args: HardPosTrainingArguments) -> str:
@@ -208,12 +213,14 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     model_path = load_model(model_args, training_args)
     model = CLIPModel.from_pretrained(model_path)
     processor = CLIPProcessor.from_pretrained(model_path)
-    train, evals, eval_ids = load_data(data_args, training_args)
+    train, evals, eval_ids, descriptions = load_data(data_args, training_args)
 
     card_data = HardPosModelCardData(
         base_model=model_args.model_name_or_path,
         train_dataset_id=data_args.dataset,
         eval_dataset_ids=eval_ids,
+        train_dataset_description=descriptions.pop("train", None),
+        eval_dataset_descriptions=descriptions,
     )
     trainer = HardPosTrainer(
         model=model,
@@ -233,8 +240,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     trainer.log_metrics("train", result.metrics)
 
     metrics = dict(result.metrics)
-    if evals:
-        eval_metrics = trainer.evaluate()
+    if evals:  # the final model's metrics, which go into the card; reused if the last step was evaluated
+        step = trainer.state.global_step
+        last = [e for e in trainer.state.log_history if e.get("step") == step and "eval_runtime" in e]
+        eval_metrics = {k: v for k, v in last[-1].items() if k.startswith("eval_")} if last else trainer.evaluate()
         trainer.log_metrics("eval", eval_metrics)
         metrics.update(eval_metrics)
     trainer.save_state()

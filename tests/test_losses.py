@@ -264,8 +264,9 @@ def test_objective_total_keys_and_weights(inputs):
 
 def test_zero_weight_terms_are_absent_and_hp_only_sees_no_hard_negative(inputs):
     objective = HardPosObjective(hard_negative_weight=0.0, hard_positive_weight=1.0).double()
+    one_type = {"negative_embeds": inputs["negatives"][:, :1], "negative_mask": inputs["negative_mask"][:, :1]}
     with_neg = objective(inputs["image"], inputs["text"], inputs["logit_scale"], inputs["positives"],
-                         inputs["positive_mask"], inputs["negatives"][:, :1], inputs["negative_mask"][:, :1])  # fmt: skip
+                         inputs["positive_mask"], **one_type)  # fmt: skip
     without = objective(inputs["image"], inputs["text"], inputs["logit_scale"], inputs["positives"],
                         inputs["positive_mask"])  # fmt: skip
     assert set(with_neg) == {"loss", "loss_clip", "loss_hp"}

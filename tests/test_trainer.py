@@ -141,6 +141,16 @@ def test_collator_rejects_bad_rows_naming_row_and_column(tiny_clip_dir, column, 
         HardPosDataCollator(processor)(rows)
 
 
+def test_trainer_checks_columns_before_training(tiny_clip_dir, tmp_path):
+    model, processor = load_tiny(tiny_clip_dir)
+    with pytest.raises(ValueError, match=r"the training set lacks column\(s\) \['hard_negative_swap'\]"):
+        HardPosTrainer(model=model, args=make_args(tmp_path), processor=processor,
+                       train_dataset=finetune_rows(4).remove_columns(columns.HARD_NEGATIVE_SWAP))
+    with pytest.raises(ValueError, match=r"eval set 'bad' lacks column\(s\) \['hard_positive'\]"):
+        HardPosTrainer(model=model, args=make_args(tmp_path), processor=processor, train_dataset=finetune_rows(4),
+                       eval_datasets={"bad": eval_rows(4).remove_columns("hard_positive")})
+
+
 def test_training_arguments_force_remove_unused_columns_false(tmp_path):
     args = make_args(tmp_path, remove_unused_columns=True)
     assert args.remove_unused_columns is False
@@ -181,11 +191,12 @@ def test_training_decreases_loss_logs_every_term_and_evaluates(tiny_clip_dir, tm
 def test_logit_scale_is_clamped_after_each_step(tiny_clip_dir, tmp_path):
     model, processor = load_tiny(tiny_clip_dir)
     with torch.no_grad():
-        model.logit_scale.fill_(np.log(100.0) - 1e-4)
-    args = make_args(tmp_path, max_steps=2, learning_rate=0.5, hard_positive_weight=0.0)
+        model.logit_scale.fill_(np.log(100.0) + 1.0)  # above CLIP's ceiling
+    # learning rate 0: the optimiser moves nothing, so only the clamp can change the scale
+    args = make_args(tmp_path, max_steps=1, learning_rate=0.0, hard_positive_weight=0.0)
     trainer = HardPosTrainer(model=model, args=args, train_dataset=finetune_rows(8), processor=processor)
     trainer.train()
-    assert float(model.logit_scale) <= np.log(100.0) + 1e-6
+    assert float(model.logit_scale) == pytest.approx(np.log(100.0), abs=1e-6)
 
 
 def test_non_finite_loss_stops_with_the_term_named(tiny_clip_dir, tmp_path, monkeypatch):
@@ -264,6 +275,7 @@ def _load_example():
 
     spec = importlib.util.spec_from_file_location("finetune_example", REPO / "examples" / "finetune.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 

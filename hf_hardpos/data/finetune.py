@@ -62,8 +62,12 @@ def default_negative_generators(seed: int = 0) -> dict[str, HardNegativeFn]:
             "hf_hardpos.generation.rules is needed for the default hard negatives; "
             "pass negative_generators={'replace': fn, 'swap': fn} instead"
         ) from error
-    rng = random.Random(seed)
-    return {"replace": lambda caption: replace_hard_negative(caption, rng=rng), "swap": swap_hard_negative}
+    # Seeded per caption, not one shared stream: the negative of a caption then does not depend on
+    # processing order, so resumed or multi-process builds give the same data.
+    return {
+        "replace": lambda caption: replace_hard_negative(caption, rng=random.Random(f"{seed}\x00{caption}")),
+        "swap": swap_hard_negative,
+    }
 
 
 def coco_captions_file(sources: Sources, coco_annotations: str | Path | None) -> Path:

@@ -66,6 +66,8 @@ class HardPosModelCardData:
             (kept out of the YAML when it is a local path, which the Hub would reject).
         train_dataset_id: Hub id (or local path) of the training set, e.g. "hardpos/coco".
         eval_dataset_ids: Hub id per eval-set name, used as `dataset.type` in `model-index`.
+        train_dataset_description, eval_dataset_descriptions: how to name data that has no Hub id
+            (e.g. the synthetic world and its seed) in the card body.
         language, license, tags: card metadata.
     """
 
@@ -73,6 +75,8 @@ class HardPosModelCardData:
     base_model: str | None = None
     train_dataset_id: str | None = None
     eval_dataset_ids: dict[str, str] = field(default_factory=dict)
+    train_dataset_description: str | None = None
+    eval_dataset_descriptions: dict[str, str] = field(default_factory=dict)
     language: str | list[str] | None = "en"
     license: str | None = None
     tags: list[str] = field(
@@ -178,8 +182,10 @@ def training_log_table(log_history: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _dataset_description(dataset, dataset_id: str | None, columns_to_count: list[str]) -> str:
-    parts = [f"`{dataset_id}`" if dataset_id else "an in-memory dataset", f"{len(dataset):,} rows"]
+def _dataset_description(
+    dataset, dataset_id: str | None, description: str | None, columns_to_count: list[str]
+) -> str:
+    parts = [f"`{dataset_id}`" if dataset_id else description or "an in-memory dataset", f"{len(dataset):,} rows"]
     table = getattr(dataset, "data", None)
     # Null counts straight from Arrow: O(1), valid when the dataset has no index mapping.
     if table is not None and getattr(table, "num_rows", None) == len(dataset):
@@ -299,10 +305,22 @@ def generate_model_card(
     train_datasets = []
     if trainer.train_dataset is not None and hasattr(trainer.train_dataset, "__len__"):
         train_datasets.append(
-            {"description": _dataset_description(trainer.train_dataset, card_data.train_dataset_id, count_columns)}
+            {
+                "description": _dataset_description(
+                    trainer.train_dataset,
+                    card_data.train_dataset_id,
+                    card_data.train_dataset_description,
+                    count_columns,
+                )
+            }
         )
     eval_dataset_facts = [
-        {"name": n, "description": _dataset_description(ds, card_data.eval_dataset_ids.get(n), [])}
+        {
+            "name": n,
+            "description": _dataset_description(
+                ds, card_data.eval_dataset_ids.get(n), card_data.eval_dataset_descriptions.get(n), []
+            ),
+        }
         for n, ds in (getattr(trainer, "eval_datasets", {}) or {}).items()
     ]
     lora = None

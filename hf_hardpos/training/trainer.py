@@ -28,6 +28,7 @@ import torch
 from datasets import Dataset
 from transformers import Trainer, TrainerCallback
 
+from .. import columns
 from .data_collator import HardPosDataCollator
 from .logit_scale import clamp_logit_scale, unwrap_model
 from .lora import apply_lora, is_peft_model, merge_lora, unwrap_ddp
@@ -100,6 +101,15 @@ class HardPosTrainer(Trainer):
         if isinstance(eval_datasets, Dataset):
             eval_datasets = {"eval": eval_datasets}
         self.eval_datasets: dict[str, Dataset] = dict(eval_datasets or {})
+        # Fail before hours of training, not at the first batch or the first evaluation.
+        if train_dataset is not None:
+            _check_columns(
+                train_dataset,
+                [args.image_column, args.caption_column, *args.positive_columns, *args.negative_columns],
+                "the training set",
+            )
+        for name, dataset in self.eval_datasets.items():
+            _check_columns(dataset, [columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS], f"eval set {name!r}")
         if objective is None:
             objective = self.build_objective(args)
 
@@ -117,7 +127,7 @@ class HardPosTrainer(Trainer):
         # Our loss is a per-batch mean: let the Trainer divide it over gradient-accumulation steps.
         self.loss_is_scaled_for_ga = False
         self.add_callback(LogitScaleClampCallback())
-        self._term_sums: dict[str, torch.Tensor] = {}
+        self._term_sums: dict[str, torch.Tensor | float] = {}
         self._term_steps = 0
 
     @staticmethod
@@ -173,25 +183,25 @@ class HardPosTrainer(Trainer):
         return loss
 
     def _check_finite(self, terms: dict[str, Any], logit_scale: torch.Tensor) -> None:
-        parts = {k: v for k, v in terms.items() if k.startswith("loss")}
-        values = {k: float(v.detach()) if torch.is_tensor(v) else float(v) for k, v in parts.items()}
-        bad = {k: v for k, v in values.items() if not math.isfinite(v)}
-        if not bad:
-            return
+        parts = {k: v for k, v in terms.items() if k.startswith("loss") and torch.is_tensor(v)}
+        if bool(torch.isfinite(torch.stack([v.detach().float() for v in parts.values()])).all()):
+            return  # one device sync per step; names are worked out only on failure
+        bad = {k: float(v.detach()) for k, v in parts.items() if not math.isfinite(float(v.detach()))}
         named = [k for k in bad if k != "loss"] or ["loss"]
         values = ", ".join(f"{k}={bad[k]}" for k in named)
         raise NonFiniteLossError(
             f"non-finite loss term {', '.join(named)} at step {self.state.global_step} ({values}; "
-            f"logit scale {float(logit_scale):.4g}). Training stopped rather than continue on a corrupted "
-            "loss: lower the learning rate or the weight of that term, or check this batch's data."
+            f"logit scale {float(logit_scale.detach()):.4g}). Training stopped rather than continue on a "
+            "corrupted loss: lower the learning rate or the weight of that term, or check this batch's data."
         )
 
     def _accumulate(self, terms: dict[str, Any]) -> None:
+        """Sum each term over the steps since the last log (on device: no sync until logging)."""
         for key, value in terms.items():
             if key == "loss":
                 continue  # the Trainer logs the total itself
-            value = value.detach().float() if torch.is_tensor(value) else torch.tensor(float(value))
-            self._term_sums[key] = self._term_sums.get(key, 0) + value.cpu()
+            value = value.detach().float() if torch.is_tensor(value) else float(value)
+            self._term_sums[key] = self._term_sums.get(key, 0.0) + value
         self._term_steps += 1
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
@@ -312,6 +322,7 @@ class HardPosTrainer(Trainer):
             merged.save_pretrained(output_dir)
             self.processing_class.save_pretrained(output_dir)
             self.write_model_card(output_dir, is_adapter=False)
+        self.accelerator.wait_for_everyone()
         return output_dir
 
     def _save_optimizer_and_scheduler(self, output_dir: str) -> None:
@@ -335,6 +346,15 @@ class HardPosTrainer(Trainer):
         state = torch.load(path, map_location=self.args.device, weights_only=True)
         self.objective.load_state_dict(state)
         logger.info("Restored the loss state from %s", path)
+
+
+def _check_columns(dataset, needed: list[str], what: str) -> None:
+    names = getattr(dataset, "column_names", None)
+    if names is None:  # an IterableDataset without known features, or a torch Dataset
+        return
+    missing = [c for c in needed if c not in names]
+    if missing:
+        raise ValueError(f"{what} lacks column(s) {missing}; it has {names}")
 
 
 def _gather_slots(

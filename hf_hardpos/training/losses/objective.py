@@ -132,7 +132,8 @@ class HardPosObjective(nn.Module):
                 f"hard_positive_weight={self.hard_positive_weight} but no positive_embeds were given; "
                 "pass them or set hard_positive_weight=0"
             )
-        if negative_embeds is not None and negative_embeds.ndim == 3 and negative_embeds.shape[1] != len(self.negative_types):
+        num_types = len(self.negative_types)
+        if negative_embeds is not None and negative_embeds.ndim == 3 and negative_embeds.shape[1] != num_types:
             raise ValueError(
                 f"negative_embeds has {negative_embeds.shape[1]} slots per row but negative_types is "
                 f"{self.negative_types} ({len(self.negative_types)} types)"
