@@ -11,7 +11,7 @@ Three ways to run it:
     # caption, 5 epochs, HN and HP weights 1 (any TrainingArguments flag can be added).
     accelerate launch examples/finetune.py --model_name_or_path openai/clip-vit-base-patch32 \\
         --dataset hardpos/coco --eval_datasets hardpos/replace:attributes hardpos/replace:relations hardpos/swap \\
-        --output_dir clip-hardpos --per_device_train_batch_size 128
+        --output_dir clip-hardpos --per_device_train_batch_size 128 --dataloader_num_workers 8
 
     # One JSON/YAML file holding any of the flags below.
     python examples/finetune.py recipe.yaml
@@ -62,9 +62,11 @@ SYNTHETIC_DEFAULTS = {
 # HardPosTrainingArguments defaults). Everything else is a TrainingArguments default unless given.
 PAPER_RECIPE = {
     "num_train_epochs": 5,
+    # not part of the recipe: how often to log/evaluate/save, and the scoring batch (no effect on results)
     "logging_steps": 50,
     "eval_strategy": "epoch",
     "save_strategy": "epoch",
+    "per_device_eval_batch_size": 256,
 }
 TINY_CLIP_FOLDER = "_tiny_clip_base"  # "_*" is never pushed to the Hub by the Trainer
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import numpy as np
 import pytest
@@ -24,7 +25,8 @@ def _rows(n: int) -> Dataset:
         columns.HARD_NEGATIVE_REPLACE: [f"a green cube and a blue sphere number {i}" for i in range(n)],
         columns.HARD_NEGATIVE_SWAP: [f"a blue cube and a red sphere number {i}" for i in range(n)],
     }
-    return Dataset.from_dict(data, features=Features({"image": Image(), **{k: Value("string") for k in data if k != "image"}}))
+    features = Features({"image": Image(), **{k: Value("string") for k in data if k != "image"}})
+    return Dataset.from_dict(data, features=features)
 
 
 def _features(model, processor, data: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,7 +73,8 @@ def test_lora_training_saves_adapter_and_merges_to_plain_clip(tiny, tmp_path):
     peft_model = trainer.model
     frozen = {n: p for n, p in peft_model.get_base_model().named_parameters() if "lora_" not in n}
     for name, param in base_copy.named_parameters():
-        key = name if name in frozen else name.replace(".weight", ".base_layer.weight").replace(".bias", ".base_layer.bias")
+        # peft moves a wrapped Linear's weights to `<name>.base_layer.*`
+        key = name if name in frozen else re.sub(r"\.(weight|bias)$", r".base_layer.\1", name)
         torch.testing.assert_close(frozen[key], param, rtol=0, atol=0, msg=f"{name} changed under LoRA")
     lora_b = [p for n, p in peft_model.named_parameters() if "lora_B" in n]
     assert any(p.abs().sum() > 0 for p in lora_b)  # B starts at zero: the adapters did learn

@@ -36,7 +36,8 @@ def _data(n: int, eval_schema: bool = False) -> Dataset:
             columns.HARD_NEGATIVE_REPLACE: [c.replace("red", "green") for c in caption],
             columns.HARD_NEGATIVE_SWAP: [c.replace("cube", "sphere") for c in caption],
         }
-    return Dataset.from_dict(data, features=Features({"image": Image(), **{k: Value("string") for k in data if k != "image"}}))
+    features = Features({"image": Image(), **{k: Value("string") for k in data if k != "image"}})
+    return Dataset.from_dict(data, features=features)
 
 
 def _trainer(tiny_clip_dir, output_dir, **overrides) -> HardPosTrainer:
@@ -102,6 +103,7 @@ def test_card_body_states_what_happened(trained):
     assert "`per_device_eval_batch_size`" not in text  # defaults are not listed
     assert '"cmr_weight": 0.4' in text and '"hard_negative_weight": 1.0' in text  # loss config
     assert "L_clip + 1 * L_hn + 1 * L_hp + 0.4 * L_cmr" in text
+    assert "using **hard positives and hard negatives**" in text
     assert "8 rows" in text and "`hard_positive_swap` present in 0" in text  # dataset facts
     for term in ("loss_clip", "loss_hn", "loss_hp", "loss_cmr", "logit_scale"):
         assert f" {term} |" in text  # training-log table header
@@ -125,13 +127,20 @@ def test_push_to_hub_uploads_the_generated_card(tiny_clip_dir, tmp_path, monkeyp
 
             uploads.append((repo_id, sorted(p.name for p in Path(folder_path).iterdir()),
                             (Path(folder_path) / "README.md").read_text()))
+            if kwargs.get("run_as_future"):  # the Trainer's checkpoint pushes wait on a Future
+                from concurrent.futures import Future
+
+                done = Future()
+                done.set_result(None)
+                return done
 
     monkeypatch.setattr(trainer_module, "hf_api", lambda: FakeApi())
     trainer = _trainer(
         tiny_clip_dir, tmp_path / "pushed", push_to_hub=True, hub_model_id="someone/clip-hardpos",
-        max_steps=1, eval_strategy="no",
+        max_steps=1, eval_strategy="no", save_strategy="steps", save_steps=1,
     )
     trainer.train()
+    assert "README.md" in uploads[0][1]  # the checkpoint push carried the card too
     trainer.push_to_hub()
     repo_id, files, card = uploads[-1]
     assert repo_id == "someone/clip-hardpos"

@@ -223,6 +223,19 @@ def _citations(objective) -> list[str]:
     return entries
 
 
+def _training_signal(config: dict) -> str:
+    """What the objective trained on, in words, from its weights."""
+    negatives = bool(config.get("hard_negative_weight") or config.get("imc_weight") or config.get("cmr_weight"))
+    positives = bool(config.get("hard_positive_weight"))
+    if negatives and positives:
+        return "hard positives and hard negatives"
+    if negatives:
+        return "hard negatives only (hard-positive weight 0)"
+    if positives:
+        return "hard positives only (hard-negative weights 0)"
+    return "the plain contrastive loss only (all hard-example weights 0)"
+
+
 def _loss_formula(config: dict) -> str:
     parts = ["L_clip"]
     for key, symbol in (
@@ -285,7 +298,8 @@ def generate_model_card(
                 *METRIC_NAMES, "mean_original_score", "mean_negative_score", "mean_positive_score")}
         )
 
-    dataset_ids = [d for d in [card_data.train_dataset_id, *card_data.eval_dataset_ids.values()] if looks_like_hub_id(d)]
+    candidates = [card_data.train_dataset_id, *card_data.eval_dataset_ids.values()]
+    dataset_ids = [d for d in candidates if looks_like_hub_id(d)]
     tags = list(card_data.tags) + (["lora", "peft"] if is_adapter else [])
     data = ModelCardData(
         model_name=name,
@@ -347,6 +361,7 @@ def generate_model_card(
         objective_class=type(objective).__name__,
         objective_config=json.dumps(objective_config, indent=2, sort_keys=True, default=str),
         loss_formula=_loss_formula(objective_config),
+        training_signal=_training_signal(objective_config),
         hyperparameters={k: _fmt(v) for k, v in non_default_hyperparameters(args).items()},
         trainable_parameters=f"{trainable:,}",
         total_parameters=f"{total:,}",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
 import time
 from typing import Any
 
@@ -86,7 +87,8 @@ class HardPosTrainer(Trainer):
             args = HardPosTrainingArguments(output_dir="hardpos_trainer_output")
         if not isinstance(args, HardPosTrainingArguments):
             raise TypeError(
-                f"HardPosTrainer needs HardPosTrainingArguments (loss weights, columns, LoRA), got {type(args).__name__}"
+                "HardPosTrainer needs HardPosTrainingArguments (loss weights, columns, LoRA), "
+                f"got {type(args).__name__}"
             )
         if processor is None:
             raise ValueError("HardPosTrainer needs the model's processor (CLIPProcessor) to build batches")
@@ -306,6 +308,13 @@ class HardPosTrainer(Trainer):
             data.train_dataset_id = dataset
         os.makedirs(self.args.output_dir, exist_ok=True)
         self.write_model_card(self.args.output_dir, model_name=model_name)
+
+    def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
+        """Mid-training pushes upload `output_dir`; give it the checkpoint's card (the Trainer copies weights only)."""
+        card = os.path.join(checkpoint_folder, MODEL_CARD_NAME)
+        if self.is_world_process_zero() and os.path.isfile(card):
+            shutil.copy(card, os.path.join(self.args.output_dir, MODEL_CARD_NAME))
+        super()._push_from_checkpoint(checkpoint_folder)
 
     def save_merged(self, output_dir: str) -> str:
         """Save a plain `CLIPModel` + processor + card: LoRA adapters merged in (the trainer's model is untouched).
