@@ -94,20 +94,25 @@ def add_replace_aggregate(results: dict[str, dict]) -> dict[str, dict]:
 
 @dataclass
 class EvaluationReport:
-    """What `evaluate_model` measured: per-config metrics, aggregates and per-row scores."""
+    """What `evaluate_model` measured: per-config metrics, aggregates and per-row scores.
+
+    `settings` (split, row limit, bootstrap) identify the run together with the model and dataset:
+    a saved report is reused for resuming only when all of them match.
+    """
 
     model: str
     dataset: str
-    split: str
+    settings: dict = field(default_factory=dict)
     results: dict[str, dict] = field(default_factory=dict)
     aggregates: dict[str, dict] = field(default_factory=dict)
     scores: dict[str, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)
+    saved_configs: set[str] = field(default_factory=set, repr=False)  # scores already on disk
 
     def to_dict(self) -> dict:
         return {
             "model": self.model,
             "dataset": self.dataset,
-            "split": self.split,
+            "settings": self.settings,
             "results": self.results,
             "aggregates": self.aggregates,
         }
@@ -116,11 +121,17 @@ class EvaluationReport:
         return format_table({**self.results, **self.aggregates})
 
     def save(self, output_dir: str | Path) -> Path:
-        """Write `metrics.json` and one `scores-<config>.parquet` per config (row, s_c, s_n, s_p, outcomes)."""
+        """Write one `scores-<config>.parquet` per config (row, s_c, s_n, s_p, outcomes), then `metrics.json`.
+
+        `metrics.json` is replaced atomically and last, so an interrupted save never leaves a
+        config listed whose scores are missing.
+        """
         output_dir = Path(output_dir)
         output_dir.mkdir(parents=True, exist_ok=True)
-        (output_dir / "metrics.json").write_text(json.dumps(self.to_dict(), indent=2) + "\n")
         for config, s in self.scores.items():
+            if config in self.saved_configs:
+                continue
+            target = output_dir / f"scores-{config}.parquet"
             table = {
                 "row": np.arange(len(s["original"])),
                 "original_score": s["original"],
@@ -132,8 +143,34 @@ class EvaluationReport:
             }
             if "image_id" in s:
                 table["image_id"] = s["image_id"]
-            Dataset.from_dict(table).to_parquet(str(output_dir / f"scores-{config}.parquet"))
+            Dataset.from_dict(table).to_parquet(str(target.with_suffix(".tmp")))
+            target.with_suffix(".tmp").replace(target)
+            self.saved_configs.add(config)
+        partial = output_dir / "metrics.json.tmp"
+        partial.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        partial.replace(output_dir / "metrics.json")
         return output_dir
+
+    @classmethod
+    def resume(cls, output_dir: str | Path, model: str, dataset: str, settings: dict) -> EvaluationReport:
+        """The configs already evaluated into `output_dir` by the same run, or an empty report."""
+        report = cls(model=model, dataset=dataset, settings=settings)
+        saved_file = Path(output_dir) / "metrics.json"
+        if not saved_file.exists():
+            return report
+        saved = json.loads(saved_file.read_text())
+        if (saved.get("model"), saved.get("dataset"), saved.get("settings")) != (model, dataset, settings):
+            return report
+        for config, metrics in saved["results"].items():
+            table = Dataset.from_parquet(str(Path(output_dir) / f"scores-{config}.parquet"))
+            report.results[config] = metrics
+            report.scores[config] = {
+                "original": np.asarray(table["original_score"]),
+                "negative": np.asarray(table["negative_score"]),
+                "positive": np.asarray(table["positive_score"]),
+            }
+            report.saved_configs.add(config)
+        return report
 
 
 def format_table(results: dict[str, dict]) -> str:
@@ -179,17 +216,27 @@ def evaluate_model(
     max_rows: int | None = None,
     bootstrap_samples: int = 0,
     output_dir: str | Path | None = None,
+    resume: bool = True,
     progress: bool = True,
 ) -> EvaluationReport:
     """Evaluate a Hub/local model on every config of a Hub/local hard-positive dataset.
 
-    `configs=None` evaluates all configs the dataset declares. With `output_dir`, writes
-    `metrics.json` and per-row `scores-<config>.parquet`.
+    `configs=None` evaluates all configs the dataset declares. With `output_dir`, each config's
+    `scores-<config>.parquet` and the running `metrics.json` are written as soon as that config is
+    done; rerunning the same command (`resume=True`) skips the configs already there.
     """
-    loaded_model, processor = load_model_and_processor(model)
-    scorer = ITMScorer(loaded_model, processor, batch_size, num_workers, device, progress=progress)
-    report = EvaluationReport(model=str(model), dataset=str(dataset), split=split)
-    for config, eval_set in _load_eval_sets(dataset, configs, split).items():
+    settings = {"split": split, "max_rows": max_rows, "bootstrap_samples": bootstrap_samples}
+    if output_dir is not None and resume:
+        report = EvaluationReport.resume(output_dir, str(model), str(dataset), settings)
+    else:
+        report = EvaluationReport(model=str(model), dataset=str(dataset), settings=settings)
+    eval_sets = _load_eval_sets(dataset, configs, split)
+    todo = [config for config in eval_sets if config not in report.results]
+    if todo:
+        loaded_model, processor = load_model_and_processor(model)
+        scorer = ITMScorer(loaded_model, processor, batch_size, num_workers, device, progress=progress)
+    for config in todo:
+        eval_set = eval_sets[config]
         if max_rows is not None:
             eval_set = eval_set.select(range(min(max_rows, len(eval_set))))
         s = score_eval_set(scorer, eval_set)
@@ -197,6 +244,10 @@ def evaluate_model(
             s["image_id"] = np.asarray([str(v) for v in eval_set[columns.IMAGE_ID]])
         report.scores[config] = s
         report.results[config] = metrics_from_scores(s["original"], s["negative"], s["positive"], bootstrap_samples)
+        if output_dir is not None:
+            report.save(output_dir)
+    # Report in the order asked for, reused configs included.
+    report.results = {config: report.results[config] for config in eval_sets}
     report.aggregates = add_replace_aggregate(report.results)
     if output_dir is not None:
         report.save(output_dir)

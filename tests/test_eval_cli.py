@@ -65,3 +65,27 @@ def test_single_config_and_bootstrap(tiny_clip_dir, hub_folder):
 def test_unknown_config_is_an_error(tiny_clip_dir, hub_folder):
     with pytest.raises(ValueError, match="nonexistent"):
         evaluate_model(str(tiny_clip_dir), str(hub_folder), ["nonexistent"], progress=False)
+
+
+def test_rerun_resumes_from_saved_configs(tiny_clip_dir, hub_folder, tmp_path, monkeypatch):
+    import hf_hardpos.evaluation as evaluation
+
+    out = tmp_path / "eval"
+    first = evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, progress=False)
+    # Simulate an interruption after the first config: drop "relations" from the saved report.
+    saved = json.loads((out / "metrics.json").read_text())
+    del saved["results"]["relations"]
+    (out / "metrics.json").write_text(json.dumps(saved))
+
+    scored = []
+    real_score = evaluation.score_eval_set
+    monkeypatch.setattr(evaluation, "score_eval_set", lambda scorer, ds: scored.append(len(ds)) or real_score(scorer, ds))
+    second = evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, progress=False)
+    assert scored == [first.results["relations"]["num_examples"]]  # only the missing config was scored
+    assert second.results == first.results and second.aggregates == first.aggregates
+
+    # Everything saved: the model is not even loaded; other settings start afresh.
+    monkeypatch.setattr(evaluation, "load_model_and_processor", lambda name: pytest.fail("model loaded"))
+    assert evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, progress=False).results == first.results
+    with pytest.raises(pytest.fail.Exception, match="model loaded"):
+        evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, max_rows=3, progress=False)

@@ -24,6 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-rows", type=int, default=None, help="evaluate only the first N rows per config")
     parser.add_argument("--bootstrap", type=int, default=0, help="bootstrap resamples for 95%% intervals (0: none)")
     parser.add_argument("--output", default=None, help="folder for metrics.json and scores-<config>.parquet")
+    parser.add_argument(
+        "--no-resume", action="store_true", help="recompute configs already saved in --output by the same run"
+    )
     parser.add_argument("--no-progress", action="store_true")
     parser.set_defaults(func=run)
 
@@ -42,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         max_rows=args.max_rows,
         bootstrap_samples=args.bootstrap,
         output_dir=args.output,
+        resume=not args.no_resume,
         progress=not args.no_progress,
     )
     print(report.table())
