@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from transformers import PrinterCallback, ProgressCallback
+
 from hf_hardpos.synthetic import report
 
 # The evaluation sets are drawn once with this seed, whatever the training seeds are.
@@ -68,9 +70,9 @@ class DemoConfig:
     pretrain_examples: int = 20_000
     pretrain_epochs: float = 2.0
     pretrain_learning_rate: float = 1e-3
-    finetune_examples: int = 4_000
-    finetune_epochs: float = 2.0
-    finetune_learning_rate: float = 1e-4
+    finetune_examples: int = 3_000
+    finetune_epochs: float = 5.0  # the paper's fine-tuning recipe: 5 epochs
+    finetune_learning_rate: float = 5e-4
     eval_examples: int = 500  # per eval set: REPLACE attributes, REPLACE relations, SWAP
     batch_size: int = 128
     weight_decay: float = 0.1
@@ -143,12 +145,10 @@ def run_demo(
     with _quiet_libraries(), _timed(timings, "data"):
         from hf_hardpos.synthetic import world
 
-        eval_sets = {
-            "replace_attributes": world.make_replace_dataset(config.eval_examples, EVAL_SEED, "attributes", image_size=config.image_size),
-            "replace_relations": world.make_replace_dataset(config.eval_examples, EVAL_SEED, "relations", image_size=config.image_size),
-            "swap": world.make_swap_dataset(config.eval_examples, EVAL_SEED, image_size=config.image_size),
-        }
-        pretrain_set = world.make_pretrain_dataset(config.pretrain_examples, config.pretrain_seed, image_size=config.image_size)
+        eval_sets = make_eval_sets(config.eval_examples, config.image_size)
+        pretrain_set = world.make_pretrain_dataset(
+            config.pretrain_examples, config.pretrain_seed, image_size=config.image_size
+        )
     log(
         f"synthetic world: {len(pretrain_set)} pretraining pairs, {config.finetune_examples} fine-tuning rows per "
         f"seed, eval sets of {config.eval_examples} rows ({timings['data']:.1f} s)"
@@ -159,7 +159,7 @@ def run_demo(
     per_seed: dict[str, dict[int, dict[str, dict[str, float]]]] = {}
     with _quiet_libraries(), _timed(timings, "evaluate pretrained"):
         model, processor = _load(pretrained_dir)
-        per_seed[PRETRAINED] = {config.pretrain_seed: _evaluate(model, processor, eval_sets)}
+        per_seed[PRETRAINED] = {config.pretrain_seed: evaluate_on_world(model, processor, eval_sets)}
     log(f"pretrained tiny CLIP in {timings['pretrain']:.1f} s: {_headline(per_seed[PRETRAINED][config.pretrain_seed])}")
 
     for seed in config.seeds:
@@ -169,7 +169,7 @@ def run_demo(
             began = time.perf_counter()
             with _quiet_libraries():
                 model = _finetune(pretrained_dir, variant, finetune_set, seed, output_dir, config, progress)
-                per_seed.setdefault(variant.name, {})[seed] = _evaluate(model, processor, eval_sets)
+                per_seed.setdefault(variant.name, {})[seed] = evaluate_on_world(model, processor, eval_sets)
             seconds = time.perf_counter() - began
             timings[f"{variant.name} seed {seed}"] = seconds
             log(f"seed {seed} {variant.name:<16} {seconds:6.1f} s  {_headline(per_seed[variant.name][seed])}")
@@ -225,7 +225,15 @@ def _pretrain(models_dir: Path, dataset, config: DemoConfig, progress: bool) -> 
     return models_dir / PRETRAINED
 
 
-def _finetune(pretrained_dir: Path, variant: Variant, dataset, seed: int, output_dir: Path, config: DemoConfig, progress: bool):
+def _finetune(
+    pretrained_dir: Path,
+    variant: Variant,
+    dataset,
+    seed: int,
+    output_dir: Path,
+    config: DemoConfig,
+    progress: bool,
+):
     """Fine-tune a fresh copy of the pretrained model with `variant`'s loss weights; return the model."""
     model, processor = _load(pretrained_dir)
     trainer = _trainer(
@@ -245,8 +253,22 @@ def _finetune(pretrained_dir: Path, variant: Variant, dataset, seed: int, output
     return trainer.model
 
 
-def _trainer(model, processor, dataset, variant: Variant, *, seed: int, epochs: float, learning_rate: float, output_dir: Path, config: DemoConfig, progress: bool):
+def _trainer(
+    model,
+    processor,
+    dataset,
+    variant: Variant,
+    *,
+    seed: int,
+    epochs: float,
+    learning_rate: float,
+    output_dir: Path,
+    config: DemoConfig,
+    progress: bool,
+):
     """A `HardPosTrainer` for one run: only the caption columns the variant's loss reads are batched."""
+    import torch
+
     from hf_hardpos import columns
     from hf_hardpos.training import HardPosTrainer, HardPosTrainingArguments
     from hf_hardpos.training.losses import HardPosObjective
@@ -271,6 +293,7 @@ def _trainer(model, processor, dataset, variant: Variant, *, seed: int, epochs: 
         report_to="none",
         logging_steps=0.25,
         disable_tqdm=not progress,
+        dataloader_pin_memory=torch.cuda.is_available(),
     )
     # Without hard negatives nothing reads a negative slot; the objective still needs one type name.
     objective = HardPosObjective(
@@ -278,9 +301,20 @@ def _trainer(model, processor, dataset, variant: Variant, *, seed: int, epochs: 
         hard_positive_weight=variant.hard_positive_weight,
         negative_types=tuple(negative_columns) or ("unused",),
     )
-    return HardPosTrainer(
-        model=model, args=args, train_dataset=dataset, processor=processor, objective=objective
-    )
+    trainer = HardPosTrainer(model=model, args=args, train_dataset=dataset, processor=processor, objective=objective)
+    # The demo prints one line per run; the Trainer's per-log dict lines would drown it.
+    trainer.remove_callback(PrinterCallback)
+    if progress:
+        trainer.remove_callback(ProgressCallback)
+        trainer.add_callback(_BarOnlyProgressCallback())
+    return trainer
+
+
+class _BarOnlyProgressCallback(ProgressCallback):
+    """The Trainer's progress bar without its printed log dicts (the loss terms stay in `log_history`)."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        return None
 
 
 def _load(folder: Path):
@@ -289,12 +323,26 @@ def _load(folder: Path):
     return CLIPModel.from_pretrained(folder), CLIPProcessor.from_pretrained(folder)
 
 
-def _evaluate(model, processor, eval_sets) -> dict[str, dict[str, float]]:
+def make_eval_sets(examples: int, image_size: int = 32) -> dict:
+    """The fixed synthetic REPLACE (two subsets) and SWAP sets every model is evaluated on."""
+    from hf_hardpos.synthetic import world
+
+    return {
+        "replace_attributes": world.make_replace_dataset(examples, EVAL_SEED, "attributes", image_size=image_size),
+        "replace_relations": world.make_replace_dataset(examples, EVAL_SEED, "relations", image_size=image_size),
+        "swap": world.make_swap_dataset(examples, EVAL_SEED, image_size=image_size),
+    }
+
+
+def evaluate_on_world(model, processor, eval_sets: dict) -> dict[str, dict[str, float]]:
     """Metrics on each eval set plus the paper's REPLACE column (mean of the two subsets)."""
     from hf_hardpos.evaluation import REPLACE_AGGREGATE, add_replace_aggregate, evaluate_dataset
 
     model.eval()
-    raw = {name: evaluate_dataset(model, processor, ds, batch_size=256, progress=False) for name, ds in eval_sets.items()}
+    raw = {
+        name: evaluate_dataset(model, processor, dataset, batch_size=256, progress=False)
+        for name, dataset in eval_sets.items()
+    }
     subsets = {"attributes": raw["replace_attributes"], "relations": raw["replace_relations"]}
     raw["replace"] = add_replace_aggregate(subsets)[REPLACE_AGGREGATE]
     return {name: report.rename_metrics(raw[name]) for name in report.DATASETS}
@@ -316,7 +364,7 @@ def _write(result: DemoResult) -> None:
         "config": dataclasses.asdict(result.config),
         "eval_seed": EVAL_SEED,
         "aggregation": {
-            "replace": "unweighted mean of replace_attributes and replace_relations (the paper's REPLACE column)",
+            "replace": "unweighted mean of replace_attributes and replace_relations (the paper's REPLACE)",
             "seeds": "each metric is the mean over seeds; <metric>_std is the sample standard deviation",
         },
         "aliases": result.config.aliases(),
@@ -324,9 +372,10 @@ def _write(result: DemoResult) -> None:
         "timings_seconds": {k: round(v, 2) for k, v in result.timings.items()},
     }
     (out / "run_info.json").write_text(json.dumps(info, indent=2) + "\n")
-    (out / "results.md").write_text(
-        report.format_tables(result.results, result.per_seed, result.config.seeds, result.config.eval_examples, markdown=True) + "\n"
+    tables = report.format_tables(
+        result.results, result.per_seed, result.config.seeds, result.config.eval_examples, markdown=True
     )
+    (out / "results.md").write_text(tables + "\n")
     report.plot_results(result.results, out / report.CHART_NAME, result.config.seeds)
 
 
@@ -347,14 +396,27 @@ def _quiet_libraries() -> Iterator[None]:
     previous = transformers.logging.get_verbosity()
     datasets_logger = logging.getLogger("datasets")
     previous_datasets = datasets_logger.level
+    bars_were_on = transformers.utils.logging.is_progress_bar_enabled()
     transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()  # "Loading weights", "Writing model shards"
     datasets_logger.setLevel(logging.ERROR)
     try:
         yield
     finally:
         transformers.logging.set_verbosity(previous)
+        if bars_were_on:
+            transformers.utils.logging.enable_progress_bar()
         datasets_logger.setLevel(previous_datasets)
 
 
-__all__ = ["DemoConfig", "DemoResult", "MAIN_VARIANTS", "SWEEP_WEIGHTS", "Variant", "run_demo"]
+__all__ = [
+    "DemoConfig",
+    "DemoResult",
+    "MAIN_VARIANTS",
+    "SWEEP_WEIGHTS",
+    "Variant",
+    "evaluate_on_world",
+    "make_eval_sets",
+    "run_demo",
+]
 

@@ -116,7 +116,8 @@ def editable_slots(caption: Caption) -> list[Slot]:
     return slots
 
 
-def _get(caption: Caption, slot: Slot) -> str:
+def slot_value(caption: Caption, slot: Slot) -> str:
+    """The surface form currently in `slot` (ValueError for the relation of a conjunction)."""
     if slot.phrase is None:
         if caption.relation is None:
             raise ValueError(f"caption {caption.text()!r} has no relation to edit")
@@ -134,7 +135,7 @@ def _set(caption: Caption, slot: Slot, form: str) -> Caption:
 
 def replace_positive(caption: Caption, slot: Slot, rng: np.random.Generator) -> Caption:
     """Replace the word in `slot` by a synonym (another surface form of the same concept)."""
-    current = _get(caption, slot)
+    current = slot_value(caption, slot)
     forms = [f for f in surface_forms(slot.name, concept_of(slot.name, current)) if f != current]
     return _set(caption, slot, str(rng.choice(forms)))
 
@@ -142,7 +143,7 @@ def replace_positive(caption: Caption, slot: Slot, rng: np.random.Generator) -> 
 def replace_negative(caption: Caption, slot: Slot, rng: np.random.Generator) -> Caption:
     """Replace the concept in `slot` by a different concept (in one of its surface forms)."""
     table = RELATIONS if slot.phrase is None else ATTRIBUTE_LEXICONS[slot.name]
-    current = concept_of(slot.name, _get(caption, slot))
+    current = concept_of(slot.name, slot_value(caption, slot))
     other = str(rng.choice(sorted(c for c in table if c != current)))
     return _set(caption, slot, _form(rng, slot.name, other))
 

@@ -83,8 +83,11 @@ def _render(header: Sequence[str], rows: Sequence[Sequence[str]], markdown: bool
         lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
         return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
-    return "\n".join([fmt(header), "-" * len(fmt(header)), *(fmt(r) for r in rows)])
+
+    def line(cells: Sequence[str]) -> str:  # variant names left-aligned, numbers right-aligned
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    return "\n".join([line(header), "-" * len(line(header)), *(line(r) for r in rows)])
 
 
 def _table(results, variants, datasets, metrics, labels, percent, markdown) -> str:
@@ -122,9 +125,15 @@ def format_tables(
         AGGREGATION_NOTE,
         "",
         _table(results, variants, ("replace", "swap"), RATE_METRICS, ("orig", "aug", "brittle"), True, markdown),
-        "",
-        heading("REPLACE subsets, percent"),
-        _table(results, variants, ("replace_attributes", "replace_relations"), RATE_METRICS, ("orig", "aug", "brittle"), True, markdown),
+    ]
+    subsets = ("replace_attributes", "replace_relations")
+    if all(d in results[v] for v in variants for d in subsets):
+        parts += [
+            "",
+            heading("REPLACE subsets, percent"),
+            _table(results, variants, subsets, RATE_METRICS, ("orig", "aug", "brittle"), True, markdown),
+        ]
+    parts += [
         "",
         heading("Mean cosine scores s(c|i), s(c_n|i), s(c_p|i) (paper Table 2)"),
         _table(results, variants, ("replace", "swap"), SCORE_METRICS, ("s_c", "s_n", "s_p"), False, markdown),
