@@ -271,7 +271,6 @@ def _trainer(
 
     from hf_hardpos import columns
     from hf_hardpos.training import HardPosTrainer, HardPosTrainingArguments
-    from hf_hardpos.training.losses import HardPosObjective
 
     uses_negatives = variant.hard_negative_weight > 0
     uses_positives = variant.hard_positive_weight > 0
@@ -295,13 +294,7 @@ def _trainer(
         disable_tqdm=not progress,
         dataloader_pin_memory=torch.cuda.is_available(),
     )
-    # Without hard negatives nothing reads a negative slot; the objective still needs one type name.
-    objective = HardPosObjective(
-        hard_negative_weight=variant.hard_negative_weight,
-        hard_positive_weight=variant.hard_positive_weight,
-        negative_types=tuple(negative_columns) or ("unused",),
-    )
-    trainer = HardPosTrainer(model=model, args=args, train_dataset=dataset, processor=processor, objective=objective)
+    trainer = HardPosTrainer(model=model, args=args, train_dataset=dataset, processor=processor)
     # The demo prints one line per run; the Trainer's per-log dict lines would drown it.
     trainer.remove_callback(PrinterCallback)
     if progress:

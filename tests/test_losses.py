@@ -427,3 +427,17 @@ def test_distributed_helpers_are_identity_without_a_process_group():
     assert all_gather_with_grad(x) is x
     assert all_gather(x) is x
     assert all_reduce_sum(x) is x
+
+
+def test_objective_without_negative_columns_needs_none_unless_a_term_reads_them():
+    from hf_hardpos.training.losses import HardPosObjective
+
+    contrastive_only = HardPosObjective(hard_negative_weight=0.0, hard_positive_weight=0.0, negative_types=())
+    image = torch.nn.functional.normalize(torch.randn(4, 8), dim=-1)
+    text = torch.nn.functional.normalize(torch.randn(4, 8), dim=-1)
+    out = contrastive_only(image, text, torch.tensor(10.0))
+    assert set(out) == {"loss", "loss_clip"} and torch.isfinite(out["loss"])
+    with pytest.raises(ValueError, match="negative_types is empty"):
+        HardPosObjective(hard_negative_weight=1.0, negative_types=())
+    with pytest.raises(ValueError, match="unique"):
+        HardPosObjective(negative_types=("a", "a"))

@@ -71,8 +71,8 @@ class HardPosObjective(nn.Module):
         if hard_positive_mode not in HARD_POSITIVE_MODES:
             raise ValueError(f"hard_positive_mode must be one of {HARD_POSITIVE_MODES}; got {hard_positive_mode!r}")
         negative_types = tuple(negative_types)
-        if not negative_types or len(set(negative_types)) != len(negative_types):
-            raise ValueError(f"negative_types must be non-empty and unique; got {negative_types}")
+        if len(set(negative_types)) != len(negative_types):
+            raise ValueError(f"negative_types must be unique; got {negative_types}")
         self.hard_negative_weight = float(hard_negative_weight)
         self.hard_positive_weight = float(hard_positive_weight)
         self.imc_weight = float(imc_weight)
@@ -88,6 +88,11 @@ class HardPosObjective(nn.Module):
             or self.cmr_weight > 0
             or (self.hard_positive_weight > 0 and hard_positive_mode == "ranking")
         )
+        if self.uses_hard_negatives and not negative_types:
+            raise ValueError(
+                "this objective uses hard negatives (hard_negative_weight/imc_weight/cmr_weight > 0 or "
+                "ranking hard positives) but negative_types is empty: name at least one negative column"
+            )
         self.uses_hard_positives = self.hard_positive_weight > 0
         self.contrastive = ContrastiveLoss(use_hard_negatives=self.uses_hard_negatives)
         # The active terms by name ("hn", "hp", "imc", "cmr"); a ModuleDict, so .to(device) moves the CMR
