@@ -70,6 +70,11 @@ class DemoConfig:
     pretrain_examples: int = 20_000
     pretrain_epochs: float = 2.0
     pretrain_learning_rate: float = 1e-3
+    # Contrastive pretraining learns only what its in-batch negatives demand; see `_pretrain`.
+    pretrain_batch_size: int = 128
+    # Rows per group of relation-contrasting pretraining scenes (`world.sample_pretrain_groups`);
+    # 1 = independent scenes. Groups are batched whole, so the batch size must be a multiple.
+    pretrain_relation_group_size: int = 1
     finetune_examples: int = 3_000
     finetune_epochs: float = 5.0  # the paper's fine-tuning recipe: 5 epochs
     finetune_learning_rate: float = 5e-4
@@ -147,7 +152,10 @@ def run_demo(
 
         eval_sets = make_eval_sets(config.eval_examples, config.image_size)
         pretrain_set = world.make_pretrain_dataset(
-            config.pretrain_examples, config.pretrain_seed, image_size=config.image_size
+            config.pretrain_examples,
+            config.pretrain_seed,
+            image_size=config.image_size,
+            relation_group_size=config.pretrain_relation_group_size,
         )
     log(
         f"synthetic world: {len(pretrain_set)} pretraining pairs, {config.finetune_examples} fine-tuning rows per "
@@ -216,6 +224,10 @@ def _pretrain(models_dir: Path, dataset, config: DemoConfig, progress: bool) -> 
         seed=config.pretrain_seed,
         epochs=config.pretrain_epochs,
         learning_rate=config.pretrain_learning_rate,
+        batch_size=config.pretrain_batch_size,
+        # Groups of relation-contrasting rows must stay together in a batch: the data is already in
+        # a random order of groups, so read it in order rather than reshuffling rows apart.
+        in_order=config.pretrain_relation_group_size > 1,
         output_dir=models_dir / PRETRAINED,
         config=config,
         progress=progress,
@@ -244,6 +256,7 @@ def _finetune(
         seed=seed,
         epochs=config.finetune_epochs,
         learning_rate=config.finetune_learning_rate,
+        batch_size=config.batch_size,
         output_dir=output_dir / "models" / variant.name / f"seed-{seed}",
         config=config,
         progress=progress,
@@ -262,8 +275,10 @@ def _trainer(
     seed: int,
     epochs: float,
     learning_rate: float,
+    batch_size: int,
     output_dir: Path,
     config: DemoConfig,
+    in_order: bool = False,
     progress: bool,
 ):
     """A `HardPosTrainer` for one run: only the caption columns the variant's loss reads are batched."""
@@ -281,7 +296,8 @@ def _trainer(
         hard_positive_weight=variant.hard_positive_weight,
         positive_columns=list(columns.FINETUNE_POSITIVE_COLUMNS) if uses_positives else [],
         negative_columns=negative_columns,
-        per_device_train_batch_size=config.batch_size,
+        per_device_train_batch_size=batch_size,
+        train_sampling_strategy="sequential" if in_order else "random",
         num_train_epochs=epochs,
         learning_rate=learning_rate,
         weight_decay=config.weight_decay,

@@ -14,7 +14,7 @@ passed in, so a seed fixes every pixel.
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -145,6 +145,29 @@ def sample_scene(rng: np.random.Generator, image_size: int = 32) -> Scene:
         relation=relation,
         image_size=image_size,
         background=int(rng.integers(_BACKGROUND_RANGE[0], _BACKGROUND_RANGE[1] + 1)),
+        noise_seed=int(rng.integers(0, 2**31 - 1)),
+    )
+
+
+def rearrange_scene(scene: Scene, rng: np.random.Generator, relation: str) -> Scene:
+    """The same two objects (shape, colour, size, radius, shade) placed anew so that the first is `relation` the second.
+
+    Why: a relation can only be learned contrastively from images that differ in nothing else. A
+    pretraining batch holding a scene and its rearrangements forces the model to see where objects
+    are, not just which objects there are (see `world.make_pretrain_dataset`).
+    """
+    if relation not in RELATIONS:
+        raise ValueError(f"unknown relation {relation!r}; known: {sorted(RELATIONS)}")
+    scale = scene.image_size / 32
+    radii = [obj.radius for obj in scene.objects]
+    centres = _place(rng, relation, radii, scene.image_size, scale)
+    objects = tuple(
+        replace(obj, centre_x=centre[0], centre_y=centre[1]) for obj, centre in zip(scene.objects, centres)
+    )
+    return replace(
+        scene,
+        objects=objects,  # type: ignore[arg-type]
+        relation=relation,
         noise_seed=int(rng.integers(0, 2**31 - 1)),
     )
 
