@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 
 from hf_hardpos.data.finetune import export_finetune
-from hf_hardpos.data.script_args import add_common_arguments, card_repo_id, maybe_push
-from hf_hardpos.data.validation import DataValidationError
+from hf_hardpos.data.script_args import add_common_arguments, build_and_push, card_repo_id
 
 
 def main(argv=None) -> int:
@@ -32,8 +31,9 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the rule-based hard-negative generator")
     args = parser.parse_args(argv)
-    try:
-        export_finetune(
+    return build_and_push(
+        args,
+        lambda: export_finetune(
             args.output_dir,
             upstream_dir=args.upstream_dir,
             coco_annotations=args.coco_annotations,
@@ -43,12 +43,8 @@ def main(argv=None) -> int:
             cache_dir=args.cache_dir,
             max_shard_size=args.max_shard_size,
             repo_id_for_card=card_repo_id(args, "hardpos/coco"),
-        )
-    except (DataValidationError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    maybe_push(args)
-    return 0
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 
 from hf_hardpos.data.replace import REPLACE_SUBSETS, export_replace
-from hf_hardpos.data.script_args import add_common_arguments, card_repo_id, maybe_push
-from hf_hardpos.data.validation import DataValidationError
+from hf_hardpos.data.script_args import add_common_arguments, build_and_push, card_repo_id
 
 
 def main(argv=None) -> int:
@@ -37,8 +36,9 @@ def main(argv=None) -> int:
         "config, and the paper's REPLACE figure is the unweighted mean of the subsets, not a pooled one)",
     )
     args = parser.parse_args(argv)
-    try:
-        export_replace(
+    return build_and_push(
+        args,
+        lambda: export_replace(
             args.output_dir,
             upstream_dir=args.upstream_dir,
             images_dir=args.images_dir,
@@ -49,12 +49,8 @@ def main(argv=None) -> int:
             max_shard_size=args.max_shard_size,
             union_config_name=args.union_config,
             repo_id_for_card=card_repo_id(args, "hardpos/replace"),
-        )
-    except (DataValidationError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    maybe_push(args)
-    return 0
+        ),
+    )
 
 
 if __name__ == "__main__":

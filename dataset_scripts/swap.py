@@ -13,9 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from hf_hardpos.data.script_args import add_common_arguments, card_repo_id, maybe_push
+from hf_hardpos.data.script_args import add_common_arguments, build_and_push, card_repo_id
 from hf_hardpos.data.swap import CROP_FORMATS, export_swap
-from hf_hardpos.data.validation import DataValidationError
 
 
 def main(argv=None) -> int:
@@ -33,8 +32,9 @@ def main(argv=None) -> int:
     parser.add_argument("--crop-format", choices=sorted(CROP_FORMATS), default="png", help="encoding of the crops")
     parser.add_argument("--no-images", action="store_true", help="build the rows without the image column")
     args = parser.parse_args(argv)
-    try:
-        export_swap(
+    return build_and_push(
+        args,
+        lambda: export_swap(
             args.output_dir,
             upstream_dir=args.upstream_dir,
             aro_dir=args.aro_dir,
@@ -45,12 +45,8 @@ def main(argv=None) -> int:
             cache_dir=args.cache_dir,
             max_shard_size=args.max_shard_size,
             repo_id_for_card=card_repo_id(args, "hardpos/swap"),
-        )
-    except (DataValidationError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    maybe_push(args)
-    return 0
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -7,13 +7,14 @@ from datasets import Image
 from hf_hardpos import columns
 from hf_hardpos.synthetic import captions as cap
 from hf_hardpos.synthetic.lexicon import vocabulary
-from hf_hardpos.synthetic.scene import PALETTE, RADIUS_RANGES, Scene, SceneObject, sample_scene
+from hf_hardpos.synthetic.scene import PALETTE, RADIUS_RANGES, Scene, SceneObject, rearrange_scene, sample_scene
 from hf_hardpos.synthetic.world import (
     make_finetune_dataset,
     make_pretrain_dataset,
     make_replace_dataset,
     make_swap_dataset,
     sample_examples,
+    sample_pretrain_groups,
     tokenizer_corpus,
 )
 
@@ -119,6 +120,51 @@ def test_rendered_pixels_agree_with_scene_labels():
             assert nearest == obj.colour, (index, obj, centre)
         assert scene.objects[0].shape != scene.objects[1].shape
         assert scene.objects[0].colour != scene.objects[1].colour
+
+
+def test_rearranged_scene_keeps_the_objects_and_draws_the_asked_relation():
+    for index in range(100):
+        rng = np.random.default_rng([8, index])
+        scene = sample_scene(rng)
+        for relation in ("left", "right", "above", "below"):
+            moved = rearrange_scene(scene, rng, relation)
+            assert moved.relation_between(0, 1) == relation == moved.relation
+            for before, after in zip(scene.objects, moved.objects):
+                assert (before.shape, before.colour, before.size, before.radius, before.rgb) == (
+                    after.shape, after.colour, after.size, after.radius, after.rgb
+                )
+                assert after.radius <= after.centre_x < 32 - after.radius
+                assert after.radius <= after.centre_y < 32 - after.radius
+    with pytest.raises(ValueError, match="relation"):
+        rearrange_scene(scene, rng, "behind")
+
+
+def test_pretrain_groups_differ_only_in_the_relation_and_each_caption_fits_only_its_image():
+    examples = sample_pretrain_groups(400, 4, seed=3)
+    assert len(examples) == 400 and len({row[columns.IMAGE_ID] for _, row in examples}) == 400
+    kinds = {"relation": 0, "conjunction": 0}
+    for start in range(0, 400, 4):
+        group = examples[start : start + 4]
+        texts = [row[columns.CAPTION] for _, row in group]
+        for i, (scene, _) in enumerate(group):
+            assert [cap.caption_matches(scene, text) for text in texts][i]
+        if " and " in texts[0]:
+            assert all(" and " in text for text in texts)
+            kinds["conjunction"] += 1
+            continue
+        kinds["relation"] += 1
+        objects = [tuple((o.shape, o.colour, o.size) for o in scene.objects) for scene, _ in group]
+        assert len(set(objects)) == 1
+        assert len({scene.relation for scene, _ in group}) == 4
+        for i, (scene, _) in enumerate(group):  # a relation group's captions are true of one image each
+            assert [cap.caption_matches(scene, text) for text in texts] == [k == i for k in range(4)]
+    assert kinds["relation"] > kinds["conjunction"] > 0
+    assert sample_pretrain_groups(10, 4, seed=3) == examples[:10]
+    assert make_pretrain_dataset(6, 3, relation_group_size=4)[columns.CAPTION] == [
+        row[columns.CAPTION] for _, row in examples[:6]
+    ]
+    with pytest.raises(ValueError, match="group_size"):
+        sample_pretrain_groups(8, 5)
 
 
 @pytest.mark.parametrize(

@@ -179,7 +179,7 @@ def build_finetune(
     captions_path = coco_captions_file(sources, coco_annotations)
     annotations, file_names = read_coco_captions(captions_path)
     hp_paths = {name: sources.upstream_file(relative) for name, relative in HP_FILES.items()}
-    for name, path in hp_paths.items():
+    for path in hp_paths.values():
         lines = count_hard_positives(path)
         if lines != len(annotations):
             raise DataValidationError(

@@ -7,6 +7,8 @@ that exact folder with ``--push-to-hub`` is the same for all, so it is defined o
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -44,3 +46,16 @@ def maybe_push(args: argparse.Namespace) -> None:
 
         print(f"Uploading {args.output_dir} to https://huggingface.co/datasets/{args.push_to_hub}")
         print(push_folder(args.output_dir, args.push_to_hub, private=args.private or None, token=args.token))
+
+
+def build_and_push(args: argparse.Namespace, build: Callable[[], object]) -> int:
+    """Run `build`, turning data errors into a one-line message and exit code 1; then push if asked."""
+    from .validation import DataValidationError
+
+    try:
+        build()
+    except (DataValidationError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    maybe_push(args)
+    return 0

@@ -374,9 +374,8 @@ ING_NOUNS = frozenset(
      "thing", "things", "string", "wing", "wings", "evening", "morning", "icing", "frosting",
      "topping", "toppings", "stuffing", "pudding", "dumpling", "dumplings", "railing", "railings",
      "sibling", "awning", "bedding", "wedding", "sling", "swing", "spring", "ping", "sing",
-     "wring", "ding", "bring", "sting", "swimming", "lighting", "sign", "ceiling", "clearing",
-     "crossing", "dressing", "filling", "landing", "living", "parking", "pudding", "serving",
+     "wring", "ding", "bring", "sting", "swimming", "lighting", "sign", "clearing",
+     "crossing", "dressing", "filling", "landing", "living", "parking", "serving",
      "servings", "siding", "skiing", "snowboarding", "surfing", "skateboarding", "seating",
-     "boarding", "shopping", "something", "anything", "nothing", "everything", "during", "king",
-     "ping", "drawing", "drawings", "carving", "opening", "setting", "ending", "beginning"}
+     "boarding", "shopping", "something", "anything", "nothing", "everything", "during", "drawing", "drawings", "carving", "opening", "setting", "ending", "beginning"}
 )
