@@ -116,3 +116,13 @@ def test_seed_aggregation_and_brittleness_comparison():
     assert "HN-only is more brittle than HP+HN: REPLACE 1/2, SWAP 1/2" in text
     with pytest.raises(ValueError, match="no runs"):
         report.mean_over_seeds({})
+
+
+def test_relation_groups_must_fit_whole_in_a_pretraining_batch(tmp_path):
+    from hf_hardpos.demo import DemoConfig, run_demo
+
+    config = DemoConfig.quick()
+    config.pretrain_batch_size = 66  # not a multiple of the group size (4): groups would be split
+    with pytest.raises(ValueError, match="multiple of pretrain_relation_group_size"):
+        run_demo(tmp_path, config, progress=False)
+    assert not (tmp_path / "results.json").exists()

@@ -5,9 +5,10 @@ run with no downloads. These emitters give sets with exactly the columns of the 
 and COCO fine-tuning sets (`hf_hardpos.columns`), so the scorer, the trainer and `hardpos eval`
 take them unchanged.
 
-Determinism: row `i` of a set is drawn from its own generator seeded by (seed, set kind, i), so a
-seed fixes every pixel and caption, a larger `n` only appends rows, and two kinds of set drawn with
-the same seed never share scenes by construction of their streams.
+Determinism: row `i` of a set is drawn from its own generator seeded by (seed, set kind, i) (a
+group of relation-contrasting pretraining rows from one seeded by (seed, kind, group)), so a seed
+fixes every pixel and caption, a larger `n` only appends rows, and two kinds of set drawn with the
+same seed never share scenes by construction of their streams.
 """
 
 from __future__ import annotations
