@@ -24,6 +24,7 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from ..metrics import METRIC_NAMES
+from .losses.citations import CE_CLIP, HARD_POSITIVES
 
 TEMPLATE_NAME = "model_card.md"
 CARD_TASK_TYPE = "image-text-matching"
@@ -37,23 +38,8 @@ _UNINFORMATIVE_ARGS = {
     "accelerator_config", "report_to", "disable_tqdm", "remove_unused_columns",
 }
 
-KAMATH_2024 = """@inproceedings{kamath2024hardpositive,
-  title     = {The Hard Positive Truth about Vision-Language Compositionality},
-  author    = {Kamath, Amita and Hsieh, Cheng-Yu and Chang, Kai-Wei and Krishna, Ranjay},
-  booktitle = {European Conference on Computer Vision (ECCV)},
-  year      = {2024},
-  eprint    = {2409.17958},
-  archivePrefix = {arXiv}
-}"""
-
-ZHANG_2024 = """@inproceedings{zhang2024contrasting,
-  title     = {Contrasting Intra-Modal and Ranking Cross-Modal Hard Negatives to Enhance Visio-Linguistic Compositional Understanding},
-  author    = {Zhang, Le and Awal, Rabiul and Agrawal, Aishwarya},
-  booktitle = {Proceedings of the IEEE/CVF Conference on Computer Vision and Pattern Recognition (CVPR)},
-  year      = {2024}
-}"""
-
-PAPER_CITATIONS = (KAMATH_2024, ZHANG_2024)
+# The two papers this package implements; one BibTeX source, shared with the loss modules.
+PAPER_CITATIONS = (HARD_POSITIVES, CE_CLIP)
 
 
 @dataclass
