@@ -18,7 +18,7 @@ from .defects import first_occurrences, is_substring_artifact, substitution_tabl
 from .generate import dataset_from_generator
 from .phrase_diff import phrase_diff
 from .sources import VG_PART_URLS, Sources, VisualGenomeImages, vg_part_of
-from .validation import PAPER_COUNTS, BuildReport, check_aligned, load_json_list
+from .validation import PAPER_COUNTS, BuildReport, load_aligned_pair
 
 REPLACE_SUBSETS = ("attributes", "relations")
 SPLIT = "test"
@@ -61,15 +61,7 @@ def read_replace_subset(sources: Sources, subset: str) -> list[dict]:
         raise ValueError(f"unknown REPLACE subset {subset!r}; expected one of {REPLACE_SUBSETS}")
     original_path = sources.upstream_file(original_file(subset))
     positive_path = sources.upstream_file(positive_file(subset))
-    original = load_json_list(original_path, UPSTREAM_FIELDS)
-    positive = load_json_list(positive_path, UPSTREAM_FIELDS)
-    check_aligned(
-        original,
-        positive,
-        keys=("image_id", "false_caption"),
-        original_name=str(original_path),
-        positive_name=str(positive_path),
-    )
+    original, positive = load_aligned_pair(original_path, positive_path, UPSTREAM_FIELDS, UPSTREAM_FIELDS)
     diffs = [phrase_diff(o["true_caption"], p["true_caption"]) for o, p in zip(original, positive)]
     table = substitution_table(diffs)
     duplicate_of = first_occurrences(

@@ -27,7 +27,7 @@ from .sources import (
     VisualGenomeImages,
     vg_part_of,
 )
-from .validation import PAPER_COUNTS, BuildReport, DataValidationError, check_aligned, load_json_list
+from .validation import PAPER_COUNTS, BuildReport, DataValidationError, load_aligned_pair
 
 CONFIG = "default"
 SPLIT = "test"
@@ -73,15 +73,7 @@ def read_swap_rows(sources: Sources, aro_dir: str | Path | None = None) -> list[
     """The SWAP rows (no images) in upstream order, validated for alignment and bbox sanity."""
     original_path = aro_annotation_file(sources, aro_dir)
     positive_path = sources.upstream_file(POSITIVE_FILE)
-    original = load_json_list(original_path, ARO_FIELDS)
-    positive = load_json_list(positive_path, POSITIVE_FIELDS)
-    check_aligned(
-        original,
-        positive,
-        keys=("image_id", "false_caption"),
-        original_name=str(original_path),
-        positive_name=str(positive_path),
-    )
+    original, positive = load_aligned_pair(original_path, positive_path, ARO_FIELDS, POSITIVE_FIELDS)
     rows = []
     for index, (o, p) in enumerate(zip(original, positive)):
         bbox = {key: o[key] for key in ("bbox_x", "bbox_y", "bbox_w", "bbox_h")}

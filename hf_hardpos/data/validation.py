@@ -51,6 +51,29 @@ def load_json_list(path: Path, required: Sequence[str]) -> list[dict]:
     return rows
 
 
+def load_aligned_pair(
+    original_path: Path,
+    positive_path: Path,
+    original_fields: Sequence[str],
+    positive_fields: Sequence[str],
+) -> tuple[list[dict], list[dict]]:
+    """Read an upstream (c, c_n) file and its hard-positive twin, and check they align row by row.
+
+    Upstream pairs rows by index only; every hard-positive file repeats the image id and the hard
+    negative of its original row, so those two fields are what alignment is checked on.
+    """
+    original = load_json_list(original_path, original_fields)
+    positive = load_json_list(positive_path, positive_fields)
+    check_aligned(
+        original,
+        positive,
+        keys=("image_id", "false_caption"),
+        original_name=str(original_path),
+        positive_name=str(positive_path),
+    )
+    return original, positive
+
+
 def check_aligned(
     original: Sequence[dict],
     positive: Sequence[dict],
