@@ -4,6 +4,10 @@ One place decides the schema so that a REPLACE/SWAP set built from upstream, a s
 user's own data are interchangeable: the scorer, the trainer and `hardpos eval` only ever read these.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 IMAGE = "image"
 IMAGE_ID = "image_id"
 CAPTION = "caption"  # c: the original, true caption
@@ -21,3 +25,16 @@ HARD_NEGATIVE_REPLACE = "hard_negative_replace"
 HARD_NEGATIVE_SWAP = "hard_negative_swap"
 FINETUNE_POSITIVE_COLUMNS = (HARD_POSITIVE_REPLACE, HARD_POSITIVE_SWAP)
 FINETUNE_NEGATIVE_COLUMNS = (HARD_NEGATIVE_REPLACE, HARD_NEGATIVE_SWAP)
+
+# REPLACE ships as two subsets (configs); the paper's REPLACE column is their unweighted mean.
+REPLACE_SUBSETS = ("attributes", "relations")
+REPLACE_AGGREGATE = "mean(attributes,relations)"
+
+
+def require_columns(dataset, required: Sequence[str], what: str = "the dataset") -> None:
+    """Fail early, naming the dataset and listing what was expected and found, not a KeyError mid-run."""
+    missing = [c for c in required if c not in dataset.column_names]
+    if missing:
+        raise ValueError(
+            f"{what} lacks column(s) {missing}; expected {list(required)}, found {list(dataset.column_names)}"
+        )

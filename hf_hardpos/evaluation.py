@@ -20,9 +20,8 @@ from .metrics import METRIC_NAMES, augmented_correct, brittle, check_scores, com
 from .metrics import original_correct
 from .scoring import ITMScorer
 
-# The paper's REPLACE column is the unweighted mean of these two subsets, not the pooled fraction.
-REPLACE_SUBSETS = ("attributes", "relations")
-REPLACE_AGGREGATE = "mean(attributes,relations)"
+from .columns import REPLACE_AGGREGATE, REPLACE_SUBSETS
+from .tables import TIE_RULE, metrics_table
 
 
 def metrics_from_scores(
@@ -175,14 +174,7 @@ class EvaluationReport:
 
 def format_table(results: dict[str, dict]) -> str:
     """A paper-Table-1-style text table; rates in percent, scores as cosine similarities."""
-    header = f"{'config':<28}{'rows':>8}{'orig acc':>10}{'aug acc':>10}{'brittle':>10}{'s_c':>9}{'s_n':>9}{'s_p':>9}"
-    lines = [header, "-" * len(header)]
-    for name, m in results.items():
-        lines.append(
-            f"{name:<28}{m['num_examples']:>8}"
-            f"{100 * m['original_accuracy']:>10.1f}{100 * m['augmented_accuracy']:>10.1f}{100 * m['brittleness']:>10.1f}"
-            f"{m['mean_original_score']:>9.4f}{m['mean_negative_score']:>9.4f}{m['mean_positive_score']:>9.4f}"
-        )
+    lines = [metrics_table(results), f"rates: {TIE_RULE}"]
     if REPLACE_AGGREGATE in results:
         lines.append(f"{REPLACE_AGGREGATE}: unweighted mean of the two subsets (the paper's REPLACE column)")
     return "\n".join(lines)

@@ -197,6 +197,31 @@ class ITMScorer:
             chunks.append(torch.nn.functional.normalize(emb.float(), dim=-1).cpu())
         return torch.cat(chunks)
 
+    def embed_images(self, dataset: Dataset, image_column: str = columns.IMAGE) -> tuple[torch.Tensor, np.ndarray]:
+        """Embeddings of the distinct images of `dataset` and, per row, the index of its image's embedding.
+
+        Images are told apart by content, so a dataset that repeats an image (REPLACE: ~2.3 rows per
+        image) encodes it once; the zero-shot tasks use this too.
+        """
+        dataset = _undecoded(dataset, image_column)
+        image_ids = (
+            [str(v) for v in dataset[columns.IMAGE_ID]] if columns.IMAGE_ID in dataset.column_names else None
+        )
+        key_to_slot: dict[str, int] = {}
+        sources: list[_ImageSource] = []
+        image_slot = np.empty(len(dataset), dtype=np.int64)
+        images_only = dataset.select_columns([image_column])
+        cells = (cell for batch in images_only.iter(batch_size=1024) for cell in batch[image_column])
+        for row, value in enumerate(cells):  # streamed: never all image bytes in memory at once
+            if value is None:
+                raise ValueError(f"row {row} has no image (column {image_column!r} is null)")
+            key = _image_key(value, row)
+            if key not in key_to_slot:
+                key_to_slot[key] = len(sources)
+                sources.append(_ImageSource(row, image_ids[row] if image_ids else str(row)))
+            image_slot[row] = key_to_slot[key]
+        return self.encode_images(dataset, image_column, sources), image_slot
+
     def score(
         self,
         dataset: Dataset | dict,
@@ -210,30 +235,12 @@ class ITMScorer:
         """
         if isinstance(dataset, dict):
             dataset = Dataset.from_dict(dataset)
-        check_columns(dataset, [image_column, *caption_columns])
+        columns.require_columns(dataset, [image_column, *caption_columns])
         if len(dataset) == 0:
             raise ValueError("the dataset has no rows: there is nothing to score")
 
-        raw = dataset
-        if isinstance(dataset.features.get(image_column), ImageFeature):
-            raw = dataset.cast_column(image_column, ImageFeature(decode=False))
-        image_ids = (
-            [str(v) for v in raw[columns.IMAGE_ID]] if columns.IMAGE_ID in raw.column_names else None
-        )
-
-        key_to_slot: dict[str, int] = {}
-        sources: list[_ImageSource] = []
-        image_slot = np.empty(len(raw), dtype=np.int64)
-        images_only = raw.select_columns([image_column])
-        cells = (cell for batch in images_only.iter(batch_size=1024) for cell in batch[image_column])
-        for row, value in enumerate(cells):  # streamed: never all image bytes in memory at once
-            if value is None:
-                raise ValueError(f"row {row} has no image (column {image_column!r} is null)")
-            key = _image_key(value, row)
-            if key not in key_to_slot:
-                key_to_slot[key] = len(sources)
-                sources.append(_ImageSource(row, image_ids[row] if image_ids else str(row)))
-            image_slot[row] = key_to_slot[key]
+        raw = _undecoded(dataset, image_column)
+        image_emb, image_slot = self.embed_images(raw, image_column)
 
         text_to_slot: dict[str, int] = {}
         caption_slots: dict[str, np.ndarray] = {}
@@ -247,7 +254,6 @@ class ITMScorer:
                 slots[row] = text_to_slot.setdefault(text, len(text_to_slot))
             caption_slots[column] = slots
 
-        image_emb = self.encode_images(raw, image_column, sources)
         text_emb = self.encode_texts(list(text_to_slot))
 
         scores: dict[str, np.ndarray] = {}
@@ -261,10 +267,9 @@ class ITMScorer:
         return scores
 
 
-def check_columns(dataset: Dataset, required: Sequence[str]) -> None:
-    """Fail early, listing what was expected and what was found, instead of a KeyError mid-run."""
-    missing = [c for c in required if c not in dataset.column_names]
-    if missing:
-        raise ValueError(
-            f"the dataset lacks column(s) {missing}; expected {list(required)}, found {dataset.column_names}"
-        )
+
+def _undecoded(dataset: Dataset, image_column: str) -> Dataset:
+    """The dataset with its image column left as bytes/paths: keys are hashed without decoding."""
+    if isinstance(dataset.features.get(image_column), ImageFeature) and dataset.features[image_column].decode:
+        return dataset.cast_column(image_column, ImageFeature(decode=False))
+    return dataset

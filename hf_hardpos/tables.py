@@ -1,0 +1,44 @@
+"""The one text/markdown table renderer behind every table the package prints or writes.
+
+The evaluation report, the demo report and the model card all show the same kind of table; one
+renderer keeps their layout (and the statement of how each figure was aggregated) consistent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from .metrics import METRIC_NAMES
+
+SCORE_NAMES = ("mean_original_score", "mean_negative_score", "mean_positive_score")
+
+# How every rate in these tables was obtained; printed under each one (README "Metrics").
+TIE_RULE = "strict inequalities: a tie is never correct and never brittle"
+
+
+def render_table(header: Sequence[str], rows: Sequence[Sequence[str]], *, markdown: bool = False) -> str:
+    """Plain text (first column left-aligned, the rest right-aligned) or a GitHub markdown table."""
+    if markdown:
+        align = ["---", *("---:" for _ in header[1:])]
+        lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    return "\n".join([line(header), "-" * len(line(header)), *(line(r) for r in rows)])
+
+
+def metrics_table(results: Mapping[str, Mapping], *, label: str = "config", markdown: bool = False) -> str:
+    """The paper's Table-1 layout: rows, orig/aug accuracy and brittleness (percent), mean scores (cosine).
+
+    A cell whose metric is absent (e.g. a set without hard positives) is left empty.
+    """
+    header = [label, "rows", "orig acc %", "aug acc %", "brittle %", "s_c", "s_n", "s_p"]
+    rows = []
+    for name, m in results.items():
+        rates = [f"{100 * m[k]:.1f}" if k in m else "" for k in METRIC_NAMES]
+        scores = [f"{m[k]:.4f}" if k in m else "" for k in SCORE_NAMES]
+        rows.append([name, str(m.get("num_examples", "")), *rates, *scores])
+    return render_table(header, rows, markdown=markdown)
