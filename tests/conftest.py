@@ -24,7 +24,14 @@ def tiny_clip_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """`../shared/data` beside the checkout; tests that need it skip when it is absent."""
+    """`../shared/data` beside the checkout.
+
+    Locally a test that needs it skips when it is absent; in CI (`CI=true`) that is a failure, so
+    the tests on the real upstream files can never be skipped silently there.
+    """
     if not SHARED_DATA.is_dir():
-        pytest.skip("../shared/data is not present")
+        message = f"../shared/data is not present (looked in {SHARED_DATA})"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(message + "; CI must run with ../shared beside the checkout")
+        pytest.skip(message)
     return SHARED_DATA
