@@ -8,7 +8,8 @@ s_p (hard positive). Kamath et al. (2024) define:
 - Brittleness:         s_c > s_n > s_p  or  s_p > s_n > s_c (chance 1/3, lower is better)
 
 All comparisons are strict, so a tie is never correct and never brittle. The `evaluate` modules in
-`metrics/` and the package's evaluator both call these functions, so their numbers are identical.
+`metrics/` restate these one-line formulas so that each runs as a Hub Space without this package;
+`tests/test_metric_modules.py` proves them bit-identical to these functions on tie-heavy data.
 """
 
 from __future__ import annotations
@@ -20,12 +21,22 @@ import numpy as np
 ScoreLike = Sequence[float] | np.ndarray
 
 
-def as_scores(values: ScoreLike, name: str) -> np.ndarray:
-    """Return `values` as a 1-D float64 array, rejecting what would give a silently wrong number."""
-    try:
-        array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"`{name}` must be a sequence of numbers: {err}") from err
+def as_scores(values: ScoreLike | None, name: str) -> np.ndarray:
+    """Return `values` as a 1-D float64 array, rejecting what would give a silently wrong number.
+
+    Strings are refused even when they parse ("0.3"): a column of text scores means the caller
+    passed the wrong field, and coercing it would hide that.
+    """
+    if values is None:
+        raise ValueError(f"`{name}` is missing: pass one score per example")
+    array = np.asarray(values)
+    if array.dtype.kind not in "fiu":
+        shown = next((v for v in np.ravel(array)[:1000] if not _is_number(v)), None)
+        raise ValueError(
+            f"`{name}` must hold numbers, got {array.dtype.name} values"
+            + (f" such as {getattr(shown, 'item', lambda: shown)()!r}" if shown is not None else "")
+        )
+    array = array.astype(np.float64)
     if array.ndim != 1:
         raise ValueError(f"`{name}` must be one-dimensional, got shape {array.shape}")
     if array.size == 0:
@@ -37,6 +48,10 @@ def as_scores(values: ScoreLike, name: str) -> np.ndarray:
             f"`{name}` holds {bad.size} non-finite value(s) (NaN or inf), first at index {shown}"
         )
     return array
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
 def check_scores(**named: ScoreLike) -> list[np.ndarray]:
@@ -117,25 +132,37 @@ def bootstrap_interval(
     num_resamples: int = 1000,
     confidence_level: float = 0.95,
     seed: int = 0,
+    groups: Sequence | np.ndarray | None = None,
 ) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean of a per-row 0/1 outcome.
 
-    Beyond the paper: differences of a point or two between fine-tuned models are common, and the
-    REPLACE subsets have ~10-17k rows, so an interval tells whether a gap is worth reporting.
-    Resampling is done in chunks to keep memory flat on large sets.
+    Beyond the paper: differences of a point or two between fine-tuned models are common, so an
+    interval tells whether a gap is worth reporting. With `groups` (the rows' image ids) whole
+    groups are resampled: REPLACE has ~2.3 rows per image and repeated triples, so rows are not
+    independent and a row bootstrap would give intervals that are too narrow. The statistic is the
+    pooled mean over the rows of the drawn groups.
     """
     if not 0 < confidence_level < 1:
         raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level}")
     if num_resamples < 1:
         raise ValueError(f"num_resamples must be >= 1, got {num_resamples}")
     values = np.asarray(per_row, dtype=np.float64)
+    if groups is None:
+        sums, sizes = values, np.ones_like(values)
+    else:
+        groups = np.asarray(groups)
+        if groups.shape != values.shape:
+            raise ValueError(f"`groups` has {groups.size} entries for {values.size} rows; give one per row")
+        _, group_of_row = np.unique(groups, return_inverse=True)
+        sums = np.bincount(group_of_row, weights=values)
+        sizes = np.bincount(group_of_row).astype(np.float64)
     rng = np.random.default_rng(seed)
     stats = np.empty(num_resamples)
-    chunk = max(1, 2_000_000 // max(1, values.size))
+    chunk = max(1, 2_000_000 // max(1, sums.size))
     for start in range(0, num_resamples, chunk):
         stop = min(num_resamples, start + chunk)
-        idx = rng.integers(0, values.size, size=(stop - start, values.size))
-        stats[start:stop] = values[idx].mean(axis=1)
+        idx = rng.integers(0, sums.size, size=(stop - start, sums.size))
+        stats[start:stop] = sums[idx].sum(axis=1) / sizes[idx].sum(axis=1)
     alpha = (1 - confidence_level) / 2
     low, high = np.quantile(stats, [alpha, 1 - alpha])
     return float(low), float(high)
@@ -147,11 +174,15 @@ def metric_with_interval(
     bootstrap_samples: int = 0,
     confidence_level: float = 0.95,
     seed: int = 0,
+    groups: Sequence | np.ndarray | None = None,
 ) -> dict[str, float]:
-    """`{name: mean}` and, when `bootstrap_samples > 0`, `{name}_ci_low` / `{name}_ci_high`."""
+    """`{name: mean}` and, when `bootstrap_samples > 0`, `{name}_ci_low` / `{name}_ci_high`.
+
+    `groups` (one image id per row) makes it a bootstrap over images; see `bootstrap_interval`.
+    """
     result = {name: float(np.mean(per_row))}
     if bootstrap_samples:
-        low, high = bootstrap_interval(per_row, bootstrap_samples, confidence_level, seed)
+        low, high = bootstrap_interval(per_row, bootstrap_samples, confidence_level, seed, groups)
         result[f"{name}_ci_low"] = low
         result[f"{name}_ci_high"] = high
     return result

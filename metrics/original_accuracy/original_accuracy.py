@@ -1,15 +1,13 @@
 """Original Accuracy (the usual compositionality-benchmark score) as a Hugging Face `evaluate` module.
 
-The formula lives in `hf_hardpos.metrics`, shared with the package's evaluator, so this module and
-`hardpos eval` give identical numbers.
+Self-contained on purpose: the folder must run as a Hub Space on its own, where `hf_hardpos` (not on
+PyPI) cannot be installed. The formula is one line; `tests/test_metric_modules.py` proves it
+bit-identical to `hf_hardpos.metrics` on tie-heavy data and checks that the input errors read the same.
 """
 
 import datasets
 import evaluate
-
-from hf_hardpos.metrics import check_scores
-from hf_hardpos.metrics import metric_with_interval
-from hf_hardpos.metrics import original_correct
+import numpy as np
 
 _DESCRIPTION = """
 Original accuracy is the fraction of examples where the original caption scores strictly above the
@@ -35,16 +33,70 @@ Examples:
 """
 
 _CITATION = """
-@inproceedings{kamath2024hardpositive,
-  title     = {The Hard Positive Truth about Vision-Language Compositionality},
-  author    = {Kamath, Amita and Hsieh, Cheng-Yu and Chang, Kai-Wei and Krishna, Ranjay},
-  booktitle = {European Conference on Computer Vision (ECCV)},
-  year      = {2024},
-  url       = {https://arxiv.org/abs/2409.17958}
+@inproceedings{kamath2024hard,
+    title = {The Hard Positive Truth about Vision-Language Compositionality},
+    author = {Kamath, Amita and Hsieh, Cheng-Yu and Chang, Kai-Wei and Krishna, Ranjay},
+    booktitle = {European Conference on Computer Vision (ECCV)},
+    year = {2024},
+    eprint = {2409.17958},
+    archivePrefix = {arXiv}
 }
 """
 
 _PAIR = {"original_scores": datasets.Value("float64"), "negative_scores": datasets.Value("float64")}
+
+
+def _scores(values, name):
+    """`values` as a 1-D float64 array; the same checks and wording as `hf_hardpos.metrics.as_scores`."""
+    if values is None:
+        raise ValueError(f"`{name}` is missing: pass one score per example")
+    array = np.asarray(values)
+    if array.dtype.kind not in "fiu":
+        shown = next((v for v in np.ravel(array)[:1000] if not _is_number(v)), None)
+        raise ValueError(
+            f"`{name}` must hold numbers, got {array.dtype.name} values"
+            + (f" such as {getattr(shown, 'item', lambda: shown)()!r}" if shown is not None else "")
+        )
+    array = array.astype(np.float64)
+    if array.ndim != 1:
+        raise ValueError(f"`{name}` must be one-dimensional, got shape {array.shape}")
+    if array.size == 0:
+        raise ValueError(f"`{name}` is empty: there is nothing to score")
+    bad = np.flatnonzero(~np.isfinite(array))
+    if bad.size:
+        shown = ", ".join(str(i) for i in bad[:5])
+        raise ValueError(f"`{name}` holds {bad.size} non-finite value(s) (NaN or inf), first at index {shown}")
+    return array
+
+
+def _is_number(value):
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def _check(**named):
+    arrays = [_scores(values, name) for name, values in named.items()]
+    lengths = {name: len(a) for name, a in zip(named, arrays)}
+    if len(set(lengths.values())) > 1:
+        described = ", ".join(f"{name}={n}" for name, n in lengths.items())
+        raise ValueError(f"score lists differ in length ({described}); they must align row by row")
+    return arrays
+
+
+def _with_interval(name, per_row, bootstrap_samples, confidence_level, seed):
+    """The rate and, if asked, a percentile bootstrap interval over rows (this module has no image ids;
+    `hardpos eval --bootstrap` resamples images instead)."""
+    result = {name: float(np.mean(per_row))}
+    if bootstrap_samples:
+        if not 0 < confidence_level < 1:
+            raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level}")
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, per_row.size, size=(int(bootstrap_samples), per_row.size))
+        stats = per_row.astype(np.float64)[idx].mean(axis=1)
+        alpha = (1 - confidence_level) / 2
+        low, high = np.quantile(stats, [alpha, 1 - alpha])
+        result[f"{name}_ci_low"] = float(low)
+        result[f"{name}_ci_high"] = float(high)
+    return result
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
@@ -61,6 +113,27 @@ class OriginalAccuracy(evaluate.Metric):
             reference_urls=["https://arxiv.org/abs/2409.17958"],
         )
 
+    def compute(
+        self,
+        *,
+        original_scores=None,
+        negative_scores=None,
+        positive_scores=None,
+        bootstrap_samples=0,
+        confidence_level=0.95,
+        seed=0,
+    ):
+        """Check the inputs first: `evaluate` would coerce "0.3" to a float and fail on a missing list
+        with a bare TypeError."""
+        _check(original_scores=original_scores, negative_scores=negative_scores)
+        inputs = dict(original_scores=original_scores, negative_scores=negative_scores)
+        if positive_scores is not None:  # accepted so the three metrics take the same inputs
+            _check(original_scores=original_scores, positive_scores=positive_scores)
+            inputs["positive_scores"] = positive_scores
+        return super().compute(
+            **inputs, bootstrap_samples=bootstrap_samples, confidence_level=confidence_level, seed=seed
+        )
+
     def _compute(
         self,
         original_scores,
@@ -70,6 +143,6 @@ class OriginalAccuracy(evaluate.Metric):
         confidence_level=0.95,
         seed=0,
     ):
-        original, negative = check_scores(original_scores=original_scores, negative_scores=negative_scores)
-        per_row = original_correct(original, negative)
-        return metric_with_interval("original_accuracy", per_row, bootstrap_samples, confidence_level, seed)
+        original, negative = _check(original_scores=original_scores, negative_scores=negative_scores)
+        per_row = original > negative
+        return _with_interval("original_accuracy", per_row, bootstrap_samples, confidence_level, seed)
