@@ -16,7 +16,7 @@ import contextlib
 import hashlib
 import io
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -109,6 +109,55 @@ class _DistinctImages(torch.utils.data.Dataset):
         return self.image_processor(images=image, return_tensors="pt")["pixel_values"][0]
 
 
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def text_context_length(model, tokenizer) -> int:
+    """The model's text context (CLIP 77, SigLIP 64), read from its config, else the tokenizer's.
+
+    Passed to the tokenizer explicitly: a tokenizer saved without `model_max_length` never truncates,
+    and a caption longer than the position table would then fail or, worse, be cut silently elsewhere.
+    """
+    config = getattr(model, "config", None)
+    text_config = getattr(config, "text_config", config)
+    length = getattr(text_config, "max_position_embeddings", None)
+    if length is None:
+        length = getattr(tokenizer, "model_max_length", None)
+        if length is None or length > 100_000:  # transformers' "no limit" sentinel
+            raise ValueError("cannot tell the model's text context length: set max_position_embeddings")
+    return int(length)
+
+
+@dataclass
+class TruncationReport:
+    """Captions longer than the text context, which the tokenizer cut to `max_length` tokens.
+
+    `identical_rows` are rows where two captions that differ as text became the same token sequence:
+    they get the same score, so e.g. a caption and a hard positive differing only after token 77
+    silently count as "not brittle". Reported per dataset so such rows can be inspected or dropped.
+    """
+
+    max_length: int
+    truncated_captions: int = 0  # caption cells (row x column) that were cut
+    truncated_rows: list[int] = field(default_factory=list)
+    identical_rows: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "max_length": self.max_length,
+            "truncated_captions": self.truncated_captions,
+            "truncated_rows": len(self.truncated_rows),
+            "num_rows_made_identical_by_truncation": len(self.identical_rows),
+            "rows_made_identical_by_truncation": self.identical_rows[:1000],
+        }
+
+
+class Scores(dict):
+    """Per caption column, one cosine score per row; `truncation` says which captions were cut."""
+
+    truncation: TruncationReport
+
+
 class ITMScorer:
     """Cosine image-text matching scores, one per (row, caption column).
 
@@ -119,7 +168,11 @@ class ITMScorer:
         batch_size: images / texts per forward pass; results do not depend on it.
         num_workers: DataLoader workers that decode and preprocess images.
         device: defaults to CUDA, then MPS, then CPU.
-        autocast_dtype: on CUDA, bf16 by default (fp16 where bf16 is unsupported); ignored elsewhere.
+        precision: "fp32" (default on every device), or "bf16" / "fp16" autocast. The metrics
+            compare near-tied cosines with strict inequalities, so lower precision flips outcomes;
+            it is opt-in and recorded with every result.
+        allow_tf32: let CUDA matmuls and convolutions use TF32 (off by default: PyTorch enables it
+            for cuDNN convolutions, i.e. CLIP's patch embedding, unless told otherwise).
         progress: show tqdm bars.
     """
 
@@ -130,34 +183,70 @@ class ITMScorer:
         batch_size: int = 64,
         num_workers: int = 0,
         device: str | torch.device | None = None,
-        autocast_dtype: torch.dtype | None = None,
+        precision: str = "fp32",
+        allow_tf32: bool = False,
         progress: bool = True,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if num_workers < 0:
+            raise ValueError(f"num_workers must be >= 0, got {num_workers}")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {list(PRECISIONS)}, got {precision!r}")
         self.device = pick_device(device)
         self.model = model.to(self.device).eval()
         self.processor = processor
         self.batch_size = batch_size
         self.num_workers = num_workers
         self.progress = progress
-        if self.device.type == "cuda" and autocast_dtype is None:
-            autocast_dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        self.autocast_dtype = autocast_dtype if self.device.type == "cuda" else None
+        self.precision = precision
+        self.allow_tf32 = allow_tf32
+        self.max_length = text_context_length(model, processor.tokenizer)
         # SigLIP was trained on max-length padded text; CLIP pools at the EOS token, so dynamic
-        # padding gives it the same result as padding to 77.
+        # padding gives it the same result as padding to the context length.
         model_type = getattr(getattr(model, "config", None), "model_type", "")
         self.text_padding = "max_length" if "siglip" in str(model_type) else True
 
-    def _autocast(self):
-        if self.autocast_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+    def settings(self) -> dict:
+        """Everything about the scorer that can change a score, for provenance and resume keys."""
+        return {
+            "device": str(self.device),
+            "precision": self.precision,
+            "allow_tf32": self.allow_tf32,
+            "max_length": self.max_length,
+            "text_padding": self.text_padding if isinstance(self.text_padding, str) else "longest",
+        }
+
+    @contextlib.contextmanager
+    def _numerics(self):
+        """Autocast only when asked for; TF32 exactly as asked, restored afterwards."""
+        saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        torch.backends.cuda.matmul.allow_tf32 = self.allow_tf32
+        torch.backends.cudnn.allow_tf32 = self.allow_tf32
+        try:
+            dtype = PRECISIONS[self.precision]
+            with torch.autocast(self.device.type, dtype=dtype) if dtype else contextlib.nullcontext():
+                yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+    def _tokenize(self, texts: Sequence[str]):
+        return self.processor.tokenizer(
+            list(texts),
+            padding=self.text_padding,
+            truncation=True,
+            max_length=self.max_length,
+            return_tensors="pt",
+        )
+
+    def token_counts(self, texts: Sequence[str]) -> np.ndarray:
+        """Untruncated token counts (special tokens included), to find captions the context cuts."""
+        ids = self.processor.tokenizer(list(texts), truncation=False, verbose=False)["input_ids"]
+        return np.fromiter((len(i) for i in ids), dtype=np.int64, count=len(texts))
 
     @torch.inference_mode()
     def encode_texts(self, texts: Sequence[str]) -> torch.Tensor:
         """L2-normalised text embeddings (float32, CPU), in the order given."""
-        tokenizer = self.processor.tokenizer
         lengths = [len(t) for t in texts]
         order = np.argsort(lengths, kind="stable")  # similar lengths together: less padding
         out: torch.Tensor | None = None
@@ -168,11 +257,9 @@ class ITMScorer:
             unit="batch",
         ):
             idx = order[start : start + self.batch_size]
-            batch = tokenizer(
-                [texts[i] for i in idx], padding=self.text_padding, truncation=True, return_tensors="pt"
-            )
+            batch = self._tokenize([texts[i] for i in idx])
             batch = {k: v.to(self.device) for k, v in batch.items() if k in ("input_ids", "attention_mask")}
-            with self._autocast():
+            with self._numerics():
                 emb = _features(self.model.get_text_features(**batch))
             emb = torch.nn.functional.normalize(emb.float(), dim=-1).cpu()
             if out is None:
@@ -192,7 +279,7 @@ class ITMScorer:
         )
         chunks = []
         for pixel_values in tqdm(loader, desc="Encoding images", disable=not self.progress, unit="batch"):
-            with self._autocast():
+            with self._numerics():
                 emb = _features(self.model.get_image_features(pixel_values=pixel_values.to(self.device)))
             chunks.append(torch.nn.functional.normalize(emb.float(), dim=-1).cpu())
         return torch.cat(chunks)
@@ -227,45 +314,76 @@ class ITMScorer:
         dataset: Dataset | dict,
         image_column: str = columns.IMAGE,
         caption_columns: Sequence[str] = columns.EVAL_CAPTION_COLUMNS,
-    ) -> dict[str, np.ndarray]:
+        optional_columns: Sequence[str] = (),
+    ) -> Scores:
         """Per-row cosine similarity of the row's image with each caption column.
 
-        Any number of caption columns may be given (several hard negatives, say); a missing caption
-        (None) gets a NaN score, which the metrics then refuse rather than miscount.
+        Any number of caption columns may be given (several hard negatives, say). A null caption is
+        an error naming its column and row, except in `optional_columns`, where it gets a NaN score
+        (which the metrics then refuse rather than miscount). An empty caption is always an error:
+        it would be scored as the bare start/end tokens. The result's `truncation` reports the
+        captions the text context cut.
         """
         if isinstance(dataset, dict):
             dataset = Dataset.from_dict(dataset)
-        columns.require_columns(dataset, [image_column, *caption_columns])
+        all_columns = list(dict.fromkeys([*caption_columns, *optional_columns]))
+        columns.require_columns(dataset, [image_column, *all_columns])
         if len(dataset) == 0:
             raise ValueError("the dataset has no rows: there is nothing to score")
 
-        raw = _undecoded(dataset, image_column)
-        image_emb, image_slot = self.embed_images(raw, image_column)
-
         text_to_slot: dict[str, int] = {}
         caption_slots: dict[str, np.ndarray] = {}
-        for column in caption_columns:
-            slots = np.full(len(raw), -1, dtype=np.int64)
-            for row, text in enumerate(raw[column]):
+        for column in all_columns:
+            slots = np.full(len(dataset), -1, dtype=np.int64)
+            for row, text in enumerate(dataset[column]):
                 if text is None:
-                    continue
+                    if column in optional_columns:
+                        continue
+                    raise ValueError(f"row {row}, column {column!r}: the caption is missing (null)")
                 if not isinstance(text, str):
                     raise ValueError(f"row {row}, column {column!r}: expected a string, got {type(text).__name__}")
+                if not text.strip():
+                    raise ValueError(f"row {row}, column {column!r}: the caption is empty")
                 slots[row] = text_to_slot.setdefault(text, len(text_to_slot))
             caption_slots[column] = slots
 
-        text_emb = self.encode_texts(list(text_to_slot))
+        image_emb, image_slot = self.embed_images(dataset, image_column)
+        texts = list(text_to_slot)
+        text_emb = self.encode_texts(texts)
 
-        scores: dict[str, np.ndarray] = {}
+        scores = Scores()
         row_images = image_emb[torch.from_numpy(image_slot)]
         for column, slots in caption_slots.items():
             present = torch.from_numpy(slots >= 0)
-            values = torch.full((len(raw),), float("nan"), dtype=torch.float64)
+            values = torch.full((len(dataset),), float("nan"), dtype=torch.float64)
             chosen = text_emb[torch.from_numpy(slots[slots >= 0])]
             values[present] = (row_images[present] * chosen).sum(-1).double()
             scores[column] = values.numpy()
+        scores.truncation = self._truncation_report(texts, caption_slots)
         return scores
 
+    def _truncation_report(self, texts: list[str], caption_slots: dict[str, np.ndarray]) -> TruncationReport:
+        report = TruncationReport(self.max_length)
+        cut = self.token_counts(texts) > self.max_length if texts else np.zeros(0, dtype=bool)
+        if not cut.any():
+            return report
+        # Texts whose kept tokens coincide share one id in `kept`, so equal ids on a row = one score.
+        kept = np.arange(len(texts))
+        first_with: dict[tuple, int] = {}
+        kept_ids = self._tokenize([texts[i] for i in np.flatnonzero(cut)])["input_ids"].tolist()
+        for text_index, ids in zip(np.flatnonzero(cut), kept_ids):
+            kept[text_index] = first_with.setdefault(tuple(ids), int(text_index))
+        slots = np.stack(list(caption_slots.values()), axis=1)  # rows x columns, -1 = missing
+        present = slots >= 0
+        safe = np.where(present, slots, 0)
+        cut_cells = present & cut[safe]
+        report.truncated_captions = int(cut_cells.sum())
+        report.truncated_rows = np.flatnonzero(cut_cells.any(axis=1)).tolist()
+        kept_slots = np.where(present, kept[safe], -1)
+        for row in report.truncated_rows:
+            if len({k for k in kept_slots[row] if k >= 0}) < len({t for t in slots[row] if t >= 0}):
+                report.identical_rows.append(row)
+        return report
 
 
 def _undecoded(dataset: Dataset, image_column: str) -> Dataset:

@@ -79,7 +79,7 @@ def test_several_negatives_and_missing_captions(model_and_processor):
     extra = ["red cube", None, "blue sphere", "large"]
     dataset = dataset.add_column("hard_negative_2", extra)
     scores = ITMScorer(model, processor, progress=False).score(
-        dataset, caption_columns=["caption", "hard_negative", "hard_negative_2"]
+        dataset, caption_columns=["caption", "hard_negative"], optional_columns=["hard_negative_2"]
     )
     assert np.isnan(scores["hard_negative_2"][1]) and np.isfinite(scores["hard_negative_2"]).sum() == 3
     with pytest.raises(ValueError, match="non-finite"):
@@ -128,3 +128,66 @@ def test_evaluate_dataset_matches_metrics_of_naive_scores(model_and_processor):
     for key in ("original_accuracy", "augmented_accuracy", "brittleness", "num_examples"):
         assert result[key] == expected[key]
     assert result["mean_original_score"] == pytest.approx(expected["mean_original_score"], abs=1e-6)
+
+
+def test_default_precision_is_fp32_and_bf16_is_opt_in(model_and_processor):
+    """bf16 autocast on CPU moves scores a little; the number of rows whose outcome flips is printed.
+
+    Run `pytest -s -k bf16 tests/test_scoring.py` to see the count quoted in the README (--dtype).
+    """
+    from hf_hardpos.metrics import augmented_correct, brittle, original_correct
+
+    model, processor = model_and_processor
+    dataset = make_eval_set(num_images=40, rows_per_image=5, seed=3)
+    fp32_scorer = ITMScorer(model, processor, progress=False)
+    assert fp32_scorer.precision == "fp32" and fp32_scorer.settings()["allow_tf32"] is False
+    fp32 = fp32_scorer.score(dataset)
+    bf16 = ITMScorer(model, processor, precision="bf16", progress=False).score(dataset)
+    c, n, p = (dataset_scores := [fp32[k] for k in ("caption", "hard_negative", "hard_positive")])
+    c16, n16, p16 = [bf16[k] for k in ("caption", "hard_negative", "hard_positive")]
+    assert not np.array_equal(c, c16), "bf16 autocast did not change any score: it did not run"
+    np.testing.assert_allclose(c, c16, atol=0.05)
+    flips = {
+        "original": int((original_correct(c, n) != original_correct(c16, n16)).sum()),
+        "augmented": int((augmented_correct(c, n, p) != augmented_correct(c16, n16, p16)).sum()),
+        "brittle": int((brittle(c, n, p) != brittle(c16, n16, p16)).sum()),
+    }
+    print(f"\nbf16 vs fp32 on {len(dataset)} rows (tiny CLIP, CPU): outcome changes {flips}; "
+          f"max |score diff| {max(np.abs(a - b).max() for a, b in zip(dataset_scores, (c16, n16, p16))):.4f}")
+    with pytest.raises(ValueError, match="precision"):
+        ITMScorer(model, processor, precision="fp8")
+
+
+def test_max_length_comes_from_the_model_and_truncation_is_counted(model_and_processor):
+    model, processor = model_and_processor
+    scorer = ITMScorer(model, processor, progress=False)
+    assert scorer.max_length == model.config.text_config.max_position_embeddings
+    dataset = make_eval_set(num_images=2, rows_per_image=2)
+    long_prefix = " ".join(["red cube"] * 60)  # far beyond the context
+    captions = list(dataset["caption"])
+    positives = list(dataset["hard_positive"])
+    captions[1] = long_prefix + " holding"
+    positives[1] = long_prefix + " grasping"  # differs only after the context: same tokens kept
+    captions[3] = long_prefix
+    dataset = dataset.remove_columns(["caption", "hard_positive"])
+    dataset = dataset.add_column("caption", captions).add_column("hard_positive", positives)
+    scores = scorer.score(dataset)
+    report = scores.truncation
+    assert report.max_length == scorer.max_length
+    assert report.truncated_captions == 3 and report.truncated_rows == [1, 3]
+    assert report.identical_rows == [1]
+    assert scores["caption"][1] == scores["hard_positive"][1]
+    assert scorer._tokenize([captions[1]])["input_ids"].shape[1] == scorer.max_length
+
+
+@pytest.mark.parametrize(
+    "value, message", [(None, "row 2, column 'hard_negative': the caption is missing"), ("  ", "row 2, column 'hard_negative': the caption is empty")]
+)
+def test_missing_or_empty_caption_names_column_and_row(model_and_processor, value, message):
+    model, processor = model_and_processor
+    dataset = make_eval_set(num_images=2, rows_per_image=2)
+    negatives = list(dataset["hard_negative"])
+    negatives[2] = value
+    dataset = dataset.remove_columns("hard_negative").add_column("hard_negative", negatives)
+    with pytest.raises(ValueError, match=message):
+        ITMScorer(model, processor, progress=False).score(dataset)
