@@ -3,25 +3,34 @@
 `evaluate_dataset` is the building block (one in-memory eval set, used by the trainer during
 training); `evaluate_model` is what `hardpos eval` runs: it loads a model and a Hub or local dataset
 by name, evaluates each config, adds the paper's REPLACE aggregate and writes the results.
+
+Every saved config carries the identity of what produced it (model and dataset content, every
+setting that changes a score, library versions); a rerun reuses a saved config only when all of
+them match, and says why it recomputes otherwise (see `provenance`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from datasets import Dataset, DatasetDict, get_dataset_config_names, load_dataset
+from datasets import Dataset, DatasetDict, get_dataset_config_names, load_dataset, load_dataset_builder
 
 from . import columns
+from .columns import REPLACE_AGGREGATE, REPLACE_SUBSETS
+from .errors import UserInputError
 from .metrics import METRIC_NAMES, augmented_correct, brittle, check_scores, compute_metrics, metric_with_interval
 from .metrics import original_correct
-from .scoring import ITMScorer
-
-from .columns import REPLACE_AGGREGATE, REPLACE_SUBSETS
+from .provenance import digest_of, environment, hub_revision, model_identity, sha256_files
+from .scoring import ITMScorer, pick_device, text_context_length
 from .tables import TIE_RULE, metrics_table
+
+SCORE_DEFINITION = "cosine similarity of L2-normalised image and text embeddings (no logit scale)"
 
 
 def metrics_from_scores(
@@ -30,8 +39,12 @@ def metrics_from_scores(
     positive: np.ndarray,
     bootstrap_samples: int = 0,
     confidence_level: float = 0.95,
+    groups: Sequence | np.ndarray | None = None,
 ) -> dict[str, float | int]:
-    """`compute_metrics`, plus bootstrap intervals of the three rates when asked for."""
+    """`compute_metrics`, plus bootstrap intervals of the three rates when asked for.
+
+    `groups` (the rows' image ids) makes the bootstrap resample images rather than rows.
+    """
     result = compute_metrics(original, negative, positive)
     if bootstrap_samples:
         original, negative, positive = check_scores(
@@ -43,8 +56,15 @@ def metrics_from_scores(
             "brittleness": brittle(original, negative, positive),
         }
         for name, outcome in per_row.items():
-            result.update(metric_with_interval(name, outcome, bootstrap_samples, confidence_level))
+            result.update(metric_with_interval(name, outcome, bootstrap_samples, confidence_level, groups=groups))
     return result
+
+
+def bootstrap_description(bootstrap_samples: int, by_image: bool, confidence_level: float = 0.95) -> str | None:
+    if not bootstrap_samples:
+        return None
+    unit = "images (all rows of a drawn image_id)" if by_image else "rows (the set has no image_id column)"
+    return f"{confidence_level:.0%} percentile bootstrap, {bootstrap_samples} resamples over {unit}"
 
 
 def score_eval_set(
@@ -54,14 +74,21 @@ def score_eval_set(
     negative_column: str = columns.HARD_NEGATIVE,
     positive_column: str = columns.HARD_POSITIVE,
     image_column: str = columns.IMAGE,
-) -> dict[str, np.ndarray]:
-    """s_c, s_n, s_p per row, keyed `original`, `negative`, `positive`."""
+) -> dict[str, Any]:
+    """s_c, s_n, s_p per row, keyed `original`, `negative`, `positive`, plus the truncation report."""
     scores = scorer.score(dataset, image_column, (caption_column, negative_column, positive_column))
     return {
         "original": scores[caption_column],
         "negative": scores[negative_column],
         "positive": scores[positive_column],
+        "truncation": scores.truncation,
     }
+
+
+def _image_groups(dataset: Dataset) -> np.ndarray | None:
+    if columns.IMAGE_ID not in dataset.column_names:
+        return None
+    return np.asarray([str(v) for v in dataset[columns.IMAGE_ID]])
 
 
 def evaluate_dataset(
@@ -72,13 +99,15 @@ def evaluate_dataset(
     batch_size: int = 64,
     num_workers: int = 0,
     device: str | None = None,
+    precision: str = "fp32",
     progress: bool = True,
     bootstrap_samples: int = 0,
 ) -> dict[str, float | int]:
     """Metrics of `model` on one eval set in the shared schema (image, caption, hard_negative, hard_positive)."""
-    scorer = ITMScorer(model, processor, batch_size, num_workers, device, progress=progress)
+    scorer = ITMScorer(model, processor, batch_size, num_workers, device, precision=precision, progress=progress)
     s = score_eval_set(scorer, dataset)
-    return metrics_from_scores(s["original"], s["negative"], s["positive"], bootstrap_samples)
+    groups = _image_groups(dataset)
+    return metrics_from_scores(s["original"], s["negative"], s["positive"], bootstrap_samples, groups=groups)
 
 
 def add_replace_aggregate(results: dict[str, dict]) -> dict[str, dict]:
@@ -92,17 +121,27 @@ def add_replace_aggregate(results: dict[str, dict]) -> dict[str, dict]:
 
 
 @dataclass
-class EvaluationReport:
-    """What `evaluate_model` measured: per-config metrics, aggregates and per-row scores.
+class EvalSet:
+    """One config of a dataset, with the identity of its content (for resume keys and metrics.json)."""
 
-    `settings` (split, row limit, bootstrap) identify the run together with the model and dataset:
-    a saved report is reused for resuming only when all of them match.
+    name: str
+    dataset: Dataset
+    identity: dict[str, Any]
+
+
+@dataclass
+class EvaluationReport:
+    """What `evaluate_model` measured: per-config metrics, their provenance, aggregates, per-row scores.
+
+    `provenance[config]` holds the resume key of that config and the inputs it was computed from; a
+    saved config is reused only when a rerun would compute the same key.
     """
 
     model: str
     dataset: str
-    settings: dict = field(default_factory=dict)
+    run: dict = field(default_factory=dict)  # model identity, scorer settings, environment
     results: dict[str, dict] = field(default_factory=dict)
+    provenance: dict[str, dict] = field(default_factory=dict)
     aggregates: dict[str, dict] = field(default_factory=dict)
     scores: dict[str, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)
     saved_configs: set[str] = field(default_factory=set, repr=False)  # scores already on disk
@@ -111,13 +150,43 @@ class EvaluationReport:
         return {
             "model": self.model,
             "dataset": self.dataset,
-            "settings": self.settings,
+            "run": self.run,
+            "metric_definitions": {"score": SCORE_DEFINITION, "tie_rule": TIE_RULE},
             "results": self.results,
+            "provenance": self.provenance,
             "aggregates": self.aggregates,
+            "aggregation": {REPLACE_AGGREGATE: "unweighted mean of the two subsets (the paper's REPLACE column)"}
+            if self.aggregates
+            else {},
         }
 
     def table(self) -> str:
-        return format_table({**self.results, **self.aggregates})
+        lines = [metrics_table({**self.results, **self.aggregates}), f"rates: {TIE_RULE}"]
+        settings = self.run.get("settings", {})
+        if settings:
+            lines.append(
+                f"scores: {SCORE_DEFINITION}; {settings.get('precision')} on {settings.get('device')}, "
+                f"text max_length {settings.get('max_length')}"
+            )
+        identity = self.run.get("model_identity", {})
+        model_id = identity.get("sha256", identity.get("revision")) or "unknown revision"
+        lines.append(f"model: {self.model} ({'sha256 ' if 'sha256' in identity else 'revision '}{str(model_id)[:12]})")
+        for config, prov in self.provenance.items():
+            data_id = prov.get("dataset", {})
+            ident = data_id.get("sha256") or data_id.get("revision") or data_id.get("fingerprint") or "unknown"
+            line = f"data: {self.dataset} [{config}] split {prov.get('split')} ({str(ident)[:12]})"
+            truncation = prov.get("truncation", {})
+            if truncation.get("truncated_captions"):
+                line += (
+                    f"; {truncation['truncated_captions']} captions cut at {truncation['max_length']} tokens, "
+                    f"{truncation['num_rows_made_identical_by_truncation']} rows made two captions identical"
+                )
+            if prov.get("bootstrap"):
+                line += f"; CI: {prov['bootstrap']}"
+            lines.append(line)
+        if REPLACE_AGGREGATE in self.aggregates:
+            lines.append(f"{REPLACE_AGGREGATE}: unweighted mean of the two subsets (the paper's REPLACE column)")
+        return "\n".join(lines)
 
     def save(self, output_dir: str | Path) -> Path:
         """Write one `scores-<config>.parquet` per config (row, s_c, s_n, s_p, outcomes), then `metrics.json`.
@@ -150,50 +219,168 @@ class EvaluationReport:
         partial.replace(output_dir / "metrics.json")
         return output_dir
 
-    @classmethod
-    def resume(cls, output_dir: str | Path, model: str, dataset: str, settings: dict) -> EvaluationReport:
-        """The configs already evaluated into `output_dir` by the same run, or an empty report."""
-        report = cls(model=model, dataset=dataset, settings=settings)
+    def merge_saved(self, output_dir: str | Path, keys: dict[str, str | None], log=print) -> None:
+        """Take over the configs saved in `output_dir` that are still valid.
+
+        A requested config is reused when its saved key equals `keys[config]`; otherwise it is
+        recomputed, and the reason is logged. Configs saved earlier but not requested now are kept
+        (one output folder collects a model's configs across runs) if they were computed with the
+        same model content and scorer settings; otherwise they are dropped, with a message.
+        """
         saved_file = Path(output_dir) / "metrics.json"
         if not saved_file.exists():
-            return report
+            return
         saved = json.loads(saved_file.read_text())
-        if (saved.get("model"), saved.get("dataset"), saved.get("settings")) != (model, dataset, settings):
-            return report
-        for config, metrics in saved["results"].items():
-            table = Dataset.from_parquet(str(Path(output_dir) / f"scores-{config}.parquet"))
-            report.results[config] = metrics
-            report.scores[config] = {
+        same_run = saved.get("run", {}).get("key") == self.run.get("key") and self.run.get("key") is not None
+        for config, metrics in saved.get("results", {}).items():
+            prov = saved.get("provenance", {}).get(config, {})
+            if config in keys:
+                if keys[config] is None or prov.get("key") != keys[config]:
+                    log(f"{config}: saved scores in {output_dir} came from other inputs or settings "
+                        f"({_what_differs(prov, self.run, keys[config])}); recomputing")
+                    continue
+            elif not same_run:
+                log(f"{config}: dropped from {saved_file.name}: computed with another model or other settings")
+                continue
+            scores_file = Path(output_dir) / f"scores-{config}.parquet"
+            if not scores_file.exists():
+                continue
+            table = Dataset.from_parquet(str(scores_file))
+            self.results[config] = metrics
+            self.provenance[config] = prov
+            self.scores[config] = {
                 "original": np.asarray(table["original_score"]),
                 "negative": np.asarray(table["negative_score"]),
                 "positive": np.asarray(table["positive_score"]),
             }
-            report.saved_configs.add(config)
-        return report
+            if "image_id" in table.column_names:
+                self.scores[config]["image_id"] = np.asarray(table["image_id"])
+            self.saved_configs.add(config)
 
 
-def format_table(results: dict[str, dict]) -> str:
-    """A paper-Table-1-style text table; rates in percent, scores as cosine similarities."""
-    lines = [metrics_table(results), f"rates: {TIE_RULE}"]
-    if REPLACE_AGGREGATE in results:
-        lines.append(f"{REPLACE_AGGREGATE}: unweighted mean of the two subsets (the paper's REPLACE column)")
-    return "\n".join(lines)
+def _what_differs(saved_provenance: dict, run: dict, new_key: str | None) -> str:
+    if new_key is None:
+        return "a Hub revision is unknown offline, so equality cannot be proven"
+    saved_parts = saved_provenance.get("key_parts", {})
+    current_parts = {"model": run.get("model_identity"), "settings": run.get("settings_key")}
+    differing = [name for name, value in current_parts.items() if saved_parts.get(name) != value]
+    return ", ".join(f"{name} changed" for name in differing) or "the dataset's content changed"
+
+
+def _looks_like_path(name: str) -> bool:
+    return name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1
 
 
 def load_model_and_processor(name_or_path: str):
-    """`AutoModel` + `AutoProcessor` from a Hub id or a local folder (CLIP, SigLIP, ...)."""
+    """`AutoModel` + `AutoProcessor` from a Hub id or a local folder (CLIP, SigLIP, ...).
+
+    Refuses, with a one-line reason, a path that does not exist and a model that is not a dual
+    encoder (the scorer needs `get_image_features` and `get_text_features`).
+    """
     from transformers import AutoModel, AutoProcessor
 
-    return AutoModel.from_pretrained(name_or_path), AutoProcessor.from_pretrained(name_or_path)
+    path = Path(name_or_path).expanduser()
+    if not path.exists() and _looks_like_path(name_or_path):
+        raise UserInputError(f"model not found: {name_or_path} (no such folder)")
+    try:
+        model = AutoModel.from_pretrained(name_or_path)
+    except (OSError, ValueError, KeyError) as err:
+        where = "local folder" if path.exists() else "Hub id (offline: it must be in the local cache)"
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserInputError(f"cannot load model {name_or_path!r} as a {where}: {first_line}") from err
+    missing = [m for m in ("get_image_features", "get_text_features") if not hasattr(model, m)]
+    if missing:
+        raise UserInputError(
+            f"{name_or_path} is a {type(model).__name__}, not a dual encoder "
+            "(needs get_image_features/get_text_features)"
+        )
+    processor = AutoProcessor.from_pretrained(name_or_path)
+    if not all(hasattr(processor, a) for a in ("tokenizer", "image_processor")):
+        raise UserInputError(
+            f"{name_or_path}: its processor ({type(processor).__name__}) lacks a tokenizer and an image processor"
+        )
+    return model, processor
 
 
-def _load_eval_sets(dataset: str | Dataset | DatasetDict, configs: Sequence[str] | None, split: str) -> dict[str, Dataset]:
+def _content_cache_dir(digest: str) -> str:
+    """A datasets cache folder private to one content digest (see `load_eval_sets`)."""
+    from datasets import config
+
+    return os.path.join(config.HF_DATASETS_CACHE, "hardpos-by-content", digest[:32])
+
+
+def _load_local_config(folder: Path, config: str, split: str) -> EvalSet:
+    try:
+        builder = load_dataset_builder(str(folder), config)
+    except ValueError as err:
+        raise UserInputError(f"{folder}: {str(err).splitlines()[0]}") from err
+    data_files = (builder.config.data_files or {}).get(split)
+    if not data_files:
+        splits = sorted((builder.config.data_files or {}).keys())
+        raise UserInputError(f"{folder} config {config!r} has no files for split {split!r} (splits: {splits})")
+    digest = sha256_files(data_files, root=folder)
+    if all(str(f).endswith(".parquet") for f in data_files):
+        import pyarrow.parquet as pq
+
+        if sum(pq.ParquetFile(f).metadata.num_rows for f in data_files) == 0:
+            raise UserInputError(f"{folder} config {config!r} split {split!r} has no rows ({len(data_files)} empty file(s))")
+    try:
+        dataset = load_dataset(str(folder), config, split=split, cache_dir=_content_cache_dir(digest))
+    except ValueError as err:  # e.g. a parquet file with no rows
+        raise UserInputError(f"{folder} config {config!r} split {split!r}: cannot read ({err})") from err
+    if len(dataset) == 0:
+        raise UserInputError(f"{folder} config {config!r} split {split!r} has no rows")
+    identity = {"path": str(folder.resolve()), "config": config, "split": split, "sha256": digest}
+    return EvalSet(config, dataset, identity)
+
+
+def load_eval_sets(
+    dataset: str | Dataset | DatasetDict, configs: Sequence[str] | None, split: str
+) -> dict[str, EvalSet]:
+    """The requested configs, each with the identity of its content.
+
+    A local folder is read by content: `datasets` keys its cache for a local folder on the folder's
+    name and README, not on the data files, so two folders named alike (or one rebuilt in place)
+    could return each other's cached rows. Each config is therefore loaded into a cache folder
+    named by the sha256 of its data files.
+    """
     if isinstance(dataset, Dataset):
-        return {configs[0] if configs else "default": dataset}
+        return {configs[0] if configs else "default": EvalSet("default", dataset, {"fingerprint": dataset._fingerprint})}
     if isinstance(dataset, DatasetDict):
-        return {configs[0] if configs else "default": dataset[split]}
-    names = list(configs) if configs else get_dataset_config_names(dataset)
-    return {name: load_dataset(dataset, name, split=split) for name in names}
+        chosen = dataset[split]
+        name = configs[0] if configs else "default"
+        return {name: EvalSet(name, chosen, {"fingerprint": chosen._fingerprint})}
+    folder = Path(dataset).expanduser()
+    if not folder.exists() and _looks_like_path(dataset):
+        raise UserInputError(f"dataset not found: {dataset} (no such folder)")
+    try:
+        available = get_dataset_config_names(str(folder) if folder.exists() else dataset)
+    except Exception as err:  # offline Hub ids, unreadable READMEs: say which dataset and why
+        raise UserInputError(f"cannot read dataset {dataset!r}: {str(err).splitlines()[0]}") from err
+    names = list(configs) if configs else list(available)
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        raise UserInputError(f"dataset {dataset!r} has no config(s) {unknown}; available: {list(available)}")
+    if folder.exists():
+        return {name: _load_local_config(folder, name, split) for name in names}
+    revision = hub_revision(dataset, "dataset")
+    sets = {}
+    for name in names:
+        loaded = load_dataset(dataset, name, split=split, revision=revision)
+        sets[name] = EvalSet(name, loaded, {"hub_id": dataset, "config": name, "split": split, "revision": revision})
+    return sets
+
+
+def check_output_writable(output_dir: str | Path) -> None:
+    """Fail before any scoring if results could not be saved (the work would be lost)."""
+    output_dir = Path(output_dir)
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        probe = output_dir / ".hardpos-write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as err:
+        raise UserInputError(f"--output {output_dir} is not writable ({err.strerror or err})") from err
 
 
 def evaluate_model(
@@ -205,41 +392,100 @@ def evaluate_model(
     batch_size: int = 64,
     num_workers: int = 0,
     device: str | None = None,
+    precision: str = "fp32",
+    allow_tf32: bool = False,
     max_rows: int | None = None,
     bootstrap_samples: int = 0,
     output_dir: str | Path | None = None,
     resume: bool = True,
     progress: bool = True,
+    log=print,
 ) -> EvaluationReport:
     """Evaluate a Hub/local model on every config of a Hub/local hard-positive dataset.
 
     `configs=None` evaluates all configs the dataset declares. With `output_dir`, each config's
     `scores-<config>.parquet` and the running `metrics.json` are written as soon as that config is
-    done; rerunning the same command (`resume=True`) skips the configs already there.
+    done; rerunning (`resume=True`) reuses a saved config only if the model's and the dataset's
+    content and every score-changing setting are unchanged, and keeps the configs of earlier runs
+    of the same model and settings, so one folder collects them all.
     """
-    settings = {"split": split, "max_rows": max_rows, "bootstrap_samples": bootstrap_samples}
+    if batch_size < 1:
+        raise UserInputError(f"--batch-size must be >= 1, got {batch_size}")
+    if num_workers < 0:
+        raise UserInputError(f"--num-workers must be >= 0, got {num_workers}")
+    if max_rows is not None and max_rows < 1:
+        raise UserInputError(f"--max-rows must be >= 1, got {max_rows}")
+    if bootstrap_samples < 0:
+        raise UserInputError(f"--bootstrap must be >= 0, got {bootstrap_samples}")
+    if output_dir is not None:
+        check_output_writable(output_dir)
+    identity = model_identity(str(model))
+    if "path" not in identity and _looks_like_path(str(model)):
+        raise UserInputError(f"model not found: {model} (no such folder)")
+    eval_sets = load_eval_sets(dataset, configs, split)
+
+    from transformers import AutoConfig
+
+    try:
+        max_length = text_context_length(AutoConfig.from_pretrained(str(model)))
+    except (OSError, ValueError) as err:
+        raise UserInputError(f"cannot read the text context length of model {model!r}: {str(err).splitlines()[0]}") from err
+    settings = {
+        "split": split,
+        "max_rows": max_rows,
+        "bootstrap_samples": bootstrap_samples,
+        "precision": precision,
+        "allow_tf32": allow_tf32,
+        "device": pick_device(device).type,
+        "max_length": max_length,
+    }
+    report = EvaluationReport(model=str(model), dataset=str(dataset))
+    report.run = {
+        "model_identity": identity,
+        "settings": {**settings, "batch_size": batch_size, "num_workers": num_workers},
+        "settings_key": digest_of(settings),
+        "environment": environment(),
+    }
+    known = None not in (identity.get("sha256"), identity.get("revision", "local"))
+    report.run["key"] = digest_of([identity, settings]) if known else None
+    keys = {}
+    for name, eval_set in eval_sets.items():
+        data_known = eval_set.identity.get("revision", "local") is not None
+        keys[name] = digest_of([identity, eval_set.identity, settings]) if known and data_known else None
     if output_dir is not None and resume:
-        report = EvaluationReport.resume(output_dir, str(model), str(dataset), settings)
-    else:
-        report = EvaluationReport(model=str(model), dataset=str(dataset), settings=settings)
-    eval_sets = _load_eval_sets(dataset, configs, split)
-    todo = [config for config in eval_sets if config not in report.results]
+        report.merge_saved(output_dir, keys, log=log)
+
+    todo = [name for name in eval_sets if name not in report.results]
     if todo:
-        loaded_model, processor = load_model_and_processor(model)
-        scorer = ITMScorer(loaded_model, processor, batch_size, num_workers, device, progress=progress)
-    for config in todo:
-        eval_set = eval_sets[config]
+        loaded_model, processor = load_model_and_processor(str(model))
+        scorer = ITMScorer(loaded_model, processor, batch_size, num_workers, device, precision, allow_tf32, progress)
+    for name in todo:
+        eval_set = eval_sets[name].dataset
         if max_rows is not None:
             eval_set = eval_set.select(range(min(max_rows, len(eval_set))))
         s = score_eval_set(scorer, eval_set)
-        if columns.IMAGE_ID in eval_set.column_names:
-            s["image_id"] = np.asarray([str(v) for v in eval_set[columns.IMAGE_ID]])
-        report.scores[config] = s
-        report.results[config] = metrics_from_scores(s["original"], s["negative"], s["positive"], bootstrap_samples)
+        groups = _image_groups(eval_set)
+        if groups is not None:
+            s["image_id"] = groups
+        truncation = s.pop("truncation")
+        report.scores[name] = s
+        report.results[name] = metrics_from_scores(
+            s["original"], s["negative"], s["positive"], bootstrap_samples, groups=groups
+        )
+        report.provenance[name] = {
+            "key": keys[name],
+            "key_parts": {"model": identity, "settings": report.run["settings_key"]},
+            "dataset": eval_sets[name].identity,
+            "split": split,
+            "truncation": truncation.to_dict(),
+            "bootstrap": bootstrap_description(bootstrap_samples, groups is not None),
+        }
         if output_dir is not None:
             report.save(output_dir)
-    # Report in the order asked for, reused configs included.
-    report.results = {config: report.results[config] for config in eval_sets}
+    # Report the configs asked for first, in that order, then those kept from earlier runs.
+    order = [*eval_sets, *(c for c in report.results if c not in eval_sets)]
+    report.results = {config: report.results[config] for config in order}
+    report.provenance = {config: report.provenance[config] for config in order if config in report.provenance}
     report.aggregates = add_replace_aggregate(report.results)
     if output_dir is not None:
         report.save(output_dir)

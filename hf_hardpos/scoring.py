@@ -112,13 +112,12 @@ class _DistinctImages(torch.utils.data.Dataset):
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def text_context_length(model, tokenizer) -> int:
+def text_context_length(config, tokenizer=None) -> int:
     """The model's text context (CLIP 77, SigLIP 64), read from its config, else the tokenizer's.
 
     Passed to the tokenizer explicitly: a tokenizer saved without `model_max_length` never truncates,
     and a caption longer than the position table would then fail or, worse, be cut silently elsewhere.
     """
-    config = getattr(model, "config", None)
     text_config = getattr(config, "text_config", config)
     length = getattr(text_config, "max_position_embeddings", None)
     if length is None:
@@ -201,7 +200,7 @@ class ITMScorer:
         self.progress = progress
         self.precision = precision
         self.allow_tf32 = allow_tf32
-        self.max_length = text_context_length(model, processor.tokenizer)
+        self.max_length = text_context_length(getattr(model, "config", None), processor.tokenizer)
         # SigLIP was trained on max-length padded text; CLIP pools at the EOS token, so dynamic
         # padding gives it the same result as padding to the context length.
         model_type = getattr(getattr(model, "config", None), "model_type", "")

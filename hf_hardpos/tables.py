@@ -33,12 +33,22 @@ def render_table(header: Sequence[str], rows: Sequence[Sequence[str]], *, markdo
 def metrics_table(results: Mapping[str, Mapping], *, label: str = "config", markdown: bool = False) -> str:
     """The paper's Table-1 layout: rows, orig/aug accuracy and brittleness (percent), mean scores (cosine).
 
-    A cell whose metric is absent (e.g. a set without hard positives) is left empty.
+    A cell whose metric is absent (e.g. a set without hard positives) is left empty; a rate with a
+    bootstrap interval shows it as `value [low, high]`.
     """
     header = [label, "rows", "orig acc %", "aug acc %", "brittle %", "s_c", "s_n", "s_p"]
     rows = []
     for name, m in results.items():
-        rates = [f"{100 * m[k]:.1f}" if k in m else "" for k in METRIC_NAMES]
+        rates = [_rate(m, k) for k in METRIC_NAMES]
         scores = [f"{m[k]:.4f}" if k in m else "" for k in SCORE_NAMES]
         rows.append([name, str(m.get("num_examples", "")), *rates, *scores])
     return render_table(header, rows, markdown=markdown)
+
+
+def _rate(metrics: Mapping, name: str) -> str:
+    if name not in metrics:
+        return ""
+    cell = f"{100 * metrics[name]:.1f}"
+    if f"{name}_ci_low" in metrics:
+        cell += f" [{100 * metrics[f'{name}_ci_low']:.1f}, {100 * metrics[f'{name}_ci_high']:.1f}]"
+    return cell

@@ -21,6 +21,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--num-workers", type=int, default=0, help="DataLoader workers decoding images")
     parser.add_argument("--device", default=None, help="default: cuda, then mps, then cpu")
+    parser.add_argument(
+        "--dtype",
+        choices=["fp32", "bf16", "fp16"],
+        default="fp32",
+        help="fp32 (default on every device) or bf16/fp16 autocast; lower precision flips near-tied "
+        "outcomes (README: Precision), and the choice is recorded in metrics.json",
+    )
+    parser.add_argument("--allow-tf32", action="store_true", help="allow TF32 matmuls/convolutions on CUDA")
     parser.add_argument("--max-rows", type=int, default=None, help="evaluate only the first N rows per config")
     parser.add_argument("--bootstrap", type=int, default=0, help="bootstrap resamples for 95%% intervals (0: none)")
     parser.add_argument("--output", default=None, help="folder for metrics.json and scores-<config>.parquet")
@@ -42,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         num_workers=args.num_workers,
         device=args.device,
+        precision=args.dtype,
+        allow_tf32=args.allow_tf32,
         max_rows=args.max_rows,
         bootstrap_samples=args.bootstrap,
         output_dir=args.output,

@@ -1,0 +1,144 @@
+"""`hardpos eval` never reuses stale scores, records how every number was obtained, and fails early."""
+
+import json
+import shutil
+
+import pytest
+from datasets import Dataset
+
+from hf_hardpos.cli import main
+from hf_hardpos.evaluation import evaluate_model
+from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
+
+from eval_fixtures import make_eval_set
+
+
+def _write_hub_folder(root, seeds=(0, 1), configs=("attributes", "relations")):
+    for seed, config in zip(seeds, configs):
+        make_eval_set(num_images=4, rows_per_image=2, seed=seed).to_parquet(
+            str(root / "data" / config / "test-00000-of-00001.parquet")
+        )
+    (root / "README.md").write_text(
+        "---\nconfigs:\n"
+        + "".join(
+            f"- config_name: {c}\n  data_files:\n  - split: test\n    path: data/{c}/test-*.parquet\n"
+            for c in configs
+        )
+        + "---\n# tiny replace\n"
+    )
+    return root
+
+
+@pytest.fixture()
+def hub_folder(tmp_path):
+    return _write_hub_folder(tmp_path / "replace")
+
+
+def test_metrics_json_records_how_the_numbers_were_obtained(tiny_clip_dir, hub_folder, tmp_path):
+    out = tmp_path / "eval"
+    evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, batch_size=5, bootstrap_samples=20,
+                   progress=False, log=lambda m: None)
+    saved = json.loads((out / "metrics.json").read_text())
+    run = saved["run"]
+    assert run["settings"]["precision"] == "fp32" and run["settings"]["device"] == "cpu"
+    assert run["settings"]["batch_size"] == 5 and run["settings"]["max_length"] == 77
+    assert {"torch", "transformers", "datasets", "hf_hardpos"} <= set(run["environment"])
+    assert len(run["model_identity"]["sha256"]) == 64
+    for config in ("attributes", "relations"):
+        prov = saved["provenance"][config]
+        assert len(prov["dataset"]["sha256"]) == 64 and prov["split"] == "test"
+        assert prov["truncation"]["truncated_captions"] == 0
+        assert "over images" in prov["bootstrap"]
+    assert "strict" in saved["metric_definitions"]["tie_rule"]
+
+
+def test_replacing_the_model_at_the_same_path_recomputes(hub_folder, tmp_path):
+    model_dir = build_tiny_clip(tmp_path / "model", seed=0)
+    out = tmp_path / "eval"
+    messages = []
+    first = evaluate_model(str(model_dir), str(hub_folder), output_dir=out, progress=False, log=messages.append)
+    shutil.rmtree(model_dir)
+    build_tiny_clip(model_dir, seed=1)
+    second = evaluate_model(str(model_dir), str(hub_folder), output_dir=out, progress=False, log=messages.append)
+    fresh = evaluate_model(str(model_dir), str(hub_folder), progress=False)
+    assert second.results == fresh.results
+    assert second.results != first.results
+    assert any("recomputing" in m and "model changed" in m for m in messages)
+    assert json.loads((out / "metrics.json").read_text())["results"] == fresh.results
+
+
+def test_configs_evaluated_one_by_one_are_merged(tiny_clip_dir, hub_folder, tmp_path):
+    out = tmp_path / "eval"
+    for config in ("attributes", "relations"):
+        assert main(["eval", "--model", str(tiny_clip_dir), "--dataset", str(hub_folder), "--config", config,
+                     "--output", str(out), "--no-progress"]) == 0
+    saved = json.loads((out / "metrics.json").read_text())
+    assert set(saved["results"]) == {"attributes", "relations"}
+    assert "mean(attributes,relations)" in saved["aggregates"]
+
+
+def test_local_datasets_are_read_by_content_not_by_folder_name(tiny_clip_dir, tmp_path):
+    """Two folders with the same name and README but different rows must not share `datasets`' cache."""
+    a = _write_hub_folder(tmp_path / "a" / "replace", seeds=(0, 1))
+    b = _write_hub_folder(tmp_path / "b" / "replace", seeds=(2, 3))
+    assert (a / "README.md").read_text() == (b / "README.md").read_text()
+    result_a = evaluate_model(str(tiny_clip_dir), str(a), progress=False)
+    result_b = evaluate_model(str(tiny_clip_dir), str(b), progress=False)
+    assert result_a.results != result_b.results
+    # Rebuilt in place with other rows: the new rows are read.
+    _write_hub_folder(a, seeds=(2, 3))
+    assert evaluate_model(str(tiny_clip_dir), str(a), progress=False).results == result_b.results
+
+
+def test_in_memory_dataset_is_keyed_by_fingerprint(tiny_clip_dir, tmp_path):
+    out = tmp_path / "eval"
+    first = evaluate_model(str(tiny_clip_dir), make_eval_set(seed=0), output_dir=out, progress=False)
+    second = evaluate_model(str(tiny_clip_dir), make_eval_set(seed=5), output_dir=out, progress=False,
+                            log=lambda m: None)
+    assert first.results != second.results
+
+
+def _run_cli(capsys, *args):
+    code = main(["eval", *args, "--no-progress"])
+    captured = capsys.readouterr()
+    return code, captured.err.strip()
+
+
+def test_missing_model_is_one_line_and_exit_2(hub_folder, tmp_path, capsys):
+    code, err = _run_cli(capsys, "--model", str(tmp_path / "no-such-model"), "--dataset", str(hub_folder))
+    assert code == 2 and err.count("\n") == 0
+    assert "model not found" in err and "Traceback" not in err
+
+
+def test_not_a_dual_encoder_is_named(hub_folder, tmp_path, capsys):
+    from transformers import BertConfig, BertModel
+
+    folder = tmp_path / "bert"
+    BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=32, max_position_embeddings=32)).save_pretrained(folder)
+    code, err = _run_cli(capsys, "--model", str(folder), "--dataset", str(hub_folder))
+    assert code == 2 and "not a dual encoder (needs get_image_features/get_text_features)" in err
+
+
+def test_unwritable_output_fails_before_scoring(tiny_clip_dir, hub_folder, tmp_path, capsys, monkeypatch):
+    import hf_hardpos.evaluation as evaluation
+
+    monkeypatch.setattr(evaluation, "load_model_and_processor", lambda name: pytest.fail("model loaded"))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    code, err = _run_cli(capsys, "--model", str(tiny_clip_dir), "--dataset", str(hub_folder),
+                         "--output", str(blocker / "eval"))
+    assert code == 2 and "not writable" in err and str(blocker) in err
+
+
+def test_empty_split_and_bad_batch_size_are_clear(tiny_clip_dir, tmp_path, capsys):
+    root = tmp_path / "empty"
+    (root / "data").mkdir(parents=True)
+    Dataset.from_dict({"image": [], "caption": [], "hard_negative": [], "hard_positive": []}).to_parquet(
+        str(root / "data" / "test.parquet"))
+    (root / "README.md").write_text(
+        "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: test\n    path: data/test.parquet\n---\n")
+    code, err = _run_cli(capsys, "--model", str(tiny_clip_dir), "--dataset", str(root))
+    assert code == 2 and "no rows" in err and "default" in err
+    code, err = _run_cli(capsys, "--model", str(tiny_clip_dir), "--dataset", str(root), "--batch-size", "0")
+    assert code == 2 and "--batch-size must be >= 1" in err
