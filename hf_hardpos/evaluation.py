@@ -26,6 +26,7 @@ from .columns import REPLACE_AGGREGATE, REPLACE_SUBSETS
 from .errors import UserInputError
 from .metrics import METRIC_NAMES, augmented_correct, brittle, check_scores, compute_metrics, metric_with_interval
 from .metrics import original_correct
+from .embedding_cache import EmbeddingCache
 from .provenance import digest_of, environment, hub_revision, model_identity, sha256_files
 from .scoring import ITMScorer, pick_device, text_context_length
 from .tables import TIE_RULE, metrics_table
@@ -399,6 +400,7 @@ def evaluate_model(
     output_dir: str | Path | None = None,
     resume: bool = True,
     progress: bool = True,
+    cache_dir: str | Path | None = None,
     log=print,
 ) -> EvaluationReport:
     """Evaluate a Hub/local model on every config of a Hub/local hard-positive dataset.
@@ -407,7 +409,8 @@ def evaluate_model(
     `scores-<config>.parquet` and the running `metrics.json` are written as soon as that config is
     done; rerunning (`resume=True`) reuses a saved config only if the model's and the dataset's
     content and every score-changing setting are unchanged, and keeps the configs of earlier runs
-    of the same model and settings, so one folder collects them all.
+    of the same model and settings, so one folder collects them all. With `cache_dir`, embeddings
+    persist on disk by content (see `EmbeddingCache`), shared by every dataset this model scores.
     """
     if batch_size < 1:
         raise UserInputError(f"--batch-size must be >= 1, got {batch_size}")
@@ -458,7 +461,16 @@ def evaluate_model(
     todo = [name for name in eval_sets if name not in report.results]
     if todo:
         loaded_model, processor = load_model_and_processor(str(model))
-        scorer = ITMScorer(loaded_model, processor, batch_size, num_workers, device, precision, allow_tf32, progress)
+        cache = None
+        if cache_dir is not None:
+            if report.run["key"] is None:
+                log(f"embedding cache not used: the model's revision is unknown offline ({model})")
+            else:
+                embedding_settings = {k: settings[k] for k in ("precision", "allow_tf32", "device", "max_length")}
+                cache = EmbeddingCache(cache_dir, namespace=digest_of([identity, embedding_settings]))
+        scorer = ITMScorer(
+            loaded_model, processor, batch_size, num_workers, device, precision, allow_tf32, progress, cache
+        )
     for name in todo:
         eval_set = eval_sets[name].dataset
         if max_rows is not None:

@@ -26,6 +26,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from . import columns
+from .embedding_cache import EmbeddingCache, text_key
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
@@ -51,10 +52,11 @@ def _features(output) -> torch.Tensor:
 
 @dataclass
 class _ImageSource:
-    """Where one distinct image comes from: the first row that holds it."""
+    """Where one distinct image comes from: the first row that holds it, and its content key."""
 
     row: int
     image_id: str
+    key: str
 
 
 def _image_key(value, row: int) -> str:
@@ -66,10 +68,14 @@ def _image_key(value, row: int) -> str:
     if isinstance(value, dict):  # datasets Image feature with decode=False
         if value.get("bytes") is not None:
             return hashlib.blake2b(value["bytes"], digest_size=16).hexdigest()
-        if value.get("path"):
-            return "path:" + value["path"]
     if isinstance(value, str):
-        return "path:" + value
+        value = {"path": value}
+    if isinstance(value, dict) and value.get("path"):
+        try:  # by content, not path: a file replaced in place is a different image
+            with open(value["path"], "rb") as handle:
+                return hashlib.blake2b(handle.read(), digest_size=16).hexdigest()
+        except OSError as err:
+            raise ValueError(f"row {row}: cannot read image file {value['path']!r}: {err}") from err
     if isinstance(value, Image.Image):
         return hashlib.blake2b(value.tobytes() + str(value.size).encode(), digest_size=16).hexdigest()
     raise ValueError(f"row {row}: unsupported image value of type {type(value).__name__}")
@@ -173,6 +179,10 @@ class ITMScorer:
         allow_tf32: let CUDA matmuls and convolutions use TF32 (off by default: PyTorch enables it
             for cuDNN convolutions, i.e. CLIP's patch embedding, unless told otherwise).
         progress: show tqdm bars.
+        cache: where embeddings are looked up by content before encoding (default: a fresh
+            in-memory cache, so inputs repeated across calls of this scorer are encoded once). The
+            model must therefore not change while the scorer lives: build a new scorer after
+            training steps (the trainer's evaluation does).
     """
 
     def __init__(
@@ -185,6 +195,7 @@ class ITMScorer:
         precision: str = "fp32",
         allow_tf32: bool = False,
         progress: bool = True,
+        cache: EmbeddingCache | None = None,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -200,6 +211,7 @@ class ITMScorer:
         self.progress = progress
         self.precision = precision
         self.allow_tf32 = allow_tf32
+        self.cache = cache if cache is not None else EmbeddingCache()
         self.max_length = text_context_length(getattr(model, "config", None), processor.tokenizer)
         # SigLIP was trained on max-length padded text; CLIP pools at the EOS token, so dynamic
         # padding gives it the same result as padding to the context length.
@@ -243,9 +255,16 @@ class ITMScorer:
         ids = self.processor.tokenizer(list(texts), truncation=False, verbose=False)["input_ids"]
         return np.fromiter((len(i) for i in ids), dtype=np.int64, count=len(texts))
 
-    @torch.inference_mode()
     def encode_texts(self, texts: Sequence[str]) -> torch.Tensor:
-        """L2-normalised text embeddings (float32, CPU), in the order given."""
+        """L2-normalised text embeddings (float32, CPU), in the order given; cached texts are not re-encoded."""
+        keys = [text_key(t) for t in texts]
+        todo = sorted({keys[i]: i for i in self.cache.missing("text", keys)}.values())
+        if todo:
+            self.cache.add("text", [keys[i] for i in todo], self._encode_texts([texts[i] for i in todo]))
+        return self.cache.get("text", keys) if texts else torch.empty(0, 0)
+
+    @torch.inference_mode()
+    def _encode_texts(self, texts: Sequence[str]) -> torch.Tensor:
         lengths = [len(t) for t in texts]
         order = np.argsort(lengths, kind="stable")  # similar lengths together: less padding
         out: torch.Tensor | None = None
@@ -267,9 +286,16 @@ class ITMScorer:
         assert out is not None
         return out
 
-    @torch.inference_mode()
     def encode_images(self, dataset: Dataset, image_column: str, sources: list[_ImageSource]) -> torch.Tensor:
         """L2-normalised embeddings of the distinct images (float32, CPU), in `sources` order."""
+        keys = [source.key for source in sources]
+        todo = [sources[i] for i in self.cache.missing("image", keys)]
+        if todo:
+            self.cache.add("image", [source.key for source in todo], self._encode_images(dataset, image_column, todo))
+        return self.cache.get("image", keys)
+
+    @torch.inference_mode()
+    def _encode_images(self, dataset: Dataset, image_column: str, sources: list[_ImageSource]) -> torch.Tensor:
         loader = torch.utils.data.DataLoader(
             _DistinctImages(dataset, image_column, sources, self.processor.image_processor),
             batch_size=self.batch_size,
@@ -304,7 +330,7 @@ class ITMScorer:
             key = _image_key(value, row)
             if key not in key_to_slot:
                 key_to_slot[key] = len(sources)
-                sources.append(_ImageSource(row, image_ids[row] if image_ids else str(row)))
+                sources.append(_ImageSource(row, image_ids[row] if image_ids else str(row), key))
             image_slot[row] = key_to_slot[key]
         return self.encode_images(dataset, image_column, sources), image_slot
 

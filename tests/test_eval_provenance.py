@@ -142,3 +142,31 @@ def test_empty_split_and_bad_batch_size_are_clear(tiny_clip_dir, tmp_path, capsy
     assert code == 2 and "no rows" in err and "default" in err
     code, err = _run_cli(capsys, "--model", str(tiny_clip_dir), "--dataset", str(root), "--batch-size", "0")
     assert code == 2 and "--batch-size must be >= 1" in err
+
+
+def test_embedding_cache_encodes_each_input_once_across_runs(tiny_clip_dir, hub_folder, tmp_path, monkeypatch):
+    from transformers import CLIPModel
+
+    calls = {"image": 0, "text": 0}
+    real_image, real_text = CLIPModel.get_image_features, CLIPModel.get_text_features
+
+    def count_image(self, *a, **k):
+        calls["image"] += 1
+        return real_image(self, *a, **k)
+
+    def count_text(self, *a, **k):
+        calls["text"] += 1
+        return real_text(self, *a, **k)
+
+    monkeypatch.setattr(CLIPModel, "get_image_features", count_image)
+    monkeypatch.setattr(CLIPModel, "get_text_features", count_text)
+    cache = tmp_path / "cache"
+    first = evaluate_model(str(tiny_clip_dir), str(hub_folder), cache_dir=cache, progress=False)
+    assert calls["image"] > 0 and calls["text"] > 0
+    calls.update(image=0, text=0)
+    second = evaluate_model(str(tiny_clip_dir), str(hub_folder), cache_dir=cache, progress=False)
+    assert calls == {"image": 0, "text": 0}
+    assert second.results == first.results
+    # Another precision is another namespace: nothing is reused across settings.
+    evaluate_model(str(tiny_clip_dir), str(hub_folder), cache_dir=cache, precision="bf16", progress=False)
+    assert calls["image"] > 0

@@ -35,6 +35,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--no-resume", action="store_true", help="recompute configs already saved in --output by the same run"
     )
+    parser.add_argument(
+        "--cache-dir",
+        default=None,
+        help="keep image/text embeddings on disk by content, per model and settings, so every distinct "
+        "input is encoded once across datasets and runs",
+    )
     parser.add_argument("--no-progress", action="store_true")
     parser.set_defaults(func=run)
 
@@ -57,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         output_dir=args.output,
         resume=not args.no_resume,
         progress=not args.no_progress,
+        cache_dir=args.cache_dir,
     )
     print(report.table())
     if args.output:
