@@ -1,8 +1,10 @@
-"""Scorer throughput vs the reference protocol on a REPLACE-shaped workload, side by side.
+"""`hardpos eval` on REPLACE's two configs vs the reference protocol, side by side in one run.
 
-Workload: about `--rows` rows of REPLACE, randomly chosen images with all their rows, from
-`../shared/data/hard_positives` when present, so the row-per-image and caption multiplicity is the
-real one (otherwise a synthetic stand-in with REPLACE's 2.34 rows per image); one generated
+Workload: about `--rows` rows of REPLACE, randomly chosen images with all their rows in *both*
+subsets, from `../shared/data/hard_positives` when present, so the row-per-image multiplicity, the
+caption repeats and the images shared between the two subsets are the real ones (otherwise a
+synthetic stand-in with REPLACE's 2.34 rows per image), written as a local Hub folder with the
+`attributes` and `relations` configs — what a user evaluates; one generated
 500x375 JPEG per distinct image id (Visual Genome's typical size), the full-size ViT-B/32
 architecture (`CLIPConfig()` defaults, random weights: speed does not depend on them) and the real
 CLIP tokenizer from `../shared/data/clip_tokenizer` when present.
@@ -13,8 +15,10 @@ to 77 tokens and encoded per row; no deduplication.
 
     python benchmarks/eval_throughput.py [--rows 400]
 
-Prints both rates (wall and CPU time, DataLoader workers included), the CPU-time ratio and, last,
-`speedup_vs_reference=<x>` (wall clock). Run it on an otherwise idle machine: other processes stretch
+Ours is `evaluate_model(model_folder, dataset_folder)` end to end (model and data loading, both
+configs, metrics); the reference loads the same model folder and scores the same rows config by
+config. Prints both rates (wall and CPU time, DataLoader workers included), the CPU-time ratio and,
+last, `speedup_vs_reference=<x>` (wall clock). Run it on an otherwise idle machine: other processes stretch
 wall time unevenly between the two arms; the CPU-time ratio is the check.
 """
 
@@ -24,16 +28,19 @@ import argparse
 import io
 import json
 import resource
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from datasets import Dataset, Features, Image, Value
+from datasets import Dataset, Features, Image, Value, load_dataset
 from PIL import Image as PILImage
 from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor, CLIPTokenizer
 
-from hf_hardpos.scoring import ITMScorer
+from hf_hardpos.columns import REPLACE_SUBSETS
+from hf_hardpos.evaluation import evaluate_model
 from hf_hardpos.synthetic.tiny_clip import train_clip_tokenizer
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -43,27 +50,27 @@ def replace_rows(limit: int) -> list[dict]:
     upstream = SHARED / "hard_positives"
     if upstream.is_dir():
         rows = []
-        for subset in ("attributes", "relations"):
+        for subset in REPLACE_SUBSETS:
             original = json.loads((upstream / "data" / f"vl_checklist_{subset}.json").read_text())
             positive = json.loads((upstream / "swapped_data" / f"vl_checklist_{subset}.json").read_text())
             rows += [
-                {"image_id": o["image_id"], "caption": o["true_caption"], "hard_negative": o["false_caption"],
-                 "hard_positive": p["true_caption"]}
+                {"subset": subset, "image_id": str(o["image_id"]), "caption": o["true_caption"],
+                 "hard_negative": o["false_caption"], "hard_positive": p["true_caption"]}
                 for o, p in zip(original, positive)
             ]
         return whole_images(rows, limit)
     rng = np.random.default_rng(0)
     words = ["red", "white", "large", "wooden", "cat", "door", "table", "holding", "on", "near", "man", "sign"]
     return [
-        {"image_id": str(i * 3 // 7), "caption": " ".join(rng.choice(words, 3)),
+        {"subset": REPLACE_SUBSETS[i % 2], "image_id": str(i * 3 // 7), "caption": " ".join(rng.choice(words, 3)),
          "hard_negative": " ".join(rng.choice(words, 3)), "hard_positive": " ".join(rng.choice(words, 3))}
         for i in range(limit)
     ]
 
 
 def whole_images(rows: list[dict], limit: int) -> list[dict]:
-    """About `limit` rows made of randomly chosen images with *all* their rows, so a subset keeps
-    REPLACE's rows-per-image multiplicity (a plain prefix of the file does not)."""
+    """About `limit` rows made of randomly chosen images with *all* their rows (in both subsets), so a
+    sample keeps REPLACE's rows-per-image multiplicity and sharing (a plain prefix does not)."""
     by_image: dict[str, list[dict]] = {}
     for row in rows:
         by_image.setdefault(row["image_id"], []).append(row)
@@ -119,47 +126,68 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+def write_hub_folder(rows: list[dict], images: dict[str, bytes], root: Path) -> None:
+    """The two REPLACE configs as parquet + README `configs:`, as the Hub repo stores them."""
+    features = Features({"image": Image(), "image_id": Value("string"), "caption": Value("string"),
+                         "hard_negative": Value("string"), "hard_positive": Value("string")})
+    for subset in REPLACE_SUBSETS:
+        part = [r for r in rows if r["subset"] == subset]
+        Dataset.from_dict(
+            {"image": [{"bytes": images[r["image_id"]], "path": None} for r in part],
+             **{k: [r[k] for r in part] for k in ("image_id", "caption", "hard_negative", "hard_positive")}},
+            features=features,
+        ).to_parquet(str(root / "data" / subset / "test-00000-of-00001.parquet"))
+    (root / "README.md").write_text("---\nconfigs:\n" + "".join(
+        f"- config_name: {s}\n  data_files:\n  - split: test\n    path: data/{s}/test-*.parquet\n"
+        for s in REPLACE_SUBSETS) + "---\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=400)
+    parser.add_argument("--rows", type=int, default=600)
     parser.add_argument("--batch-size", type=int, default=64, help="our scorer's batch size")
     parser.add_argument("--num-workers", type=int, default=1, help="our scorer's image workers")
     args = parser.parse_args()
 
     torch.manual_seed(0)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     rows = replace_rows(args.rows)
     ids = sorted({r["image_id"] for r in rows})
     images = {image_id: jpeg(i) for i, image_id in enumerate(ids)}
-    features = Features({"image": Image(decode=False), "image_id": Value("string"), "caption": Value("string"),
-                         "hard_negative": Value("string"), "hard_positive": Value("string")})
-    dataset = Dataset.from_dict(
-        {"image": [{"bytes": images[r["image_id"]], "path": None} for r in rows],
-         **{k: [r[k] for r in rows] for k in ("image_id", "caption", "hard_negative", "hard_positive")}},
-        features=features,
-    )
     texts = {r[c] for r in rows for c in ("caption", "hard_negative", "hard_positive")}
-    print(f"workload: {len(rows)} rows, {len(ids)} distinct images ({len(rows) / len(ids):.2f} rows/image), "
+    counts = {s: sum(r["subset"] == s for r in rows) for s in REPLACE_SUBSETS}
+    print(f"workload: {len(rows)} rows {counts}, {len(ids)} distinct images ({len(rows) / len(ids):.2f} rows/image), "
           f"{len(texts)} distinct captions; source: {'shared REPLACE' if (SHARED / 'hard_positives').is_dir() else 'synthetic'}")
-    processor = build_processor(rows)
-    model = CLIPModel(CLIPConfig()).eval()  # ViT-B/32 shape, random weights
+    work = Path(tempfile.mkdtemp(prefix="hardpos-bench-"))
+    write_hub_folder(rows, images, work / "replace")
+    model_dir = work / "model"
+    CLIPModel(CLIPConfig()).save_pretrained(model_dir)  # ViT-B/32 shape, random weights
+    build_processor(rows).save_pretrained(model_dir)
 
     start, cpu_start = time.perf_counter(), cpu_seconds()
-    reference = reference_protocol(model, processor, dataset)
+    model, processor = CLIPModel.from_pretrained(model_dir).eval(), CLIPProcessor.from_pretrained(model_dir)
+    reference = {
+        subset: reference_protocol(model, processor, load_dataset(str(work / "replace"), subset, split="test").cast_column("image", Image(decode=False)))
+        for subset in REPLACE_SUBSETS
+    }
     reference_seconds, reference_cpu = time.perf_counter() - start, cpu_seconds() - cpu_start
 
-    scorer = ITMScorer(model, processor, batch_size=args.batch_size, num_workers=args.num_workers, progress=False)
     start, cpu_start = time.perf_counter(), cpu_seconds()
-    ours = scorer.score(dataset.cast_column("image", Image()))
+    report = evaluate_model(str(model_dir), str(work / "replace"), batch_size=args.batch_size,
+                            num_workers=args.num_workers, progress=False, log=lambda message: None)
     ours_seconds, ours_cpu = time.perf_counter() - start, cpu_seconds() - cpu_start
 
-    agreement = max(np.abs(ours[column] - reference[column]).max() for column in reference)
+    columns = {"caption": "original", "hard_negative": "negative", "hard_positive": "positive"}
+    agreement = max(
+        np.abs(report.scores[subset][ours] - reference[subset][column]).max()
+        for subset in REPLACE_SUBSETS for column, ours in columns.items()
+    )
     print(f"max |score difference| vs reference: {agreement:.2e}")
     print(f"reference protocol: {len(rows) / reference_seconds:8.1f} rows/s ({reference_seconds:.1f} s wall, {reference_cpu:.1f} s CPU)")
-    print(f"hf_hardpos scorer:  {len(rows) / ours_seconds:8.1f} rows/s ({ours_seconds:.1f} s wall, {ours_cpu:.1f} s CPU)")
+    print(f"hardpos eval:       {len(rows) / ours_seconds:8.1f} rows/s ({ours_seconds:.1f} s wall, {ours_cpu:.1f} s CPU)")
     # CPU time is the robust figure on a shared machine (other processes stretch wall time unevenly).
     print(f"cpu_time_ratio={reference_cpu / ours_cpu:.2f}")
     print(f"speedup_vs_reference={reference_seconds / ours_seconds:.2f}")
+    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
