@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -401,6 +401,7 @@ def evaluate_model(
     resume: bool = True,
     progress: bool = True,
     cache_dir: str | Path | None = None,
+    scorer_provider: Callable[[], ITMScorer] | None = None,
     log=print,
 ) -> EvaluationReport:
     """Evaluate a Hub/local model on every config of a Hub/local hard-positive dataset.
@@ -411,6 +412,9 @@ def evaluate_model(
     content and every score-changing setting are unchanged, and keeps the configs of earlier runs
     of the same model and settings, so one folder collects them all. With `cache_dir`, embeddings
     persist on disk by content (see `EmbeddingCache`), shared by every dataset this model scores.
+    `scorer_provider` lets a caller that scores several datasets with one model (a benchmark suite)
+    share one scorer and its cache; it is called only if something must be scored, and its scorer
+    must have been built with the same `precision`, `allow_tf32` and `device`.
     """
     if batch_size < 1:
         raise UserInputError(f"--batch-size must be >= 1, got {batch_size}")
@@ -459,7 +463,11 @@ def evaluate_model(
         report.merge_saved(output_dir, keys, log=log)
 
     todo = [name for name in eval_sets if name not in report.results]
-    if todo:
+    if todo and scorer_provider is not None:
+        scorer = scorer_provider()
+        if (scorer.precision, scorer.allow_tf32, scorer.device.type) != (precision, allow_tf32, settings["device"]):
+            raise ValueError("scorer_provider's scorer was built with other precision/TF32/device settings")
+    elif todo:
         loaded_model, processor = load_model_and_processor(str(model))
         cache = None
         if cache_dir is not None:
