@@ -372,6 +372,18 @@ def load_eval_sets(
     return sets
 
 
+def check_run_options(batch_size: int, num_workers: int, max_rows: int | None, bootstrap_samples: int = 0) -> None:
+    """Refuse invalid numbers before anything is loaded (never silently replaced by a default)."""
+    if batch_size < 1:
+        raise UserInputError(f"--batch-size must be >= 1, got {batch_size}")
+    if num_workers < 0:
+        raise UserInputError(f"--num-workers must be >= 0, got {num_workers}")
+    if max_rows is not None and max_rows < 1:
+        raise UserInputError(f"--max-rows must be >= 1, got {max_rows}")
+    if bootstrap_samples < 0:
+        raise UserInputError(f"--bootstrap must be >= 0, got {bootstrap_samples}")
+
+
 def check_output_writable(output_dir: str | Path) -> None:
     """Fail before any scoring if results could not be saved (the work would be lost)."""
     output_dir = Path(output_dir)
@@ -416,14 +428,7 @@ def evaluate_model(
     share one scorer and its cache; it is called only if something must be scored, and its scorer
     must have been built with the same `precision`, `allow_tf32` and `device`.
     """
-    if batch_size < 1:
-        raise UserInputError(f"--batch-size must be >= 1, got {batch_size}")
-    if num_workers < 0:
-        raise UserInputError(f"--num-workers must be >= 0, got {num_workers}")
-    if max_rows is not None and max_rows < 1:
-        raise UserInputError(f"--max-rows must be >= 1, got {max_rows}")
-    if bootstrap_samples < 0:
-        raise UserInputError(f"--bootstrap must be >= 0, got {bootstrap_samples}")
+    check_run_options(batch_size, num_workers, max_rows, bootstrap_samples)
     if output_dir is not None:
         check_output_writable(output_dir)
     identity = model_identity(str(model))

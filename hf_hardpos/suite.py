@@ -1,0 +1,409 @@
+"""One entry point for every benchmark: recognise what a dataset is, run its task, one report.
+
+`hardpos eval --dataset D` and `--suite NAME` both land here. A dataset is recognised by its
+layout: clip_benchmark's webdataset files (zero-shot classification or retrieval), Winoground's
+columns, our hard-positive schema (caption, hard_negative, hard_positive: Original/Augmented
+Accuracy and Brittleness) or a caption with its negatives only (image-caption selection, as in
+SugarCrepe and ARO). `--task` overrides the guess.
+
+A suite shares one scorer, so every distinct image and caption is encoded once per model across all
+its datasets (SugarCrepe and SugarCrepe++ share COCO images; REPLACE's subsets share 8,041 images),
+and resumes per dataset: each dataset's result is saved as soon as it is done, under a key made of
+the model's and the dataset's content and every score-changing setting (see `provenance`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from . import columns
+from .errors import UserInputError
+from .evaluation import EvaluationReport, check_output_writable, check_run_options, evaluate_model, load_eval_sets
+from .evaluation import load_model_and_processor
+from .provenance import digest_of, environment, hub_revision, model_identity, sha256_files
+from .scoring import ITMScorer, pick_device
+from .tables import TIE_RULE, metrics_table, render_table
+from .tasks import caption_selection, text_only, webdataset
+from .tasks import evaluate_caption_selection, evaluate_text_only, evaluate_winoground
+from .tasks import evaluate_zeroshot_classification, evaluate_zeroshot_retrieval
+
+HARD_POSITIVE = "hard_positive"
+CAPTION_SELECTION = caption_selection.CAPTION_SELECTION
+WINOGROUND = caption_selection.WINOGROUND
+ZEROSHOT_CLASSIFICATION = webdataset.ZEROSHOT_CLASSIFICATION
+ZEROSHOT_RETRIEVAL = webdataset.ZEROSHOT_RETRIEVAL
+TASKS = (HARD_POSITIVE, CAPTION_SELECTION, WINOGROUND, ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL)
+
+
+@dataclass
+class SuiteEntry:
+    """One dataset of a suite. `group` names a set of entries averaged together (e.g. `vtab`)."""
+
+    name: str
+    dataset: str
+    task: str | None = None  # None: recognised from the data
+    configs: list[str] | None = None
+    split: str = "test"
+    text_only: bool = False  # also SugarCrepe++'s text-only task (TOT) on a hard-positive set
+    group: str | None = None
+
+
+# The paper's compositional benchmarks, as published by this package's dataset builders.
+COMPOSITIONAL = [
+    SuiteEntry("replace", "hardpos/replace", HARD_POSITIVE),
+    SuiteEntry("swap", "hardpos/swap", HARD_POSITIVE),
+    SuiteEntry("sugarcrepe_pp", "hardpos/sugarcrepe_pp", HARD_POSITIVE, text_only=True),
+    SuiteEntry("sugarcrepe", "hardpos/sugarcrepe", CAPTION_SELECTION),
+    SuiteEntry("aro", "hardpos/aro", CAPTION_SELECTION),
+]
+
+# clip_benchmark's VTAB webdatasets (its benchmark/webdatasets.txt), the paper's Table 10 VTAB mean.
+VTAB_TASKS = (
+    "caltech101", "cifar10", "cifar100", "clevr_count_all", "clevr_closest_object_distance",
+    "diabetic_retinopathy", "dmlab", "dsprites_label_orientation", "dsprites_label_x_position",
+    "dsprites_label_y_position", "dtd", "eurosat", "kitti_closest_vehicle_distance", "flowers", "pets",
+    "pcam", "resisc45", "smallnorb_label_azimuth", "smallnorb_label_elevation", "svhn",
+)  # fmt: skip
+
+# Zero-shot retention (the paper's Appendix E / Table 10) on clip_benchmark's Hub webdatasets.
+RETENTION = [
+    SuiteEntry("imagenet1k", "clip-benchmark/wds_imagenet1k", ZEROSHOT_CLASSIFICATION),
+    *(SuiteEntry(f"vtab/{t}", f"clip-benchmark/wds_vtab-{t}", ZEROSHOT_CLASSIFICATION, group="vtab") for t in VTAB_TASKS),
+    SuiteEntry("mscoco_captions", "clip-benchmark/wds_mscoco_captions", ZEROSHOT_RETRIEVAL),
+    SuiteEntry("flickr30k", "clip-benchmark/wds_flickr30k", ZEROSHOT_RETRIEVAL),
+]
+
+SUITES = {"compositional": COMPOSITIONAL, "retention": RETENTION, "paper": COMPOSITIONAL + RETENTION}
+
+# Which metric a group of entries is averaged on, per task.
+GROUP_METRIC = {ZEROSHOT_CLASSIFICATION: "acc1", ZEROSHOT_RETRIEVAL: "image_retrieval_recall@1"}
+
+
+def load_suite(name_or_file: str) -> list[SuiteEntry]:
+    """A named suite (`paper`, `compositional`, `retention`) or a YAML file listing datasets:
+
+    ```yaml
+    datasets:
+      - {name: replace, dataset: out/replace}
+      - {name: sc++, dataset: out/sugarcrepe_pp, text_only: true}
+      - {name: cifar10, dataset: clip-benchmark/wds_vtab-cifar10, task: zeroshot_classification, group: vtab}
+    ```
+    """
+    if name_or_file in SUITES:
+        return list(SUITES[name_or_file])
+    path = Path(name_or_file)
+    if not path.is_file():
+        raise UserInputError(f"--suite {name_or_file!r} is neither a suite ({', '.join(SUITES)}) nor a YAML file")
+    try:
+        spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise UserInputError(f"{path}: not valid YAML ({err})") from err
+    items = spec.get("datasets") if isinstance(spec, dict) else None
+    if not isinstance(items, list) or not items:
+        raise UserInputError(f"{path}: expected a top-level `datasets:` list of {{name, dataset, ...}} entries")
+    known = set(SuiteEntry.__dataclass_fields__)
+    entries = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict) or "dataset" not in item:
+            raise UserInputError(f"{path}: datasets[{index}] needs at least a `dataset:` (Hub id or folder)")
+        unknown = sorted(set(item) - known)
+        if unknown:
+            raise UserInputError(f"{path}: datasets[{index}] has unknown field(s) {unknown}; known: {sorted(known)}")
+        entry = SuiteEntry(**{"name": str(item["dataset"]), **item})
+        if entry.task is not None and entry.task not in TASKS:
+            raise UserInputError(f"{path}: datasets[{index}].task {entry.task!r} is not one of {list(TASKS)}")
+        entries.append(entry)
+    names = [e.name for e in entries]
+    if len(set(names)) != len(names):
+        raise UserInputError(f"{path}: dataset names must be unique, got {names}")
+    return entries
+
+
+def task_of_columns(column_names: Sequence[str]) -> str | None:
+    """The task a table's columns call for, or None."""
+    names = set(column_names)
+    if {*caption_selection.WINOGROUND_IMAGES, *caption_selection.WINOGROUND_CAPTIONS} <= names:
+        return WINOGROUND
+    if {columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS} <= names:
+        return HARD_POSITIVE
+    negatives = {columns.HARD_NEGATIVE, caption_selection.NEGATIVES_LIST_COLUMN}
+    if {columns.IMAGE, columns.CAPTION} <= names and (
+        names & negatives or any(re.match(rf"^{columns.HARD_NEGATIVE}_\d+$", n) for n in names)
+    ):
+        return CAPTION_SELECTION
+    return None
+
+
+def detect_task(source: str, split: str = "test", configs: Sequence[str] | None = None) -> str:
+    """Recognise what `source` (a local folder or a Hub id) is: see the module docstring."""
+    if webdataset.is_clip_benchmark_webdataset(source):
+        task = webdataset.detect_webdataset_task(source, split)
+        if task is None:
+            raise UserInputError(f"{source}: clip_benchmark layout, but no {split}/nshards.txt (try --split)")
+        return task
+    if not Path(source).expanduser().exists():
+        try:
+            task = webdataset.detect_webdataset_task(source, split)
+        except UserInputError:
+            task = None
+        if task is not None:
+            return task
+    first = load_eval_sets(source, list(configs)[:1] if configs else None, split)
+    eval_set = next(iter(first.values())).dataset
+    task = task_of_columns(eval_set.column_names)
+    if task is None:
+        raise UserInputError(
+            f"cannot tell which benchmark {source} is from its columns {eval_set.column_names}: expected "
+            f"{list(columns.EVAL_CAPTION_COLUMNS)} + image (hard positives), image + caption + hard_negative "
+            "(caption selection), Winoground's columns, or clip_benchmark's webdataset files; pass --task"
+        )
+    return task
+
+
+def dataset_identity(source: str, split: str) -> dict[str, Any]:
+    """A local folder by the sha256 of its files, a Hub id by its commit (None offline: no reuse)."""
+    folder = Path(source).expanduser()
+    if folder.exists():
+        files = [f for f in folder.rglob("*") if f.is_file() and ".cache" not in f.parts]
+        return {"path": str(folder.resolve()), "split": split, "sha256": sha256_files(files, root=folder)}
+    return {"hub_id": source, "split": split, "revision": hub_revision(source, "dataset")}
+
+
+@dataclass
+class SuiteReport:
+    """Every dataset's section (results, aggregates, tie rule, aggregation) and the run's provenance."""
+
+    model: str
+    run: dict = field(default_factory=dict)
+    sections: dict[str, dict] = field(default_factory=dict)
+    group_means: dict[str, dict] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "run": self.run, "datasets": self.sections, "group_means": self.group_means}
+
+    def save(self, output_dir: Path) -> None:
+        partial = output_dir / "metrics.json.tmp"
+        partial.write_text(json.dumps(self.to_dict(), indent=2, default=_json_default) + "\n")
+        partial.replace(output_dir / "metrics.json")
+
+    def table(self) -> str:
+        """One block per dataset, each with the rule its numbers follow, then the group means."""
+        blocks = []
+        for name, section in self.sections.items():
+            blocks.append(f"== {name} ({section['task']}; {section['source']}) ==\n" + format_section(section))
+        for group, mean in self.group_means.items():
+            blocks.append(
+                f"== {group}: unweighted mean of {mean['metric']} over {mean['num_datasets']} datasets "
+                f"= {100 * mean['value']:.1f}% ==" + (f" (missing: {', '.join(mean['missing'])})" if mean["missing"] else "")
+            )
+        settings = self.run.get("settings", {})
+        blocks.append(
+            f"model: {self.model}; scores: cosine similarity of L2-normalised embeddings, "
+            f"{settings.get('precision')} on {settings.get('device')}"
+        )
+        return "\n\n".join(blocks)
+
+
+def _json_default(value):
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
+def format_section(section: dict) -> str:
+    """A dataset's results as a table, with its tie rule and aggregation underneath."""
+    rows = {**section.get("results", {}), **section.get("aggregates", {})}
+    if section["task"] == HARD_POSITIVE:
+        text = metrics_table(rows)
+        extra = {k: v["text_only_accuracy"] for k, v in rows.items() if "text_only_accuracy" in v}
+        if extra:
+            text += "\ntext-only (TOT) accuracy %: " + ", ".join(f"{k} {100 * v:.1f}" for k, v in extra.items())
+    else:
+        metric_names = [k for k in dict.fromkeys(k for m in rows.values() for k in m) if not isinstance(
+            next((m[k] for m in rows.values() if k in m), None), (dict, list, str)) or k == "num_candidates"]
+        header = ["subset", *metric_names]
+        text = render_table(header, [[name, *(_cell(m.get(k, "")) for k in metric_names)] for name, m in rows.items()])
+    return text + f"\ntie rule: {section['tie_rule']}\naggregation: {section['aggregation']}"
+
+
+def _hard_positive_section(report: EvaluationReport) -> dict:
+    return {
+        "results": report.results,
+        "aggregates": report.aggregates,
+        "provenance": report.provenance,
+        "tie_rule": TIE_RULE,
+        "aggregation": "per config = fraction of its rows; mean(attributes,relations) = unweighted mean of the "
+        "two REPLACE subsets (the paper's REPLACE column)",
+    }
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+class _LazyScorer:
+    """Loads the model only when some dataset actually needs scoring (a fully resumed suite does not)."""
+
+    def __init__(self, model: str, **options):
+        self.model, self.options, self.scorer = model, options, None
+
+    def __call__(self) -> ITMScorer:
+        if self.scorer is None:
+            loaded, processor = load_model_and_processor(self.model)
+            self.scorer = ITMScorer(loaded, processor, **self.options)
+        return self.scorer
+
+
+def run_suite(
+    model: str,
+    entries: Sequence[SuiteEntry],
+    *,
+    output_dir: str | Path,
+    batch_size: int = 64,
+    num_workers: int = 0,
+    device: str | None = None,
+    precision: str = "fp32",
+    allow_tf32: bool = False,
+    max_rows: int | None = None,
+    cache_dir: str | Path | None = None,
+    resume: bool = True,
+    progress: bool = True,
+    log=print,
+) -> SuiteReport:
+    """Evaluate `model` on every entry; one `metrics.json` and one table in `output_dir`.
+
+    Each entry's result is saved in `output_dir/<name>/` when done and reused by a rerun only if
+    its key (model and dataset content, task, split, settings) is unchanged.
+    """
+    check_run_options(batch_size, num_workers, max_rows)
+    output_dir = Path(output_dir)
+    check_output_writable(output_dir)
+    identity = model_identity(model)
+    if "path" not in identity and (model.startswith(("/", ".", "~")) or model.count("/") > 1):
+        raise UserInputError(f"model not found: {model} (no such folder)")
+    settings = {"precision": precision, "allow_tf32": allow_tf32, "device": pick_device(device).type, "max_rows": max_rows}
+    report = SuiteReport(model=model, run={
+        "model_identity": identity,
+        "settings": {**settings, "batch_size": batch_size},
+        "environment": environment(),
+    })
+    cache = None
+    if cache_dir is not None:
+        from .embedding_cache import EmbeddingCache
+
+        cache = EmbeddingCache(cache_dir, namespace=digest_of([identity, settings]))
+    scorer = _LazyScorer(model, batch_size=batch_size, num_workers=num_workers, device=device,
+                         precision=precision, allow_tf32=allow_tf32, progress=progress, cache=cache)
+    for entry in entries:
+        task = entry.task or detect_task(entry.dataset, entry.split, entry.configs)
+        if task not in TASKS:
+            raise UserInputError(f"{entry.name}: unknown task {task!r}; known: {list(TASKS)}")
+        folder = output_dir / _slug(entry.name)
+        folder.mkdir(parents=True, exist_ok=True)
+        log(f"[{entry.name}] {task} on {entry.dataset}")
+        if task == HARD_POSITIVE:
+            hp = evaluate_model(model, entry.dataset, entry.configs, entry.split, batch_size=batch_size,
+                                num_workers=num_workers, device=device, precision=precision, allow_tf32=allow_tf32,
+                                max_rows=max_rows, output_dir=folder, resume=resume, progress=progress,
+                                scorer_provider=scorer, log=log)
+            section = _hard_positive_section(hp)
+            if entry.text_only:
+                _add_text_only(section, scorer, entry, max_rows)
+        else:
+            section = _run_other_task(task, entry, folder, identity, settings, scorer, max_rows, resume, log)
+        report.sections[entry.name] = {"task": task, "source": entry.dataset, **section}
+        report.save(output_dir)
+    report.group_means = group_means(report.sections, entries)
+    report.save(output_dir)
+    return report
+
+
+def _add_text_only(section: dict, scorer, entry: SuiteEntry, max_rows: int | None) -> None:
+    """SugarCrepe++'s TOT per config: text embeddings only (cached from the image-text pass)."""
+    for name, eval_set in load_eval_sets(entry.dataset, entry.configs, entry.split).items():
+        result = evaluate_text_only(scorer(), eval_set.dataset, max_rows=max_rows)
+        section["results"][name]["text_only_accuracy"] = result["text_only_accuracy"]
+    section["tie_rule"] += f"; text-only (TOT): {text_only.TEXT_ONLY_TIE_RULE}"
+
+
+def _run_other_task(task, entry, folder, identity, settings, scorer, max_rows, resume, log) -> dict:
+    """Caption selection, Winoground or zero-shot: one saved result per dataset, keyed by content."""
+    data_identity = dataset_identity(entry.dataset, entry.split)
+    known = identity.get("revision", "local") is not None and data_identity.get("revision", "local") is not None
+    key = digest_of([identity, data_identity, task, entry.configs, settings]) if known else None
+    saved_file = folder / "result.json"
+    if resume and key is not None and saved_file.exists():
+        saved = json.loads(saved_file.read_text())
+        if saved.get("key") == key:
+            log(f"[{entry.name}] reusing {saved_file} (same model, data and settings)")
+            return saved["section"]
+        log(f"[{entry.name}] {saved_file} came from other inputs or settings; recomputing")
+    if task == CAPTION_SELECTION:
+        subsets = {name: s.dataset for name, s in load_eval_sets(entry.dataset, entry.configs, entry.split).items()}
+        categories = caption_selection.SUGARCREPE_CATEGORIES if set(subsets) & {
+            m for members in caption_selection.SUGARCREPE_CATEGORIES.values() for m in members} else None
+        result = evaluate_caption_selection(scorer(), subsets, categories=categories, max_rows=max_rows)
+    elif task == WINOGROUND:
+        result = evaluate_winoground(scorer(), entry.dataset, entry.split, max_rows=max_rows)
+        result = {
+            "results": {"all": {k: result[k] for k in ("text_score", "image_score", "group_score", "num_examples") if k in result},
+                        **result.get(f"by_{caption_selection.WINOGROUND_TAG}", {})},
+            "tie_rule": result["tie_rule"],
+            "aggregation": result["aggregation"],
+        }
+    elif task == ZEROSHOT_CLASSIFICATION:
+        result = _single(evaluate_zeroshot_classification(scorer(), entry.dataset, entry.split, max_rows=max_rows))
+    else:
+        result = _single(evaluate_zeroshot_retrieval(scorer(), entry.dataset, entry.split, max_rows=max_rows))
+    section = {k: v for k, v in result.items() if k in ("results", "aggregates", "tie_rule", "aggregation")}
+    section["provenance"] = {"key": key, "dataset": data_identity}
+    partial = saved_file.with_suffix(".tmp")
+    partial.write_text(json.dumps({"key": key, "section": section}, indent=2, default=_json_default) + "\n")
+    partial.replace(saved_file)
+    return section
+
+
+def _single(result: dict) -> dict:
+    """A zero-shot result as a section with one row, `all`."""
+    metrics = {k: v for k, v in result.items() if k not in ("task", "tie_rule", "aggregation", "dataset", "split")
+               and isinstance(v, (int, float))}
+    return {"results": {"all": metrics}, "tie_rule": result["tie_rule"], "aggregation": result["aggregation"]}
+
+
+def group_means(sections: dict[str, dict], entries: Sequence[SuiteEntry]) -> dict[str, dict]:
+    """Unweighted means over the entries of each `group` (e.g. the VTAB mean of the paper's Table 10)."""
+    means = {}
+    groups: dict[str, list[SuiteEntry]] = {}
+    for entry in entries:
+        if entry.group:
+            groups.setdefault(entry.group, []).append(entry)
+    for group, members in groups.items():
+        done = [m for m in members if m.name in sections]
+        if not done:
+            continue
+        metric = GROUP_METRIC.get(sections[done[0].name]["task"])
+        if metric is None:
+            continue
+        values = [sections[m.name]["results"]["all"][metric] for m in done]
+        means[group] = {
+            "metric": metric,
+            "value": float(np.mean(values)),
+            "num_datasets": len(values),
+            "missing": [m.name for m in members if m.name not in sections],
+        }
+    return means
+

@@ -1,0 +1,157 @@
+"""`hardpos eval --suite`: every task recognised from its layout, one report, resumable, images encoded once."""
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+from transformers import CLIPModel
+
+from hf_hardpos.cli import main
+from hf_hardpos.errors import UserInputError
+from hf_hardpos.suite import (
+    CAPTION_SELECTION,
+    HARD_POSITIVE,
+    WINOGROUND,
+    ZEROSHOT_CLASSIFICATION,
+    ZEROSHOT_RETRIEVAL,
+    detect_task,
+    load_suite,
+    run_suite,
+)
+from hf_hardpos.tasks import evaluate_zeroshot_classification
+
+from test_eval_provenance import _write_hub_folder
+from test_tasks_caption_selection import make_selection_set, make_winoground
+from test_tasks_zeroshot import CLASSNAMES, TEMPLATES, WORDS, _image_bytes, write_webdataset
+
+
+def _parquet_folder(root, datasets: dict):
+    for config, dataset in datasets.items():
+        dataset.to_parquet(str(root / "data" / config / "test-00000-of-00001.parquet"))
+    (root / "README.md").write_text("---\nconfigs:\n" + "".join(
+        f"- config_name: {c}\n  data_files:\n  - split: test\n    path: data/{c}/test-*.parquet\n" for c in datasets
+    ) + "---\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("suite_data")
+    rng = np.random.default_rng(0)
+    cls = [{"png": _image_bytes(rng, "PNG"), "cls": str(i % len(CLASSNAMES)).encode()} for i in range(8)]
+    ret = [{"jpg": _image_bytes(rng, "JPEG"), "txt": "\n".join(rng.choice(WORDS, 3)).encode()} for i in range(6)]
+    return {
+        "replace": _write_hub_folder(root / "replace"),
+        "sugarcrepe": _parquet_folder(root / "sugarcrepe", {
+            "replace_att": make_selection_set(6, 1, seed=1), "swap_obj": make_selection_set(4, 1, seed=2)}),
+        "winoground": _parquet_folder(root / "winoground", {"default": make_winoground(4)}),
+        "cifar_a": write_webdataset(root / "cifar_a", cls, nshards=2, classnames="\n".join(CLASSNAMES),
+                                    zeroshot_classification_templates="\n".join(TEMPLATES)),
+        "cifar_b": write_webdataset(root / "cifar_b", cls[:5], nshards=1, classnames="\n".join(CLASSNAMES),
+                                    zeroshot_classification_templates="\n".join(TEMPLATES)),
+        "coco": write_webdataset(root / "coco", ret, nshards=2, dataset_type="retrieval"),
+    }
+
+
+def test_tasks_are_recognised_from_the_layout(folders):
+    expected = {"replace": HARD_POSITIVE, "sugarcrepe": CAPTION_SELECTION, "winoground": WINOGROUND,
+                "cifar_a": ZEROSHOT_CLASSIFICATION, "coco": ZEROSHOT_RETRIEVAL}
+    assert {name: detect_task(str(folders[name])) for name in expected} == expected
+
+
+def test_named_suites_and_yaml_errors(tmp_path):
+    paper = load_suite("paper")
+    names = [e.name for e in paper]
+    assert names[:5] == ["replace", "swap", "sugarcrepe_pp", "sugarcrepe", "aro"]
+    assert sum(e.group == "vtab" for e in paper) == 20 and "imagenet1k" in names and "flickr30k" in names
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"datasets": [{"dataset": "x", "colour": "red"}]}))
+    with pytest.raises(UserInputError, match="unknown field"):
+        load_suite(str(bad))
+    with pytest.raises(UserInputError, match="neither a suite"):
+        load_suite("no-such-suite")
+
+
+def test_suite_end_to_end_resumes_and_encodes_each_image_once(tiny_clip_dir, folders, tmp_path, monkeypatch):
+    spec = tmp_path / "suite.yaml"
+    spec.write_text(yaml.safe_dump({"datasets": [
+        {"name": "replace", "dataset": str(folders["replace"])},
+        {"name": "sugarcrepe", "dataset": str(folders["sugarcrepe"])},
+        {"name": "winoground", "dataset": str(folders["winoground"])},
+        {"name": "cifar_a", "dataset": str(folders["cifar_a"]), "group": "mini-vtab"},
+        {"name": "cifar_b", "dataset": str(folders["cifar_b"]), "group": "mini-vtab"},
+        {"name": "coco", "dataset": str(folders["coco"])},
+    ]}))
+    images_encoded = []
+    real = CLIPModel.get_image_features
+    monkeypatch.setattr(CLIPModel, "get_image_features",
+                        lambda self, pixel_values, **k: images_encoded.append(len(pixel_values)) or real(self, pixel_values=pixel_values, **k))
+    out = tmp_path / "out"
+    report = run_suite(str(tiny_clip_dir), load_suite(str(spec)), output_dir=out, batch_size=4, progress=False,
+                       log=lambda m: None)
+    assert set(report.sections) == {"replace", "sugarcrepe", "winoground", "cifar_a", "cifar_b", "coco"}
+    # cifar_b's images are a subset of cifar_a's: the shared scorer never encodes an image twice.
+    assert sum(images_encoded) == len({*_distinct_images(folders)})
+    section = report.sections["cifar_a"]
+    assert section["task"] == ZEROSHOT_CLASSIFICATION and "tie_rule" in section and "aggregation" in section
+    direct = evaluate_zeroshot_classification(_scorer(tiny_clip_dir), str(folders["cifar_a"]))
+    assert section["results"]["all"]["acc1"] == direct["acc1"]
+    mean = report.group_means["mini-vtab"]
+    assert mean["value"] == pytest.approx((section["results"]["all"]["acc1"] + report.sections["cifar_b"]["results"]["all"]["acc1"]) / 2)
+    assert "mean(attributes,relations)" in report.sections["replace"]["aggregates"]
+    table = report.table()
+    assert "tie rule" in table and "unweighted mean of acc1 over 2 datasets" in table
+    saved = json.loads((out / "metrics.json").read_text())
+    assert set(saved["datasets"]) == set(report.sections)
+
+    # A rerun reuses every dataset's saved result without loading the model.
+    import hf_hardpos.suite as suite
+
+    monkeypatch.setattr(suite, "load_model_and_processor", lambda name: pytest.fail("model loaded"))
+    import hf_hardpos.evaluation as evaluation
+
+    monkeypatch.setattr(evaluation, "load_model_and_processor", lambda name: pytest.fail("model loaded"))
+    again = run_suite(str(tiny_clip_dir), load_suite(str(spec)), output_dir=out, batch_size=4, progress=False,
+                      log=lambda m: None)
+    assert again.to_dict()["datasets"] == report.to_dict()["datasets"]
+
+
+def _scorer(model_dir):
+    from transformers import AutoModel, AutoProcessor
+
+    from hf_hardpos.scoring import ITMScorer
+
+    return ITMScorer(AutoModel.from_pretrained(model_dir), AutoProcessor.from_pretrained(model_dir), progress=False)
+
+
+def _distinct_images(folders):
+    """Content keys of every image in the suite's data, as the scorer sees them."""
+    import hashlib
+
+    from datasets import Image
+
+    from hf_hardpos.evaluation import load_eval_sets  # by content: `datasets`' cache keys on folder names
+    from test_tasks_zeroshot import read_webdataset
+
+    keys = set()
+    for name, image_columns in (("replace", ["image"]), ("sugarcrepe", ["image"]), ("winoground", ["image_0", "image_1"])):
+        for eval_set in load_eval_sets(str(folders[name]), None, "test").values():
+            for column in image_columns:
+                cells = eval_set.dataset.cast_column(column, Image(decode=False))[column]
+                keys |= {hashlib.blake2b(c["bytes"], digest_size=16).hexdigest() for c in cells}
+    for name in ("cifar_a", "cifar_b", "coco"):
+        for sample in read_webdataset(folders[name]):
+            data = next(v for k, v in sample.items() if k in ("png", "jpg", "webp", "jpeg"))
+            keys.add(hashlib.blake2b(data, digest_size=16).hexdigest())
+    return keys
+
+
+def test_cli_dataset_of_another_task_needs_output_and_prints_the_rule(tiny_clip_dir, folders, tmp_path, capsys):
+    assert main(["eval", "--model", str(tiny_clip_dir), "--dataset", str(folders["coco"]), "--no-progress"]) == 2
+    assert "--output is required" in capsys.readouterr().err
+    out = tmp_path / "coco"
+    assert main(["eval", "--model", str(tiny_clip_dir), "--dataset", str(folders["coco"]), "--output", str(out),
+                 "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "image_retrieval_recall@1" in printed and "tie rule" in printed
