@@ -363,7 +363,7 @@ def load_eval_sets(
     if unknown:
         raise UserInputError(f"dataset {dataset!r} has no config(s) {unknown}; available: {list(available)}")
     if folder.exists():
-        return {name: _load_local_config(folder, name, split) for name in names}
+        return {name: _load_local_config(folder.resolve(), name, split) for name in names}
     revision = hub_revision(dataset, "dataset")
     sets = {}
     for name in names:

@@ -32,6 +32,7 @@ from .provenance import digest_of, environment, hub_revision, model_identity, sh
 from .scoring import ITMScorer, pick_device
 from .tables import TIE_RULE, metrics_table, render_table
 from .tasks import caption_selection, text_only, webdataset
+from .tasks.aro import ARO_MACRO
 from .tasks import evaluate_caption_selection, evaluate_text_only, evaluate_winoground
 from .tasks import evaluate_zeroshot_classification, evaluate_zeroshot_retrieval
 
@@ -356,7 +357,8 @@ def _run_other_task(task, entry, folder, identity, settings, scorer, max_rows, r
         subsets = {name: s.dataset for name, s in load_eval_sets(entry.dataset, entry.configs, entry.split).items()}
         categories = caption_selection.SUGARCREPE_CATEGORIES if set(subsets) & {
             m for members in caption_selection.SUGARCREPE_CATEGORIES.values() for m in members} else None
-        result = evaluate_caption_selection(scorer(), subsets, categories=categories, max_rows=max_rows)
+        macro = {k: v for k, v in ARO_MACRO.items() if k in subsets} or None
+        result = evaluate_caption_selection(scorer(), subsets, categories=categories, macro=macro, max_rows=max_rows)
     elif task == WINOGROUND:
         result = evaluate_winoground(scorer(), entry.dataset, entry.split, max_rows=max_rows)
         result = {

@@ -132,3 +132,88 @@ def make_coco_sources(upstream: Path, coco_dir: Path, captions=None, images_dir:
         images_dir.mkdir(parents=True, exist_ok=True)
         for number, name in enumerate(COCO_IMAGES.values()):
             (images_dir / name).write_bytes(jpeg_bytes((number * 90, 30, 60)))
+
+
+# SugarCrepe / SugarCrepe++: the real upstream files (tests/fixtures/upstream, gzip) and COCO placeholders.
+UPSTREAM_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "upstream"
+
+
+def unpack_upstream(name: str, root: Path) -> Path:
+    """Decompress ``fixtures/upstream/<name>/data/*.json.gz`` into ``root/data/*.json`` (the repo layout)."""
+    import gzip
+
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    for packed in sorted((UPSTREAM_FIXTURES / name / "data").glob("*.json.gz")):
+        (root / "data" / packed.name[: -len(".gz")]).write_bytes(gzip.decompress(packed.read_bytes()))
+    return root
+
+
+def make_coco_placeholders(folder: Path, file_names) -> dict[str, bytes]:
+    """A tiny JPEG per COCO file name, carrying the name as its JPEG comment, so the bytes differ per
+    image and a row's embedded image can be matched to its upstream ``filename``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pixels = Image.new("RGB", (4, 4), (120, 60, 30))
+    written = {}
+    for name in sorted(set(file_names)):
+        buffer = io.BytesIO()
+        pixels.save(buffer, format="JPEG", comment=name.encode())
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(buffer.getvalue())
+        written[name] = buffer.getvalue()
+    return written
+
+
+# ARO: VG-Relation / VG-Attribution rows shaped like ARO's files, and Karpathy-style test files. ARO's own
+# files are on Google Drive and BLIP's bucket, which cannot be reached here.
+ARO_RELATION_ROWS = [
+    # (image_id, bbox, true caption, false caption, relation)
+    ("2323", (1, 1, 10, 8), "the dog is on the table", "the table is on the dog", "on"),
+    ("4545", (0, 2, 9, 9), "the man is wearing the hat", "the hat is wearing the man", "wearing"),
+]
+ARO_ATTRIBUTION_ROWS = [
+    ("2323", (2, 0, 8, 8), "the white dog and the black cat", "the black dog and the white cat", ["white", "black"]),
+]
+KARPATHY_COCO = [
+    {"image": "val2014/COCO_val2014_000000391895.jpg", "caption": [
+        "A man with a red helmet on a small moped on a dirt road.",
+        "Man riding a motor bike on a dirt road on the countryside.",
+    ]},
+    {"image": "val2014/COCO_val2014_000000522418.jpg", "caption": ["A woman wearing a net on her head cutting a cake."]},
+]
+KARPATHY_FLICKR = [
+    {
+        "image": "flickr30k-images/1007129816.jpg",
+        "caption": ["The man with pierced ears is wearing glasses and an orange hat."],
+    },
+]
+NOUNS = {"man", "helmet", "moped", "road", "bike", "countryside", "woman", "net", "head", "cake", "ears", "glasses", "hat"}
+ADJECTIVES = {"red", "small", "dirt", "orange", "pierced"}
+
+
+def toy_tagger(text: str) -> list[tuple[str, str]]:
+    """A dictionary tagger with Penn tags for the fixtures' words (the real default is spaCy's)."""
+    import re
+
+    tokens = re.findall(r"\w+|[^\w\s]", text)
+    return [(t, "NN" if t.lower() in NOUNS else "JJ" if t.lower() in ADJECTIVES else "X") for t in tokens]
+
+
+def make_aro_sources(aro_dir: Path) -> None:
+    def vg_rows(rows, label):
+        return [
+            {"image_id": i, "image_path": f"{i}.jpg", "bbox_x": b[0], "bbox_y": b[1], "bbox_w": b[2], "bbox_h": b[3],
+             "true_caption": c, "false_caption": n, label: value}
+            for i, b, c, n, value in rows
+        ]
+
+    write_json(aro_dir / "visual_genome_relation.json", vg_rows(ARO_RELATION_ROWS, "relation_name"))
+    write_json(aro_dir / "visual_genome_attribution.json", vg_rows(ARO_ATTRIBUTION_ROWS, "attributes"))
+    write_json(aro_dir / "coco_karpathy_test.json", KARPATHY_COCO)
+    write_json(aro_dir / "flickr30k_test.json", KARPATHY_FLICKR)
+
+
+def column_sources(readme: str) -> dict[str, str]:
+    """The card's Columns table: column name -> its "source and meaning" cell."""
+    table = readme.split("## Columns", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| `")]
+    return {cells[0].strip("| `"): cells[-1].rstrip(" |") for cells in rows}

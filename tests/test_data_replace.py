@@ -10,15 +10,14 @@ from data_fixtures import (
     EXPECTED_DUPLICATE_OF,
     REPLACE_ROWS,
     make_replace_upstream,
+    column_sources,
     make_vg_images,
     replace_images,
     write_json,
 )
 
-from hf_hardpos.data.defects import is_substring_artifact
-from hf_hardpos.data.phrase_diff import phrase_diff
-from hf_hardpos.data.replace import export_replace
-from hf_hardpos.data.validation import AlignmentError, DataValidationError, MissingImageError
+from hf_hardpos.data.checks import AlignmentError, DataValidationError, MissingImageError
+from hf_hardpos.data.replace import export_replace, is_substring_artifact, phrase_diff
 
 
 @pytest.fixture
@@ -150,7 +149,7 @@ def test_script_builds_and_reports_errors(sources, tmp_path, capsys):
     assert main(["--upstream-dir", str(upstream), "--images-dir", str(images_dir), "--output-dir", str(out)]) == 0
     assert "relations: 4 rows (paper: 16,868; DIFFERS by -16,864)" in capsys.readouterr().out
     assert datasets.load_dataset(str(out), "relations", split="test").num_rows == 4
-    assert main(["--upstream-dir", str(tmp_path / "nowhere"), "--output-dir", str(out)]) == 1
+    assert main(["--upstream-dir", str(tmp_path / "nowhere"), "--output-dir", str(out)]) == 2  # input error (issue 10)
     assert "must be laid out like" in capsys.readouterr().err
 
 
@@ -236,3 +235,24 @@ def test_default_sources_download_from_upstream_urls(tmp_path, monkeypatch):
     assert requested[:2] == [raw + "data/vl_checklist_relations.json", raw + "swapped_data/vl_checklist_relations.json"]
     assert sorted(requested[2:]) == sorted(sources_module.VG_PART_URLS.values())
     assert raw + "data/vl_checklist_relations.json, sha256 " in (tmp_path / "out" / "README.md").read_text()
+
+
+def test_skip_missing_card_counts_distinct_images_and_says_rows_were_dropped(sources, tmp_path):
+    """Issue 10: an image used by both subsets is one missing image, and the card says rows were dropped."""
+    upstream, images_dir, image_files = sources
+    image_files["712954"].unlink()  # used by one attributes row and one relations row
+    report = export_replace(tmp_path / "out", upstream_dir=upstream, images_dir=images_dir, skip_missing=True,
+                            progress=False)
+    assert report.distinct_missing_images == 1
+    readme = (tmp_path / "out" / "README.md").read_text()
+    assert "2 upstream row(s) were dropped" in readme and "1 distinct image(s) in all" in readme
+    assert "attributes: 1 row(s), 1 image(s)" in readme and "relations: 1 row(s), 1 image(s)" in readme
+    assert "rows are all kept" not in readme and "Every upstream row is here" not in readme
+    complete = export_replace(tmp_path / "full", upstream_dir=upstream, images_dir=images_dir, subsets=["relations"],
+                              skip_missing=True, progress=False)
+    assert complete.counts == {"relations": 3}  # 712954 still missing: the relations row is dropped
+    image_files["712954"].write_bytes(image_files["712956"].read_bytes())
+    export_replace(tmp_path / "full", upstream_dir=upstream, images_dir=images_dir, progress=False)
+    readme = (tmp_path / "full" / "README.md").read_text()
+    assert "Every upstream row is here" in readme and "were dropped" not in readme
+    assert all(column_sources(readme).values())

@@ -9,7 +9,7 @@ from data_fixtures import SWAP_ROWS, make_swap_upstream, make_vg_images, write_j
 from PIL import Image
 
 from hf_hardpos.data.swap import export_swap
-from hf_hardpos.data.validation import AlignmentError, DataValidationError, MissingImageError
+from hf_hardpos.data.checks import AlignmentError, DataValidationError, MissingImageError
 
 
 @pytest.fixture
@@ -110,4 +110,4 @@ def test_script_without_images_and_push(sources, tmp_path, monkeypatch):
     assert 'load_dataset("someorg/swap"' in (out / "README.md").read_text()
     loaded = datasets.load_dataset(str(out), split="test")
     assert "image" not in loaded.column_names and loaded["hard_positive"][0] == SWAP_ROWS[0][-1]
-    assert main(["--upstream-dir", str(upstream), "--aro-dir", str(tmp_path), "--output-dir", str(out)]) == 1
+    assert main(["--upstream-dir", str(upstream), "--aro-dir", str(tmp_path), "--output-dir", str(out)]) == 2  # input error

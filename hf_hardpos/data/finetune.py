@@ -12,29 +12,31 @@ folder afterwards.
 from __future__ import annotations
 
 import json
-import random
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from pathlib import Path
 
 import datasets
 
 from .. import columns
-from .generate import dataset_from_generator
-from .sources import COCO_ANNOTATIONS_URL, COCO_CAPTIONS_FILE, Sources
-from .validation import PAPER_COUNTS, BuildReport, DataValidationError, MissingImageError
+from ..citations import COCO, HARD_POSITIVES, cite
+from .checks import DataValidationError, MissingSourceError, load_json
+from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder
+from .sources import COCO_ANNOTATIONS_URL, COCO_CAPTIONS_FILE, ImageFolder, Sources, resolve_images
 
 CONFIG = "default"
 SPLIT = "train"
 HP_FILES = {"replace": "hard_positives_ft/replace_hp.jsonl", "swap": "hard_positives_ft/swap_hp.jsonl"}
 NEGATIVE_TYPES = ("replace", "swap")
+PAPER_CAPTIONS = 591_753  # COCO train 2014 captions (SPEC §3)
+PAPER_SWAP_HARD_POSITIVES = 119_071  # captions with "and" and fewer than 15 words
 
 HardNegativeFn = Callable[[str], "str | None"]
 
 
-def finetune_features(with_images: bool = False) -> datasets.Features:
-    fields = {columns.IMAGE: datasets.Image()} if with_images else {}
-    fields.update(
+def finetune_features() -> datasets.Features:
+    """Row schema (the image column is added when images are embedded)."""
+    return datasets.Features(
         {
             columns.IMAGE_ID: datasets.Value("string"),
             "file_name": datasets.Value("string"),
@@ -46,28 +48,18 @@ def finetune_features(with_images: bool = False) -> datasets.Features:
             columns.HARD_NEGATIVE_SWAP: datasets.Value("string"),
         }
     )
-    return datasets.Features(fields)
 
 
 def default_negative_generators(seed: int = 0) -> dict[str, HardNegativeFn]:
-    """The package's rule-based generators (``hf_hardpos.generation.rules``), seeded for reproducibility.
+    """The package's rule-based hard-negative generators, seeded per caption for reproducibility.
 
-    Imported lazily: the builder itself does not depend on the generation module, and a caller can
-    pass any ``{"replace": fn, "swap": fn}`` instead.
+    ``RuleGenerator`` owns the per-caption seeding (a caption's negative does not depend on which
+    other captions were processed, so resumed builds give the same data). Imported lazily: a caller
+    can pass any ``{"replace": fn, "swap": fn}`` instead.
     """
-    try:
-        from hf_hardpos.generation.rules import replace_hard_negative, swap_hard_negative
-    except ImportError as error:
-        raise ImportError(
-            "hf_hardpos.generation.rules is needed for the default hard negatives; "
-            "pass negative_generators={'replace': fn, 'swap': fn} instead"
-        ) from error
-    # Seeded per caption, not one shared stream: the negative of a caption then does not depend on
-    # processing order, so resumed or multi-process builds give the same data.
-    return {
-        "replace": lambda caption: replace_hard_negative(caption, rng=random.Random(f"{seed}\x00{caption}")),
-        "swap": swap_hard_negative,
-    }
+    from hf_hardpos.generation.rule_generator import RuleGenerator
+
+    return {kind: RuleGenerator(kind, negative=True, seed=seed).perturb for kind in NEGATIVE_TYPES}
 
 
 def coco_captions_file(sources: Sources, coco_annotations: str | Path | None) -> Path:
@@ -83,15 +75,12 @@ def coco_captions_file(sources: Sources, coco_annotations: str | Path | None) ->
         if candidate.is_file():
             return sources.record(name, candidate, f"COCO {COCO_CAPTIONS_FILE} (read from a local copy)")
     looked = ", ".join(map(str, candidates))
-    raise FileNotFoundError(f"captions_train2014.json not found at {path} (looked for {looked})")
+    raise MissingSourceError(f"captions_train2014.json not found at {path} (looked for {looked})")
 
 
 def read_coco_captions(path: Path) -> tuple[list[dict], dict[int, str]]:
     """COCO caption annotations in file order and the image id -> file name map."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise DataValidationError(f"{path}: not valid JSON ({error})") from error
+    data = load_json(path)
     if not isinstance(data, dict) or "annotations" not in data or "images" not in data:
         raise DataValidationError(f"{path}: expected a COCO captions file with 'images' and 'annotations'")
     file_names = {int(image["id"]): image["file_name"] for image in data["images"]}
@@ -130,19 +119,19 @@ def _read_hard_positives(path: Path) -> Iterator[str | None]:
                 yield parse_hard_positive(line, path, line_number)
 
 
-def _generate_rows(
+def _caption_rows(
     captions_path: Path,
     replace_path: Path,
     swap_path: Path,
     negative_generators: Mapping[str, HardNegativeFn],
-    images_dir: Path | None,
 ) -> Iterator[dict]:
+    """Stream the rows in COCO annotation order (591k captions: never all in memory)."""
     annotations, file_names = read_coco_captions(captions_path)
     replace_hp, swap_hp = _read_hard_positives(replace_path), _read_hard_positives(swap_path)
     for annotation, positive_replace, positive_swap in zip(annotations, replace_hp, swap_hp):
         caption = annotation["caption"].strip()
         image_id = int(annotation["image_id"])
-        row = {
+        yield {
             columns.IMAGE_ID: str(image_id),
             "file_name": file_names[image_id],
             "caption_id": int(annotation["id"]),
@@ -152,72 +141,6 @@ def _generate_rows(
             columns.HARD_NEGATIVE_REPLACE: negative_generators["replace"](caption),
             columns.HARD_NEGATIVE_SWAP: negative_generators["swap"](caption),
         }
-        if images_dir is not None:
-            path = images_dir / row["file_name"]
-            if not path.is_file():  # skipped missing image (--skip-missing)
-                continue
-            row = {columns.IMAGE: {"bytes": path.read_bytes(), "path": row["file_name"]}, **row}
-        yield row
-
-
-def build_finetune(
-    sources: Sources,
-    *,
-    work_dir: str | Path,
-    coco_annotations: str | Path | None = None,
-    coco_images_dir: str | Path | None = None,
-    negative_generators: Mapping[str, HardNegativeFn] | None = None,
-    skip_missing: bool = False,
-    seed: int = 0,
-    report: BuildReport | None = None,
-) -> datasets.Dataset:
-    """Validate the inputs (one hard-positive line per caption; images present) and build the Dataset."""
-    negative_generators = dict(negative_generators or default_negative_generators(seed))
-    missing_types = [name for name in NEGATIVE_TYPES if name not in negative_generators]
-    if missing_types:
-        raise ValueError(f"negative_generators lacks {missing_types}; expected keys {NEGATIVE_TYPES}")
-    captions_path = coco_captions_file(sources, coco_annotations)
-    annotations, file_names = read_coco_captions(captions_path)
-    hp_paths = {name: sources.upstream_file(relative) for name, relative in HP_FILES.items()}
-    for path in hp_paths.values():
-        lines = count_hard_positives(path)
-        if lines != len(annotations):
-            raise DataValidationError(
-                f"{path} has {lines} lines but {captions_path} has {len(annotations)} captions; "
-                "the hard-positive file must have one line per COCO caption, in annotation order"
-            )
-    images_dir = Path(coco_images_dir) if coco_images_dir is not None else None
-    if images_dir is not None:
-        used = {file_names[int(annotation["image_id"])] for annotation in annotations}
-        missing = sorted(name for name in used if not (images_dir / name).is_file())
-        if missing and not skip_missing:
-            shown = ", ".join(missing[:20]) + (f" (and {len(missing) - 20} more)" if len(missing) > 20 else "")
-            raise MissingImageError(f"{len(missing)} COCO image(s) not found in {images_dir}: {shown}")
-        if report is not None and missing:
-            report.skipped_missing_images[CONFIG] = missing
-            missing_set = set(missing)
-            report.skipped_rows[CONFIG] = sum(
-                file_names[int(annotation["image_id"])] in missing_set for annotation in annotations
-            )
-    if report is not None:
-        report.sources.update(sources.provenance)
-        report.sources["images"] = (
-            "embedded from a local train2014 folder" if images_dir else "not embedded (join by file_name)"
-        )
-    del annotations, file_names
-    return dataset_from_generator(
-        _generate_rows,
-        {
-            "captions_path": captions_path,
-            "replace_path": hp_paths["replace"],
-            "swap_path": hp_paths["swap"],
-            "negative_generators": negative_generators,
-            "images_dir": images_dir,
-        },
-        finetune_features(with_images=images_dir is not None),
-        split=SPLIT,
-        work_dir=work_dir,
-    )
 
 
 def attach_coco_images(dataset: datasets.Dataset, coco_images_dir: str | Path) -> datasets.Dataset:
@@ -228,21 +151,25 @@ def attach_coco_images(dataset: datasets.Dataset, coco_images_dir: str | Path) -
     """
     folder = Path(coco_images_dir)
     if dataset.num_rows and not (folder / dataset[0]["file_name"]).is_file():
-        raise FileNotFoundError(f"{folder / dataset[0]['file_name']} not found: is {folder} COCO's train2014 folder?")
+        raise MissingSourceError(f"{folder / dataset[0]['file_name']} not found: is {folder} COCO's train2014 folder?")
     with_paths = dataset.map(lambda row: {columns.IMAGE: str(folder / row["file_name"])}, desc="Joining COCO images")
     return with_paths.cast_column(columns.IMAGE, datasets.Image())
 
 
 COLUMN_MEANINGS = {
     columns.IMAGE: "the COCO train2014 image, original JPEG bytes (only when built with --coco-images-dir)",
-    columns.IMAGE_ID: "COCO image id",
+    columns.IMAGE_ID: "COCO image id (COCO `captions_train2014.json`)",
     "file_name": "COCO file name, e.g. COCO_train2014_000000057870.jpg (join key for a local train2014/ folder)",
     "caption_id": "COCO caption annotation id",
-    columns.CAPTION: "the COCO caption",
-    columns.HARD_POSITIVE_REPLACE: "hard positive by one-word synonym replacement (Kamath et al., LLM-generated)",
-    columns.HARD_POSITIVE_SWAP: "hard positive by swapping around \"and\"; null where none exists",
-    columns.HARD_NEGATIVE_REPLACE: "hard negative by replacement (CREPE/SugarCrepe-style rules); null where none",
-    columns.HARD_NEGATIVE_SWAP: "hard negative by swapping (CREPE/SugarCrepe-style rules); null where none applies",
+    columns.CAPTION: "the COCO caption (COCO `captions_train2014.json`, whitespace stripped)",
+    columns.HARD_POSITIVE_REPLACE: "hard positive by one-word synonym replacement: Kamath et al.'s LLM output, "
+    "upstream `hard_positives_ft/replace_hp.jsonl`",
+    columns.HARD_POSITIVE_SWAP: "hard positive by swapping around \"and\": upstream "
+    "`hard_positives_ft/swap_hp.jsonl`; null where none exists",
+    columns.HARD_NEGATIVE_REPLACE: "hard negative by replacement, generated by this builder with hf_hardpos's "
+    "rules (modelled on CREPE/SugarCrepe's procedure, not the paper's own negatives); null where no rule applies",
+    columns.HARD_NEGATIVE_SWAP: "hard negative by swapping, generated by this builder with hf_hardpos's rules "
+    "(modelled on CREPE/SugarCrepe's procedure, not the paper's own negatives); null where no rule applies",
 }
 
 USAGE = """from datasets import load_dataset
@@ -259,14 +186,6 @@ LICENSE_TEXT = (
     "2024 (github.com/amitakamath/hard_positives); check its terms before redistribution."
 )
 
-COCO_CITATION = """@inproceedings{lin2014microsoft,
-  title     = {Microsoft COCO: Common Objects in Context},
-  author    = {Lin, Tsung-Yi and Maire, Michael and Belongie, Serge and Hays, James and Perona, Pietro
-               and Ramanan, Deva and Doll{\\'a}r, Piotr and Zitnick, C. Lawrence},
-  booktitle = {European Conference on Computer Vision (ECCV)},
-  year      = {2014}
-}"""
-
 
 def _quality_counts(dataset: datasets.Dataset) -> dict[str, int]:
     """Measured per-column facts for the report and the card (nulls, c_p equal to c)."""
@@ -279,6 +198,28 @@ def _quality_counts(dataset: datasets.Dataset) -> dict[str, int]:
     return counts
 
 
+def _defects_text(report: BuildReport) -> str:
+    flags = report.flags[CONFIG]
+    return "\n".join(
+        ["Measured in this build (rows):", "", "| column | present | equal to the caption |", "|---|---:|---:|"]
+        + [
+            f"| `{name}` | {flags[f'{name} present']:,} | {flags[f'{name} equal to caption']:,} |"
+            for name in (*columns.FINETUNE_POSITIVE_COLUMNS, *columns.FINETUNE_NEGATIVE_COLUMNS)
+        ]
+        + [
+            "",
+            "Hard positives are LLM outputs kept as upstream wrote them (whitespace stripped; \"None\" -> null). "
+            "A hard positive equal to its caption is a generation failure the paper's prompt did not filter. "
+            "Hard negatives come from this package's rules; a rule that finds nothing to change gives null.",
+        ]
+    )
+
+
+def _count_swap_hard_positives(report: BuildReport) -> None:
+    report.counts["swap hard positives"] = report.flags[CONFIG][f"{columns.HARD_POSITIVE_SWAP} present"]
+    report.expected_counts["swap hard positives"] = PAPER_SWAP_HARD_POSITIVES
+
+
 def export_finetune(
     output_dir: str | Path,
     *,
@@ -289,73 +230,82 @@ def export_finetune(
     skip_missing: bool = False,
     seed: int = 0,
     cache_dir: str | Path | None = None,
-    max_shard_size: int | str = "500MB",
+    max_shard_size: int | str = SHARD_SIZE,
     repo_id_for_card: str = "hardpos/coco",
     verify: bool = True,
+    progress: bool = True,
 ) -> BuildReport:
-    """Build the COCO HP+HN fine-tuning set into ``output_dir`` (config ``default``, split ``train``)."""
-    from .card import HARD_POSITIVE_CITATION, CardFacts, render_card
-    from .hub_export import verify_export, write_config_shards
+    """Build the COCO HP+HN fine-tuning set into ``output_dir`` (config ``default``, split ``train``).
 
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    Every input is checked before the build (one hard-positive line per caption, each line valid,
+    images present), so a bad file fails in seconds, not after generating 591k negatives.
+    """
+    negative_generators = dict(negative_generators or default_negative_generators(seed))
+    missing_types = [name for name in NEGATIVE_TYPES if name not in negative_generators]
+    if missing_types:
+        raise DataValidationError(f"negative_generators lacks {missing_types}; expected keys {NEGATIVE_TYPES}")
     sources = Sources(upstream_dir, cache_dir)
     report = BuildReport(dataset="finetune")
-    with tempfile.TemporaryDirectory(prefix="hardpos-build-", dir=cache_dir) as work_dir:
-        dataset = build_finetune(
-            sources,
-            work_dir=work_dir,
-            coco_annotations=coco_annotations,
-            coco_images_dir=coco_images_dir,
-            negative_generators=negative_generators,
-            skip_missing=skip_missing,
-            seed=seed,
-            report=report,
-        )
-        exported = write_config_shards(dataset, output_dir, CONFIG, split=SPLIT, max_shard_size=max_shard_size)
-        report.counts[CONFIG] = len(dataset)
-        report.flags[CONFIG] = _quality_counts(dataset)
-        del dataset
-    report.expected_counts[CONFIG] = PAPER_COUNTS["finetune/captions"]
-    flags = report.flags[CONFIG]
-    report.counts["swap hard positives"] = flags[f"{columns.HARD_POSITIVE_SWAP} present"]
-    report.expected_counts["swap hard positives"] = PAPER_COUNTS["finetune/swap_hard_positives"]
-    defects = "\n".join(
-        ["Measured in this build (rows):", "", "| column | present | equal to the caption |", "|---|---:|---:|"]
-        + [
-            f"| `{name}` | {flags[f'{name} present']:,} | {flags[f'{name} equal to caption']:,} |"
-            for name in (*columns.FINETUNE_POSITIVE_COLUMNS, *columns.FINETUNE_NEGATIVE_COLUMNS)
-        ]
-        + [
-            "",
-            "Hard positives are LLM outputs kept as upstream wrote them (whitespace stripped; \"None\" -> null). "
-            "A hard positive equal to its caption is a generation failure the paper's prompt did not filter.",
-        ]
+    captions_path = coco_captions_file(sources, coco_annotations)
+    annotations, file_names = read_coco_captions(captions_path)
+    hp_paths = {name: sources.upstream_file(relative) for name, relative in HP_FILES.items()}
+    for path in hp_paths.values():
+        lines = count_hard_positives(path)
+        if lines != len(annotations):
+            raise DataValidationError(
+                f"{path} has {lines} lines but {captions_path} has {len(annotations)} captions; "
+                "the hard-positive file must have one line per COCO caption, in annotation order"
+            )
+    report.sources.update(sources.provenance)
+    used_images = {file_names[int(annotation["image_id"])] for annotation in annotations}
+    images = None
+    if coco_images_dir is not None:
+        folder = ImageFolder(coco_images_dir, sources, option="--coco-images-dir")
+        wanted = dict.fromkeys(sorted(used_images))
+        found, missing = resolve_images(folder, wanted, skip_missing=skip_missing, progress=progress)
+        images = ImageSpec(found, missing, key="file_name")
+        report.sources["images"] = "embedded from a local train2014 folder"
+    else:
+        report.sources["images"] = "not embedded (join by file_name)"
+    config = ConfigBuild(
+        CONFIG,
+        rows=partial(_caption_rows, captions_path, hp_paths["replace"], hp_paths["swap"], negative_generators),
+        features=finetune_features(),
+        expected_count=PAPER_CAPTIONS,
+        flags=_quality_counts,
+        images=images,
+        num_upstream_rows=len(annotations),
+        image_keys=used_images,
     )
+    del annotations, file_names
     facts = CardFacts(
         title="COCO hard-positive + hard-negative fine-tuning set",
         pretty_name="COCO HP+HN fine-tuning set (Hard Positive paper)",
         summary=(
-            "Every COCO train 2014 caption with a replace hard positive, a swap hard positive where the "
-            "caption allows one, and rule-based replace/swap hard negatives: the training data of the "
-            "HP+HN models of *The Hard Positive Truth about Vision-Language Compositionality* "
-            "(Kamath et al., ECCV 2024). Missing items are nulls, never the string \"None\"."
+            "Every COCO train 2014 caption with the hard positives of *The Hard Positive Truth about "
+            "Vision-Language Compositionality* (Kamath et al., ECCV 2024): a replace hard positive, and a "
+            "swap hard positive where the caption allows one. The replace/swap hard negatives are made "
+            "by hf_hardpos's own rules, which follow the CREPE/SugarCrepe procedure only as far as those "
+            "rules go; they are not the hard negatives the paper trained with. Missing items are nulls, "
+            "never the string \"None\"."
         ),
         builder="hf_hardpos.data.finetune.export_finetune",
         usage=USAGE.format(repo=repo_id_for_card),
         column_meanings=COLUMN_MEANINGS,
-        defects=defects,
+        defects=_defects_text,
         license_id="cc-by-4.0",
         license_text=LICENSE_TEXT,
-        citation=HARD_POSITIVE_CITATION + "\n\n" + COCO_CITATION,
-        expected_counts={CONFIG: PAPER_COUNTS["finetune/captions"]},
+        citation=cite(HARD_POSITIVES, COCO),
         tags=["compositionality", "hard-positives", "hard-negatives", "clip", "coco"],
-        task_categories=["zero-shot-image-classification"],
     )
-    render_card(output_dir, [exported], facts, report)
-    report.save(output_dir / "build_report.json")
-    if verify:
-        verify_export(output_dir, exported)
-    for line in report.count_lines():
-        print(line)
-    return report
+    return export_folder(
+        output_dir,
+        [config],
+        facts,
+        report,
+        split=SPLIT,
+        max_shard_size=max_shard_size,
+        cache_dir=cache_dir,
+        verify=verify,
+        on_built=_count_swap_hard_positives,
+    )

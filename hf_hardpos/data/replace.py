@@ -3,26 +3,111 @@
 Reads ``data/vl_checklist_<subset>.json`` (c, c_n) and ``swapped_data/vl_checklist_<subset>.json``
 (c_p) of the hard_positives repository, checks they align row by row, adds the replaced phrase and the
 quality flags, and embeds each row's Visual Genome image as its original JPEG bytes. The rows are the
-paper's rows exactly (10,575 attributes + 16,868 relations); defects are flagged, never dropped.
+paper's rows exactly (10,575 attributes + 16,868 relations); defects are flagged, never dropped (only
+``--skip-missing`` drops rows, those whose image is missing, and the card then says how many).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import datasets
 
 from .. import columns
-from .defects import first_occurrences, is_substring_artifact, substitution_table
-from .generate import dataset_from_generator
-from .phrase_diff import phrase_diff
-from .sources import VG_PART_URLS, Sources, VisualGenomeImages, vg_part_of
-from .validation import PAPER_COUNTS, BuildReport, load_aligned_pair
+from ..citations import HARD_POSITIVES, VL_CHECKLIST, cite
+from .checks import DataValidationError, load_aligned_pair
+from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder
+from .sources import Sources, VisualGenomeImages, resolve_images, vg_part_of
 
-REPLACE_SUBSETS = ("attributes", "relations")
 SPLIT = "test"
 UPSTREAM_FIELDS = ("image_id", "true_caption", "false_caption", "image_path")
+# Rows per subset in the paper (checked against the upstream files, SPEC §3).
+PAPER_COUNTS = {"attributes": 10_575, "relations": 16_868}
+
+
+# --- which phrase a hard positive replaced -----------------------------------------------------------
+# Upstream gives c and c_p but not the substitution that turned one into the other; users filtering or
+# grouping by substitution ("white -> ivory", "behind -> to the rear of") need it. The word-level diff
+# recovers it without a hand-kept table.
+
+
+def phrase_diff(caption: str, hard_positive: str) -> tuple[str, str]:
+    """Return ``(replaced_phrase, replacement)``: the words of ``caption`` that differ from ``hard_positive``.
+
+    Words are whitespace tokens; the common leading and trailing words are stripped and what is left on
+    each side is joined by single spaces. A deletion ("on top of" -> "on") gives an empty replacement;
+    identical captions give ``("", "")``.
+    """
+    source, target = caption.split(), hard_positive.split()
+    prefix = 0
+    while prefix < min(len(source), len(target)) and source[prefix] == target[prefix]:
+        prefix += 1
+    suffix = 0
+    while (
+        suffix < min(len(source), len(target)) - prefix
+        and source[len(source) - 1 - suffix] == target[len(target) - 1 - suffix]
+    ):
+        suffix += 1
+    return (
+        " ".join(source[prefix : len(source) - suffix]),
+        " ".join(target[prefix : len(target) - suffix]),
+    )
+
+
+# --- quality flags for the known upstream defects (SPEC §3) -------------------------------------------
+# The rows are kept exactly as the paper used them; the flags only let users filter:
+# - substring artefacts: a few hard positives were made by plain substring replacement, so a word that
+#   merely contains the replaced word was rewritten too ("white whiteboard" -> "ivory ivoryboard").
+# - repeated rows: a row that repeats an earlier (image_id, c, c_n) triple.
+
+
+def substitution_table(pairs: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
+    """The set of (replaced phrase, replacement) pairs observed in a subset.
+
+    The benchmark's own substitutions ("red" -> "crimson") are the ones whose careless substring
+    application produced the artefacts, so the table the data itself exhibits is exactly what
+    :func:`is_substring_artifact` needs; no external list has to be kept in sync.
+    """
+    return {(source, target) for source, target in pairs if source}
+
+
+def _has_partial_word_occurrence(text: str, phrase: str) -> bool:
+    """True if ``phrase`` occurs in ``text`` at least once *not* delimited by word boundaries."""
+    whole = {m.start() for m in re.finditer(rf"(?<!\w){re.escape(phrase)}(?!\w)", text)}
+    return any(m.start() not in whole for m in re.finditer(re.escape(phrase), text))
+
+
+def is_substring_artifact(caption: str, hard_positive: str, table: Iterable[tuple[str, str]]) -> bool:
+    """True if ``hard_positive`` is ``caption`` with a table substitution applied inside a longer word.
+
+    The test reproduces the upstream mistake: some ``(source, target)`` of the table, applied with
+    ``str.replace`` to the whole caption, gives exactly ``hard_positive`` while at least one occurrence
+    of ``source`` sat inside another word. Whole-word substitutions, even repeated ones
+    ("in building in" -> "within building within"), are not flagged: they keep the meaning.
+    """
+    for source, target in table:
+        if source in caption and caption.replace(source, target) == hard_positive:
+            if _has_partial_word_occurrence(caption, source):
+                return True
+    return False
+
+
+def first_occurrences(keys: Sequence[tuple]) -> list[int | None]:
+    """For each key, the index of its first earlier occurrence, or ``None`` if it is the first."""
+    first: dict[tuple, int] = {}
+    duplicate_of: list[int | None] = []
+    for index, key in enumerate(keys):
+        if key in first:
+            duplicate_of.append(first[key])
+        else:
+            first[key] = index
+            duplicate_of.append(None)
+    return duplicate_of
+
+
+# --- the builder ---------------------------------------------------------------------------------------
 
 
 def original_file(subset: str) -> str:
@@ -33,10 +118,10 @@ def positive_file(subset: str) -> str:
     return f"swapped_data/vl_checklist_{subset}.json"
 
 
-def replace_features(with_images: bool = True) -> datasets.Features:
-    """Row schema: the shared eval columns, then provenance and the quality flags."""
-    fields = {columns.IMAGE: datasets.Image()} if with_images else {}
-    fields.update(
+def replace_features() -> datasets.Features:
+    """Row schema (the image column is added when images are embedded): the shared eval columns,
+    then provenance and the quality flags."""
+    return datasets.Features(
         {
             columns.IMAGE_ID: datasets.Value("string"),
             "image_path": datasets.Value("string"),
@@ -52,13 +137,12 @@ def replace_features(with_images: bool = True) -> datasets.Features:
             "upstream_index": datasets.Value("int64"),
         }
     )
-    return datasets.Features(fields)
 
 
 def read_replace_subset(sources: Sources, subset: str) -> list[dict]:
     """The annotated rows of one subset (no images), in upstream order, validated for alignment."""
-    if subset not in REPLACE_SUBSETS:
-        raise ValueError(f"unknown REPLACE subset {subset!r}; expected one of {REPLACE_SUBSETS}")
+    if subset not in columns.REPLACE_SUBSETS:
+        raise DataValidationError(f"unknown REPLACE subset {subset!r}; expected one of {columns.REPLACE_SUBSETS}")
     original_path = sources.upstream_file(original_file(subset))
     positive_path = sources.upstream_file(positive_file(subset))
     original, positive = load_aligned_pair(original_path, positive_path, UPSTREAM_FIELDS, UPSTREAM_FIELDS)
@@ -90,63 +174,22 @@ def read_replace_subset(sources: Sources, subset: str) -> list[dict]:
     return rows
 
 
-def _generate_rows(rows: Sequence[dict], images: dict | None) -> Iterator[dict]:
-    """Yield rows, reading each image's bytes only when its row is written (streaming)."""
-    for row in rows:
-        if images is None:
-            yield row
-            continue
-        found = images.get(row[columns.IMAGE_ID])
-        if found is None:  # skipped missing image (--skip-missing)
-            continue
-        path, relative = found
-        yield {columns.IMAGE: {"bytes": path.read_bytes(), "path": relative}, **row}
-
-
-def build_replace_subset(
-    rows: Sequence[dict],
-    images: dict | None,
-    *,
-    work_dir: str | Path,
-) -> datasets.Dataset:
-    """A Dataset of one subset's ``rows``; ``images`` maps image_id -> (path, relative path), or None
-    to build without the image column."""
-    return dataset_from_generator(
-        _generate_rows,
-        {"rows": list(rows), "images": images},
-        replace_features(with_images=images is not None),
-        split=SPLIT,
-        work_dir=work_dir,
-    )
-
-
-def locate_images(
-    rows: Sequence[dict], vg_images: VisualGenomeImages, *, skip_missing: bool
-) -> tuple[dict, list[str]]:
-    """Resolve the distinct images of ``rows`` (part hint from image_path) before building."""
-    wanted = {}
-    for row in rows:
-        wanted.setdefault(row[columns.IMAGE_ID], vg_part_of(row["image_path"]))
-    return vg_images.resolve_all(wanted, skip_missing=skip_missing)
-
-
-def expected_count(subset: str) -> int:
-    return PAPER_COUNTS[f"replace/{subset}"]
-
-
 COLUMN_MEANINGS = {
-    columns.IMAGE: "the whole Visual Genome image, original JPEG bytes (not re-encoded)",
-    columns.IMAGE_ID: "Visual Genome image id",
-    "image_path": "path of the image inside Visual Genome (`VG_100K/` or `VG_100K_2/`)",
-    columns.CAPTION: "c: the true caption (VL-CheckList)",
-    columns.HARD_NEGATIVE: "c_n: hard negative, a replacement that changes the meaning",
-    columns.HARD_POSITIVE: "c_p: hard positive, a replacement that keeps the meaning",
-    "subset": "`attributes` or `relations`",
-    "replaced_phrase": "the words of c that c_p changed (word-level diff)",
-    "replacement": "the words c_p has instead (empty for a deletion)",
-    "substring_artifact": "c_p was made by substring replacement inside a longer word (defect)",
-    "is_duplicate": "this (image_id, c, c_n) triple already occurred earlier in the subset",
-    "duplicate_of": "`upstream_index` of that earlier row, null if none",
+    columns.IMAGE: "the whole Visual Genome image, original JPEG bytes (not re-encoded); from Visual Genome 1.2",
+    columns.IMAGE_ID: "Visual Genome image id (upstream `image_id`)",
+    "image_path": "path of the image inside Visual Genome (`VG_100K/` or `VG_100K_2/`), from upstream `image_path`",
+    columns.CAPTION: "c: the true caption, upstream `data/` `true_caption` (VL-CheckList)",
+    columns.HARD_NEGATIVE: "c_n: hard negative, upstream `data/` `false_caption` (VL-CheckList replacement that "
+    "changes the meaning)",
+    columns.HARD_POSITIVE: "c_p: hard positive, upstream `swapped_data/` `true_caption` (Kamath et al.: a "
+    "replacement that keeps the meaning)",
+    "subset": "`attributes` or `relations` (the upstream file)",
+    "replaced_phrase": "computed by this builder: the words of c that c_p changed (word-level diff)",
+    "replacement": "computed by this builder: the words c_p has instead (empty for a deletion)",
+    "substring_artifact": "computed by this builder: c_p was made by substring replacement inside a longer "
+    "word (defect)",
+    "is_duplicate": "computed by this builder: this (image_id, c, c_n) triple already occurred earlier in the subset",
+    "duplicate_of": "computed by this builder: `upstream_index` of that earlier row, null if none",
     "upstream_index": "row index in the upstream JSON files",
 }
 
@@ -154,7 +197,7 @@ USAGE = """from datasets import load_dataset
 
 relations = load_dataset("{repo}", "relations", split="test")
 row = relations[0]  # row["image"] is a PIL image; caption / hard_negative / hard_positive are c, c_n, c_p
-# The paper's rows are all kept; to drop the upstream defects:
+# Upstream defects are flagged, not dropped; to drop them:
 clean = relations.filter(lambda r: not r["substring_artifact"] and not r["is_duplicate"])
 # The paper's REPLACE figure is the unweighted mean of the attributes and relations results."""
 
@@ -164,14 +207,6 @@ LICENSE_TEXT = (
     "upstream repositories for their terms before redistribution; this card's `cc-by-4.0` tag refers to "
     "the images."
 )
-
-VL_CHECKLIST_CITATION = """@article{zhao2022vlchecklist,
-  title   = {VL-CheckList: Evaluating Pre-trained Vision-Language Models with Objects, Attributes and Relations},
-  author  = {Zhao, Tiancheng and Zhang, Tianqi and Zhu, Mingwei and Shen, Haozhan and Lee, Kyusong
-             and Lu, Xiaopeng and Yin, Jianwei},
-  journal = {arXiv preprint arXiv:2207.00221},
-  year    = {2022}
-}"""
 
 
 def _defects_text(rows_by_subset: dict[str, list[dict]]) -> str:
@@ -209,11 +244,11 @@ def export_replace(
     *,
     upstream_dir: str | Path | None = None,
     images_dir: str | Path | None = None,
-    subsets: Sequence[str] = REPLACE_SUBSETS,
+    subsets: Sequence[str] = columns.REPLACE_SUBSETS,
     skip_missing: bool = False,
     embed_images: bool = True,
     cache_dir: str | Path | None = None,
-    max_shard_size: int | str = "500MB",
+    max_shard_size: int | str = SHARD_SIZE,
     union_config_name: str | None = None,
     repo_id_for_card: str = "hardpos/replace",
     verify: bool = True,
@@ -227,13 +262,6 @@ def export_replace(
     ``embed_images=False`` builds the rows without the image column (for checking the annotations
     without the Visual Genome images).
     """
-    import tempfile
-
-    from .card import HARD_POSITIVE_CITATION, CardFacts, render_card
-    from .hub_export import union_config, verify_export, write_config_shards
-
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
     sources = Sources(upstream_dir, cache_dir)
     report = BuildReport(dataset="replace")
     rows_by_subset = {subset: read_replace_subset(sources, subset) for subset in subsets}
@@ -242,40 +270,27 @@ def export_replace(
     images = None
     if embed_images:
         vg_images = VisualGenomeImages(images_dir, sources)
-        all_rows = [row for rows in rows_by_subset.values() for row in rows]
-        images, missing = locate_images(all_rows, vg_images, skip_missing=skip_missing)
-        report.sources["images"] = (
-            "local Visual Genome folder (`VG_100K/`, `VG_100K_2/`)"
-            if images_dir
-            else ", ".join(f"{part}: {url}" for part, url in VG_PART_URLS.items())
+        wanted = {}
+        for rows in rows_by_subset.values():
+            for row in rows:
+                wanted.setdefault(row[columns.IMAGE_ID], vg_part_of(row["image_path"]))
+        images = ImageSpec(*resolve_images(vg_images, wanted, skip_missing=skip_missing, progress=progress))
+        report.sources["images"] = vg_images.description
+
+    configs = [
+        ConfigBuild(
+            name=subset,
+            rows=rows,
+            features=replace_features(),
+            expected_count=PAPER_COUNTS[subset],
+            flags={
+                "substring_artifact": sum(row["substring_artifact"] for row in rows),
+                "is_duplicate": sum(row["is_duplicate"] for row in rows),
+            },
+            images=images,
         )
-        if missing:
-            missing_set = set(missing)
-            for subset, rows in rows_by_subset.items():
-                ids = sorted({row[columns.IMAGE_ID] for row in rows} & missing_set)
-                if ids:
-                    report.skipped_missing_images[subset] = ids
-                    report.skipped_rows[subset] = sum(row[columns.IMAGE_ID] in missing_set for row in rows)
-
-    exported = []
-    with tempfile.TemporaryDirectory(prefix="hardpos-build-", dir=cache_dir) as work_dir:
-        for subset in subsets:
-            dataset = build_replace_subset(rows_by_subset[subset], images, work_dir=Path(work_dir) / subset)
-            exported.append(
-                write_config_shards(dataset, output_dir, subset, split=SPLIT, max_shard_size=max_shard_size)
-            )
-            report.counts[subset] = len(dataset)
-            report.expected_counts[subset] = expected_count(subset)
-            report.flags[subset] = {
-                "substring_artifact": sum(row["substring_artifact"] for row in rows_by_subset[subset]),
-                "is_duplicate": sum(row["is_duplicate"] for row in rows_by_subset[subset]),
-            }
-            del dataset
-    if union_config_name and len(exported) > 1:
-        exported.append(union_config(union_config_name, exported))
-        report.expected_counts[union_config_name] = sum(expected_count(subset) for subset in subsets)
-        report.counts[union_config_name] = exported[-1].num_rows
-
+        for subset, rows in rows_by_subset.items()
+    ]
     facts = CardFacts(
         title="REPLACE: hard negatives and hard positives by word replacement",
         pretty_name="REPLACE (Hard Positive benchmark)",
@@ -293,17 +308,17 @@ def export_replace(
         defects=_defects_text(rows_by_subset),
         license_id="cc-by-4.0",
         license_text=LICENSE_TEXT,
-        citation=HARD_POSITIVE_CITATION + "\n\n" + VL_CHECKLIST_CITATION,
-        expected_counts=report.expected_counts,
+        citation=cite(HARD_POSITIVES, VL_CHECKLIST),
         tags=["compositionality", "hard-positives", "hard-negatives", "clip", "visual-genome"],
-        task_categories=["zero-shot-image-classification"],
     )
-    render_card(output_dir, exported, facts, report)
-    report.save(output_dir / "build_report.json")
-    if verify:
-        for config in exported:
-            verify_export(output_dir, config)
-    for line in report.count_lines():
-        print(line)
-    return report
-
+    return export_folder(
+        output_dir,
+        configs,
+        facts,
+        report,
+        split=SPLIT,
+        max_shard_size=max_shard_size,
+        cache_dir=cache_dir,
+        union_config_name=union_config_name,
+        verify=verify,
+    )

@@ -1,26 +1,51 @@
-"""Where each upstream file comes from: a local directory when the user has one, else a cached download.
+"""Where each upstream input comes from: a local copy when the user has one, else a cached download.
 
-Every builder asks this module for files by their *upstream* relative path (``data/...``,
-``swapped_data/...``) so that a local copy laid out like the upstream repository and the download
-give byte-identical inputs. Downloads go through ``datasets.DownloadManager`` so they are cached and
-extracted once; the manager is created only when something must actually be fetched, which keeps
-fully local builds (and the tests) offline.
+Builders ask for annotation files by their path *inside the upstream repository* (``data/...``) so a
+local clone and the download give byte-identical inputs, and for images by key (a Visual Genome id or
+a COCO file name). Downloads go through ``datasets.DownloadManager`` (cached, extracted once); the
+manager is created only when something must be fetched, which keeps local builds and the tests
+offline. Every input is recorded with its sha256 for the dataset card.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-from .validation import MissingImageError
+from .checks import MissingImageError, MissingSourceError
 
-HARD_POSITIVES_REPO = "amitakamath/hard_positives"
-HARD_POSITIVES_BRANCH = "main"
+
+@dataclass(frozen=True)
+class GitHubRepo:
+    """An upstream repository at a fixed ref (a commit where we checked the files, or a branch)."""
+
+    name: str
+    ref: str
+
+    def raw_url(self, path: str) -> str:
+        return f"https://raw.githubusercontent.com/{self.name}/{self.ref}/{path}"
+
+
+HARD_POSITIVES_REPO = GitHubRepo("amitakamath/hard_positives", "main")
+# Pinned to the commits whose files the builders were checked on (counts, alignment, defects).
+SUGARCREPE_REPO = GitHubRepo("RAIVNLab/sugar-crepe", "0047054b243992f0fad63d6f64f7544862daf846")
+SUGARCREPE_PP_REPO = GitHubRepo("Sri-Harsha/scpp", "c083bbf039a5ca215acaf25e7ee736d2ea6f3864")
 ARO_REPO = "mertyg/vision-language-models-are-bows"
 
-# ARO distributes its annotations through Google Drive (ids from its dataset_zoo/aro_datasets.py).
-ARO_ATTRIBUTION_URL = "https://drive.google.com/uc?export=download&id=13tWvOrNOLHxl3Rm9cR3geAdHx2qR3-Tw"
-ARO_ATTRIBUTION_FILE = "visual_genome_attribution.json"
+
+def google_drive_url(file_id: str) -> str:
+    return f"https://drive.google.com/uc?export=download&id={file_id}"
+
+
+# ARO distributes its annotations and its VG crops' source images through Google Drive (ids from its
+# dataset_zoo/aro_datasets.py, commit 81fdd20).
+ARO_FILES = {
+    "visual_genome_attribution.json": google_drive_url("13tWvOrNOLHxl3Rm9cR3geAdHx2qR3-Tw"),
+    "visual_genome_relation.json": google_drive_url("1kX2iCHEv0CADL8dSO1nMdW-V0NqIAiP3"),
+}
+ARO_IMAGES_URL = google_drive_url("1qaPlrwhGNMrR3a11iopZUT_GPP_LrgP9")  # vgr_vga_images.zip -> images/
 
 # Visual Genome 1.2 ships its images in two archives; each extracts to a folder named after its part.
 VG_PART_URLS = {
@@ -31,29 +56,38 @@ VG_PARTS = tuple(VG_PART_URLS)
 
 COCO_ANNOTATIONS_URL = "http://images.cocodataset.org/annotations/annotations_trainval2014.zip"
 COCO_CAPTIONS_FILE = "annotations/captions_train2014.json"
-COCO_TRAIN_IMAGES_URL = "http://images.cocodataset.org/zips/train2014.zip"
-COCO_TRAIN_IMAGES_FOLDER = "train2014"
+COCO_VAL2017_URL = "http://images.cocodataset.org/zips/val2017.zip"  # extracts to val2017/
 
 
-def github_raw_url(repo: str, branch: str, path: str) -> str:
-    """The raw-file URL of ``path`` in ``repo`` at ``branch``."""
-    return f"https://raw.githubusercontent.com/{repo}/{branch}/{path}"
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 class Sources:
     """Resolve upstream files to local paths, from ``upstream_dir`` or by (cached) download.
 
     Args:
-        upstream_dir: a folder laid out like the hard_positives repository (``data/``,
-            ``swapped_data/``, ``hard_positives_ft/``). When given, nothing from that repository is
-            downloaded and a file missing there is an error rather than a silent download.
-        cache_dir: where the download manager caches downloads and extractions
-            (default: the ``datasets`` cache).
+        upstream_dir: a folder laid out like ``repo`` (e.g. ``data/``, ``swapped_data/``). When given,
+            nothing from that repository is downloaded and a file missing there is an error rather
+            than a silent download.
+        cache_dir: where the download manager caches downloads and extractions (default: the
+            ``datasets`` cache).
+        repo: the upstream repository the relative paths refer to.
     """
 
-    def __init__(self, upstream_dir: str | Path | None = None, cache_dir: str | Path | None = None):
+    def __init__(
+        self,
+        upstream_dir: str | Path | None = None,
+        cache_dir: str | Path | None = None,
+        repo: GitHubRepo = HARD_POSITIVES_REPO,
+    ):
         self.upstream_dir = Path(upstream_dir) if upstream_dir is not None else None
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.repo = repo
         self._dl_manager = None
         self.provenance: dict[str, str] = {}
 
@@ -68,25 +102,30 @@ class Sources:
         return self._dl_manager
 
     def upstream_file(self, relative_path: str) -> Path:
-        """A file of the hard_positives repository, by its path in that repository."""
-        url = github_raw_url(HARD_POSITIVES_REPO, HARD_POSITIVES_BRANCH, relative_path)
+        """A file of the upstream repository, by its path in that repository."""
+        url = self.repo.raw_url(relative_path)
         if self.upstream_dir is not None:
             path = self.upstream_dir / relative_path
             if not path.is_file():
-                raise FileNotFoundError(
-                    f"{path} not found: --upstream-dir must be laid out like {HARD_POSITIVES_REPO} "
+                raise MissingSourceError(
+                    f"{path} not found: --upstream-dir must be laid out like github.com/{self.repo.name} "
                     f"(expected {relative_path} inside it)"
                 )
             return self.record(relative_path, path, f"{url} (read from a local copy)")
         return self.record(relative_path, self.download(url), url)
 
+    def local_or_download(self, name: str, local_dir: str | Path | None, url: str, option: str) -> Path:
+        """``local_dir/name`` when the user gave ``option``, else ``url`` through the download manager."""
+        if local_dir is not None:
+            path = Path(local_dir) / name
+            if not path.is_file():
+                raise MissingSourceError(f"{path} not found: {option} must be a folder holding {name}")
+            return self.record(name, path, f"{url} (read from a local copy)")
+        return self.record(name, self.download(url), url)
+
     def record(self, name: str, path: Path, origin: str) -> Path:
         """Note where an input came from, with its sha256, for the dataset card's provenance."""
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        self.provenance[name] = f"{origin}, sha256 {digest.hexdigest()}"
+        self.provenance[name] = f"{origin}, sha256 {sha256_of(path)}"
         return path
 
     def download(self, url: str) -> Path:
@@ -94,6 +133,9 @@ class Sources:
 
     def download_and_extract(self, url: str) -> Path:
         return Path(self.dl_manager.download_and_extract(url))
+
+
+ImageHit = tuple[Path, str]  # (local path, path to store in the dataset)
 
 
 class VisualGenomeImages:
@@ -104,16 +146,20 @@ class VisualGenomeImages:
     is downloaded (and extracted, once, into the cache) the first time an image of that part is needed.
     """
 
-    def __init__(self, images_dir: str | Path | None, sources: Sources):
-        self.images_dir = Path(images_dir) if images_dir is not None else None
-        if self.images_dir is not None and not self.images_dir.is_dir():
-            raise FileNotFoundError(f"--images-dir {self.images_dir} is not a directory")
+    key_name = "image_id"
+
+    def __init__(self, images_dir: str | Path | None, sources: Sources, option: str = "--images-dir"):
+        self.images_dir = _existing_dir(images_dir, option)
         self.sources = sources
         self._part_dirs: dict[str, Path] = {}
 
+    @property
+    def description(self) -> str:
+        if self.images_dir is not None:
+            return f"local Visual Genome folder ({', '.join(f'`{part}/`' for part in VG_PARTS)} or flat)"
+        return ", ".join(f"{part}: {url}" for part, url in VG_PART_URLS.items())
+
     def part_dir(self, part: str) -> Path:
-        if part not in VG_PART_URLS:
-            raise ValueError(f"unknown Visual Genome part {part!r}; expected one of {VG_PARTS}")
         if part not in self._part_dirs:
             if self.images_dir is not None:
                 self._part_dirs[part] = self.images_dir / part
@@ -121,15 +167,14 @@ class VisualGenomeImages:
                 self._part_dirs[part] = self.sources.download_and_extract(VG_PART_URLS[part]) / part
         return self._part_dirs[part]
 
-    def find(
-        self, image_id: str, part: str | None = None, file_name: str | None = None
-    ) -> tuple[Path, str] | None:
-        """Return ``(local path, path relative to the VG root)`` of an image, or ``None``.
+    def find(self, image_id: str, hint: tuple[str | None, str | None] | str | None = None) -> ImageHit | None:
+        """``(local path, path relative to the VG root)`` of an image, or ``None``.
 
-        ``part`` (from the annotation's image_path) is tried first; the other part and, for a local
-        folder, the flat layout are tried after it, because annotations are not always right about it.
-        ``file_name`` defaults to VG's ``<image_id>.jpg``.
+        ``hint`` is the VG part named by the annotation (or ``(part, file name)``); that part is tried
+        first, then the other one and, for a local folder, the flat layout, because annotations are
+        not always right about the part. The file name defaults to VG's ``<image_id>.jpg``.
         """
+        part, file_name = hint if isinstance(hint, tuple) else (hint, None)
         name = file_name or f"{image_id}.jpg"
         parts = [part] if part in VG_PART_URLS else []
         parts += [other for other in VG_PARTS if other not in parts]
@@ -144,38 +189,75 @@ class VisualGenomeImages:
             return self.images_dir / name, name
         return None
 
-    def resolve_all(
+
+class ImageFolder:
+    """Images by file name in one flat folder: a local one, or the folder an archive extracts to
+    (COCO ``val2017.zip`` -> ``val2017/``), downloaded only when an image is first looked up."""
+
+    key_name = "file name"
+
+    def __init__(
         self,
-        wanted: dict[str, str | None | tuple[str | None, str | None]],
+        images_dir: str | Path | None,
+        sources: Sources,
         *,
-        skip_missing: bool,
-        progress: bool = True,
-    ) -> tuple[dict[str, tuple[Path, str]], list[str]]:
-        """Resolve every ``image_id -> part hint`` (or ``(part hint, file name)``) up front, so a missing
-        image fails before the build.
+        archive_url: str | None = None,
+        archive_folder: str = "",
+        option: str = "--images-dir",
+    ):
+        self.images_dir = _existing_dir(images_dir, option)
+        if self.images_dir is None and archive_url is None:
+            raise MissingSourceError(f"no image folder given and no archive to download: pass {option}")
+        self.sources = sources
+        self.archive_url = archive_url
+        self.archive_folder = archive_folder
+        self._root: Path | None = self.images_dir
 
-        Returns the found images and the sorted ids of the missing ones; raises
-        :class:`MissingImageError` naming the ids unless ``skip_missing``.
-        """
-        from tqdm.auto import tqdm
+    @property
+    def description(self) -> str:
+        return "local image folder (by file name)" if self.images_dir is not None else str(self.archive_url)
 
-        found: dict[str, tuple[Path, str]] = {}
-        missing: list[str] = []
-        for image_id, hint in tqdm(wanted.items(), desc="Locating images", disable=not progress):
-            part, file_name = hint if isinstance(hint, tuple) else (hint, None)
-            hit = self.find(image_id, part, file_name)
-            if hit is None:
-                missing.append(image_id)
-            else:
-                found[image_id] = hit
-        if missing and not skip_missing:
-            where = self.images_dir if self.images_dir is not None else "the downloaded VG archives"
-            shown = ", ".join(missing[:20]) + (f" (and {len(missing) - 20} more)" if len(missing) > 20 else "")
-            raise MissingImageError(
-                f"{len(missing)} image(s) not found in {where}: image_id {shown}. "
-                "Pass --skip-missing to build without their rows (they are listed in build_report.json)."
-            )
-        return found, sorted(missing)
+    def find(self, file_name: str, hint=None) -> ImageHit | None:
+        """``root/file_name``; for a name with a folder part (``val2014/x.jpg``) also ``root/x.jpg``, so
+        the folder itself may be given."""
+        if self._root is None:
+            self._root = self.sources.download_and_extract(self.archive_url) / self.archive_folder
+        for path in (self._root / file_name, self._root / Path(file_name).name):
+            if path.is_file():
+                return path, file_name
+        return None
+
+
+def resolve_images(
+    images: VisualGenomeImages | ImageFolder,
+    wanted: Mapping[str, object],
+    *,
+    skip_missing: bool,
+    progress: bool = True,
+) -> tuple[dict[str, ImageHit], list[str]]:
+    """Find every wanted image (key -> hint) up front, so a missing image fails before the build.
+
+    Returns the found images and the sorted keys of the missing ones; raises
+    :class:`MissingImageError` naming them unless ``skip_missing``.
+    """
+    from tqdm.auto import tqdm
+
+    found: dict[str, ImageHit] = {}
+    missing: list[str] = []
+    for key, hint in tqdm(wanted.items(), desc="Locating images", disable=not progress):
+        hit = images.find(key, hint)
+        if hit is None:
+            missing.append(key)
+        else:
+            found[key] = hit
+    if missing and not skip_missing:
+        where = images.images_dir if images.images_dir is not None else images.description
+        shown = ", ".join(missing[:20]) + (f" (and {len(missing) - 20} more)" if len(missing) > 20 else "")
+        raise MissingImageError(
+            f"{len(missing)} image(s) not found in {where}: {images.key_name} {shown}. "
+            "Pass --skip-missing to build without their rows (they are listed in build_report.json)."
+        )
+    return found, sorted(missing)
 
 
 def vg_part_of(image_path: str) -> str | None:
@@ -184,3 +266,12 @@ def vg_part_of(image_path: str) -> str | None:
         if part in VG_PART_URLS:
             return part
     return None
+
+
+def _existing_dir(folder: str | Path | None, option: str) -> Path | None:
+    if folder is None:
+        return None
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise MissingSourceError(f"{option} {folder} is not a directory")
+    return folder

@@ -1,0 +1,451 @@
+"""ARO builder (Yuksekgonul et al. 2023): VG-Relation, VG-Attribution, COCO-Order and Flickr30k-Order.
+
+Sources as the ARO repository (github.com/mertyg/vision-language-models-are-bows, ``dataset_zoo/
+aro_datasets.py``) publishes them:
+
+- VG-Relation / VG-Attribution: ``visual_genome_{relation,attribution}.json`` (Google Drive), one row
+  per test case with a true and a false caption and a bbox; images from ARO's ``vgr_vga_images.zip``
+  (or Visual Genome), **cropped to the bbox** as ARO scores them. Also the source of SWAP (``swap.py``
+  uses this module's crop).
+- COCO-Order / Flickr30k-Order: ARO has no annotation file of its own. It takes the Karpathy test
+  split (BLIP's ``coco_karpathy_test.json`` / ``flickr30k_test.json``) and, for every caption, makes
+  four word-order perturbations at load time (shuffle nouns and adjectives; shuffle all but nouns and
+  adjectives; shuffle within trigrams; shuffle trigrams) with an unseeded RNG, so no two ARO runs score
+  the same negatives. This builder makes them once, with the same four operations and a RNG seeded per
+  caption, and stores each row as ``caption`` (the true caption, normalised like ARO's ``pre_caption``)
+  plus ``hard_negatives``, the list of the four perturbations in that order.
+
+The noun/adjective shuffles need part-of-speech tags; ARO uses spaCy's ``en_core_web_sm`` (Penn tags)
+and that is the default tagger here (``pip install spacy && python -m spacy download en_core_web_sm``),
+also used for tokenising the trigram shuffles (ARO uses ``nltk.word_tokenize`` there). Any callable
+``text -> [(token, Penn tag)]`` can be passed instead.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import datasets
+
+from .. import columns
+from ..citations import ARO, COCO, cite
+from ..errors import UserInputError
+from .checks import DataValidationError, load_json_list
+from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder
+from .sources import (
+    ARO_FILES,
+    ARO_IMAGES_URL,
+    ImageFolder,
+    Sources,
+    VisualGenomeImages,
+    resolve_images,
+    vg_part_of,
+)
+
+SPLIT = "test"
+CROP_FORMATS = {"png": ("PNG", {}), "jpeg": ("JPEG", {"quality": 95})}
+BBOX_FIELDS = ("bbox_x", "bbox_y", "bbox_w", "bbox_h")
+
+VG_CONFIGS = {
+    # config: (ARO file, the per-row label field kept, rows in the ARO paper / SPEC §10)
+    "vg_relation": ("visual_genome_relation.json", "relation_name", 23_937),
+    "vg_attribution": ("visual_genome_attribution.json", "attributes", 28_748),
+}
+KARPATHY_TEST_URLS = {
+    "coco_karpathy_test.json": "https://storage.googleapis.com/sfr-vision-language-research/datasets/coco_karpathy_test.json",
+    "flickr30k_test.json": "https://storage.googleapis.com/sfr-vision-language-research/datasets/flickr30k_test.json",
+}
+COCO_VAL2014_URL = "http://images.cocodataset.org/zips/val2014.zip"  # extracts to val2014/
+ORDER_CONFIGS = {
+    # config: Karpathy test file (its "image" paths are relative to the image root)
+    "coco_order": "coco_karpathy_test.json",
+    "flickr30k_order": "flickr30k_test.json",
+}
+ARO_CONFIGS = (*VG_CONFIGS, *ORDER_CONFIGS)
+MAX_WORDS = 30  # ARO's max_words for the order sets
+
+PosTagger = Callable[[str], list[tuple[str, str]]]
+
+
+# --- ARO's bbox crop (VG-Relation, VG-Attribution and SWAP) -----------------------------------------
+
+
+def aro_file(sources: Sources, name: str, aro_dir: str | Path | None) -> Path:
+    """One of ARO's annotation files, from a local folder holding it or from ARO's download link."""
+    url = ARO_FILES.get(name) or KARPATHY_TEST_URLS[name]
+    return sources.local_or_download(name, aro_dir, url, "--aro-dir")
+
+
+def checked_bbox(path: Path, index: int, row: dict) -> dict[str, float]:
+    """The row's bbox as floats; an error naming file and row unless it is a positive-size box."""
+    bbox = {key: row[key] for key in BBOX_FIELDS}
+    if not all(isinstance(value, (int, float)) for value in bbox.values()) or row["bbox_w"] <= 0 or row["bbox_h"] <= 0:
+        raise DataValidationError(f"{path}: row {index} has an invalid bbox {bbox}")
+    return {key: float(value) for key, value in bbox.items()}
+
+
+def crop_to_bbox(image_bytes: bytes, row: dict, crop_format: str = "png") -> bytes:
+    """ARO's crop: decode, convert to RGB, ``crop((x, y, x + w, y + h))``; encode as ``crop_format``."""
+    from PIL import Image
+
+    fmt, options = CROP_FORMATS[crop_format]
+    with Image.open(io.BytesIO(image_bytes)) as image:
+        box = (row["bbox_x"], row["bbox_y"], row["bbox_x"] + row["bbox_w"], row["bbox_y"] + row["bbox_h"])
+        crop = image.convert("RGB").crop(box)
+    buffer = io.BytesIO()
+    crop.save(buffer, format=fmt, **options)
+    return buffer.getvalue()
+
+
+class BboxCrop:
+    """Image encoder for :class:`~hf_hardpos.data.hub_folder.ImageSpec`: the row's bbox crop."""
+
+    def __init__(self, crop_format: str = "png"):
+        if crop_format not in CROP_FORMATS:
+            raise UserInputError(f"--crop-format {crop_format!r}: expected one of {sorted(CROP_FORMATS)}")
+        self.crop_format = crop_format
+
+    def __call__(self, path: Path, stored_path: str, row: dict) -> dict:
+        name = f"{row[columns.IMAGE_ID]}_{row['upstream_index']}.{self.crop_format}"
+        return {"bytes": crop_to_bbox(path.read_bytes(), row, self.crop_format), "path": name}
+
+
+def locate_crop_sources(
+    rows: list[dict], vg_images: VisualGenomeImages, *, skip_missing: bool, progress: bool
+) -> tuple[dict, list[str]]:
+    """Find each row's source VG image and rewrite its ``image_path`` to where it was found."""
+    wanted = {}
+    for row in rows:
+        wanted.setdefault(row[columns.IMAGE_ID], (vg_part_of(row["image_path"]), Path(row["image_path"]).name))
+    images, missing = resolve_images(vg_images, wanted, skip_missing=skip_missing, progress=progress)
+    for row in rows:
+        if row[columns.IMAGE_ID] in images:
+            row["image_path"] = images[row[columns.IMAGE_ID]][1]
+    return images, missing
+
+
+def read_vg_config(path: Path, label: str) -> list[dict]:
+    """VG-Relation / VG-Attribution rows in file order; ``image_id`` falls back to the file stem."""
+    rows = load_json_list(path, ("image_path", *BBOX_FIELDS, "true_caption", "false_caption", label))
+    out = []
+    for index, row in enumerate(rows):
+        value = row[label]
+        if label == "attributes" and not isinstance(value, list):
+            raise DataValidationError(f"{path}: row {index} field attributes is not a list")
+        out.append(
+            {
+                columns.IMAGE_ID: str(row.get("image_id", Path(str(row["image_path"])).stem)),
+                "image_path": str(row["image_path"]),
+                **checked_bbox(path, index, row),
+                columns.CAPTION: row["true_caption"],
+                columns.HARD_NEGATIVE: row["false_caption"],
+                label: [str(item) for item in value] if label == "attributes" else str(value),
+                "upstream_index": index,
+            }
+        )
+    return out
+
+
+def vg_features(label: str) -> datasets.Features:
+    label_feature = datasets.List(datasets.Value("string")) if label == "attributes" else datasets.Value("string")
+    return datasets.Features(
+        {
+            columns.IMAGE_ID: datasets.Value("string"),
+            "image_path": datasets.Value("string"),
+            **{name: datasets.Value("float64") for name in BBOX_FIELDS},
+            columns.CAPTION: datasets.Value("string"),
+            columns.HARD_NEGATIVE: datasets.Value("string"),
+            label: label_feature,
+            "upstream_index": datasets.Value("int64"),
+        }
+    )
+
+
+# --- the order perturbations (COCO-Order, Flickr30k-Order) --------------------------------------------
+
+NOUN_TAGS = frozenset({"NN", "NNS", "NNP", "NNPS"})
+ADJECTIVE_TAGS = frozenset({"JJ", "JJR", "JJS"})
+
+
+def pre_caption(caption: str, max_words: int = MAX_WORDS) -> str:
+    """ARO's (BLIP's) caption normalisation: lower case, ``.!"()*#:;~`` to spaces, single spaces,
+    at most ``max_words`` words."""
+    caption = re.sub(r"([.!\"()*#:;~])", " ", caption.lower())
+    caption = re.sub(r"\s{2,}", " ", caption).rstrip("\n").strip(" ")
+    return " ".join(caption.split(" ")[:max_words])
+
+
+def _shuffle_positions(tokens: list[str], positions: Sequence[int], rng: random.Random) -> None:
+    values = [tokens[i] for i in positions]
+    rng.shuffle(values)
+    for i, value in zip(positions, values):
+        tokens[i] = value
+
+
+def shuffle_nouns_and_adjectives(tagged: Sequence[tuple[str, str]], rng: random.Random) -> str:
+    """Nouns change places among nouns and adjectives among adjectives; the rest stays."""
+    tokens = [token for token, _ in tagged]
+    _shuffle_positions(tokens, [i for i, (_, tag) in enumerate(tagged) if tag in NOUN_TAGS], rng)
+    _shuffle_positions(tokens, [i for i, (_, tag) in enumerate(tagged) if tag in ADJECTIVE_TAGS], rng)
+    return " ".join(tokens)
+
+
+def shuffle_all_but_nouns_and_adjectives(tagged: Sequence[tuple[str, str]], rng: random.Random) -> str:
+    """Every word that is not a noun or adjective changes place among those words."""
+    tokens = [token for token, _ in tagged]
+    kept = NOUN_TAGS | ADJECTIVE_TAGS
+    _shuffle_positions(tokens, [i for i, (_, tag) in enumerate(tagged) if tag not in kept], rng)
+    return " ".join(tokens)
+
+
+def _trigrams(tokens: Sequence[str]) -> list[list[str]]:
+    return [list(tokens[i : i + 3]) for i in range(0, len(tokens), 3)]
+
+
+def shuffle_within_trigrams(tagged: Sequence[tuple[str, str]], rng: random.Random) -> str:
+    """Consecutive word triples keep their place; the words inside each are shuffled."""
+    trigrams = _trigrams([token for token, _ in tagged])
+    for trigram in trigrams:
+        rng.shuffle(trigram)
+    return " ".join(" ".join(trigram) for trigram in trigrams)
+
+
+def shuffle_trigrams(tagged: Sequence[tuple[str, str]], rng: random.Random) -> str:
+    """Consecutive word triples keep their inside order; the triples are shuffled."""
+    trigrams = _trigrams([token for token, _ in tagged])
+    rng.shuffle(trigrams)
+    return " ".join(" ".join(trigram) for trigram in trigrams)
+
+
+# ARO's order (dataset_zoo/aro_datasets.py: perturb_functions); hard_negatives[i] is PERTURBATIONS[i].
+PERTURBATIONS = (
+    ("shuffle_nouns_and_adj", shuffle_nouns_and_adjectives),
+    ("shuffle_allbut_nouns_and_adj", shuffle_all_but_nouns_and_adjectives),
+    ("shuffle_within_trigrams", shuffle_within_trigrams),
+    ("shuffle_trigrams", shuffle_trigrams),
+)
+
+
+def spacy_tagger() -> PosTagger:
+    """ARO's tagger: spaCy ``en_core_web_sm``, Penn Treebank tags (``token.tag_``)."""
+    try:
+        import spacy
+
+        nlp = spacy.load("en_core_web_sm")
+    except (ImportError, OSError) as error:
+        raise UserInputError(
+            "coco_order / flickr30k_order need a part-of-speech tagger (ARO uses spaCy en_core_web_sm): "
+            "pip install spacy && python -m spacy download en_core_web_sm, or build only "
+            "--configs vg_relation vg_attribution"
+        ) from error
+    return lambda text: [(token.text, token.tag_) for token in nlp(text)]
+
+
+def order_rows(path: Path, tagger: PosTagger, seed: int) -> list[dict]:
+    """One row per Karpathy test caption: the normalised caption and its four perturbations."""
+    from tqdm.auto import tqdm
+
+    entries = load_json_list(path, ("image", "caption"))
+    rows = []
+    for index, entry in enumerate(tqdm(entries, desc=f"Perturbing {path.name}")):
+        captions = entry["caption"] if isinstance(entry["caption"], list) else [entry["caption"]]
+        for number, raw in enumerate(captions):
+            if not isinstance(raw, str) or not raw.strip():
+                raise DataValidationError(f"{path}: entry {index} caption {number} is empty or not text")
+            rng = random.Random(f"{seed}\x00{raw}")
+            tagged = tagger(raw)
+            caption = pre_caption(raw)
+            negatives = [pre_caption(perturb(tagged, rng)) for _, perturb in PERTURBATIONS]
+            rows.append(
+                {
+                    columns.IMAGE_ID: str(entry["image"]),
+                    columns.CAPTION: caption,
+                    "hard_negatives": negatives,
+                    "original_caption": raw,
+                    "caption_index": number,
+                    "upstream_index": index,
+                    "unchanged_negatives": sum(negative == caption for negative in negatives),
+                }
+            )
+    return rows
+
+
+def order_features() -> datasets.Features:
+    return datasets.Features(
+        {
+            columns.IMAGE_ID: datasets.Value("string"),
+            columns.CAPTION: datasets.Value("string"),
+            "hard_negatives": datasets.List(datasets.Value("string")),
+            "original_caption": datasets.Value("string"),
+            "caption_index": datasets.Value("int64"),
+            "upstream_index": datasets.Value("int64"),
+            "unchanged_negatives": datasets.Value("int64"),
+        }
+    )
+
+
+# --- card ---------------------------------------------------------------------------------------------
+
+COLUMN_MEANINGS = {
+    columns.IMAGE: "VG configs: the Visual Genome image cropped to ARO's bbox by this builder (PNG, lossless, "
+    "unless `--crop-format jpeg`); order configs: the COCO val2014 / Flickr30k image, original bytes",
+    columns.IMAGE_ID: "VG configs: Visual Genome id (ARO `image_id`); order configs: the Karpathy `image` path",
+    "image_path": "VG configs: where the source image was found (ARO `image_path` inside ARO's `images/` or VG)",
+    **{name: f"VG configs: ARO `{name}`" for name in BBOX_FIELDS},
+    columns.CAPTION: "VG configs: ARO `true_caption`; order configs: the Karpathy caption normalised as ARO's "
+    "`pre_caption` (lower case, punctuation to spaces, at most 30 words)",
+    columns.HARD_NEGATIVE: "VG configs: ARO `false_caption`",
+    "relation_name": "vg_relation: ARO `relation_name`",
+    "attributes": "vg_attribution: ARO `attributes` (the two attributes)",
+    "hard_negatives": "order configs: made by this builder, ARO's four perturbations of the caption in ARO's "
+    "order (" + ", ".join(f"`{name}`" for name, _ in PERTURBATIONS) + "), each normalised like `caption`",
+    "original_caption": "order configs: the Karpathy caption as published",
+    "caption_index": "order configs: which of the image's captions (0-based)",
+    "upstream_index": "row index in the ARO file (VG) or entry index in the Karpathy file (order)",
+    "unchanged_negatives": "order configs: computed by this builder: how many of `hard_negatives` equal `caption` "
+    "(a perturbation with nothing to move)",
+}
+
+USAGE = """from datasets import load_dataset
+
+relation = load_dataset("{repo}", "vg_relation", split="test")  # image crop, caption, hard_negative
+order = load_dataset("{repo}", "coco_order", split="test")
+row = order[0]  # caption (true) and hard_negatives (4 perturbations): correct if s(caption) > every s(negative)"""
+
+
+def _defects_text(report: BuildReport) -> str:
+    lines = ["No row is dropped or changed."]
+    order = {name: flags for name, flags in report.flags.items() if "rows with an unchanged negative" in flags}
+    if order:
+        lines += [
+            "",
+            "Order configs, measured in this build: a perturbation can leave a caption as it was (one noun, "
+            "or fewer than two movable words). Such a negative ties with the caption; under a strict "
+            "inequality the row cannot count as correct (ARO's argmax counts a tie as correct).",
+            "",
+            "| config | rows with an unchanged negative |",
+            "|---|---:|",
+            *[f"| {name} | {flags['rows with an unchanged negative']:,} |" for name, flags in order.items()],
+        ]
+    return "\n".join(lines)
+
+
+def export_aro(
+    output_dir: str | Path,
+    *,
+    aro_dir: str | Path | None = None,
+    images_dir: str | Path | None = None,
+    coco_images_dir: str | Path | None = None,
+    flickr_images_dir: str | Path | None = None,
+    configs: Sequence[str] = ARO_CONFIGS,
+    tagger: PosTagger | None = None,
+    seed: int = 0,
+    crop_format: str = "png",
+    skip_missing: bool = False,
+    embed_images: bool = True,
+    cache_dir: str | Path | None = None,
+    max_shard_size: int | str = SHARD_SIZE,
+    repo_id_for_card: str = "hardpos/aro",
+    verify: bool = True,
+    progress: bool = True,
+) -> BuildReport:
+    """Build ``hardpos/aro`` into ``output_dir``: one config per ARO dataset, split ``test``.
+
+    ``aro_dir`` holds ARO's annotation files (``visual_genome_*.json``, and for the order sets the
+    Karpathy ``coco_karpathy_test.json`` / ``flickr30k_test.json``); without it they are downloaded
+    from ARO's and BLIP's links. ``images_dir``: ARO's ``images/`` or Visual Genome (default: ARO's
+    ``vgr_vga_images.zip``); ``coco_images_dir``: a folder holding ``val2014/`` (default: COCO's
+    val2014.zip); ``flickr_images_dir``: a folder holding ``flickr30k-images/`` (Flickr30k needs a
+    sign-up, so it is never downloaded).
+    """
+    unknown = [name for name in configs if name not in ARO_CONFIGS]
+    if unknown:
+        raise UserInputError(f"unknown ARO config(s) {unknown}; expected some of {list(ARO_CONFIGS)}")
+    encode = BboxCrop(crop_format)
+    sources = Sources(None, cache_dir)
+    report = BuildReport(dataset="aro")
+    # Cheap checks first: the image folders of the order sets, then the tagger, then the work.
+    order_folders = {}
+    if embed_images:
+        for name in configs:
+            if name in ORDER_CONFIGS:
+                order_folders[name] = _order_images(name, coco_images_dir, flickr_images_dir, sources)
+    if tagger is None and any(name in ORDER_CONFIGS for name in configs):
+        tagger = spacy_tagger()
+        report.sources["part-of-speech tags"] = "spaCy en_core_web_sm (ARO's tagger)"
+    builds = []
+    vg_images = None
+    for name in configs:
+        if name in VG_CONFIGS:
+            file_name, label, expected = VG_CONFIGS[name]
+            rows = read_vg_config(aro_file(sources, file_name, aro_dir), label)
+            images = None
+            if embed_images:
+                if vg_images is None:
+                    vg_images = _vg_images(images_dir, sources)
+                    report.sources["VG images"] = vg_images.description
+                found, missing = locate_crop_sources(rows, vg_images, skip_missing=skip_missing, progress=progress)
+                images = ImageSpec(found, missing, encode=encode)
+            builds.append(ConfigBuild(name, rows, vg_features(label), expected, images=images))
+            continue
+        rows = order_rows(aro_file(sources, ORDER_CONFIGS[name], aro_dir), tagger, seed)
+        images = None
+        if embed_images:
+            folder = order_folders[name]
+            report.sources[f"{name} images"] = folder.description
+            wanted = dict.fromkeys(row[columns.IMAGE_ID] for row in rows)
+            images = ImageSpec(*resolve_images(folder, wanted, skip_missing=skip_missing, progress=progress))
+        flags = {"rows with an unchanged negative": sum(row["unchanged_negatives"] > 0 for row in rows)}
+        builds.append(ConfigBuild(name, rows, order_features(), None, flags, images))
+    report.sources.update(sources.provenance)
+    facts = CardFacts(
+        title="ARO: Attribution, Relation and Order",
+        pretty_name="ARO (Yuksekgonul et al. 2023)",
+        summary=(
+            "ARO (*When and Why Vision-Language Models Behave like Bags-Of-Words*, Yuksekgonul et al., "
+            "ICLR 2023) as ready-made parquet. VG-Relation and VG-Attribution: a Visual Genome crop, its "
+            "true caption and a false caption with two words swapped. COCO-Order and Flickr30k-Order: "
+            "each Karpathy test caption with four word-order perturbations; ARO draws these at random "
+            "at every run, so here they were drawn once, seeded per caption (seed "
+            f"{seed}), with ARO's four operations: figures are comparable with ARO's in protocol, not "
+            "row by row. Correct = the true caption scores strictly higher than every negative."
+        ),
+        builder="hf_hardpos.data.aro.export_aro",
+        usage=USAGE.format(repo=repo_id_for_card),
+        column_meanings=COLUMN_MEANINGS,
+        defects=_defects_text,
+        license_id="other",
+        license_text=(
+            "ARO code and annotations: MIT (github.com/mertyg/vision-language-models-are-bows). Images: "
+            "Visual Genome (CC BY 4.0), COCO (CC BY 4.0 annotations, Flickr terms for images), Flickr30k "
+            "(non-commercial research terms of its authors). Karpathy splits as published by BLIP "
+            "(Salesforce). Check each source's terms before redistribution."
+        ),
+        citation=cite(ARO, COCO),
+        tags=["compositionality", "hard-negatives", "clip", "aro", "visual-genome", "coco", "flickr30k"],
+    )
+    return export_folder(
+        output_dir, builds, facts, report, split=SPLIT, max_shard_size=max_shard_size, cache_dir=cache_dir, verify=verify
+    )
+
+
+def _vg_images(images_dir: str | Path | None, sources: Sources) -> VisualGenomeImages:
+    """A local VG/ARO image folder, or ARO's ``vgr_vga_images.zip`` (it extracts to ``images/``)."""
+    if images_dir is None:
+        images_dir = sources.download_and_extract(ARO_IMAGES_URL) / "images"
+    return VisualGenomeImages(images_dir, sources)
+
+
+def _order_images(name: str, coco_dir, flickr_dir, sources: Sources) -> ImageFolder:
+    if name == "coco_order":
+        return ImageFolder(coco_dir, sources, archive_url=COCO_VAL2014_URL, option="--coco-images-dir")
+    if flickr_dir is None:
+        raise UserInputError(
+            "flickr30k_order needs --flickr-images-dir (a folder holding flickr30k-images/): Flickr30k is "
+            "distributed after a sign-up, so it cannot be downloaded; or pass --no-images"
+        )
+    return ImageFolder(flickr_dir, sources, option="--flickr-images-dir")

@@ -1,0 +1,559 @@
+"""Write a built dataset as a Hub dataset repository folder (parquet shards + dataset card), verify it,
+and push it.
+
+The folder is what ``push_to_hub`` would create (``data/<config>/<split>-0000i-of-0000n.parquet`` plus
+a README whose YAML declares ``configs`` and ``dataset_info``), so ``load_dataset(folder, config)`` and
+``load_dataset("org/name", config)`` read the same files. Building locally first lets a user check the
+folder before anything is published. Every builder goes through :func:`export_folder`, the one
+"build rows -> write shards -> count -> card -> verify" sequence, and the card is rendered from what
+the build measured (counts, flags, skipped rows, sources with sha256), so it can never claim more
+than the build saw. Only public ``datasets``/``huggingface_hub`` APIs are used: the YAML is written
+from plain dicts through ``DatasetCardData``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import tempfile
+import uuid
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import datasets
+from datasets.exceptions import DatasetGenerationError
+from huggingface_hub import DatasetCard, DatasetCardData
+
+from .. import columns
+from ..errors import UserInputError
+from .checks import DataValidationError
+
+SHARD_SIZE = "500MB"  # the default maximum parquet shard size (push_to_hub's default too)
+# Rows per Arrow record batch when images are embedded: bounds memory to ~100 images at a time.
+IMAGE_WRITER_BATCH_SIZE = 100
+
+# Reads a found image for a row: (local path, stored path, row) -> the Image feature's {bytes, path}.
+ImageEncoder = Callable[[Path, str, dict], dict]
+
+
+def original_bytes(path: Path, stored_path: str, row: dict) -> dict:
+    """The image file as it is (original JPEG bytes, not re-encoded)."""
+    return {"bytes": path.read_bytes(), "path": stored_path}
+
+
+@dataclass
+class ImageSpec:
+    """How a config's rows get their images: the images found (row key -> (local path, stored path)),
+    the keys that were missing (their rows are dropped, ``--skip-missing``), the row field holding the
+    key, and how a found image is stored."""
+
+    found: Mapping[str, tuple[Path, str]]
+    missing: Collection[str] = ()
+    key: str = columns.IMAGE_ID
+    encode: ImageEncoder = original_bytes
+
+
+# ---------------------------------------------------------------------------------------------------
+# Build report
+
+
+@dataclass
+class BuildReport:
+    """What a build read, wrote and skipped; saved next to the shards as ``build_report.json``."""
+
+    dataset: str
+    counts: dict[str, int] = field(default_factory=dict)
+    expected_counts: dict[str, int] = field(default_factory=dict)
+    skipped_missing_images: dict[str, list[str]] = field(default_factory=dict)
+    skipped_rows: dict[str, int] = field(default_factory=dict)
+    flags: dict[str, dict[str, int]] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def distinct_missing_images(self) -> int:
+        """Missing images counted once, however many configs use them."""
+        return len({key for keys in self.skipped_missing_images.values() for key in keys})
+
+    def count_lines(self) -> list[str]:
+        """One line per built config: measured rows against the paper's."""
+        lines = []
+        for name, count in self.counts.items():
+            expected = self.expected_counts.get(name)
+            if expected is None:
+                lines.append(f"{name}: {count:,} rows")
+            else:
+                verdict = "matches the paper" if count == expected else f"DIFFERS by {count - expected:+,}"
+                lines.append(f"{name}: {count:,} rows (paper: {expected:,}; {verdict})")
+        return lines
+
+    def save(self, path: Path) -> None:
+        Path(path).write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Rows -> Dataset
+
+
+def _generate(
+    rows: Callable[[], Iterable[dict]] | Sequence[dict],
+    images: Mapping[str, tuple[Path, str]] | None,
+    image_key: str | None,
+    encode: ImageEncoder | None,
+) -> Iterator[dict]:
+    """Yield rows, reading each image only when its row is written; rows whose image is missing
+    (``--skip-missing``) are left out."""
+    for row in rows() if callable(rows) else rows:
+        if images is None:
+            yield row
+            continue
+        found = images.get(row[image_key])
+        if found is None:
+            continue
+        path, stored_path = found
+        yield {columns.IMAGE: encode(path, stored_path, row), **row}
+
+
+def rows_to_dataset(
+    rows: Callable[[], Iterable[dict]] | Sequence[dict],
+    features: datasets.Features,
+    *,
+    work_dir: str | Path,
+    split: str,
+    images: ImageSpec | None = None,
+) -> datasets.Dataset:
+    """An Arrow-backed Dataset of ``rows`` (plus an ``image`` column when ``images`` is given).
+
+    ``Dataset.from_generator`` writes rows to Arrow files in batches as they are produced, so tens of
+    thousands of embedded images never sit in RAM. The Arrow files go to ``work_dir`` (deleted after
+    export), and every build gets a fresh fingerprint: ``datasets``' generator cache keys on the
+    generator's arguments, not on the bytes of the files it reads, so reusing it could silently
+    return a stale build after an upstream file changed.
+    """
+    if images is not None:
+        features = datasets.Features({columns.IMAGE: datasets.Image(), **features})
+    try:
+        return datasets.Dataset.from_generator(
+            _generate,
+            features=features,
+            gen_kwargs={
+                "rows": rows,
+                "images": images.found if images is not None else None,
+                "image_key": images.key if images is not None else None,
+                "encode": images.encode if images is not None else None,
+            },
+            split=datasets.NamedSplit(split),
+            cache_dir=str(work_dir),
+            fingerprint=uuid.uuid4().hex,
+            writer_batch_size=IMAGE_WRITER_BATCH_SIZE if images is not None else None,
+        )
+    except DatasetGenerationError as error:
+        # Surface our own input errors (they name file, row and field) instead of datasets' wrapper.
+        if isinstance(error.__cause__, (DataValidationError, OSError)):
+            raise error.__cause__ from error
+        raise
+
+
+# ---------------------------------------------------------------------------------------------------
+# Shards
+
+
+@dataclass
+class ExportedConfig:
+    """One config of the exported repository: where its shards are and what they hold."""
+
+    name: str
+    split: str
+    data_dirs: list[str]
+    features: datasets.Features
+    num_rows: int
+    num_bytes: int
+    files: list[str] = field(default_factory=list)
+
+    def config_entry(self) -> dict:
+        """The config's entry under the README's ``configs:`` key."""
+        patterns = [f"{data_dir}/{self.split}-*" for data_dir in self.data_dirs]
+        return {
+            "config_name": self.name,
+            "data_files": [{"split": self.split, "path": patterns[0] if len(patterns) == 1 else patterns}],
+        }
+
+    def info_entry(self) -> dict:
+        """The config's entry under ``dataset_info:``: split sizes. Features are not repeated here:
+        the parquet files carry them (``datasets`` writes them into the schema metadata)."""
+        return {
+            "config_name": self.name,
+            "splits": [{"name": self.split, "num_bytes": self.num_bytes, "num_examples": self.num_rows}],
+            "dataset_size": self.num_bytes,
+        }
+
+
+_SIZE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
+
+
+def size_in_bytes(size: int | str) -> int:
+    """``500MB`` / ``1GiB`` / ``1000`` -> bytes (the units ``push_to_hub``'s ``max_shard_size`` takes)."""
+    if isinstance(size, int):
+        return size
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMG]i?B|B)?\s*", str(size), flags=re.IGNORECASE)
+    if not match or float(match.group(1)) <= 0:
+        raise UserInputError(f"--max-shard-size {size!r}: expected a positive size such as 500MB or 1GiB")
+    return int(float(match.group(1)) * _SIZE_UNITS[(match.group(2) or "").upper()])
+
+
+def write_config_shards(
+    dataset: datasets.Dataset,
+    output_dir: Path,
+    config_name: str,
+    *,
+    split: str,
+    max_shard_size: int | str = SHARD_SIZE,
+) -> ExportedConfig:
+    """Write ``dataset`` as parquet shards under ``output_dir/data/<config_name>/``.
+
+    The shard count follows ``push_to_hub``'s rule (Arrow size / ``max_shard_size``, rounded up), and
+    each shard is written with ``Dataset.to_parquet``, so the image bytes and the feature metadata are
+    stored the way ``datasets`` itself stores them.
+    """
+    data_dir = f"data/{config_name}"
+    target = output_dir / data_dir
+    target.mkdir(parents=True, exist_ok=True)
+    for stale in target.glob(f"{split}-*.parquet"):
+        stale.unlink()
+    num_bytes = dataset.data.nbytes  # Arrow size; images are embedded bytes, so this is their size too
+    num_shards = max(1, int(num_bytes / size_in_bytes(max_shard_size)) + 1)
+    num_shards = min(num_shards, max(1, len(dataset)))
+    files = []
+    for index in range(num_shards):
+        relative = f"{data_dir}/{split}-{index:05d}-of-{num_shards:05d}.parquet"
+        dataset.shard(num_shards=num_shards, index=index, contiguous=True).to_parquet(str(output_dir / relative))
+        files.append(relative)
+    return ExportedConfig(config_name, split, [data_dir], dataset.features, len(dataset), num_bytes, files)
+
+
+def union_config(name: str, parts: Sequence[ExportedConfig]) -> ExportedConfig:
+    """A config that reads the shards of several configs together, without storing them twice."""
+    first = parts[0]
+    for part in parts[1:]:
+        if part.features != first.features or part.split != first.split:
+            raise ValueError(f"cannot union config {part.name!r} with {first.name!r}: different features or split")
+    return ExportedConfig(
+        name=name,
+        split=first.split,
+        data_dirs=[d for part in parts for d in part.data_dirs],
+        features=first.features,
+        num_rows=sum(part.num_rows for part in parts),
+        num_bytes=sum(part.num_bytes for part in parts),
+        files=[f for part in parts for f in part.files],
+    )
+
+
+def verify_export(output_dir: Path, config: ExportedConfig) -> None:
+    """Check ``load_dataset`` resolves the config to the written shards with the right rows and columns.
+
+    Counts come from the parquet footers and only the first row is decoded (streaming), so checking a
+    multi-gigabyte export does not copy it into the ``datasets`` cache.
+    """
+    import pyarrow.parquet as pq
+
+    builder = datasets.load_dataset_builder(str(output_dir), config.name)
+    files = builder.config.data_files.get(config.split, [])
+    rows = sum(pq.ParquetFile(str(path)).metadata.num_rows for path in files)
+    if rows != config.num_rows:
+        raise RuntimeError(
+            f"{output_dir}: config {config.name!r} reads {rows} rows from {len(files)} file(s), "
+            f"expected {config.num_rows}"
+        )
+    if rows:
+        streamed = datasets.load_dataset(str(output_dir), config.name, split=config.split, streaming=True)
+        first = next(iter(streamed))
+        if set(first) != set(config.features):
+            raise RuntimeError(f"{output_dir}: config {config.name!r} reads columns {sorted(first)}")
+
+
+def push_folder(
+    output_dir: str | Path,
+    repo_id: str,
+    *,
+    private: bool | None = None,
+    token: str | None = None,
+    commit_message: str = "Upload dataset built by hf_hardpos",
+) -> str:
+    """Create the dataset repository if needed and upload the folder (shards, README, build report)."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(token=token)
+    api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+    info = api.upload_folder(
+        folder_path=str(output_dir),
+        repo_id=repo_id,
+        repo_type="dataset",
+        commit_message=commit_message,
+        allow_patterns=["README.md", "build_report.json", "data/**"],
+    )
+    return str(info)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Dataset card
+
+TEMPLATE = """---
+{{ card_data }}
+---
+
+# {{ title }}
+
+{{ summary }}
+
+Built with `hf_hardpos` ({{ builder }}) on {{ built_on }}. No loading script: the data are parquet
+shards and the configs are declared in this card's YAML header, so the same call works on a local copy
+of this folder and on the Hub.
+
+## Configs and row counts
+
+| config | split | rows | paper | shards |
+|---|---|---:|---:|---:|
+{% for row in config_rows -%}
+| `{{ row.name }}` | `{{ row.split }}` | {{ row.rows }} | {{ row.paper }} | {{ row.shards }} |
+{% endfor %}
+{{ completeness }}
+
+## Usage
+
+```python
+{{ usage }}
+```
+
+## Columns
+
+| column | type | source and meaning |
+|---|---|---|
+{% for name, dtype, meaning in column_rows -%}
+| `{{ name }}` | {{ dtype }} | {{ meaning }} |
+{% endfor %}
+
+## Known defects of the upstream data
+
+{{ defects }}
+
+## Provenance
+
+{% for name, origin in sources -%}
+- {{ name }}: {{ origin }}
+{% endfor %}
+
+## License
+
+{{ license_text }}
+
+## Citation
+
+```bibtex
+{{ citation }}
+```
+"""
+
+
+@dataclass
+class CardFacts:
+    """Everything a card states besides what the build measured, supplied by the builder."""
+
+    title: str
+    pretty_name: str
+    summary: str
+    builder: str
+    usage: str
+    column_meanings: Mapping[str, str]
+    defects: str | Callable[[BuildReport], str]  # a callable gets the report once the rows are counted
+    license_id: str
+    license_text: str
+    citation: str
+    tags: Sequence[str] = ()
+    task_categories: Sequence[str] = ("zero-shot-image-classification",)
+
+
+def _package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hf_hardpos")
+    except PackageNotFoundError:
+        return "unknown version"
+
+
+def _dtype(feature) -> str:
+    if isinstance(feature, datasets.Value):
+        return feature.dtype
+    if isinstance(feature, datasets.List) and isinstance(feature.feature, datasets.Value):
+        return f"list of {feature.feature.dtype}"
+    return type(feature).__name__
+
+
+def _size_category(num_rows: int) -> str:
+    for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
+        if num_rows < limit:
+            return label
+    return "1M<n<10M"
+
+
+def _all_columns(configs: Sequence[ExportedConfig]) -> dict:
+    """Every column of every config once, in first-seen order (configs may differ in schema)."""
+    found: dict = {}
+    for config in configs:
+        for name, feature in config.features.items():
+            found.setdefault(name, feature)
+    return found
+
+
+def completeness_text(report: BuildReport) -> str:
+    """Whether every upstream row is here; if not, how many rows and distinct images are missing."""
+    dropped = sum(report.skipped_rows.values())
+    if not dropped:
+        return "Every upstream row is here: no row was dropped."
+    per_config = ", ".join(
+        f"{name}: {report.skipped_rows.get(name, 0):,} row(s), {len(ids):,} image(s)"
+        for name, ids in report.skipped_missing_images.items()
+    )
+    return (
+        f"**Not the complete benchmark: {dropped:,} upstream row(s) were dropped** because their image was "
+        f"missing at build time (`--skip-missing`): {report.distinct_missing_images:,} distinct image(s) "
+        f"in all ({per_config}). They are listed in `build_report.json`; results on this build are not "
+        "comparable with the paper's."
+    )
+
+
+def render_card(output_dir: Path, configs: Sequence[ExportedConfig], facts: CardFacts, report: BuildReport) -> Path:
+    """Write README.md: YAML (configs, dataset_info, license, ...) and the card body."""
+    largest = max(config.num_rows for config in configs)
+    metadata = DatasetCardData(
+        license=facts.license_id,
+        pretty_name=facts.pretty_name,
+        language=["en"],
+        size_categories=[_size_category(largest)],
+        task_categories=list(facts.task_categories) or None,
+        tags=list(facts.tags) or None,
+        configs=[config.config_entry() for config in configs],
+        dataset_info=[config.info_entry() for config in configs],
+    )
+    card = DatasetCard.from_template(
+        metadata,
+        template_str=TEMPLATE,
+        title=facts.title,
+        summary=facts.summary,
+        builder=f"{facts.builder}, hf_hardpos {_package_version()}",
+        built_on=datetime.date.today().isoformat(),
+        config_rows=[
+            {
+                "name": config.name,
+                "split": config.split,
+                "rows": f"{config.num_rows:,}",
+                "paper": f"{report.expected_counts[config.name]:,}" if config.name in report.expected_counts else "-",
+                "shards": len(config.files),
+            }
+            for config in configs
+        ],
+        completeness=completeness_text(report),
+        usage=facts.usage,
+        column_rows=[
+            (name, _dtype(feature), facts.column_meanings.get(name, ""))
+            for name, feature in _all_columns(configs).items()
+        ],
+        defects=facts.defects(report) if callable(facts.defects) else facts.defects,
+        sources=sorted(report.sources.items()),
+        license_text=facts.license_text,
+        citation=facts.citation,
+    )
+    path = output_dir / "README.md"
+    card.save(path)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------
+# The shared export sequence
+
+
+@dataclass
+class ConfigBuild:
+    """One config to export: its rows (a list, or a callable that streams them) and what to check.
+
+    ``num_upstream_rows`` defaults to ``len(rows)``; the rows dropped for missing images are
+    ``num_upstream_rows`` minus the rows written. ``image_keys`` (the distinct image keys the config
+    uses) defaults to the ``images.key`` values of ``rows``; ``images=None`` builds without images.
+    ``flags`` may be measured on the built dataset (a callable) when the rows are streamed.
+    """
+
+    name: str
+    rows: Callable[[], Iterable[dict]] | Sequence[dict]
+    features: datasets.Features
+    expected_count: int | None = None
+    flags: dict[str, int] | Callable[[datasets.Dataset], dict[str, int]] | None = None
+    images: ImageSpec | None = None
+    num_upstream_rows: int | None = None
+    image_keys: Collection[str] | None = None
+
+
+def export_folder(
+    output_dir: str | Path,
+    configs: Sequence[ConfigBuild],
+    facts: CardFacts,
+    report: BuildReport,
+    *,
+    split: str,
+    max_shard_size: int | str = SHARD_SIZE,
+    cache_dir: str | Path | None = None,
+    union_config_name: str | None = None,
+    verify: bool = True,
+    on_built: Callable[[BuildReport], None] | None = None,
+) -> BuildReport:
+    """Build every config in a temporary work folder, write its shards, count its rows, then write
+    the card and ``build_report.json``, verify the folder reads back, and print the counts.
+
+    ``on_built`` may add counts derived from the flags (it runs before the card is written).
+    """
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    exported = []
+    with tempfile.TemporaryDirectory(prefix="hardpos-build-", dir=cache_dir) as work_dir:
+        for config in configs:
+            dataset = rows_to_dataset(
+                config.rows,
+                config.features,
+                work_dir=Path(work_dir) / config.name,
+                split=split,
+                images=config.images,
+            )
+            exported.append(
+                write_config_shards(dataset, output_dir, config.name, split=split, max_shard_size=max_shard_size)
+            )
+            report.counts[config.name] = len(dataset)
+            if config.flags is not None:
+                report.flags[config.name] = dict(config.flags(dataset) if callable(config.flags) else config.flags)
+            del dataset
+            if config.expected_count is not None:
+                report.expected_counts[config.name] = config.expected_count
+            if config.images is not None and config.images.missing:
+                keys = config.image_keys
+                if keys is None:
+                    keys = {row[config.images.key] for row in config.rows}
+                used_missing = sorted(set(keys) & set(config.images.missing))
+                if used_missing:
+                    upstream = config.num_upstream_rows if config.num_upstream_rows is not None else len(config.rows)
+                    report.skipped_missing_images[config.name] = used_missing
+                    report.skipped_rows[config.name] = upstream - report.counts[config.name]
+    if union_config_name and len(exported) > 1:
+        exported.append(union_config(union_config_name, exported))
+        report.counts[union_config_name] = exported[-1].num_rows
+        expected = [config.expected_count for config in configs]
+        if all(count is not None for count in expected):
+            report.expected_counts[union_config_name] = sum(expected)
+    if on_built is not None:
+        on_built(report)
+    render_card(output_dir, exported, facts, report)
+    report.save(output_dir / "build_report.json")
+    if verify:
+        for config in exported:
+            verify_export(output_dir, config)
+    for line in report.count_lines():
+        print(line)
+    return report

@@ -1,0 +1,49 @@
+"""ARO's macro-accuracy protocol for VG-Relation and VG-Attribution (Yuksekgonul et al. 2023).
+
+Why a module of facts: ARO's published VG numbers are not the fraction of correct rows but macro
+accuracies, and the recipe lives only in the authors' notebook ("Replicate ARO! VG-Relation,
+VG-Attribution.ipynb", github.com/mertyg/vision-language-models-are-bows) and `evaluate_scores`:
+
+- VG-Relation: accuracy per `relation_name`, averaged over relations, leaving out the 157 relations
+  the notebook lists as `symmetric` (copied below in its order);
+- VG-Attribution: accuracy per attribute pair (`attributes`, two adjectives), averaged over the pairs
+  with at least 25 rows.
+
+`evaluate_caption_selection(..., macro=ARO_MACRO)` adds that `macro_accuracy` next to the plain
+accuracy when a subset has the column.
+"""
+
+from __future__ import annotations
+
+from .caption_selection import MacroProtocol
+
+ARO_VG_RELATION_EXCLUDED = (
+    'adjusting', 'attached to', 'between', 'bigger than', 'biting', 'boarding', 'brushing', 'chewing',
+    'cleaning', 'climbing', 'close to', 'coming from', 'coming out of', 'contain', 'crossing', 'dragging',
+    'draped over', 'drinking', 'drinking from', 'driving', 'driving down', 'driving on', 'eating from',
+    'eating in', 'enclosing', 'exiting', 'facing', 'filled with', 'floating in', 'floating on', 'flying',
+    'flying above', 'flying in', 'flying over', 'flying through', 'full of', 'going down', 'going into',
+    'going through', 'grazing in', 'growing in', 'growing on', 'guiding', 'hanging from', 'hanging in',
+    'hanging off', 'hanging over', 'higher than', 'holding onto', 'hugging', 'in between', 'jumping off',
+    'jumping on', 'jumping over', 'kept in', 'larger than', 'leading', 'leaning over', 'leaving', 'licking',
+    'longer than', 'looking in', 'looking into', 'looking out', 'looking over', 'looking through',
+    'lying next to', 'lying on top of', 'making', 'mixed with', 'mounted on', 'moving', 'on the back of',
+    'on the edge of', 'on the front of', 'on the other side of', 'opening', 'painted on', 'parked at',
+    'parked beside', 'parked by', 'parked in', 'parked in front of', 'parked near', 'parked next to',
+    'perched on', 'petting', 'piled on', 'playing', 'playing in', 'playing on', 'playing with', 'pouring',
+    'reaching for', 'reading', 'reflected on', 'riding on', 'running in', 'running on', 'running through',
+    'seen through', 'sitting behind', 'sitting beside', 'sitting by', 'sitting in front of', 'sitting near',
+    'sitting next to', 'sitting under', 'skiing down', 'skiing on', 'sleeping in', 'sleeping on', 'smiling at',
+    'sniffing', 'splashing', 'sprinkled on', 'stacked on', 'standing against', 'standing around',
+    'standing behind', 'standing beside', 'standing in front of', 'standing near', 'standing next to',
+    'staring at', 'stuck in', 'surrounding', 'swimming in', 'swinging', 'talking to', 'topped with',
+    'touching', 'traveling down', 'traveling on', 'tying', 'typing on', 'underneath', 'wading in',
+    'waiting for', 'walking across', 'walking by', 'walking down', 'walking next to', 'walking through',
+    'working in', 'working on', 'worn on', 'wrapped around', 'wrapped in', 'by', 'of', 'near', 'next to',
+    'with', 'beside', 'on the side of', 'around',
+)
+
+ARO_MACRO = {
+    "vg_relation": MacroProtocol(column="relation_name", exclude=ARO_VG_RELATION_EXCLUDED),
+    "vg_attribution": MacroProtocol(column="attributes", min_group_size=25),
+}

@@ -1,0 +1,181 @@
+"""SugarCrepe++'s text-only task: the evaluate module, the package's text-only scorer, and their agreement."""
+
+from __future__ import annotations
+
+import doctest
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import evaluate
+import numpy as np
+import pytest
+import torch
+from datasets import Dataset
+from transformers import AutoModel, AutoProcessor
+
+from hf_hardpos.citations import BIBTEX, SUGARCREPE_PP
+from hf_hardpos.errors import UserInputError
+from hf_hardpos.scoring import ITMScorer
+from hf_hardpos.tasks.text_only import evaluate_text_only, text_only_correct, text_only_scores
+
+MODULE_DIR = Path(__file__).resolve().parents[1] / "metrics" / "text_only_accuracy"
+NAME = "text_only_accuracy"
+
+
+@pytest.fixture(scope="module")
+def module():
+    return evaluate.load(str(MODULE_DIR))
+
+
+@pytest.fixture(scope="module")
+def tie_heavy_scores():
+    rng = np.random.default_rng(0)
+    pair, caption_negative, positive_negative = rng.normal(size=(3, 400)).round(1)  # rounding makes ties common
+    return {
+        "positive_pair_scores": pair.tolist(),
+        "caption_negative_scores": caption_negative.tolist(),
+        "positive_negative_scores": positive_negative.tolist(),
+    }
+
+
+def test_module_equals_package_formula_on_ties(module, tie_heavy_scores):
+    result = module.compute(**tie_heavy_scores)
+    expected = text_only_correct(*(np.asarray(v) for v in tie_heavy_scores.values())).mean()
+    assert list(result) == [NAME] and type(result[NAME]) is float
+    assert result[NAME] == float(expected)
+    pair = np.asarray(tie_heavy_scores["positive_pair_scores"])
+    ties = (pair == np.asarray(tie_heavy_scores["caption_negative_scores"])).sum()
+    assert ties > 0  # the comparison above covers ties
+
+
+def test_strict_rule_by_hand(module):
+    result = module.compute(
+        positive_pair_scores=[0.9, 0.8, 0.7, 0.5],
+        caption_negative_scores=[0.5, 0.8, 0.75, 0.4],
+        positive_negative_scores=[0.6, 0.1, 0.2, 0.5],
+    )
+    assert result == {NAME: 0.25}  # row 1 right; row 2 ties cos(p1,n); row 3 loses; row 4 ties cos(p2,n)
+
+
+def test_docstring_examples_run(module):
+    """The `_KWARGS_DESCRIPTION` examples, with `evaluate.load` pointed at this folder (offline)."""
+    spec = importlib.util.spec_from_file_location("text_only_accuracy_source", MODULE_DIR / f"{NAME}.py")
+    source = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(source)
+
+    class _Evaluate:
+        @staticmethod
+        def load(path):
+            assert path == f"hardpos/{NAME}"
+            return module
+
+    parser = doctest.DocTestParser()
+    test = parser.get_doctest(source._KWARGS_DESCRIPTION, {"evaluate": _Evaluate}, NAME, None, 0)
+    runner = doctest.DocTestRunner()
+    runner.run(test)
+    assert runner.failures == 0 and runner.tries == 2
+
+
+def test_bootstrap_and_input_errors(module, tie_heavy_scores):
+    result = module.compute(**tie_heavy_scores, bootstrap_samples=200, seed=1)
+    assert result[f"{NAME}_ci_low"] <= result[NAME] <= result[f"{NAME}_ci_high"]
+    with_nan = [float("nan")] + tie_heavy_scores["caption_negative_scores"][1:]
+    bad = dict(tie_heavy_scores, caption_negative_scores=with_nan)
+    with pytest.raises(ValueError, match="non-finite"):
+        module.compute(**bad)
+    with pytest.raises(ValueError, match="differ in length"):
+        module.compute(**dict(tie_heavy_scores, positive_pair_scores=tie_heavy_scores["positive_pair_scores"][:-1]))
+    with pytest.raises(ValueError, match="must hold numbers"):
+        module.compute(**dict(tie_heavy_scores, positive_pair_scores=["0.3"] * 400))
+    with pytest.raises(ValueError, match="`positive_negative_scores` is missing"):
+        module.compute(positive_pair_scores=[0.1], caption_negative_scores=[0.0])
+
+
+def test_module_folder_is_a_self_contained_space():
+    assert {f.name for f in MODULE_DIR.iterdir()} >= {f"{NAME}.py", "README.md", "requirements.txt", "app.py"}
+    readme = (MODULE_DIR / "README.md").read_text()
+    assert readme.startswith("---\n") and "app_file: app.py" in readme
+    assert "tie is never correct" in readme
+    source = (MODULE_DIR / f"{NAME}.py").read_text()
+    lines = (MODULE_DIR / "requirements.txt").read_text().splitlines()
+    requirements = [line for line in lines if not line.startswith("#")]
+    assert not any("hf_hardpos" in line for line in requirements)
+    assert not re.search(r"^\s*(from|import)\s+hf_hardpos", source, re.M)
+    assert "**kwargs" not in source
+    assert not any(line.startswith("import ") and "," in line for line in source.splitlines())
+    # the citation copies are the package's entry, word for word
+    assert BIBTEX[SUGARCREPE_PP] in source and BIBTEX[SUGARCREPE_PP] in readme
+
+
+@pytest.mark.slow  # a fresh interpreter pays the ~8 s cold import of evaluate + datasets
+def test_module_loads_without_the_package(tmp_path):
+    """Run the module in a fresh interpreter where importing hf_hardpos is impossible."""
+    import subprocess
+
+    code = (
+        "import sys; sys.modules['hf_hardpos'] = None\n"
+        "import evaluate\n"
+        f"m = evaluate.load({str(MODULE_DIR)!r})\n"
+        "print(m.compute(positive_pair_scores=[1.0], caption_negative_scores=[0.0], positive_negative_scores=[0.0]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "'text_only_accuracy': 1.0" in done.stdout
+
+
+# ---- the package's text-only scorer ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model_and_processor(tiny_clip_dir):
+    return AutoModel.from_pretrained(tiny_clip_dir).eval(), AutoProcessor.from_pretrained(tiny_clip_dir)
+
+
+def _sc_pp_rows() -> Dataset:
+    """SC++-shaped rows (no image needed); row 2 repeats row 0's caption, row 3 has p2 == p1 (a defect)."""
+    return Dataset.from_dict(
+        {
+            "caption": ["a red cube left of a sphere", "a dog holding a cat", "a red cube left of a sphere", "a small cat"],
+            "hard_positive": ["a sphere right of a red cube", "a cat held by a dog", "left of a sphere a red cube", "a small cat"],
+            "hard_negative": ["a blue cube left of a sphere", "a cat holding a dog", "a red sphere left of a cube", "a large cat"],
+        }
+    )
+
+
+def test_text_only_scores_equal_naive_loop_and_module(model_and_processor, module):
+    model, processor = model_and_processor
+    dataset = _sc_pp_rows()
+    scorer = ITMScorer(model, processor, batch_size=2, progress=False)
+    scores = text_only_scores(scorer, dataset)
+
+    def embed(text):
+        with torch.no_grad():
+            out = model.get_text_features(**processor.tokenizer([text], return_tensors="pt")).pooler_output[0]
+        return torch.nn.functional.normalize(out, dim=-1)
+
+    for row, example in enumerate(dataset):
+        p1, p2, n = embed(example["caption"]), embed(example["hard_positive"]), embed(example["hard_negative"])
+        assert scores["positive_pair"][row] == pytest.approx(float(p1 @ p2), abs=1e-5)
+        assert scores["caption_negative"][row] == pytest.approx(float(p1 @ n), abs=1e-5)
+        assert scores["positive_negative"][row] == pytest.approx(float(p2 @ n), abs=1e-5)
+    assert scores["positive_pair"][3] == pytest.approx(1.0, abs=1e-6)  # the defective row: p2 == p1
+
+    result = evaluate_text_only(scorer, dataset)
+    from_module = module.compute(
+        positive_pair_scores=scores["positive_pair"],
+        caption_negative_scores=scores["caption_negative"],
+        positive_negative_scores=scores["positive_negative"],
+    )
+    assert result["text_only_accuracy"] == from_module[NAME]
+    assert result["num_examples"] == 4 and "strict" in result["tie_rule"]
+
+
+def test_text_only_needs_three_captions(model_and_processor):
+    scorer = ITMScorer(*model_and_processor, progress=False)
+    with pytest.raises(ValueError, match="hard_positive"):
+        text_only_scores(scorer, _sc_pp_rows().remove_columns("hard_positive"))
+    broken = Dataset.from_dict({"caption": ["a"], "hard_positive": [None], "hard_negative": ["b"]})
+    with pytest.raises(UserInputError, match="row 0, column 'hard_positive'"):
+        text_only_scores(scorer, broken)
