@@ -1,44 +1,46 @@
 #!/usr/bin/env python
 """Fine-tune CLIP with hard positives and hard negatives (Kamath et al. 2024; CE-CLIP losses optional).
 
-Three ways to run it:
+Ways to run it:
 
     # No arguments: a small real fine-tune on the embedded synthetic world, on CPU, in a few minutes.
     # A tiny CLIP is built offline; the synthetic REPLACE/SWAP sets are evaluated after every epoch.
     accelerate launch examples/finetune.py
 
-    # The paper's recipe: CLIP ViT-B/32 on COCO with one hard positive and one hard negative per
-    # caption, 5 epochs, HN and HP weights 1 (any TrainingArguments flag can be added).
-    accelerate launch examples/finetune.py --model_name_or_path openai/clip-vit-base-patch32 \\
-        --dataset hardpos/coco --eval_datasets hardpos/replace:attributes hardpos/replace:relations hardpos/swap \\
-        --output_dir clip-hardpos --per_device_train_batch_size 128 --dataloader_num_workers 8
+    # A pinned recipe (examples/recipes/: svlc = the HP+HN setting the paper follows, negclip, ce-clip),
+    # then any flag as an override; the model card lists every deviation from the recipe.
+    accelerate launch examples/finetune.py examples/recipes/svlc.yaml --dataset hardpos/coco \
+        --eval_datasets hardpos/replace:attributes hardpos/replace:relations hardpos/swap \
+        --output_dir clip-hardpos --dataloader_num_workers 8
 
-    # One JSON/YAML file holding any of the flags below.
-    python examples/finetune.py recipe.yaml
+    # Without a recipe: flags only (any TrainingArguments flag), or a JSON/YAML file of flags first.
+    python examples/finetune.py --dataset hardpos/coco --output_dir clip-hardpos --use_lora
+    python examples/finetune.py my_flags.yaml --max_steps 100
 
-Defaults depend on the data: without `--dataset` the synthetic demo's settings apply
-(`SYNTHETIC_DEFAULTS`), with it the paper's (`PAPER_RECIPE`); flags given explicitly always win.
-Standard Trainer flags work: --output_dir, --max_steps, --per_device_train_batch_size,
---resume_from_checkpoint, --push_to_hub, --use_lora, ...
+Defaults: without `--dataset` the synthetic demo's settings apply (`SYNTHETIC_DEFAULTS`), with it
+`DATASET_DEFAULTS` (5 epochs; how often to log, evaluate and save); a recipe or flags file overrides
+those, and flags on the command line override everything. A dataset without `--eval_datasets` trains
+without evaluation. `--save_steps N` without `--save_strategy` saves every N steps (the defaults save
+per epoch); options that have no effect with the others chosen are reported at start-up.
+`--resume_from_checkpoint last` (or True) resumes from the last complete checkpoint.
 Two CPU processes: `torchrun --nproc_per_node 2 examples/finetune.py --use_cpu ...`.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
+import dataclasses
 import logging
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 from datasets import Dataset, load_dataset
 from transformers import CLIPModel, CLIPProcessor, HfArgumentParser
-from transformers.trainer_utils import get_last_checkpoint
 
 from hf_hardpos import columns
+from hf_hardpos.errors import UserInputError
 from hf_hardpos.training import HardPosModelCardData, HardPosTrainer, HardPosTrainingArguments
+from hf_hardpos.training.recipe import batch_layout, read_arguments_file
 
 logger = logging.getLogger("finetune")
 
@@ -58,11 +60,10 @@ SYNTHETIC_DEFAULTS = {
     "report_to": "none",
     "seed": 0,
 }
-# The paper's recipe (SPEC section 5): 5 epochs, hard-negative and hard-positive weights 1 (the
-# HardPosTrainingArguments defaults). Everything else is a TrainingArguments default unless given.
-PAPER_RECIPE = {
+# With --dataset: the paper's 5 epochs (SPEC section 5); the rest says how often to log, evaluate and
+# save, and the scoring batch (no effect on results). A recipe file pins everything else.
+DATASET_DEFAULTS = {
     "num_train_epochs": 5,
-    # not part of the recipe: how often to log/evaluate/save, and the scoring batch (no effect on results)
     "logging_steps": 50,
     "eval_strategy": "epoch",
     "save_strategy": "epoch",
@@ -110,31 +111,54 @@ class DataArguments:
     synthetic_seed: int = field(default=0, metadata={"help": "Seed of the synthetic world."})
 
 
-def recipe_defaults(dataset: str | None) -> dict:
-    return dict(PAPER_RECIPE) if dataset else dict(SYNTHETIC_DEFAULTS)
+def mode_defaults(dataset: str | None) -> dict:
+    return dict(DATASET_DEFAULTS) if dataset else dict(SYNTHETIC_DEFAULTS)
+
+
+def _parser() -> HfArgumentParser:
+    return HfArgumentParser((ModelArguments, DataArguments, HardPosTrainingArguments))
+
+
+def given_on_command_line(argv: list[str]) -> dict:
+    """The options `argv` sets explicitly, with their parsed values (a default is not "given")."""
+    probe = _parser()
+    unset = object()
+    probe.set_defaults(**{name: unset for name in vars(probe.parse_known_args([])[0])})
+    namespace, _ = probe.parse_known_args(argv)
+    return {name: value for name, value in vars(namespace).items() if value is not unset}
 
 
 def parse_arguments(argv: list[str] | None = None):
-    """CLI flags, or a single .json/.yaml file; the mode's defaults fill what is not given."""
+    """(model, data, training arguments, recipe or None) from an optional leading YAML/JSON file + flags.
+
+    Precedence: flags > the file > the mode's defaults. Two adjustments follow what the user asked
+    for, and are logged: without eval sets evaluation is off (unless --eval_strategy was given, which
+    the trainer then rejects clearly), and --save_steps alone switches save_strategy to "steps".
+    """
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = HfArgumentParser((ModelArguments, DataArguments, HardPosTrainingArguments))
-    if len(argv) == 1 and argv[0].endswith((".json", ".yaml", ".yml")):
-        text = Path(argv[0]).read_text(encoding="utf-8")
-        config = json.loads(text) if argv[0].endswith(".json") else yaml.safe_load(text)
-        if not isinstance(config, dict):
-            raise ValueError(f"{argv[0]} must hold a mapping of argument names to values")
-        return parser.parse_dict({**recipe_defaults(config.get("dataset")), **config})
-    peek = argparse.ArgumentParser(add_help=False)
-    peek.add_argument("--dataset", default=None)
-    known, _ = peek.parse_known_args(argv)
-    parser.set_defaults(**recipe_defaults(known.dataset))
-    return parser.parse_args_into_dataclasses(args=argv)
+    file_arguments, recipe = {}, None
+    if argv and argv[0].endswith((".json", ".yaml", ".yml")):
+        file_arguments, recipe = read_arguments_file(argv.pop(0))
+    parser = _parser()
+    unknown = sorted(set(file_arguments) - set(vars(parser.parse_known_args([])[0])))
+    if unknown:
+        raise UserInputError(f"unknown argument(s) {unknown} in the arguments file; see --help for the names")
+    explicit = {**file_arguments, **given_on_command_line(argv)}
+    defaults = {**mode_defaults(explicit.get("dataset")), **file_arguments}
+    if explicit.get("dataset") and not explicit.get("eval_datasets") and "eval_strategy" not in explicit:
+        defaults["eval_strategy"] = "no"
+        logger.warning("no --eval_datasets: training without evaluation")
+    if "save_steps" in explicit and "save_strategy" not in explicit:
+        defaults["save_strategy"] = "steps"
+        logger.warning("--save_steps given without --save_strategy: saving every %s steps", explicit["save_steps"])
+    parser.set_defaults(**defaults)
+    model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    return model_args, data_args, training_args, recipe
 
 
-def _check_columns(dataset: Dataset, needed: list[str], what: str) -> None:
-    missing = [c for c in needed if c not in dataset.column_names]
-    if missing:
-        raise ValueError(f"{what} lacks column(s) {missing}; it has {dataset.column_names}")
+def all_arguments(*groups) -> dict:
+    """Every field of the argument dataclasses, by name (what a recipe is compared with)."""
+    return {f.name: getattr(group, f.name) for group in groups for f in dataclasses.fields(group)}
 
 
 def _truncate(dataset: Dataset, limit: int | None) -> Dataset:
@@ -146,7 +170,7 @@ def parse_eval_spec(spec: str, default_split: str) -> tuple[str, str, str | None
     name, _, rest = spec.rpartition("=")
     path, config, split = (rest.split(":") + [None, None])[:3]
     if not path:
-        raise ValueError(f"bad eval set {spec!r}: expected '[name=]path[:config[:split]]'")
+        raise UserInputError(f"--eval_datasets: bad entry {spec!r}; expected '[name=]path[:config[:split]]'")
     name = name or config or Path(path).name
     return name, path, config or None, split or default_split
 
@@ -181,10 +205,12 @@ def load_data(data_args: DataArguments, training_args: HardPosTrainingArguments)
         eval_ids[name] = path
     train = _truncate(train, data_args.max_train_samples)
     needed = [training_args.image_column, training_args.caption_column]
-    _check_columns(train, needed + training_args.positive_columns + training_args.negative_columns, "the training set")
+    columns.require_columns(
+        train, needed + training_args.positive_columns + training_args.negative_columns, "the training set"
+    )
     for name, dataset in evals.items():
         evals[name] = _truncate(dataset, data_args.max_eval_samples)
-        _check_columns(evals[name], [columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS], f"eval set {name!r}")
+        columns.require_columns(evals[name], [columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS], f"eval set {name!r}")
     return train, evals, eval_ids, descriptions
 
 
@@ -204,13 +230,25 @@ def load_model(model_args: ModelArguments, training_args: HardPosTrainingArgumen
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    model_args, data_args, training_args = parse_arguments(argv)
-    logging.basicConfig(
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        level=logging.INFO if training_args.should_log else logging.WARNING,
-    )
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    model_args, data_args, training_args, recipe = parse_arguments(argv)
+    if not training_args.should_log:
+        logging.getLogger().setLevel(logging.WARNING)
     if data_args.dataset is None:
         logger.info("no --dataset: fine-tuning on the synthetic world (%d rows)", data_args.synthetic_train_size)
+    recipe_report = None
+    if recipe is not None:
+        per_device, processes, accumulation = batch_layout(training_args)
+        recipe_report = recipe.report(
+            all_arguments(model_args, data_args, training_args),
+            per_device=per_device,
+            processes=processes,
+            accumulation=accumulation,
+        )
+        logger.info("recipe %s v%s (%s); global batch %s", recipe.name, recipe.version, recipe.path,
+                    recipe_report.global_batch)  # fmt: skip
+        for line in recipe_report.deviations:
+            logger.warning("deviation from recipe %s: %s", recipe.name, line)
 
     model_path = load_model(model_args, training_args)
     model = CLIPModel.from_pretrained(model_path)
@@ -223,6 +261,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         eval_dataset_ids=eval_ids,
         train_dataset_description=descriptions.pop("train", None),
         eval_dataset_descriptions=descriptions,
+        recipe=recipe_report,
     )
     trainer = HardPosTrainer(
         model=model,
@@ -232,13 +271,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         processor=processor,
         model_card_data=card_data,
     )
-
-    checkpoint = training_args.resume_from_checkpoint
-    if checkpoint in ("True", "true", "last"):
-        checkpoint = get_last_checkpoint(training_args.output_dir)
-        if checkpoint is None:
-            raise ValueError(f"--resume_from_checkpoint: no checkpoint in {training_args.output_dir}")
-    result = trainer.train(resume_from_checkpoint=checkpoint)
+    # "last" / True: the last complete checkpoint (the trainer skips incomplete ones and says so).
+    result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.log_metrics("train", result.metrics)
 
     metrics = dict(result.metrics)
@@ -260,4 +294,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except UserInputError as error:  # one line, exit 2, like the hardpos CLI
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)

@@ -148,3 +148,36 @@ def test_two_process_gather_equals_single_process_full_batch(tmp_path):
     assert after == min(max(before, 0.0), MAX_LOGIT_SCALE)
     for record in ranks:
         torch.testing.assert_close(torch.tensor(record["logit_scale"]), torch.tensor(single["logit_scale"]))
+
+
+def _nan_worker(rank: int, world_size: int, init_file: str, out_dir: str) -> None:
+    from hf_hardpos.training.loss_guard import NonFiniteLossError, check_finite_loss
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
+    try:
+        bad = float("nan") if rank == 1 else 0.5  # only rank 1 sees a broken hard-negative term
+        terms = {"loss": torch.tensor(1.0 + bad), "loss_clip": torch.tensor(1.0), "loss_hn": torch.tensor(bad)}
+        check_finite_loss({k: torch.tensor(1.0) for k in terms}, step=6, logit_scale=torch.tensor(50.0))  # all fine
+        try:
+            check_finite_loss(terms, step=7, logit_scale=torch.tensor(50.0))
+            message = "no error"
+        except NonFiniteLossError as error:
+            message = str(error)
+        # Both ranks reach this collective: neither is left waiting for the other.
+        dist.barrier()
+        with open(os.path.join(out_dir, f"nan{rank}.txt"), "w") as handle:
+            handle.write(message)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_non_finite_loss_on_one_rank_stops_every_rank(tmp_path):
+    mp.spawn(_nan_worker, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)
+    for rank in range(2):
+        message = (tmp_path / f"nan{rank}.txt").read_text()
+        assert message.startswith("non-finite loss term loss_hn at step 7 ("), message
+        assert f"non-finite on process(es) [1] of 2, this is process {rank}" in message
+    assert "loss_hn=nan" in (tmp_path / "nan1.txt").read_text()
+    assert "loss_hn=0.5" in (tmp_path / "nan0.txt").read_text()

@@ -379,19 +379,10 @@ def test_cmr_state_dict_round_trip(inputs):
 # ---------------------------------------------------------------- logit scale clamp
 
 
-class _Wrapper(torch.nn.Module):
-    """Stands in for a peft model: exposes the wrapped model through get_base_model()."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.inner = model
-
-    def get_base_model(self):
-        return self.inner
-
-
 def test_clamp_logit_scale_unwraps_and_clamps():
     from transformers import CLIPConfig, CLIPModel
+
+    from hf_hardpos.training.lora import apply_lora
 
     config = CLIPConfig(
         text_config={"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
@@ -401,7 +392,7 @@ def test_clamp_logit_scale_unwraps_and_clamps():
         projection_dim=8,
     )  # fmt: skip
     model = CLIPModel(config)
-    wrapped = _Wrapper(model)
+    wrapped = apply_lora(model, r=2, alpha=2, target_modules=["q_proj", "v_proj"])  # a real peft wrapper
     assert unwrap_model(wrapped) is model
     with torch.no_grad():
         model.logit_scale.fill_(7.0)

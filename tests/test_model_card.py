@@ -169,3 +169,16 @@ def test_helpers(tmp_path):
     table = training_log_table(history).splitlines()
     assert table[0] == "| step | epoch | loss | loss_hn |"
     assert len(table) - 2 <= 26 and table[-1].startswith("| 60 |")  # sampled, last row kept
+
+
+def test_card_eval_table_is_the_package_table_with_its_tie_rule(trained):
+    from hf_hardpos.tables import TIE_RULE, metrics_table
+
+    trainer, output_dir = trained
+    text = (output_dir / "README.md").read_text()
+    logged = next(e for e in reversed(trainer.state.log_history) if "eval_toy_replace_augmented_accuracy" in e)
+    metrics = {k[len("eval_toy_replace_"):]: v for k, v in logged.items() if k.startswith("eval_toy_replace_")}
+    table = metrics_table({"toy_replace": metrics}, label="eval set", markdown=True)
+    assert table in text and f"{100 * metrics['augmented_accuracy']:.1f}" in table
+    assert TIE_RULE in text
+    assert "No recipe file was followed" in text  # this run had no recipe file

@@ -206,9 +206,17 @@ def test_non_finite_loss_stops_with_the_term_named(tiny_clip_dir, tmp_path, monk
     )
     term = trainer.objective.terms["hn"]
     original = term.forward
-    monkeypatch.setattr(term, "forward", lambda *a, **k: original(*a, **k) * float("nan"))
-    with pytest.raises(NonFiniteLossError, match=r"non-finite loss term loss_hn at step 0 \(loss_hn=nan"):
+    calls = []
+
+    def third_step_breaks(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs) * (float("nan") if len(calls) == 3 else 1.0)
+
+    monkeypatch.setattr(term, "forward", third_step_breaks)
+    # The step in the message is the step the Trainer would have logged for this batch.
+    with pytest.raises(NonFiniteLossError, match=r"non-finite loss term loss_hn at step 3 \(loss_hn=nan"):
         trainer.train()
+    assert [e["step"] for e in trainer.state.log_history if "loss" in e] == [1, 2]
 
 
 def _final_state(trainer) -> tuple[dict, dict]:
@@ -282,12 +290,13 @@ def _load_example():
 
 def test_example_arguments_cli_config_file_and_mode_defaults(tmp_path):
     example = _load_example()
-    model_args, data_args, args = example.parse_arguments([])
+    model_args, data_args, args, recipe = example.parse_arguments([])
+    assert recipe is None
     assert data_args.dataset is None and model_args.model_name_or_path is None
     assert args.num_train_epochs == example.SYNTHETIC_DEFAULTS["num_train_epochs"]
     assert args.output_dir == example.SYNTHETIC_DEFAULTS["output_dir"]
 
-    _, data_args, args = example.parse_arguments(
+    _, data_args, args, _ = example.parse_arguments(
         ["--dataset", "hardpos/coco", "--output_dir", str(tmp_path), "--max_steps", "7", "--use_lora", "--lora_r", "4"]
     )
     assert data_args.dataset == "hardpos/coco" and args.num_train_epochs == 5  # the paper's recipe
@@ -299,7 +308,8 @@ def test_example_arguments_cli_config_file_and_mode_defaults(tmp_path):
         f"output_dir: {tmp_path}\nhard_negative_weight: 0.25\n"
         "eval_datasets: [hardpos/replace:attributes, rel=hardpos/replace:relations:validation]\n"
     )
-    model_args, data_args, args = example.parse_arguments([str(config)])
+    model_args, data_args, args, recipe = example.parse_arguments([str(config)])
+    assert recipe is None  # a plain flags file: no `recipe:` header
     assert model_args.model_name_or_path == "openai/clip-vit-base-patch32"
     assert args.hard_negative_weight == 0.25 and args.num_train_epochs == 5
     specs = [example.parse_eval_spec(s, "test") for s in data_args.eval_datasets]
@@ -318,7 +328,7 @@ def test_finetune_example_runs_on_two_cpu_processes(tmp_path):
         str(REPO / "examples" / "finetune.py"),
         "--use_cpu", "--max_steps", "2", "--per_device_train_batch_size", "8",
         "--synthetic_train_size", "64", "--synthetic_eval_size", "16", "--logging_steps", "1",
-        "--eval_strategy", "no", "--save_strategy", "no", "--disable_tqdm", "true",
+        "--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "2", "--disable_tqdm", "true",
         "--output_dir", str(output_dir),
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -333,3 +343,196 @@ def test_finetune_example_runs_on_two_cpu_processes(tmp_path):
     assert steps[-1]["epoch"] == pytest.approx(0.5)
     assert any("eval_swap_augmented_accuracy" in e for e in state["log_history"])
     assert (output_dir / "README.md").is_file() and (output_dir / "model.safetensors").is_file()
+    # The checkpoint was staged and renamed only after both processes wrote their RNG state.
+    checkpoint = output_dir / "checkpoint-2"
+    assert {"rng_state_0.pth", "rng_state_1.pth", "trainer_state.json", LOSS_STATE_NAME} <= {
+        p.name for p in checkpoint.iterdir()}  # fmt: skip
+    assert not list(output_dir.glob("_incomplete-*"))
+
+
+# --- supported models, weight decay, precision -----------------------------------------------------
+
+
+def test_trainer_refuses_models_other_than_clip(tiny_clip_dir, tmp_path):
+    from hf_hardpos.errors import UserInputError
+
+    model, processor = load_tiny(tiny_clip_dir)
+    for wrong in (torch.nn.Linear(2, 2), model.text_model):
+        with pytest.raises(UserInputError, match=rf"trains a transformers CLIPModel .*got {type(wrong).__name__}"):
+            HardPosTrainer(model=wrong, args=make_args(tmp_path), processor=processor, train_dataset=finetune_rows(4))
+    with pytest.raises(UserInputError, match="needs a model"):
+        HardPosTrainer(model=None, args=make_args(tmp_path), processor=processor, train_dataset=finetune_rows(4))
+    with pytest.raises(TypeError, match=r"has no unflatten\(text_embeds, batch\)"):
+        HardPosTrainer(model=model, args=make_args(tmp_path), processor=processor, train_dataset=finetune_rows(4),
+                       data_collator=lambda rows: rows)
+
+
+def test_weight_decay_only_on_weight_matrices(tiny_clip_dir, tmp_path):
+    model, processor = load_tiny(tiny_clip_dir)
+    trainer = HardPosTrainer(
+        model=model, args=make_args(tmp_path, weight_decay=0.1), processor=processor, train_dataset=finetune_rows(4)
+    )
+    decayed = set(trainer.get_decay_parameter_names(model))
+    shapes = dict(model.named_parameters())
+    assert "logit_scale" not in decayed
+    assert not [n for n in decayed if shapes[n].ndim < 2]  # biases, norms, class embedding: all 1-D
+    one_d = [n for n, p in shapes.items() if p.ndim < 2]
+    assert "vision_model.embeddings.class_embedding" in one_d and any("layer_norm" in n for n in one_d)
+    for name in ("vision_model.embeddings.position_embedding.weight",
+                 "text_model.embeddings.position_embedding.weight"):
+        assert shapes[name].ndim == 2 and name not in decayed
+    for name in ("text_model.embeddings.token_embedding.weight", "vision_model.embeddings.patch_embedding.weight",
+                 "visual_projection.weight", "text_projection.weight"):
+        assert name in decayed, name
+    assert any(n.endswith("self_attn.q_proj.weight") for n in decayed)
+    # The optimizer the Trainer builds follows it: the logit scale sits in the group without decay.
+    optimizer = trainer.create_optimizer()
+    group_of = {id(p): g["weight_decay"] for g in optimizer.param_groups for p in g["params"]}
+    assert group_of[id(model.logit_scale)] == 0.0
+    assert group_of[id(model.visual_projection.weight)] == 0.1
+    assert optimizer.defaults["betas"] == (0.9, 0.999)  # TrainingArguments defaults unless a recipe says otherwise
+
+
+def test_loss_is_computed_in_fp32_from_renormalised_embeddings_under_bf16(tiny_clip_dir, tmp_path, monkeypatch):
+    model, processor = load_tiny(tiny_clip_dir)
+    trainer = HardPosTrainer(
+        model=model, args=make_args(tmp_path, max_steps=1, bf16=True), train_dataset=finetune_rows(8),
+        processor=processor,
+    )
+    projection_dtypes, seen = [], []
+    model.visual_projection.register_forward_hook(lambda m, i, out: projection_dtypes.append(out.dtype))
+    original = trainer.objective.forward
+
+    def record(**kwargs):
+        seen.append(kwargs)
+        out = original(**kwargs)
+        seen.append(out)
+        return out
+
+    monkeypatch.setattr(trainer.objective, "forward", record)
+    trainer.train()
+    assert projection_dtypes and projection_dtypes[0] == torch.bfloat16  # the towers ran under bf16 autocast
+    inputs, terms = seen[0], seen[1]
+    for key in ("image_embeds", "text_embeds", "positive_embeds", "negative_embeds", "logit_scale"):
+        assert inputs[key].dtype == torch.float32, key
+    for key in ("image_embeds", "text_embeds"):
+        norms = inputs[key].norm(dim=-1)
+        torch.testing.assert_close(norms, torch.ones_like(norms), rtol=0, atol=1e-6)  # bf16 norms are off by ~1e-3
+    assert all(v.dtype == torch.float32 for k, v in terms.items() if k.startswith("loss"))
+
+
+def test_collator_unflatten_reads_its_own_layout(tiny_clip_dir):
+    _, processor = load_tiny(tiny_clip_dir)
+    data = finetune_rows(6)
+    collator = HardPosDataCollator(processor)
+    batch = collator([data[i] for i in range(6)])
+    texts = batch["input_ids"].shape[0]
+    identity = torch.eye(texts)  # text t embeds as the one-hot e_t: the output names the text it came from
+    out = collator.unflatten(identity, batch)
+    torch.testing.assert_close(out["text_embeds"], identity[:6])
+    decoded = [d.strip() for d in processor.tokenizer.batch_decode(batch["input_ids"], skip_special_tokens=True)]
+    layout = (("positive", columns.FINETUNE_POSITIVE_COLUMNS), ("negative", columns.FINETUNE_NEGATIVE_COLUMNS))
+    for kind, cols in layout:
+        embeds, mask = out[f"{kind}_embeds"], out[f"{kind}_mask"]
+        assert embeds.shape == (6, len(cols), texts)
+        for b in range(6):
+            for j, col in enumerate(cols):
+                row = data[b]
+                if row[col] is None:
+                    assert not mask[b, j] and not embeds[b, j].any()
+                else:
+                    assert mask[b, j] and decoded[int(embeds[b, j].argmax())] == row[col]
+    empty = HardPosDataCollator(processor, positive_columns=[], negative_columns=[])
+    out = empty.unflatten(identity[:6], empty([data[i] for i in range(6)]))
+    assert out["positive_embeds"] is None and out["negative_mask"] is None
+
+
+# --- checkpoints, resume, inert options, no eval sets ------------------------------------------------
+
+
+def test_interrupted_save_leaves_nothing_resume_picks_and_resume_falls_back(tiny_clip_dir, tmp_path, monkeypatch,
+                                                                             caplog):
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from hf_hardpos.errors import UserInputError
+
+    def trainer_for(max_steps):
+        model, processor = load_tiny(tiny_clip_dir)
+        args = make_args(tmp_path, max_steps=max_steps, cmr_weight=0.4, save_strategy="steps", save_steps=2)
+        return HardPosTrainer(model=model, args=args, train_dataset=finetune_rows(24), processor=processor)
+
+    first = trainer_for(4)
+    saves = []
+    original = first.objective.state_dict
+
+    def dies_during_second_save(*args, **kwargs):  # the model is written, the loss state is not yet
+        saves.append(1)
+        if len(saves) == 2:
+            raise KeyboardInterrupt("killed during the save of step 4")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(first.objective, "state_dict", dies_during_second_save)
+    with pytest.raises(KeyboardInterrupt):
+        first.train()
+    assert sorted(p.name for p in tmp_path.iterdir() if "checkpoint" in p.name) == [
+        "_incomplete-checkpoint-4", "checkpoint-2"]  # fmt: skip
+    assert (tmp_path / "_incomplete-checkpoint-4" / "checkpoint-4" / "config.json").is_file()  # partly written
+    assert get_last_checkpoint(str(tmp_path)).endswith("checkpoint-2")  # transformers' own lookup is safe too
+
+    with caplog.at_level("WARNING", logger="hf_hardpos.training.checkpoints"):
+        resumed = trainer_for(4)
+        resumed.train(resume_from_checkpoint=True)
+    assert "_incomplete-checkpoint-4: left by a save that was interrupted" in caplog.text
+    assert resumed.state.global_step == 4 and (tmp_path / "checkpoint-4" / LOSS_STATE_NAME).is_file()
+    assert not (tmp_path / "_incomplete-checkpoint-4").exists()  # the next save of that step replaced it
+
+    # A checkpoint folder left half-written by an older version (only config.json): skipped, and said so.
+    broken = tmp_path / "checkpoint-5"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="hf_hardpos.training.checkpoints"):
+        again = trainer_for(6)
+        again.train(resume_from_checkpoint="last")
+    assert "Resuming from checkpoint-4, the last complete checkpoint: skipped checkpoint-5 (incomplete: no " \
+           "trainer_state.json, model weights" in caplog.text
+    assert again.state.global_step == 6
+    with pytest.raises(UserInputError, match=r"checkpoint-5 is incomplete .*The last complete one there is checkpoint-6"):  # noqa: E501
+        trainer_for(6).train(resume_from_checkpoint=str(broken))
+
+
+def test_options_without_effect_are_reported(tiny_clip_dir, tmp_path, caplog):
+    model, processor = load_tiny(tiny_clip_dir)
+    args = make_args(tmp_path, save_strategy="epoch", save_steps=7, lora_r=8, cmr_upper_bound=5.0)
+    with caplog.at_level("WARNING", logger="hf_hardpos.training.trainer"):
+        HardPosTrainer(model=model, args=args, train_dataset=finetune_rows(4), processor=processor)
+    assert "save_steps=7 has no effect under save_strategy='epoch'" in caplog.text
+    assert "lora_r=8 has no effect without use_lora" in caplog.text
+    assert "cmr_upper_bound=5.0 has no effect with cmr_weight=0" in caplog.text
+    assert make_args(tmp_path, save_strategy="steps", save_steps=7).inert_options() == []
+
+    example = _load_example()
+    *_, args, _ = example.parse_arguments(["--dataset", "d", "--output_dir", str(tmp_path), "--save_steps", "3"])
+    assert args.save_strategy == "steps" and args.save_steps == 3  # --save_steps alone switches the strategy
+    *_, args, _ = example.parse_arguments(
+        ["--dataset", "d", "--output_dir", str(tmp_path), "--save_steps", "3", "--save_strategy", "epoch"])
+    assert args.save_strategy == "epoch" and "save_steps=3 has no effect" in args.inert_options()[0]
+
+
+def test_dataset_without_eval_sets_trains_without_evaluation(tiny_clip_dir, tmp_path):
+    from hf_hardpos.errors import UserInputError
+
+    example = _load_example()
+    *_, args, _ = example.parse_arguments(["--dataset", "d", "--output_dir", str(tmp_path)])
+    assert args.eval_strategy == "no" and args.save_strategy == "epoch"
+    *_, args, _ = example.parse_arguments(["--dataset", "d", "--output_dir", str(tmp_path), "--eval_datasets", "e"])
+    assert args.eval_strategy == "epoch"
+
+    model, processor = load_tiny(tiny_clip_dir)
+    trainer = HardPosTrainer(model=model, args=make_args(tmp_path, max_steps=1), train_dataset=finetune_rows(8),
+                             processor=processor)
+    trainer.train()  # no eval sets, eval_strategy "no": trains
+    assert trainer.state.global_step == 1
+    with pytest.raises(UserInputError, match=r"eval_strategy='epoch' but there are no eval sets"):
+        HardPosTrainer(model=model, args=make_args(tmp_path, eval_strategy="epoch"), train_dataset=finetune_rows(8),
+                       processor=processor)

@@ -10,7 +10,7 @@ from typing import Any
 
 _LAZY = {
     "HardPosTrainer": "hf_hardpos.training.trainer",
-    "NonFiniteLossError": "hf_hardpos.training.trainer",
+    "NonFiniteLossError": "hf_hardpos.training.loss_guard",
     "LOSS_STATE_NAME": "hf_hardpos.training.trainer",
     "HardPosTrainingArguments": "hf_hardpos.training.training_args",
     "HardPosDataCollator": "hf_hardpos.training.data_collator",
@@ -18,6 +18,10 @@ _LAZY = {
     "generate_model_card": "hf_hardpos.training.model_card",
     "apply_lora": "hf_hardpos.training.lora",
     "merge_lora": "hf_hardpos.training.lora",
+    "RandomResizedCrop": "hf_hardpos.training.augmentation",
+    "Recipe": "hf_hardpos.training.recipe",
+    "RecipeReport": "hf_hardpos.training.recipe",
+    "read_arguments_file": "hf_hardpos.training.recipe",
 }
 
 

@@ -9,7 +9,7 @@ placeholder caption, which would otherwise be trained on as if it were real text
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -30,6 +30,9 @@ class HardPosDataCollator:
             (fine-tuning schema) or `hard_positive` (eval schema). Null cells are masked.
         negative_columns: hard-negative columns, one per hard-negative type. Null cells are masked.
         max_length: token limit; CLIP's context is 77.
+        image_transform: a PIL -> PIL training augmentation that already outputs the model's input
+            size (e.g. `RandomResizedCrop`); the processor then only rescales and normalises. None:
+            the processor's own resize and centre crop.
 
     Returns a dict of tensors:
         `pixel_values` [B, 3, H, W]; `input_ids`, `attention_mask` [T, L] where the first B texts are
@@ -46,6 +49,7 @@ class HardPosDataCollator:
         positive_columns: Sequence[str] = columns.FINETUNE_POSITIVE_COLUMNS,
         negative_columns: Sequence[str] = columns.FINETUNE_NEGATIVE_COLUMNS,
         max_length: int = CLIP_CONTEXT_LENGTH,
+        image_transform: Callable[[Image.Image], Image.Image] | None = None,
     ):
         self.processor = processor
         self.image_column = image_column
@@ -53,6 +57,7 @@ class HardPosDataCollator:
         self.positive_columns = tuple(positive_columns)
         self.negative_columns = tuple(negative_columns)
         self.max_length = max_length
+        self.image_transform = image_transform
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         if not features:
@@ -64,7 +69,15 @@ class HardPosDataCollator:
 
         # PIL in, so the image processor rescales exactly once (float tensors in [0, 1] would be
         # rescaled again: SPEC section 8).
-        pixel_values = self.processor.image_processor(images=images, return_tensors="pt")["pixel_values"]
+        if self.image_transform is None:
+            pixel_values = self.processor.image_processor(images=images, return_tensors="pt")["pixel_values"]
+        else:
+            pixel_values = self.processor.image_processor(
+                images=[self.image_transform(image) for image in images],
+                do_resize=False,
+                do_center_crop=False,
+                return_tensors="pt",
+            )["pixel_values"]
         tokens = self.processor.tokenizer(
             texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
         )
@@ -77,6 +90,25 @@ class HardPosDataCollator:
             "negative_index": negative_index,
             "negative_mask": negative_mask,
         }
+
+    def unflatten(self, text_embeds: torch.Tensor, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | None]:
+        """Split the text tower's output over `batch`'s texts back into per-row tensors.
+
+        Returns the keyword arguments of `HardPosObjective`: `text_embeds` [B, D] (the captions),
+        `positive_embeds` [B, P, D] / `positive_mask` [B, P] and `negative_embeds` [B, K, D] /
+        `negative_mask` [B, K], zeros where a slot is masked; None for a layout without such columns.
+        """
+        rows = batch["positive_index"].shape[0]
+        out: dict[str, torch.Tensor | None] = {"text_embeds": text_embeds[:rows]}
+        for kind in ("positive", "negative"):
+            index, mask = batch[f"{kind}_index"], batch[f"{kind}_mask"]
+            if index.shape[1] == 0:
+                out[f"{kind}_embeds"] = out[f"{kind}_mask"] = None
+                continue
+            slots = text_embeds[index]  # masked slots point at text 0; zeroed here
+            out[f"{kind}_embeds"] = slots * mask.unsqueeze(-1).to(slots.dtype)
+            out[f"{kind}_mask"] = mask
+        return out
 
     # --- per-row checks -------------------------------------------------------------------------
 

@@ -14,18 +14,13 @@ MAX_LOGIT_SCALE = math.log(100.0)
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:
-    """Peel off DDP/DataParallel (``.module``), ``torch.compile`` (``._orig_mod``) and peft
-    (``get_base_model()``) wrappers, in any nesting, to reach the model that owns ``logit_scale``."""
-    seen = set()
-    while id(model) not in seen:
-        seen.add(id(model))
-        if isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
-            model = model.module
-        elif hasattr(model, "_orig_mod") and isinstance(model._orig_mod, nn.Module):
-            model = model._orig_mod
-        elif callable(getattr(model, "get_base_model", None)):
-            model = model.get_base_model()
-    return model
+    """The model that owns ``logit_scale``: accelerate peels off DDP / DataParallel / FSDP / DeepSpeed and
+    ``torch.compile`` wrappers, then peft's ``get_base_model()`` reaches the model under a ``PeftModel``."""
+    from accelerate.utils import extract_model_from_parallel
+    from peft import PeftModel
+
+    model = extract_model_from_parallel(model, keep_torch_compile=False)
+    return model.get_base_model() if isinstance(model, PeftModel) else model
 
 
 def clamp_logit_scale(model: nn.Module, max_value: float = MAX_LOGIT_SCALE) -> None:

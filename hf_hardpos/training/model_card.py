@@ -21,10 +21,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from accelerate.utils import extract_model_from_parallel
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from ..citations import CE_CLIP, HARD_POSITIVES, cite
 from ..metrics import METRIC_NAMES
-from .losses.citations import CE_CLIP, HARD_POSITIVES
+from ..tables import TIE_RULE, metrics_table, render_table
+from .recipe import RecipeReport
 
 TEMPLATE_NAME = "model_card.md"
 CARD_TASK_TYPE = "image-text-matching"
@@ -38,7 +41,7 @@ _UNINFORMATIVE_ARGS = {
     "accelerator_config", "report_to", "disable_tqdm", "remove_unused_columns",
 }
 
-# The two papers this package implements; one BibTeX source, shared with the loss modules.
+# The two papers this package implements (keys of `hf_hardpos.citations`), cited on every card.
 PAPER_CITATIONS = (HARD_POSITIVES, CE_CLIP)
 
 
@@ -55,6 +58,7 @@ class HardPosModelCardData:
         train_dataset_description, eval_dataset_descriptions: how to name data that has no Hub id
             (e.g. the synthetic world and its seed) in the card body.
         language, license, tags: card metadata.
+        recipe: the recipe file the run followed and every deviation from it (`recipe.RecipeReport`).
     """
 
     model_name: str | None = None
@@ -68,6 +72,7 @@ class HardPosModelCardData:
     tags: list[str] = field(
         default_factory=lambda: ["clip", "vision-language", "compositionality", "hard-positives", "hf_hardpos"]
     )
+    recipe: RecipeReport | None = None
 
 
 def template_path(override: str | None = None) -> Path:
@@ -157,15 +162,11 @@ def training_log_table(log_history: list[dict]) -> str:
         for key, value in entry.items():
             if key not in ("step", "epoch") and key not in keys and isinstance(value, (int, float)):
                 keys.append(key)
-    lines = [
-        "| step | epoch | " + " | ".join(keys) + " |",
-        "|---:|---:|" + "---:|" * len(keys),
+    cells = [
+        [str(entry.get("step", "")), _fmt(entry.get("epoch", "")), *(_fmt(e) for e in (entry.get(k, "") for k in keys))]
+        for entry in rows
     ]
-    for entry in rows:
-        cells = [str(entry.get("step", "")), _fmt(entry.get("epoch", ""))]
-        cells += [_fmt(entry[k]) if k in entry else "" for k in keys]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return render_table(["step", "epoch", *keys], cells, markdown=True)
 
 
 def _dataset_description(
@@ -192,26 +193,23 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _title(entry: str) -> str:
-    match = re.search(r"title\s*=\s*\{(.*?)\},?\s*\n", entry, flags=re.S | re.I)
-    return re.sub(r"\W+", " ", match.group(1)).strip().lower() if match else entry
-
-
 def _citations(objective) -> list[str]:
-    """Both papers, plus every other paper the objective cites (deduplicated by title)."""
-    entries = list(PAPER_CITATIONS)
-    titles = {_title(c) for c in entries}
-    extra = getattr(objective, "citation", None) or ""
-    for match in re.finditer(r"@\w+\{.*?\n\s*\}", extra, flags=re.S):
-        if _title(match.group(0)) not in titles:
-            entries.append(match.group(0))
-            titles.add(_title(match.group(0)))
+    """Both papers, plus every other paper the objective cites, each entry once."""
+    entries = cite(*PAPER_CITATIONS).split("\n\n")
+    for entry in (getattr(objective, "citation", None) or "").split("\n\n"):
+        if entry and entry not in entries:
+            entries.append(entry)
     return entries
 
 
 def _training_signal(config: dict) -> str:
     """What the objective trained on, in words, from its weights."""
-    negatives = bool(config.get("hard_negative_weight") or config.get("imc_weight") or config.get("cmr_weight"))
+    negatives = bool(
+        config.get("hard_negative_weight")
+        or config.get("imc_weight")
+        or config.get("cmr_weight")
+        or config.get("contrastive_hard_negatives")
+    )
     positives = bool(config.get("hard_positive_weight"))
     if negatives and positives:
         return "hard positives and hard negatives"
@@ -244,14 +242,15 @@ def generate_model_card(
     is_adapter: bool | None = None,
 ) -> ModelCard:
     """Render the card of `trainer`'s current model (a `HardPosTrainer`, read duck-typed)."""
+    from peft import PeftModel
+
     from .logit_scale import unwrap_model
-    from .lora import count_parameters, is_peft_model, unwrap_ddp
 
     card_data = card_data or HardPosModelCardData()
     args = trainer.args
-    wrapped = unwrap_ddp(trainer.model)
+    wrapped = extract_model_from_parallel(trainer.model, keep_torch_compile=False)
     if is_adapter is None:
-        is_adapter = is_peft_model(wrapped)
+        is_adapter = isinstance(wrapped, PeftModel)
     model = unwrap_model(wrapped)
     # A checkpoint folder is a snapshot of the run: it carries the run's name, not "checkpoint-N".
     name = model_name or card_data.model_name or Path(args.output_dir).name
@@ -262,7 +261,6 @@ def generate_model_card(
     eval_names = list(getattr(trainer, "eval_datasets", {}) or {})
     eval_results, eval_step = eval_results_from_history(trainer.state.log_history, eval_names)
     card_eval_results = []
-    eval_tables = []
     for set_name, metrics in eval_results.items():
         dataset_type = card_data.eval_dataset_ids.get(set_name, set_name)
         for metric in METRIC_NAMES:
@@ -278,11 +276,6 @@ def generate_model_card(
                         metric_value=float(metrics[metric]),  # numpy scalars break the YAML (SPEC section 8)
                     )
                 )
-        eval_tables.append(
-            {"name": set_name, "rows": metrics.get("num_examples", "")}
-            | {k: _fmt(float(metrics[k])) if k in metrics else "" for k in (
-                *METRIC_NAMES, "mean_original_score", "mean_negative_score", "mean_positive_score")}
-        )
 
     candidates = [card_data.train_dataset_id, *card_data.eval_dataset_ids.values()]
     dataset_ids = [d for d in candidates if looks_like_hub_id(d)]
@@ -328,9 +321,13 @@ def generate_model_card(
         peft_config = wrapped.peft_config[wrapped.active_adapter]
         modules = peft_config.target_modules
         modules = sorted(modules) if isinstance(modules, (set, list, tuple)) else modules
-        lora = {"summary": f"rank {peft_config.r}, alpha {peft_config.lora_alpha}, dropout "
-                           f"{peft_config.lora_dropout}, target modules {modules}"}
-    trainable, total = count_parameters(wrapped)
+        trainable, total = wrapped.get_nb_trainable_parameters()
+        lora = {
+            "summary": f"rank {peft_config.r}, alpha {peft_config.lora_alpha}, dropout "
+            f"{peft_config.lora_dropout}, target modules {modules}",
+            "trainable_parameters": f"{trainable:,}",
+            "total_parameters": f"{total:,}",
+        }
 
     return ModelCard.from_template(
         data,
@@ -340,8 +337,10 @@ def generate_model_card(
         base_model=base_model,
         base_model_is_hub_id=base_is_hub,
         lora=lora,
-        eval_tables=eval_tables,
+        eval_table=metrics_table(eval_results, label="eval set", markdown=True) if eval_results else "",
+        tie_rule=TIE_RULE,
         eval_step=eval_step,
+        recipe=card_data.recipe,
         train_datasets=train_datasets,
         eval_dataset_facts=eval_dataset_facts,
         objective_class=type(objective).__name__,
@@ -349,8 +348,6 @@ def generate_model_card(
         loss_formula=_loss_formula(objective_config),
         training_signal=_training_signal(objective_config),
         hyperparameters={k: _fmt(v) for k, v in non_default_hyperparameters(args).items()},
-        trainable_parameters=f"{trainable:,}",
-        total_parameters=f"{total:,}",
         training_log=training_log_table(trainer.state.log_history),
         versions=_versions(),
         citations=_citations(objective),

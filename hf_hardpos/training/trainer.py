@@ -2,14 +2,25 @@
 
 What it adds to the stock Trainer, and why:
 
+- It trains a `CLIPModel` (or a peft wrapper of one) and refuses anything else at construction,
+  with a message naming the class, rather than failing inside the first forward.
 - `compute_loss` runs the CLIP forward once per batch (images once, every present caption in one
-  text-tower call) and hands normalised embeddings to `HardPosObjective`; each loss term and each CMR
-  threshold is logged, so a run shows *which* term moved, not only the total.
-- A non-finite loss stops training with an error naming the term, instead of the Trainer's default
-  of silently substituting the running mean (`logging_nan_inf_filter`).
+  text-tower call), asks the collator to split the text embeddings back into rows, and hands them to
+  `HardPosObjective` in fp32 (re-normalised, autocast off) even under bf16/fp16 mixed precision; each
+  loss term and each CMR threshold is logged, so a run shows *which* term moved, not only the total.
+- A non-finite loss stops every process together (`loss_guard`), naming the term and the step the
+  Trainer would have logged, instead of the Trainer's default of silently substituting the running
+  mean (`logging_nan_inf_filter`).
+- Weight decay applies to weight matrices only: never the logit scale, biases, norms, the class or
+  the position embeddings (`get_decay_parameter_names`), as open_clip and SVLC train CLIP.
 - The logit scale is clamped to CLIP's ceiling of 100 after every optimiser step, as CLIP does.
 - The objective's state (CE-CLIP's adaptive thresholds) is saved into every checkpoint next to the
   optimizer state and restored on `resume_from_checkpoint`, so a resumed run computes the same loss.
+- Checkpoints are written atomically (a staging folder renamed when complete), and a resume uses the
+  last *complete* checkpoint, saying which incomplete ones it skipped (`checkpoints`).
+- Options that have no effect with the others chosen (`--save_steps` under `save_strategy=epoch`,
+  LoRA options without `--use_lora`, ...) are reported at construction; an `eval_strategy` without
+  eval sets is a clear error instead of the Trainer's.
 - `evaluate()` runs the package's evaluator (augmented accuracy, brittleness, ...) on each eval set,
   logged as `eval_<name>_<metric>`; there is no eval *loss*, since the metrics are what matters.
 - Every save writes the processor and a model card generated from the run (`model_card.py`); with
@@ -19,20 +30,25 @@ What it adds to the stock Trainer, and why:
 from __future__ import annotations
 
 import logging
-import math
 import os
 import shutil
 import time
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from datasets import Dataset
-from transformers import Trainer, TrainerCallback
+from transformers import CLIPModel, Trainer, TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from .. import columns
+from ..errors import UserInputError
+from .augmentation import RandomResizedCrop
+from .checkpoints import INCOMPLETE_PREFIX, resolve_checkpoint
 from .data_collator import HardPosDataCollator
 from .logit_scale import clamp_logit_scale, unwrap_model
-from .lora import apply_lora, is_peft_model, merge_lora, unwrap_ddp
+from .lora import apply_lora, is_peft_model, merge_lora
+from .loss_guard import check_finite_loss
 from .model_card import HardPosModelCardData, generate_model_card
 from .training_args import HardPosTrainingArguments
 
@@ -40,10 +56,10 @@ logger = logging.getLogger(__name__)
 
 LOSS_STATE_NAME = "hardpos_loss_state.pt"
 MODEL_CARD_NAME = "README.md"
-
-
-class NonFiniteLossError(FloatingPointError):
-    """A loss term became NaN or infinite; the message names the term."""
+# Parameters that never get weight decay whatever their shape (open_clip and SVLC exclude every 1-D
+# parameter; the position embeddings are 2-D tables but, like the class embedding, encode positions,
+# not features).
+NO_DECAY_NAMES = ("logit_scale", "class_embedding", "position_embedding")
 
 
 class LogitScaleClampCallback(TrainerCallback):
@@ -58,27 +74,29 @@ class HardPosTrainer(Trainer):
     """Fine-tune a `CLIPModel` with hard positives and hard negatives.
 
     Args:
-        model: a `CLIPModel` (wrapped in LoRA here when `args.use_lora`; an existing `PeftModel` is kept).
+        model: a `CLIPModel` (wrapped in LoRA here when `args.use_lora`) or a peft wrapper of one.
+            Anything else is refused: the loss reads CLIP's towers and logit scale.
         args: `HardPosTrainingArguments`.
         train_dataset: rows with an image, a caption and the positive/negative columns of `args`.
         eval_datasets: `{name: Dataset}` in the eval schema (image, caption, hard_negative,
             hard_positive), or one Dataset (named "eval"). Evaluated with `evaluate_dataset`.
         processor: the model's `CLIPProcessor`; used by the collator and the evaluator, and saved
             with every checkpoint.
-        data_collator: defaults to a `HardPosDataCollator` built from `args`' column names.
+        data_collator: defaults to a `HardPosDataCollator` built from `args`' column names and
+            augmentation; a custom one must offer the same `unflatten(text_embeds, batch)`.
         objective: defaults to `HardPosObjective` built from `args`' loss options.
-        model_card_data: facts for the model card the trainer cannot know (dataset ids, license...).
+        model_card_data: facts for the model card the trainer cannot know (dataset ids, recipe...).
         **kwargs: passed to `transformers.Trainer` (callbacks, optimizers, ...).
     """
 
     def __init__(
         self,
-        model=None,
+        model: torch.nn.Module | None = None,
         args: HardPosTrainingArguments | None = None,
         train_dataset: Dataset | None = None,
         eval_datasets: dict[str, Dataset] | Dataset | None = None,
         processor=None,
-        data_collator=None,
+        data_collator: HardPosDataCollator | None = None,
         objective: torch.nn.Module | None = None,
         model_card_data: HardPosModelCardData | None = None,
         **kwargs: Any,
@@ -90,28 +108,47 @@ class HardPosTrainer(Trainer):
                 "HardPosTrainer needs HardPosTrainingArguments (loss weights, columns, LoRA), "
                 f"got {type(args).__name__}"
             )
+        _require_clip(model)
         if processor is None:
-            raise ValueError("HardPosTrainer needs the model's processor (CLIPProcessor) to build batches")
+            raise UserInputError("HardPosTrainer needs the model's processor (CLIPProcessor) to build batches")
         if "eval_dataset" in kwargs:
             raise TypeError("pass eval sets as eval_datasets={name: Dataset}")
-        if model is not None and args.use_lora and not is_peft_model(model):
+        if args.use_lora and not is_peft_model(model):
             model = apply_lora(model, args.lora_r, args.lora_alpha, args.lora_dropout, args.lora_target_modules)
         if data_collator is None:
             data_collator = HardPosDataCollator(
-                processor, args.image_column, args.caption_column, args.positive_columns, args.negative_columns
+                processor,
+                args.image_column,
+                args.caption_column,
+                args.positive_columns,
+                args.negative_columns,
+                image_transform=_train_transform(args, processor),
+            )
+        if not callable(getattr(data_collator, "unflatten", None)):
+            raise TypeError(
+                f"data_collator {type(data_collator).__name__} has no unflatten(text_embeds, batch): the trainer "
+                "asks the collator that made a batch to split the text embeddings back into rows"
             )
         if isinstance(eval_datasets, Dataset):
             eval_datasets = {"eval": eval_datasets}
         self.eval_datasets: dict[str, Dataset] = dict(eval_datasets or {})
         # Fail before hours of training, not at the first batch or the first evaluation.
-        if train_dataset is not None:
-            _check_columns(
+        if train_dataset is not None and getattr(train_dataset, "column_names", None) is not None:
+            columns.require_columns(
                 train_dataset,
                 [args.image_column, args.caption_column, *args.positive_columns, *args.negative_columns],
                 "the training set",
             )
         for name, dataset in self.eval_datasets.items():
-            _check_columns(dataset, [columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS], f"eval set {name!r}")
+            columns.require_columns(dataset, [columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS], f"eval set {name!r}")
+        strategy = getattr(args.eval_strategy, "value", args.eval_strategy)
+        if not self.eval_datasets and strategy != "no":
+            raise UserInputError(
+                f"eval_strategy={strategy!r} but there are no eval sets: pass eval_datasets={{name: Dataset}} "
+                "(--eval_datasets) or set eval_strategy='no'"
+            )
+        for message in args.inert_options():
+            logger.warning("%s.", message)
         if objective is None:
             objective = self.build_objective(args)
 
@@ -131,6 +168,8 @@ class HardPosTrainer(Trainer):
         self.add_callback(LogitScaleClampCallback())
         self._term_sums: dict[str, torch.Tensor | float] = {}
         self._term_steps = 0
+        self._staging_dir: str | None = None  # set while a checkpoint is being written
+        self._pending_push: str | None = None
 
     @staticmethod
     def build_objective(args: HardPosTrainingArguments) -> torch.nn.Module:
@@ -146,7 +185,22 @@ class HardPosTrainer(Trainer):
             negative_types=tuple(args.negative_columns),
             gather_across_processes=args.gather_across_processes,
             hard_positive_mode=args.hard_positive_mode,
+            contrastive_hard_negatives=args.contrastive_hard_negatives,
         )
+
+    def get_decay_parameter_names(self, model: torch.nn.Module) -> list[str]:
+        """Names of the parameters that get weight decay: weight matrices (and conv kernels) only.
+
+        Never the logit scale, biases, norms (every 1-D or 0-D parameter), the class embedding or the
+        position embeddings, as open_clip and SVLC train CLIP (CHECKPOINTS.md section 5). The stock
+        Trainer excludes only LayerNorm modules and names with "bias"/"norm", so it would decay CLIP's
+        `logit_scale` (pulling the temperature towards 1), `class_embedding` and position tables.
+        """
+        return [
+            name
+            for name, parameter in model.named_parameters()
+            if parameter.ndim >= 2 and not any(part in NO_DECAY_NAMES for part in name.split("."))
+        ]
 
     # --- loss ------------------------------------------------------------------------------------
 
@@ -155,47 +209,30 @@ class HardPosTrainer(Trainer):
 
         The forward goes through `model` itself (not `get_image_features` on the unwrapped module) so
         that DDP's gradient hooks see it; `CLIPModel.forward` returns the L2-normalised
-        `image_embeds`/`text_embeds` of `pooler_output`, which is what the objective expects.
+        `image_embeds`/`text_embeds` of `pooler_output`. Under mixed precision those were normalised in
+        half precision, so the loss starts from them cast to fp32 and re-normalised, and runs with
+        autocast off: the strict comparisons the metrics make are decided by fp32 cosines.
         """
         outputs = model(
             input_ids=inputs["input_ids"],
             attention_mask=inputs["attention_mask"],
             pixel_values=inputs["pixel_values"],
         )
-        image_embeds, text_embeds = outputs.image_embeds, outputs.text_embeds
-        batch = image_embeds.shape[0]
-        logit_scale = unwrap_model(model).logit_scale.exp()
-        positives, positive_mask = _gather_slots(text_embeds, inputs["positive_index"], inputs["positive_mask"])
-        negatives, negative_mask = _gather_slots(text_embeds, inputs["negative_index"], inputs["negative_mask"])
-        terms = self.objective(
-            image_embeds=image_embeds,
-            text_embeds=text_embeds[:batch],
-            logit_scale=logit_scale,
-            positive_embeds=positives,
-            positive_mask=positive_mask,
-            negative_embeds=negatives,
-            negative_mask=negative_mask,
-        )
-        self._check_finite(terms, logit_scale)
+        device_type = outputs.image_embeds.device.type
+        with torch.autocast(device_type=device_type, enabled=False):
+            image_embeds = F.normalize(outputs.image_embeds.float(), dim=-1)
+            text_embeds = F.normalize(outputs.text_embeds.float(), dim=-1)
+            logit_scale = unwrap_model(model).logit_scale.float().exp()
+            texts = self.data_collator.unflatten(text_embeds, inputs)
+            terms = self.objective(image_embeds=image_embeds, logit_scale=logit_scale, **texts)
+        # The logged step of this batch: global_step counts the optimiser steps already completed.
+        check_finite_loss(terms, step=self.state.global_step + 1, logit_scale=logit_scale)
         if model.training:
             self._accumulate(terms)
         loss = terms["loss"]
         if return_outputs:
-            return loss, {"image_embeds": image_embeds, "text_embeds": text_embeds[:batch]}
+            return loss, {"image_embeds": image_embeds, "text_embeds": texts["text_embeds"]}
         return loss
-
-    def _check_finite(self, terms: dict[str, Any], logit_scale: torch.Tensor) -> None:
-        parts = {k: v for k, v in terms.items() if k.startswith("loss") and torch.is_tensor(v)}
-        if bool(torch.isfinite(torch.stack([v.detach().float() for v in parts.values()])).all()):
-            return  # one device sync per step; names are worked out only on failure
-        bad = {k: float(v.detach()) for k, v in parts.items() if not math.isfinite(float(v.detach()))}
-        named = [k for k in bad if k != "loss"] or ["loss"]
-        values = ", ".join(f"{k}={bad[k]}" for k in named)
-        raise NonFiniteLossError(
-            f"non-finite loss term {', '.join(named)} at step {self.state.global_step} ({values}; "
-            f"logit scale {float(logit_scale.detach()):.4g}). Training stopped rather than continue on a "
-            "corrupted loss: lower the learning rate or the weight of that term, or check this batch's data."
-        )
 
     def _accumulate(self, terms: dict[str, Any]) -> None:
         """Sum each term over the steps since the last log (on device: no sync until logging)."""
@@ -265,6 +302,61 @@ class HardPosTrainer(Trainer):
 
     # --- saving and resuming ---------------------------------------------------------------------
 
+    def train(self, resume_from_checkpoint: str | bool | None = None, trial=None, ignore_keys_for_eval=None, **kwargs):
+        """`Trainer.train`, resuming only from a complete checkpoint.
+
+        `resume_from_checkpoint=True` (or "last") takes the last complete checkpoint of `output_dir`
+        and says which incomplete ones it skipped; a named folder must be complete (see `checkpoints`).
+        """
+        checkpoint = resolve_checkpoint(self.args.output_dir, resume_from_checkpoint)
+        return super().train(
+            resume_from_checkpoint=checkpoint, trial=trial, ignore_keys_for_eval=ignore_keys_for_eval, **kwargs
+        )
+
+    def _save_checkpoint(self, model, trial) -> None:
+        """Write `checkpoint-N` atomically: into `_incomplete-checkpoint-N/`, renamed once every part is there.
+
+        A kill during the save leaves only the `_incomplete-` folder, which neither a resume nor
+        `get_last_checkpoint` picks. Every process writes its RNG state before the rename.
+        """
+        run_dir = self._get_output_dir(trial=trial)
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        staging = os.path.join(run_dir, INCOMPLETE_PREFIX + name)
+        if self.args.should_save and os.path.isdir(staging):
+            shutil.rmtree(staging)  # left by an earlier interrupted save of this step
+        self.accelerator.wait_for_everyone()
+        self._staging_dir = staging
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self._staging_dir = None
+        self.accelerator.wait_for_everyone()
+        final = os.path.join(run_dir, name)
+        if self.args.should_save:
+            if os.path.isdir(final):  # a second save of the same step replaces the first
+                replaced = os.path.join(run_dir, INCOMPLETE_PREFIX + "replaced-" + name)
+                os.replace(final, replaced)
+                shutil.rmtree(replaced)
+            os.replace(os.path.join(staging, name), final)
+            os.rmdir(staging)
+            best = self.state.best_model_checkpoint
+            if best is not None and best.startswith(staging):
+                self.state.best_model_checkpoint = final + best[len(os.path.join(staging, name)) :]
+            rotate_checkpoints(
+                output_dir=run_dir,
+                save_total_limit=self.args.save_total_limit,
+                best_model_checkpoint=self.state.best_model_checkpoint,
+                use_mtime=True,
+            )
+        self.accelerator.wait_for_everyone()
+        if self._pending_push is not None:
+            self._pending_push = None
+            self._push_from_checkpoint(final)
+
+    def _get_output_dir(self, trial) -> str:
+        """While a checkpoint is being written, the Trainer's run folder is the staging folder."""
+        return self._staging_dir if self._staging_dir is not None else super()._get_output_dir(trial)
+
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         """`save_pretrained` model (or adapter) + processor, then the model card of this run."""
         output_dir = output_dir if output_dir is not None else self.args.output_dir
@@ -286,15 +378,18 @@ class HardPosTrainer(Trainer):
         tags: str | list[str] | None = None,
         model_name: str | None = None,
         finetuned_from: str | None = None,
-        tasks: str | list[str] | None = None,
-        dataset_tags: str | list[str] | None = None,
         dataset: str | list[str] | None = None,
-        dataset_args: str | list[str] | None = None,
-        **kwargs: Any,
+        **ignored: Any,
     ) -> None:
-        """The Trainer's hook (called by `push_to_hub`): our generated card, with the given overrides."""
+        """The Trainer's hook (called by `push_to_hub`): our generated card, with the given overrides.
+
+        The stock card's other fields (`tasks`, `dataset_tags`, `dataset_args`) have no place in this
+        card: they are reported as ignored rather than dropped silently.
+        """
         if not self.is_world_process_zero():
             return
+        if ignored:
+            logger.warning("create_model_card: ignoring %s (not used by the hf_hardpos card)", sorted(ignored))
         data = self.model_card_data
         if language is not None:
             data.language = language
@@ -310,7 +405,13 @@ class HardPosTrainer(Trainer):
         self.write_model_card(self.args.output_dir, model_name=model_name)
 
     def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
-        """Mid-training pushes upload `output_dir`; give it the checkpoint's card (the Trainer copies weights only)."""
+        """Mid-training pushes upload `output_dir`; give it the checkpoint's card (the Trainer copies weights only).
+
+        During an atomic save the push waits until the checkpoint has its final name.
+        """
+        if self._staging_dir is not None:
+            self._pending_push = checkpoint_folder
+            return
         card = os.path.join(checkpoint_folder, MODEL_CARD_NAME)
         if self.is_world_process_zero() and os.path.isfile(card):
             shutil.copy(card, os.path.join(self.args.output_dir, MODEL_CARD_NAME))
@@ -321,12 +422,11 @@ class HardPosTrainer(Trainer):
 
         Without LoRA this is the same as `save_model(output_dir)`.
         """
-        model = unwrap_ddp(self.model)
-        if not is_peft_model(model):
+        if not is_peft_model(self.model):
             self.save_model(output_dir)
             return output_dir
         if self.args.should_save:
-            merged = merge_lora(model)
+            merged = merge_lora(self.model)
             os.makedirs(output_dir, exist_ok=True)
             merged.save_pretrained(output_dir)
             self.processing_class.save_pretrained(output_dir)
@@ -357,23 +457,27 @@ class HardPosTrainer(Trainer):
         logger.info("Restored the loss state from %s", path)
 
 
-def _check_columns(dataset, needed: list[str], what: str) -> None:
-    names = getattr(dataset, "column_names", None)
-    if names is None:  # an IterableDataset without known features, or a torch Dataset
-        return
-    missing = [c for c in needed if c not in names]
-    if missing:
-        raise ValueError(f"{what} lacks column(s) {missing}; it has {names}")
+def _require_clip(model: torch.nn.Module | None) -> None:
+    """Refuse anything the objective cannot train: it reads CLIP's two towers and its logit scale."""
+    if model is None:
+        raise UserInputError(
+            "HardPosTrainer needs a model: pass a CLIPModel (or a peft wrapper of one); model_init is not supported"
+        )
+    base = unwrap_model(model)
+    if not isinstance(base, CLIPModel):
+        wrapped = f" (inside {type(model).__name__})" if base is not model else ""
+        raise UserInputError(
+            f"HardPosTrainer trains a transformers CLIPModel or a peft wrapper of one; got {type(base).__name__}"
+            f"{wrapped}. Load the model with CLIPModel.from_pretrained (convert other dual encoders first)."
+        )
 
 
-def _gather_slots(
-    text_embeds: torch.Tensor, index: torch.Tensor, mask: torch.Tensor
-) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """[B, S, D] embeddings of each row's extra captions (zeros where masked) and the [B, S] mask."""
-    if index.shape[1] == 0:
-        return None, None
-    slots = text_embeds[index]  # masked slots point at text 0; zeroed below
-    return slots * mask.unsqueeze(-1).to(slots.dtype), mask
+def _train_transform(args: HardPosTrainingArguments, processor) -> RandomResizedCrop | None:
+    """The training-image augmentation `args` asks for, sized to the processor's crop."""
+    if args.train_crop_scale is None:
+        return None
+    crop = processor.image_processor.crop_size
+    return RandomResizedCrop((crop["height"], crop["width"]), scale=tuple(args.train_crop_scale))
 
 
 def _mean_over_processes(values: dict[str, float], world_size: int) -> dict[str, float]:

@@ -7,11 +7,13 @@ and parsed from the CLI or one JSON/YAML file by `HfArgumentParser` like any oth
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
 
 from .. import columns
+from ..errors import UserInputError
 from .losses.hard_positive import HARD_POSITIVE_MODES
 
 DEFAULT_LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -48,6 +50,14 @@ class HardPosTrainingArguments(TrainingArguments):
         default=10.0,
         metadata={"help": "Upper clamp u of CE-CLIP's adaptive CMR thresholds, on the logit scale (paper: 10)."},
     )
+    contrastive_hard_negatives: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Add the hard negatives as extra image->text columns of the contrastive (CLIP) term. "
+            "Default: on exactly when another term reads hard negatives, so an HN-weight-0 run sees none. "
+            "NegCLIP and CE-CLIP train with it on."
+        },
+    )
     gather_across_processes: bool = field(
         default=True,
         metadata={
@@ -68,6 +78,15 @@ class HardPosTrainingArguments(TrainingArguments):
         metadata={
             "help": "Hard-negative columns (nullable). Each column is one hard-negative type with its own "
             "CMR threshold."
+        },
+    )
+
+    # --- training-image augmentation ---
+    train_crop_scale: list[float] | None = field(
+        default=None,
+        metadata={
+            "help": "RandomResizedCrop of training images (bicubic, aspect ratio 3/4..4/3) with this area "
+            "range, e.g. 0.9 1.0 as SVLC/NegCLIP/CE-CLIP. Default: none (the processor's resize and centre crop)."
         },
     )
 
@@ -98,15 +117,54 @@ class HardPosTrainingArguments(TrainingArguments):
         self.remove_unused_columns = False
         super().__post_init__()
         if self.hard_positive_mode not in HARD_POSITIVE_MODES:
-            raise ValueError(
+            raise UserInputError(
                 f"hard_positive_mode must be one of {HARD_POSITIVE_MODES}, got {self.hard_positive_mode!r}"
             )
         for name in ("hard_negative_weight", "hard_positive_weight", "imc_weight", "cmr_weight"):
             if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if not self.negative_columns and (self.hard_negative_weight or self.imc_weight or self.cmr_weight):
-            raise ValueError("negative_columns is empty, but a hard-negative loss has a non-zero weight")
+                raise UserInputError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not self.negative_columns and (
+            self.hard_negative_weight or self.imc_weight or self.cmr_weight or self.contrastive_hard_negatives
+        ):
+            raise UserInputError("negative_columns is empty, but a hard-negative loss has a non-zero weight")
         if not self.positive_columns and self.hard_positive_weight:
-            raise ValueError("positive_columns is empty, but hard_positive_weight is non-zero")
+            raise UserInputError("positive_columns is empty, but hard_positive_weight is non-zero")
         if self.lora_r < 1:
-            raise ValueError(f"lora_r must be >= 1, got {self.lora_r}")
+            raise UserInputError(f"lora_r must be >= 1, got {self.lora_r}")
+        if self.train_crop_scale is not None and len(self.train_crop_scale) != 2:
+            raise UserInputError(f"train_crop_scale takes two numbers (low high), got {self.train_crop_scale}")
+
+    def inert_options(self) -> list[str]:
+        """Options set away from their default that have no effect with the other options chosen.
+
+        Why: `--save_steps 500` under `save_strategy=epoch` (or `--lora_r` without `--use_lora`) is
+        silently ignored by the Trainer; a run should say so rather than let the user believe it.
+        """
+        defaults = {f.name: f.default for f in dataclasses.fields(self) if f.default is not dataclasses.MISSING}
+
+        def changed(name: str) -> bool:
+            return getattr(self, name) != defaults[name]
+
+        found = []
+        for kind in ("save", "eval", "logging"):
+            strategy = getattr(self, f"{kind}_strategy")
+            strategy = getattr(strategy, "value", strategy)
+            steps = f"{kind}_steps"
+            value = getattr(self, steps)
+            if value is not None and changed(steps) and strategy != "steps":
+                found.append(f"{steps}={value:g} has no effect under {kind}_strategy={strategy!r}")
+        if self.max_steps > 0 and changed("num_train_epochs"):
+            found.append(
+                f"num_train_epochs={self.num_train_epochs:g} has no effect: max_steps={self.max_steps} sets the length"
+            )
+        if not self.use_lora:
+            found += [
+                f"{name}={getattr(self, name)} has no effect without use_lora"
+                for name in ("lora_r", "lora_alpha", "lora_dropout")
+                if changed(name)
+            ]
+        if not self.cmr_weight and changed("cmr_upper_bound"):
+            found.append(f"cmr_upper_bound={self.cmr_upper_bound} has no effect with cmr_weight=0")
+        if not self.hard_positive_weight and changed("hard_positive_mode"):
+            found.append(f"hard_positive_mode={self.hard_positive_mode!r} has no effect with hard_positive_weight=0")
+        return found

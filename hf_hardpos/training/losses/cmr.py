@@ -9,9 +9,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from hf_hardpos.citations import CE_CLIP, cite
 from hf_hardpos.training.distributed import all_reduce_sum
 from hf_hardpos.training.losses.batch import EmbeddingBatch
-from hf_hardpos.training.losses.citations import CE_CLIP
 
 __all__ = ["CMRLoss"]
 
@@ -104,4 +104,4 @@ class CMRLoss(nn.Module):
 
     @property
     def citation(self) -> str:
-        return CE_CLIP
+        return cite(CE_CLIP)

@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from hf_hardpos.citations import CLIP, SVLC, cite
 from hf_hardpos.training.losses.batch import EmbeddingBatch
-from hf_hardpos.training.losses.citations import CLIP, SVLC
 
 __all__ = ["ContrastiveLoss"]
 
@@ -52,4 +52,4 @@ class ContrastiveLoss(nn.Module):
 
     @property
     def citation(self) -> str:
-        return CLIP + "\n\n" + SVLC if self.use_hard_negatives else CLIP
+        return cite(CLIP, SVLC) if self.use_hard_negatives else cite(CLIP)

@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from hf_hardpos.citations import SVLC, cite
 from hf_hardpos.training.losses.batch import EmbeddingBatch
-from hf_hardpos.training.losses.citations import SVLC
 
 __all__ = ["HardNegativeLoss"]
 
@@ -37,4 +37,4 @@ class HardNegativeLoss(nn.Module):
 
     @property
     def citation(self) -> str:
-        return SVLC
+        return cite(SVLC)

@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from hf_hardpos.citations import HARD_POSITIVES, SVLC, cite
 from hf_hardpos.training.losses.batch import EmbeddingBatch
-from hf_hardpos.training.losses.citations import HARD_POSITIVES, SVLC
 
 __all__ = ["HARD_POSITIVE_MODES", "HardPositiveLoss"]
 
@@ -87,4 +87,4 @@ class HardPositiveLoss(nn.Module):
 
     @property
     def citation(self) -> str:
-        return HARD_POSITIVES + "\n\n" + SVLC
+        return cite(HARD_POSITIVES, SVLC)

@@ -7,8 +7,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from hf_hardpos.citations import CE_CLIP, cite
 from hf_hardpos.training.losses.batch import EmbeddingBatch
-from hf_hardpos.training.losses.citations import CE_CLIP
 
 __all__ = ["IMCLoss"]
 
@@ -43,4 +43,4 @@ class IMCLoss(nn.Module):
 
     @property
     def citation(self) -> str:
-        return CE_CLIP
+        return cite(CE_CLIP)

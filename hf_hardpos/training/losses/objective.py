@@ -22,11 +22,12 @@ __all__ = ["HardPosObjective"]
 class HardPosObjective(nn.Module):
     """Combines the loss terms on one step's embeddings and reports each term separately.
 
-    Only terms with a non-zero weight are built and computed. The contrastive term is always on; it uses
-    the hard negatives as extra image->text columns whenever the objective uses hard negatives at all
+    Only terms with a non-zero weight are built and computed. The contrastive term is always on; by default
+    it uses the hard negatives as extra image->text columns whenever another term uses hard negatives
     (``hard_negative_weight``, ``imc_weight`` or ``cmr_weight`` > 0, or a ranking-mode hard-positive term).
     So the paper's "HN weight 0" (hard-positive-only) setting really sees no hard-negative signal, which is
-    what its Table 3 sweep compares.
+    what its Table 3 sweep compares. ``contrastive_hard_negatives`` overrides that choice: NegCLIP's loss is
+    the contrastive term with hard-negative columns and nothing else.
 
     With ``gather_across_processes`` and an initialised process group, features of all processes are
     gathered with gradient once per step, so the contrastive candidates are the global batch; every term
@@ -44,6 +45,7 @@ class HardPosObjective(nn.Module):
             (e.g. ``("hard_negative_replace", "hard_negative_swap")``); CMR keeps one threshold per type.
         gather_across_processes: gather the global batch under data parallelism.
         hard_positive_mode: ``"contrastive"`` (SVLC-style) or ``"ranking"`` (CE over [c_p, c_n]).
+        contrastive_hard_negatives: hard negatives as contrastive columns; None: when another term uses them.
     """
 
     def __init__(
@@ -57,6 +59,7 @@ class HardPosObjective(nn.Module):
         negative_types: Sequence[str] = ("hard_negative",),
         gather_across_processes: bool = True,
         hard_positive_mode: Literal["contrastive", "ranking"] = "contrastive",
+        contrastive_hard_negatives: bool | None = None,
     ) -> None:
         super().__init__()
         weights = {
@@ -82,19 +85,24 @@ class HardPosObjective(nn.Module):
         self.gather_across_processes = gather_across_processes
         self.hard_positive_mode = hard_positive_mode
 
-        self.uses_hard_negatives = (
+        terms_use_negatives = (
             self.hard_negative_weight > 0
             or self.imc_weight > 0
             or self.cmr_weight > 0
             or (self.hard_positive_weight > 0 and hard_positive_mode == "ranking")
         )
+        self.contrastive_hard_negatives = (
+            terms_use_negatives if contrastive_hard_negatives is None else bool(contrastive_hard_negatives)
+        )
+        self.uses_hard_negatives = terms_use_negatives or self.contrastive_hard_negatives
         if self.uses_hard_negatives and not negative_types:
             raise ValueError(
-                "this objective uses hard negatives (hard_negative_weight/imc_weight/cmr_weight > 0 or "
-                "ranking hard positives) but negative_types is empty: name at least one negative column"
+                "this objective uses hard negatives (hard_negative_weight/imc_weight/cmr_weight > 0, ranking "
+                "hard positives or contrastive_hard_negatives) but negative_types is empty: name at least one "
+                "negative column"
             )
         self.uses_hard_positives = self.hard_positive_weight > 0
-        self.contrastive = ContrastiveLoss(use_hard_negatives=self.uses_hard_negatives)
+        self.contrastive = ContrastiveLoss(use_hard_negatives=self.contrastive_hard_negatives)
         # The active terms by name ("hn", "hp", "imc", "cmr"); a ModuleDict, so .to(device) moves the CMR
         # thresholds and state_dict() carries them as "terms.cmr.threshold_<type>".
         self.terms = nn.ModuleDict()
@@ -180,6 +188,7 @@ class HardPosObjective(nn.Module):
             "negative_types": list(self.negative_types),
             "gather_across_processes": self.gather_across_processes,
             "hard_positive_mode": self.hard_positive_mode,
+            "contrastive_hard_negatives": self.contrastive_hard_negatives,
             "terms": {
                 "clip": {"class": type(self.contrastive).__name__, **self.contrastive.get_config_dict()},
                 **{

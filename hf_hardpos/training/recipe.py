@@ -1,0 +1,169 @@
+"""Named, versioned fine-tuning recipes (`examples/recipes/*.yaml`) and what a run changed in them.
+
+Why: reported numbers for hard-negative fine-tuning often do not reproduce because the schedule, the
+batch or the precision went unrecorded (SPEC section 9). A recipe file pins every setting of one
+published method (CHECKPOINTS.md section 5); a run loads it as argument defaults, the command line
+may override any of them, and the model card then names the recipe and lists every deviation, the
+global batch included (per-device batch x processes x accumulation steps against the recipe's).
+
+A recipe file is YAML (or JSON): a `recipe:` header, then argument names and values exactly as the
+command line takes them (any `HardPosTrainingArguments` field, `model_name_or_path`, ...):
+
+    recipe:
+      name: svlc
+      version: 1
+      source: CHECKPOINTS.md section 5, SVLC column (TSVLC @90b18e7)
+      global_batch_size: 128
+      notes: [what the recipe cannot reproduce, ...]
+    learning_rate: 5.0e-6
+    ...
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import UserInputError
+
+__all__ = ["Recipe", "RecipeReport", "batch_layout", "read_arguments_file"]
+
+HEADER = "recipe"
+HEADER_KEYS = {"name", "version", "source", "global_batch_size", "notes"}
+
+
+@dataclass
+class RecipeReport:
+    """What the model card says about the recipe of a run (all plain strings, for the template)."""
+
+    name: str
+    version: int
+    path: str
+    source: str
+    global_batch: str
+    deviations: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One recipe file: its identity, the global batch it was trained with, and its argument values."""
+
+    name: str
+    version: int
+    path: str
+    source: str
+    global_batch_size: int | None
+    notes: tuple[str, ...]
+    arguments: dict[str, Any]
+
+    def report(self, arguments: dict[str, Any], *, per_device: int, processes: int, accumulation: int) -> RecipeReport:
+        """Compare a run's final `arguments` (name -> value) with this recipe."""
+        deviations = [
+            f"`{key}`: {_show(arguments[key])} (recipe: {_show(value)})"
+            for key, value in self.arguments.items()
+            if key in arguments and not _same(arguments[key], value)
+        ]
+        max_steps = arguments.get("max_steps", -1) or -1
+        if max_steps > 0 and "num_train_epochs" in self.arguments:
+            deviations.append(
+                f"`max_steps`: {max_steps} sets the length instead of the recipe's "
+                f"{_show(self.arguments['num_train_epochs'])} epochs"
+            )
+        actual = per_device * processes * accumulation
+        global_batch = (
+            f"{actual} = {per_device} per device x {processes} process(es) x {accumulation} accumulation step(s)"
+        )
+        if self.global_batch_size is not None:
+            if actual == self.global_batch_size:
+                global_batch += f", as the recipe's {self.global_batch_size}"
+            else:
+                difference = f"global batch {actual} instead of the recipe's {self.global_batch_size}"
+                deviations.append(f"{difference} ({actual - self.global_batch_size:+d}; {global_batch})")
+                global_batch += f"; the recipe's is {self.global_batch_size} ({actual - self.global_batch_size:+d})"
+        return RecipeReport(
+            name=self.name,
+            version=self.version,
+            path=self.path,
+            source=self.source,
+            global_batch=global_batch,
+            deviations=deviations,
+            notes=list(self.notes),
+        )
+
+
+def batch_layout(args) -> tuple[int, int, int]:
+    """(per-device batch, processes, accumulation steps) of `TrainingArguments`."""
+    return args.per_device_train_batch_size, args.world_size, args.gradient_accumulation_steps
+
+
+def read_arguments_file(path: str | Path) -> tuple[dict[str, Any], Recipe | None]:
+    """The argument values of a YAML/JSON file, and its `Recipe` when it has a `recipe:` header."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise UserInputError(f"cannot read the arguments file {path}: {error.strerror or error}") from error
+    try:
+        config = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        raise UserInputError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}") from error
+    if not isinstance(config, dict):
+        raise UserInputError(f"{path} must hold a mapping of argument names to values")
+    header = config.pop(HEADER, None)
+    if header is None:
+        return config, None
+    if not isinstance(header, dict) or not {"name", "version", "source"} <= set(header):
+        raise UserInputError(f"{path}: the `recipe:` header needs name, version and source")
+    unknown = sorted(set(header) - HEADER_KEYS)
+    if unknown:
+        raise UserInputError(f"{path}: unknown key(s) {unknown} in the `recipe:` header; known: {sorted(HEADER_KEYS)}")
+    for key, value in config.items():
+        if isinstance(value, str) and _looks_numeric(value):
+            # PyYAML reads 5e-6 (no dot) as a string; the parser would accept it, the comparison would not.
+            raise UserInputError(f"{path}: {key}: {value!r} is a string; write numbers with a dot (e.g. 5.0e-6)")
+    recipe = Recipe(
+        name=str(header["name"]),
+        version=int(header["version"]),
+        path=str(path),
+        source=str(header["source"]),
+        global_batch_size=None if header.get("global_batch_size") is None else int(header["global_batch_size"]),
+        notes=tuple(str(n) for n in header.get("notes") or ()),
+        arguments=dict(config),
+    )
+    return dict(config), recipe
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _same(a: Any, b: Any) -> bool:
+    a, b = _plain(a), _plain(b)
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return math.isclose(a, b, rel_tol=1e-12, abs_tol=0.0)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _show(value: Any) -> str:
+    return repr(_plain(value)) if isinstance(_plain(value), str) else str(_plain(value))

@@ -1,0 +1,156 @@
+"""Recipe files (examples/recipes/*.yaml), the run that follows one, and the training augmentation."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from hf_hardpos.errors import UserInputError
+from hf_hardpos.training import HardPosDataCollator, RandomResizedCrop, read_arguments_file
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPES = REPO / "examples" / "recipes"
+
+# CHECKPOINTS.md section 5, typed in again: a recipe file that drifts from the table fails here.
+TABLE = {
+    "svlc": {"learning_rate": 5e-6, "num_train_epochs": 5, "warmup_steps": 10000, "weight_decay": 0.1,
+             "use_lora": True, "global_batch": 128},
+    "negclip": {"learning_rate": 1e-6, "num_train_epochs": 5, "warmup_steps": 50, "weight_decay": 0.2,
+                "use_lora": False, "global_batch": 256},
+    "ce-clip": {"learning_rate": 5e-6, "num_train_epochs": 5, "warmup_steps": 50, "weight_decay": 0.1,
+                "use_lora": False, "global_batch": 256},
+}  # fmt: skip
+
+
+def _example():
+    spec = importlib.util.spec_from_file_location("finetune_example", REPO / "examples" / "finetune.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", sorted(TABLE))
+def test_recipe_files_pin_the_published_settings(name, tmp_path):
+    example = _example()
+    path = RECIPES / f"{name}.yaml"
+    _, recipe = read_arguments_file(path)
+    assert recipe.name == name and recipe.version == 1 and "CHECKPOINTS.md section 5" in recipe.source
+    _, _, args, parsed = example.parse_arguments([str(path), "--output_dir", str(tmp_path), "--dataset", "d"])
+    expected = TABLE[name]
+    assert parsed == recipe and recipe.global_batch_size == expected["global_batch"]
+    for key in ("learning_rate", "num_train_epochs", "warmup_steps", "weight_decay", "use_lora"):
+        assert getattr(args, key) == expected[key], key
+    assert args.lr_scheduler_type.value == "cosine" and args.optim.value == "adamw_torch"
+    assert (args.adam_beta1, args.adam_beta2, args.adam_epsilon) == (0.9, 0.98, 1e-6)
+    assert args.fp16 and args.train_crop_scale == [0.9, 1.0]
+    if name == "svlc":  # the HP+HN setting, LoRA r 4 alpha 1 on attention, MLP and the patch conv
+        assert (args.hard_negative_weight, args.hard_positive_weight) == (1.0, 1.0)
+        assert (args.lora_r, args.lora_alpha) == (4, 1) and "patch_embedding" in args.lora_target_modules
+    if name == "ce-clip":
+        assert (args.imc_weight, args.cmr_weight, args.cmr_upper_bound) == (0.2, 0.4, 10.0)
+    if name == "negclip":
+        assert args.contrastive_hard_negatives and args.hard_negative_weight == args.hard_positive_weight == 0
+
+
+def test_recipe_runs_with_overrides_and_the_card_names_every_deviation(tiny_clip_dir, tmp_path):
+    from hf_hardpos.synthetic.world import make_finetune_dataset
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    make_finetune_dataset(32, seed=0).to_parquet(str(data_dir / "train.parquet"))
+    output = tmp_path / "run"
+    example = _example()
+    metrics = example.main([
+        str(RECIPES / "svlc.yaml"), "--dataset", str(data_dir), "--model_name_or_path", str(tiny_clip_dir),
+        "--output_dir", str(output), "--max_steps", "2", "--per_device_train_batch_size", "8", "--fp16", "false",
+        "--use_cpu", "--report_to", "none", "--disable_tqdm", "true", "--logging_steps", "1", "--save_strategy", "no",
+    ])  # fmt: skip
+    assert metrics["train_runtime"] > 0 and not any(k.startswith("eval_") for k in metrics)  # no eval sets
+    state = json.loads((output / "trainer_state.json").read_text())
+    assert state["global_step"] == 2
+    adapter = json.loads((output / "adapter_config.json").read_text())
+    assert adapter["r"] == 4 and adapter["lora_alpha"] == 1 and "patch_embedding" in adapter["target_modules"]
+    assert (output / "merged" / "model.safetensors").is_file()
+
+    card = (output / "README.md").read_text()
+    assert "Follows the recipe **svlc** (version 1" in card
+    assert "- `fp16`: False (recipe: True)" in card
+    assert "- `per_device_train_batch_size`: 8 (recipe: 128)" in card
+    assert f"- `model_name_or_path`: '{tiny_clip_dir}' (recipe: 'openai/clip-vit-base-patch32')" in card
+    assert "- `max_steps`: 2 sets the length instead of the recipe's 5 epochs" in card
+    assert "global batch 8 instead of the recipe's 128 (-120; 8 = 8 per device x 1 process(es)" in card
+    assert "shares one A matrix" in card  # what the recipe itself cannot reproduce
+    assert "- `learning_rate`: `5e-06`" in card and "- `adam_beta2`: `0.98`" in card
+    assert "No evaluation was run during this training." in card
+
+
+def test_recipe_file_errors_name_the_file_and_key(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("recipe: {name: x, version: 1, source: s}\nlearning_rate: 5e-6\n")
+    with pytest.raises(UserInputError, match=r"bad.yaml: learning_rate: '5e-6' is a string"):
+        read_arguments_file(bad)
+    bad.write_text("recipe: {name: x}\n")
+    with pytest.raises(UserInputError, match="needs name, version and source"):
+        read_arguments_file(bad)
+    bad.write_text("recipe: {name: x, version: 1, source: s}\nlerning_rate: 0.1\n")
+    with pytest.raises(UserInputError, match=r"unknown argument\(s\) \['lerning_rate'\]"):
+        _example().parse_arguments([str(bad), "--output_dir", str(tmp_path)])
+    bad.write_text("- a list\n")
+    with pytest.raises(UserInputError, match="must hold a mapping"):
+        read_arguments_file(bad)
+
+
+def test_random_resized_crop_samples_within_bounds_and_is_seeded():
+    crop = RandomResizedCrop((24, 24), scale=(0.9, 1.0))
+    torch.manual_seed(0)
+    boxes = [crop.crop_box(500, 400) for _ in range(300)]
+    for left, top, right, bottom in boxes:
+        w, h = right - left, bottom - top
+        assert 0 <= left and right <= 500 and 0 <= top and bottom <= 400
+        assert 0.9 * 0.99 <= w * h / (500 * 400) <= 1.0
+        assert 3 / 4 * 0.99 <= w / h <= 4 / 3 * 1.01
+    assert len(set(boxes)) > 50  # random, not one fixed crop
+    torch.manual_seed(0)
+    assert [crop.crop_box(500, 400) for _ in range(300)] == boxes  # torch's (checkpointed) generator drives it
+
+    image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (427, 640, 3), dtype=np.uint8))
+    torch.manual_seed(1)
+    out = crop(image)
+    torch.manual_seed(1)
+    box = crop.crop_box(640, 427)
+    assert out.size == (24, 24)
+    assert np.array_equal(np.asarray(out), np.asarray(image.crop(box).resize((24, 24), Image.Resampling.BICUBIC)))
+    with pytest.raises(UserInputError, match="train_crop_scale"):
+        RandomResizedCrop((24, 24), scale=(0.5, 1.5))
+    # Far outside the aspect-ratio range no draw fits: a centre crop clamped to the range.
+    narrow = RandomResizedCrop((8, 8), scale=(1.0, 1.0))
+    left, top, right, bottom = narrow.crop_box(400, 10)
+    assert (bottom - top) == 10 and math.isclose((right - left) / 10, 4 / 3, rel_tol=0.05)
+
+
+def test_collator_augments_training_images_when_asked(tiny_clip_dir):
+    from transformers import CLIPProcessor
+
+    processor = CLIPProcessor.from_pretrained(tiny_clip_dir)
+    rows = [{"image": Image.fromarray(np.random.default_rng(i).integers(0, 256, (48, 64, 3), dtype=np.uint8)),
+             "caption": f"a red cube {i}"} for i in range(3)]  # fmt: skip
+    plain = HardPosDataCollator(processor, positive_columns=[], negative_columns=[])
+    crop = RandomResizedCrop((32, 32), scale=(0.9, 1.0))
+    augmented = HardPosDataCollator(processor, positive_columns=[], negative_columns=[], image_transform=crop)
+    torch.manual_seed(3)
+    pixels = augmented(rows)["pixel_values"]
+    assert pixels.shape == plain(rows)["pixel_values"].shape == (3, 3, 32, 32)
+    assert not torch.allclose(pixels, plain(rows)["pixel_values"])
+    torch.manual_seed(3)
+    cropped = [crop(r["image"]) for r in rows]
+    reference = processor.image_processor(images=cropped, do_resize=False, do_center_crop=False, return_tensors="pt")
+    torch.testing.assert_close(pixels, reference["pixel_values"], rtol=0, atol=0)  # rescaled and normalised once
