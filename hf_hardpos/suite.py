@@ -353,14 +353,25 @@ def _run_other_task(task, entry, folder, identity, settings, scorer, max_rows, r
             log(f"[{entry.name}] reusing {saved_file} (same model, data and settings)")
             return saved["section"]
         log(f"[{entry.name}] {saved_file} came from other inputs or settings; recomputing")
+    section = task_section(task, scorer(), entry, max_rows)
+    section["provenance"] = {"key": key, "dataset": data_identity}
+    partial = saved_file.with_suffix(".tmp")
+    partial.write_text(json.dumps({"key": key, "section": section}, indent=2, default=_json_default) + "\n")
+    partial.replace(saved_file)
+    return section
+
+
+def task_section(task: str, scorer: ITMScorer, entry: SuiteEntry, max_rows: int | None = None) -> dict:
+    """Run one non-hard-positive task on `entry` and return its section: results (one row per subset,
+    or `all`), aggregates, tie rule and aggregation. No saving: callers decide (the suite, the trainer)."""
     if task == CAPTION_SELECTION:
         subsets = {name: s.dataset for name, s in load_eval_sets(entry.dataset, entry.configs, entry.split).items()}
         categories = caption_selection.SUGARCREPE_CATEGORIES if set(subsets) & {
             m for members in caption_selection.SUGARCREPE_CATEGORIES.values() for m in members} else None
         macro = {k: v for k, v in ARO_MACRO.items() if k in subsets} or None
-        result = evaluate_caption_selection(scorer(), subsets, categories=categories, macro=macro, max_rows=max_rows)
+        result = evaluate_caption_selection(scorer, subsets, categories=categories, macro=macro, max_rows=max_rows)
     elif task == WINOGROUND:
-        result = evaluate_winoground(scorer(), entry.dataset, entry.split, max_rows=max_rows)
+        result = evaluate_winoground(scorer, entry.dataset, entry.split, max_rows=max_rows)
         result = {
             "results": {"all": {k: result[k] for k in ("text_score", "image_score", "group_score", "num_examples") if k in result},
                         **result.get(f"by_{caption_selection.WINOGROUND_TAG}", {})},
@@ -368,15 +379,10 @@ def _run_other_task(task, entry, folder, identity, settings, scorer, max_rows, r
             "aggregation": result["aggregation"],
         }
     elif task == ZEROSHOT_CLASSIFICATION:
-        result = _single(evaluate_zeroshot_classification(scorer(), entry.dataset, entry.split, max_rows=max_rows))
+        result = _single(evaluate_zeroshot_classification(scorer, entry.dataset, entry.split, max_rows=max_rows))
     else:
-        result = _single(evaluate_zeroshot_retrieval(scorer(), entry.dataset, entry.split, max_rows=max_rows))
-    section = {k: v for k, v in result.items() if k in ("results", "aggregates", "tie_rule", "aggregation")}
-    section["provenance"] = {"key": key, "dataset": data_identity}
-    partial = saved_file.with_suffix(".tmp")
-    partial.write_text(json.dumps({"key": key, "section": section}, indent=2, default=_json_default) + "\n")
-    partial.replace(saved_file)
-    return section
+        result = _single(evaluate_zeroshot_retrieval(scorer, entry.dataset, entry.split, max_rows=max_rows))
+    return {k: v for k, v in result.items() if k in ("results", "aggregates", "tie_rule", "aggregation")}
 
 
 def _single(result: dict) -> dict:
