@@ -35,12 +35,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from datasets import Dataset, Features, Image, Value, load_dataset
+from datasets import Dataset, Features, Image, Value
 from PIL import Image as PILImage
 from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor, CLIPTokenizer
 
 from hf_hardpos.columns import REPLACE_SUBSETS
-from hf_hardpos.evaluation import evaluate_model
+from hf_hardpos.evaluation import evaluate_model, load_eval_sets
 from hf_hardpos.synthetic.tiny_clip import train_clip_tokenizer
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -165,8 +165,9 @@ def main() -> None:
 
     start, cpu_start = time.perf_counter(), cpu_seconds()
     model, processor = CLIPModel.from_pretrained(model_dir).eval(), CLIPProcessor.from_pretrained(model_dir)
+    eval_sets = load_eval_sets(str(work / "replace"), None, "test")  # by content, as hardpos eval reads it
     reference = {
-        subset: reference_protocol(model, processor, load_dataset(str(work / "replace"), subset, split="test").cast_column("image", Image(decode=False)))
+        subset: reference_protocol(model, processor, eval_sets[subset].dataset.cast_column("image", Image(decode=False)))
         for subset in REPLACE_SUBSETS
     }
     reference_seconds, reference_cpu = time.perf_counter() - start, cpu_seconds() - cpu_start

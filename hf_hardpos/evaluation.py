@@ -272,6 +272,14 @@ def _looks_like_path(name: str) -> bool:
     return name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1
 
 
+def identify_model(name_or_path: str) -> dict[str, Any]:
+    """`provenance.model_identity`, refusing a path-like name that does not exist ("not found")."""
+    identity = model_identity(name_or_path)
+    if "path" not in identity and _looks_like_path(name_or_path):
+        raise UserInputError(f"model not found: {name_or_path} (no such folder)")
+    return identity
+
+
 def load_model_and_processor(name_or_path: str):
     """`AutoModel` + `AutoProcessor` from a Hub id or a local folder (CLIP, SigLIP, ...).
 
@@ -431,9 +439,7 @@ def evaluate_model(
     check_run_options(batch_size, num_workers, max_rows, bootstrap_samples)
     if output_dir is not None:
         check_output_writable(output_dir)
-    identity = model_identity(str(model))
-    if "path" not in identity and _looks_like_path(str(model)):
-        raise UserInputError(f"model not found: {model} (no such folder)")
+    identity = identify_model(str(model))
     eval_sets = load_eval_sets(dataset, configs, split)
 
     from transformers import AutoConfig

@@ -27,8 +27,8 @@ import yaml
 from . import columns
 from .errors import UserInputError
 from .evaluation import EvaluationReport, check_output_writable, check_run_options, evaluate_model, load_eval_sets
-from .evaluation import load_model_and_processor
-from .provenance import digest_of, environment, hub_revision, model_identity, sha256_files
+from .evaluation import identify_model, load_model_and_processor
+from .provenance import digest_of, environment, hub_revision, sha256_files
 from .scoring import ITMScorer, pick_device
 from .tables import TIE_RULE, metrics_table, render_table
 from .tasks import caption_selection, text_only, webdataset
@@ -293,9 +293,7 @@ def run_suite(
     check_run_options(batch_size, num_workers, max_rows)
     output_dir = Path(output_dir)
     check_output_writable(output_dir)
-    identity = model_identity(model)
-    if "path" not in identity and (model.startswith(("/", ".", "~")) or model.count("/") > 1):
-        raise UserInputError(f"model not found: {model} (no such folder)")
+    identity = identify_model(model)
     settings = {"precision": precision, "allow_tf32": allow_tf32, "device": pick_device(device).type, "max_rows": max_rows}
     report = SuiteReport(model=model, run={
         "model_identity": identity,
