@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .errors import UserInputError
+
 IMAGE = "image"
 IMAGE_ID = "image_id"
 CAPTION = "caption"  # c: the original, true caption
@@ -35,6 +37,6 @@ def require_columns(dataset, required: Sequence[str], what: str = "the dataset")
     """Fail early, naming the dataset and listing what was expected and found, not a KeyError mid-run."""
     missing = [c for c in required if c not in dataset.column_names]
     if missing:
-        raise ValueError(
+        raise UserInputError(
             f"{what} lacks column(s) {missing}; expected {list(required)}, found {list(dataset.column_names)}"
         )

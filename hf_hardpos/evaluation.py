@@ -441,6 +441,10 @@ def evaluate_model(
         check_output_writable(output_dir)
     identity = identify_model(str(model))
     eval_sets = load_eval_sets(dataset, configs, split)
+    for name, eval_set in eval_sets.items():  # before the model is loaded, not after
+        columns.require_columns(
+            eval_set.dataset, [columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS], f"{dataset} config {name!r}"
+        )
 
     from transformers import AutoConfig
 

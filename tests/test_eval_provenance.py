@@ -170,3 +170,16 @@ def test_embedding_cache_encodes_each_input_once_across_runs(tiny_clip_dir, hub_
     # Another precision is another namespace: nothing is reused across settings.
     evaluate_model(str(tiny_clip_dir), str(hub_folder), cache_dir=cache, precision="bf16", progress=False)
     assert calls["image"] > 0
+
+
+def test_missing_columns_are_named_before_the_model_loads(tiny_clip_dir, tmp_path, capsys, monkeypatch):
+    import hf_hardpos.evaluation as evaluation
+
+    monkeypatch.setattr(evaluation, "load_model_and_processor", lambda name: pytest.fail("model loaded"))
+    root = tmp_path / "incomplete"
+    make_eval_set(num_images=2, rows_per_image=1).remove_columns("hard_positive").to_parquet(
+        str(root / "data" / "test.parquet"))
+    (root / "README.md").write_text(
+        "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: test\n    path: data/test.parquet\n---\n")
+    code, err = _run_cli(capsys, "--model", str(tiny_clip_dir), "--dataset", str(root), "--task", "hard_positive")
+    assert code == 2 and "lacks column(s) ['hard_positive']" in err and "default" in err
