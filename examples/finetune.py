@@ -13,6 +13,13 @@ Ways to run it:
         --eval_datasets hardpos/replace:attributes hardpos/replace:relations hardpos/swap \
         --output_dir clip-hardpos --dataloader_num_workers 8
 
+    # Compositionality and zero-shot retention side by side: any benchmark `hardpos eval` knows is an
+    # eval set (hard positives, SugarCrepe/ARO-style caption selection, Winoground, clip_benchmark's
+    # zero-shot webdatasets), logged as eval_<set>[_<row>]_<metric> and carried into the card's model-index.
+    python examples/finetune.py examples/recipes/svlc.yaml --dataset hardpos/coco \
+        --eval_datasets hardpos/replace hardpos/sugarcrepe cifar10=clip-benchmark/wds_vtab-cifar10 \
+        --max_eval_samples 500
+
     # Without a recipe: flags only (any TrainingArguments flag), or a JSON/YAML file of flags first.
     python examples/finetune.py --dataset hardpos/coco --output_dir clip-hardpos --use_lora
     python examples/finetune.py my_flags.yaml --max_steps 100
@@ -39,7 +46,7 @@ from transformers import CLIPModel, CLIPProcessor, HfArgumentParser
 
 from hf_hardpos import columns
 from hf_hardpos.errors import UserInputError
-from hf_hardpos.training import HardPosModelCardData, HardPosTrainer, HardPosTrainingArguments
+from hf_hardpos.training import BenchmarkEvalSet, HardPosModelCardData, HardPosTrainer, HardPosTrainingArguments
 from hf_hardpos.training.recipe import batch_layout, read_arguments_file
 
 logger = logging.getLogger("finetune")
@@ -98,14 +105,21 @@ class DataArguments:
     eval_datasets: list[str] = field(
         default_factory=list,
         metadata={
-            "help": "Eval sets with c/c_n/c_p columns, each '[name=]path[:config[:split]]', e.g. "
-            "hardpos/replace:attributes hardpos/swap. Default without --dataset: the synthetic REPLACE "
-            "(attributes, relations) and SWAP sets."
+            "help": "Eval sets, each '[name=]path[:config[:split]]' (a Hub id or local folder of any benchmark "
+            "`hardpos eval` recognises: hard positives (c/c_n/c_p), SugarCrepe/ARO-style caption selection, "
+            "Winoground, or a clip_benchmark webdataset for zero-shot retention), e.g. hardpos/replace:attributes "
+            "hardpos/swap cifar10=clip-benchmark/wds_vtab-cifar10. Without a config every config is evaluated. "
+            "Logged as eval_<name>_<metric> (one row) or eval_<name>_<row>_<metric>. Default without --dataset: "
+            "the synthetic REPLACE (attributes, relations) and SWAP sets."
         },
     )
     eval_split: str = field(default="test", metadata={"help": "Split used when an eval set names none."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Truncate the training set."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Truncate each eval set."})
+    max_eval_samples: int | None = field(
+        default=None,
+        metadata={"help": "Evaluate only the first N rows (images, for zero-shot sets) of each eval set and config: "
+                  "quick runs; the model card says so."},
+    )
     synthetic_train_size: int = field(default=2048, metadata={"help": "Rows of the synthetic training set."})
     synthetic_eval_size: int = field(default=256, metadata={"help": "Rows of each synthetic eval set."})
     synthetic_seed: int = field(default=0, metadata={"help": "Seed of the synthetic world."})
@@ -177,7 +191,8 @@ def parse_eval_spec(spec: str, default_split: str) -> tuple[str, str, str | None
 
 def load_data(data_args: DataArguments, training_args: HardPosTrainingArguments):
     """(train set, {name: eval set}, {name: dataset id}, {name: description}) for the synthetic world or
-    the Hub/local paths; descriptions name data without a Hub id in the model card."""
+    the Hub/local paths; descriptions name data without a Hub id in the model card. Synthetic eval sets
+    are in-memory hard-positive tables; `--eval_datasets` entries are `BenchmarkEvalSet`s of any benchmark."""
     eval_ids: dict[str, str] = {}
     descriptions: dict[str, str] = {}
     if data_args.dataset is None:
@@ -199,18 +214,21 @@ def load_data(data_args: DataArguments, training_args: HardPosTrainingArguments)
     else:
         train = load_dataset(data_args.dataset, data_args.dataset_config, split=data_args.train_split)
         evals = {}
+    evals = {name: _truncate(dataset, data_args.max_eval_samples) for name, dataset in evals.items()}
     for spec in data_args.eval_datasets:
         name, path, config, split = parse_eval_spec(spec, data_args.eval_split)
-        evals[name] = load_dataset(path, config, split=split)
+        if name in evals:
+            raise UserInputError(f"--eval_datasets: two entries are named {name!r}; name one with 'other={spec}'")
+        # The trainer recognises the benchmark and loads it before training starts.
+        evals[name] = BenchmarkEvalSet(
+            path, configs=[config] if config else None, split=split, max_rows=data_args.max_eval_samples
+        )
         eval_ids[name] = path
     train = _truncate(train, data_args.max_train_samples)
     needed = [training_args.image_column, training_args.caption_column]
     columns.require_columns(
         train, needed + training_args.positive_columns + training_args.negative_columns, "the training set"
     )
-    for name, dataset in evals.items():
-        evals[name] = _truncate(dataset, data_args.max_eval_samples)
-        columns.require_columns(evals[name], [columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS], f"eval set {name!r}")
     return train, evals, eval_ids, descriptions
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 _LAZY = {
     "HardPosTrainer": "hf_hardpos.training.trainer",
+    "BenchmarkEvalSet": "hf_hardpos.training.eval_sets",
     "NonFiniteLossError": "hf_hardpos.training.loss_guard",
     "LOSS_STATE_NAME": "hf_hardpos.training.trainer",
     "HardPosTrainingArguments": "hf_hardpos.training.training_args",

@@ -4,7 +4,10 @@ Why generated: a card that states the base model, the data and its sizes, the lo
 the hyperparameters that were changed and the metrics that were measured makes a checkpoint
 reproducible (SPEC section 9: unknown recipes and unreproducible numbers are the top complaint about
 the existing tools). Everything here is read off the trainer: its arguments, its objective's config,
-its datasets and `state.log_history` (which also survives a resume, unlike an in-memory callback).
+its datasets, `state.log_history` (the training log) and `eval_sections` (the latest evaluation of
+each eval set: rows, tie rule, aggregation), both of which the checkpoints carry, so they survive a
+resume. Hard-positive sets and every other benchmark (caption selection, Winoground, zero-shot
+retention) go into `model-index` side by side, each under its own task type.
 The text lives in one Jinja template, `hf_hardpos/templates/model_card.md`, shipped as package data;
 `--model_card_template` swaps in another.
 """
@@ -18,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 from importlib import metadata
+from numbers import Real
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +30,30 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from ..citations import CE_CLIP, HARD_POSITIVES, cite
 from ..metrics import METRIC_NAMES
-from ..tables import TIE_RULE, metrics_table, render_table
+from ..suite import CAPTION_SELECTION, HARD_POSITIVE, WINOGROUND, ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL
+from ..tables import metrics_table, render_table
+from ..tasks.zeroshot_retrieval import RECALL_KS
+from .eval_sets import section_rows, unnamed_row
 from .recipe import RecipeReport
 
 TEMPLATE_NAME = "model_card.md"
-CARD_TASK_TYPE = "image-text-matching"
-CARD_TASK_NAME = "Image-text matching with hard positives"
+# `model-index` task (type, name) of each benchmark task. The Hub lists zero-shot image classification;
+# the compositional tasks and retrieval have no Hub task id, so they get descriptive ones.
+CARD_TASKS = {
+    HARD_POSITIVE: ("image-text-matching", "Image-text matching with hard positives"),
+    CAPTION_SELECTION: ("image-text-matching", "Image-caption selection among hard negatives"),
+    WINOGROUND: ("image-text-matching", "Winoground"),
+    ZEROSHOT_CLASSIFICATION: ("zero-shot-image-classification", "Zero-shot image classification"),
+    ZEROSHOT_RETRIEVAL: ("image-text-retrieval", "Zero-shot image-text retrieval"),
+}
+# The rates of each task that `model-index` carries (counts and mean cosine scores stay in the body).
+CARD_METRICS = {
+    HARD_POSITIVE: METRIC_NAMES,
+    CAPTION_SELECTION: ("accuracy", "macro_accuracy"),
+    WINOGROUND: ("text_score", "image_score", "group_score"),
+    ZEROSHOT_CLASSIFICATION: ("acc1", "acc5", "mean_per_class_recall"),
+    ZEROSHOT_RETRIEVAL: tuple(f"{d}_retrieval_recall@{k}" for d in ("image", "text") for k in RECALL_KS),
+}
 MAX_LOG_ROWS = 25
 # Arguments that describe where a run wrote things, not how it trained.
 _UNINFORMATIVE_ARGS = {
@@ -135,18 +157,98 @@ def _normalise(value: Any) -> Any:
     return value.value if isinstance(value, Enum) else value
 
 
-def eval_results_from_history(log_history: list[dict], names: list[str]) -> tuple[dict[str, dict], int | None]:
-    """The latest logged metrics of each eval set (`eval_<name>_<metric>` keys) and the step they came from."""
-    results: dict[str, dict] = {}
-    step = None
-    for entry in log_history:
-        for name in names:
-            prefix = f"eval_{name}_"
-            found = {k[len(prefix):]: v for k, v in entry.items() if k.startswith(prefix)}
-            if "augmented_accuracy" in found:
-                results[name] = found
-                step = entry.get("step", step)
-    return results, step
+def _row_label(set_name: str, row: str, unnamed: str | None) -> str:
+    """A row as the card names it: the set alone for the row its logged names leave unnamed."""
+    return set_name if row == unnamed else f"{set_name} / {row}"
+
+
+def model_index_results(sections: dict[str, dict], eval_sets: dict, dataset_ids: dict[str, str]) -> list[EvalResult]:
+    """`model-index` entries: every rate of `CARD_METRICS` of every row of every set, with its task type.
+
+    `dataset.type` is the set's Hub id when known, `dataset.split` the split read from a source. The Hub
+    groups metrics by task, dataset type, config and split, so every row that its logged names name
+    (configs, aggregates, Winoground tags) is given as `dataset.config` (and named `<set> / <row>`), and
+    the unnamed row of a set of one config of a source has that config: two sets of one Hub id never merge.
+    """
+    results = []
+    for set_name, section in sections.items():
+        task_type, task_name = CARD_TASKS[section["task"]]
+        eval_set = eval_sets[set_name]
+        split = None if eval_set.in_memory else eval_set.split
+        unnamed = unnamed_row(section)
+        given_config = eval_set.configs[0] if eval_set.configs else None
+        for row, metrics in section_rows(section).items():
+            for metric in CARD_METRICS[section["task"]]:
+                if _is_number(metrics.get(metric)):
+                    results.append(
+                        EvalResult(
+                            task_type=task_type,
+                            task_name=task_name,
+                            dataset_type=dataset_ids.get(set_name, set_name),
+                            dataset_name=_row_label(set_name, row, unnamed),
+                            dataset_config=given_config if row == unnamed else row,
+                            dataset_split=split,
+                            metric_type=metric,
+                            metric_name=metric.replace("_", " "),
+                            metric_value=float(metrics[metric]),  # numpy scalars break the YAML (SPEC section 8)
+                        )
+                    )
+    return results
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def _cell(metric: str, value: Any, rates: tuple[str, ...]) -> str:
+    if isinstance(value, float) and metric in rates:
+        return f"{100 * value:.1f}"
+    return _fmt(value)
+
+
+def section_table(section: dict) -> str:
+    """One benchmark set as a markdown table: a row per config/aggregate, its rates in percent."""
+    rows = section_rows(section)
+    rates = CARD_METRICS[section["task"]]
+    names = list(dict.fromkeys(k for m in rows.values() for k, v in m.items() if _is_number(v) or isinstance(v, str)))
+    header = ["row", *(f"{n} %" if n in rates else n for n in names)]
+    cells = [[row, *(_cell(n, m[n], rates) if n in m else "" for n in names)] for row, m in rows.items()]
+    return render_table(header, cells, markdown=True)
+
+
+def eval_card_sections(sections: dict[str, dict], eval_sets: dict, card_data: HardPosModelCardData) -> dict[str, Any]:
+    """What the template's Evaluation part shows: one Table-1-style table of the hard-positive sets, and
+    every other set's own table, each with the tie rule and aggregation its numbers follow.
+
+    `sections` are `trainer.eval_sections` of the sets in `eval_sets` (the trainer's resolved sets)."""
+    hard_positive = {n: s for n, s in sections.items() if s["task"] == HARD_POSITIVE}
+    table_rows = {}
+    for set_name, section in hard_positive.items():
+        unnamed = unnamed_row(section)
+        table_rows.update({_row_label(set_name, r, unnamed): m for r, m in section_rows(section).items()})
+    others = []
+    for set_name, section in sections.items():
+        if section["task"] == HARD_POSITIVE:
+            continue
+        others.append({
+            "name": set_name,
+            "task": CARD_TASKS[section["task"]][1],
+            "source": _eval_set_description(set_name, eval_sets[set_name], card_data),
+            "step": section.get("step"),
+            "table": section_table(section),
+            "tie_rule": section["tie_rule"],
+            "aggregation": section["aggregation"],
+        })  # fmt: skip
+    return {
+        "hard_positive_table": metrics_table(table_rows, label="eval set", markdown=True) if table_rows else "",
+        "hard_positive_steps": sorted({s.get("step") for s in hard_positive.values()}),
+        "hard_positive_tie_rule": next((s["tie_rule"] for s in hard_positive.values()), ""),
+        "hard_positive_aggregation": sorted({s["aggregation"] for s in hard_positive.values()}),
+        "benchmark_sections": others,
+        "measures_retention": any(
+            s["task"] in (ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL) for s in sections.values()
+        ),
+    }
 
 
 def training_log_table(log_history: list[dict]) -> str:
@@ -181,6 +283,19 @@ def _dataset_description(
                 present = len(dataset) - table.column(column).null_count
                 parts.append(f"`{column}` present in {present:,}")
     return "; ".join(parts)
+
+
+def _eval_set_description(name: str, eval_set, card_data: HardPosModelCardData) -> str:
+    """Where a set's rows come from (rows counted for an in-memory table), and any row cap."""
+    if eval_set.in_memory:
+        text = _dataset_description(
+            eval_set.source, card_data.eval_dataset_ids.get(name), card_data.eval_dataset_descriptions.get(name), []
+        )
+    else:
+        text = card_data.eval_dataset_descriptions.get(name) or eval_set.describe()
+    if eval_set.max_rows is not None:
+        text += f"; only its first {eval_set.max_rows:,} rows (per config) were evaluated"
+    return text
 
 
 def _versions() -> dict[str, str]:
@@ -258,24 +373,9 @@ def generate_model_card(
     base_is_hub = looks_like_hub_id(base_model)
     repo_id = args.hub_model_id or name
 
-    eval_names = list(getattr(trainer, "eval_datasets", {}) or {})
-    eval_results, eval_step = eval_results_from_history(trainer.state.log_history, eval_names)
-    card_eval_results = []
-    for set_name, metrics in eval_results.items():
-        dataset_type = card_data.eval_dataset_ids.get(set_name, set_name)
-        for metric in METRIC_NAMES:
-            if metric in metrics:
-                card_eval_results.append(
-                    EvalResult(
-                        task_type=CARD_TASK_TYPE,
-                        task_name=CARD_TASK_NAME,
-                        dataset_type=dataset_type,
-                        dataset_name=set_name,
-                        metric_type=metric,
-                        metric_name=metric.replace("_", " "),
-                        metric_value=float(metrics[metric]),  # numpy scalars break the YAML (SPEC section 8)
-                    )
-                )
+    eval_sets = getattr(trainer, "eval_datasets", {}) or {}
+    sections = {n: s for n, s in (getattr(trainer, "eval_sections", {}) or {}).items() if n in eval_sets}
+    eval_results = model_index_results(sections, eval_sets, card_data.eval_dataset_ids)
 
     candidates = [card_data.train_dataset_id, *card_data.eval_dataset_ids.values()]
     dataset_ids = [d for d in candidates if looks_like_hub_id(d)]
@@ -289,7 +389,7 @@ def generate_model_card(
         tags=list(dict.fromkeys(tags)),
         base_model=base_model if base_is_hub else None,
         datasets=list(dict.fromkeys(dataset_ids)) or None,
-        eval_results=card_eval_results or None,
+        eval_results=eval_results or None,
     )
 
     objective = trainer.objective
@@ -310,11 +410,9 @@ def generate_model_card(
     eval_dataset_facts = [
         {
             "name": n,
-            "description": _dataset_description(
-                ds, card_data.eval_dataset_ids.get(n), card_data.eval_dataset_descriptions.get(n), []
-            ),
+            "description": f"{_eval_set_description(n, eval_set, card_data)} ({CARD_TASKS[eval_set.task][1].lower()})",
         }
-        for n, ds in (getattr(trainer, "eval_datasets", {}) or {}).items()
+        for n, eval_set in eval_sets.items()
     ]
     lora = None
     if is_adapter:
@@ -337,9 +435,8 @@ def generate_model_card(
         base_model=base_model,
         base_model_is_hub_id=base_is_hub,
         lora=lora,
-        eval_table=metrics_table(eval_results, label="eval set", markdown=True) if eval_results else "",
-        tie_rule=TIE_RULE,
-        eval_step=eval_step,
+        has_eval=bool(sections),
+        **eval_card_sections(sections, eval_sets, card_data),
         recipe=card_data.recipe,
         train_datasets=train_datasets,
         eval_dataset_facts=eval_dataset_facts,

@@ -21,14 +21,21 @@ What it adds to the stock Trainer, and why:
 - Options that have no effect with the others chosen (`--save_steps` under `save_strategy=epoch`,
   LoRA options without `--use_lora`, ...) are reported at construction; an `eval_strategy` without
   eval sets is a clear error instead of the Trainer's.
-- `evaluate()` runs the package's evaluator (augmented accuracy, brittleness, ...) on each eval set,
-  logged as `eval_<name>_<metric>`; there is no eval *loss*, since the metrics are what matters.
+- `evaluate()` runs each eval set's benchmark: hard-positive sets through the package's evaluator
+  (augmented accuracy, brittleness, ...), and any other benchmark `hardpos eval` knows (caption
+  selection, Winoground, zero-shot classification and retrieval: `eval_sets.BenchmarkEvalSet`)
+  through the same code as the CLI, so compositionality and zero-shot retention are logged side by
+  side as `eval_<set>[_<row>]_<metric>` (naming: `eval_sets`). There is no eval *loss*, since the
+  metrics are what matters. The latest section of each set (table, tie rule, aggregation) feeds the
+  model card and is saved into every checkpoint, so a resumed run's card still shows it.
 - Every save writes the processor and a model card generated from the run (`model_card.py`); with
   LoRA, checkpoints hold the adapter and `save_merged()` exports a plain `CLIPModel`.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import os
 import shutil
@@ -43,9 +50,11 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from .. import columns
 from ..errors import UserInputError
+from ..scoring import ITMScorer
 from .augmentation import RandomResizedCrop
 from .checkpoints import INCOMPLETE_PREFIX, resolve_checkpoint
 from .data_collator import HardPosDataCollator
+from .eval_sets import BenchmarkEvalSet, as_benchmark_eval_set, flat_metrics
 from .logit_scale import clamp_logit_scale, unwrap_model
 from .lora import apply_lora, is_peft_model, merge_lora
 from .loss_guard import check_finite_loss
@@ -55,6 +64,7 @@ from .training_args import HardPosTrainingArguments
 logger = logging.getLogger(__name__)
 
 LOSS_STATE_NAME = "hardpos_loss_state.pt"
+EVAL_SECTIONS_NAME = "hardpos_eval_sections.json"  # the latest section of each eval set, per checkpoint
 MODEL_CARD_NAME = "README.md"
 # Parameters that never get weight decay whatever their shape (open_clip and SVLC exclude every 1-D
 # parameter; the position embeddings are 2-D tables but, like the class embedding, encode positions,
@@ -78,8 +88,10 @@ class HardPosTrainer(Trainer):
             Anything else is refused: the loss reads CLIP's towers and logit scale.
         args: `HardPosTrainingArguments`.
         train_dataset: rows with an image, a caption and the positive/negative columns of `args`.
-        eval_datasets: `{name: Dataset}` in the eval schema (image, caption, hard_negative,
-            hard_positive), or one Dataset (named "eval"). Evaluated with `evaluate_dataset`.
+        eval_datasets: `{name: Dataset | BenchmarkEvalSet}`, or one of them (named "eval"). A `Dataset`
+            is a hard-positive set (image, caption, hard_negative, hard_positive), evaluated with
+            `evaluate_dataset`; a `BenchmarkEvalSet` is any benchmark `hardpos eval` knows (a zero-shot
+            retention set, SugarCrepe, ARO, Winoground, ...), run as the CLI runs it.
         processor: the model's `CLIPProcessor`; used by the collator and the evaluator, and saved
             with every checkpoint.
         data_collator: defaults to a `HardPosDataCollator` built from `args`' column names and
@@ -94,7 +106,7 @@ class HardPosTrainer(Trainer):
         model: torch.nn.Module | None = None,
         args: HardPosTrainingArguments | None = None,
         train_dataset: Dataset | None = None,
-        eval_datasets: dict[str, Dataset] | Dataset | None = None,
+        eval_datasets: dict[str, Dataset | BenchmarkEvalSet] | Dataset | BenchmarkEvalSet | None = None,
         processor=None,
         data_collator: HardPosDataCollator | None = None,
         objective: torch.nn.Module | None = None,
@@ -129,9 +141,8 @@ class HardPosTrainer(Trainer):
                 f"data_collator {type(data_collator).__name__} has no unflatten(text_embeds, batch): the trainer "
                 "asks the collator that made a batch to split the text embeddings back into rows"
             )
-        if isinstance(eval_datasets, Dataset):
+        if isinstance(eval_datasets, (Dataset, BenchmarkEvalSet)):
             eval_datasets = {"eval": eval_datasets}
-        self.eval_datasets: dict[str, Dataset] = dict(eval_datasets or {})
         # Fail before hours of training, not at the first batch or the first evaluation.
         if train_dataset is not None and getattr(train_dataset, "column_names", None) is not None:
             columns.require_columns(
@@ -139,8 +150,12 @@ class HardPosTrainer(Trainer):
                 [args.image_column, args.caption_column, *args.positive_columns, *args.negative_columns],
                 "the training set",
             )
-        for name, dataset in self.eval_datasets.items():
-            columns.require_columns(dataset, [columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS], f"eval set {name!r}")
+        # Each eval set resolved now: its task recognised, its columns checked, hard-positive rows loaded.
+        self.eval_datasets: dict[str, BenchmarkEvalSet] = {
+            name: as_benchmark_eval_set(name, value) for name, value in (eval_datasets or {}).items()
+        }
+        # The latest evaluation of each set, {name: section with its "step"}: what the model card shows.
+        self.eval_sections: dict[str, dict] = {}
         strategy = getattr(args.eval_strategy, "value", args.eval_strategy)
         if not self.eval_datasets and strategy != "no":
             raise UserInputError(
@@ -255,31 +270,40 @@ class HardPosTrainer(Trainer):
     # --- evaluation ------------------------------------------------------------------------------
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
-        """Hard-positive metrics of the current model on each eval set, logged as `eval_<name>_<metric>`.
+        """Every eval set's metrics for the current model, logged as `<prefix>_<set>[_<row>]_<metric>`.
 
-        `eval_dataset` may be a name from `eval_datasets`, a Dataset, or a `{name: Dataset}` dict;
-        by default all `eval_datasets` are evaluated. Every process scores the full sets, so every
-        process holds the same metrics (`metric_for_best_model` works under DDP).
+        `eval_dataset` may be a name from `eval_datasets`, a Dataset or `BenchmarkEvalSet`, or a
+        `{name: ...}` dict; by default all `eval_datasets` are evaluated. Every process scores the
+        full sets, so every process holds the same metrics (`metric_for_best_model` works under DDP).
+        One `ITMScorer` serves the non-hard-positive sets of this call and is dropped after it: its
+        embedding cache belongs to this state of the model.
         """
-        from ..evaluation import evaluate_dataset
-
         sets = self._resolve_eval_sets(eval_dataset)
         model = unwrap_model(self.model)
         was_training = model.training
         start = time.time()
+        progress = not self.args.disable_tqdm and self.is_local_process_zero()
+        device = str(self.args.device)
+        # Built on first use, shared by this call's sets only.
+        fresh_scorer = functools.cache(
+            lambda: ITMScorer(model, self.processing_class, self.args.per_device_eval_batch_size,
+                              device=device, progress=progress)
+        )  # fmt: skip
+
         metrics: dict[str, float] = {}
         try:
-            for name, dataset in sets.items():
-                result = evaluate_dataset(
-                    model,
-                    self.processing_class,
-                    dataset,
-                    batch_size=self.args.per_device_eval_batch_size,
-                    device=str(self.args.device),
-                    progress=not self.args.disable_tqdm and self.is_local_process_zero(),
-                )
-                for key, value in result.items():
-                    metrics[f"{metric_key_prefix}_{name}_{key}"] = value if isinstance(value, int) else float(value)
+            for name, eval_set in sets.items():
+                section = eval_set.evaluate(
+                    name, model, self.processing_class, fresh_scorer,
+                    batch_size=self.args.per_device_eval_batch_size, device=device, progress=progress,
+                )  # fmt: skip
+                flat = flat_metrics(name, section, metric_key_prefix)
+                clash = sorted(set(flat) & set(metrics))
+                if clash:
+                    raise ValueError(f"eval set {name!r} would overwrite the logged metrics {clash} of another set")
+                metrics.update(flat)
+                if self.eval_datasets.get(name) is eval_set:
+                    self.eval_sections[name] = {**section, "step": self.state.global_step}
         finally:
             model.train(was_training)
         metrics[f"{metric_key_prefix}_runtime"] = round(time.time() - start, 4)
@@ -287,7 +311,7 @@ class HardPosTrainer(Trainer):
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
 
-    def _resolve_eval_sets(self, eval_dataset) -> dict[str, Dataset]:
+    def _resolve_eval_sets(self, eval_dataset) -> dict[str, BenchmarkEvalSet]:
         if eval_dataset is None:
             if not self.eval_datasets:
                 raise ValueError("no eval sets: pass eval_datasets={name: Dataset} to HardPosTrainer")
@@ -296,9 +320,12 @@ class HardPosTrainer(Trainer):
             if eval_dataset not in self.eval_datasets:
                 raise KeyError(f"unknown eval set {eval_dataset!r}; known: {sorted(self.eval_datasets)}")
             return {eval_dataset: self.eval_datasets[eval_dataset]}
-        if isinstance(eval_dataset, dict):
-            return eval_dataset
-        return {"eval": eval_dataset}
+        if not isinstance(eval_dataset, dict):
+            eval_dataset = {"eval": eval_dataset}
+        return {
+            name: value if self.eval_datasets.get(name) is value else as_benchmark_eval_set(name, value)
+            for name, value in eval_dataset.items()
+        }
 
     # --- saving and resuming ---------------------------------------------------------------------
 
@@ -435,15 +462,22 @@ class HardPosTrainer(Trainer):
         return output_dir
 
     def _save_optimizer_and_scheduler(self, output_dir: str) -> None:
-        """Training state: the optimizer and scheduler, plus the loss state (CMR thresholds)."""
+        """Training state: the optimizer and scheduler, the loss state (CMR thresholds) and the latest
+        eval sections (so the card written after a resume still shows the tables the log refers to)."""
         super()._save_optimizer_and_scheduler(output_dir)
         if self.args.should_save:
             torch.save(self.objective.state_dict(), os.path.join(output_dir, LOSS_STATE_NAME))
+            with open(os.path.join(output_dir, EVAL_SECTIONS_NAME), "w", encoding="utf-8") as file:
+                json.dump(self.eval_sections, file, indent=2, default=_json_number)
 
     def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
         super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is None:
             return
+        sections = os.path.join(checkpoint, EVAL_SECTIONS_NAME)
+        if os.path.isfile(sections):  # absent in checkpoints written before eval sections were saved
+            with open(sections, encoding="utf-8") as file:
+                self.eval_sections = {k: v for k, v in json.load(file).items() if k in self.eval_datasets}
         path = os.path.join(checkpoint, LOSS_STATE_NAME)
         if not os.path.isfile(path):
             if self.objective.state_dict():
@@ -455,6 +489,13 @@ class HardPosTrainer(Trainer):
         state = torch.load(path, map_location=self.args.device, weights_only=True)
         self.objective.load_state_dict(state)
         logger.info("Restored the loss state from %s", path)
+
+
+def _json_number(value):
+    """numpy scalars in a section, as Python numbers."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
 
 
 def _require_clip(model: torch.nn.Module | None) -> None:
