@@ -1,0 +1,132 @@
+"""A cache of converted models, so `hardpos eval --model PATH.pt` converts a checkpoint once.
+
+Keyed by the checkpoint's SHA-256 (content, not path: a file replaced in place is a different
+model) and every option that changes the converted weights or config (the resolved architecture,
+activation, LoRA rank/alpha, tokenizer). A folder counts as complete only once its
+`conversion.json` exists; conversions write to a temporary sibling and rename it into place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+from .converter import MARKER, convert_checkpoint, sha256_file
+from .lora import TSVLC_ALPHA, TSVLC_RANK
+from .open_clip_config import OpenClipConfig, config_from_openai_state_dict, load_open_clip_config
+
+
+def default_cache_dir() -> Path:
+    """`$HARDPOS_CONVERTED_CACHE`, else `<HF_HOME>/hf_hardpos/converted`."""
+    if os.environ.get("HARDPOS_CONVERTED_CACHE"):
+        return Path(os.environ["HARDPOS_CONVERTED_CACHE"])
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HOME) / "hf_hardpos" / "converted"
+
+
+def _resolve_config(checkpoint: Path, open_clip_config) -> OpenClipConfig:
+    if open_clip_config is None:  # only OpenAI archives carry enough to infer it; others fail clearly
+        from .state_dict import load_state_dict
+
+        state, kind = load_state_dict(checkpoint)
+        if kind == "OpenAI TorchScript archive":
+            return config_from_openai_state_dict(state)
+        from ..errors import UserInputError
+
+        raise UserInputError(
+            f"checkpoint {checkpoint}: an open_clip config is required "
+            "(open_clip_config= / --open-clip-config NAME_OR_JSON)"
+        )
+    if isinstance(open_clip_config, OpenClipConfig):
+        return open_clip_config
+    return load_open_clip_config(open_clip_config)
+
+
+def converted_model_dir(
+    checkpoint: str | Path,
+    open_clip_config: str | Path | dict | OpenClipConfig | None = None,
+    activation: str | None = None,
+    lora_rank: int = TSVLC_RANK,
+    lora_alpha: float = TSVLC_ALPHA,
+    tokenizer: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    verify: bool = False,
+    progress: bool = True,
+) -> Path:
+    """The folder of `checkpoint` converted to a `CLIPModel` with these options, converting only once.
+
+    Pass the returned path wherever a Hugging Face model folder is accepted (`CLIPModel.from_pretrained`,
+    `AutoProcessor.from_pretrained`, `hardpos eval --model`). Args as `convert_checkpoint`:
+    `open_clip_config` is an open_clip model name or config JSON (None only for OpenAI TorchScript
+    archives); `activation` "quick_gelu" / "gelu" / None (the config's). `verify` defaults to off
+    here because the cache is used on the evaluation path, where open_clip is usually absent;
+    the key does not depend on it. Folders live under `cache_dir` (default `default_cache_dir()`),
+    named `<sha256[:16]>-<options digest[:12]>`; delete one to force a fresh conversion.
+    """
+    checkpoint = Path(checkpoint)
+    config = _resolve_config(checkpoint, open_clip_config)
+    digest = sha256_file(checkpoint, progress)
+    options = {
+        "config": {k: v for k, v in config.to_dict().items() if k != "source"},
+        "activation": activation or config.activation,
+        "lora": [int(lora_rank), float(lora_alpha)],
+        "tokenizer": str(tokenizer) if tokenizer is not None else None,
+    }
+    options_digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    target = root / f"{digest[:16]}-{options_digest[:12]}"
+    if (target / MARKER).is_file():
+        return target
+    partial = root / f".{target.name}.partial-{os.getpid()}"
+    shutil.rmtree(partial, ignore_errors=True)
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        convert_checkpoint(
+            checkpoint, partial, open_clip_config=config, activation=options["activation"], lora_rank=lora_rank,
+            lora_alpha=lora_alpha, tokenizer=tokenizer, verify=verify, sha256=digest, progress=progress,
+        )
+        shutil.rmtree(target, ignore_errors=True)  # an incomplete folder left by a crash
+        try:
+            os.replace(partial, target)
+        except OSError:
+            if not (target / MARKER).is_file():  # another process finished first: use its folder
+                raise
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return target
+
+
+def resolve_model(
+    model: str | Path,
+    open_clip_config: str | Path | dict | None = None,
+    activation: str | None = None,
+    tokenizer: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    progress: bool = True,
+) -> str:
+    """What `from_pretrained` should load for `--model`: a checkpoint *file* is converted (cached), else unchanged.
+
+    For `hardpos eval --model X [--open-clip-config C] [--activation A]`: a Hugging Face folder or
+    Hub id passes through (then `open_clip_config` / `activation` must not be given: they would be
+    silently ignored); a file is an open_clip / OpenAI / TSVLC checkpoint, converted once with
+    `converted_model_dir`. Call it once per activation for `--activation both`.
+    """
+    from ..errors import UserInputError
+
+    path = Path(model)
+    if path.is_file():
+        return str(
+            converted_model_dir(
+                path, open_clip_config, activation, tokenizer=tokenizer, cache_dir=cache_dir, progress=progress
+            )
+        )
+    if open_clip_config is not None or activation is not None:
+        raise UserInputError(
+            f"--model {model} is not a checkpoint file: --open-clip-config and --activation apply only to open_clip "
+            "checkpoints (a Hugging Face model's activation is in its config.json)"
+        )
+    return str(model)

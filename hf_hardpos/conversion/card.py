@@ -1,0 +1,51 @@
+"""The model card of a converted model: the facts of the conversion, not boilerplate.
+
+Rendered from `templates/converted_model_card.md` with the `ConversionResult`: source file and
+SHA-256, the architecture, the activation used and why, the LoRA merge, the tokenizer, and the
+numerical check against open_clip (or why it was not run).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from huggingface_hub import ModelCard, ModelCardData
+
+from .. import citations
+
+TEMPLATE = Path(__file__).resolve().parents[1] / "templates" / "converted_model_card.md"
+
+
+def converted_model_card(result, repo_id: str | None = None) -> ModelCard:
+    """A `ModelCard` for `result` (a `ConversionResult`); `repo_id` is where it will be pushed."""
+    from .presets import get_preset
+
+    preset = get_preset(result.preset) if result.preset else None
+    keys = [citations.OPEN_CLIP, citations.CLIP, citations.HARD_POSITIVES]
+    if preset is not None and preset.citation not in keys:
+        keys.insert(0, preset.citation)
+    name = repo_id.split("/")[-1] if repo_id else (preset.row if preset else Path(result.checkpoint).stem)
+    data = ModelCardData(
+        model_name=name,
+        library_name="transformers",
+        pipeline_tag="zero-shot-image-classification",
+        tags=["clip", "open_clip", "converted", "hf_hardpos"] + (["lora-merged"] if result.lora else []),
+    )
+    return ModelCard.from_template(
+        data,
+        template_path=str(TEMPLATE),
+        model_name=name,
+        repo_id=repo_id or "<this folder>",
+        checkpoint=result.checkpoint,
+        checkpoint_kind=result.checkpoint_kind,
+        sha256=result.sha256,
+        preset=preset,
+        config=result.config,
+        activation=result.activation,
+        activation_reason=result.activation_reason,
+        lora=result.lora,
+        tokenizer=result.tokenizer,
+        verification=result.verification,
+        verification_skipped=result.verification_skipped,
+        citation=citations.cite(*keys),
+    )
