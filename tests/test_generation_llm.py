@@ -14,9 +14,11 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from hf_hardpos.commands import generate as generate_command
-from hf_hardpos.generation import prompts, resumable, validation
-from hf_hardpos.generation.inputs import read_captions
-from hf_hardpos.generation.llm import NO_AND, LLMGenerator
+from hf_hardpos.errors import UserInputError
+from hf_hardpos.generation import llm, resumable, validation
+from hf_hardpos.generation.llm import LLMGenerator
+from hf_hardpos.generation.resumable import read_captions
+from hf_hardpos.generation.validation import NO_AND
 
 CAPTIONS = [
     "a man holding a cat and a dog",
@@ -36,7 +38,7 @@ def tiny_lm_dir(tmp_path_factory) -> Path:
     The generation config asks for sampling on purpose: the generator must decode greedily anyway.
     A large init scale makes the random model's output depend on its input.
     """
-    corpus = [*prompts.PROMPTS.values(), *(c for c in CAPTIONS if c), "sure here is the changed sentence output"]
+    corpus = [*llm.PROMPTS.values(), *(c for c in CAPTIONS if c), "sure here is the changed sentence output"]
     tokenizer = Tokenizer(models.WordLevel(unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
     trainer = trainers.WordLevelTrainer(special_tokens=["<unk>", "<s>", "</s>"], show_progress=False)
@@ -62,17 +64,17 @@ def _generator(path: Path, kind: str, **kwargs) -> LLMGenerator:
 
 
 def test_prompts_are_the_papers():
-    assert prompts.build_prompt("replace", "a man holding a cup") == (
+    assert llm.build_prompt("replace", "a man holding a cup") == (
         "Replace one word in the input sentence with a synonym, without changing the meaning of the sentence. "
         "Only output the changed sentence.\nInput: a man holding a cup\nOutput:"
     )
-    swap = prompts.build_prompt("swap", "a {cat} and a dog")
+    swap = llm.build_prompt("swap", "a {cat} and a dog")
     assert swap.startswith('Swap the words around the word "and" in a sentence without changing the meaning.')
     assert swap.count("\n\nInput: ") == 6 and swap.endswith("\n\nInput: a {cat} and a dog\nOutput:")
     assert "Output: there is a man holding a wine bottle and wearing glasses\n" in swap
-    assert prompts.MAX_NEW_TOKENS["replace"] == 30 and prompts.MAX_NEW_TOKENS["swap"] == 20
+    assert llm.MAX_NEW_TOKENS["replace"] == 30 and llm.MAX_NEW_TOKENS["swap"] == 20
     with pytest.raises(ValueError, match="replace-verb"):
-        prompts.build_prompt("paraphrase", "x")
+        llm.build_prompt("paraphrase", "x")
 
 
 def test_batched_left_padded_generation_equals_one_by_one(tiny_lm_dir):
@@ -116,10 +118,10 @@ def test_chat_template_wraps_the_prompt(tiny_lm_dir):
     generator = LLMGenerator(model, tokenizer, "replace", max_new_tokens=4, progress=False)
     assert generator.use_chat_template
     text = generator.render("a white cat")
-    assert text == "<s>USER: " + prompts.build_prompt("replace", "a white cat") + "\nASSISTANT:"
+    assert text == "<s>USER: " + llm.build_prompt("replace", "a white cat") + "\nASSISTANT:"
     assert len(generator.generate_raw(["a white cat", "two dogs"])) == 2
     plain = LLMGenerator(model, tokenizer, "replace", use_chat_template=False, progress=False)
-    assert plain.render("a white cat") == prompts.build_prompt("replace", "a white cat")
+    assert plain.render("a white cat") == llm.build_prompt("replace", "a white cat")
 
 
 def _lines(path: Path) -> list[dict]:
@@ -133,7 +135,7 @@ def test_jsonl_resume_after_interruption_has_no_duplicates_and_no_losses(tiny_lm
     assert summary["written"] == len(CAPTIONS) and summary["already_done"] == 0
     expected = _lines(reference)
     assert [r["index"] for r in expected] == list(range(len(CAPTIONS)))
-    assert expected[2]["reason"] == NO_AND and expected[3]["reason"] == resumable.EMPTY_INPUT
+    assert expected[2]["reason"] == NO_AND and expected[3]["reason"] == validation.EMPTY_INPUT
 
     interrupted = tmp_path / "interrupted.jsonl"
     real_generate = generator.generate
@@ -268,7 +270,7 @@ def test_generate_command_llm_resumes(tiny_lm_dir, tmp_path, capsys):
     assert first["method"] == "llm" and first["written"] == len(CAPTIONS)
     rows = _lines(out)
     assert [r["index"] for r in rows] == list(range(len(CAPTIONS)))
-    assert all(r["raw"] is not None for r in rows if r["reason"] not in (NO_AND, resumable.EMPTY_INPUT))
+    assert all(r["raw"] is not None for r in rows if r["reason"] not in (NO_AND, validation.EMPTY_INPUT))
     assert _run_cli(argv) == 0
     assert json.loads(capsys.readouterr().out)["already_done"] == len(CAPTIONS)
     assert _lines(out) == rows
@@ -290,7 +292,7 @@ def test_generate_command_rules(tmp_path, capsys):
     assert _run_cli(argv) == 0
     assert [r["output"] for r in _lines(negatives)] == [None, "a blue car and a red bus", None]
     capsys.readouterr()
-    with pytest.raises(SystemExit, match="needs --model"):
+    with pytest.raises(UserInputError, match="needs --model"):
         _run_cli(["generate", "--kind", "swap", "--method", "llm", *common, "--output", str(negatives)])
 
 

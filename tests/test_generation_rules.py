@@ -189,3 +189,63 @@ def test_swap_hard_negative_exchanges_attributes_between_objects():
 )
 def test_swap_hard_negative_refuses(caption):
     assert swap_hard_negative(caption) is None
+
+
+def _multiword_phrases() -> list[str]:
+    """Every multi-word relation of the lexicon and every multi-word source/target of its tables."""
+    return sorted(p for p in lexicon.protected_phrases() if p in lexicon.MULTIWORD_RELATIONS or " " in p)
+
+
+def _partial_edits(caption: str, phrase: str) -> list[str]:
+    """Rule matches (positive and negative tables) that replace part, not all, of `phrase`."""
+    from hf_hardpos.generation.rules import find_matches, tokenize
+
+    words = [t.lower for t in tokenize(caption)]
+    target = phrase.split()
+    spans = [(i, i + len(target)) for i in range(len(words)) if words[i : i + len(target)] == target]
+    rules = lexicon.hard_positive_rules() + lexicon.hard_negative_rules()
+    return [
+        f"{m.rule.source!r} inside {phrase!r} of {caption!r}"
+        for m in find_matches(caption, rules)
+        for a, b in spans
+        if m.first < b and a < m.stop and not (m.first <= a and b <= m.stop)
+    ]
+
+
+def test_no_replacement_inside_a_multiword_relation_of_the_lexicon():
+    """Why: "in back of" became "within back of" (the class of upstream's "within front of")."""
+    assert "in back of" in lexicon.MULTIWORD_RELATIONS
+    found = []
+    for phrase in _multiword_phrases():
+        for caption in (f"a cat {phrase} a dog", f"A small white dog sitting {phrase} the old red car."):
+            found += _partial_edits(caption, phrase)
+    assert found == []
+    assert replace_hard_positive("a dog in back of a car") == "a dog behind a car"  # the whole phrase may change
+    assert replace_hard_negative("a dog in back of a car") == "a dog in front of a car"
+
+
+def test_no_replacement_inside_a_multiword_relation_of_the_replace_captions(shared_data):
+    """Every REPLACE caption (both subsets) holding a multi-word relation keeps it whole."""
+    phrases = _multiword_phrases()
+    checked, found = 0, []
+    for subset in ("attributes", "relations"):
+        for row in json.loads((shared_data / "hard_positives" / "data" / f"vl_checklist_{subset}.json").read_text()):
+            caption = row["true_caption"]
+            padded = f" {caption.lower()} "
+            for phrase in phrases:
+                if f" {phrase} " in padded:
+                    checked += 1
+                    found += _partial_edits(caption, phrase)
+    assert checked > 2000  # "in front of", "on top of", "next to", "in back of" (15 rows), ...
+    assert found == [], found[:5]
+    in_back_of = []
+    for subset in ("attributes", "relations"):
+        rows = json.loads((shared_data / "hard_positives" / "data" / f"vl_checklist_{subset}.json").read_text())
+        in_back_of += [r["true_caption"] for r in rows if " in back of " in f" {r['true_caption'].lower()} "]
+    assert len(in_back_of) == 14  # upstream's hard positive says "within back of" in the 12 relation rows
+    for caption in in_back_of:
+        candidates = hard_positive_candidates(caption)
+        assert candidates and not any("within back of" in c.lower() for c in candidates)
+        # each candidate keeps "in back of" whole (another word changed) or replaces it whole
+        assert all(" in back of " in f" {c.lower()} " or " behind " in f" {c.lower()} " for c in candidates)
+        assert any(" behind " in f" {c.lower()} " for c in candidates)

@@ -1,86 +1,200 @@
-"""`hardpos generate`: hard positives (or rule-based hard negatives) for a file of captions.
+"""`hardpos generate`: hard positives or hard negatives for a file of captions.
 
-Writes an append-only JSONL keyed by input index; re-running the same command after an
-interruption continues where it stopped.
+Writes an append-only JSONL keyed by input index (one record per caption and kind) that owns its
+run (under `accelerate launch` / `torchrun`, one shard per rank, merged at the end; see
+`generation.sharding`): a manifest of the options and the input's sha256, and a lock against a second writer. Every
+check that can fail (options, input, output, lock, manifest) runs before a model is loaded;
+re-running the same command after an interruption continues where it stopped.
+
+The manifest records the command's options as given (e.g. `dtype: auto`); a run started from the
+Python API records the generator's own `options()`, so resume a run through the interface that
+started it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+
+METHODS = ("rules", "llm", "mlm")
+MLM_DEFAULT_MODEL = "distilroberta-base"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ..generation.prompts import KINDS
+    from ..generation.mlm import MLM_KINDS
+    from ..generation.validation import KINDS
 
     parser = subparsers.add_parser(
         "generate",
-        help="generate hard positives with an LLM (paper prompts) or with rules",
+        help="generate hard positives (LLM, rules) or hard negatives (rules, masked LM)",
         description="Generate one hard positive per caption with a causal LM (greedy, the paper's prompts) "
-        "or with the rule-based generators, validate it, and append one JSON line per caption "
-        '({"index", "input", "output", "valid", "reason", "raw"}) to --output. Re-running the same '
-        "command resumes an interrupted run.",
+        "or with the rule-based generators, or typed hard negatives (CE-CLIP's relation / attribute / "
+        "action / object) with a masked LM at spaCy part-of-speech positions; validate each and append "
+        'one JSON line per caption and kind ({"index", "input", "output", "valid", "reason", "raw", '
+        '"method", "kind", "polarity"}) to --output. Re-running the same command resumes an '
+        "interrupted run; a different command on the same --output is refused.",
     )
     parser.add_argument(
-        "--kind", required=True, choices=KINDS, help="perturbation: replace, swap, or a relation-targeted replace"
+        "--kind", required=True, choices=(*KINDS, *MLM_KINDS),
+        help=f"llm/rules: {', '.join(KINDS)}; mlm (with --negative): {', '.join(MLM_KINDS)}",
     )
     parser.add_argument("--input", required=True, help="captions: .txt (one per line) or .jsonl (see --field)")
     parser.add_argument("--field", default="caption", help="caption field of a .jsonl input (default: caption)")
     parser.add_argument("--output", required=True, help="output .jsonl (appended to; resumed if it exists)")
     parser.add_argument(
-        "--method", choices=("llm", "rules"), default=None, help="default: llm when --model is given, else rules"
+        "--overwrite", action="store_true", help="delete an existing --output (and its manifest) and start again"
     )
-    parser.add_argument("--model", default=None, help="Hub id or local folder of a causal LM (method llm)")
+    parser.add_argument(
+        "--method", choices=METHODS, default=None, help="default: llm when --model is given, else rules"
+    )
+    parser.add_argument(
+        "--model", default=None,
+        help=f"Hub id or local folder: a causal LM (llm) or a masked LM (mlm, default {MLM_DEFAULT_MODEL})",
+    )
     parser.add_argument(
         "--batch-size", type=int, default=None,
-        help="captions per model call and per flush of --output (default: 8 with llm, 256 with rules)",
+        help="captions per model call and per flush of --output (default: 8 with llm, 32 with mlm, 256 with rules)",
     )
-    parser.add_argument("--max-new-tokens", type=int, default=None, help="default: 30 for replace kinds, 20 for swap")
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="llm: default 30 for replace kinds, 20 for swap")
     parser.add_argument("--device", default=None, help="default: cuda when available, else cpu")
     parser.add_argument("--dtype", default="auto", help="model dtype: auto, bfloat16, float16, float32")
-    parser.add_argument("--device-map", default=None, help='e.g. "auto" to shard a large model over GPUs')
+    parser.add_argument("--device-map", default=None, help='llm: e.g. "auto" to shard a large model over GPUs')
     parser.add_argument(
         "--chat-template", choices=("auto", "on", "off"), default="auto",
-        help="wrap the prompt in the tokenizer's chat template (auto: when it has one)",
+        help="llm: wrap the prompt in the tokenizer's chat template (auto: when it has one)",
     )
-    parser.add_argument("--negative", action="store_true", help="rules only: hard negatives instead of positives")
-    parser.add_argument("--seed", type=int, default=0, help="rules only: seed of the per-caption choice")
+    parser.add_argument("--negative", action="store_true", help="hard negatives (rules, mlm) instead of positives")
+    parser.add_argument("--seed", type=int, default=0, help="rules/mlm: seed of the per-caption choice (and of --report)")
+    parser.add_argument(
+        "--spacy-model", default="en_core_web_sm", help="mlm: spaCy pipeline (name or folder) for the POS tags"
+    )
+    parser.add_argument(
+        "--num-candidates", type=int, default=5, help="mlm: ranked candidates kept per record (the first is the output)"
+    )
+    parser.add_argument("--report", action="store_true", help="print a quality report of --output when done")
+    parser.add_argument("--report-samples", type=int, default=5, help="random records shown per kind by --report")
     parser.add_argument("--no-progress", action="store_true")
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from ..generation.inputs import read_captions
+def check_arguments(args: argparse.Namespace) -> str:
+    """The method, after refusing every combination of options that cannot work (before any I/O)."""
+    from ..errors import UserInputError
+    from ..generation.mlm import MLM_KINDS
+    from ..generation.rule_generator import NEGATIVE_KINDS
 
     method = args.method or ("llm" if args.model else "rules")
+    for option, value in (("--batch-size", args.batch_size), ("--max-new-tokens", args.max_new_tokens),
+                          ("--num-candidates", args.num_candidates)):
+        if value is not None and value < 1:
+            raise UserInputError(f"{option} must be a positive integer, got {value}")
+    if args.report_samples < 0:
+        raise UserInputError(f"--report-samples must be >= 0, got {args.report_samples}")
     if method == "llm" and not args.model:
-        raise SystemExit("hardpos generate: --method llm needs --model")
+        raise UserInputError("--method llm needs --model (a causal LM: Hub id or local folder)")
     if method == "llm" and args.negative:
-        raise SystemExit("hardpos generate: --negative is available with --method rules only")
-    captions = read_captions(args.input, field=args.field)
+        raise UserInputError("--negative is available with --method rules or mlm; the llm method makes hard positives")
+    if method == "mlm" and not args.negative:
+        raise UserInputError("--method mlm makes hard negatives only: add --negative")
+    if (method == "mlm") != (args.kind in MLM_KINDS):
+        valid = MLM_KINDS if method == "mlm" else (NEGATIVE_KINDS if args.negative else None)
+        what = ", ".join(valid) if valid else "replace, swap, replace-verb, replace-spatial"
+        raise UserInputError(f"--kind {args.kind} does not exist for --method {method}; use one of {what}")
+    if method == "rules" and args.negative and args.kind not in NEGATIVE_KINDS:
+        raise UserInputError(f"--kind {args.kind} exists for hard positives only; use {' or '.join(NEGATIVE_KINDS)}")
+    return method
+
+
+def command_options(args: argparse.Namespace, method: str) -> dict:
+    """What decides the records of this command (the manifest's `options`; batch size and device do not)."""
+    options = {"method": method, "polarity": "negative" if args.negative else "positive", "kind": args.kind}
+    if method == "llm":
+        from ..generation.llm import MAX_NEW_TOKENS
+
+        options.update(
+            model=args.model, dtype=args.dtype, max_new_tokens=args.max_new_tokens or MAX_NEW_TOKENS[args.kind],
+            chat_template=args.chat_template,
+        )
+    elif method == "mlm":
+        options.update(
+            model=args.model or MLM_DEFAULT_MODEL, dtype=args.dtype, spacy_model=args.spacy_model,
+            num_candidates=args.num_candidates, seed=args.seed,
+        )
+    else:
+        options.update(seed=args.seed)
+    return options
+
+
+def build_generator(args: argparse.Namespace, method: str, device: str | None = None):
+    """The generator for the command (loads the model: call after the output is opened).
+
+    `device` (this rank's device under a distributed launch) applies when --device is not given.
+    """
     progress = not args.no_progress
+    device = args.device or device
     if method == "rules":
         from ..generation.rule_generator import RuleGenerator
 
-        generator = RuleGenerator(
+        return RuleGenerator(
             args.kind, negative=args.negative, seed=args.seed, batch_size=args.batch_size or 256, progress=progress
         )
-    else:
-        from ..generation.llm import LLMGenerator
+    if method == "mlm":
+        from ..generation.mlm import MLMNegativeGenerator, spacy_tagger
 
-        model_kwargs = {"device_map": args.device_map} if args.device_map else {}
-        generator = LLMGenerator.from_pretrained(
-            args.model,
+        return MLMNegativeGenerator.from_pretrained(
+            args.model or MLM_DEFAULT_MODEL,
             args.kind,
-            device=args.device,
+            tagger=spacy_tagger(args.spacy_model),
+            device=device,
             dtype=args.dtype,
-            model_kwargs=model_kwargs,
-            batch_size=args.batch_size or 8,
-            max_new_tokens=args.max_new_tokens,
-            use_chat_template={"auto": None, "on": True, "off": False}[args.chat_template],
+            seed=args.seed,
+            num_candidates=args.num_candidates,
+            batch_size=args.batch_size or 32,
             progress=progress,
         )
-    summary = generator.generate_to_jsonl(captions, args.output)
-    summary.update(method=method, kind=args.kind, output=str(args.output))
+    from ..generation.llm import LLMGenerator
+
+    return LLMGenerator.from_pretrained(
+        args.model,
+        args.kind,
+        device=device,
+        dtype=args.dtype,
+        model_kwargs={"device_map": args.device_map} if args.device_map else {},
+        batch_size=args.batch_size or 8,
+        max_new_tokens=args.max_new_tokens,
+        use_chat_template={"auto": None, "on": True, "off": False}[args.chat_template],
+        progress=progress,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..generation.report import quality_report
+    from ..generation.resumable import GenerationOutput, generate_into, read_captions
+    from ..generation.sharding import generate_sharded, world_size
+
+    method = check_arguments(args)
+    captions = read_captions(args.input, field=args.field)
+    options = command_options(args, method)
+    if world_size() > 1:
+        # accelerate launch / torchrun: one resumable shard per rank, merged by the main process
+        summary = generate_sharded(
+            lambda state: build_generator(args, method, device=str(state.device) if method != "rules" else None),
+            captions, args.output, options, overwrite=args.overwrite,
+        )
+    else:
+        with GenerationOutput(args.output, options, captions, overwrite=args.overwrite) as output:
+            summary = generate_into(build_generator(args, method), captions, output)
+    empty = summary.pop("empty_rows")
+    if empty:
+        shown = ", ".join(map(str, empty[:10])) + (", ..." if len(empty) > 10 else "")
+        print(
+            f"warning: {len(empty)} empty caption(s) in {args.input} at index {shown}: written as "
+            "'empty input' records so that every later index stays aligned with the input",
+            file=sys.stderr,
+        )
+    summary.update(method=method, kind=args.kind, output=str(args.output), empty_inputs=len(empty))
     print(json.dumps(summary, indent=2))
+    if args.report and summary.get("rank", 0) == 0:
+        print(quality_report(args.output, samples=args.report_samples, seed=args.seed))
     return 0

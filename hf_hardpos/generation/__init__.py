@@ -1,9 +1,19 @@
-"""Hard-positive (and rule-based hard-negative) generation.
+"""Hard-positive and hard-negative generation, all written to one resumable JSONL format.
 
-- `rules`: no-model generators (`replace_hard_positive`, `swap_hard_positive`,
-  `replace_hard_negative`, `swap_hard_negative`) built on the tables in `lexicon`.
-- `llm.LLMGenerator`: any causal LM with the paper's prompts (`prompts`), outputs checked by
-  `validation`, written to a resumable JSONL (`resumable`). Imported lazily: it needs torch.
+- `lexicon`: the word tables (the paper's synonym table, antonyms, closed word classes).
+- `rules`: no-model perturbations (`replace_hard_positive`, `swap_hard_positive`,
+  `replace_hard_negative`, `swap_hard_negative`); `rule_generator.RuleGenerator` runs them as a
+  generator.
+- `llm.LLMGenerator`: any causal LM with the paper's prompts (hard positives).
+- `mlm.MLMNegativeGenerator`: CE-CLIP's typed hard negatives (relation / attribute / action /
+  object) from a masked LM at spaCy POS positions.
+- `validation`: output cleaning and checks, every rejection reason, the hard-positive kinds.
+- `resumable`: reading captions, the output's manifest and lock, the one driver every generator
+  runs under (`CaptionGenerator.generate_to_jsonl`), per-caption seeding (`caption_rng`).
+- `report`: the quality report of an output file.
+- `models`: loading a generator's model with a one-line error.
+
+`llm`, `mlm` and `models` import torch and transformers; they are not imported here.
 """
 
 from hf_hardpos.generation.rules import (

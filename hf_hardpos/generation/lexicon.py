@@ -10,7 +10,8 @@ Each rule carries the context guards that keep a whole-word replacement grammati
 meaning-preserving outside VL-Checklist's three-word captions (e.g. "dressed in" must not become
 "dressed within"). Upstream applied its table by substring replacement, which produced
 "ivory ivoryboard", "covecrimson", "belengthying" and "within front of" (354 rows); the matcher in
-`rules.py` works on whole tokens and honours `PROTECTED_PHRASES`, so none of those can happen.
+`rules.py` works on whole tokens and honours `protected_phrases()` (fixed expressions and every
+multi-word relation), so none of those can happen.
 """
 
 from __future__ import annotations
@@ -61,6 +62,19 @@ PROTECTED_PHRASES: tuple[str, ...] = (
     "clear of",
     "little bit",
     "small talk",
+)
+
+# Multi-word relations: no single word inside them may be replaced ("in back of" must never become
+# "within back of", the class of upstream's "within front of"); only a rule for the whole phrase
+# may rewrite one. Every multi-word source and target of the rule tables is protected too (see
+# `protected_phrases`).
+MULTIWORD_RELATIONS: tuple[str, ...] = (
+    "in back of", "in front of", "on top of", "next to", "close to", "far from", "out of", "inside of",
+    "outside of", "ahead of", "in between", "in middle of", "in the middle of", "in center of",
+    "in the center of", "on the left of", "on the right of", "to the left of", "to the right of",
+    "on side of", "on the side of", "on edge of", "on the edge of", "at the top of", "at the bottom of",
+    "at the end of", "on the back of", "in the back of", "on the front of", "in the front of", "on either side of",
+    "along the side of", "across from", "away from", "instead of", "because of", "in place of",
 )
 
 _AUXILIARIES = frozenset({"is", "are", "was", "were", "be", "been", "being", "am"})
@@ -135,6 +149,7 @@ PAPER_RELATION_SYNONYMS: dict[str, str] = {
 }
 # Our own additions (not in the paper's table): common COCO words with an unambiguous synonym.
 EXTRA_SYNONYMS: dict[str, str] = {
+    "in back of": "behind",
     "beside": "next to",
     "atop": "on top of",
     "couch": "sofa",
@@ -155,7 +170,7 @@ VERB_SOURCES = frozenset(
     {"wearing", "wears", "holding", "sitting", "standing", "walking", "riding", "riding on", "hanging",
      "looking", "eating", "smiling"}
 )
-SPATIAL_SOURCES = frozenset({"in", "behind", "on top of", "near", "next to", "under", "by", "above", "beside", "atop"})
+SPATIAL_SOURCES = frozenset({"in", "behind", "in back of", "on top of", "near", "next to", "under", "by", "above", "beside", "atop"})
 
 # Context guards per source word (shared by the hard-positive and hard-negative tables).
 _GUARDS: dict[str, dict] = {
@@ -211,6 +226,20 @@ def hard_positive_rules(include_extra: bool = True) -> tuple[Rule, ...]:
     return tuple(_rule(s, (t,), c) for s, (t, c) in table.items())
 
 
+def synonyms() -> dict[str, frozenset[str]]:
+    """Word -> its synonyms in the hard-positive table, both directions ("white" <-> "ivory").
+
+    The masked-LM negatives refuse these fills: a synonym of the masked word is a hard positive,
+    not a negative.
+    """
+    table: dict[str, set[str]] = {}
+    for rule in hard_positive_rules(include_extra=True):
+        for target in rule.targets:
+            table.setdefault(rule.source, set()).add(target)
+            table.setdefault(target, set()).add(rule.source)
+    return {word: frozenset(others) for word, others in table.items()}
+
+
 # ---- hard negatives: antonyms and co-hyponyms (CREPE / SugarCrepe "replace") ------------------
 COLOURS: tuple[str, ...] = (
     "white", "black", "red", "blue", "green", "yellow", "brown", "orange", "pink", "purple", "gray",
@@ -243,9 +272,10 @@ _ANTONYMS: dict[str, dict[str, tuple[str, ...]]] = {
         "hot": ("cold",), "cold": ("hot",),
     },
     "spatial": {
+        "on the left of": ("on the right of",), "on the right of": ("on the left of",),
         "above": ("below",), "below": ("above",), "under": ("above",), "beneath": ("above",),
         "underneath": ("on top of",), "on top of": ("underneath",), "in front of": ("behind",),
-        "behind": ("in front of",), "inside": ("outside",), "outside": ("inside",),
+        "behind": ("in front of",), "in back of": ("in front of",), "inside": ("outside",), "outside": ("inside",),
         "near": ("far from",), "next to": ("far from",), "far from": ("next to",),
         "to the left of": ("to the right of",), "to the right of": ("to the left of",),
         "on the left": ("on the right",), "on the right": ("on the left",),
@@ -329,6 +359,14 @@ def hard_negative_rules() -> tuple[Rule, ...]:
             )
         )
     return tuple(rules)
+
+
+def protected_phrases() -> frozenset[str]:
+    """Every phrase inside which no single word may be replaced: fixed expressions, multi-word
+    relations, and every multi-word source or target of the positive and negative tables."""
+    rules = hard_positive_rules(include_extra=True) + hard_negative_rules()
+    multiword = {p for rule in rules for p in (rule.source, *rule.targets) if " " in p}
+    return frozenset(PROTECTED_PHRASES) | frozenset(MULTIWORD_RELATIONS) | multiword
 
 
 # Attribute words whose exchange between two objects makes a SWAP hard negative, and which may be

@@ -1,56 +1,217 @@
-"""Append-only JSONL output keyed by input index, so an interrupted generation run can resume.
+"""A generation run: the captions it reads, and the append-only JSONL it owns and can resume.
 
 Why: generating hard positives for all 591,753 COCO captions with a 70B model takes days; a run
-that is killed (pre-emption, OOM, Ctrl-C) must continue where it stopped when restarted with the
-same command, with no duplicate and no lost row. Each record is one line
-`{"index", "input", "output", "valid", "reason", "raw"}`; lines are flushed and fsynced after every
-batch, so at most the batch in flight is lost, and a half-written last line (the process died in
-`write`) is cut off on restart.
+that is killed (pre-emption, OOM, Ctrl-C, `kill -9`) must continue where it stopped when restarted
+with the same command, with no duplicate and no lost row, and must never mix two different runs
+in one file. So the output *owns* its run:
+
+- a manifest beside it (`<output>.manifest.json`: the options that decide the records, the input's
+  sha256 and row count, the package version), written with the first record; a resume whose
+  options or input differ is refused with the differences spelled out (or `overwrite=True`);
+- a lock file (`<output>.lock`, `fcntl.flock`, holding the writer's pid): a second concurrent
+  writer is refused instead of appending duplicates. The kernel drops the lock when the process
+  dies, so a `kill -9` never leaves a stale lock; the file itself is left in place on purpose
+  (deleting it would let two writers lock two different files of the same name);
+- one line per (caption, kind): `{"index", "input", "output", "valid", "reason", "raw", "method",
+  "kind", "polarity"}` (+ generator-specific fields such as the ranked `candidates` of the
+  masked-LM path), flushed and fsynced after every batch, so at most the batch in flight is lost;
+  a half-written last line (the process died in `write`) is cut off on restart.
 
 `output` holds the cleaned candidate even when it failed validation (for auditing); consumers must
 use it only where `valid` is true.
+
+Captions are read from a .txt (one per line) or .jsonl file. The position of a caption in the file
+is its `index` in the output, so a blank line or a null value is kept as `None` and gets an
+"empty input" record (rejected by row) rather than being dropped: dropping it would shift every
+later index and break the join back to the source data. For the same reason lines are split only
+on `\\n` (an optional `\\r` before it is removed): a lone `\\r` stays inside its caption.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import logging
 import os
+import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from hf_hardpos import __version__
+from hf_hardpos.errors import UserInputError
+from hf_hardpos.generation.validation import EMPTY_INPUT
+
 logger = logging.getLogger(__name__)
 
-EMPTY_INPUT = "empty input"
+MANIFEST_FORMAT = "hf_hardpos.generate/1"
+_BOM = b"\xef\xbb\xbf"
+
+
+# ---- input -------------------------------------------------------------------------------------
+
+
+def read_captions(path: str | Path, field: str = "caption") -> list[str | None]:
+    """Captions in file order; `None` for a blank line or a null value (an "empty input" row).
+
+    A UTF-8 byte-order mark is dropped. Raises UserInputError naming the file and line on bytes
+    that are not UTF-8, malformed JSON, a missing field or a value that is not a string.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UserInputError(f"input file {path} does not exist")
+    suffix = path.suffix.lower()
+    if suffix not in (".txt", ".jsonl", ".ndjson"):
+        raise UserInputError(f"input file {path}: expected a .txt (one caption per line) or .jsonl file, got {suffix!r}")
+    captions: list[str | None] = []
+    for number, line in _lines(path):
+        if suffix == ".txt":
+            captions.append(line.strip() or None)
+        else:
+            captions.append(_jsonl_caption(path, number, line, field))
+    return captions
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(1-based line number, decoded line); split on b"\\n" only, "\\r\\n" accepted, BOM dropped."""
+    data = path.read_bytes()
+    if data.startswith(_BOM):
+        data = data[len(_BOM) :]
+    pieces = data.split(b"\n")
+    if pieces and pieces[-1] == b"":
+        pieces.pop()  # the newline that ends the last line does not start another one
+    for number, raw in enumerate(pieces, start=1):
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        try:
+            yield number, raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise UserInputError(
+                f"{path} line {number}: byte 0x{raw[error.start]:02x} at column {error.start + 1} is not UTF-8; "
+                "re-encode the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+            ) from None
+
+
+def _jsonl_caption(path: Path, number: int, line: str, field: str) -> str | None:
+    if not line.strip():
+        return None
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise UserInputError(f"{path} line {number}: not valid JSON ({error.msg})") from None
+    if not isinstance(row, dict) or field not in row:
+        raise UserInputError(f"{path} line {number}: no field {field!r} (use --field to name the caption field)")
+    value = row[field]
+    if value is not None and not isinstance(value, str):
+        raise UserInputError(f"{path} line {number}: field {field!r} is {type(value).__name__}, expected a string")
+    return (value.strip() or None) if isinstance(value, str) else None
+
+
+def input_fingerprint(inputs: Sequence[str | None]) -> str:
+    """sha256 of the captions as read (one JSON value per line), whatever file they came from."""
+    digest = hashlib.sha256()
+    for caption in inputs:
+        digest.update(json.dumps(caption, ensure_ascii=False).encode("utf-8") + b"\n")
+    return digest.hexdigest()
+
+
+def caption_rng(seed: int, caption: str, *, stream: str = "") -> random.Random:
+    """The random choices for one caption, seeded by (seed, caption text) only.
+
+    Why: a caption's output must not depend on which other captions were processed in this run (or
+    on which shard it fell into), so a resumed or sharded run writes exactly what an uninterrupted
+    one would have. `stream` gives independent draws per purpose (e.g. one per negative type, so
+    `--kind attribute` makes the same records as the attribute column of `--kind all`).
+    """
+    return random.Random(f"{seed}\x00{stream}\x00{caption}" if stream else f"{seed}\x00{caption}")
+
+
+# ---- what a generator returns ------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """What a generator says about one input: the raw text, the cleaned output, and the verdict."""
+    """What a generator says about one input: the raw text, the cleaned output, and the verdict.
+
+    `extra` holds generator-specific fields written to the record as they are (e.g. the masked-LM
+    path's ranked `candidates`).
+    """
 
     raw: str | None
     output: str | None
     reason: str | None  # None when valid
+    extra: Mapping[str, object] | None = None
 
     @property
     def valid(self) -> bool:
         return self.reason is None and self.output is not None
 
 
-# A batch generator maps captions (never None) to one Candidate each, in order.
-BatchGenerator = Callable[[list[str]], list[Candidate]]
+class CaptionGenerator:
+    """What the resumable driver needs of a generator (rules, LLM, masked LM).
+
+    Subclasses set `method`, `polarity` ("positive"/"negative"), `kind` (what the user asked for),
+    `kinds` (one record per caption and kind: `kind` itself, or its parts such as the four types of
+    "all"), `batch_size` and `progress`, and implement `generate` (one kind) or `generate_kinds`
+    (several kinds per caption), and `options`.
+    """
+
+    method: str
+    polarity: str
+    kind: str
+    kinds: tuple[str, ...]
+    batch_size: int
+    progress: bool
+
+    def options(self) -> dict:
+        """Everything that decides the records (written to the manifest, compared on resume);
+        subclasses add theirs (model, seed, ...) to these."""
+        return {"method": self.method, "polarity": self.polarity, "kind": self.kind}
+
+    def precheck(self, caption: str) -> str | None:
+        """A reason to skip a caption without generating (the row is still written, with it)."""
+        return None
+
+    def generate(self, captions: Sequence[str]) -> list[Candidate]:
+        """One candidate per caption, in order (single-kind generators)."""
+        raise NotImplementedError
+
+    def generate_kinds(self, captions: Sequence[str]) -> list[dict[str, Candidate]]:
+        """One candidate per caption and kind, in order."""
+        (kind,) = self.kinds
+        return [{kind: candidate} for candidate in self.generate(captions)]
+
+    def generate_to_jsonl(
+        self, inputs: Sequence[str | None], output_path: str | Path, *, overwrite: bool = False
+    ) -> dict:
+        """Generate for every (input, kind) not yet in `output_path` (see `generate_into`)."""
+        with GenerationOutput(output_path, self.options(), inputs, overwrite=overwrite) as output:
+            return generate_into(self, inputs, output)
 
 
-def read_done(path: str | Path, inputs: Sequence[str | None]) -> dict[int, dict]:
-    """Records already in `path`, by index; repairs a truncated last line in place.
+# ---- the output file ---------------------------------------------------------------------------
 
-    Raises ValueError when a complete line is not JSON, or when a record does not belong to these
-    inputs (index out of range, or a different input text at that index): resuming onto another
-    input file would silently mix two runs.
+
+def manifest_path(output_path: str | Path) -> Path:
+    output_path = Path(output_path)
+    return output_path.with_name(output_path.name + ".manifest.json")
+
+
+def lock_path(output_path: str | Path) -> Path:
+    output_path = Path(output_path)
+    return output_path.with_name(output_path.name + ".lock")
+
+
+def read_done(path: str | Path, inputs: Sequence[str | None]) -> dict[tuple[int, str | None], dict]:
+    """Records already in `path`, by (index, kind); repairs a truncated last line in place.
+
+    Raises UserInputError when a complete line is not JSON, or when a record does not belong to
+    these inputs (index out of range, or a different input text at that index): resuming onto
+    another input file would silently mix two runs.
     """
     path = Path(path)
     if not path.exists():
@@ -62,27 +223,152 @@ def read_done(path: str | Path, inputs: Sequence[str | None]) -> dict[int, dict]
         logger.warning("%s: dropping a truncated last line (%d bytes) from an interrupted run", path, len(tail))
         with path.open("r+b") as handle:
             handle.truncate(len(complete) + 1 if complete or data.startswith(b"\n") else 0)
-    done: dict[int, dict] = {}
+    done: dict[tuple[int, str | None], dict] = {}
     for number, line in enumerate(complete.split(b"\n") if complete else [], start=1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as error:
-            raise ValueError(f"{path} line {number}: not valid JSON ({error.msg}); the file is corrupt") from error
+            raise UserInputError(f"{path} line {number}: not valid JSON ({error.msg}); the file is corrupt") from None
         index = record.get("index") if isinstance(record, dict) else None
         if not isinstance(index, int) or not 0 <= index < len(inputs):
-            raise ValueError(f"{path} line {number}: index {index!r} is not a position in the {len(inputs)} inputs")
+            raise UserInputError(f"{path} line {number}: index {index!r} is not a position in the {len(inputs)} inputs")
         if record.get("input") != inputs[index]:
-            raise ValueError(
+            raise UserInputError(
                 f"{path} line {number}: written for input {record.get('input')!r} at index {index}, but the input "
                 f"now has {inputs[index]!r}; this output belongs to another input file (choose another --output)"
             )
-        done.setdefault(index, record)
+        done.setdefault((index, record.get("kind")), record)
     return done
 
 
-def _record(index: int, caption: str | None, candidate: Candidate) -> dict:
+def describe_differences(before: Mapping, after: Mapping) -> list[str]:
+    """'key: A (output) vs B (this run)' for every key whose value differs."""
+    return [
+        f"{key}: {before.get(key, '<unset>')!r} (output) vs {after.get(key, '<unset>')!r} (this run)"
+        for key in sorted(set(before) | set(after))
+        if before.get(key) != after.get(key)
+    ]
+
+
+class GenerationOutput:
+    """The locked output of one run: checks the manifest on entry, writes it with the first record.
+
+    Open it *before* loading a model: a refused resume or a second writer then fails in seconds.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        options: Mapping[str, object],
+        inputs: Sequence[str | None],
+        *,
+        overwrite: bool = False,
+    ) -> None:
+        self.path = Path(path)
+        self.manifest = {
+            "format": MANIFEST_FORMAT,
+            "options": dict(options),
+            "input": {"sha256": input_fingerprint(inputs), "rows": len(inputs)},
+            "hf_hardpos": __version__,
+        }
+        self.inputs = inputs
+        self.overwrite = overwrite
+        self.done: dict[tuple[int, str | None], dict] = {}
+        self._lock_handle = None
+        self._manifest_written = False
+
+    def __enter__(self) -> GenerationOutput:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock_handle = lock_path(self.path).open("a+")
+        except OSError as error:
+            raise UserInputError(f"cannot write the output {self.path}: {error.strerror}; choose another --output") from None
+        try:
+            fcntl.flock(self._lock_handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock_handle.seek(0)
+            holder = self._lock_handle.read().strip() or "unknown"
+            self._lock_handle.close()
+            self._lock_handle = None
+            raise UserInputError(
+                f"{self.path} is being written by another process (pid {holder}, lock {lock_path(self.path)}); "
+                "wait for it to finish or choose another --output"
+            ) from None
+        self._lock_handle.seek(0)
+        self._lock_handle.truncate()
+        self._lock_handle.write(f"{os.getpid()}\n")
+        self._lock_handle.flush()
+        try:
+            self._open_existing()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _open_existing(self) -> None:
+        manifest_file = manifest_path(self.path)
+        if self.overwrite:
+            self.path.unlink(missing_ok=True)
+            manifest_file.unlink(missing_ok=True)
+            return
+        has_records = self.path.exists() and self.path.stat().st_size > 0
+        if not has_records:
+            return  # nothing to mix with: a stale manifest is replaced with the first record
+        if not manifest_file.exists():
+            raise UserInputError(
+                f"{self.path} has records but no manifest ({manifest_file.name}), so its options are unknown; "
+                "use --overwrite to start again or choose another --output"
+            )
+        try:
+            existing = json.loads(manifest_file.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise UserInputError(f"{manifest_file}: not a valid manifest ({error}); use --overwrite") from None
+        differences = describe_differences(existing.get("options", {}), self.manifest["options"])
+        differences += [
+            f"input {d}" for d in describe_differences(existing.get("input", {}), self.manifest["input"])
+        ]
+        if differences:
+            raise UserInputError(
+                f"{self.path} was written with other options or input, refusing to mix two runs: "
+                + "; ".join(differences)
+                + " (re-run with the output's options, use --overwrite to start again, or choose another --output)"
+            )
+        if existing.get("hf_hardpos") != __version__:
+            logger.warning(
+                "%s was started by hf_hardpos %s, resumed by %s", self.path, existing.get("hf_hardpos"), __version__
+            )
+        self._manifest_written = True
+        self.done = read_done(self.path, self.inputs)
+
+    def __exit__(self, *exc_info) -> None:
+        if self._lock_handle is not None:
+            fcntl.flock(self._lock_handle, fcntl.LOCK_UN)
+            self._lock_handle.close()
+            self._lock_handle = None
+
+    def append(self, records: Sequence[dict]) -> None:
+        """Append records and make them durable (manifest first, before the first record)."""
+        if not self._manifest_written:
+            manifest_file = manifest_path(self.path)
+            temporary = manifest_file.with_name(manifest_file.name + ".tmp")
+            temporary.write_text(json.dumps(self.manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            os.replace(temporary, manifest_file)
+            self._manifest_written = True
+        with self.path.open("a", encoding="utf-8") as handle:
+            for record in records:
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        for record in records:
+            self.done.setdefault((record["index"], record["kind"]), record)
+
+
+# ---- the driver --------------------------------------------------------------------------------
+
+
+def _record(generator: CaptionGenerator, index: int, caption: str | None, kind: str, candidate: Candidate) -> dict:
     return {
         "index": index,
         "input": caption,
@@ -90,65 +376,75 @@ def _record(index: int, caption: str | None, candidate: Candidate) -> dict:
         "valid": candidate.valid,
         "reason": candidate.reason,
         "raw": candidate.raw,
+        "method": generator.method,
+        "kind": kind,
+        "polarity": generator.polarity,
+        **(candidate.extra or {}),
     }
 
 
-def generate_to_jsonl(
+def generate_into(
+    generator: CaptionGenerator,
     inputs: Sequence[str | None],
-    output_path: str | Path,
-    generate_batch: BatchGenerator,
+    output: GenerationOutput,
     *,
-    batch_size: int = 8,
-    precheck: Callable[[str], str | None] | None = None,
-    progress: bool = True,
-    desc: str = "generating",
+    indices: Sequence[int] | None = None,
 ) -> dict:
-    """Run `generate_batch` over the inputs not yet in `output_path`, appending one line each.
+    """Run the generator over the (input, kind) pairs not yet in `output`, appending one line each.
 
-    `precheck(caption)` may return a reason to skip a caption without generating (e.g. SWAP on a
-    caption with no "and"); such rows are still written, with that reason, so every index appears
-    exactly once. Returns a summary: total, already_done, written, valid, and reason counts.
+    `indices` restricts the run to some input positions (a shard); records keep the global index.
+    An empty caption, or one the generator's `precheck` refuses (e.g. SWAP on a caption with no
+    "and"), is written with its reason without generating, so every (index, kind) appears exactly
+    once. Returns a summary: total (captions), already_done and written (records), valid, reason
+    counts, and the indices of the empty captions.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    output_path = Path(output_path)
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    done = read_done(output_path, inputs)
-    todo = [i for i in range(len(inputs)) if i not in done]
+    if generator.batch_size < 1:
+        raise UserInputError(f"batch size must be >= 1, got {generator.batch_size}")
+    indices = range(len(inputs)) if indices is None else indices
+    already = sum((i, k) in output.done for i in indices for k in generator.kinds)
+    todo = [i for i in indices if any((i, k) not in output.done for k in generator.kinds)]
     reasons: Counter[str] = Counter()
-    valid = 0
-    with output_path.open("a", encoding="utf-8") as handle, tqdm(
-        total=len(inputs), initial=len(inputs) - len(todo), desc=desc, disable=not progress, unit="caption"
+    valid = written = 0
+    description = f"hard {generator.polarity}s ({'/'.join(generator.kinds)}, {generator.method})"
+    with tqdm(
+        total=len(indices), initial=len(indices) - len(todo), desc=description, disable=not generator.progress,
+        unit="caption",
     ) as bar:
-        for start in range(0, len(todo), batch_size):
-            chunk = todo[start : start + batch_size]
-            candidates: dict[int, Candidate] = {}
+        for start in range(0, len(todo), generator.batch_size):
+            chunk = todo[start : start + generator.batch_size]
+            results: dict[int, dict[str, Candidate]] = {}
             to_generate = []
             for index in chunk:
                 caption = inputs[index]
-                skip = EMPTY_INPUT if not caption else (precheck(caption) if precheck else None)
+                skip = EMPTY_INPUT if not caption else generator.precheck(caption)
                 if skip is not None:
-                    candidates[index] = Candidate(raw=None, output=None, reason=skip)
+                    results[index] = {k: Candidate(raw=None, output=None, reason=skip) for k in generator.kinds}
                 else:
                     to_generate.append(index)
             if to_generate:
-                generated = generate_batch([inputs[i] for i in to_generate])
+                generated = generator.generate_kinds([inputs[i] for i in to_generate])
                 if len(generated) != len(to_generate):
                     raise RuntimeError(f"generator returned {len(generated)} results for {len(to_generate)} inputs")
-                candidates.update(zip(to_generate, generated))
-            for index in chunk:
-                candidate = candidates[index]
-                handle.write(json.dumps(_record(index, inputs[index], candidate), ensure_ascii=False) + "\n")
-                valid += candidate.valid
-                if candidate.reason is not None:
-                    reasons[candidate.reason] += 1
-            handle.flush()
-            os.fsync(handle.fileno())
+                results.update(zip(to_generate, generated))
+            records = [
+                _record(generator, index, inputs[index], kind, results[index][kind])
+                for index in chunk
+                for kind in generator.kinds
+                if (index, kind) not in output.done
+            ]
+            output.append(records)
+            for record in records:
+                valid += record["valid"]
+                if record["reason"] is not None:
+                    reasons[record["reason"]] += 1
+            written += len(records)
             bar.update(len(chunk))
     return {
-        "total": len(inputs),
-        "already_done": len(done),
-        "written": len(todo),
+        "total": len(indices),
+        "already_done": already,
+        "written": written,
         "valid": valid,
         "reasons": dict(reasons),
+        "empty_rows": [i for i in indices if not inputs[i]],
     }
+

@@ -107,8 +107,15 @@ def _protected_spans(caption: str, tokens: Sequence[Token]) -> list[tuple[int, i
     return spans
 
 
+def protected_character_spans(caption: str) -> list[tuple[int, int]]:
+    """Character spans of the protected phrases in `caption` ("in front of", "years old", ...):
+    the masked-LM path does not mask a word inside one either ("in front of" -> "in side of")."""
+    tokens = tokenize(caption)
+    return [(tokens[a].start, tokens[b - 1].end) for a, b in _protected_spans(caption, tokens)]
+
+
 _PROTECTED_BY_FIRST_WORD: dict[str, list[list[str]]] = {}
-for _phrase in lexicon.PROTECTED_PHRASES:
+for _phrase in sorted(lexicon.protected_phrases()):
     _PROTECTED_BY_FIRST_WORD.setdefault(_phrase.split()[0], []).append(_phrase.split())
 
 
@@ -202,6 +209,26 @@ def _apply_match(caption: str, tokens: Sequence[Token], match: _Match, target: s
     new_text = match_case(first.text, target)
     edits = [(first.start, last.end, new_text), *_article_edit(caption, tokens, match.first, new_text)]
     return _apply_edits(caption, edits)
+
+
+def replace_words(caption: str, edits: Sequence[tuple[int, int, str]]) -> str:
+    """Put each new word in place of the character span [start, end) of a word of `caption`, in the
+    casing of the word it replaces, with "a"/"an" before it re-chosen (the masked-LM path's edits).
+
+    A span that does not start a word of `tokenize` (another tokenizer split it differently) is
+    replaced as given, without casing or article changes.
+    """
+    tokens = tokenize(caption)
+    first_token = {token.start: i for i, token in enumerate(tokens)}
+    changes: list[tuple[int, int, str]] = []
+    for start, end, word in edits:
+        i = first_token.get(start)
+        if i is None:
+            changes.append((start, end, word))
+            continue
+        new_text = match_case(tokens[i].text, word)
+        changes += [(start, end, new_text), *_article_edit(caption, tokens, i, new_text)]
+    return _apply_edits(caption, changes)
 
 
 @lru_cache(maxsize=2)

@@ -15,10 +15,19 @@ from __future__ import annotations
 import difflib
 import re
 
-from hf_hardpos.generation import prompts
+from hf_hardpos.errors import UserInputError
 from hf_hardpos.generation.rules import tokenize
 
-# Reasons (stable strings: they are written to the JSONL output and counted in reports).
+# Every rejection reason of every generator, in one place (stable strings: they are written to the
+# JSONL output and counted in reports).
+# - before generating (the caption cannot be perturbed this way):
+EMPTY_INPUT = "empty input"
+NO_AND = "no 'and' in input"
+NO_RULE = "no rule applies"
+NO_POSITION = "no word of this part of speech"  # masked-LM fill: no ADJ / VERB / NOUN to mask
+TOO_FEW_NOUNS = "fewer than two different nouns"  # relation swap
+NO_FILL = "no fill other than the word or its synonyms"  # masked-LM fill: every top fill refused
+# - after generating (the candidate is not a usable hard positive / negative):
 EMPTY = "empty output"
 CHATTER = "chatter"
 SEVERAL_SENTENCES = "several sentences"
@@ -174,8 +183,38 @@ def validate_swap(original: str, candidate: str) -> str | None:
     return None
 
 
+# Hard-positive kinds (LLM and rules): the paper's REPLACE and SWAP, and the relation-targeted
+# REPLACE variants. Which output check applies: every REPLACE variant is checked as a replacement.
+VALIDATION_KIND: dict[str, str] = {
+    "replace": "replace",
+    "swap": "swap",
+    "replace-verb": "replace",
+    "replace-spatial": "replace",
+}
+KINDS: tuple[str, ...] = tuple(VALIDATION_KIND)
+
+
+def check_kind(kind: str) -> str:
+    """Return `kind` or raise a UserInputError that lists the valid kinds."""
+    if kind not in VALIDATION_KIND:
+        raise UserInputError(f"unknown generation kind {kind!r}; expected one of {', '.join(KINDS)}")
+    return kind
+
+
+def swap_precheck(kind: str, caption: str) -> str | None:
+    """`NO_AND` when a SWAP hard positive is asked of a caption with no "and" to swap around."""
+    if VALIDATION_KIND[kind] == "swap" and "and" not in words(caption):
+        return NO_AND
+    return None
+
+
 def validate(kind: str, original: str, candidate: str) -> str | None:
     """Dispatch on the generation kind ("replace", "swap", "replace-verb", "replace-spatial")."""
-    if prompts.VALIDATION_KIND[prompts.check_kind(kind)] == "swap":
+    if VALIDATION_KIND[check_kind(kind)] == "swap":
         return validate_swap(original, candidate)
     return validate_replace(original, candidate)
+
+
+def validate_negative(original: str, candidate: str) -> str | None:
+    """A hard negative must differ from its caption in at least one word (casing and punctuation aside)."""
+    return IDENTICAL if words(candidate) == words(original) else None

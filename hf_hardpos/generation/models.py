@@ -1,0 +1,38 @@
+"""Loading a generator's model and tokenizer (Hub id or local folder) with a one-line error.
+
+Why: `from_pretrained` on a missing folder says "Repo id must be in the form ...", and offline it
+says nothing about the cache; the generators share this loader so that both the LLM and the
+masked-LM path say "not found" or "cannot load ... as a Hub id / local folder" instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import AutoTokenizer
+
+from hf_hardpos.errors import UserInputError
+
+
+def load_model_and_tokenizer(
+    auto_class, name_or_path: str | Path, *, device: str | torch.device | None, dtype: str | torch.dtype, **kwargs
+):
+    """`auto_class.from_pretrained` + `AutoTokenizer`, on `device` (default: cuda when available).
+
+    With `device_map` in `kwargs` the model is placed by accelerate and `device` is ignored.
+    """
+    name = str(name_or_path)
+    path = Path(name).expanduser()
+    if not path.exists() and (name.startswith(("/", ".", "~")) or name.count("/") > 1):
+        raise UserInputError(f"model not found: {name} (no such folder)")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name)
+        model = auto_class.from_pretrained(name, dtype=dtype, **kwargs)
+    except (OSError, ValueError, KeyError) as error:
+        where = "local folder" if path.exists() else "Hub id (offline: it must be in the local cache)"
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise UserInputError(f"cannot load {auto_class.__name__} {name!r} as a {where}: {first_line}") from None
+    if "device_map" not in kwargs:
+        model = model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    return model, tokenizer

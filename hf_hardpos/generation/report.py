@@ -1,0 +1,50 @@
+"""Quality report of a generated JSONL: per kind, how many captions got a candidate, why the rest
+were rejected, and a random sample to read.
+
+Why: coverage alone hides what a generator does wrong (a masked LM that fills "man" with "person"
+is refused as a synonym; a caption without an adjective has no attribute negative). Reading the
+reasons and a sample lets a user judge the output before training on it. The report is computed
+from the output file, so it covers every record of a resumed or merged run, not just this call.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from hf_hardpos.tables import render_table
+
+
+def load_records(path: str | Path) -> list[dict]:
+    """Every complete record of a generation JSONL (a truncated last line is ignored)."""
+    lines = Path(path).read_text(encoding="utf-8").split("\n")
+    return [json.loads(line) for line in lines[:-1] if line.strip()]
+
+
+def quality_report(path: str | Path, *, samples: int = 5, seed: int = 0) -> str:
+    """Text report: a counts table per kind, the rejection reasons per kind, and `samples` random
+    valid records per kind (drawn with `random.Random(seed)`, so the report is reproducible)."""
+    by_kind: dict[str, list[dict]] = defaultdict(list)
+    for record in load_records(path):
+        by_kind[str(record.get("kind"))].append(record)
+    rows, sections = [], []
+    rng = random.Random(seed)
+    for kind, records in sorted(by_kind.items()):
+        valid = [r for r in records if r["valid"]]
+        rejected = Counter(r["reason"] for r in records if not r["valid"])
+        share = f"{100 * len(valid) / len(records):.1f}" if records else ""
+        rows.append([kind, str(len(records)), str(len(valid)), share, str(sum(rejected.values()))])
+        lines = [f"{kind}: rejected {sum(rejected.values())} of {len(records)}"]
+        lines += [f"  {count:>7}  {reason}" for reason, count in rejected.most_common()]
+        picked = sorted(rng.sample(range(len(valid)), min(samples, len(valid))))
+        lines.append(f"  random sample ({len(picked)} of {len(valid)} valid, seed {seed}):")
+        lines += [f"    [{valid[i]['index']}] {valid[i]['input']}  ->  {valid[i]['output']}" for i in picked]
+        sections.append("\n".join(lines))
+    table = render_table(["kind", "captions", "with candidate", "%", "rejected"], rows)
+    how = (
+        f"Counts from {path}: one record per caption and kind; 'with candidate' = records marked valid; "
+        "% = with candidate / captions (all input rows, empty ones included)."
+    )
+    return "\n\n".join([table, how, *sections])

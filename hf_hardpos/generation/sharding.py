@@ -1,0 +1,123 @@
+"""One generation run spread over many processes (and machines), each rank resumable on its own.
+
+Why: the paper's 710,824 hard positives took 36 hours on 32 GPUs. Under `accelerate launch` or
+`torchrun` (`WORLD_SIZE` > 1), rank r of n takes the input indices r, r+n, r+2n, ... (interleaved,
+so ranks get similar work whatever the caption order) and writes its own resumable shard,
+`<output>.shards/rank-RRRRR-of-NNNNN.jsonl`, with its own manifest and lock. When every rank is done
+the main process merges the shards into `<output>`, keyed by input index, checking that every
+(index, kind) is present exactly once. A rerun of the same command after any rank died resumes
+every shard, so only the missing rows are generated. The shards must sit on a filesystem every
+machine sees, and a rerun must use the same number of processes (a different one is refused).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from hf_hardpos.errors import UserInputError
+from hf_hardpos.generation.resumable import (
+    CaptionGenerator,
+    GenerationOutput,
+    generate_into,
+    manifest_path,
+    read_done,
+)
+
+
+def world_size() -> int:
+    """Processes in this launch (`WORLD_SIZE`, set by torchrun and accelerate launch); 1 otherwise."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def shard_dir(output_path: str | Path) -> Path:
+    output_path = Path(output_path)
+    return output_path.with_name(output_path.name + ".shards")
+
+
+def shard_path(output_path: str | Path, rank: int, world: int) -> Path:
+    return shard_dir(output_path) / f"rank-{rank:05d}-of-{world:05d}.jsonl"
+
+
+def shard_indices(rows: int, rank: int, world: int) -> range:
+    """The input positions of one rank: rank, rank + world, ..."""
+    return range(rank, rows, world)
+
+
+def check_world_size(output_path: Path, world: int) -> None:
+    """Refuse shards left by a launch with another number of processes (their rows would be lost)."""
+    suffix = f"-of-{world:05d}.jsonl"
+    others = sorted(p.name for p in shard_dir(output_path).glob("rank-*.jsonl") if not p.name.endswith(suffix))
+    if others:
+        raise UserInputError(
+            f"{shard_dir(output_path)} holds shards of a launch with another number of processes ({others[0]}); "
+            f"rerun with that number of processes, or use --overwrite to start again"
+        )
+
+
+def merge_shards(
+    output_path: str | Path, options: dict, inputs: Sequence[str | None], kinds: Sequence[str], world: int
+) -> dict:
+    """Write every shard's records into `output_path` in (index, kind) order; return counts.
+
+    Raises UserInputError when an (index, kind) is missing from every shard (a rank has not
+    finished: rerun the launch) and RuntimeError when one appears in a shard that does not own it.
+    """
+    records = {}
+    for rank in range(world):
+        path = shard_path(output_path, rank, world)
+        owned = set(shard_indices(len(inputs), rank, world))
+        for (index, kind), record in read_done(path, inputs).items():
+            if index not in owned:
+                raise RuntimeError(f"{path}: index {index} belongs to another rank")
+            records[(index, kind)] = record
+    missing = [(i, k) for i in range(len(inputs)) for k in kinds if (i, k) not in records]
+    if missing:
+        raise UserInputError(
+            f"cannot merge {shard_dir(output_path)}: {len(missing)} (index, kind) records are missing "
+            f"(first: {missing[0]}); a rank did not finish, rerun the same launch to resume it"
+        )
+    with GenerationOutput(output_path, options, inputs) as output:
+        todo = [records[(i, k)] for i in range(len(inputs)) for k in kinds if (i, k) not in output.done]
+        output.append(todo)
+    return {"shards": world, "records": len(inputs) * len(kinds), "merged_now": len(todo)}
+
+
+def generate_sharded(
+    build_generator: Callable[[object], CaptionGenerator],
+    inputs: Sequence[str | None],
+    output_path: str | Path,
+    options: dict,
+    *,
+    overwrite: bool = False,
+) -> dict:
+    """Run this rank's shard, then (main process) merge all shards into `output_path`.
+
+    `build_generator(state)` gets the `accelerate.PartialState` (for `state.device`) and is called
+    after this rank's shard is opened, so a refused resume fails before a model is loaded.
+    """
+    import torch
+    from accelerate import PartialState
+
+    # Without a GPU, accelerate starts its multi-process (gloo) state only when asked for the CPU.
+    state = PartialState(cpu=not torch.cuda.is_available())
+    rank, world = state.process_index, state.num_processes
+    output_path = Path(output_path)
+    if overwrite and state.is_main_process:
+        shutil.rmtree(shard_dir(output_path), ignore_errors=True)
+        output_path.unlink(missing_ok=True)
+        manifest_path(output_path).unlink(missing_ok=True)
+    state.wait_for_everyone()
+    check_world_size(output_path, world)
+    shard_options = {**options, "shard": f"rank {rank} of {world}"}
+    with GenerationOutput(shard_path(output_path, rank, world), shard_options, inputs) as shard:
+        generator = build_generator(state)
+        summary = generate_into(generator, inputs, shard, indices=shard_indices(len(inputs), rank, world))
+    summary.update(rank=rank, world_size=world, shard=str(shard_path(output_path, rank, world)))
+    state.wait_for_everyone()
+    if state.is_main_process:
+        summary["merge"] = merge_shards(output_path, options, inputs, generator.kinds, world)
+    state.wait_for_everyone()
+    return summary
