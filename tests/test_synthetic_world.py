@@ -6,15 +6,14 @@ from datasets import Image
 
 from hf_hardpos import columns
 from hf_hardpos.synthetic import captions as cap
-from hf_hardpos.synthetic.lexicon import vocabulary
-from hf_hardpos.synthetic.scene import PALETTE, RADIUS_RANGES, Scene, SceneObject, rearrange_scene, sample_scene
+from hf_hardpos.synthetic.lexicon import COLOURS, RELATIONS, SHAPES, SIZES, form_probabilities, vocabulary
+from hf_hardpos.synthetic.scene import PALETTE, RADIUS_RANGES, Scene, SceneObject, sample_scene
 from hf_hardpos.synthetic.world import (
     make_finetune_dataset,
     make_pretrain_dataset,
     make_replace_dataset,
     make_swap_dataset,
     sample_examples,
-    sample_pretrain_groups,
     tokenizer_corpus,
 )
 
@@ -45,6 +44,12 @@ def _hand_scene() -> Scene:
         ("a large red cube and a large blue sphere", False),  # wrong size
         ("a small red cone and a large blue sphere", False),  # wrong shape
         ("a large blue sphere to the left of a small red cube", False),  # objects swapped
+        ("a cube", True),  # alt-text: under-specified, still true
+        ("a crimson block and a ball", True),
+        ("a ball left of a cube", False),
+        ("a ball right of a small block", True),
+        ("a red sphere", False),  # the sphere is blue
+        ("a cone", False),
     ],
 )
 def test_checker_on_a_hand_made_scene(text, expected):
@@ -52,10 +57,14 @@ def test_checker_on_a_hand_made_scene(text, expected):
 
 
 def test_checker_rejects_text_outside_the_world():
-    with pytest.raises(ValueError, match="purple"):
-        cap.parse_caption("a small purple cube and a large blue sphere")
+    with pytest.raises(ValueError, match="magenta"):
+        cap.parse_caption("a small magenta cube and a large blue sphere")
     with pytest.raises(ValueError, match="not a synthetic-world caption"):
         cap.parse_caption("two dogs on a couch")
+    with pytest.raises(ValueError, match="beside"):
+        cap.parse_caption("a red cube beside a ball")
+    with pytest.raises(ValueError, match="unexpected words"):
+        cap.parse_caption("a red cube and a ball today")
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -75,10 +84,6 @@ def test_hard_positives_match_and_hard_negatives_contradict_the_scene(kind):
                 assert text != row[columns.CAPTION], (name, text)
 
 
-def _changed_slots(a: cap.Caption, b: cap.Caption) -> list[cap.Slot]:
-    return [s for s in cap.editable_slots(a) if cap.slot_value(a, s) != cap.slot_value(b, s)]
-
-
 def test_replace_edits_one_slot_and_positive_and_negative_edit_the_same_word():
     for kind in ("replace-attributes", "replace-relations"):
         for _, row in sample_examples(kind, 200, seed=1):
@@ -86,11 +91,13 @@ def test_replace_edits_one_slot_and_positive_and_negative_edit_the_same_word():
             negative = cap.parse_caption(row["hard_negative"])
             positive = cap.parse_caption(row["hard_positive"])
             for edited in (negative, positive):
-                changed = _changed_slots(original, edited)
+                changed = cap.changed_slots(original, edited)
                 assert len(changed) == 1, (row, edited)
-            assert _changed_slots(negative, positive) == changed
+            assert cap.changed_slots(negative, positive) == changed
             if kind == "replace-relations":
                 assert changed == [cap.Slot(cap.RELATION_SLOT)]
+            else:  # as VL-Checklist's attribute rows: an adjective, never the object noun
+                assert changed[0].name in cap.ADJECTIVE_SLOTS
 
 
 def test_swap_positive_reorders_and_swap_negative_exchanges_one_attribute():
@@ -102,7 +109,7 @@ def test_swap_positive_reorders_and_swap_negative_exchanges_one_attribute():
             s for s in ("size", "colour", "shape")
             if getattr(negative.first, s) == getattr(original.second, s) != getattr(original.first, s)
         ]
-        assert len(exchanged) == 1 and exchanged[0] in cap.SWAPPABLE_SLOTS, row
+        assert len(exchanged) == 1 and exchanged[0] in cap.ADJECTIVE_SLOTS, row
 
 
 def test_rendered_pixels_agree_with_scene_labels():
@@ -122,49 +129,37 @@ def test_rendered_pixels_agree_with_scene_labels():
         assert scene.objects[0].colour != scene.objects[1].colour
 
 
-def test_rearranged_scene_keeps_the_objects_and_draws_the_asked_relation():
-    for index in range(100):
-        rng = np.random.default_rng([8, index])
-        scene = sample_scene(rng)
-        for relation in ("left", "right", "above", "below"):
-            moved = rearrange_scene(scene, rng, relation)
-            assert moved.relation_between(0, 1) == relation == moved.relation
-            for before, after in zip(scene.objects, moved.objects):
-                assert (before.shape, before.colour, before.size, before.radius, before.rgb) == (
-                    after.shape, after.colour, after.size, after.radius, after.rgb
-                )
-                assert after.radius <= after.centre_x < 32 - after.radius
-                assert after.radius <= after.centre_y < 32 - after.radius
-    with pytest.raises(ValueError, match="relation"):
-        rearrange_scene(scene, rng, "behind")
+def test_alt_text_is_true_but_under_specified_at_the_documented_rates():
+    """Pretraining captions play web alt-text: always true, often partial, relations rare (AltTextStyle)."""
+    examples = sample_examples("pretrain", 3000, seed=4)
+    parsed = []
+    for scene, row in examples:
+        assert cap.caption_matches(scene, row[columns.CAPTION]), row
+        parsed.append(cap.parse_caption(row[columns.CAPTION]))
+    phrases = [p for c in parsed for p in (c.first, c.second) if p is not None]
+    two = [c for c in parsed if c.second is not None]
+    style = cap.ALT_TEXT
+    # Binomial rates within ~4 standard errors of the declared probabilities.
+    assert abs(1 - len(two) / len(parsed) - style.one_object) < 0.04
+    assert abs(np.mean([p.colour is not None for p in phrases]) - style.colour) < 0.03
+    assert abs(np.mean([p.size is not None for p in phrases]) - style.size) < 0.03
+    assert abs(np.mean([c.relation is not None for c in two]) - style.relation) < 0.04
+    assert all(p.shape is not None for p in phrases)
+    # Synonyms at Zipf frequencies: the common form of a two-form word is written 80% of the time.
+    assert form_probabilities(2) == pytest.approx((0.8, 0.2))
+    shapes = [p.shape for p in phrases]
+    common = sum(s == forms[0] for s in shapes for forms in SHAPES.values())
+    assert abs(common / len(shapes) - 0.8) < 0.03
 
 
-def test_pretrain_groups_differ_only_in_the_relation_and_each_caption_fits_only_its_image():
-    examples = sample_pretrain_groups(400, 4, seed=3)
-    assert len(examples) == 400 and len({row[columns.IMAGE_ID] for _, row in examples}) == 400
-    kinds = {"relation": 0, "conjunction": 0}
-    for start in range(0, 400, 4):
-        group = examples[start : start + 4]
-        texts = [row[columns.CAPTION] for _, row in group]
-        for i, (scene, _) in enumerate(group):
-            assert [cap.caption_matches(scene, text) for text in texts][i]
-        if " and " in texts[0]:
-            assert all(" and " in text for text in texts)
-            kinds["conjunction"] += 1
-            continue
-        kinds["relation"] += 1
-        objects = [tuple((o.shape, o.colour, o.size) for o in scene.objects) for scene, _ in group]
-        assert len(set(objects)) == 1
-        assert len({scene.relation for scene, _ in group}) == 4
-        for i, (scene, _) in enumerate(group):  # a relation group's captions are true of one image each
-            assert [cap.caption_matches(scene, text) for text in texts] == [k == i for k in range(4)]
-    assert kinds["relation"] > kinds["conjunction"] > 0
-    assert sample_pretrain_groups(10, 4, seed=3) == examples[:10]
-    assert make_pretrain_dataset(6, 3, relation_group_size=4)[columns.CAPTION] == [
-        row[columns.CAPTION] for _, row in examples[:6]
-    ]
-    with pytest.raises(ValueError, match="group_size"):
-        sample_pretrain_groups(8, 5)
+def test_precise_captions_say_everything():
+    for _, row in sample_examples("finetune", 300, seed=6):
+        caption = cap.parse_caption(row[columns.CAPTION])
+        assert caption.second is not None
+        for phrase in (caption.first, caption.second):
+            assert None not in (phrase.size, phrase.colour, phrase.shape)
+    assert set(cap.ObjectPhrase(None, "red", "cube").text().split()) == {"a", "red", "cube"}
+    assert {len(f) for t in (SIZES, COLOURS, SHAPES, RELATIONS) for f in t.values()} <= {2, 3}
 
 
 @pytest.mark.parametrize(

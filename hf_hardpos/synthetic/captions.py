@@ -1,16 +1,20 @@
 """Captions of synthetic scenes, their hard positives / hard negatives, and a checker.
 
-A caption is held as a small structure (two object phrases joined by "and" or by a relation) and
-written out from it, so each perturbation is an edit of exactly one slot:
+A caption is held as a small structure (one or two object phrases, two joined by "and" or by a
+relation) and written out from it, so each perturbation is an edit of exactly one slot:
 
 - REPLACE positive: one word (or relation phrase) becomes a synonym of the same concept.
 - REPLACE negative: one attribute or the relation becomes a *different* concept.
 - SWAP positive: the two conjuncts of "X and Y" change places ("and" is symmetric).
 - SWAP negative: one attribute is exchanged between the two objects (attribute binding).
 
+Two writers: `describe` writes the precise captions of the fine-tuning and evaluation sets (both
+objects, every attribute), `describe_alt_text` the under-specified pretraining captions that play
+the part of web alt-text (`AltTextStyle`).
+
 `caption_matches(scene, text)` parses a caption string back and checks it against the drawn scene
-(relations from the drawn positions). It shares only the lexicon with the generator, so tests use it
-to prove that hard negatives contradict the image and hard positives describe it.
+(relations from the drawn positions). It shares only the lexicon with the writers, so tests use it
+to prove that hard negatives contradict the image and hard positives (and alt-text) describe it.
 """
 
 from __future__ import annotations
@@ -22,52 +26,60 @@ import numpy as np
 from hf_hardpos.synthetic.lexicon import (
     ARTICLE,
     ATTRIBUTE_LEXICONS,
-    COMMON_FORM_PROBABILITY,
     CONJUNCTION,
-    INVERSE_RELATION,
     RELATIONS,
     concept_of,
+    form_probabilities,
     surface_forms,
 )
 from hf_hardpos.synthetic.scene import Scene, SceneObject
 
 ATTRIBUTE_SLOTS = tuple(ATTRIBUTE_LEXICONS)  # ("size", "colour", "shape"): word order in a phrase
 RELATION_SLOT = "relation"
-# Attributes a SWAP negative may exchange. Shapes are nouns: swapping them is swapping the objects.
-SWAPPABLE_SLOTS = ("size", "colour")
+# The adjectives: what a REPLACE-attributes edit changes (VL-Checklist's attribute subset edits
+# adjectives such as colour, size, material, never the object noun) and what a SWAP negative may
+# exchange (shapes are nouns: swapping them is swapping the objects).
+ADJECTIVE_SLOTS = ("size", "colour")
 
 
 @dataclass(frozen=True)
 class ObjectPhrase:
-    """"a <size> <colour> <shape>", each slot holding a surface form (e.g. "crimson")."""
+    """"a [<size>] [<colour>] <shape>": each slot holds a surface form (e.g. "crimson") or None (unsaid).
 
-    size: str
-    colour: str
+    Precise captions fill every slot; alt-text leaves adjectives out. The shape noun is always said.
+    """
+
+    size: str | None
+    colour: str | None
     shape: str
 
-    def concept(self, slot: str) -> str:
-        return concept_of(slot, getattr(self, slot))
+    def concept(self, slot: str) -> str | None:
+        form = getattr(self, slot)
+        return None if form is None else concept_of(slot, form)
 
     def text(self) -> str:
-        return f"{ARTICLE} {self.size} {self.colour} {self.shape}"
+        return " ".join(w for w in (ARTICLE, self.size, self.colour, self.shape) if w is not None)
 
     def describes(self, obj: SceneObject) -> bool:
-        return all(self.concept(slot) == getattr(obj, slot) for slot in ATTRIBUTE_SLOTS)
+        """True when every attribute the phrase says holds of `obj` (unsaid attributes never conflict)."""
+        return all(self.concept(slot) in (None, getattr(obj, slot)) for slot in ATTRIBUTE_SLOTS)
 
 
 @dataclass(frozen=True)
 class Caption:
-    """Two object phrases joined by "and" (`relation` None) or by a relation phrase."""
+    """One object phrase, or two joined by "and" (`relation` None) or by a relation phrase."""
 
     first: ObjectPhrase
-    second: ObjectPhrase
+    second: ObjectPhrase | None = None
     relation: str | None = None
 
     @property
     def is_conjunction(self) -> bool:
-        return self.relation is None
+        return self.second is not None and self.relation is None
 
     def text(self) -> str:
+        if self.second is None:
+            return self.first.text()
         middle = CONJUNCTION if self.relation is None else self.relation
         return f"{self.first.text()} {middle} {self.second.text()}"
 
@@ -80,12 +92,32 @@ class Slot:
     phrase: int | None = None
 
 
+@dataclass(frozen=True)
+class AltTextStyle:
+    """How often web-style alt-text says each thing; the pretraining captions are written with it.
+
+    Why these values: they were fixed up front from the analogy with web alt-text (README, "The
+    embedded demo") and never tuned on a fine-tuning result. Alt-text names the main subject and often
+    leaves the rest out (`one_object`), always names the object (the shape noun), names its colour
+    sometimes and its size more rarely, and rarely says where things are (`relation`). What a caption
+    says is always true of its image: alt-text under-specifies, it does not lie.
+    """
+
+    one_object: float = 0.5  # P(only one of the two objects is named)
+    colour: float = 0.5  # P(a named object's colour is said)
+    size: float = 0.25  # P(a named object's size is said)
+    relation: float = 0.2  # P(two named objects are joined by their relation rather than "and")
+
+
+ALT_TEXT = AltTextStyle()
+
+
 def _form(rng: np.random.Generator, slot: str, concept: str) -> str:
-    """A surface form for `concept`: the common one mostly, a synonym otherwise."""
+    """A surface form for `concept`, drawn at the lexicon's Zipf frequencies (common form mostly)."""
     forms = surface_forms(slot, concept)
-    if len(forms) == 1 or rng.random() < COMMON_FORM_PROBABILITY:
+    if len(forms) == 1:
         return forms[0]
-    return str(rng.choice(forms[1:]))
+    return forms[int(rng.choice(len(forms), p=form_probabilities(len(forms))))]
 
 
 def _phrase(rng: np.random.Generator, obj: SceneObject) -> ObjectPhrase:
@@ -97,32 +129,71 @@ def _phrase(rng: np.random.Generator, obj: SceneObject) -> ObjectPhrase:
 
 
 def describe(scene: Scene, rng: np.random.Generator, *, conjunction: bool) -> Caption:
-    """A true caption of `scene`: "X and Y" or "X <relation> Y", objects in random order."""
+    """A precise true caption of `scene`: "X and Y" or "X <relation> Y", every attribute said."""
     order = (0, 1) if rng.random() < 0.5 else (1, 0)
     first, second = (_phrase(rng, scene.objects[k]) for k in order)
     if conjunction:
         return Caption(first, second)
+    return Caption(first, second, _form(rng, RELATION_SLOT, _relation(scene, order)))
+
+
+def describe_alt_text(scene: Scene, rng: np.random.Generator, style: AltTextStyle = ALT_TEXT) -> Caption:
+    """An under-specified true caption of `scene`, written as web alt-text is (`AltTextStyle`)."""
+    order = (0, 1) if rng.random() < 0.5 else (1, 0)
+    named = order[:1] if rng.random() < style.one_object else order
+    phrases = [
+        ObjectPhrase(
+            size=_form(rng, "size", scene.objects[k].size) if rng.random() < style.size else None,
+            colour=_form(rng, "colour", scene.objects[k].colour) if rng.random() < style.colour else None,
+            shape=_form(rng, "shape", scene.objects[k].shape),
+        )
+        for k in named
+    ]
+    if len(phrases) == 1:
+        return Caption(phrases[0])
+    if rng.random() < style.relation:
+        return Caption(phrases[0], phrases[1], _form(rng, RELATION_SLOT, _relation(scene, order)))
+    return Caption(phrases[0], phrases[1])
+
+
+def _relation(scene: Scene, order: tuple[int, int]) -> str:
     relation = scene.relation_between(*order)
     if relation is None:
         raise ValueError(f"scene has no clear relation between its objects: {scene}")
-    return Caption(first, second, _form(rng, RELATION_SLOT, relation))
+    return relation
 
 
 def editable_slots(caption: Caption) -> list[Slot]:
-    """Every slot a REPLACE edit may target in `caption`."""
-    slots = [Slot(name, phrase) for phrase in (0, 1) for name in ATTRIBUTE_SLOTS]
+    """Every slot a REPLACE edit may target in `caption` (the words it actually says)."""
+    phrases = [p for p in (caption.first, caption.second) if p is not None]
+    slots = [Slot(name, k) for k, phrase in enumerate(phrases) for name in ATTRIBUTE_SLOTS if getattr(phrase, name)]
     if caption.relation is not None:
         slots.append(Slot(RELATION_SLOT))
     return slots
 
 
+def changed_slots(before: Caption, after: Caption) -> list[Slot]:
+    """The slots of `before` whose word differs in `after` (one for a REPLACE edit)."""
+    changed = []
+    for slot in editable_slots(before):
+        try:
+            if slot_value(after, slot) != slot_value(before, slot):
+                changed.append(slot)
+        except ValueError:  # `after` does not say that slot at all
+            changed.append(slot)
+    return changed
+
+
 def slot_value(caption: Caption, slot: Slot) -> str:
-    """The surface form currently in `slot` (ValueError for the relation of a conjunction)."""
+    """The surface form in `slot`; ValueError when the caption does not say that slot."""
     if slot.phrase is None:
-        if caption.relation is None:
-            raise ValueError(f"caption {caption.text()!r} has no relation to edit")
-        return caption.relation
-    return getattr((caption.first, caption.second)[slot.phrase], slot.name)
+        value = caption.relation
+    else:
+        phrase = (caption.first, caption.second)[slot.phrase]
+        value = None if phrase is None else getattr(phrase, slot.name)
+    if value is None:
+        raise ValueError(f"caption {caption.text()!r} says nothing in slot {slot}")
+    return value
 
 
 def _set(caption: Caption, slot: Slot, form: str) -> Caption:
@@ -158,55 +229,77 @@ def swap_positive(caption: Caption) -> Caption:
 def swap_negative(caption: Caption, rng: np.random.Generator) -> Caption:
     """Exchange one attribute (size or colour) between the two objects, changing what is bound where.
 
-    Only attributes whose concepts differ are eligible: exchanging two equal sizes changes nothing.
+    Only attributes both phrases say, with different concepts, are eligible: exchanging two equal
+    sizes changes nothing.
     """
-    slots = [s for s in SWAPPABLE_SLOTS if caption.first.concept(s) != caption.second.concept(s)]
+    second = caption.second
+    if second is None:
+        raise ValueError(f"caption {caption.text()!r} names one object: there is nothing to swap with")
+    slots = [
+        s
+        for s in ADJECTIVE_SLOTS
+        if None not in (caption.first.concept(s), second.concept(s)) and caption.first.concept(s) != second.concept(s)
+    ]
     if not slots:
         raise ValueError(f"caption {caption.text()!r} has no differing attribute to swap")
     name = str(rng.choice(slots))
-    first_form, second_form = getattr(caption.first, name), getattr(caption.second, name)
+    first_form, second_form = getattr(caption.first, name), getattr(second, name)
     return replace(
         caption,
         first=replace(caption.first, **{name: second_form}),
-        second=replace(caption.second, **{name: first_form}),
+        second=replace(second, **{name: first_form}),
     )
 
 
-def invert_relation(caption: Caption, rng: np.random.Generator) -> Caption:
-    """"X left of Y" -> "Y right of X": same meaning, objects reordered (a relational swap positive)."""
-    if caption.relation is None:
-        raise ValueError(f"caption {caption.text()!r} has no relation to invert")
-    inverse = INVERSE_RELATION[concept_of(RELATION_SLOT, caption.relation)]
-    return Caption(caption.second, caption.first, _form(rng, RELATION_SLOT, inverse))
-
-
 def parse_caption(text: str) -> Caption:
-    """Parse "a S C H <and|relation> a S C H" back into a `Caption`; ValueError says what is wrong."""
+    """Parse "a [S] [C] H [<and|relation> a [S] [C] H]" back into a `Caption`; ValueError says what is wrong."""
     words = text.split()
-    if len(words) < 9 or words[0] != ARTICLE or words[-4] != ARTICLE:
-        raise ValueError(f"not a synthetic-world caption: {text!r}")
-    middle = " ".join(words[4:-4])
     try:
-        first = ObjectPhrase(*words[1:4])
-        second = ObjectPhrase(*words[-3:])
-        for phrase in (first, second):
-            for slot in ATTRIBUTE_SLOTS:
-                phrase.concept(slot)
+        first, position = _parse_phrase(words, 0)
+        if position == len(words):
+            return Caption(first)
+        if ARTICLE not in words[position:]:
+            raise ValueError("no second object phrase")
+        article = words.index(ARTICLE, position)
+        middle = " ".join(words[position:article])
         relation = None if middle == CONJUNCTION else middle
         if relation is not None:
             concept_of(RELATION_SLOT, relation)
+        second, position = _parse_phrase(words, article)
+        if position != len(words):
+            raise ValueError(f"unexpected words after the second object: {' '.join(words[position:])!r}")
     except KeyError as err:
         raise ValueError(f"caption {text!r}: {err.args[0]}") from None
+    except ValueError as err:
+        raise ValueError(f"not a synthetic-world caption: {text!r} ({err})") from None
     return Caption(first, second, relation)
 
 
-def caption_matches(scene: Scene, caption: str | Caption) -> bool:
-    """True when the caption is a correct description of the drawn scene.
+def _parse_phrase(words: list[str], position: int) -> tuple[ObjectPhrase, int]:
+    """Read "a [size] [colour] shape" at `position`; return the phrase and the position after it."""
+    if position >= len(words) or words[position] != ARTICLE:
+        raise ValueError(f"expected {ARTICLE!r} at word {position}")
+    found: dict[str, str | None] = {"size": None, "colour": None}
+    position += 1
+    for slot in ("size", "colour"):
+        if position < len(words) and any(words[position] in forms for forms in ATTRIBUTE_LEXICONS[slot].values()):
+            found[slot] = words[position]
+            position += 1
+    if position >= len(words):
+        raise ValueError("an object phrase has no shape noun")
+    concept_of("shape", words[position])  # KeyError names an unknown noun
+    return ObjectPhrase(found["size"], found["colour"], words[position]), position + 1
 
-    Each phrase must name all attributes of a distinct object; a relation must hold between the
-    positions at which those objects were drawn.
+
+def caption_matches(scene: Scene, caption: str | Caption) -> bool:
+    """True when the caption is a correct (possibly under-specified) description of the drawn scene.
+
+    Each phrase must fit a distinct object; a relation must hold between the positions at which
+    those objects were drawn. A one-object caption must fit one of the two objects.
     """
     parsed = parse_caption(caption) if isinstance(caption, str) else caption
+    if parsed.second is None:
+        return any(parsed.first.describes(obj) for obj in scene.objects)
     for i, j in ((0, 1), (1, 0)):
         if parsed.first.describes(scene.objects[i]) and parsed.second.describes(scene.objects[j]):
             if parsed.relation is None:

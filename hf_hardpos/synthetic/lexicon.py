@@ -7,7 +7,7 @@ concept is a meaning-changing one. The parser that checks captions against scene
 table, so generator and checker cannot drift apart.
 
 The first surface form of each concept is the common one; the others are rarer synonyms, as in
-natural captions where "white" is far more frequent than "ivory" (`common_form_probability`).
+natural captions where "white" is far more frequent than "ivory" (`form_probabilities`: Zipf).
 """
 
 from __future__ import annotations
@@ -18,17 +18,32 @@ from typing import Mapping
 SIZES: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {"small": ("small", "little"), "large": ("large", "big")}
 )
+# Eight colours and five shapes: enough concepts that a random batch of 128 scenes seldom holds two
+# that differ only in which colour belongs to which shape (about 0.2 such pairs per image per batch,
+# against 3.5 with four colours and three shapes), as in a real caption corpus. A world so small that
+# random in-batch negatives are already hard negatives would teach binding without them.
 COLOURS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
         "red": ("red", "crimson"),
         "green": ("green", "emerald"),
         "blue": ("blue", "azure"),
         "yellow": ("yellow", "golden"),
+        "purple": ("purple", "violet"),
+        "orange": ("orange", "amber"),
+        "cyan": ("cyan", "turquoise"),
+        "pink": ("pink", "rose"),
     }
 )
-# Shapes are drawn in 2-D: a cube as a filled square, a sphere as a disc, a cone as a triangle.
+# Shapes are drawn in 2-D: a cube as a filled square, a sphere as a disc, a cone as a triangle, a
+# diamond as a square on its corner, a cross as a plus sign.
 SHAPES: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {"cube": ("cube", "block"), "sphere": ("sphere", "ball"), "cone": ("cone", "pyramid")}
+    {
+        "cube": ("cube", "block"),
+        "sphere": ("sphere", "ball"),
+        "cone": ("cone", "pyramid"),
+        "diamond": ("diamond", "rhombus"),
+        "cross": ("cross", "plus"),
+    }
 )
 # "X <relation> Y" with X the first-mentioned object. Multi-word forms are single units.
 RELATIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
@@ -39,10 +54,6 @@ RELATIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "below": ("below", "under", "beneath"),
     }
 )
-# The relation that holds with the two objects exchanged: X left of Y  <=>  Y right of X.
-INVERSE_RELATION: Mapping[str, str] = MappingProxyType(
-    {"left": "right", "right": "left", "above": "below", "below": "above"}
-)
 
 # Which lexicon an attribute slot reads from (the order is the word order in a phrase).
 ATTRIBUTE_LEXICONS: Mapping[str, Mapping[str, tuple[str, ...]]] = MappingProxyType(
@@ -52,8 +63,19 @@ ATTRIBUTE_LEXICONS: Mapping[str, Mapping[str, tuple[str, ...]]] = MappingProxyTy
 ARTICLE = "a"
 CONJUNCTION = "and"
 
-# Probability of the common (first) surface form when a caption is written; synonyms share the rest.
-COMMON_FORM_PROBABILITY = 0.75
+# Word frequencies in natural text fall off roughly as a power of their rank (Zipf): the k-th surface
+# form of a concept is written with probability proportional to 1 / k**ZIPF_EXPONENT. With exponent 2
+# a concept with two forms is written 80% / 20%, one with three forms 73% / 18% / 8%.
+ZIPF_EXPONENT = 2.0
+
+
+def form_probabilities(count: int) -> tuple[float, ...]:
+    """How often each of `count` surface forms (in lexicon order) is written: Zipf, 1 / rank**2."""
+    if count < 1:
+        raise ValueError(f"a concept needs at least one surface form, got {count}")
+    weights = [1.0 / (rank**ZIPF_EXPONENT) for rank in range(1, count + 1)]
+    total = sum(weights)
+    return tuple(w / total for w in weights)
 
 
 def surface_forms(slot: str, concept: str) -> tuple[str, ...]:

@@ -1,8 +1,9 @@
-"""Tables, seed aggregation and the chart of the embedded demo (paper Tables 1-3 in miniature).
+"""Tables, seed aggregation, intervals and the chart of the embedded demo (paper Tables 1-3 in miniature).
 
 Why separate from the run: the same numbers go to the terminal, to `results.md` and to the PNG, and
 every table must say how it aggregates (SPEC §9: micro vs macro left implicit is a known complaint),
-so the wording lives in one place.
+so the wording lives in one place. Tables are drawn by the package's one renderer
+(`hf_hardpos.tables.render_table`).
 """
 
 from __future__ import annotations
@@ -11,12 +12,21 @@ import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
+
+from hf_hardpos.metrics import bootstrap_interval
+from hf_hardpos.tables import TIE_RULE, render_table
+
 CHART_NAME = "results.png"
-# Paper-facing datasets first; the two REPLACE subsets are reported too (SPEC §2).
+# Paper-facing datasets first; the two REPLACE subsets are reported too (SPEC §2), then the
+# attribute subset split by the adjective its hard negative edits.
 DATASETS = ("replace", "swap", "replace_attributes", "replace_relations")
+EDITED_WORDS = ("colour", "size")
+BY_EDITED_WORD = tuple(f"replace_attributes[{word}]" for word in EDITED_WORDS)
 RATE_METRICS = ("orig_acc", "aug_acc", "brittleness")
 SCORE_METRICS = ("mean_original_score", "mean_negative_score", "mean_positive_score")
-_RENAME = {
+# The evaluator's metric names -> the demo's short names.
+RENAME = {
     "original_accuracy": "orig_acc",
     "augmented_accuracy": "aug_acc",
     "brittleness": "brittleness",
@@ -31,14 +41,17 @@ AGGREGATION_NOTE = (
     "not the pooled fraction)."
 )
 CHANCE_NOTE = "Chance: orig acc 50, aug acc 33.3, brittleness 33.3 (lower is better)."
+SCORE_NOTE = "s = cosine similarity of the L2-normalised image and text embeddings (fp32, no logit scale)."
+
+Runs = Mapping[int, Mapping[str, Mapping[str, float | int]]]  # seed -> dataset -> metric -> value
 
 
 def rename_metrics(metrics: Mapping[str, float | int]) -> dict[str, float | int]:
     """The evaluator's metric dict under the demo's short names (orig_acc, aug_acc, ...)."""
-    return {short: metrics[name] for name, short in _RENAME.items()}
+    return {short: metrics[name] for name, short in RENAME.items()}
 
 
-def mean_over_seeds(runs: Mapping[int, Mapping[str, Mapping[str, float | int]]]) -> dict[str, dict[str, float | int]]:
+def mean_over_seeds(runs: Runs) -> dict[str, dict[str, float | int]]:
     """Per dataset: each metric's mean over seeds, `<metric>_std` (sample std, 0 for one seed), `num_seeds`."""
     seeds = list(runs)
     if not seeds:
@@ -54,6 +67,37 @@ def mean_over_seeds(runs: Mapping[int, Mapping[str, Mapping[str, float | int]]])
         entry["num_seeds"] = len(seeds)
         summary[dataset] = entry
     return summary
+
+
+def add_intervals(
+    summary: dict[str, dict[str, float | int]],
+    outcomes: Mapping[int, Mapping[str, Mapping[str, np.ndarray]]],
+    groups: Mapping[str, np.ndarray],
+    samples: int,
+    confidence_level: float = 0.95,
+) -> None:
+    """Add `<rate>_ci_low/_ci_high` to `summary`: a bootstrap over images of the mean over seeds.
+
+    Every seed is evaluated on the same rows, so the per-row outcome averaged over seeds has, as its
+    mean over rows, the reported mean over seeds; resampling the images (`groups`, one id per row)
+    gives the interval that the finite evaluation set leaves on that figure. The spread *between*
+    seeds is the `_std` next to it. `outcomes[seed][dataset][rate]` are per-row 0/1 arrays.
+    """
+    seeds = list(outcomes)
+    for dataset, entry in summary.items():
+        if dataset not in groups:
+            continue
+        for rate in RATE_METRICS:
+            per_row = np.mean([np.asarray(outcomes[s][dataset][rate], dtype=np.float64) for s in seeds], axis=0)
+            low, high = bootstrap_interval(per_row, samples, confidence_level, seed=0, groups=groups[dataset])
+            entry[f"{rate}_ci_low"], entry[f"{rate}_ci_high"] = low, high
+
+
+def interval_note(samples: int) -> str:
+    return (
+        f"[low, high] = 95% percentile bootstrap over images ({samples} resamples) of the mean over seeds; "
+        "REPLACE's interval resamples the images of both subsets together (equal sizes)."
+    )
 
 
 def sweep_weight(variant: str) -> float | None:
@@ -75,29 +119,29 @@ def _cell(entry: Mapping[str, float], metric: str, percent: bool) -> str:
     value = f"{scale * entry[metric]:.{digits}f}"
     if entry.get("num_seeds", 1) > 1:
         value += f" ± {scale * entry[f'{metric}_std']:.{digits}f}"
+    if f"{metric}_ci_low" in entry:
+        value += f" [{scale * entry[f'{metric}_ci_low']:.{digits}f}, {scale * entry[f'{metric}_ci_high']:.{digits}f}]"
     return value
 
 
-def _render(header: Sequence[str], rows: Sequence[Sequence[str]], markdown: bool) -> str:
-    if markdown:
-        lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-
-    def line(cells: Sequence[str]) -> str:  # variant names left-aligned, numbers right-aligned
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-
-    return "\n".join([line(header), "-" * len(line(header)), *(line(r) for r in rows)])
+# Short column names for the tables (results.json keeps the full dataset names).
+_COLUMN_NAMES = {
+    "replace": "REPLACE",
+    "swap": "SWAP",
+    "replace_attributes": "attributes",
+    "replace_relations": "relations",
+    **{f"replace_attributes[{word}]": f"edits {word}" for word in EDITED_WORDS},
+}
 
 
 def _table(results, variants, datasets, metrics, labels, percent, markdown) -> str:
-    header = ["variant", *(f"{d} {label}" for d in datasets for label in labels)]
+    header = ["variant", *(f"{_COLUMN_NAMES.get(d, d)} {label}".rstrip() for d in datasets for label in labels)]
     rows = [[v, *(_cell(results[v][d], m, percent) for d in datasets for m in metrics)] for v in variants]
-    return _render(header, rows, markdown)
+    return render_table(header, rows, markdown=markdown)
 
 
 def brittleness_comparison(
-    per_seed: Mapping[str, Mapping[int, Mapping[str, Mapping[str, float]]]], dataset: str
+    per_seed: Mapping[str, Runs], dataset: str
 ) -> tuple[int, int] | None:
     """(seeds where `hn` is more brittle than `hp+hn` on `dataset`, seeds compared); None without both."""
     if "hn" not in per_seed or "hp+hn" not in per_seed:
@@ -107,22 +151,44 @@ def brittleness_comparison(
     return more, len(seeds)
 
 
+def hard_negative_effect(results: Mapping[str, Mapping[str, Mapping[str, float]]], dataset: str) -> dict[str, float] | None:
+    """HN-only minus contrastive original accuracy on `dataset`, and twice the larger of their seed stds.
+
+    The issue's test that fine-tuning with hard negatives does something: the gain must exceed
+    `2 * max(std)`. None when either variant is missing.
+    """
+    if "hn" not in results or "contrastive" not in results:
+        return None
+    hn, plain = results["hn"][dataset], results["contrastive"][dataset]
+    return {
+        "gain": float(hn["orig_acc"] - plain["orig_acc"]),
+        "twice_larger_std": 2.0 * max(float(hn["orig_acc_std"]), float(plain["orig_acc_std"])),
+    }
+
+
 def format_tables(
     results: Mapping[str, Mapping[str, Mapping[str, float]]],
-    per_seed: Mapping[str, Mapping[int, Mapping[str, Mapping[str, float]]]],
+    per_seed: Mapping[str, Runs],
     seeds: Sequence[int],
     eval_examples: int,
     markdown: bool = False,
+    bootstrap_samples: int = 0,
 ) -> str:
     """Table 1 (REPLACE/SWAP rates), the REPLACE subsets, and Table 2 (mean scores), with their notes."""
     variants = ordered_variants(results)
     spread = f"mean ± sample std over {len(seeds)} seeds {list(seeds)}" if len(seeds) > 1 else f"seed {seeds[0]}"
     heading = (lambda t: f"### {t}") if markdown else (lambda t: f"== {t} ==")
+    notes = [
+        f"Fine-tuned variants: {spread}; 'pretrained' is the single starting model (trained once). "
+        f"Each eval set has {eval_examples} rows (REPLACE: {eval_examples} per subset), the same rows for "
+        f"every model. {CHANCE_NOTE} Comparisons are {TIE_RULE}.",
+        AGGREGATION_NOTE,
+    ]
+    if bootstrap_samples:
+        notes.append(interval_note(bootstrap_samples))
     parts = [
         heading("Synthetic world: accuracy and brittleness, percent (paper Table 1 / Table 3)"),
-        f"Fine-tuned variants: {spread}; 'pretrained' is the single starting model. "
-        f"Each eval set has {eval_examples} rows (REPLACE: {eval_examples} per subset). {CHANCE_NOTE}",
-        AGGREGATION_NOTE,
+        *notes,
         "",
         _table(results, variants, ("replace", "swap"), RATE_METRICS, ("orig", "aug", "brittle"), True, markdown),
     ]
@@ -133,25 +199,45 @@ def format_tables(
             heading("REPLACE subsets, percent"),
             _table(results, variants, subsets, RATE_METRICS, ("orig", "aug", "brittle"), True, markdown),
         ]
+    if all(d in results[v] for v in variants for d in BY_EDITED_WORD):
+        parts += [
+            "",
+            heading("REPLACE attributes by the adjective the hard negative edits: orig acc, percent"),
+            "A replaced colour or size is absent from the image, or present on the other object (then only "
+            "attribute binding tells the captions apart).",
+            _table(results, variants, BY_EDITED_WORD, ("orig_acc",), ("",), True, markdown),
+        ]
     parts += [
         "",
-        heading("Mean cosine scores s(c|i), s(c_n|i), s(c_p|i) (paper Table 2)"),
+        heading("Mean scores s(c|i), s(c_n|i), s(c_p|i) (paper Table 2)"),
+        SCORE_NOTE,
         _table(results, variants, ("replace", "swap"), SCORE_METRICS, ("s_c", "s_n", "s_p"), False, markdown),
     ]
-    comparisons = []
+    findings = []
+    for dataset in ("replace", "swap"):
+        effect = hard_negative_effect(results, dataset)
+        if effect is not None and len(seeds) > 1:
+            verdict = "exceeds" if effect["gain"] > effect["twice_larger_std"] else "does NOT exceed"
+            findings.append(
+                f"{dataset.upper()}: HN-only minus contrastive orig acc = {100 * effect['gain']:+.1f} points, which "
+                f"{verdict} twice the larger seed std ({100 * effect['twice_larger_std']:.1f})."
+            )
     for dataset in ("replace", "swap"):
         counted = brittleness_comparison(per_seed, dataset)
         if counted is not None:
-            comparisons.append(f"{dataset.upper()} {counted[0]}/{counted[1]}")
-    if comparisons:
-        parts += ["", "Seeds in which HN-only is more brittle than HP+HN: " + ", ".join(comparisons) + "."]
+            findings.append(f"Seeds in which HN-only is more brittle than HP+HN on {dataset.upper()}: {counted[0]}/{counted[1]}.")
+    if findings:
+        parts += ["", *findings]
     return "\n".join(parts)
 
 
 def plot_results(
     results: Mapping[str, Mapping[str, Mapping[str, float]]], path: str | Path, seeds: Sequence[int]
 ) -> Path:
-    """Bar charts of the main variants on REPLACE and SWAP, plus the HN-weight sweep when present."""
+    """Bar charts of the main variants on REPLACE and SWAP, plus the HN-weight sweep when present.
+
+    Needs matplotlib (the `[demo]` extra); ImportError when it is missing, which the caller reports.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -177,7 +263,7 @@ def plot_results(
         ax.set_xticks(range(len(variants)), variants)
         ax.set_ylim(0, 100)
         ax.set_title("REPLACE (mean of subsets)" if dataset == "replace" else "SWAP")
-        ax.set_ylabel("percent")
+        ax.set_ylabel("percent (error bars: seed std)")
         ax.legend(fontsize=8)
     if sweep:
         ax = axes[2]
@@ -196,10 +282,11 @@ def plot_results(
         ax.set_xlabel("hard-negative loss weight (hard-positive weight 1)")
         ax.set_ylim(0, 100)
         ax.set_title("HN-weight sweep (paper Table 3)")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="center")  # the band between the accuracy and brittleness curves
     fig.suptitle(f"Synthetic world, {len(seeds)} seed(s): tiny CLIP fine-tuned with/without hard positives")
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=110)
+    # Fixed metadata so the PNG bytes depend only on the figures (matplotlib stamps its version otherwise).
+    fig.savefig(path, dpi=110, metadata={"Software": None})
     plt.close(fig)
     return path

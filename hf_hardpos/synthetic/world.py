@@ -5,10 +5,13 @@ run with no downloads. These emitters give sets with exactly the columns of the 
 and COCO fine-tuning sets (`hf_hardpos.columns`), so the scorer, the trainer and `hardpos eval`
 take them unchanged.
 
-Determinism: row `i` of a set is drawn from its own generator seeded by (seed, set kind, i) (a
-group of relation-contrasting pretraining rows from one seeded by (seed, kind, group)), so a seed
-fixes every pixel and caption, a larger `n` only appends rows, and two kinds of set drawn with the
-same seed never share scenes by construction of their streams.
+The pretraining pairs stand in for the web crawl a public CLIP was trained on: their captions are
+under-specified alt-text (`captions.describe_alt_text`), while the fine-tuning and evaluation sets
+carry precise captions, as COCO and the benchmarks do.
+
+Determinism: row `i` of a set is drawn from its own generator seeded by (seed, set kind, i), so a
+seed fixes every pixel and caption, a larger `n` only appends rows, and two kinds of set drawn with
+the same seed never share scenes by construction of their streams.
 """
 
 from __future__ import annotations
@@ -27,13 +30,13 @@ from hf_hardpos.synthetic.lexicon import (
     CONJUNCTION,
     RELATIONS,
 )
-from hf_hardpos.synthetic.scene import Scene, rearrange_scene, sample_scene
+from hf_hardpos.synthetic.scene import Scene, sample_scene
 
 REPLACE_SUBSETS = ("attributes", "relations")
 SUBSET = "subset"  # extra column of the REPLACE sets, as in the upstream-built set
 
-# Share of captions of the fine-tuning/pretraining sets that are conjunctions ("X and Y") rather
-# than relations; like COCO, only those get a SWAP hard positive.
+# Share of captions of the fine-tuning set that are conjunctions ("X and Y") rather than relations;
+# like COCO, only those get a SWAP hard positive.
 CONJUNCTION_PROBABILITY = 0.4
 
 _STREAMS = {
@@ -42,7 +45,6 @@ _STREAMS = {
     "swap": 3,
     "finetune": 4,
     "pretrain": 5,
-    "pretrain-groups": 6,
 }
 
 EVAL_FEATURES = Features(
@@ -72,8 +74,9 @@ Example = tuple[Scene, dict[str, Any]]
 
 
 def _replace_attributes(scene: Scene, rng: np.random.Generator) -> dict[str, Any]:
+    """Edit an adjective (colour or size) of one object, as VL-Checklist's attribute rows do (never the noun)."""
     caption = cap.describe(scene, rng, conjunction=bool(rng.random() < 0.5))
-    slot = cap.Slot(str(rng.choice(cap.ATTRIBUTE_SLOTS)), int(rng.integers(0, 2)))
+    slot = cap.Slot(str(rng.choice(cap.ADJECTIVE_SLOTS)), int(rng.integers(0, 2)))
     return _eval_row(caption, cap.replace_negative(caption, slot, rng), cap.replace_positive(caption, slot, rng))
 
 
@@ -113,8 +116,7 @@ def _finetune(scene: Scene, rng: np.random.Generator) -> dict[str, Any]:
 
 
 def _pretrain(scene: Scene, rng: np.random.Generator) -> dict[str, Any]:
-    caption = cap.describe(scene, rng, conjunction=bool(rng.random() < CONJUNCTION_PROBABILITY))
-    return {columns.CAPTION: caption.text()}
+    return {columns.CAPTION: cap.describe_alt_text(scene, rng).text()}
 
 
 _ROW_MAKERS: dict[str, Callable[[Scene, np.random.Generator], dict[str, Any]]] = {
@@ -176,55 +178,13 @@ def make_finetune_dataset(n: int, seed: int = 0, *, image_size: int = 32) -> Dat
     return _to_dataset(sample_examples("finetune", n, seed, image_size=image_size), FINETUNE_FEATURES)
 
 
-def make_pretrain_dataset(
-    n: int, seed: int = 0, *, image_size: int = 32, relation_group_size: int = 1
-) -> Dataset:
-    """Image-caption pairs for contrastive pretraining (no hard positives or negatives).
+def make_pretrain_dataset(n: int, seed: int = 0, *, image_size: int = 32) -> Dataset:
+    """Image / alt-text pairs for contrastive pretraining (no hard positives or negatives).
 
-    With `relation_group_size` g > 1 the rows come in consecutive groups of g (see
-    `sample_pretrain_groups`); train on them with batches that are a multiple of g, in order.
+    The captions are under-specified as web alt-text is (`captions.AltTextStyle`): one object or
+    two, adjectives often left out, relations rarely said, synonyms at Zipf frequencies.
     """
-    if relation_group_size == 1:
-        examples = sample_examples("pretrain", n, seed, image_size=image_size)
-    else:
-        examples = sample_pretrain_groups(n, relation_group_size, seed, image_size=image_size)
-    return _to_dataset(examples, PRETRAIN_FEATURES)
-
-
-def sample_pretrain_groups(n: int, group_size: int, seed: int = 0, *, image_size: int = 32) -> list[Example]:
-    """`n` pretraining pairs in groups of `group_size` consecutive rows that differ only where it matters.
-
-    Why: in a batch of independent random scenes, a caption is almost always told apart from the
-    other images by *which* objects they show, so contrastive pretraining never needs the relation
-    and the tiny CLIP learns none (the pretrained model scored chance on REPLACE relations). Here a
-    group is either the same two objects drawn in `group_size` different relations, each captioned
-    with its relation (a batch holding the group can only be solved by seeing where the objects
-    are), or, with the usual conjunction probability, `group_size` independent scenes captioned
-    "X and Y" (a conjunction is true of every rearrangement, so it cannot share a group with them).
-    Every caption is still true of its own image only; nothing here is a hard negative caption.
-    """
-    if not 1 <= group_size <= len(RELATIONS):
-        raise ValueError(f"group_size must be between 1 and {len(RELATIONS)} (one per relation), got {group_size}")
-    if n < 0:
-        raise ValueError(f"n must be non-negative, got {n}")
-    examples: list[Example] = []
-    for group in range((n + group_size - 1) // group_size):
-        rng = np.random.default_rng([seed, _STREAMS["pretrain-groups"], group])
-        conjunction = bool(rng.random() < CONJUNCTION_PROBABILITY)
-        if conjunction:
-            scenes = [sample_scene(rng, image_size) for _ in range(group_size)]
-        else:
-            base = sample_scene(rng, image_size)
-            relations = rng.permutation(sorted(RELATIONS))[:group_size]
-            scenes = [rearrange_scene(base, rng, str(relation)) for relation in relations]
-        for member, scene in enumerate(scenes):
-            index = group * group_size + member
-            if index == n:
-                break
-            caption = cap.describe(scene, rng, conjunction=conjunction)
-            row = {columns.IMAGE_ID: f"synthetic-pretrain-{seed}-{index:06d}", columns.CAPTION: caption.text()}
-            examples.append((scene, row))
-    return examples
+    return _to_dataset(sample_examples("pretrain", n, seed, image_size=image_size), PRETRAIN_FEATURES)
 
 
 def tokenizer_corpus() -> list[str]:

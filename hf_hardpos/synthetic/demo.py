@@ -1,0 +1,597 @@
+"""The embedded experiment: the paper's Table 1 / Table 3 in miniature, on the synthetic world.
+
+Why it exists: the package's main job must run with no downloads on a laptop CPU. This module runs
+the whole pipeline for real, with the same code a user runs on COCO and Visual Genome:
+
+1. build a tiny CLIP and an offline tokenizer for the world's vocabulary (`build_tiny_clip`);
+2. pretrain it contrastively (`HardPosTrainer`, CLIP loss only) on scenes paired with alt-text
+   style captions (`captions.AltTextStyle`): under-specified, relations rarely said. This model
+   plays the part of the public CLIP checkpoint, weak on compositional distinctions for the same
+   reason; every fine-tune starts from it. It is cached under the output folder;
+3. for each seed, fine-tune one copy per variant on precise captions with hard negatives and hard
+   positives (the COCO schema): `contrastive` (CLIP loss only), `hn` (hard negatives only),
+   `hp+hn` and, with the sweep, paper Table 3's `hn_weight=w` (HP weight 1, HN weight w;
+   `hn_weight=1` *is* the `hp+hn` run, reported under both names);
+4. evaluate each model on synthetic REPLACE (attributes, relations) and SWAP with the package's
+   scorer and metrics, aggregate over seeds, print the tables, write `results.json`,
+   `run_info.json`, `results.md` and (with matplotlib) `results.png`.
+
+Seeds vary the fine-tuning data sample and order; the evaluation sets are fixed (`EVAL_SEED`) so
+variants and seeds are compared on the same rows. Nothing here looks at the outcome: the world, the
+budgets and the learning rates are fixed in `DemoConfig`, and the numbers are what they are.
+Determinism: on one machine with the same versions and thread count, a rerun gives byte-identical
+`results.json` (torch's thread count is fixed by `DemoConfig.torch_threads` because CPU reductions
+may sum in a different order with another count).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from transformers import PrinterCallback, ProgressCallback
+
+from hf_hardpos.synthetic import report
+
+# The evaluation sets are drawn once with this seed, whatever the training seeds are.
+EVAL_SEED = 1000
+PRETRAINED = "pretrained"
+PRETRAIN_KEY_FILE = "pretrain_key.json"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A fine-tuning recipe: the weights of the hard-negative and hard-positive loss terms."""
+
+    name: str
+    hard_negative_weight: float
+    hard_positive_weight: float
+
+
+MAIN_VARIANTS = (
+    Variant("contrastive", 0.0, 0.0),
+    Variant("hn", 1.0, 0.0),
+    Variant("hp+hn", 1.0, 1.0),
+)
+SWEEP_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)  # paper Table 3: HN weight swept, HP weight fixed at 1
+
+
+def sweep_variant(weight: float) -> Variant:
+    return Variant(f"hn_weight={weight:g}", weight, 1.0)
+
+
+# Settings the pretrained model depends on; a cached one is reused only when all of them match.
+_PRETRAIN_FIELDS = (
+    "pretrain_seed",
+    "pretrain_examples",
+    "pretrain_epochs",
+    "pretrain_learning_rate",
+    "pretrain_batch_size",
+    "weight_decay",
+    "warmup_ratio",
+    "image_size",
+    "patch_size",
+    "hidden_size",
+    "projection_dim",
+    "num_layers",
+    "torch_threads",
+)
+
+
+@dataclass
+class DemoConfig:
+    """Every knob of the demo. The defaults are `hardpos demo`: about two minutes on 2 CPU cores.
+
+    The budgets were set by runtime; the pretraining *distribution* is fixed in
+    `captions.AltTextStyle`, never by a fine-tuning result.
+    """
+
+    seeds: tuple[int, ...] = (0, 1)
+    sweep: bool = False
+    bootstrap_samples: int = 0  # > 0: bootstrap intervals over images (see `report.add_intervals`)
+    pretrain_seed: int = 0
+    pretrain_examples: int = 8_000
+    pretrain_epochs: float = 8.0
+    pretrain_learning_rate: float = 2e-3
+    pretrain_batch_size: int = 128
+    finetune_examples: int = 2_048
+    finetune_epochs: float = 5.0  # the paper's fine-tuning recipe: 5 epochs
+    finetune_learning_rate: float = 2e-3
+    eval_examples: int = 300  # per eval set: REPLACE attributes, REPLACE relations, SWAP
+    batch_size: int = 128
+    weight_decay: float = 0.1
+    warmup_ratio: float = 0.1
+    image_size: int = 32
+    patch_size: int = 8
+    hidden_size: int = 64
+    projection_dim: int = 32
+    num_layers: int = 2
+    # Tiny matrices: one thread is as fast as two on 2 cores and leaves the other core to the data
+    # pipeline; fixed so that reruns sum in the same order (determinism).
+    torch_threads: int = 1
+    # Batches (PNG decoding, image processing, tokenising) are built in this many worker processes,
+    # in parallel with the training step on the other core; 0 = in the training process.
+    dataloader_workers: int = 1
+
+    @classmethod
+    def full(cls, seeds: tuple[int, ...] = (0, 1, 2, 3, 4)) -> DemoConfig:
+        """`hardpos demo --full`: 5 seeds, the HN-weight sweep, larger eval sets, bootstrap intervals."""
+        return cls(seeds=seeds, sweep=True, eval_examples=1_000, bootstrap_samples=1_000)
+
+    @classmethod
+    def quick(cls, seeds: tuple[int, ...] = (0,)) -> DemoConfig:
+        """A smoke-test configuration (seconds): the same pipeline with tiny budgets, for tests."""
+        return cls(
+            seeds=seeds,
+            pretrain_examples=256,
+            pretrain_epochs=1.0,
+            pretrain_batch_size=64,
+            finetune_examples=64,
+            finetune_epochs=1.0,
+            eval_examples=48,
+            batch_size=32,
+            dataloader_workers=0,  # a worker process costs more than it saves on 2-step runs
+        )
+
+    def variants(self) -> list[Variant]:
+        """Distinct fine-tuning runs per seed (a sweep entry equal to a main variant is not run twice)."""
+        runs = list(MAIN_VARIANTS)
+        if self.sweep:
+            main = {(v.hard_negative_weight, v.hard_positive_weight) for v in MAIN_VARIANTS}
+            runs += [sweep_variant(w) for w in SWEEP_WEIGHTS if (w, 1.0) not in main]
+        return runs
+
+    def aliases(self) -> dict[str, str]:
+        """Sweep entries that are the same configuration as a main variant (name -> run name)."""
+        if not self.sweep:
+            return {}
+        by_weights = {(v.hard_negative_weight, v.hard_positive_weight): v.name for v in MAIN_VARIANTS}
+        return {sweep_variant(w).name: by_weights[(w, 1.0)] for w in SWEEP_WEIGHTS if (w, 1.0) in by_weights}
+
+    def pretrain_settings(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in _PRETRAIN_FIELDS}
+
+
+@dataclass
+class DemoResult:
+    """What `run_demo` measured: per-variant, per-dataset metrics (over seeds) and the raw runs."""
+
+    results: dict[str, dict[str, dict[str, float]]]
+    per_seed: dict[str, dict[int, dict[str, dict[str, float]]]]
+    timings: dict[str, float] = field(default_factory=dict)
+    config: DemoConfig = field(default_factory=DemoConfig)
+    output_dir: Path | None = None
+    chart: Path | None = None
+
+
+def run_demo(
+    output_dir: str | Path,
+    config: DemoConfig | None = None,
+    *,
+    progress: bool | None = None,
+    log: Callable[[str], None] = print,
+) -> DemoResult:
+    """Pretrain (or reuse the cached pretrained model), fine-tune every variant for every seed, evaluate, report.
+
+    `progress`: tqdm bars for the training runs; None = only when stdout is a terminal. Either way
+    each stage prints one line, so a log file stays readable.
+    """
+    config = config or DemoConfig()
+    if not config.seeds:
+        raise ValueError("DemoConfig.seeds is empty: give at least one seed")
+    if progress is None:
+        progress = sys.stdout.isatty()
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+    wall, cpu = time.perf_counter(), time.process_time()
+
+    with _torch_threads(config.torch_threads), _quiet_libraries():
+        from hf_hardpos.synthetic import world
+
+        with _timed(timings, "data"):
+            eval_sets = make_eval_sets(config.eval_examples, config.image_size)
+        log(
+            f"[data] synthetic eval sets: REPLACE attributes, REPLACE relations, SWAP, {config.eval_examples} rows each "
+            f"(seed {EVAL_SEED}) in {timings['data']:.1f} s"
+        )
+        with _timed(timings, "pretrain"):
+            pretrained_dir, reused = _pretrained_model(output_dir / "models", config, progress, log)
+        log(
+            f"[pretrain] {'reused the cached' if reused else 'trained the'} tiny CLIP at {pretrained_dir} "
+            f"({timings['pretrain']:.1f} s)"
+        )
+        per_seed: dict[str, dict[int, dict[str, dict[str, float]]]] = {}
+        outcomes: dict[str, dict[int, dict[str, dict[str, np.ndarray]]]] = {}
+        with _timed(timings, "evaluate pretrained"):
+            model, processor = _load(pretrained_dir)
+            metrics, rows = evaluate_on_world(model, processor, eval_sets)
+        per_seed[PRETRAINED], outcomes[PRETRAINED] = {config.pretrain_seed: metrics}, {config.pretrain_seed: rows}
+        log(f"[evaluate] {PRETRAINED:<16} {_headline(metrics)}")
+
+        for seed in config.seeds:
+            finetune_set = world.make_finetune_dataset(config.finetune_examples, seed, image_size=config.image_size)
+            for variant in config.variants():
+                began = time.perf_counter()
+                model = _finetune(pretrained_dir, variant, finetune_set, seed, output_dir, config, progress)
+                metrics, rows = evaluate_on_world(model, processor, eval_sets)
+                per_seed.setdefault(variant.name, {})[seed] = metrics
+                outcomes.setdefault(variant.name, {})[seed] = rows
+                timings[f"{variant.name} seed {seed}"] = time.perf_counter() - began
+                log(
+                    f"[fine-tune] seed {seed} {variant.name:<16} {timings[f'{variant.name} seed {seed}']:5.1f} s  "
+                    f"{_headline(metrics)}"
+                )
+    for alias, name in config.aliases().items():
+        per_seed[alias], outcomes[alias] = per_seed[name], outcomes[name]
+
+    results = {variant: report.mean_over_seeds(runs) for variant, runs in per_seed.items()}
+    if config.bootstrap_samples:
+        groups = _image_groups(eval_sets)
+        for variant, summary in results.items():
+            report.add_intervals(summary, outcomes[variant], groups, config.bootstrap_samples)
+    timings["total"] = time.perf_counter() - wall
+    timings["total_cpu"] = time.process_time() - cpu
+    result = DemoResult(results, per_seed, timings, config, output_dir)
+    _write(result, log)
+    log(report.format_tables(results, per_seed, config.seeds, config.eval_examples, bootstrap_samples=config.bootstrap_samples))
+    written = ["results.json", "results.md", "run_info.json"] + ([report.CHART_NAME] if result.chart else [])
+    log(
+        f"total {timings['total']:.1f} s wall, {timings['total_cpu']:.1f} s CPU (this process); "
+        f"wrote {', '.join(written)} to {output_dir}"
+    )
+    return result
+
+
+def _pretrained_model(models_dir: Path, config: DemoConfig, progress: bool, log: Callable[[str], None]) -> tuple[Path, bool]:
+    """The pretrained tiny CLIP: reused from `models_dir` when its key matches, else built and trained.
+
+    The key holds every pretraining setting and the versions the weights depend on, so a cached model
+    is never reused across settings that would have trained a different one.
+    """
+    from hf_hardpos.provenance import digest_of
+
+    folder = models_dir / PRETRAINED
+    key = {"settings": config.pretrain_settings(), "environment": _environment()}
+    key_file = folder / PRETRAIN_KEY_FILE
+    if key_file.is_file() and (folder / "model.safetensors").is_file():
+        try:
+            if json.loads(key_file.read_text())["digest"] == digest_of(key):
+                return folder, True
+        except (ValueError, KeyError):
+            pass  # an unreadable key file: train again and overwrite it
+    from hf_hardpos.synthetic import world
+
+    dataset = world.make_pretrain_dataset(config.pretrain_examples, config.pretrain_seed, image_size=config.image_size)
+    log(f"[pretrain] {len(dataset)} image / alt-text pairs, {config.pretrain_epochs:g} epochs, batch {config.pretrain_batch_size}")
+    _pretrain(models_dir, dataset, config, progress)
+    key_file.write_text(json.dumps({"digest": digest_of(key), **key}, indent=2) + "\n")
+    return folder, False
+
+
+def _pretrain(models_dir: Path, dataset, config: DemoConfig, progress: bool) -> Path:
+    """Build the tiny CLIP and train it with the CLIP loss only; save it as a Hub-style folder."""
+    from transformers import CLIPModel, CLIPProcessor
+
+    from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
+    from hf_hardpos.synthetic.world import tokenizer_corpus
+
+    init_dir = build_tiny_clip(
+        models_dir / "init",
+        tokenizer_corpus(),
+        image_size=config.image_size,
+        patch_size=config.patch_size,
+        hidden_size=config.hidden_size,
+        projection_dim=config.projection_dim,
+        num_layers=config.num_layers,
+        seed=config.pretrain_seed,
+    )
+    model, processor = CLIPModel.from_pretrained(init_dir), CLIPProcessor.from_pretrained(init_dir)
+    trainer = _trainer(
+        model,
+        processor,
+        dataset,
+        Variant(PRETRAINED, 0.0, 0.0),
+        seed=config.pretrain_seed,
+        epochs=config.pretrain_epochs,
+        learning_rate=config.pretrain_learning_rate,
+        batch_size=config.pretrain_batch_size,
+        output_dir=models_dir / PRETRAINED,
+        config=config,
+        progress=progress,
+    )
+    trainer.train()
+    trainer.save_model(str(models_dir / PRETRAINED))
+    return models_dir / PRETRAINED
+
+
+def _finetune(pretrained_dir: Path, variant: Variant, dataset, seed: int, output_dir: Path, config: DemoConfig, progress: bool):
+    """Fine-tune a fresh copy of the pretrained model with `variant`'s loss weights; return the model."""
+    model, processor = _load(pretrained_dir)
+    trainer = _trainer(
+        model,
+        processor,
+        dataset,
+        variant,
+        seed=seed,
+        epochs=config.finetune_epochs,
+        learning_rate=config.finetune_learning_rate,
+        batch_size=config.batch_size,
+        output_dir=output_dir / "models" / variant.name / f"seed-{seed}",
+        config=config,
+        progress=progress,
+    )
+    trainer.train()
+    trainer.save_model(str(trainer.args.output_dir))
+    return trainer.model
+
+
+def _trainer(
+    model,
+    processor,
+    dataset,
+    variant: Variant,
+    *,
+    seed: int,
+    epochs: float,
+    learning_rate: float,
+    batch_size: int,
+    output_dir: Path,
+    config: DemoConfig,
+    progress: bool,
+):
+    """A `HardPosTrainer` for one run: only the caption columns the variant's loss reads are batched."""
+    import torch
+
+    from hf_hardpos import columns
+    from hf_hardpos.training import HardPosTrainer, HardPosTrainingArguments
+
+    uses_negatives = variant.hard_negative_weight > 0
+    uses_positives = variant.hard_positive_weight > 0
+    args = HardPosTrainingArguments(
+        output_dir=str(output_dir),
+        hard_negative_weight=variant.hard_negative_weight,
+        hard_positive_weight=variant.hard_positive_weight,
+        positive_columns=list(columns.FINETUNE_POSITIVE_COLUMNS) if uses_positives else [],
+        negative_columns=list(columns.FINETUNE_NEGATIVE_COLUMNS) if uses_negatives else [],
+        per_device_train_batch_size=batch_size,
+        num_train_epochs=epochs,
+        learning_rate=learning_rate,
+        weight_decay=config.weight_decay,
+        warmup_steps=config.warmup_ratio,
+        lr_scheduler_type="cosine",
+        seed=seed,
+        save_strategy="no",
+        report_to="none",
+        logging_steps=0.25,
+        disable_tqdm=not progress,
+        dataloader_pin_memory=torch.cuda.is_available(),
+        dataloader_num_workers=config.dataloader_workers,
+        dataloader_persistent_workers=config.dataloader_workers > 0,
+    )
+    trainer = HardPosTrainer(model=model, args=args, train_dataset=dataset, processor=processor)
+    # The demo prints one line per run; the Trainer's per-log dict lines would drown it.
+    trainer.remove_callback(PrinterCallback)
+    if progress:
+        trainer.remove_callback(ProgressCallback)
+        trainer.add_callback(_BarOnlyProgressCallback())
+    return trainer
+
+
+class _BarOnlyProgressCallback(ProgressCallback):
+    """The Trainer's progress bar without its printed log dicts (the loss terms stay in `log_history`)."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        return None
+
+
+def _load(folder: Path):
+    from transformers import CLIPModel, CLIPProcessor
+
+    return CLIPModel.from_pretrained(folder), CLIPProcessor.from_pretrained(folder)
+
+
+def make_eval_sets(examples: int, image_size: int = 32) -> dict:
+    """The fixed synthetic REPLACE (two subsets) and SWAP sets every model is evaluated on."""
+    from hf_hardpos.synthetic import world
+
+    return {
+        "replace_attributes": world.make_replace_dataset(examples, EVAL_SEED, "attributes", image_size=image_size),
+        "replace_relations": world.make_replace_dataset(examples, EVAL_SEED, "relations", image_size=image_size),
+        "swap": world.make_swap_dataset(examples, EVAL_SEED, image_size=image_size),
+    }
+
+
+def evaluate_on_world(model, processor, eval_sets: dict) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, np.ndarray]]]:
+    """Metrics on each eval set, the paper's REPLACE column and the attribute rows split by edited word.
+
+    Returns (metrics by dataset under the demo's short names, per-row 0/1 outcomes by dataset) — the
+    latter for bootstrap intervals over images. Scores come from the package's `ITMScorer` (fp32
+    cosine similarity), metrics from `hf_hardpos.metrics` with its strict tie rule.
+    """
+    from hf_hardpos.columns import REPLACE_AGGREGATE
+    from hf_hardpos.evaluation import add_replace_aggregate, metrics_from_scores, score_eval_set
+    from hf_hardpos.metrics import augmented_correct, brittle, original_correct
+    from hf_hardpos.scoring import ITMScorer
+
+    model.eval()
+    scorer = ITMScorer(model, processor, batch_size=256, progress=False)
+    scores = {name: score_eval_set(scorer, dataset) for name, dataset in eval_sets.items()}
+    words = edited_words(eval_sets["replace_attributes"])
+    for word in report.EDITED_WORDS:
+        keep = words == word
+        scores[f"replace_attributes[{word}]"] = {k: scores["replace_attributes"][k][keep] for k in ("original", "negative", "positive")}
+    raw = {name: metrics_from_scores(s["original"], s["negative"], s["positive"]) for name, s in scores.items()}
+    raw["replace"] = add_replace_aggregate({"attributes": raw["replace_attributes"], "relations": raw["replace_relations"]})[
+        REPLACE_AGGREGATE
+    ]
+    metrics = {name: report.rename_metrics(raw[name]) for name in (*report.DATASETS, *report.BY_EDITED_WORD)}
+    rows: dict[str, dict[str, np.ndarray]] = {}
+    for name in eval_sets:
+        s = scores[name]
+        rows[name] = {
+            "orig_acc": original_correct(s["original"], s["negative"]),
+            "aug_acc": augmented_correct(s["original"], s["negative"], s["positive"]),
+            "brittleness": brittle(s["original"], s["negative"], s["positive"]),
+        }
+    rows["replace"] = {
+        rate: np.concatenate([rows["replace_attributes"][rate], rows["replace_relations"][rate]]) for rate in report.RATE_METRICS
+    }
+    return metrics, rows
+
+
+def edited_words(dataset) -> np.ndarray:
+    """Per row of a REPLACE-attributes set: which slot ("shape", "colour", "size") its hard negative edits."""
+    from hf_hardpos import columns
+    from hf_hardpos.synthetic import captions as cap
+
+    names = []
+    for caption, negative in zip(dataset[columns.CAPTION], dataset[columns.HARD_NEGATIVE]):
+        (slot,) = cap.changed_slots(cap.parse_caption(caption), cap.parse_caption(negative))
+        names.append(slot.name)
+    return np.asarray(names)
+
+
+def _image_groups(eval_sets: dict) -> dict[str, np.ndarray]:
+    from hf_hardpos import columns
+
+    groups = {name: np.asarray(dataset[columns.IMAGE_ID]) for name, dataset in eval_sets.items()}
+    groups["replace"] = np.concatenate([groups["replace_attributes"], groups["replace_relations"]])
+    return groups
+
+
+def _headline(metrics: dict[str, dict[str, float]]) -> str:
+    return "  ".join(
+        f"{name.upper()} orig {100 * metrics[name]['orig_acc']:.1f} aug {100 * metrics[name]['aug_acc']:.1f} "
+        f"brittle {100 * metrics[name]['brittleness']:.1f}"
+        for name in ("replace", "swap")
+    )
+
+
+def _environment() -> dict[str, Any]:
+    """Versions and thread settings the numbers depend on (recorded in run_info.json and the cache key)."""
+    import accelerate
+    import PIL
+    import tokenizers
+    import torch
+
+    from hf_hardpos.provenance import environment
+
+    return {
+        **environment(),
+        "numpy": np.__version__,
+        "pillow": PIL.__version__,
+        "tokenizers": tokenizers.__version__,
+        "accelerate": accelerate.__version__,
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "torch_num_threads": torch.get_num_threads(),
+        "torch_num_interop_threads": torch.get_num_interop_threads(),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS"),
+    }
+
+
+def _write(result: DemoResult, log: Callable[[str], None]) -> None:
+    assert result.output_dir is not None
+    out, config = result.output_dir, result.config
+    (out / "results.json").write_text(json.dumps(result.results, indent=2) + "\n")
+    with _torch_threads(config.torch_threads):
+        environment = _environment()
+    info = {
+        "config": dataclasses.asdict(config),
+        "eval_seed": EVAL_SEED,
+        "environment": environment,
+        "determinism": "results.json is byte-identical across reruns on one machine with these versions and "
+        "thread settings (checked by tests/test_demo.py); other machines may differ in the last digits",
+        "aggregation": {
+            "replace": "unweighted mean of replace_attributes and replace_relations (the paper's REPLACE)",
+            "seeds": "each metric is the mean over seeds; <metric>_std is the sample standard deviation",
+            "intervals": report.interval_note(config.bootstrap_samples) if config.bootstrap_samples else None,
+            "ties": "strict comparisons: a tie is never correct and never brittle",
+        },
+        "aliases": config.aliases(),
+        "per_seed": {v: {str(s): m for s, m in runs.items()} for v, runs in result.per_seed.items()},
+        "timings_seconds": {k: round(v, 2) for k, v in result.timings.items()},
+    }
+    (out / "run_info.json").write_text(json.dumps(info, indent=2) + "\n")
+    tables = report.format_tables(
+        result.results, result.per_seed, config.seeds, config.eval_examples, markdown=True,
+        bootstrap_samples=config.bootstrap_samples,
+    )
+    (out / "results.md").write_text(tables + "\n")
+    try:
+        result.chart = report.plot_results(result.results, out / report.CHART_NAME, config.seeds)
+    except ImportError:
+        (out / report.CHART_NAME).unlink(missing_ok=True)  # never leave an older run's chart beside new tables
+        log(
+            f"[chart] matplotlib is not installed, so no {report.CHART_NAME} was drawn (the tables are written). "
+            'Install it with: pip install -e ".[demo]"  (or: pip install "hf_hardpos[demo]")'
+        )
+
+
+@contextlib.contextmanager
+def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
+    began = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = time.perf_counter() - began
+
+
+@contextlib.contextmanager
+def _torch_threads(count: int) -> Iterator[None]:
+    """Run with `count` intra-op torch threads, restoring the caller's setting afterwards."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+@contextlib.contextmanager
+def _quiet_libraries() -> Iterator[None]:
+    """Silence library chatter (PIL image-processor fallback, weight-loading bars) for a readable log."""
+    import transformers
+
+    previous = transformers.logging.get_verbosity()
+    datasets_logger = logging.getLogger("datasets")
+    previous_datasets = datasets_logger.level
+    bars_were_on = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()  # "Loading weights", "Writing model shards"
+    datasets_logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        transformers.logging.set_verbosity(previous)
+        if bars_were_on:
+            transformers.utils.logging.enable_progress_bar()
+        datasets_logger.setLevel(previous_datasets)
+
+
+__all__ = [
+    "DemoConfig",
+    "DemoResult",
+    "MAIN_VARIANTS",
+    "SWEEP_WEIGHTS",
+    "Variant",
+    "edited_words",
+    "evaluate_on_world",
+    "make_eval_sets",
+    "run_demo",
+]
