@@ -233,3 +233,32 @@ def load_clip_benchmark_webdataset(
         classnames=classnames,
         templates=templates,
     )
+
+
+def load_task_rows(
+    dataset: str | Path | ClipBenchmarkWebDataset,
+    task: str,
+    split: str,
+    *,
+    revision: str | None = None,
+    cache_dir: str | None = None,
+    max_rows: int | None = None,
+) -> tuple[ClipBenchmarkWebDataset, Dataset]:
+    """The loaded webdataset and its first `max_rows` samples, refusing one made for another task.
+
+    Both zero-shot tasks start here, so a retrieval set passed to classification (or the reverse),
+    and an empty split, fail with the same message before any encoding.
+    """
+    loaded = (
+        dataset
+        if isinstance(dataset, ClipBenchmarkWebDataset)
+        else load_clip_benchmark_webdataset(dataset, split, revision=revision, cache_dir=cache_dir)
+    )
+    if loaded.task != task:
+        raise UserInputError(
+            f"{loaded.source} is a {loaded.task} dataset ({DATASET_TYPE_FILE}), not {task}"
+        )
+    rows = loaded.dataset if max_rows is None else loaded.dataset.select(range(min(max_rows, len(loaded.dataset))))
+    if len(rows) == 0:
+        raise UserInputError(f"{loaded.source} ({loaded.split}) has no samples")
+    return loaded, rows

@@ -30,7 +30,7 @@ from .webdataset import (
     TEMPLATES_FILE,
     ZEROSHOT_CLASSIFICATION,
     ClipBenchmarkWebDataset,
-    load_clip_benchmark_webdataset,
+    load_task_rows,
 )
 
 CLASSIFICATION_AGGREGATION = (
@@ -112,16 +112,9 @@ def evaluate_zeroshot_classification(
     split; `max_rows` keeps the first N images (quick checks). Distinct images are encoded once.
     Returns `acc1`, `acc5`, `mean_per_class_recall`, counts, `tie_rule` and `aggregation`.
     """
-    loaded = (
-        dataset
-        if isinstance(dataset, ClipBenchmarkWebDataset)
-        else load_clip_benchmark_webdataset(dataset, split, revision=revision, cache_dir=cache_dir)
+    loaded, rows = load_task_rows(
+        dataset, ZEROSHOT_CLASSIFICATION, split, revision=revision, cache_dir=cache_dir, max_rows=max_rows
     )
-    if loaded.task != ZEROSHOT_CLASSIFICATION:
-        raise UserInputError(f"{loaded.source} is a {loaded.task} dataset (dataset_type.txt), not classification")
-    rows = loaded.dataset if max_rows is None else loaded.dataset.select(range(min(max_rows, len(loaded.dataset))))
-    if len(rows) == 0:
-        raise UserInputError(f"{loaded.source} ({loaded.split}) has no samples")
     targets = _targets(loaded, rows)
     classifier = zeroshot_classifier(scorer, loaded.classnames, loaded.templates)
     image_embeddings, image_slot = scorer.embed_images(rows, loaded.image_column)

@@ -29,7 +29,7 @@ from .webdataset import (
     KEY_COLUMN,
     ZEROSHOT_RETRIEVAL,
     ClipBenchmarkWebDataset,
-    load_clip_benchmark_webdataset,
+    load_task_rows,
 )
 
 RECALL_KS = (1, 5, 10)
@@ -99,16 +99,9 @@ def evaluate_zeroshot_retrieval(
     `max_rows` keeps the first N images (and their captions). Distinct images and distinct caption
     strings are each encoded once.
     """
-    loaded = (
-        dataset
-        if isinstance(dataset, ClipBenchmarkWebDataset)
-        else load_clip_benchmark_webdataset(dataset, split, revision=revision, cache_dir=cache_dir)
+    loaded, rows = load_task_rows(
+        dataset, ZEROSHOT_RETRIEVAL, split, revision=revision, cache_dir=cache_dir, max_rows=max_rows
     )
-    if loaded.task != ZEROSHOT_RETRIEVAL:
-        raise UserInputError(f"{loaded.source} is a {loaded.task} dataset, not retrieval (dataset_type.txt)")
-    rows = loaded.dataset if max_rows is None else loaded.dataset.select(range(min(max_rows, len(loaded.dataset))))
-    if len(rows) == 0:
-        raise UserInputError(f"{loaded.source} ({loaded.split}) has no samples")
     texts, text_image = _captions(loaded, rows)
     slot = {text: i for i, text in enumerate(dict.fromkeys(texts))}
     text_embeddings = scorer.encode_texts(list(slot))[torch.tensor([slot[t] for t in texts])]
