@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from .errors import UserInputError
 from .metrics import METRIC_NAMES, augmented_correct, brittle, check_scores, compute_metrics, metric_with_interval
 from .metrics import original_correct
 from .embedding_cache import EmbeddingCache
-from .provenance import digest_of, environment, hub_revision, model_identity, sha256_files
+from .provenance import describe_model, digest_of, environment, hub_revision, model_identity, sha256_files
 from .scoring import ITMScorer, pick_device, text_context_length
 from .tables import TIE_RULE, metrics_table
 
@@ -162,16 +162,27 @@ class EvaluationReport:
         }
 
     def table(self) -> str:
-        lines = [metrics_table({**self.results, **self.aggregates}), f"rates: {TIE_RULE}"]
+        lines = [metrics_table({**self.results, **self.aggregates}), f"rates: {TIE_RULE}", *self.settings_lines()]
+        lines.append(f"model: {self.model_line()}")
+        return "\n".join([*lines, *self.data_lines()])
+
+    def settings_lines(self) -> list[str]:
+        """How the scores were computed (definition, precision, device, text length)."""
         settings = self.run.get("settings", {})
-        if settings:
-            lines.append(
-                f"scores: {SCORE_DEFINITION}; {settings.get('precision')} on {settings.get('device')}, "
-                f"text max_length {settings.get('max_length')}"
-            )
-        identity = self.run.get("model_identity", {})
-        model_id = identity.get("sha256", identity.get("revision")) or "unknown revision"
-        lines.append(f"model: {self.model} ({'sha256 ' if 'sha256' in identity else 'revision '}{str(model_id)[:12]})")
+        if not settings:
+            return []
+        line = (
+            f"scores: {SCORE_DEFINITION}; {settings.get('precision')} on {settings.get('device')}, "
+            f"text max_length {settings.get('max_length')}"
+        )
+        return [line]
+
+    def model_line(self) -> str:
+        return describe_model(self.model, self.run.get("model_identity", {}))
+
+    def data_lines(self) -> list[str]:
+        """Each config's data identity, truncation and interval method, then the aggregation rule."""
+        lines = []
         for config, prov in self.provenance.items():
             data_id = prov.get("dataset", {})
             ident = data_id.get("sha256") or data_id.get("revision") or data_id.get("fingerprint") or "unknown"
@@ -187,7 +198,7 @@ class EvaluationReport:
             lines.append(line)
         if REPLACE_AGGREGATE in self.aggregates:
             lines.append(f"{REPLACE_AGGREGATE}: unweighted mean of the two subsets (the paper's REPLACE column)")
-        return "\n".join(lines)
+        return lines
 
     def save(self, output_dir: str | Path) -> Path:
         """Write one `scores-<config>.parquet` per config (row, s_c, s_n, s_p, outcomes), then `metrics.json`.
@@ -257,6 +268,69 @@ class EvaluationReport:
             if "image_id" in table.column_names:
                 self.scores[config]["image_id"] = np.asarray(table["image_id"])
             self.saved_configs.add(config)
+
+
+def _is_difference_key(name: str, value: Any) -> bool:
+    """Rates and mean scores are differenced; counts and interval bounds are not (the difference of two
+    interval ends is no interval of the difference)."""
+    return isinstance(value, float) and not name.startswith("num_") and "_ci_" not in name
+
+
+def rows_by_activation(rows: Mapping[str, Mapping[str, Mapping]]) -> dict[str, dict]:
+    """Interleave the rows of one model converted with each activation, for one side-by-side table.
+
+    `rows` maps activation -> row name -> metrics. Each row appears as `name [activation]`, then
+    `name [other - first]`: the difference of every rate and mean score from the first activation's,
+    on the same data (same rows, same images), so the table shows how much the GELU/QuickGELU choice
+    alone moves each number.
+    """
+    activations = list(rows)
+    first = activations[0]
+    names = list(dict.fromkeys(name for per_activation in rows.values() for name in per_activation))
+    combined: dict[str, dict] = {}
+    for name in names:
+        for activation in activations:
+            if name in rows[activation]:
+                combined[f"{name} [{activation}]"] = dict(rows[activation][name])
+        base = rows[first].get(name)
+        for activation in activations[1:]:
+            other = rows[activation].get(name)
+            if base is None or other is None:
+                continue
+            combined[f"{name} [{activation} - {first}]"] = {
+                k: other[k] - v for k, v in base.items() if _is_difference_key(k, v) and _is_difference_key(k, other.get(k))
+            }
+    return combined
+
+
+def difference_rule(activations: Sequence[str], units: str = "rates in percentage points, mean scores in cosine") -> str:
+    """The line printed under a side-by-side table, saying what its difference rows are."""
+    first = activations[0]
+    others = ", ".join(f"[{a} - {first}]" for a in activations[1:])
+    return (
+        f"{others} rows: {', '.join(activations[1:])} minus {first}, row by row on the same data ({units}); "
+        "the same checkpoint, converted once per activation"
+    )
+
+
+def activation_comparison_table(reports: Mapping[str, EvaluationReport]) -> str:
+    """One table for `hardpos eval --activation both`: each config's rows per activation and their difference.
+
+    `reports` maps activation -> the report of the checkpoint converted with it. The lines under the
+    table say how each figure was obtained, with one model line per activation (same checkpoint
+    sha256, different `hidden_act`).
+    """
+    first = next(iter(reports.values()))
+    rows = {activation: {**r.results, **r.aggregates} for activation, r in reports.items()}
+    lines = [
+        metrics_table(rows_by_activation(rows), label="config [activation]"),
+        f"rates: {TIE_RULE}",
+        difference_rule(list(reports)),
+        *first.settings_lines(),
+        *(f"model [{activation}]: {r.model_line()}" for activation, r in reports.items()),
+        *first.data_lines(),
+    ]
+    return "\n".join(lines)
 
 
 def _what_differs(saved_provenance: dict, run: dict, new_key: str | None) -> str:
@@ -422,9 +496,18 @@ def evaluate_model(
     progress: bool = True,
     cache_dir: str | Path | None = None,
     scorer_provider: Callable[[], ITMScorer] | None = None,
+    open_clip_config: str | Path | dict | None = None,
+    activation: str | None = None,
+    tokenizer: str | Path | None = None,
     log=print,
 ) -> EvaluationReport:
-    """Evaluate a Hub/local model on every config of a Hub/local hard-positive dataset.
+    """Evaluate a Hub/local model, or a checkpoint file, on every config of a Hub/local hard-positive dataset.
+
+    `model` may be an open_clip / OpenAI TorchScript / TSVLC-LoRA checkpoint file: it is converted
+    once into the conversion cache (`conversion.resolve_model`, with `open_clip_config` — required
+    except for OpenAI archives —, `activation` "quick_gelu"/"gelu" (default: the config's) and
+    `tokenizer`) and scored like any HF model; `run["model_identity"]["converted_from"]` then names
+    the checkpoint's sha256 and the activation. These three options are refused for HF models.
 
     `configs=None` evaluates all configs the dataset declares. With `output_dir`, each config's
     `scores-<config>.parquet` and the running `metrics.json` are written as soon as that config is
@@ -436,10 +519,13 @@ def evaluate_model(
     share one scorer and its cache; it is called only if something must be scored, and its scorer
     must have been built with the same `precision`, `allow_tf32` and `device`.
     """
+    from .conversion import resolve_model
+
     check_run_options(batch_size, num_workers, max_rows, bootstrap_samples)
     if output_dir is not None:
         check_output_writable(output_dir)
-    identity = identify_model(str(model))
+    model_path = resolve_model(model, open_clip_config, activation, tokenizer, progress=progress)
+    identity = identify_model(model_path)
     eval_sets = load_eval_sets(dataset, configs, split)
     for name, eval_set in eval_sets.items():  # before the model is loaded, not after
         columns.require_columns(
@@ -449,7 +535,7 @@ def evaluate_model(
     from transformers import AutoConfig
 
     try:
-        max_length = text_context_length(AutoConfig.from_pretrained(str(model)))
+        max_length = text_context_length(AutoConfig.from_pretrained(model_path))
     except (OSError, ValueError) as err:
         raise UserInputError(f"cannot read the text context length of model {model!r}: {str(err).splitlines()[0]}") from err
     settings = {
@@ -483,7 +569,7 @@ def evaluate_model(
         if (scorer.precision, scorer.allow_tf32, scorer.device.type) != (precision, allow_tf32, settings["device"]):
             raise ValueError("scorer_provider's scorer was built with other precision/TF32/device settings")
     elif todo:
-        loaded_model, processor = load_model_and_processor(str(model))
+        loaded_model, processor = load_model_and_processor(model_path)
         cache = None
         if cache_dir is not None:
             if report.run["key"] is None:

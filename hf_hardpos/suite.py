@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,8 +27,8 @@ import yaml
 from . import columns
 from .errors import UserInputError
 from .evaluation import EvaluationReport, check_output_writable, check_run_options, evaluate_model, load_eval_sets
-from .evaluation import identify_model, load_model_and_processor
-from .provenance import digest_of, environment, hub_revision, sha256_files
+from .evaluation import difference_rule, identify_model, load_model_and_processor, rows_by_activation
+from .provenance import describe_model, digest_of, environment, hub_revision, sha256_files
 from .scoring import ITMScorer, pick_device
 from .tables import TIE_RULE, metrics_table, render_table
 from .tasks import caption_selection, text_only, webdataset
@@ -197,20 +197,60 @@ class SuiteReport:
 
     def table(self) -> str:
         """One block per dataset, each with the rule its numbers follow, then the group means."""
-        blocks = []
-        for name, section in self.sections.items():
-            blocks.append(f"== {name} ({section['task']}; {section['source']}) ==\n" + format_section(section))
-        for group, mean in self.group_means.items():
-            blocks.append(
-                f"== {group}: unweighted mean of {mean['metric']} over {mean['num_datasets']} datasets "
-                f"= {100 * mean['value']:.1f}% ==" + (f" (missing: {', '.join(mean['missing'])})" if mean["missing"] else "")
-            )
+        blocks = [section_block(name, section) for name, section in self.sections.items()]
+        blocks.extend(group_mean_line(group, mean) for group, mean in self.group_means.items())
+        blocks.append(f"{self.settings_line()}\nmodel: {self.model_line()}")
+        return "\n\n".join(blocks)
+
+    def settings_line(self) -> str:
         settings = self.run.get("settings", {})
-        blocks.append(
-            f"model: {self.model}; scores: cosine similarity of L2-normalised embeddings, "
+        return (
+            "scores: cosine similarity of L2-normalised embeddings, "
             f"{settings.get('precision')} on {settings.get('device')}"
         )
-        return "\n\n".join(blocks)
+
+    def model_line(self) -> str:
+        return describe_model(self.model, self.run.get("model_identity", {}))
+
+
+def section_block(name: str, section: dict) -> str:
+    """A dataset's heading (name, task, source) and its table with tie rule and aggregation."""
+    return f"== {name} ({section['task']}; {section['source']}) ==\n" + format_section(section)
+
+
+def group_mean_line(group: str, mean: dict) -> str:
+    """A group's mean (e.g. VTAB), naming the metric, how many datasets it averages and which are missing."""
+    return (
+        f"== {group}: unweighted mean of {mean['metric']} over {mean['num_datasets']} datasets "
+        f"= {100 * mean['value']:.1f}% ==" + (f" (missing: {', '.join(mean['missing'])})" if mean["missing"] else "")
+    )
+
+
+def activation_comparison_suite_table(reports: Mapping[str, SuiteReport]) -> str:
+    """`hardpos eval --suite S --activation both`: every dataset's rows per activation and their difference.
+
+    `reports` maps activation -> the suite report of the checkpoint converted with it. Each dataset
+    keeps its own table layout, tie rule and aggregation (`format_section`), with rows labelled
+    `name [activation]` and `name [other - first]` (see `rows_by_activation`).
+    """
+    activations = list(reports)
+    names = list(dict.fromkeys(name for report in reports.values() for name in report.sections))
+    blocks = []
+    for name in names:
+        sections = {a: r.sections[name] for a, r in reports.items() if name in r.sections}
+        merged = dict(next(iter(sections.values())))
+        for part in ("results", "aggregates"):
+            merged[part] = rows_by_activation({a: section.get(part, {}) for a, section in sections.items()})
+        blocks.append(section_block(name, merged))
+    for activation, report in reports.items():
+        blocks.extend(f"[{activation}] " + group_mean_line(g, m) for g, m in report.group_means.items())
+    first = next(iter(reports.values()))
+    blocks.append("\n".join([
+        difference_rule(activations, units="each column's unit; percentage points in % columns"),
+        first.settings_line(),
+        *(f"model [{activation}]: {r.model_line()}" for activation, r in reports.items()),
+    ]))
+    return "\n\n".join(blocks)
 
 
 def _json_default(value):
@@ -283,19 +323,27 @@ def run_suite(
     cache_dir: str | Path | None = None,
     resume: bool = True,
     progress: bool = True,
+    open_clip_config: str | Path | dict | None = None,
+    activation: str | None = None,
+    tokenizer: str | Path | None = None,
     log=print,
 ) -> SuiteReport:
     """Evaluate `model` on every entry; one `metrics.json` and one table in `output_dir`.
 
     Each entry's result is saved in `output_dir/<name>/` when done and reused by a rerun only if
-    its key (model and dataset content, task, split, settings) is unchanged.
+    its key (model and dataset content, task, split, settings) is unchanged. A checkpoint file is
+    converted once, before the first entry, with `open_clip_config` / `activation` / `tokenizer`
+    (as `evaluate_model`); every entry then scores the converted folder.
     """
+    from .conversion import resolve_model
+
     check_run_options(batch_size, num_workers, max_rows)
     output_dir = Path(output_dir)
     check_output_writable(output_dir)
-    identity = identify_model(model)
+    model_path = resolve_model(model, open_clip_config, activation, tokenizer, progress=progress)
+    identity = identify_model(model_path)
     settings = {"precision": precision, "allow_tf32": allow_tf32, "device": pick_device(device).type, "max_rows": max_rows}
-    report = SuiteReport(model=model, run={
+    report = SuiteReport(model=str(model), run={
         "model_identity": identity,
         "settings": {**settings, "batch_size": batch_size},
         "environment": environment(),
@@ -305,7 +353,7 @@ def run_suite(
         from .embedding_cache import EmbeddingCache
 
         cache = EmbeddingCache(cache_dir, namespace=digest_of([identity, settings]))
-    scorer = _LazyScorer(model, batch_size=batch_size, num_workers=num_workers, device=device,
+    scorer = _LazyScorer(model_path, batch_size=batch_size, num_workers=num_workers, device=device,
                          precision=precision, allow_tf32=allow_tf32, progress=progress, cache=cache)
     for entry in entries:
         task = entry.task or detect_task(entry.dataset, entry.split, entry.configs)
@@ -315,7 +363,7 @@ def run_suite(
         folder.mkdir(parents=True, exist_ok=True)
         log(f"[{entry.name}] {task} on {entry.dataset}")
         if task == HARD_POSITIVE:
-            hp = evaluate_model(model, entry.dataset, entry.configs, entry.split, batch_size=batch_size,
+            hp = evaluate_model(model_path, entry.dataset, entry.configs, entry.split, batch_size=batch_size,
                                 num_workers=num_workers, device=device, precision=precision, allow_tf32=allow_tf32,
                                 max_rows=max_rows, output_dir=folder, resume=resume, progress=progress,
                                 scorer_provider=scorer, log=log)

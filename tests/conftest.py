@@ -35,3 +35,42 @@ def shared_data() -> Path:
             pytest.fail(message + "; CI must run with ../shared beside the checkout")
         pytest.skip(message)
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def pos_nlp():
+    """A spaCy pipeline that tags the masked-LM fixtures' words (tests/mlm_fixtures.py), built in code.
+
+    spaCy is in the `test` extra, so in CI (`CI=true`) its absence fails instead of skipping the
+    tagger tests; locally they skip with the install command.
+    """
+    try:
+        import spacy  # noqa: F401
+    except ImportError:
+        message = "spaCy is not installed: pip install -e '.[test]' (or the [mlm] extra)"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(message + "; CI installs the test extra, which includes spaCy")
+        pytest.skip(message)
+    from mlm_fixtures import make_pos_pipeline
+
+    return make_pos_pipeline()
+
+
+@pytest.fixture(scope="session")
+def tiny_mlm_dir(tmp_path_factory) -> Path:
+    """A tiny random masked LM (BERT, word-level tokenizer) saved like a Hub repo, built once per session."""
+    from mlm_fixtures import build_tiny_mlm
+
+    return build_tiny_mlm(tmp_path_factory.mktemp("tiny_mlm"))
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tmp_path_factory) -> Path:
+    """The tiny open_clip fixtures' 528-token BPE (tests/fixtures/open_clip): the first 14 merges of
+    CLIP's, in open_clip's file format."""
+    from hf_hardpos.conversion.tokenizer import clip_tokenizer_from_merges, read_bpe_merges
+
+    folder = tmp_path_factory.mktemp("tiny_tokenizer")
+    merges = read_bpe_merges(Path(__file__).parent / "fixtures" / "open_clip" / "tiny_bpe_merges.txt")
+    clip_tokenizer_from_merges(merges, context_length=16).save_pretrained(folder)
+    return folder

@@ -40,15 +40,6 @@ def goldens() -> dict:
     return torch.load(FIXTURES / "goldens.pt", weights_only=True)
 
 
-@pytest.fixture(scope="module")
-def tiny_tokenizer(tmp_path_factory) -> Path:
-    """The tiny models' 528-token BPE: the first 14 merges of CLIP's, in open_clip's file format."""
-    folder = tmp_path_factory.mktemp("tiny_tokenizer")
-    tokenizer = clip_tokenizer_from_merges(read_bpe_merges(FIXTURES / "tiny_bpe_merges.txt"), context_length=16)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
 def _convert(tmp_path, tiny_tokenizer, checkpoint, config=QUICKGELU_JSON, **options):
     out = tmp_path / "converted"
     result = convert_checkpoint(

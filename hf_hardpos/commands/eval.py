@@ -1,12 +1,25 @@
-"""`hardpos eval`: score a model on one benchmark or a suite and print how every number was obtained."""
+"""`hardpos eval`: score a model on one benchmark or a suite and print how every number was obtained.
+
+    hardpos eval --model openai/clip-vit-base-patch32 --dataset hardpos/replace --output out/clip
+    hardpos eval --model negclip.pth --open-clip-config ViT-B-32 --activation both --suite compositional --output out/negclip
+
+A checkpoint file (open_clip, OpenAI TorchScript, TSVLC LoRA) is converted once into a cache keyed by
+its content and scored like any HF model. `--activation both` runs the checkpoint once per
+activation and prints one side-by-side table, because loading an open_clip checkpoint under the
+wrong activation silently changes every score (SPEC §9), and the reader should see by how much.
+"""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+
+BOTH = "both"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from ..conversion.open_clip_config import ACTIVATIONS
     from ..suite import SUITES, TASKS
 
     parser = subparsers.add_parser(
@@ -20,7 +33,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--dataset", help="Hub id or local folder (parquet + README configs, or a clip_benchmark webdataset)")
     source.add_argument("--suite", help=f"one of {sorted(SUITES)}, or a YAML file listing datasets (README: Benchmarks)")
-    parser.add_argument("--model", required=True, help="Hub id or local folder of a CLIP-like model")
+    parser.add_argument(
+        "--model", required=True,
+        help="Hub id or local folder of a CLIP-like model, or an open_clip / OpenAI TorchScript / TSVLC-LoRA "
+        "checkpoint file (converted once into a cache, then scored like any HF model)",
+    )
+    checkpoint = parser.add_argument_group(
+        "checkpoint files", "only with --model FILE; the converted folders are cached by the checkpoint's sha256 "
+        "and these options under $HARDPOS_CONVERTED_CACHE (default <HF_HOME>/hf_hardpos/converted)",
+    )
+    checkpoint.add_argument(
+        "--open-clip-config", default=None, metavar="NAME_OR_JSON",
+        help="open_clip model name (ViT-B-32, ViT-B-32-quickgelu, ...) or model-config JSON (file or text); "
+        "required for open_clip checkpoints, inferred for OpenAI archives",
+    )
+    checkpoint.add_argument(
+        "--activation", choices=(*ACTIVATIONS, BOTH), default=None,
+        help="default: the config's. The open_clip baselines were trained with quick_gelu but the paper evaluated "
+        f"them with gelu; '{BOTH}' evaluates each and prints them side by side, with --output DIR writing "
+        + " and ".join(f"DIR/{a}" for a in ACTIVATIONS),
+    )
+    checkpoint.add_argument(
+        "--tokenizer", default=None, metavar="FOLDER_OR_ID",
+        help="default openai/clip-vit-base-patch32 (offline: the BPE file open_clip ships)",
+    )
+    checkpoint.add_argument(
+        "--preset", default=None,
+        help="a `hardpos zoo` preset: fills --open-clip-config and --activation (the one the paper evaluated with)",
+    )
     parser.add_argument("--task", choices=TASKS, default=None, help="override the task recognised from the data")
     parser.add_argument(
         "--config", action="append", dest="configs", help="config to evaluate (repeatable; default: all)"
@@ -53,12 +93,49 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def _conversion_options(args: argparse.Namespace) -> tuple[dict, list[str | None]]:
+    """The checkpoint options (a preset's defaults under explicit ones) and the activation(s) to evaluate.
+
+    One entry per activation: `[None]` (the config's, or an HF model), `[act]`, or every activation
+    for `--activation both`.
+    """
+    from ..conversion.open_clip_config import ACTIVATIONS
+    from ..conversion.presets import get_preset
+    from ..errors import UserInputError
+
+    config, activation = args.open_clip_config, args.activation
+    if args.preset:
+        preset = get_preset(args.preset)
+        if not Path(args.model).expanduser().is_file():
+            raise UserInputError(
+                f"--preset applies to checkpoint files; --model {args.model} is not one (a Hugging Face model needs "
+                "no conversion)"
+            )
+        config = config or preset.open_clip_config
+        activation = activation or preset.paper_activation
+    activations = list(ACTIVATIONS) if activation == BOTH else [activation]
+    return {"open_clip_config": config, "tokenizer": args.tokenizer}, activations
+
+
 def run(args: argparse.Namespace) -> int:
     from ..errors import UserInputError
-    from ..evaluation import check_run_options, evaluate_model
-    from ..suite import HARD_POSITIVE, SuiteEntry, detect_task, load_suite, run_suite
+    from ..evaluation import activation_comparison_table, check_run_options, evaluate_model
+    from ..suite import HARD_POSITIVE, SuiteEntry, activation_comparison_suite_table, detect_task, load_suite, run_suite
 
     check_run_options(args.batch_size, args.num_workers, args.max_rows, args.bootstrap)
+    conversion, activations = _conversion_options(args)
+    compare = len(activations) > 1
+
+    def log_for(activation: str | None) -> Callable[[str], None]:
+        """With two activations, each log line says which run it belongs to."""
+        return (lambda message: print(f"[{activation}] {message}")) if compare else print
+
+    def output_for(activation: str | None) -> str | None:
+        """`--activation both` keeps one folder per activation, so resume and metrics.json stay per model."""
+        if args.output is None or not compare:
+            return args.output
+        return str(Path(args.output) / activation)
+
     common = dict(
         batch_size=args.batch_size,
         num_workers=args.num_workers,
@@ -69,17 +146,23 @@ def run(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         resume=not args.no_resume,
         progress=not args.no_progress,
+        **conversion,
     )
     if args.suite is None:
         task = args.task or detect_task(args.dataset, args.split, args.configs)
         if task == HARD_POSITIVE:
-            report = evaluate_model(
-                args.model, args.dataset, args.configs, args.split, bootstrap_samples=args.bootstrap,
-                output_dir=args.output, **common,
-            )
-            print(report.table())
-            if args.output:
-                print(f"wrote {args.output}/metrics.json and per-row scores")
+            reports = {
+                activation: evaluate_model(
+                    args.model, args.dataset, args.configs, args.split, bootstrap_samples=args.bootstrap,
+                    output_dir=output_for(activation), activation=activation, log=log_for(activation), **common,
+                )
+                for activation in activations
+            }
+            if compare:
+                print(activation_comparison_table(reports))
+            else:
+                print(next(iter(reports.values())).table())
+            _print_written(args.output, [output_for(a) for a in activations], "metrics.json and per-row scores")
             return 0
         entries = [SuiteEntry(Path(args.dataset).name or args.dataset, args.dataset, task, args.configs, args.split)]
     else:
@@ -88,7 +171,21 @@ def run(args: argparse.Namespace) -> int:
         raise UserInputError("--output is required for this task (results are saved per dataset, to resume)")
     if args.bootstrap:
         raise UserInputError("--bootstrap applies to hard-positive datasets evaluated on their own")
-    report = run_suite(args.model, entries, output_dir=args.output, **common)
-    print(report.table())
-    print(f"wrote {args.output}/metrics.json")
+    suite_reports = {
+        activation: run_suite(
+            args.model, entries, output_dir=output_for(activation), activation=activation, log=log_for(activation),
+            **common,
+        )
+        for activation in activations
+    }
+    if compare:
+        print(activation_comparison_suite_table(suite_reports))
+    else:
+        print(next(iter(suite_reports.values())).table())
+    _print_written(args.output, [output_for(a) for a in activations], "metrics.json")
     return 0
+
+
+def _print_written(output: str | None, folders: list[str | None], what: str) -> None:
+    if output is not None:
+        print(f"wrote {what} to {', '.join(str(folder) for folder in folders)}")

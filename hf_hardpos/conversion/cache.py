@@ -18,6 +18,9 @@ from .converter import MARKER, convert_checkpoint, sha256_file
 from .lora import TSVLC_ALPHA, TSVLC_RANK
 from .open_clip_config import OpenClipConfig, config_from_openai_state_dict, load_open_clip_config
 
+# File names that are surely checkpoints: a missing one is reported as a missing file, not as a Hub id.
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".safetensors")
+
 
 def default_cache_dir() -> Path:
     """`$HARDPOS_CONVERTED_CACHE`, else `<HF_HOME>/hf_hardpos/converted`."""
@@ -30,17 +33,17 @@ def default_cache_dir() -> Path:
 
 def _resolve_config(checkpoint: Path, open_clip_config) -> OpenClipConfig:
     if open_clip_config is None:  # only OpenAI archives carry enough to infer it; others fail clearly
-        from .state_dict import load_state_dict
+        from .state_dict import is_torchscript, load_state_dict
 
-        state, kind = load_state_dict(checkpoint)
-        if kind == "OpenAI TorchScript archive":
-            return config_from_openai_state_dict(state)
-        from ..errors import UserInputError
+        if not is_torchscript(checkpoint):  # decided from the zip's listing: no need to load the weights to refuse
+            from ..errors import UserInputError
 
-        raise UserInputError(
-            f"checkpoint {checkpoint}: an open_clip config is required "
-            "(open_clip_config= / --open-clip-config NAME_OR_JSON)"
-        )
+            raise UserInputError(
+                f"checkpoint {checkpoint}: an open_clip config is required (attention heads and the activation cannot "
+                "be read from the weights): open_clip_config= / --open-clip-config NAME_OR_JSON, e.g. ViT-B-32"
+            )
+        state, _ = load_state_dict(checkpoint)
+        return config_from_openai_state_dict(state)
     if isinstance(open_clip_config, OpenClipConfig):
         return open_clip_config
     return load_open_clip_config(open_clip_config)
@@ -110,23 +113,31 @@ def resolve_model(
 ) -> str:
     """What `from_pretrained` should load for `--model`: a checkpoint *file* is converted (cached), else unchanged.
 
-    For `hardpos eval --model X [--open-clip-config C] [--activation A]`: a Hugging Face folder or
-    Hub id passes through (then `open_clip_config` / `activation` must not be given: they would be
-    silently ignored); a file is an open_clip / OpenAI / TSVLC checkpoint, converted once with
-    `converted_model_dir`. Call it once per activation for `--activation both`.
+    For `hardpos eval --model X [--open-clip-config C] [--activation A] [--tokenizer T]` and
+    `evaluate_model(..., open_clip_config=, activation=, tokenizer=)`: a Hugging Face folder or Hub
+    id passes through (then the conversion options must not be given: they would be silently
+    ignored); a file is an open_clip / OpenAI / TSVLC checkpoint, converted once with
+    `converted_model_dir`. Call it once per activation for `--activation both`. The returned
+    folder's `conversion.json` names the checkpoint's SHA-256 and the activation, which
+    `provenance.model_identity` records with every score.
     """
     from ..errors import UserInputError
 
-    path = Path(model)
+    path = Path(model).expanduser()
     if path.is_file():
         return str(
             converted_model_dir(
                 path, open_clip_config, activation, tokenizer=tokenizer, cache_dir=cache_dir, progress=progress
             )
         )
-    if open_clip_config is not None or activation is not None:
+    given = [name for name, value in (("--open-clip-config", open_clip_config), ("--activation", activation),
+                                      ("--tokenizer", tokenizer)) if value is not None]
+    if not path.exists() and path.suffix in CHECKPOINT_SUFFIXES:  # else it would be looked up as a Hub id
+        raise UserInputError(f"checkpoint {model}: no such file")
+    if given:
+        verb = "apply" if len(given) > 1 else "applies"
         raise UserInputError(
-            f"--model {model} is not a checkpoint file: --open-clip-config and --activation apply only to open_clip "
-            "checkpoints (a Hugging Face model's activation is in its config.json)"
+            f"--model {model} is not a checkpoint file: {', '.join(given)} {verb} only to open_clip / OpenAI "
+            "checkpoints (a Hugging Face model's activation is in its config.json, its tokenizer in its folder)"
         )
     return str(model)

@@ -205,7 +205,9 @@ def convert_checkpoint(
         if result.verification_skipped is None:
             result.verification = verify_against_open_clip(state, config, chosen_activation, model)
     else:
-        result.verification_skipped = "not requested (--no-verify)"
+        result.verification_skipped = (
+            "not requested (`hardpos convert --no-verify`, or converted for `hardpos eval`, which does not verify)"
+        )
 
     output_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(output_dir)
