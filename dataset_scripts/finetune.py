@@ -7,6 +7,15 @@ Same as `hardpos build finetune ...`. Example (local sources):
     # hf_hardpos.data.finetune.attach_coco_images(ds, "coco/train2014")
 
 Images are referenced by COCO id and file name; --coco-images-dir embeds them (about 13 GB).
+
+CE-CLIP's four typed hard negatives (config `ce_clip`): generate them over the captions of a
+default build, in row order, then build again with --mlm-negatives:
+    python -c "import datasets; datasets.load_dataset('out/coco', split='train')\
+        .select_columns(['caption']).to_json('captions.jsonl')"
+    hardpos generate --negative --method mlm --kind all --input captions.jsonl --output mlm.jsonl
+    python dataset_scripts/finetune.py --upstream-dir hard_positives \
+        --coco-annotations coco/annotations --output-dir out/coco --mlm-negatives mlm.jsonl
+    # then: load_dataset("out/coco", "ce_clip", split="train")
 """
 
 import sys

@@ -46,6 +46,7 @@ from transformers import CLIPModel, CLIPProcessor, HfArgumentParser
 
 from hf_hardpos import columns
 from hf_hardpos.errors import UserInputError
+from hf_hardpos.evaluation import load_local_split
 from hf_hardpos.training import BenchmarkEvalSet, HardPosModelCardData, HardPosTrainer, HardPosTrainingArguments
 from hf_hardpos.training.recipe import batch_layout, read_arguments_file
 
@@ -212,7 +213,12 @@ def load_data(data_args: DataArguments, training_args: HardPosTrainingArguments)
             for name in evals:
                 descriptions[name] = f"the synthetic world's {name} set (seed {seed})"
     else:
-        train = load_dataset(data_args.dataset, data_args.dataset_config, split=data_args.train_split)
+        if Path(data_args.dataset).expanduser().is_dir():
+            # Read by content: `datasets`' cache would serve a rebuilt folder's old rows (README: Datasets).
+            train, identity = load_local_split(data_args.dataset, data_args.dataset_config, data_args.train_split)
+            descriptions["train"] = f"local folder, config {identity['config']!r}, data files sha256 {identity['sha256'][:12]}"
+        else:
+            train = load_dataset(data_args.dataset, data_args.dataset_config, split=data_args.train_split)
         evals = {}
     evals = {name: _truncate(dataset, data_args.max_eval_samples) for name, dataset in evals.items()}
     for spec in data_args.eval_datasets:

@@ -28,6 +28,20 @@ HARD_NEGATIVE_SWAP = "hard_negative_swap"
 FINETUNE_POSITIVE_COLUMNS = (HARD_POSITIVE_REPLACE, HARD_POSITIVE_SWAP)
 FINETUNE_NEGATIVE_COLUMNS = (HARD_NEGATIVE_REPLACE, HARD_NEGATIVE_SWAP)
 
+# CE-CLIP's four typed hard negatives (the COCO set's `ce_clip` config), keyed by the type that
+# `hardpos generate --negative --method mlm` records; the trainer keeps one CMR threshold per column.
+HARD_NEGATIVE_RELATION = "hard_negative_relation"  # two nouns swapped
+HARD_NEGATIVE_ATTRIBUTE = "hard_negative_attribute"  # an adjective replaced
+HARD_NEGATIVE_ACTION = "hard_negative_action"  # a verb replaced
+HARD_NEGATIVE_OBJECT = "hard_negative_object"  # a noun replaced
+CE_CLIP_NEGATIVE_TYPES = {
+    "relation": HARD_NEGATIVE_RELATION,
+    "attribute": HARD_NEGATIVE_ATTRIBUTE,
+    "action": HARD_NEGATIVE_ACTION,
+    "object": HARD_NEGATIVE_OBJECT,
+}
+CE_CLIP_NEGATIVE_COLUMNS = tuple(CE_CLIP_NEGATIVE_TYPES.values())
+
 # REPLACE ships as two subsets (configs); the paper's REPLACE column is their unweighted mean.
 REPLACE_SUBSETS = ("attributes", "relations")
 REPLACE_AGGREGATE = "mean(attributes,relations)"

@@ -346,12 +346,17 @@ def _looks_like_path(name: str) -> bool:
     return name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1
 
 
+def require_model_exists(name_or_path: str) -> None:
+    """Refuse a path-like model name that does not exist ("not found", not a Hub id error); cheap, so
+    `hardpos eval` runs it before reading any data."""
+    if _looks_like_path(name_or_path) and not Path(name_or_path).expanduser().exists():
+        raise UserInputError(f"model not found: {name_or_path} (no such folder)")
+
+
 def identify_model(name_or_path: str) -> dict[str, Any]:
     """`provenance.model_identity`, refusing a path-like name that does not exist ("not found")."""
-    identity = model_identity(name_or_path)
-    if "path" not in identity and _looks_like_path(name_or_path):
-        raise UserInputError(f"model not found: {name_or_path} (no such folder)")
-    return identity
+    require_model_exists(name_or_path)
+    return model_identity(name_or_path)
 
 
 def load_model_and_processor(name_or_path: str):
@@ -362,9 +367,8 @@ def load_model_and_processor(name_or_path: str):
     """
     from transformers import AutoModel, AutoProcessor
 
+    require_model_exists(name_or_path)
     path = Path(name_or_path).expanduser()
-    if not path.exists() and _looks_like_path(name_or_path):
-        raise UserInputError(f"model not found: {name_or_path} (no such folder)")
     try:
         model = AutoModel.from_pretrained(name_or_path)
     except (OSError, ValueError, KeyError) as err:
@@ -392,11 +396,20 @@ def _content_cache_dir(digest: str) -> str:
     return os.path.join(config.HF_DATASETS_CACHE, "hardpos-by-content", digest[:32])
 
 
-def _load_local_config(folder: Path, config: str, split: str) -> EvalSet:
+def load_local_split(folder: str | Path, config: str | None, split: str) -> tuple[Dataset, dict]:
+    """One split of a local Hub-style dataset folder, read by content, with the identity of that content.
+
+    `datasets` keys its cache for a local folder on the folder's name and README, not on the data
+    files, so two folders named alike (or one rebuilt in place) could return each other's cached
+    rows. The split is therefore loaded into a cache folder named by the sha256 of its data files.
+    Used for evaluation sets and training sets alike.
+    """
+    folder = Path(folder).expanduser().resolve()
     try:
         builder = load_dataset_builder(str(folder), config)
     except ValueError as err:
         raise UserInputError(f"{folder}: {str(err).splitlines()[0]}") from err
+    config = builder.config.name
     data_files = (builder.config.data_files or {}).get(split)
     if not data_files:
         splits = sorted((builder.config.data_files or {}).keys())
@@ -413,8 +426,7 @@ def _load_local_config(folder: Path, config: str, split: str) -> EvalSet:
         raise UserInputError(f"{folder} config {config!r} split {split!r}: cannot read ({err})") from err
     if len(dataset) == 0:
         raise UserInputError(f"{folder} config {config!r} split {split!r} has no rows")
-    identity = {"path": str(folder.resolve()), "config": config, "split": split, "sha256": digest}
-    return EvalSet(config, dataset, identity)
+    return dataset, {"path": str(folder), "config": config, "split": split, "sha256": digest}
 
 
 def load_eval_sets(
@@ -422,10 +434,7 @@ def load_eval_sets(
 ) -> dict[str, EvalSet]:
     """The requested configs, each with the identity of its content.
 
-    A local folder is read by content: `datasets` keys its cache for a local folder on the folder's
-    name and README, not on the data files, so two folders named alike (or one rebuilt in place)
-    could return each other's cached rows. Each config is therefore loaded into a cache folder
-    named by the sha256 of its data files.
+    A local folder is read by content (`load_local_split`).
     """
     if isinstance(dataset, Dataset):
         return {configs[0] if configs else "default": EvalSet("default", dataset, {"fingerprint": dataset._fingerprint})}
@@ -445,7 +454,7 @@ def load_eval_sets(
     if unknown:
         raise UserInputError(f"dataset {dataset!r} has no config(s) {unknown}; available: {list(available)}")
     if folder.exists():
-        return {name: _load_local_config(folder.resolve(), name, split) for name in names}
+        return {name: EvalSet(name, *load_local_split(folder, name, split)) for name in names}
     revision = hub_revision(dataset, "dataset")
     sets = {}
     for name in names:

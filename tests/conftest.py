@@ -14,6 +14,19 @@ import pytest  # noqa: E402
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
+@pytest.fixture(autouse=True)
+def _private_datasets_cache(tmp_path, monkeypatch):
+    """Each test gets its own `datasets` cache.
+
+    `datasets` keys a local folder's cache on the folder's name and card, not on its files, so a
+    builder test reading back its `tmp_path/"out"` could be served another test's rows and pass on
+    stale data. (The package itself reads local folders by content: `evaluation.load_local_split`.)
+    """
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf_datasets_cache")
+
+
 @pytest.fixture(scope="session")
 def tiny_clip_dir(tmp_path_factory) -> Path:
     """A tiny random CLIP saved like a Hub repo (model + processor), built once per session."""

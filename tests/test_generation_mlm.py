@@ -1,18 +1,17 @@
 """CE-CLIP-style typed hard negatives from a masked LM (issue 14 items 1 and 5).
 
-A tiny random BERT masked LM with a word-level tokenizer trained here, and a spaCy pipeline built
-here (`spacy.blank("en")` + an attribute ruler that sets the POS of a few words): no download.
+A tiny random BERT masked LM with a word-level tokenizer, and a spaCy pipeline built in code
+(`spacy.blank("en")` + an attribute ruler that sets the POS of a few words): no download. Both are
+session fixtures (tests/conftest.py, tests/mlm_fixtures.py), shared with the COCO builder's tests.
 The random LM's fills are arbitrary, so the tests check mechanics (positions per type, filters,
 determinism, resume, records, report); a biased output layer checks the ranking and the filters.
 """
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
+from mlm_fixtures import CAPTIONS, POS
 
 from hf_hardpos import cli
 from hf_hardpos.errors import UserInputError
@@ -20,61 +19,10 @@ from hf_hardpos.generation import validation
 from hf_hardpos.generation.mlm import TYPES, MLMNegativeGenerator, TaggedWord, spacy_tagger
 from hf_hardpos.generation.resumable import read_captions
 
-POS = {
-    "ADJ": ["white", "red", "small", "big", "black", "blue", "green", "ivory", "tiny", "large", "wooden"],
-    "VERB": ["sitting", "holding", "riding", "eating", "standing", "chases", "walking", "seated"],
-    "NOUN": ["cat", "dog", "dogs", "man", "mat", "horse", "car", "bus", "fence", "table", "woman", "pizza",
-             "ball", "sky", "bench", "street", "front", "top"],
-}
-OTHER = ["a", "the", "on", "two", "with", "near", "of", "is", "and", ".", "in"]
-CAPTIONS = [
-    "a white cat sitting on a mat",
-    "a man riding a horse near a fence",
-    "A small dog chases a red ball",
-    "the sky",
-    None,
-    "a big black car is on the street",
-    "two dogs",
-    "a woman eating pizza with a man on a bench",
-]
 
-
-@pytest.fixture(scope="module")
-def nlp():
-    """A spaCy pipeline with rule-set POS tags (no trained model needed)."""
-    spacy = pytest.importorskip("spacy", reason="the spaCy tagger tests need the [mlm] extra")
-    pipeline = spacy.blank("en")
-    ruler = pipeline.add_pipe("attribute_ruler")
-    for pos, words in POS.items():
-        ruler.add(patterns=[[{"LOWER": {"IN": words}}]], attrs={"POS": pos})
-    return pipeline
-
-
-@pytest.fixture(scope="module")
-def tiny_mlm_dir(tmp_path_factory) -> Path:
-    words = [w for ws in POS.values() for w in ws] + OTHER
-    tokenizer = Tokenizer(models.WordLevel(unk_token="[UNK]"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    specials = ["[UNK]", "[PAD]", "[CLS]", "[SEP]", "[MASK]"]
-    tokenizer.train_from_iterator([" ".join(words), *(c for c in CAPTIONS if c)],
-                                  trainers.WordLevelTrainer(special_tokens=specials, show_progress=False))
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
-        mask_token="[MASK]",
-    )
-    config = BertConfig(vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                        num_attention_heads=2, max_position_embeddings=64, pad_token_id=fast.pad_token_id)
-    torch.manual_seed(0)
-    model = BertForMaskedLM(config)
-    path = tmp_path_factory.mktemp("tiny_mlm")
-    model.save_pretrained(path)
-    fast.save_pretrained(path)
-    return path
-
-
-def _generator(path, kind="all", nlp=None, **kwargs):
+def _generator(path, kind="all", pos_nlp=None, **kwargs):
     return MLMNegativeGenerator.from_pretrained(
-        path, kind, tagger=spacy_tagger(nlp), device="cpu", dtype=torch.float32, progress=False, **kwargs
+        path, kind, tagger=spacy_tagger(pos_nlp), device="cpu", dtype=torch.float32, progress=False, **kwargs
     )
 
 
@@ -82,13 +30,13 @@ def _words(text):
     return text.replace(".", " .").split()
 
 
-def test_typed_negatives_at_the_right_positions(tiny_mlm_dir, nlp):
-    generator = _generator(tiny_mlm_dir, nlp=nlp)
+def test_typed_negatives_at_the_right_positions(tiny_mlm_dir, pos_nlp):
+    generator = _generator(tiny_mlm_dir, pos_nlp=pos_nlp)
     captions = [c for c in CAPTIONS if c]
     results = generator.generate_kinds(captions)
     made = {kind: 0 for kind in TYPES}
     for caption, result in zip(captions, results):
-        tags = {t.text.lower(): t.pos_ for t in nlp(caption)}
+        tags = {t.text.lower(): t.pos_ for t in pos_nlp(caption)}
         assert set(result) == set(TYPES)
         for kind, candidate in result.items():
             if not candidate.valid:
@@ -114,8 +62,8 @@ def test_typed_negatives_at_the_right_positions(tiny_mlm_dir, nlp):
     assert by_caption["two dogs"]["action"].reason == validation.NO_POSITION
 
 
-def test_fills_skip_the_word_its_synonyms_and_non_words_and_follow_the_lm_ranking(tiny_mlm_dir, nlp):
-    generator = _generator(tiny_mlm_dir, "attribute", nlp=nlp)
+def test_fills_skip_the_word_its_synonyms_and_non_words_and_follow_the_lm_ranking(tiny_mlm_dir, pos_nlp):
+    generator = _generator(tiny_mlm_dir, "attribute", pos_nlp=pos_nlp)
     vocab = generator.tokenizer.get_vocab()
     bias = generator.model.get_output_embeddings().bias
     with torch.no_grad():
@@ -132,8 +80,8 @@ def test_fills_skip_the_word_its_synonyms_and_non_words_and_follow_the_lm_rankin
     assert result["attribute"].reason == validation.NO_FILL
 
 
-def test_relation_swaps_two_nouns_ranked_by_the_lm(tiny_mlm_dir, nlp):
-    generator = _generator(tiny_mlm_dir, "relation", nlp=nlp)
+def test_relation_swaps_two_nouns_ranked_by_the_lm(tiny_mlm_dir, pos_nlp):
+    generator = _generator(tiny_mlm_dir, "relation", pos_nlp=pos_nlp)
     (result,) = generator.generate_kinds(["A man riding a horse near a fence"])
     candidate = result["relation"]
     outputs = [c["output"] for c in candidate.extra["candidates"]]
@@ -142,15 +90,15 @@ def test_relation_swaps_two_nouns_ranked_by_the_lm(tiny_mlm_dir, nlp):
     assert all(o[0] == "A" for o in outputs)  # the caption-initial capital stays in first place
 
 
-def test_deterministic_per_caption_and_seed_whatever_the_batch(tiny_mlm_dir, nlp):
-    generator = _generator(tiny_mlm_dir, nlp=nlp)
+def test_deterministic_per_caption_and_seed_whatever_the_batch(tiny_mlm_dir, pos_nlp):
+    generator = _generator(tiny_mlm_dir, pos_nlp=pos_nlp)
     captions = [c for c in CAPTIONS if c]
     batch = generator.generate_kinds(captions)
     alone = [generator.generate_kinds([c])[0] for c in captions]
     assert [{k: c.output for k, c in r.items()} for r in batch] == [{k: c.output for k, c in r.items()} for r in alone]
     # the seed draws the site: across seeds the object negative of a 3-noun caption varies
     caption = "a woman eating pizza with a man on a bench"
-    single = _generator(tiny_mlm_dir, "object", nlp=nlp)
+    single = _generator(tiny_mlm_dir, "object", pos_nlp=pos_nlp)
     # one type alone gives the same record as that type within "all"
     assert [r["object"].output for r in single.generate_kinds(captions)] == [r["object"].output for r in batch]
     outputs = set()
@@ -160,8 +108,8 @@ def test_deterministic_per_caption_and_seed_whatever_the_batch(tiny_mlm_dir, nlp
     assert len(outputs) > 1
 
 
-def test_resumable_jsonl_with_the_type_recorded(tiny_mlm_dir, nlp, tmp_path):
-    generator = _generator(tiny_mlm_dir, nlp=nlp, batch_size=2)
+def test_resumable_jsonl_with_the_type_recorded(tiny_mlm_dir, pos_nlp, tmp_path):
+    generator = _generator(tiny_mlm_dir, pos_nlp=pos_nlp, batch_size=2)
     reference = tmp_path / "reference.jsonl"
     summary = generator.generate_to_jsonl(CAPTIONS, reference)
     expected = [json.loads(line) for line in reference.read_text().splitlines()]
@@ -194,9 +142,9 @@ def test_resumable_jsonl_with_the_type_recorded(tiny_mlm_dir, nlp, tmp_path):
     assert resumed == expected
 
 
-def test_cli_mlm_with_report(tiny_mlm_dir, nlp, tmp_path, capsys):
+def test_cli_mlm_with_report(tiny_mlm_dir, pos_nlp, tmp_path, capsys):
     nlp_dir = tmp_path / "pos_pipeline"
-    nlp.to_disk(nlp_dir)
+    pos_nlp.to_disk(nlp_dir)
     source = tmp_path / "captions.txt"
     source.write_text("\n".join(c or "" for c in CAPTIONS) + "\n")
     out = tmp_path / "negatives.jsonl"
@@ -245,9 +193,9 @@ def test_tagger_is_pluggable(tiny_mlm_dir):
     assert result["relation"].output == "a mat on a cat"
 
 
-def test_typed_negatives_for_dataset_builders(tiny_mlm_dir, nlp):
+def test_typed_negatives_for_dataset_builders(tiny_mlm_dir, pos_nlp):
     """What a builder calls for CE-CLIP's four typed columns: the valid output per type, else None."""
-    generator = _generator(tiny_mlm_dir, nlp=nlp, batch_size=3)
+    generator = _generator(tiny_mlm_dir, pos_nlp=pos_nlp, batch_size=3)
     rows = generator.typed_negatives(CAPTIONS)
     full = generator.generate_kinds([c for c in CAPTIONS if c])
     expected = iter({k: (c.output if c.valid else None) for k, c in r.items()} for r in full)
@@ -255,9 +203,9 @@ def test_typed_negatives_for_dataset_builders(tiny_mlm_dir, nlp):
     assert rows[3]["attribute"] is None and rows[0]["attribute"] is not None
 
 
-def test_no_word_of_a_multiword_relation_is_masked_or_moved(tiny_mlm_dir, nlp):
+def test_no_word_of_a_multiword_relation_is_masked_or_moved(tiny_mlm_dir, pos_nlp):
     """"front" and "top" are tagged NOUN, but "in front of" / "on top of" stay whole."""
-    generator = _generator(tiny_mlm_dir, nlp=nlp)
+    generator = _generator(tiny_mlm_dir, pos_nlp=pos_nlp)
     for seed in range(6):
         generator.seed = seed
         for caption in ("a cat in front of a dog", "a ball on top of a table"):

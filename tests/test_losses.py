@@ -326,7 +326,7 @@ def test_cmr_thresholds_follow_previous_batch_mean_with_upper_bound(inputs):
     first = call(x)
     assert first["cmr_threshold/a"] == 0.0 and first["cmr_threshold/b"] == 0.0  # no previous step
     torch.testing.assert_close(first["loss_cmr"], ref_cmr(x, [0.0, 0.0]))
-    expected = [min(m, 3.0) for m in _gap_means(x)]
+    expected = [min(max(m, 0.0), 3.0) for m in _gap_means(x)]
     assert max(_gap_means(x)) < 3.0  # this batch exercises the un-clamped branch
     assert objective.terms["cmr"].threshold_dict() == pytest.approx(dict(zip("ab", expected)))
 
@@ -345,6 +345,13 @@ def test_cmr_thresholds_follow_previous_batch_mean_with_upper_bound(inputs):
     call(x3)
     assert objective.terms["cmr"].threshold_dict() == {"a": 3.0, "b": 3.0}
 
+    # clamp at 0 (CE-CLIP's [0, u]): a batch whose negatives beat their captions
+    x4 = dict(x2, negatives=x2["image"].detach()[:, None].expand(B, K, D).clone().requires_grad_(),
+              text=(-x2["image"].detach()).clone().requires_grad_())  # fmt: skip
+    assert max(_gap_means(x4)) < 0.0
+    call(x4)
+    assert objective.terms["cmr"].threshold_dict() == {"a": 0.0, "b": 0.0}
+
 
 def test_cmr_thresholds_do_not_move_in_eval_or_without_grad(inputs):
     objective = _cmr_objective()
@@ -357,8 +364,11 @@ def test_cmr_thresholds_do_not_move_in_eval_or_without_grad(inputs):
     run()
     assert objective.terms["cmr"].threshold_dict() == {"a": 0.0, "b": 0.0}
     objective.train()
-    run()
-    assert objective.terms["cmr"].threshold_dict() != {"a": 0.0, "b": 0.0}
+    # captions equal to their images beat the random negatives: a positive gap, so thresholds above 0
+    matched = inputs["image"].detach().clone().requires_grad_()
+    objective(inputs["image"], matched, inputs["logit_scale"], negative_embeds=inputs["negatives"],
+              negative_mask=inputs["negative_mask"])  # fmt: skip
+    assert all(value > 0.0 for value in objective.terms["cmr"].threshold_dict().values())
 
 
 def test_cmr_state_dict_round_trip(inputs):

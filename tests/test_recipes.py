@@ -13,6 +13,7 @@ import pytest
 import torch
 from PIL import Image
 
+from hf_hardpos.columns import CE_CLIP_NEGATIVE_COLUMNS
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.training import HardPosDataCollator, RandomResizedCrop, read_arguments_file
 
@@ -44,7 +45,7 @@ def test_recipe_files_pin_the_published_settings(name, tmp_path):
     path = RECIPES / f"{name}.yaml"
     _, recipe = read_arguments_file(path)
     assert recipe.name == name and recipe.version == 1 and "CHECKPOINTS.md section 5" in recipe.source
-    _, _, args, parsed = example.parse_arguments([str(path), "--output_dir", str(tmp_path), "--dataset", "d"])
+    _, data_args, args, parsed = example.parse_arguments([str(path), "--output_dir", str(tmp_path), "--dataset", "d"])
     expected = TABLE[name]
     assert parsed == recipe and recipe.global_batch_size == expected["global_batch"]
     for key in ("learning_rate", "num_train_epochs", "warmup_steps", "weight_decay", "use_lora"):
@@ -55,8 +56,10 @@ def test_recipe_files_pin_the_published_settings(name, tmp_path):
     if name == "svlc":  # the HP+HN setting, LoRA r 4 alpha 1 on attention, MLP and the patch conv
         assert (args.hard_negative_weight, args.hard_positive_weight) == (1.0, 1.0)
         assert (args.lora_r, args.lora_alpha) == (4, 1) and "patch_embedding" in args.lora_target_modules
-    if name == "ce-clip":
+    if name == "ce-clip":  # CE-CLIP's four typed negatives, from the COCO set's ce_clip config
         assert (args.imc_weight, args.cmr_weight, args.cmr_upper_bound) == (0.2, 0.4, 10.0)
+        assert args.negative_columns == list(CE_CLIP_NEGATIVE_COLUMNS) and args.positive_columns == []
+        assert data_args.dataset_config == "ce_clip"
     if name == "negclip":
         assert args.contrastive_hard_negatives and args.hard_negative_weight == args.hard_positive_weight == 0
 
@@ -154,3 +157,26 @@ def test_collator_augments_training_images_when_asked(tiny_clip_dir):
     cropped = [crop(r["image"]) for r in rows]
     reference = processor.image_processor(images=cropped, do_resize=False, do_center_crop=False, return_tensors="pt")
     torch.testing.assert_close(pixels, reference["pixel_values"], rtol=0, atol=0)  # rescaled and normalised once
+
+
+def test_local_training_folder_is_read_by_content(tmp_path):
+    """`datasets` caches a local folder by its name and card: a folder rebuilt in place must give its new rows."""
+    from hf_hardpos.synthetic.world import make_finetune_dataset
+
+    example = _example()
+    folder = tmp_path / "coco"
+    (folder / "data").mkdir(parents=True)
+    (folder / "README.md").write_text(  # a Hub-style folder, as `hardpos build finetune` writes
+        "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path: data/train-*.parquet\n---\n"
+    )
+
+    def build_and_load(seed: int):
+        make_finetune_dataset(16, seed=seed).to_parquet(str(folder / "data" / "train-00000-of-00001.parquet"))
+        _, data_args, args, _ = example.parse_arguments(["--output_dir", str(tmp_path / "run"), "--dataset", str(folder)])
+        train, _, _, descriptions = example.load_data(data_args, args)
+        return train, descriptions.get("train", "")
+
+    first, first_description = build_and_load(seed=0)
+    second, second_description = build_and_load(seed=1)
+    assert second["caption"] == make_finetune_dataset(16, seed=1)["caption"] != first["caption"]
+    assert "sha256" in second_description and second_description != first_description

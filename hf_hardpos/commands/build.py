@@ -111,6 +111,17 @@ def _finetune_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--coco-images-dir", type=Path, default=None, help="COCO train2014/ folder, to embed the images")
     parser.add_argument("--seed", type=int, default=0, help="seed of the rule-based hard-negative generator")
+    parser.add_argument(
+        "--mlm-negatives",
+        nargs="+",
+        type=Path,
+        default=None,
+        metavar="FILE.jsonl",
+        help="also build the `ce_clip` config (CE-CLIP's four typed hard negatives: hard_negative_relation, "
+        "_attribute, _action, _object) from the output of `hardpos generate --negative --method mlm --kind all` "
+        "over this build's captions in row order (or four single --kind outputs); its manifest must sit beside "
+        "it. With --coco-images-dir the images are embedded in both configs",
+    )
 
 
 def _build_finetune(args: argparse.Namespace):
@@ -121,6 +132,7 @@ def _build_finetune(args: argparse.Namespace):
         coco_annotations=args.coco_annotations,
         coco_images_dir=args.coco_images_dir,
         seed=args.seed,
+        mlm_negatives=args.mlm_negatives,
         **_common_builder_options(args),
     )
 
@@ -202,7 +214,8 @@ DATASETS: dict[str, Buildable] = {
         _build_swap,
     ),
     "finetune": Buildable(
-        "COCO train 2014 captions with the paper's hard positives and rule-made hard negatives",
+        "COCO train 2014 captions with the paper's hard positives and rule-made hard negatives "
+        "(+ CE-CLIP's typed masked-LM negatives with --mlm-negatives)",
         "github.com/amitakamath/hard_positives (hard_positives_ft/)",
         "hardpos/coco",
         _finetune_arguments,

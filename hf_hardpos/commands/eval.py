@@ -118,12 +118,17 @@ def _conversion_options(args: argparse.Namespace) -> tuple[dict, list[str | None
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..conversion.cache import check_model_options
     from ..errors import UserInputError
-    from ..evaluation import activation_comparison_table, check_run_options, evaluate_model
+    from ..evaluation import activation_comparison_table, check_run_options, evaluate_model, require_model_exists
     from ..suite import HARD_POSITIVE, SuiteEntry, activation_comparison_suite_table, detect_task, load_suite, run_suite
 
     check_run_options(args.batch_size, args.num_workers, args.max_rows, args.bootstrap)
     conversion, activations = _conversion_options(args)
+    # Before any data is read: these refusals take seconds, not a dataset load.
+    for activation in activations:
+        check_model_options(args.model, conversion["open_clip_config"], activation, conversion["tokenizer"])
+    require_model_exists(args.model)
     compare = len(activations) > 1
 
     def log_for(activation: str | None) -> Callable[[str], None]:

@@ -31,17 +31,27 @@ def default_cache_dir() -> Path:
     return Path(constants.HF_HOME) / "hf_hardpos" / "converted"
 
 
+def _require_config_unless_openai(checkpoint: Path) -> None:
+    """Only OpenAI archives carry enough to infer the config; refuse any other file without one.
+
+    Decided from the zip's listing: no need to load the weights to refuse.
+    """
+    from .state_dict import is_torchscript
+
+    if not is_torchscript(checkpoint):
+        from ..errors import UserInputError
+
+        raise UserInputError(
+            f"checkpoint {checkpoint}: an open_clip config is required (attention heads and the activation cannot "
+            "be read from the weights): open_clip_config= / --open-clip-config NAME_OR_JSON, e.g. ViT-B-32"
+        )
+
+
 def _resolve_config(checkpoint: Path, open_clip_config) -> OpenClipConfig:
-    if open_clip_config is None:  # only OpenAI archives carry enough to infer it; others fail clearly
-        from .state_dict import is_torchscript, load_state_dict
+    if open_clip_config is None:
+        from .state_dict import load_state_dict
 
-        if not is_torchscript(checkpoint):  # decided from the zip's listing: no need to load the weights to refuse
-            from ..errors import UserInputError
-
-            raise UserInputError(
-                f"checkpoint {checkpoint}: an open_clip config is required (attention heads and the activation cannot "
-                "be read from the weights): open_clip_config= / --open-clip-config NAME_OR_JSON, e.g. ViT-B-32"
-            )
+        _require_config_unless_openai(checkpoint)
         state, _ = load_state_dict(checkpoint)
         return config_from_openai_state_dict(state)
     if isinstance(open_clip_config, OpenClipConfig):
@@ -121,15 +131,35 @@ def resolve_model(
     folder's `conversion.json` names the checkpoint's SHA-256 and the activation, which
     `provenance.model_identity` records with every score.
     """
+    if not check_model_options(model, open_clip_config, activation, tokenizer):
+        return str(model)
+    return str(
+        converted_model_dir(
+            Path(model).expanduser(), open_clip_config, activation, tokenizer=tokenizer, cache_dir=cache_dir,
+            progress=progress,
+        )
+    )
+
+
+def check_model_options(
+    model: str | Path,
+    open_clip_config: str | Path | dict | None = None,
+    activation: str | None = None,
+    tokenizer: str | Path | None = None,
+) -> bool:
+    """Whether `model` is a checkpoint file to convert; refuses options that cannot apply, without converting.
+
+    Cheap (no weights are read), so `hardpos eval` runs it before loading any data: a missing
+    checkpoint, conversion options given for a Hugging Face model, or an open_clip file without a
+    config fail in seconds, not after the dataset was prepared.
+    """
     from ..errors import UserInputError
 
     path = Path(model).expanduser()
     if path.is_file():
-        return str(
-            converted_model_dir(
-                path, open_clip_config, activation, tokenizer=tokenizer, cache_dir=cache_dir, progress=progress
-            )
-        )
+        if open_clip_config is None:
+            _require_config_unless_openai(path)
+        return True
     given = [name for name, value in (("--open-clip-config", open_clip_config), ("--activation", activation),
                                       ("--tokenizer", tokenizer)) if value is not None]
     if not path.exists() and path.suffix in CHECKPOINT_SUFFIXES:  # else it would be looked up as a Hub id
@@ -140,4 +170,4 @@ def resolve_model(
             f"--model {model} is not a checkpoint file: {', '.join(given)} {verb} only to open_clip / OpenAI "
             "checkpoints (a Hugging Face model's activation is in its config.json, its tokenizer in its folder)"
         )
-    return str(model)
+    return False

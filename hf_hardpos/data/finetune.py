@@ -7,24 +7,37 @@ in (default: the package's CREPE/SugarCrepe-style rules), so other negative gene
 without touching the builder. Images are referenced by COCO id and file name; embedding the 13 GB of
 train2014 images is optional (``coco_images_dir``), and :func:`attach_coco_images` joins a local COCO
 folder afterwards.
+
+With ``mlm_negatives`` (``hardpos build finetune --mlm-negatives FILE.jsonl``) a second config,
+``ce_clip``, holds the same rows plus CE-CLIP's four typed hard negatives (relation / attribute /
+action / object, :data:`hf_hardpos.columns.CE_CLIP_NEGATIVE_COLUMNS`), read from the output of
+``hardpos generate --negative --method mlm --kind all`` run over the captions in annotation order.
+That output is joined by caption index, so before anything is built its manifest (input sha256 and
+row count) and every record's caption are checked against ``captions_train2014.json``: a file made
+from another caption list would otherwise pair every caption with another caption's negatives.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from array import array
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 import datasets
 
 from .. import columns
-from ..citations import COCO, HARD_POSITIVES, cite
+from ..citations import CE_CLIP, COCO, HARD_POSITIVES, cite
+from ..errors import UserInputError
+from ..generation.resumable import MANIFEST_FORMAT, input_fingerprint, manifest_path, parse_record
 from .checks import DataValidationError, MissingSourceError, load_json
 from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder
 from .sources import COCO_ANNOTATIONS_URL, COCO_CAPTIONS_FILE, ImageFolder, Sources, resolve_images
 
 CONFIG = "default"
+CE_CLIP_CONFIG = "ce_clip"  # the default config's rows + CE-CLIP's four typed hard negatives
 SPLIT = "train"
 HP_FILES = {"replace": "hard_positives_ft/replace_hp.jsonl", "swap": "hard_positives_ft/swap_hp.jsonl"}
 NEGATIVE_TYPES = ("replace", "swap")
@@ -47,6 +60,13 @@ def finetune_features() -> datasets.Features:
             columns.HARD_NEGATIVE_REPLACE: datasets.Value("string"),
             columns.HARD_NEGATIVE_SWAP: datasets.Value("string"),
         }
+    )
+
+
+def ce_clip_features() -> datasets.Features:
+    """The ``ce_clip`` config's schema: the default config's columns, then the four typed negatives."""
+    return datasets.Features(
+        {**finetune_features(), **{name: datasets.Value("string") for name in columns.CE_CLIP_NEGATIVE_COLUMNS}}
     )
 
 
@@ -143,6 +163,212 @@ def _caption_rows(
         }
 
 
+def _ce_clip_rows(
+    captions_path: Path,
+    replace_path: Path,
+    swap_path: Path,
+    negative_generators: Mapping[str, HardNegativeFn],
+    typed_negatives: Mapping[str, Sequence[str | None]],
+) -> Iterator[dict]:
+    """The default config's rows, each with its typed negatives (looked up by caption index)."""
+    rows = _caption_rows(captions_path, replace_path, swap_path, negative_generators)
+    for index, row in enumerate(rows):
+        yield {**row, **{name: values[index] for name, values in typed_negatives.items()}}
+
+
+# ---- CE-CLIP's typed negatives from `hardpos generate --negative --method mlm` --------------------
+
+CAPTIONS_FOR_GENERATE = (
+    "export the captions of a default build (one made without --skip-missing, so every caption is a row) in "
+    "its row order, e.g. "
+    "datasets.load_dataset(FOLDER, split='train').select_columns(['caption']).to_json('captions.jsonl'), then "
+    "run `hardpos generate --negative --method mlm --kind all --input captions.jsonl --output FILE.jsonl`"
+)
+
+# How each type is made (hf_hardpos.generation.mlm), for the card's column table.
+_FILL = (
+    "masked and replaced by the masked LM's best whole-word fill that is not the word itself, its plural or "
+    "singular (+s/+es), or its synonym in the hard-positive lexicon"
+)
+TYPE_PROCEDURES = {
+    "relation": "two different nouns (spaCy `NOUN`) swapped: the noun drawn for the caption and seed is swapped "
+    "with each other noun and the swap the masked LM scores highest (log-probability of the two moved words "
+    "in their new places) is kept",
+    "attribute": f"one adjective (spaCy `ADJ`), drawn for the caption and seed, {_FILL}",
+    "action": f"one verb (spaCy `VERB`), drawn for the caption and seed, {_FILL}",
+    "object": f"one noun (spaCy `NOUN`), drawn for the caption and seed, {_FILL}",
+}
+
+
+@dataclass(frozen=True)
+class TypedNegativesSource:
+    """One `hardpos generate --method mlm` output: its path, the types it supplies, its manifest's options."""
+
+    path: Path
+    types: tuple[str, ...]
+    options: Mapping[str, object]
+
+    def describe(self) -> str:
+        """The generation settings as the manifest recorded them (the card must not claim more)."""
+        spacy_model = self.options.get("spacy_model")
+        parts = [
+            f"masked LM `{self.options.get('model', 'not recorded')}`",
+            f"dtype {self.options.get('dtype', 'not recorded')}",
+            f"spaCy pipeline `{spacy_model}`" if spacy_model else "POS tagger not recorded (a Python API run)",
+            f"seed {self.options.get('seed', 'not recorded')}",
+        ]
+        return ", ".join(parts)
+
+
+@dataclass
+class TypedNegatives:
+    """CE-CLIP's typed negatives aligned with the captions: column -> value per caption (None: none)."""
+
+    values: dict[str, list[str | None]]
+    sources: dict[str, TypedNegativesSource]  # type -> the file that supplied it
+
+
+def _mlm_manifest(path: Path, inputs: Sequence[str | None], captions_path: Path) -> dict:
+    """The options of a masked-LM generation output, after checking it was made from these captions."""
+    if not path.is_file():
+        raise MissingSourceError(f"--mlm-negatives {path}: file not found")
+    manifest_file = manifest_path(path)
+    if not manifest_file.is_file():
+        raise DataValidationError(
+            f"{path}: no manifest beside it ({manifest_file.name}), so which captions it was generated from cannot "
+            "be checked; keep the manifest `hardpos generate` writes next to its output"
+        )
+    try:
+        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise DataValidationError(f"{manifest_file}: not a valid manifest ({error})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+        raise DataValidationError(f"{manifest_file}: format {found!r}, expected {MANIFEST_FORMAT!r}")
+    options = manifest.get("options") if isinstance(manifest.get("options"), dict) else {}
+    if (options.get("method"), options.get("polarity")) != ("mlm", "negative"):
+        raise DataValidationError(
+            f"{path}: written by `hardpos generate` with method {options.get('method')!r} and polarity "
+            f"{options.get('polarity')!r} (its manifest); the {CE_CLIP_CONFIG} columns need masked-LM typed "
+            "negatives: hardpos generate --negative --method mlm --kind all"
+        )
+    if "shard" in options:
+        raise DataValidationError(
+            f"{path}: one shard of a sharded run ({options['shard']}); pass the merged output the launch writes"
+        )
+    source = manifest.get("input") if isinstance(manifest.get("input"), dict) else {}
+    if source.get("rows") != len(inputs):
+        raise DataValidationError(
+            f"{path}: generated from {source.get('rows')} captions (its manifest) but {captions_path} has "
+            f"{len(inputs)}; it belongs to another caption file. To make the right one, {CAPTIONS_FOR_GENERATE}"
+        )
+    expected = input_fingerprint(inputs)
+    if source.get("sha256") != expected:
+        raise DataValidationError(
+            f"{path}: generated from other captions than those of {captions_path} in annotation order (input "
+            f"sha256 {str(source.get('sha256'))[:12]}... in its manifest, {expected[:12]}... here). To make the "
+            f"right one, {CAPTIONS_FOR_GENERATE}"
+        )
+    return options
+
+
+def _read_mlm_records(
+    path: Path, types: Sequence[str], inputs: Sequence[str | None], values: Mapping[str, list[str | None]]
+) -> None:
+    """Fill ``values`` (column -> per caption) from the records of one output; every (caption, type) of
+    ``types`` must appear exactly once. Only a record marked valid gives a value (its ``output`` holds the
+    rejected candidate otherwise)."""
+    first_line = {kind: array("q", bytes(8 * len(inputs))) for kind in types}  # 0: no record yet
+    advice = f"the file was generated from other captions. To make the right one, {CAPTIONS_FOR_GENERATE}"
+    with path.open("rb") as handle:  # streamed: a full COCO run with ranked candidates is over a gigabyte
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            if not line.endswith(b"\n"):
+                raise DataValidationError(
+                    f"{path} line {number}: incomplete last line (the run was interrupted); rerun the same "
+                    "`hardpos generate` command to finish it"
+                )
+            try:
+                record = parse_record(path, number, line, inputs, advice=advice)
+            except UserInputError as error:  # the builder's own error type, same message
+                raise DataValidationError(str(error)) from None
+            kind, index = record.get("kind"), record["index"]
+            if kind not in first_line:
+                raise DataValidationError(
+                    f"{path} line {number}: a record of type {kind!r}, but its manifest says it holds "
+                    f"{', '.join(types)}"
+                )
+            if first_line[kind][index]:
+                raise DataValidationError(
+                    f"{path} line {number}: a second record for caption index {index}, type {kind} (the first is "
+                    f"on line {first_line[kind][index]}); the file is not one run's output"
+                )
+            first_line[kind][index] = number
+            output = record.get("output")
+            if record.get("valid") is True and not (isinstance(output, str) and output.strip()):
+                raise DataValidationError(f"{path} line {number}: marked valid but its output is {output!r}")
+            values[columns.CE_CLIP_NEGATIVE_TYPES[kind]][index] = output if record.get("valid") is True else None
+    for kind, lines_of in first_line.items():
+        missing = [i for i, number in enumerate(lines_of) if not number]
+        if missing:
+            raise DataValidationError(
+                f"{path}: no record for {len(missing)} of the {len(inputs)} captions for type {kind} (first: caption "
+                f"index {missing[0]}); the run did not finish: rerun the same `hardpos generate` command to resume it"
+            )
+
+
+def read_mlm_negatives(
+    paths: Sequence[str | Path], captions: Sequence[str], captions_path: Path
+) -> TypedNegatives:
+    """CE-CLIP's four typed negatives per caption, from one ``--kind all`` output or several single-type ones.
+
+    Why so strict: the records are joined to the captions by index, so every file must have been generated
+    from exactly these captions in annotation order (manifest sha256 and count, then each record's input
+    text), and together the files must supply each of the four types exactly once, for every caption.
+    Raises DataValidationError / MissingSourceError naming the file (and line) otherwise.
+    """
+    inputs = [caption or None for caption in captions]  # what `hardpos generate` reads for an empty caption
+    values: dict[str, list[str | None]] = {name: [None] * len(inputs) for name in columns.CE_CLIP_NEGATIVE_COLUMNS}
+    sources: dict[str, TypedNegativesSource] = {}
+    for raw_path in paths:
+        path = Path(raw_path)
+        options = _mlm_manifest(path, inputs, captions_path)
+        kind = options.get("kind")
+        types = tuple(columns.CE_CLIP_NEGATIVE_TYPES) if kind == "all" else (kind,)
+        if any(t not in columns.CE_CLIP_NEGATIVE_TYPES for t in types):
+            raise DataValidationError(f"{path}: unknown masked-LM negative kind {kind!r} in its manifest")
+        for t in types:
+            if t in sources:
+                raise DataValidationError(
+                    f"{path}: supplies type {t}, which {sources[t].path} supplies too; pass one file per type"
+                )
+        _read_mlm_records(path, types, inputs, values)
+        source = TypedNegativesSource(path, types, dict(options))
+        sources.update(dict.fromkeys(types, source))
+    missing = [t for t in columns.CE_CLIP_NEGATIVE_TYPES if t not in sources]
+    if missing:
+        given = ", ".join(str(p) for p in paths)
+        raise DataValidationError(
+            f"--mlm-negatives {given}: no records of type(s) {', '.join(missing)}; the {CE_CLIP_CONFIG} config "
+            "needs all four (hardpos generate --negative --method mlm --kind all)"
+        )
+    return TypedNegatives(values, sources)
+
+
+def _typed_column_meanings(negatives: TypedNegatives) -> dict[str, str]:
+    meanings = {}
+    for kind, name in columns.CE_CLIP_NEGATIVE_TYPES.items():
+        source = negatives.sources[kind]
+        meanings[name] = (
+            f"CE-CLIP {kind} hard negative, generated for this build: {TYPE_PROCEDURES[kind]}. Made by "
+            f"`hardpos generate --negative --method mlm --kind {source.options.get('kind')}` ({source.describe()}; "
+            f"file `{source.path.name}`), hf_hardpos's implementation of CE-CLIP's procedure, not CE-CLIP's "
+            "released negatives; null where the caption has no such word or no fill passed the checks"
+        )
+    return meanings
+
+
 def attach_coco_images(dataset: datasets.Dataset, coco_images_dir: str | Path) -> datasets.Dataset:
     """Join a local COCO ``train2014/`` folder: add an ``image`` column read lazily from ``file_name``.
 
@@ -181,38 +407,70 @@ train = attach_coco_images(train, "/path/to/coco/train2014")  # unless built wit
 # folder = "/path/to/coco/train2014"
 # train = train.map(lambda r: {{"image": f"{{folder}}/{{r['file_name']}}"}}).cast_column("image", Image())"""
 
+CE_CLIP_USAGE = """
+
+# CE-CLIP's four typed hard negatives (one CMR threshold each): the ce_clip config
+ce_clip = load_dataset("{repo}", "ce_clip", split="train")"""
+
 LICENSE_TEXT = (
     "COCO annotations and images: CC BY 4.0 (images: Flickr terms of use). Hard positives: Kamath et al. "
     "2024 (github.com/amitakamath/hard_positives); check its terms before redistribution."
 )
 
 
-def _quality_counts(dataset: datasets.Dataset) -> dict[str, int]:
-    """Measured per-column facts for the report and the card (nulls, c_p equal to c)."""
+def _quality_counts(
+    dataset: datasets.Dataset,
+    names: Sequence[str] = (*columns.FINETUNE_POSITIVE_COLUMNS, *columns.FINETUNE_NEGATIVE_COLUMNS),
+) -> dict[str, int]:
+    """Measured per-column facts for the report and the card (non-null values, values equal to c)."""
     counts = {}
     captions = dataset[columns.CAPTION]
-    for name in (*columns.FINETUNE_POSITIVE_COLUMNS, *columns.FINETUNE_NEGATIVE_COLUMNS):
+    for name in names:
         values = dataset[name]
         counts[f"{name} present"] = sum(value is not None for value in values)
         counts[f"{name} equal to caption"] = sum(value == caption for value, caption in zip(values, captions))
     return counts
 
 
+def _ce_clip_quality_counts(dataset: datasets.Dataset) -> dict[str, int]:
+    """The ``ce_clip`` config's own columns (the others are the default config's, counted there)."""
+    return _quality_counts(dataset, columns.CE_CLIP_NEGATIVE_COLUMNS)
+
+
+def _counts_table(flags: Mapping[str, int], names: Sequence[str]) -> list[str]:
+    return ["| column | present | equal to the caption |", "|---|---:|---:|"] + [
+        f"| `{name}` | {flags[f'{name} present']:,} | {flags[f'{name} equal to caption']:,} |" for name in names
+    ]
+
+
 def _defects_text(report: BuildReport) -> str:
-    flags = report.flags[CONFIG]
-    return "\n".join(
-        ["Measured in this build (rows):", "", "| column | present | equal to the caption |", "|---|---:|---:|"]
-        + [
-            f"| `{name}` | {flags[f'{name} present']:,} | {flags[f'{name} equal to caption']:,} |"
-            for name in (*columns.FINETUNE_POSITIVE_COLUMNS, *columns.FINETUNE_NEGATIVE_COLUMNS)
-        ]
+    text = (
+        ["Measured in this build (rows):", ""]
+        + _counts_table(report.flags[CONFIG], (*columns.FINETUNE_POSITIVE_COLUMNS, *columns.FINETUNE_NEGATIVE_COLUMNS))
         + [
             "",
-            "Hard positives are LLM outputs kept as upstream wrote them (whitespace stripped; \"None\" -> null). "
-            "A hard positive equal to its caption is a generation failure the paper's prompt did not filter. "
-            "Hard negatives come from this package's rules; a rule that finds nothing to change gives null.",
+            (
+                "Hard positives are LLM outputs kept as upstream wrote them (whitespace stripped; \"None\" -> null). "
+                "A hard positive equal to its caption is a generation failure the paper's prompt did not filter. "
+                "Hard negatives come from this package's rules; a rule that finds nothing to change gives null."
+            ),
         ]
     )
+    if CE_CLIP_CONFIG in report.flags:
+        text += (
+            ["", f"The `{CE_CLIP_CONFIG}` config's typed hard negatives, non-null values per type (rows):", ""]
+            + _counts_table(report.flags[CE_CLIP_CONFIG], columns.CE_CLIP_NEGATIVE_COLUMNS)
+            + [
+                "",
+                (
+                    "A typed negative is null where the caption has no word of that part of speech (no adjective, "
+                    "no verb, fewer than two different nouns for a relation swap), where no masked-LM fill passed "
+                    "the checks (whole word, not the word itself, not a synonym), or where the candidate failed "
+                    "validation; the generation output keeps every rejected candidate with its reason."
+                ),
+            ]
+        )
+    return "\n".join(text)
 
 
 def _count_swap_hard_positives(report: BuildReport) -> None:
@@ -234,11 +492,18 @@ def export_finetune(
     repo_id_for_card: str = "hardpos/coco",
     verify: bool = True,
     progress: bool = True,
+    mlm_negatives: Sequence[str | Path] | None = None,
 ) -> BuildReport:
     """Build the COCO HP+HN fine-tuning set into ``output_dir`` (config ``default``, split ``train``).
 
+    ``mlm_negatives``: outputs of ``hardpos generate --negative --method mlm`` (one ``--kind all`` file,
+    or single-type files covering the four types) over these captions in annotation order; with them a
+    second config, ``ce_clip``, holds the default config's columns plus CE-CLIP's four typed negatives
+    (:data:`~hf_hardpos.columns.CE_CLIP_NEGATIVE_COLUMNS`). Embedded images are then stored in both configs.
+
     Every input is checked before the build (one hard-positive line per caption, each line valid,
-    images present), so a bad file fails in seconds, not after generating 591k negatives.
+    every typed-negative record generated from these captions, images present), so a bad file fails
+    in seconds, not after generating 591k negatives.
     """
     negative_generators = dict(negative_generators or default_negative_generators(seed))
     missing_types = [name for name in NEGATIVE_TYPES if name not in negative_generators]
@@ -255,6 +520,18 @@ def export_finetune(
             raise DataValidationError(
                 f"{path} has {lines} lines but {captions_path} has {len(annotations)} captions; "
                 "the hard-positive file must have one line per COCO caption, in annotation order"
+            )
+    typed = None
+    if mlm_negatives:
+        captions = [annotation["caption"].strip() for annotation in annotations]  # as _caption_rows writes them
+        typed = read_mlm_negatives(mlm_negatives, captions, captions_path)
+        del captions
+        for source in {source.path: source for source in typed.sources.values()}.values():
+            sources.record(
+                f"{source.path.name} ({CE_CLIP_CONFIG} typed negatives: {', '.join(source.types)})",
+                source.path,
+                f"`hardpos generate --negative --method mlm --kind {source.options.get('kind')}` output "
+                f"({source.describe()}), read from {source.path}",
             )
     report.sources.update(sources.provenance)
     used_images = {file_names[int(annotation["image_id"])] for annotation in annotations}
@@ -277,30 +554,64 @@ def export_finetune(
         num_upstream_rows=len(annotations),
         image_keys=used_images,
     )
+    configs = [config]
+    summary = (
+        "Every COCO train 2014 caption with the hard positives of *The Hard Positive Truth about "
+        "Vision-Language Compositionality* (Kamath et al., ECCV 2024): a replace hard positive, and a "
+        "swap hard positive where the caption allows one. The replace/swap hard negatives are made "
+        "by hf_hardpos's own rules, which follow the CREPE/SugarCrepe procedure only as far as those "
+        "rules go; they are not the hard negatives the paper trained with. Missing items are nulls, "
+        "never the string \"None\"."
+    )
+    usage = USAGE.format(repo=repo_id_for_card)
+    column_meanings = dict(COLUMN_MEANINGS)
+    citation = cite(HARD_POSITIVES, COCO)
+    if typed is not None:
+        configs.append(
+            ConfigBuild(
+                CE_CLIP_CONFIG,
+                rows=partial(
+                    _ce_clip_rows, captions_path, hp_paths["replace"], hp_paths["swap"], negative_generators,
+                    typed.values,
+                ),
+                features=ce_clip_features(),
+                expected_count=PAPER_CAPTIONS,
+                flags=_ce_clip_quality_counts,
+                images=images,
+                num_upstream_rows=len(annotations),
+                image_keys=used_images,
+            )
+        )
+        models = sorted({str(source.options.get("model", "not recorded")) for source in typed.sources.values()})
+        summary += (
+            f" The `{CE_CLIP_CONFIG}` config holds the same rows plus CE-CLIP's four typed hard negatives "
+            f"(Zhang et al., CVPR 2024): {', '.join(f'`{n}`' for n in columns.CE_CLIP_NEGATIVE_COLUMNS)}, made "
+            "for this build with a masked LM at spaCy part-of-speech positions (masked-LM fills of an adjective, "
+            "a verb or a noun; noun swaps ranked by the masked LM for relations; masked LM "
+            f"{', '.join(f'`{m}`' for m in models)}; CE-CLIP used distilroberta-base) with hf_hardpos's "
+            "implementation of CE-CLIP's procedure (`hardpos generate --negative --method mlm`); they are not "
+            "CE-CLIP's released negatives."
+        )
+        usage += CE_CLIP_USAGE.format(repo=repo_id_for_card)
+        column_meanings.update(_typed_column_meanings(typed))
+        citation = cite(HARD_POSITIVES, COCO, CE_CLIP)
     del annotations, file_names
     facts = CardFacts(
         title="COCO hard-positive + hard-negative fine-tuning set",
         pretty_name="COCO HP+HN fine-tuning set (Hard Positive paper)",
-        summary=(
-            "Every COCO train 2014 caption with the hard positives of *The Hard Positive Truth about "
-            "Vision-Language Compositionality* (Kamath et al., ECCV 2024): a replace hard positive, and a "
-            "swap hard positive where the caption allows one. The replace/swap hard negatives are made "
-            "by hf_hardpos's own rules, which follow the CREPE/SugarCrepe procedure only as far as those "
-            "rules go; they are not the hard negatives the paper trained with. Missing items are nulls, "
-            "never the string \"None\"."
-        ),
+        summary=summary,
         builder="hf_hardpos.data.finetune.export_finetune",
-        usage=USAGE.format(repo=repo_id_for_card),
-        column_meanings=COLUMN_MEANINGS,
+        usage=usage,
+        column_meanings=column_meanings,
         defects=_defects_text,
         license_id="cc-by-4.0",
         license_text=LICENSE_TEXT,
-        citation=cite(HARD_POSITIVES, COCO),
+        citation=citation,
         tags=["compositionality", "hard-positives", "hard-negatives", "clip", "coco"],
     )
     return export_folder(
         output_dir,
-        [config],
+        configs,
         facts,
         report,
         split=SPLIT,

@@ -225,22 +225,41 @@ def read_done(path: str | Path, inputs: Sequence[str | None]) -> dict[tuple[int,
             handle.truncate(len(complete) + 1 if complete or data.startswith(b"\n") else 0)
     done: dict[tuple[int, str | None], dict] = {}
     for number, line in enumerate(complete.split(b"\n") if complete else [], start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise UserInputError(f"{path} line {number}: not valid JSON ({error.msg}); the file is corrupt") from None
-        index = record.get("index") if isinstance(record, dict) else None
-        if not isinstance(index, int) or not 0 <= index < len(inputs):
-            raise UserInputError(f"{path} line {number}: index {index!r} is not a position in the {len(inputs)} inputs")
-        if record.get("input") != inputs[index]:
-            raise UserInputError(
-                f"{path} line {number}: written for input {record.get('input')!r} at index {index}, but the input "
-                f"now has {inputs[index]!r}; this output belongs to another input file (choose another --output)"
-            )
-        done.setdefault((index, record.get("kind")), record)
+        if line.strip():
+            record = parse_record(path, number, line, inputs)
+            done.setdefault((record["index"], record.get("kind")), record)
     return done
+
+
+def parse_record(
+    path: Path,
+    number: int,
+    line: bytes | str,
+    inputs: Sequence[str | None],
+    *,
+    advice: str = "this output belongs to another input file (choose another --output)",
+) -> dict:
+    """One output line -> its record, checked against `inputs`.
+
+    Why shared: the resume (`read_done`) and every consumer that joins the records back to the
+    source captions (e.g. the COCO builder's CE-CLIP columns) must refuse the same mismatches the
+    same way. Raises UserInputError naming `path` and the 1-based line `number` when the line is not
+    JSON, its index is not a position in `inputs`, or its input text is not the caption at that index
+    (`advice`, what to do about the latter, ends that message).
+    """
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise UserInputError(f"{path} line {number}: not valid JSON ({error.msg}); the file is corrupt") from None
+    index = record.get("index") if isinstance(record, dict) else None
+    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(inputs):
+        raise UserInputError(f"{path} line {number}: index {index!r} is not a position in the {len(inputs)} inputs")
+    if record.get("input") != inputs[index]:
+        raise UserInputError(
+            f"{path} line {number}: written for input {record.get('input')!r} at index {index}, but the input "
+            f"now has {inputs[index]!r}; {advice}"
+        )
+    return record
 
 
 def describe_differences(before: Mapping, after: Mapping) -> list[str]:

@@ -274,7 +274,11 @@ def training_log_table(log_history: list[dict]) -> str:
 def _dataset_description(
     dataset, dataset_id: str | None, description: str | None, columns_to_count: list[str]
 ) -> str:
-    parts = [f"`{dataset_id}`" if dataset_id else description or "an in-memory dataset", f"{len(dataset):,} rows"]
+    if dataset_id:  # a Hub id or local path, with what else is known (e.g. a local folder's content hash)
+        name = f"`{dataset_id}`" + (f" ({description})" if description else "")
+    else:
+        name = description or "an in-memory dataset"
+    parts = [name, f"{len(dataset):,} rows"]
     table = getattr(dataset, "data", None)
     # Null counts straight from Arrow: O(1), valid when the dataset has no index mapping.
     if table is not None and getattr(table, "num_rows", None) == len(dataset):

@@ -23,7 +23,9 @@ class CMRLoss(nn.Module):
 
     S is cosine similarity times the logit scale (the paper's upper bound u = 10 is on that scale).
     ``Th_k`` is *state*, not a gradient path: at step t it is the batch mean of ``S(I, T) - S(I, T_k)``
-    measured at step t-1 (rows without a type-k negative excluded), clamped above by ``upper_bound``.
+    measured at step t-1 (rows without a type-k negative excluded), clamped to ``[0, upper_bound]`` as
+    CE-CLIP's code does (CHECKPOINTS.md §5): a negative mean gap (negatives still winning) asks for no
+    margin rather than tolerating a violation.
     Early in training the model separates T from T_k by little, so the threshold is small and only
     violations count; as the gap grows the required margin grows with it (a curriculum), up to u.
 
@@ -93,7 +95,7 @@ class CMRLoss(nn.Module):
         gap = gap.float()
         stats = torch.stack([torch.where(mask, gap, torch.zeros_like(gap)).sum(0), mask.float().sum(0)])
         stats = all_reduce_sum(stats)
-        means = (stats[0] / stats[1].clamp_min(1)).clamp(max=self.upper_bound)
+        means = (stats[0] / stats[1].clamp_min(1)).clamp(min=0.0, max=self.upper_bound)
         for k, name in enumerate(self.negative_types):
             buffer = getattr(self, self._buffer_name(name))
             updated = torch.where(stats[1, k] > 0, means[k], buffer.to(means.device))
