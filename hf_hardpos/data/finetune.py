@@ -31,7 +31,7 @@ import datasets
 from .. import columns
 from ..citations import CE_CLIP, COCO, HARD_POSITIVES, cite
 from ..errors import UserInputError
-from ..generation.resumable import MANIFEST_FORMAT, input_fingerprint, manifest_path, parse_record
+from ..generation.resumable import input_fingerprint, manifest_path, parse_record, read_manifest
 from .checks import DataValidationError, MissingSourceError, load_json
 from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder
 from .sources import COCO_ANNOTATIONS_URL, COCO_CAPTIONS_FILE, ImageFolder, Sources, resolve_images
@@ -238,13 +238,7 @@ def _mlm_manifest(path: Path, inputs: Sequence[str | None], captions_path: Path)
             f"{path}: no manifest beside it ({manifest_file.name}), so which captions it was generated from cannot "
             "be checked; keep the manifest `hardpos generate` writes next to its output"
         )
-    try:
-        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise DataValidationError(f"{manifest_file}: not a valid manifest ({error})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
-        found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
-        raise DataValidationError(f"{manifest_file}: format {found!r}, expected {MANIFEST_FORMAT!r}")
+    manifest = read_manifest(manifest_file, "keep the manifest `hardpos generate` wrote beside this output")
     options = manifest.get("options") if isinstance(manifest.get("options"), dict) else {}
     if (options.get("method"), options.get("polarity")) != ("mlm", "negative"):
         raise DataValidationError(

@@ -201,6 +201,18 @@ def manifest_path(output_path: str | Path) -> Path:
     return output_path.with_name(output_path.name + ".manifest.json")
 
 
+def read_manifest(manifest_file: Path, advice: str) -> dict:
+    """The manifest `hardpos generate` wrote beside an output, refused with `advice` when unreadable or foreign."""
+    try:
+        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UserInputError(f"{manifest_file}: not a valid manifest ({error}); {advice}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+        raise UserInputError(f"{manifest_file}: format {found!r}, expected {MANIFEST_FORMAT!r}; {advice}")
+    return manifest
+
+
 def lock_path(output_path: str | Path) -> Path:
     output_path = Path(output_path)
     return output_path.with_name(output_path.name + ".lock")
@@ -340,10 +352,7 @@ class GenerationOutput:
                 f"{self.path} has records but no manifest ({manifest_file.name}), so its options are unknown; "
                 "use --overwrite to start again or choose another --output"
             )
-        try:
-            existing = json.loads(manifest_file.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise UserInputError(f"{manifest_file}: not a valid manifest ({error}); use --overwrite") from None
+        existing = read_manifest(manifest_file, "use --overwrite to start again or choose another --output")
         differences = describe_differences(existing.get("options", {}), self.manifest["options"])
         differences += [
             f"input {d}" for d in describe_differences(existing.get("input", {}), self.manifest["input"])
