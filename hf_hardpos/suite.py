@@ -363,10 +363,13 @@ def run_suite(
         folder.mkdir(parents=True, exist_ok=True)
         log(f"[{entry.name}] {task} on {entry.dataset}")
         if task == HARD_POSITIVE:
-            hp = evaluate_model(model_path, entry.dataset, entry.configs, entry.split, batch_size=batch_size,
+            # The user's model and options (a checkpoint resolves to the same cached folder), so this
+            # dataset's own metrics.json names what the user asked for, not the conversion cache.
+            hp = evaluate_model(model, entry.dataset, entry.configs, entry.split, batch_size=batch_size,
                                 num_workers=num_workers, device=device, precision=precision, allow_tf32=allow_tf32,
                                 max_rows=max_rows, output_dir=folder, resume=resume, progress=progress,
-                                scorer_provider=scorer, log=log)
+                                scorer_provider=scorer, log=log, open_clip_config=open_clip_config,
+                                activation=activation, tokenizer=tokenizer)
             section = _hard_positive_section(hp)
             if entry.text_only:
                 _add_text_only(section, scorer, entry, max_rows)

@@ -138,6 +138,8 @@ def test_suite_converts_once_per_activation_and_compares(tiny_tokenizer, hub_fol
         assert saved["model"] == str(CHECKPOINT)
         assert saved["run"]["model_identity"]["converted_from"]["activation"] == activation
         assert set(saved["datasets"]) == {"replace", "selection"}
+        inner = json.loads((out / activation / "replace" / "metrics.json").read_text())
+        assert inner["model"] == str(CHECKPOINT)  # the user's checkpoint, not the conversion cache folder
         assert f"relations [{activation}]" in printed and f"default [{activation}]" in printed
         assert f"[{activation}] [selection] caption_selection on" in printed  # logs say which run they belong to
     assert "relations [gelu - quick_gelu]" in printed and "default [gelu - quick_gelu]" in printed
