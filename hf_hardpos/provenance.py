@@ -15,16 +15,34 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
 # Files whose bytes decide a model's outputs (weights, configs, tokenizer, preprocessing).
 MODEL_FILE_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".json", ".txt", ".model")
 
 
-def sha256_file(path: str | Path, chunk_size: int = 1 << 20) -> str:
+# sha256 per file, keyed by what `stat` says about it: a suite identifies the same model (hundreds of
+# MB) once per dataset and a checkpoint is hashed by the conversion cache on every lookup; a file
+# rewritten in place changes its size, mtime or inode and is hashed again.
+_FILE_DIGESTS: dict[tuple, str] = {}
+
+
+def sha256_file(path: str | Path, progress: bool = False, chunk_size: int = 1 << 22) -> str:
+    """SHA-256 of a file, read in chunks; computed once per process while the file is unchanged."""
+    path = Path(path)
+    info = path.stat()
+    key = (str(path.resolve()), info.st_size, info.st_mtime_ns, info.st_ino)
+    if key in _FILE_DIGESTS:
+        return _FILE_DIGESTS[key]
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open(path, "rb") as handle, tqdm(
+        total=info.st_size, unit="B", unit_scale=True, desc=f"sha256 {path.name}", disable=not progress
+    ) as bar:
         while chunk := handle.read(chunk_size):
             digest.update(chunk)
-    return digest.hexdigest()
+            bar.update(len(chunk))
+    _FILE_DIGESTS[key] = digest.hexdigest()
+    return _FILE_DIGESTS[key]
 
 
 def sha256_files(paths: Iterable[str | Path], root: str | Path | None = None) -> str:

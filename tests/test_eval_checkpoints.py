@@ -16,7 +16,7 @@ from datasets import Dataset
 
 from hf_hardpos.cli import main
 from hf_hardpos.conversion import converted_model_dir
-from hf_hardpos.conversion.converter import sha256_file
+from hf_hardpos.provenance import sha256_file
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.evaluation import evaluate_model
 from hf_hardpos.suite import SuiteEntry, run_suite

@@ -8,13 +8,12 @@ activation, LoRA rank/alpha, tokenizer). A folder counts as complete only once i
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 from pathlib import Path
 
-from .converter import MARKER, convert_checkpoint, sha256_file
+from ..provenance import digest_of, sha256_file
+from .converter import MARKER, convert_checkpoint
 from .lora import TSVLC_ALPHA, TSVLC_RANK
 from .open_clip_config import OpenClipConfig, config_from_openai_state_dict, load_open_clip_config
 
@@ -89,9 +88,8 @@ def converted_model_dir(
         "lora": [int(lora_rank), float(lora_alpha)],
         "tokenizer": str(tokenizer) if tokenizer is not None else None,
     }
-    options_digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    target = root / f"{digest[:16]}-{options_digest[:12]}"
+    target = root / f"{digest[:16]}-{digest_of(options)[:12]}"
     if (target / MARKER).is_file():
         return target
     partial = root / f".{target.name}.partial-{os.getpid()}"

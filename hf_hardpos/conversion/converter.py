@@ -8,33 +8,18 @@ the same facts for programs (the conversion cache uses it as its "complete" mark
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
 from ..errors import UserInputError
+from ..provenance import sha256_file
 from .lora import TSVLC_ALPHA, TSVLC_RANK, LoraMerge, has_lora, merge_lora
 from .open_clip_config import ACTIVATIONS, OpenClipConfig, config_from_openai_state_dict, load_open_clip_config
 from .state_dict import load_into_clip_model, load_state_dict, to_clip_state_dict
 from .tokenizer import load_clip_tokenizer, tokenizer_source
 
 MARKER = "conversion.json"
-
-
-def sha256_file(path: str | Path, progress: bool = True) -> str:
-    """SHA-256 of a file, read in chunks (checkpoints are hundreds of MB), with a progress bar."""
-    path = Path(path)
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle, tqdm(
-        total=path.stat().st_size, unit="B", unit_scale=True, desc=f"sha256 {path.name}", disable=not progress
-    ) as bar:
-        for chunk in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(chunk)
-            bar.update(len(chunk))
-    return digest.hexdigest()
 
 
 @dataclass
