@@ -126,8 +126,7 @@ def run(args: argparse.Namespace) -> int:
     check_run_options(args.batch_size, args.num_workers, args.max_rows, args.bootstrap)
     conversion, activations = _conversion_options(args)
     # Before any data is read: these refusals take seconds, not a dataset load.
-    for activation in activations:
-        check_model_options(args.model, conversion["open_clip_config"], activation, conversion["tokenizer"])
+    check_model_options(args.model, conversion["open_clip_config"], args.activation, conversion["tokenizer"])
     require_model_exists(args.model)
     compare = len(activations) > 1
 

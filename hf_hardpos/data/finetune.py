@@ -538,17 +538,17 @@ def export_finetune(
         report.sources["images"] = "embedded from a local train2014 folder"
     else:
         report.sources["images"] = "not embedded (join by file_name)"
-    config = ConfigBuild(
-        CONFIG,
-        rows=partial(_caption_rows, captions_path, hp_paths["replace"], hp_paths["swap"], negative_generators),
-        features=finetune_features(),
-        expected_count=PAPER_CAPTIONS,
-        flags=_quality_counts,
-        images=images,
-        num_upstream_rows=len(annotations),
-        image_keys=used_images,
+    # Both configs hold every caption, with the same images.
+    shared = dict(
+        expected_count=PAPER_CAPTIONS, images=images, num_upstream_rows=len(annotations), image_keys=used_images
     )
-    configs = [config]
+    caption_inputs = (captions_path, hp_paths["replace"], hp_paths["swap"], negative_generators)
+    configs = [
+        ConfigBuild(
+            CONFIG, rows=partial(_caption_rows, *caption_inputs), features=finetune_features(), flags=_quality_counts,
+            **shared,
+        )
+    ]
     summary = (
         "Every COCO train 2014 caption with the hard positives of *The Hard Positive Truth about "
         "Vision-Language Compositionality* (Kamath et al., ECCV 2024): a replace hard positive, and a "
@@ -563,17 +563,8 @@ def export_finetune(
     if typed is not None:
         configs.append(
             ConfigBuild(
-                CE_CLIP_CONFIG,
-                rows=partial(
-                    _ce_clip_rows, captions_path, hp_paths["replace"], hp_paths["swap"], negative_generators,
-                    typed.values,
-                ),
-                features=ce_clip_features(),
-                expected_count=PAPER_CAPTIONS,
-                flags=_ce_clip_quality_counts,
-                images=images,
-                num_upstream_rows=len(annotations),
-                image_keys=used_images,
+                CE_CLIP_CONFIG, rows=partial(_ce_clip_rows, *caption_inputs, typed.values),
+                features=ce_clip_features(), flags=_ce_clip_quality_counts, **shared,
             )
         )
         models = sorted({str(source.options.get("model", "not recorded")) for source in typed.sources.values()})
