@@ -1,13 +1,13 @@
 """`hardpos eval` on REPLACE's two configs vs the reference protocol, side by side in one run.
 
 Workload: about `--rows` rows of REPLACE, randomly chosen images with all their rows in *both*
-subsets, from `../shared/data/hard_positives` when present, so the row-per-image multiplicity, the
+subsets, from `--upstream-dir` (a clone of amitakamath/hard_positives) when given, so the row-per-image multiplicity, the
 caption repeats and the images shared between the two subsets are the real ones (otherwise a
 synthetic stand-in with REPLACE's 2.34 rows per image), written as a local Hub folder with the
 `attributes` and `relations` configs — what a user evaluates; one generated
 500x375 JPEG per distinct image id (Visual Genome's typical size), the full-size ViT-B/32
 architecture (`CLIPConfig()` defaults, random weights: speed does not depend on them) and the real
-CLIP tokenizer from `../shared/data/clip_tokenizer` when present.
+CLIP tokenizer from `--tokenizer-dir` (a folder with CLIP's vocab.json and merges.txt) when given.
 
 Reference protocol (the upstream evaluation code): batches of 16 rows; each row's image decoded,
 preprocessed and encoded twice (once with (c, c_n), once with (c_p, c_n)); every caption tokenised
@@ -43,12 +43,8 @@ from hf_hardpos.columns import REPLACE_SUBSETS
 from hf_hardpos.evaluation import evaluate_model, load_eval_sets
 from hf_hardpos.synthetic.tiny_clip import train_clip_tokenizer
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-def replace_rows(limit: int) -> list[dict]:
-    upstream = SHARED / "hard_positives"
-    if upstream.is_dir():
+def replace_rows(limit: int, upstream: Path | None) -> list[dict]:
+    if upstream is not None:
         rows = []
         for subset in REPLACE_SUBSETS:
             original = json.loads((upstream / "data" / f"vl_checklist_{subset}.json").read_text())
@@ -90,9 +86,8 @@ def jpeg(seed: int) -> bytes:
     return buffer.getvalue()
 
 
-def build_processor(rows: list[dict]) -> CLIPProcessor:
-    tokenizer_dir = SHARED / "clip_tokenizer"
-    if tokenizer_dir.is_dir():
+def build_processor(rows: list[dict], tokenizer_dir: Path | None) -> CLIPProcessor:
+    if tokenizer_dir is not None:
         tokenizer = CLIPTokenizer(vocab=str(tokenizer_dir / "vocab.json"), merges=str(tokenizer_dir / "merges.txt"),
                                   model_max_length=77)
     else:
@@ -147,21 +142,23 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=600)
     parser.add_argument("--batch-size", type=int, default=64, help="our scorer's batch size")
     parser.add_argument("--num-workers", type=int, default=1, help="our scorer's image workers")
+    parser.add_argument("--upstream-dir", type=Path, help="a clone of amitakamath/hard_positives (real REPLACE rows)")
+    parser.add_argument("--tokenizer-dir", type=Path, help="CLIP's vocab.json + merges.txt (else a small BPE trained here)")
     args = parser.parse_args()
 
     torch.manual_seed(0)
-    rows = replace_rows(args.rows)
+    rows = replace_rows(args.rows, args.upstream_dir)
     ids = sorted({r["image_id"] for r in rows})
     images = {image_id: jpeg(i) for i, image_id in enumerate(ids)}
     texts = {r[c] for r in rows for c in ("caption", "hard_negative", "hard_positive")}
     counts = {s: sum(r["subset"] == s for r in rows) for s in REPLACE_SUBSETS}
     print(f"workload: {len(rows)} rows {counts}, {len(ids)} distinct images ({len(rows) / len(ids):.2f} rows/image), "
-          f"{len(texts)} distinct captions; source: {'shared REPLACE' if (SHARED / 'hard_positives').is_dir() else 'synthetic'}")
+          f"{len(texts)} distinct captions; source: {'upstream REPLACE' if args.upstream_dir else 'synthetic'}")
     work = Path(tempfile.mkdtemp(prefix="hardpos-bench-"))
     write_hub_folder(rows, images, work / "replace")
     model_dir = work / "model"
     CLIPModel(CLIPConfig()).save_pretrained(model_dir)  # ViT-B/32 shape, random weights
-    build_processor(rows).save_pretrained(model_dir)
+    build_processor(rows, args.tokenizer_dir).save_pretrained(model_dir)
 
     start, cpu_start = time.perf_counter(), cpu_seconds()
     model, processor = CLIPModel.from_pretrained(model_dir).eval(), CLIPProcessor.from_pretrained(model_dir)

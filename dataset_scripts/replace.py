@@ -1,7 +1,7 @@
 """Build the REPLACE benchmark (Kamath et al. 2024) as a Hub dataset folder, optionally push it.
 
 Same as `hardpos build replace ...`. Example (local sources):
-    python dataset_scripts/replace.py --upstream-dir ../shared/data/hard_positives \
+    python dataset_scripts/replace.py --upstream-dir hard_positives \
         --images-dir VG --output-dir out/replace
     # then: load_dataset("out/replace", "relations", split="test")
 

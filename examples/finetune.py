@@ -68,7 +68,7 @@ SYNTHETIC_DEFAULTS = {
     "report_to": "none",
     "seed": 0,
 }
-# With --dataset: the paper's 5 epochs (SPEC section 5); the rest says how often to log, evaluate and
+# With --dataset: the paper's 5 epochs (docs/reference.md, Losses); the rest says how often to log, evaluate and
 # save, and the scoring batch (no effect on results). A recipe file pins everything else.
 DATASET_DEFAULTS = {
     "num_train_epochs": 5,

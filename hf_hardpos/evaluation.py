@@ -22,7 +22,7 @@ import numpy as np
 from datasets import Dataset, DatasetDict, get_dataset_config_names, load_dataset, load_dataset_builder
 
 from . import columns
-from .columns import REPLACE_AGGREGATE, REPLACE_SUBSETS
+from .aggregation import REPLACE_MACRO_MEAN, REPLACE_POOLED, describe_all, replace_aggregates
 from .errors import UserInputError
 from .metrics import METRIC_NAMES, augmented_correct, brittle, check_scores, compute_metrics, metric_with_interval
 from .metrics import original_correct
@@ -111,16 +111,6 @@ def evaluate_dataset(
     return metrics_from_scores(s["original"], s["negative"], s["positive"], bootstrap_samples, groups=groups)
 
 
-def add_replace_aggregate(results: dict[str, dict]) -> dict[str, dict]:
-    """The paper's REPLACE number: the unweighted mean of the attributes and relations subsets."""
-    if not all(name in results for name in REPLACE_SUBSETS):
-        return {}
-    keys = [*METRIC_NAMES, "mean_original_score", "mean_negative_score", "mean_positive_score"]
-    mean = {k: float(np.mean([results[s][k] for s in REPLACE_SUBSETS])) for k in keys}
-    mean["num_examples"] = int(sum(results[s]["num_examples"] for s in REPLACE_SUBSETS))
-    return {REPLACE_AGGREGATE: mean}
-
-
 @dataclass
 class EvalSet:
     """One config of a dataset, with the identity of its content (for resume keys and metrics.json)."""
@@ -156,9 +146,7 @@ class EvaluationReport:
             "results": self.results,
             "provenance": self.provenance,
             "aggregates": self.aggregates,
-            "aggregation": {REPLACE_AGGREGATE: "unweighted mean of the two subsets (the paper's REPLACE column)"}
-            if self.aggregates
-            else {},
+            "aggregation": dict(zip(self.aggregates, describe_all(self.aggregates))),
         }
 
     def table(self) -> str:
@@ -196,8 +184,7 @@ class EvaluationReport:
             if prov.get("bootstrap"):
                 line += f"; CI: {prov['bootstrap']}"
             lines.append(line)
-        if REPLACE_AGGREGATE in self.aggregates:
-            lines.append(f"{REPLACE_AGGREGATE}: unweighted mean of the two subsets (the paper's REPLACE column)")
+        lines.extend(describe_all(self.aggregates))
         return lines
 
     def save(self, output_dir: str | Path) -> Path:
@@ -616,7 +603,7 @@ def evaluate_model(
     order = [*eval_sets, *(c for c in report.results if c not in eval_sets)]
     report.results = {config: report.results[config] for config in order}
     report.provenance = {config: report.provenance[config] for config in order if config in report.provenance}
-    report.aggregates = add_replace_aggregate(report.results)
+    report.aggregates = replace_aggregates(report.results, report.scores, bootstrap_samples)
     if output_dir is not None:
         report.save(output_dir)
     return report

@@ -4,7 +4,7 @@ Why a scorer of our own: REPLACE has 27,443 rows but only 11,723 distinct images
 repeat too; the reference code encodes every image twice per row. Here each distinct image and each
 distinct caption goes through its tower exactly once, images are decoded and preprocessed in
 DataLoader workers, texts are batched by length, and the per-row scores are dot products of cached,
-L2-normalised embeddings — the cosine similarity of SPEC §2, independent of batch size.
+L2-normalised embeddings — the cosine similarity defined in docs/reference.md (Scores and metrics), independent of batch size.
 
 Works with any model exposing `get_image_features` / `get_text_features` (`CLIPModel`, `SiglipModel`,
 a peft-wrapped CLIP, ...), whether they return a tensor or a `BaseModelOutputWithPooling`.

@@ -6,7 +6,7 @@
 A checkpoint file (open_clip, OpenAI TorchScript, TSVLC LoRA) is converted once into a cache keyed by
 its content and scored like any HF model. `--activation both` runs the checkpoint once per
 activation and prints one side-by-side table, because loading an open_clip checkpoint under the
-wrong activation silently changes every score (SPEC §9), and the reader should see by how much.
+wrong activation silently changes every score (a frequent complaint in the issue trackers of ARO, SugarCrepe, TSVLC and CE-CLIP), and the reader should see by how much.
 """
 
 from __future__ import annotations

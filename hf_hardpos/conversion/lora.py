@@ -1,4 +1,4 @@
-"""Merging the unmerged LoRA of TSVLC / DAC checkpoints (SVLC, DAC rows; CHECKPOINTS.md §3).
+"""Merging the unmerged LoRA of TSVLC / DAC checkpoints (SVLC, DAC rows; docs/checkpoints.md, TSVLC / DAC LoRA).
 
 TSVLC's forked open_clip vendors Microsoft's loralib and saves the model with LoRA *unmerged*
 (the merge flag is not saved), with r = 4 and lora_alpha = 1: the weight the model computed with

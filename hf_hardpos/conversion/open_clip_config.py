@@ -3,7 +3,7 @@
 Why the config is an input: attention heads cannot be read from a state dict's shapes (open_clip
 uses width // head_width, and configs may set `head_width` or `heads`), and the activation
 (`quick_gelu`) is not stored anywhere in the weights. Options that `CLIPModel` has no equivalent
-for (CHECKPOINTS.md §2) are refused by name, so a conversion never silently drops a computation.
+for (docs/checkpoints.md) are refused by name, so a conversion never silently drops a computation.
 """
 
 from __future__ import annotations
@@ -224,7 +224,7 @@ def _check_options(section: str, cfg: dict, refused: dict, required: dict, ignor
             if value != refused[key] and not (refused[key] is None and value in ({}, False)):
                 raise UserInputError(
                     f"open_clip option {where}={value!r} has no CLIPModel equivalent: this model cannot be "
-                    "converted to a CLIPModel without changing what it computes (CHECKPOINTS.md §2)"
+                    "converted to a CLIPModel without changing what it computes (docs/checkpoints.md)"
                 )
         elif key in required:
             if value not in required[key]:

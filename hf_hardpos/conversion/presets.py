@@ -1,6 +1,6 @@
 """`hardpos zoo`: the systems of the paper's Table 1 (plus CE-CLIP and CLIP-COCO) and how to convert each.
 
-Facts from CHECKPOINTS.md §1 (read from each project's public code; the files themselves were not
+Facts from docs/checkpoints.md (read from each project's public code; the files themselves were not
 inspected). The column that matters most is the activation: the open_clip baselines were trained
 with QuickGELU, but the paper loaded them with open_clip's plain `ViT-B-32` config, i.e. GELU, so
 its numbers for those rows are those of the GELU model. A preset converts with the paper's
@@ -26,7 +26,7 @@ class Preset:
     file_format: str
     open_clip_config: str
     trained_activation: str  # "quick_gelu", "gelu" or "unknown"
-    paper_activation: str  # what the paper's evaluation code built (CHECKPOINTS.md §1)
+    paper_activation: str  # what the paper's evaluation code built (docs/checkpoints.md)
     lora: tuple[int, float] | None  # (rank, alpha) of unmerged LoRA, TSVLC's layout
     citation: str  # a key of hf_hardpos.citations.BIBTEX
     license: str

@@ -1,4 +1,4 @@
-"""Reading open_clip checkpoints and mapping their weights onto `CLIPModel` keys (CHECKPOINTS.md §2).
+"""Reading open_clip checkpoints and mapping their weights onto `CLIPModel` keys (docs/checkpoints.md).
 
 Every key and shape is checked against what the config implies before anything is mapped: a
 missing, unexpected or misshapen tensor is an error naming the open_clip key, never a model that

@@ -70,7 +70,7 @@ def open_clip_bpe_path() -> Path | None:
     """The BPE vocabulary file an importable open_clip ships, or None."""
     try:
         from open_clip.tokenizer import default_bpe
-    except Exception:  # not installed, or torchvision cannot load beside this torch (SPEC §11)
+    except Exception:  # not installed, or torchvision cannot load beside this torch (docs/reference.md, Installation notes)
         return None
     path = Path(default_bpe())
     return path if path.is_file() else None

@@ -1,10 +1,10 @@
 """Numerical proof that a converted `CLIPModel` computes what the open_clip model computes.
 
 Both models get identical `pixel_values` and `input_ids` (no image processor or tokenizer in
-between: those differ slightly by design, CHECKPOINTS.md §4), and the maximum absolute difference
+between: those differ slightly by design, docs/checkpoints.md, Tokenisation and preprocessing), and the maximum absolute difference
 of the unnormalised image features, text features and (log) logit scale is reported. The reference
 comes from open_clip itself when it is importable (an optional extra: it cannot be imported beside
-a CPU-only torch, SPEC §11), or from features open_clip computed earlier (the test goldens).
+a CPU-only torch, docs/reference.md, Installation notes), or from features open_clip computed earlier (the test goldens).
 """
 
 from __future__ import annotations

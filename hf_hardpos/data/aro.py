@@ -51,7 +51,7 @@ CROP_FORMATS = {"png": ("PNG", {}), "jpeg": ("JPEG", {"quality": 95})}
 BBOX_FIELDS = ("bbox_x", "bbox_y", "bbox_w", "bbox_h")
 
 VG_CONFIGS = {
-    # config: (ARO file, the per-row label field kept, rows in the ARO paper / SPEC §10)
+    # config: (ARO file, the per-row label field kept, rows in the ARO paper / docs/reference.md, Other benchmarks)
     "vg_relation": ("visual_genome_relation.json", "relation_name", 23_937),
     "vg_attribution": ("visual_genome_attribution.json", "attributes", 28_748),
 }

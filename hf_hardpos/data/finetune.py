@@ -41,7 +41,7 @@ CE_CLIP_CONFIG = "ce_clip"  # the default config's rows + CE-CLIP's four typed h
 SPLIT = "train"
 HP_FILES = {"replace": "hard_positives_ft/replace_hp.jsonl", "swap": "hard_positives_ft/swap_hp.jsonl"}
 NEGATIVE_TYPES = ("replace", "swap")
-PAPER_CAPTIONS = 591_753  # COCO train 2014 captions (SPEC §3)
+PAPER_CAPTIONS = 591_753  # COCO train 2014 captions (docs/reference.md, The evaluation datasets)
 PAPER_SWAP_HARD_POSITIVES = 119_071  # captions with "and" and fewer than 15 words
 
 HardNegativeFn = Callable[[str], "str | None"]

@@ -23,7 +23,7 @@ from .sources import Sources, VisualGenomeImages, resolve_images, vg_part_of
 
 SPLIT = "test"
 UPSTREAM_FIELDS = ("image_id", "true_caption", "false_caption", "image_path")
-# Rows per subset in the paper (checked against the upstream files, SPEC §3).
+# Rows per subset in the paper (checked against the upstream files, docs/reference.md, The evaluation datasets).
 PAPER_COUNTS = {"attributes": 10_575, "relations": 16_868}
 
 
@@ -56,7 +56,7 @@ def phrase_diff(caption: str, hard_positive: str) -> tuple[str, str]:
     )
 
 
-# --- quality flags for the known upstream defects (SPEC §3) -------------------------------------------
+# --- quality flags for the known upstream defects (docs/reference.md, The evaluation datasets) -------------------------------------------
 # The rows are kept exactly as the paper used them; the flags only let users filter:
 # - substring artefacts: a few hard positives were made by plain substring replacement, so a word that
 #   merely contains the replaced word was rewritten too ("white whiteboard" -> "ivory ivoryboard").

@@ -33,7 +33,7 @@ from .sources import (
 )
 
 SPLIT = "test"
-# Rows per subset in the papers (checked against the upstream files at the pinned commits, SPEC §10).
+# Rows per subset in the papers (checked against the upstream files at the pinned commits, docs/reference.md, Other benchmarks).
 SUGARCREPE_COUNTS = {
     "add_att": 692,
     "add_obj": 2_062,

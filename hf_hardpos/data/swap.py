@@ -22,7 +22,7 @@ from .sources import ARO_REPO, Sources, VisualGenomeImages
 
 CONFIG = "default"
 SPLIT = "test"
-PAPER_COUNT = 28_748  # ARO's VG-Attribution rows (SPEC §3)
+PAPER_COUNT = 28_748  # ARO's VG-Attribution rows (docs/reference.md, The evaluation datasets)
 ARO_ATTRIBUTION_FILE = "visual_genome_attribution.json"
 POSITIVE_FILE = f"swapped_data/{ARO_ATTRIBUTION_FILE}"
 ARO_FIELDS = (

@@ -1,6 +1,6 @@
 """Hard-positive generation with any causal LM from the Hub or disk: the paper's prompts (Appendix C).
 
-Why this shape: the paper used Llama-2-70B-chat, but "any instruction model must work" (SPEC §4),
+Why this shape: the paper used Llama-2-70B-chat, but "any instruction model must work" (docs/reference.md, Generating hard positives),
 so the generator takes a `transformers` model and tokenizer as they come: chat models get the
 prompt through their own chat template, base models get the raw prompt. Decoding is greedy with the
 paper's token budgets so that a run is reproducible. Prompts are batched with *left* padding so
@@ -8,7 +8,7 @@ every sequence ends at the same position and the new tokens of all rows start to
 attention mask (and the position ids `generate` derives from it) make padded rows give the same
 answer as unpadded ones.
 
-REPLACE and SWAP are the paper's prompts verbatim (SPEC §4), so a run with Llama-2-70B-chat
+REPLACE and SWAP are the paper's prompts verbatim (docs/reference.md, Generating hard positives), so a run with Llama-2-70B-chat
 reproduces the paper's procedure. The paper also used relation-targeted variants of REPLACE (one
 verb, one spatial preposition); their wording is not published, so `REPLACE_VERB` and
 `REPLACE_SPATIAL` are ours, written in the same style as REPLACE.

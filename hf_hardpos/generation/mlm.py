@@ -1,7 +1,7 @@
 """Typed hard negatives the way CE-CLIP and SVLC make them: a masked LM fills a part-of-speech slot.
 
 CE-CLIP trains with four negative *types* per caption, and its CMR loss keeps one threshold per
-type, so every record says which type made it (CHECKPOINTS.md §5):
+type, so every record says which type made it (docs/reference.md, Generating hard positives):
 
 - attribute: an adjective (spaCy POS `ADJ`) masked and filled by the LM;
 - action: a verb (`VERB`) masked and filled;

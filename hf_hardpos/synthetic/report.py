@@ -1,7 +1,7 @@
 """Tables, seed aggregation, intervals and the chart of the embedded demo (paper Tables 1-3 in miniature).
 
 Why separate from the run: the same numbers go to the terminal, to `results.md` and to the PNG, and
-every table must say how it aggregates (SPEC §9: micro vs macro left implicit is a known complaint),
+every table must say how it aggregates (micro vs macro left implicit is a known complaint, sugar-crepe issue #3),
 so the wording lives in one place. Tables are drawn by the package's one renderer
 (`hf_hardpos.tables.render_table`).
 """
@@ -18,7 +18,7 @@ from hf_hardpos.metrics import bootstrap_interval
 from hf_hardpos.tables import TIE_RULE, render_table
 
 CHART_NAME = "results.png"
-# Paper-facing datasets first; the two REPLACE subsets are reported too (SPEC §2), then the
+# Paper-facing datasets first; the two REPLACE subsets are reported too (docs/reference.md, Scores and metrics), then the
 # attribute subset split by the adjective its hard negative edits.
 DATASETS = ("replace", "swap", "replace_attributes", "replace_relations")
 EDITED_WORDS = ("colour", "size")

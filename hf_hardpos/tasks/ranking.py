@@ -3,7 +3,7 @@
 Why not `torch.topk` as clip_benchmark does: topk orders equal scores by position, so an exact tie
 with the correct candidate counts as a hit or a miss depending on where the candidate happens to
 sit (e.g. ImageNet's duplicated class names give identical classifier rows). The package's rule is
-strict everywhere (SPEC §10): a wrong candidate that ties with the best correct one is ranked ahead
+strict everywhere (docs/reference.md, Other benchmarks): a wrong candidate that ties with the best correct one is ranked ahead
 of it. On scores without exact ties the two rules give identical numbers.
 """
 

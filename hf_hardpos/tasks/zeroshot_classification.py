@@ -1,6 +1,6 @@
 """Zero-shot classification (CLIP's protocol, clip_benchmark's metric names and definitions).
 
-Why: hard-negative fine-tuning is known to erode zero-shot accuracy (SPEC §9), so the paper checks
+Why: hard-negative fine-tuning is known to erode zero-shot accuracy (a frequent complaint in the issue trackers of ARO, SugarCrepe, TSVLC and CE-CLIP), so the paper checks
 ImageNet-1k and VTAB after fine-tuning (Appendix E, Table 10). The numbers must be comparable with
 the ones everybody publishes, hence clip_benchmark's recipe:
 

@@ -1,7 +1,7 @@
 """The training-image augmentation the fine-tuning recipes use: RandomResizedCrop, bicubic, on PIL images.
 
 Why here and not torchvision: on these machines the torchvision wheels are CUDA builds that break the
-CPU torch (SPEC section 11), and the recipes (CHECKPOINTS.md section 5) need only this one transform.
+CPU torch (docs/reference.md, Installation notes), and the recipes (docs/reference.md, Recipes) need only this one transform.
 The sampling follows torchvision's `RandomResizedCrop.get_params` (area fraction uniform in `scale`,
 log-aspect-ratio uniform in `ratio`, 10 attempts, then a centre crop clamped to `ratio`), so a run with
 `scale=(0.9, 1.0)` matches SVLC / NegCLIP / CE-CLIP's open_clip training transform. Random numbers come

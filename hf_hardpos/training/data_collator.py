@@ -68,7 +68,7 @@ class HardPosDataCollator:
         negative_index, negative_mask = self._extras(features, self.negative_columns, texts)
 
         # PIL in, so the image processor rescales exactly once (float tensors in [0, 1] would be
-        # rescaled again: SPEC section 8).
+        # rescaled again: docs/reference.md, Installation notes).
         if self.image_transform is None:
             pixel_values = self.processor.image_processor(images=images, return_tensors="pt")["pixel_values"]
         else:

@@ -5,7 +5,7 @@ each process holds a shard, so without gathering the "batch" of negatives silent
 (the gap transformers#22252 and accelerate#1154 complain about). The helpers here gather features from
 every process *with gradient*, so each process can score its local rows against the global batch.
 
-Gradient bookkeeping (the trap SPEC §8 warns about): a process's loss depends on every process's features,
+Gradient bookkeeping (a trap that is easy to fall into): a process's loss depends on every process's features,
 but autograd on that process only reaches its own encoders. :func:`all_gather_with_grad` therefore sums
 the incoming gradient over processes (one ``all_reduce``) before keeping the slice that belongs to the
 local rows. Combined with losses that normalise their local rows by the *global* number of terms times

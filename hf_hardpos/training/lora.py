@@ -1,6 +1,6 @@
 """LoRA on both CLIP towers with peft, and the way back to a plain `CLIPModel`.
 
-Why: full fine-tuning on hard negatives is known to erode zero-shot accuracy (SPEC section 9); LoRA
+Why: full fine-tuning on hard negatives is known to erode zero-shot accuracy (a frequent complaint in the issue trackers of ARO, SugarCrepe, TSVLC and CE-CLIP); LoRA
 keeps the pretrained weights frozen and saves a few MB per run. Evaluation and export need a plain
 `CLIPModel` though (every CLIP consumer loads one), hence `merge_lora`.
 """

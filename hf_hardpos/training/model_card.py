@@ -2,8 +2,8 @@
 
 Why generated: a card that states the base model, the data and its sizes, the loss and its weights,
 the hyperparameters that were changed and the metrics that were measured makes a checkpoint
-reproducible (SPEC section 9: unknown recipes and unreproducible numbers are the top complaint about
-the existing tools). Everything here is read off the trainer: its arguments, its objective's config,
+reproducible (unknown recipes and unreproducible numbers are the top complaint in the issue trackers
+of ARO, SugarCrepe, TSVLC and CE-CLIP). Everything here is read off the trainer: its arguments, its objective's config,
 its datasets, `state.log_history` (the training log) and `eval_sections` (the latest evaluation of
 each eval set: rows, tie rule, aggregation), both of which the checkpoints carry, so they survive a
 resume. Hard-positive sets and every other benchmark (caption selection, Winoground, zero-shot
@@ -190,7 +190,7 @@ def model_index_results(sections: dict[str, dict], eval_sets: dict, dataset_ids:
                             dataset_split=split,
                             metric_type=metric,
                             metric_name=metric.replace("_", " "),
-                            metric_value=float(metrics[metric]),  # numpy scalars break the YAML (SPEC section 8)
+                            metric_value=float(metrics[metric]),  # numpy scalars break the YAML (docs/reference.md, Installation notes)
                         )
                     )
     return results

@@ -1,8 +1,8 @@
 """Named, versioned fine-tuning recipes (`examples/recipes/*.yaml`) and what a run changed in them.
 
 Why: reported numbers for hard-negative fine-tuning often do not reproduce because the schedule, the
-batch or the precision went unrecorded (SPEC section 9). A recipe file pins every setting of one
-published method (CHECKPOINTS.md section 5); a run loads it as argument defaults, the command line
+batch or the precision went unrecorded (a frequent complaint in the issue trackers of ARO, SugarCrepe, TSVLC and CE-CLIP). A recipe file pins every setting of one
+published method (docs/reference.md, Recipes); a run loads it as argument defaults, the command line
 may override any of them, and the model card then names the recipe and lists every deviation, the
 global batch included (per-device batch x processes x accumulation steps against the recipe's).
 
@@ -12,7 +12,7 @@ command line takes them (any `HardPosTrainingArguments` field, `model_name_or_pa
     recipe:
       name: svlc
       version: 1
-      source: CHECKPOINTS.md section 5, SVLC column (TSVLC @90b18e7)
+      source: docs/reference.md, Recipes, SVLC column (TSVLC @90b18e7)
       global_batch_size: 128
       notes: [what the recipe cannot reproduce, ...]
     learning_rate: 5.0e-6

@@ -207,7 +207,7 @@ class HardPosTrainer(Trainer):
         """Names of the parameters that get weight decay: weight matrices (and conv kernels) only.
 
         Never the logit scale, biases, norms (every 1-D or 0-D parameter), the class embedding or the
-        position embeddings, as open_clip and SVLC train CLIP (CHECKPOINTS.md section 5). The stock
+        position embeddings, as open_clip and SVLC train CLIP (docs/reference.md, Recipes). The stock
         Trainer excludes only LayerNorm modules and names with "bias"/"norm", so it would decay CLIP's
         `logit_scale` (pulling the temperature towards 1), `class_embedding` and position tables.
         """

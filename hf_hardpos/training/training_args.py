@@ -23,7 +23,7 @@ DEFAULT_LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "out_proj")
 class HardPosTrainingArguments(TrainingArguments):
     """Trainer options for `HardPosTrainer`; every field below can be given as `--<name>` on the CLI."""
 
-    # --- loss: L = L_clip + w_hn L_hn + w_hp L_hp + alpha L_imc + beta L_cmr (SPEC section 5) ---
+    # --- loss: L = L_clip + w_hn L_hn + w_hp L_hp + alpha L_imc + beta L_cmr (docs/reference.md, Losses) ---
     hard_negative_weight: float = field(
         default=1.0,
         metadata={"help": "Weight of the hard-negative (SVLC) loss; the paper sweeps 0, 0.25, 0.5, 0.75, 1."},
@@ -113,7 +113,7 @@ class HardPosTrainingArguments(TrainingArguments):
 
     def __post_init__(self):
         # The collator needs the image and every caption column; the Trainer would otherwise drop
-        # them because CLIPModel.forward does not name them (SPEC section 8).
+        # them because CLIPModel.forward does not name them (docs/reference.md, Installation notes).
         self.remove_unused_columns = False
         super().__post_init__()
         if self.hard_positive_mode not in HARD_POSITIVE_MODES:

@@ -1,4 +1,4 @@
-"""Loss terms of hf_hardpos training (SPEC §5), one module per file, and the combined objective."""
+"""Loss terms of hf_hardpos training (docs/reference.md, Losses), one module per file, and the combined objective."""
 
 from hf_hardpos.training.losses.batch import EmbeddingBatch
 from hf_hardpos.training.losses.cmr import CMRLoss

@@ -24,7 +24,7 @@ class CMRLoss(nn.Module):
     S is cosine similarity times the logit scale (the paper's upper bound u = 10 is on that scale).
     ``Th_k`` is *state*, not a gradient path: at step t it is the batch mean of ``S(I, T) - S(I, T_k)``
     measured at step t-1 (rows without a type-k negative excluded), clamped to ``[0, upper_bound]`` as
-    CE-CLIP's code does (CHECKPOINTS.md §5): a negative mean gap (negatives still winning) asks for no
+    CE-CLIP's code does (docs/reference.md, Losses): a negative mean gap (negatives still winning) asks for no
     margin rather than tolerating a violation.
     Early in training the model separates T from T_k by little, so the threshold is small and only
     violations count; as the gap grows the required margin grows with it (a curriculum), up to u.

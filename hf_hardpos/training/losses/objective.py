@@ -1,4 +1,4 @@
-"""The full training objective: L_clip + w_hn·L_hn + w_hp·L_hp + α·L_imc + β·L_cmr (SPEC §5)."""
+"""The full training objective: L_clip + w_hn·L_hn + w_hp·L_hp + α·L_imc + β·L_cmr (docs/reference.md, Losses)."""
 
 from __future__ import annotations
 
