@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,13 @@ def hub_revision(repo_id: str, repo_type: str = "model") -> str | None:
         return None
 
 
+def looks_like_hub_id(name: str | None) -> bool:
+    """True for "org/name" or "name" that is not an existing local path."""
+    if not name or Path(name).exists():
+        return False
+    return re.fullmatch(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?", name) is not None
+
+
 def model_identity(name_or_path: str) -> dict[str, Any]:
     """A local model folder by the sha256 of its files; a Hub id by its commit.
 
@@ -98,7 +106,7 @@ def model_identity(name_or_path: str) -> dict[str, Any]:
 
 def converted_from(folder: str | Path) -> dict[str, Any] | None:
     """The checkpoint a converted model folder was made from, from its `conversion.json`; None for other folders."""
-    from .conversion.converter import MARKER, load_conversion_facts
+    from .conversion.facts import MARKER, load_conversion_facts
 
     if not (Path(folder) / MARKER).is_file():
         return None

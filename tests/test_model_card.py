@@ -11,8 +11,8 @@ from PIL import Image as PILImage
 
 from hf_hardpos import columns
 from hf_hardpos.training import HardPosModelCardData, HardPosTrainer, HardPosTrainingArguments
+from hf_hardpos.provenance import looks_like_hub_id
 from hf_hardpos.training.model_card import (
-    looks_like_hub_id,
     non_default_hyperparameters,
     template_path,
     training_log_table,

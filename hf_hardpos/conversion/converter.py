@@ -14,13 +14,11 @@ from pathlib import Path
 
 from ..errors import UserInputError
 from ..provenance import sha256_file
+from .facts import MARKER
 from .lora import TSVLC_ALPHA, TSVLC_RANK, LoraMerge, has_lora, merge_lora
 from .open_clip_config import ACTIVATIONS, OpenClipConfig, config_from_openai_state_dict, load_open_clip_config
 from .state_dict import load_into_clip_model, load_state_dict, to_clip_state_dict
 from .tokenizer import load_clip_tokenizer, tokenizer_source
-
-MARKER = "conversion.json"
-
 
 @dataclass
 class ConversionResult:
@@ -201,10 +199,3 @@ def convert_checkpoint(
     (output_dir / MARKER).write_text(json.dumps(result.to_dict(), indent=2) + "\n")  # written last: "complete"
     return result
 
-
-def load_conversion_facts(folder: str | Path) -> dict:
-    """The `conversion.json` of a converted folder."""
-    path = Path(folder) / MARKER
-    if not path.is_file():
-        raise UserInputError(f"{folder}: not a converted model folder (no {MARKER})")
-    return json.loads(path.read_text())

@@ -19,10 +19,11 @@ turns it into the names the Trainer logs:
 - `eval_<set>_<metric>` for the result row of a set that has only one (an in-memory set, a one-config
   set, a zero-shot set): `eval_cifar10_acc1`, `eval_toy_augmented_accuracy`;
 - `eval_<set>_<row>_<metric>` for every row of a set with several, and for every aggregate:
-  `eval_sugarcrepe_replace_att_accuracy`, `eval_replace_mean_attributes_relations_augmented_accuracy`.
+  `eval_sugarcrepe_replace_att_accuracy`, `eval_replace_pooled_attributes_relations_augmented_accuracy`
+  (REPLACE's pooled column, the paper's; `..._mean_attributes_relations_...` is the macro mean of subsets).
 
 Set and row names are slugged (runs of characters other than letters, digits, `_ . @ -` become one
-`_`), so `mean(attributes,relations)` is logged as `mean_attributes_relations`; only numbers are
+`_`), so `pooled(attributes,relations)` is logged as `pooled_attributes_relations`; only numbers are
 logged, counts as ints and everything else as Python floats. Two rows that would log under one
 name are an error, never a silent overwrite.
 """
@@ -39,16 +40,16 @@ from pathlib import Path
 from datasets import Dataset
 
 from .. import columns
-from ..columns import REPLACE_AGGREGATE
+from ..aggregation import describe_all, replace_aggregates
 from ..errors import UserInputError
-from ..evaluation import add_replace_aggregate, evaluate_dataset, load_eval_sets
+from ..provenance import looks_like_hub_id
+from ..evaluation import evaluate_dataset, load_eval_sets
 from ..scoring import ITMScorer
 from ..suite import HARD_POSITIVE, TASKS, ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL, SuiteEntry, detect_task
 from ..suite import task_of_columns, task_section
 from ..tables import TIE_RULE
 
 HARD_POSITIVE_AGGREGATION = "rates = fraction of each config's rows; s_c, s_n, s_p = mean cosine scores"
-REPLACE_AGGREGATION = f"{REPLACE_AGGREGATE} = unweighted mean of the two REPLACE subsets (the paper's REPLACE column)"
 SINGLE_ROW = "all"  # the row of a set evaluated as one table
 
 
@@ -101,8 +102,6 @@ class BenchmarkEvalSet:
                     "or Winoground's); pass BenchmarkEvalSet(task=...)"
                 )
         elif task is None:
-            from .model_card import looks_like_hub_id  # the card module imports this one
-
             if not Path(self.source).expanduser().exists() and not looks_like_hub_id(str(self.source)):
                 raise UserInputError(
                     f"eval set {name!r}: dataset not found: {self.source} is no local folder and no Hub id"
@@ -157,8 +156,8 @@ class BenchmarkEvalSet:
             results[config] = evaluate_dataset(
                 model, processor, rows, batch_size=batch_size, device=device, progress=progress
             )
-        aggregates = add_replace_aggregate(results)
-        aggregation = HARD_POSITIVE_AGGREGATION + (f"; {REPLACE_AGGREGATION}" if aggregates else "")
+        aggregates = replace_aggregates(results)
+        aggregation = "; ".join([HARD_POSITIVE_AGGREGATION, *describe_all(aggregates)])
         return {"task": HARD_POSITIVE, "results": results, "aggregates": aggregates, "tie_rule": TIE_RULE,
                 "aggregation": aggregation}  # fmt: skip
 

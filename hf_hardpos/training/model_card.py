@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from enum import Enum
 from importlib import metadata
@@ -30,6 +29,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from ..citations import CE_CLIP, HARD_POSITIVES, cite
 from ..metrics import METRIC_NAMES
+from ..provenance import looks_like_hub_id
 from ..suite import CAPTION_SELECTION, HARD_POSITIVE, WINOGROUND, ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL
 from ..tables import metrics_table, render_table
 from ..tasks.zeroshot_retrieval import RECALL_KS
@@ -106,13 +106,6 @@ def template_path(override: str | None = None) -> Path:
         return path
     # Package data beside the modules (pyproject: hf_hardpos/templates/*.md), installed or editable.
     return Path(__file__).resolve().parent.parent / "templates" / TEMPLATE_NAME
-
-
-def looks_like_hub_id(name: str | None) -> bool:
-    """True for "org/name" or "name" that is not an existing local path."""
-    if not name or Path(name).exists():
-        return False
-    return re.fullmatch(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?", name) is not None
 
 
 def _fmt(value: Any) -> str:
