@@ -42,9 +42,8 @@ CE_CLIP_NEGATIVE_TYPES = {
 }
 CE_CLIP_NEGATIVE_COLUMNS = tuple(CE_CLIP_NEGATIVE_TYPES.values())
 
-# REPLACE ships as two subsets (configs); the paper's REPLACE column is their unweighted mean.
+# REPLACE ships as two subsets (configs); the paper's REPLACE column pools their rows (see `aggregation`).
 REPLACE_SUBSETS = ("attributes", "relations")
-REPLACE_AGGREGATE = "mean(attributes,relations)"
 
 
 def require_columns(dataset, required: Sequence[str], what: str = "the dataset") -> None:

@@ -2,7 +2,8 @@
 
 `evaluate_dataset` is the building block (one in-memory eval set, used by the trainer during
 training); `evaluate_model` is what `hardpos eval` runs: it loads a model and a Hub or local dataset
-by name, evaluates each config, adds the paper's REPLACE aggregate and writes the results.
+by name, evaluates each config, adds REPLACE's aggregates (the paper's pooled column and the macro
+mean of the subsets, see `aggregation`) and writes the results.
 
 Every saved config carries the identity of what produced it (model and dataset content, every
 setting that changes a score, library versions); a rerun reuses a saved config only when all of
@@ -22,9 +23,9 @@ import numpy as np
 from datasets import Dataset, DatasetDict, get_dataset_config_names, load_dataset, load_dataset_builder
 
 from . import columns
-from .aggregation import REPLACE_MACRO_MEAN, REPLACE_POOLED, describe_all, replace_aggregates
+from .aggregation import describe_all, replace_aggregates
 from .errors import UserInputError
-from .metrics import METRIC_NAMES, augmented_correct, brittle, check_scores, compute_metrics, metric_with_interval
+from .metrics import augmented_correct, brittle, check_scores, compute_metrics, metric_with_interval
 from .metrics import original_correct
 from .embedding_cache import EmbeddingCache
 from .provenance import describe_model, digest_of, environment, hub_revision, model_identity, sha256_files

@@ -26,6 +26,7 @@ import yaml
 
 from . import columns
 from .errors import UserInputError
+from .aggregation import describe_all
 from .evaluation import EvaluationReport, check_output_writable, check_run_options, evaluate_model, load_eval_sets
 from .evaluation import difference_rule, identify_model, load_model_and_processor, rows_by_activation
 from .provenance import describe_model, digest_of, environment, hub_revision, sha256_files
@@ -287,8 +288,7 @@ def _hard_positive_section(report: EvaluationReport) -> dict:
         "aggregates": report.aggregates,
         "provenance": report.provenance,
         "tie_rule": TIE_RULE,
-        "aggregation": "per config = fraction of its rows; mean(attributes,relations) = unweighted mean of the "
-        "two REPLACE subsets (the paper's REPLACE column)",
+        "aggregation": "; ".join(["per config = fraction of its rows", *describe_all(report.aggregates)]),
     }
 
 

@@ -48,15 +48,17 @@ def test_quick_demo_writes_every_variant_dataset_and_metric(quick_demo):
             assert entry["num_seeds"] == 1
         replace = results[variant]["replace"]
         subsets = [results[variant]["replace_attributes"], results[variant]["replace_relations"]]
-        for metric in METRICS:  # the paper's REPLACE column: unweighted mean of the two subsets
-            assert replace[metric] == pytest.approx(sum(s[metric] for s in subsets) / 2)
+        total = sum(s["num_examples"] for s in subsets)
+        assert replace["num_examples"] == total
+        for metric in METRICS:  # the paper's REPLACE column: the subsets' rows pooled
+            assert replace[metric] == pytest.approx(sum(s[metric] * s["num_examples"] for s in subsets) / total)
         by_word = [results[variant][d]["num_examples"] for d in report.BY_EDITED_WORD]
         assert sum(by_word) == results[variant]["replace_attributes"]["num_examples"]
     # HN weight 1 with HP weight 1 is the hp+hn recipe: the same run, reported under both names.
     assert results["hn_weight=1"] == results["hp+hn"]
     assert (quick_demo / "results.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = (quick_demo / "results.md").read_text()
-    assert "unweighted mean of the attributes and relations" in table
+    assert report.AGGREGATION_NOTE in table
     assert all(f"| {v} |" in table for v in VARIANTS)
     info = json.loads((quick_demo / "run_info.json").read_text())
     assert info["aliases"] == {"hn_weight=1": "hp+hn"}

@@ -109,7 +109,7 @@ def test_activation_both_prints_both_side_by_side_and_reruns_without_converting(
     difference = gelu["mean_original_score"] - quick["mean_original_score"]
     assert rows["attributes [gelu - quick_gelu]"].split()[-3] == f"{difference:.4f}"
     assert "[gelu - quick_gelu] rows: gelu minus quick_gelu" in printed
-    assert "mean(attributes,relations) [gelu - quick_gelu]" in printed
+    assert "pooled(attributes,relations) [gelu - quick_gelu]" in printed
 
     def fail(*args, **kwargs):
         raise AssertionError("converted or scored again")

@@ -7,7 +7,8 @@ import pytest
 from datasets import load_dataset
 
 from hf_hardpos.cli import main
-from hf_hardpos.evaluation import REPLACE_AGGREGATE, evaluate_model
+from hf_hardpos.aggregation import REPLACE_MACRO_MEAN, REPLACE_POOLED
+from hf_hardpos.evaluation import evaluate_model
 from hf_hardpos.metrics import compute_metrics
 
 from eval_fixtures import make_eval_set
@@ -38,7 +39,7 @@ def test_cli_prints_table_and_writes_outputs(tiny_clip_dir, hub_folder, tmp_path
                  "--batch-size", "3", "--no-progress"])
     assert code == 0
     printed = capsys.readouterr().out
-    assert "attributes" in printed and "relations" in printed and REPLACE_AGGREGATE in printed
+    assert "attributes" in printed and "relations" in printed and REPLACE_POOLED in printed
     report = json.loads((out / "metrics.json").read_text())
     assert set(report["results"]) == {"attributes", "relations"}
     for config in ("attributes", "relations"):
@@ -47,10 +48,11 @@ def test_cli_prints_table_and_writes_outputs(tiny_clip_dir, hub_folder, tmp_path
         recomputed = compute_metrics(rows["original_score"], rows["negative_score"], rows["positive_score"])
         assert recomputed["brittleness"] == report["results"][config]["brittleness"]
         assert np.mean(rows["brittle"]) == report["results"][config]["brittleness"]
-    aggregate = report["aggregates"][REPLACE_AGGREGATE]
+    macro = report["aggregates"][REPLACE_MACRO_MEAN]
     for key in ("original_accuracy", "augmented_accuracy", "brittleness"):
         expected = (report["results"]["attributes"][key] + report["results"]["relations"][key]) / 2
-        assert aggregate[key] == pytest.approx(expected)
+        assert macro[key] == pytest.approx(expected)
+    assert report["aggregates"][REPLACE_POOLED]["aggregation"]["method"] == "pooled"
 
 
 def test_single_config_and_bootstrap(tiny_clip_dir, hub_folder):

@@ -74,7 +74,7 @@ def test_configs_evaluated_one_by_one_are_merged(tiny_clip_dir, hub_folder, tmp_
                      "--output", str(out), "--no-progress"]) == 0
     saved = json.loads((out / "metrics.json").read_text())
     assert set(saved["results"]) == {"attributes", "relations"}
-    assert "mean(attributes,relations)" in saved["aggregates"]
+    assert "pooled(attributes,relations)" in saved["aggregates"]
 
 
 def test_local_datasets_are_read_by_content_not_by_folder_name(tiny_clip_dir, tmp_path):

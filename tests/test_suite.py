@@ -99,7 +99,7 @@ def test_suite_end_to_end_resumes_and_encodes_each_image_once(tiny_clip_dir, fol
     assert section["results"]["all"]["acc1"] == direct["acc1"]
     mean = report.group_means["mini-vtab"]
     assert mean["value"] == pytest.approx((section["results"]["all"]["acc1"] + report.sections["cifar_b"]["results"]["all"]["acc1"]) / 2)
-    assert "mean(attributes,relations)" in report.sections["replace"]["aggregates"]
+    assert "pooled(attributes,relations)" in report.sections["replace"]["aggregates"]
     table = report.table()
     assert "tie rule" in table and "unweighted mean of acc1 over 2 datasets" in table
     saved = json.loads((out / "metrics.json").read_text())

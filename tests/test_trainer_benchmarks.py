@@ -18,7 +18,8 @@ import yaml
 from transformers import CLIPModel, CLIPProcessor
 
 from hf_hardpos.errors import UserInputError
-from hf_hardpos.evaluation import add_replace_aggregate, evaluate_dataset, load_eval_sets
+from hf_hardpos.aggregation import replace_aggregates
+from hf_hardpos.evaluation import evaluate_dataset, load_eval_sets
 from hf_hardpos.scoring import ITMScorer
 from hf_hardpos.suite import CAPTION_SELECTION, WINOGROUND, ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL, SuiteEntry
 from hf_hardpos.suite import run_suite
@@ -146,8 +147,10 @@ def test_logged_metrics_equal_the_cli_code_for_every_benchmark(trained, folders)
         expected.update({f"eval_{name}_{slug(r)}_{k}": v for r, m in named.items() for k, v in m.items()
                          if not isinstance(v, str)})  # fmt: skip
     hub = reference["replace_hub"]
-    hub = {**hub, "mean_attributes_relations": add_replace_aggregate(hub)["mean(attributes,relations)"]}
-    expected.update({f"eval_replace_hub_{row}_{k}": v for row, m in hub.items() for k, v in m.items()})
+    aggregates = replace_aggregates(hub)
+    hub = {**hub, **{slug(name): row for name, row in aggregates.items()}}
+    expected.update({f"eval_replace_hub_{row}_{k}": v for row, m in hub.items() for k, v in m.items()
+                     if not isinstance(v, dict)})  # the aggregates' `aggregation` descriptions are not logged
     got = {k: v for k, v in logged.items() if k.startswith("eval_") and k != "eval_runtime"}
     assert got == pytest.approx(expected, rel=0, abs=1e-12)
     assert set(got) == set(expected)
@@ -155,7 +158,8 @@ def test_logged_metrics_equal_the_cli_code_for_every_benchmark(trained, folders)
     for key in ("eval_cifar10_acc1", "eval_cifar10_acc5", "eval_cifar10_mean_per_class_recall",
                 "eval_sugarcrepe_replace_att_accuracy", "eval_sugarcrepe_mean_replace_att_swap_obj_accuracy",
                 "eval_replace_augmented_accuracy", "eval_winoground_all_group_score", "eval_selection_accuracy",
-                "eval_replace_hub_relations_brittleness", "eval_replace_hub_mean_attributes_relations_brittleness",
+                "eval_replace_hub_relations_brittleness", "eval_replace_hub_pooled_attributes_relations_brittleness",
+                "eval_replace_hub_mean_attributes_relations_brittleness",
                 "eval_coco_image_retrieval_recall@1", "eval_coco_text_retrieval_recall@10"):
         assert key in logged, key
     assert logged["eval_cifar10_num_examples"] == 8  # max_rows
@@ -187,6 +191,13 @@ def test_card_model_index_carries_compositionality_and_retention(trained):
     assert {m for (n, m) in by_name if n == "cifar10"} == {"acc1", "acc5", "mean_per_class_recall"}
     task, dataset, value = by_name[("replace", "augmented_accuracy")]
     assert task == "image-text-matching" and value == logged["eval_replace_augmented_accuracy"]
+    # REPLACE's paper column is the pooled one: the card carries it under its own config.
+    _, dataset, value = by_name[("replace_hub / pooled(attributes,relations)", "brittleness")]
+    assert dataset["config"] == "pooled(attributes,relations)"
+    assert value == logged["eval_replace_hub_pooled_attributes_relations_brittleness"]
+    subsets = [trainer.eval_sections["replace_hub"]["results"][c] for c in ("attributes", "relations")]
+    counts = sum(round(s["brittleness"] * s["num_examples"]) for s in subsets)
+    assert value == counts / sum(s["num_examples"] for s in subsets)
     task, dataset, value = by_name[("sugarcrepe / replace_att", "accuracy")]
     assert task == "image-text-matching" and value == logged["eval_sugarcrepe_replace_att_accuracy"]
     assert dataset["config"] == "replace_att"  # one model-index entry per row: the Hub groups by config
@@ -211,7 +222,7 @@ def test_card_model_index_carries_compositionality_and_retention(trained):
     assert f"{100 * logged['eval_cifar10_acc1']:.1f}" in text
     assert "only its first 8 rows" in text and "the zero-shot sets above measure it" in text
     assert "| replace | 8 |" in text  # the hard-positive table: a row per set, or per config and aggregate
-    assert "| replace_hub / attributes | 4 |" in text and "| replace_hub / mean(attributes,relations) | 8 |" in text
+    assert "| replace_hub / attributes | 4 |" in text and "| replace_hub / pooled(attributes,relations) | 8 |" in text
     task, dataset, value = by_name[("replace_hub / relations", "brittleness")]
     assert dataset["config"] == "relations" and value == logged["eval_replace_hub_relations_brittleness"]
 

@@ -63,7 +63,7 @@ def _replace_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         default=None,
         help="also declare a config NAME reading both subsets (off by default: `hardpos eval` scores every "
-        "config, and the paper's REPLACE figure is the unweighted mean of the subsets, not a pooled one)",
+        "config and already reports the paper's pooled REPLACE figure from the two subsets)",
     )
 
 

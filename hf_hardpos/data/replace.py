@@ -199,7 +199,8 @@ relations = load_dataset("{repo}", "relations", split="test")
 row = relations[0]  # row["image"] is a PIL image; caption / hard_negative / hard_positive are c, c_n, c_p
 # Upstream defects are flagged, not dropped; to drop them:
 clean = relations.filter(lambda r: not r["substring_artifact"] and not r["is_duplicate"])
-# The paper's REPLACE figure is the unweighted mean of the attributes and relations results."""
+# The paper's REPLACE figure pools both subsets' rows (27,443, each once), not the mean of the two results;
+# `hardpos eval` reports it as pooled(attributes,relations)."""
 
 LICENSE_TEXT = (
     "Images: Visual Genome (CC BY 4.0). Captions and hard negatives: VL-CheckList via the hard_positives "
@@ -258,7 +259,8 @@ def export_replace(
 
     One config per subset. ``union_config_name`` (e.g. ``"all"``) adds a config reading both subsets'
     shards (not stored twice); it is off by default because ``hardpos eval`` scores every declared
-    config, and a pooled figure is not the paper's REPLACE number (the unweighted mean of the subsets).
+    config and already reports the pooled figure, the paper's REPLACE column (``hf_hardpos.aggregation``),
+    from the two subsets: a union config would score every row a second time.
     ``embed_images=False`` builds the rows without the image column (for checking the annotations
     without the Visual Genome images).
     """
@@ -300,7 +302,9 @@ def export_replace(
             "negative c_n (VL-CheckList replacement that changes the meaning) and a hard positive c_p "
             "(a synonym replacement that keeps it). A model is correct when s(c|i) > s(c_n|i) (original "
             "accuracy) and also s(c_p|i) > s(c_n|i) (augmented accuracy); it is brittle when c_n falls "
-            "between c and c_p. The paper reports the subsets separately and their unweighted mean."
+            "between c and c_p. The paper reports the subsets separately (Table 7) and, as its REPLACE column "
+            "(Tables 1 and 8), the fraction over all rows of both subsets pooled (each row once); the "
+            "unweighted mean of the two subsets is not the paper's figure."
         ),
         builder="hf_hardpos.data.replace.export_replace",
         usage=USAGE.format(repo=repo_id_for_card),

@@ -420,8 +420,8 @@ def evaluate_on_world(model, processor, eval_sets: dict) -> tuple[dict[str, dict
     latter for bootstrap intervals over images. Scores come from the package's `ITMScorer` (fp32
     cosine similarity), metrics from `hf_hardpos.metrics` with its strict tie rule.
     """
-    from hf_hardpos.columns import REPLACE_AGGREGATE
-    from hf_hardpos.evaluation import add_replace_aggregate, metrics_from_scores, score_eval_set
+    from hf_hardpos.aggregation import REPLACE_POOLED, replace_aggregates
+    from hf_hardpos.evaluation import metrics_from_scores, score_eval_set
     from hf_hardpos.metrics import augmented_correct, brittle, original_correct
     from hf_hardpos.scoring import ITMScorer
 
@@ -433,9 +433,10 @@ def evaluate_on_world(model, processor, eval_sets: dict) -> tuple[dict[str, dict
         keep = words == word
         scores[f"replace_attributes[{word}]"] = {k: scores["replace_attributes"][k][keep] for k in ("original", "negative", "positive")}
     raw = {name: metrics_from_scores(s["original"], s["negative"], s["positive"]) for name, s in scores.items()}
-    raw["replace"] = add_replace_aggregate({"attributes": raw["replace_attributes"], "relations": raw["replace_relations"]})[
-        REPLACE_AGGREGATE
-    ]
+    subsets = {"attributes": "replace_attributes", "relations": "replace_relations"}
+    raw["replace"] = replace_aggregates(
+        {subset: raw[name] for subset, name in subsets.items()}, {subset: scores[name] for subset, name in subsets.items()}
+    )[REPLACE_POOLED]
     metrics = {name: report.rename_metrics(raw[name]) for name in (*report.DATASETS, *report.BY_EDITED_WORD)}
     rows: dict[str, dict[str, np.ndarray]] = {}
     for name in eval_sets:
@@ -516,7 +517,7 @@ def _write(result: DemoResult, log: Callable[[str], None]) -> None:
         "determinism": "results.json is byte-identical across reruns on one machine with these versions and "
         "thread settings (checked by tests/test_demo.py); other machines may differ in the last digits",
         "aggregation": {
-            "replace": "unweighted mean of replace_attributes and replace_relations (the paper's REPLACE)",
+            "replace": report.AGGREGATION_NOTE,
             "seeds": "each metric is the mean over seeds; <metric>_std is the sample standard deviation",
             "intervals": report.interval_note(config.bootstrap_samples) if config.bootstrap_samples else None,
             "ties": "strict comparisons: a tie is never correct and never brittle",

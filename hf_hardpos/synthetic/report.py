@@ -37,8 +37,8 @@ RENAME = {
 }
 _MAIN_ORDER = ("pretrained", "contrastive", "hn", "hp+hn")
 AGGREGATION_NOTE = (
-    "REPLACE = unweighted mean of the attributes and relations subsets (the paper's REPLACE column, "
-    "not the pooled fraction)."
+    "REPLACE = fraction over all rows of the attributes and relations subsets, each row once (the paper's "
+    "pooled REPLACE column; the demo's subsets are equally large, so it equals their unweighted mean here)."
 )
 CHANCE_NOTE = "Chance: orig acc 50, aug acc 33.3, brittleness 33.3 (lower is better)."
 SCORE_NOTE = "s = cosine similarity of the L2-normalised image and text embeddings (fp32, no logit scale)."
@@ -262,7 +262,7 @@ def plot_results(
             )
         ax.set_xticks(range(len(variants)), variants)
         ax.set_ylim(0, 100)
-        ax.set_title("REPLACE (mean of subsets)" if dataset == "replace" else "SWAP")
+        ax.set_title("REPLACE (subsets pooled)" if dataset == "replace" else "SWAP")
         ax.set_ylabel("percent (error bars: seed std)")
         ax.legend(fontsize=8)
     if sweep:
