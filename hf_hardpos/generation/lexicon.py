@@ -93,6 +93,7 @@ _IN_NOT_AFTER = frozenset(
      "decorated", "lined", "plugged", "checked", "logged", "tucked", "sleeping", "lying", "laying"}
 )
 _PHRASAL_PARTICLES = frozenset({"out", "up", "down", "around", "over", "off", "for", "like", "forward"})
+_STANDING_PARTICLES = frozenset({"still", "about", "by", "back", "aside", "tall", "guard", "apart", "together"})
 _MOTION_PREPOSITIONS = frozenset(
     {"on", "along", "down", "up", "in", "through", "across", "into", "past", "with", "toward",
      "towards", "around", "by", "at", "over", "under", "onto", "alongside", "behind", "beside",
@@ -187,7 +188,8 @@ _GUARDS: dict[str, dict] = {
     "hanging": {"not_before": frozenset({"out"})},
     "looking": {"not_before": _PHRASAL_PARTICLES},
     "old": {"not_after": _AGE_UNITS},
-    "standing": {"not_before": frozenset({"ovation", "room"})},
+    # "standing up / still / around" are phrasal verbs: "upright up" is not English.
+    "standing": {"not_before": _PHRASAL_PARTICLES | _STANDING_PARTICLES | frozenset({"ovation", "room"})},
     "long": {
         "not_before": frozenset({"as", "time", "ago", "island", "way"}),
         "not_after": frozenset({"as", "how", "so"}),

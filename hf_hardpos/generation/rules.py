@@ -137,6 +137,7 @@ def find_matches(caption: str, rules: Sequence[Rule]) -> list[_Match]:
     """
     tokens = tokenize(caption)
     protected = _protected_spans(caption, tokens)
+    names = proper_noun_tokens(caption, tokens)
     by_first_word = _index_rules(tuple(rules))
     found: list[_Match] = []
     for i, token in enumerate(tokens):
@@ -145,6 +146,8 @@ def find_matches(caption: str, rules: Sequence[Rule]) -> list[_Match]:
             if not _phrase_at(caption, tokens, i, words):
                 continue
             stop = i + len(words)
+            if any(j in names for j in range(i, stop)):
+                continue  # "the Red Sox" is a name, not a red thing
             before = _previous(caption, tokens, i)
             after = _next(caption, tokens, stop)
             if after is not None and after.lower in rule.not_before:
@@ -163,6 +166,34 @@ def find_matches(caption: str, rules: Sequence[Rule]) -> list[_Match]:
     kept = [m for m in found if not inside_longer(m)]
     kept.sort(key=lambda m: (m.first, m.stop))
     return kept
+
+
+def _sentence_initial(caption: str, tokens: Sequence[Token], i: int) -> bool:
+    """True for the first word of the caption or of a sentence in it (after . ! ? and optional quotes)."""
+    if i == 0:
+        return True
+    between = caption[tokens[i - 1].end : tokens[i].start].strip().strip("\"'“”‘’([")
+    return between[-1:] in (".", "!", "?")
+
+
+def proper_noun_tokens(caption: str, tokens: Sequence[Token] | None = None) -> set[int]:
+    """Indices of the tokens that look like parts of a name ("Red" and "Sox" in "the Red Sox").
+
+    A capitalised word that does not open a sentence is a name part; so is a sentence-initial
+    capitalised word directly followed by a name part ("Red Sox fans"). Why: a synonym or antonym
+    rule must not rewrite a name ("the Crimson Sox"). A caption without lowercase letters (all caps)
+    carries no casing signal and gets none.
+    """
+    tokens = tokenize(caption) if tokens is None else tokens
+    if not any(ch.islower() for ch in caption):
+        return set()
+    names = {
+        i for i, t in enumerate(tokens) if t.text[:1].isupper() and not _sentence_initial(caption, tokens, i)
+    }
+    for i, token in enumerate(tokens):
+        if token.text[:1].isupper() and i + 1 in names and _joined(caption, token, tokens[i + 1]):
+            names.add(i)
+    return names
 
 
 def _apply_edits(caption: str, edits: list[tuple[int, int, str]]) -> str:
@@ -425,13 +456,29 @@ def swap_hard_positive(caption: str) -> str | None:
     return None
 
 
-def _swap(caption: str, tokens: Sequence[Token], first: int, k: int, stop: int) -> str:
+# Caption-initial words known to be capitalised only because they open the caption.
+_COMMON_INITIAL = lexicon.DETERMINERS | lexicon.PREPOSITIONS | frozenset(lexicon.SWAPPABLE_ATTRIBUTES)
+
+
+def _swap(caption: str, tokens: Sequence[Token], first: int, k: int, stop: int) -> str | None:
+    """The caption with the conjuncts [first, k) and (k, stop) exchanged, or None when the casing
+    of a caption-initial conjunct cannot be decided.
+
+    A caption-initial word moves to the middle: "A cat and a dog" -> "A dog and a cat" lowercases it,
+    but "John and Mary" -> "Mary and John" must keep the name's capital. Words we know to be common
+    (determiners, prepositions, attributes) are lowercased; when the right conjunct starts with a
+    capital too both are names and keep their casing; otherwise (a capitalised word we cannot tell
+    from a name: "Rice and beans" or "John and a dog") no swap is made.
+    """
     left = caption[tokens[first].start : tokens[k - 1].end]
     right = caption[tokens[k + 1].start : tokens[stop - 1].end]
     middle = caption[tokens[k - 1].end : tokens[k + 1].start]  # " and "
     if first == 0 and _sentence_case(tokens[0].text):
-        left = left[:1].lower() + left[1:]
-        right = right[:1].upper() + right[1:]
+        if tokens[0].lower in _COMMON_INITIAL:
+            left = left[:1].lower() + left[1:]
+            right = right[:1].upper() + right[1:]
+        elif not right[:1].isupper():
+            return None
     start, end = tokens[first].start, tokens[stop - 1].end
     return caption[:start] + right + middle + left + caption[end:]
 

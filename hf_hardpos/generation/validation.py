@@ -6,16 +6,22 @@ which check failed on each row lets a user see what their model does wrong and t
 the model, instead of silently losing rows.
 
 `clean_output` removes only *known* wrappers (a leading "Output:", quotes, a "Sure! Here is the
-changed sentence:" preamble, the model going on with a new "Input:" line). Anything it does not
-recognise is left in place for the validators to reject.
+changed sentence:" preamble, an echo of the prompt's "Input: ..." line before the answer, the model
+going on with a new "Input:" line, markdown emphasis, quote and list markers, an arrow, brackets
+around the whole answer). Anything it does not recognise is left in place for the validators to
+reject: a candidate whose punctuation or symbols differ from the input's (beyond the final full
+stop) is refused, so "!!!", an emoji or a stray quote never reaches a training set.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
+from collections import Counter
+from functools import lru_cache
 
 from hf_hardpos.errors import UserInputError
+from hf_hardpos.generation import lexicon
 from hf_hardpos.generation.rules import tokenize
 
 # Every rejection reason of every generator, in one place (stable strings: they are written to the
@@ -38,6 +44,12 @@ EDIT_TOO_LARGE = "edit too large"
 AND_MISSING = "'and' not kept"
 WORDS_CHANGED = "words differ from input"
 NOT_A_SWAP = "not a swap around 'and'"
+INSERTION = "words added"  # REPLACE: "a dog" -> "a black dog"
+DELETION = "words dropped"  # REPLACE: "a red car" -> "a car", or cut off: "... on a wooden"
+NEGATION = "negation added"  # "holding" -> "not holding", "with" -> "without"
+TRUNCATED = "stopped at max_new_tokens"  # the model had not finished its answer
+SYMBOLS_CHANGED = "punctuation or symbols differ from input"
+CASING_CHANGED = "a name lost its capital"  # SWAP: "John and Mary" -> "Mary and john"
 
 # A replacement may grow a word into a short phrase ("behind" -> "to the rear of": +3 words).
 MAX_EXTRA_WORDS = 4
@@ -64,6 +76,16 @@ _EXPLANATION = re.compile(
 )
 _NEW_EXAMPLE = re.compile(r"^\s*input\s*:", re.IGNORECASE)
 _QUOTED = re.compile(r"^[\"'“”‘’`]+(.*?)[\"'“”‘’`]+([.!?]?)\s*$")
+# Formatting a chat model wraps an answer in: markdown emphasis, quote/list markers, an arrow,
+# brackets around the whole line.
+_LINE_MARKER = re.compile(r"^(?:>+|[-*+•]|\d+[.)]|→|->|=>)\s+")
+_EMPHASIS = re.compile(r"(\*{1,3}|_{2,3})(?=\S)(.+?)(?<=\S)\1")
+_BRACKETED = re.compile(r"^[\[(](.*)[\])]([.!?]?)$")
+_FINAL_PUNCTUATION = ".!?"
+# Words that negate what they touch: a hard positive never adds one.
+NEGATIONS = frozenset(
+    {"not", "no", "never", "without", "nobody", "nothing", "none", "neither", "nor", "nowhere", "cannot"}
+)
 
 
 def clean_output(text: str, original: str | None = None) -> str:
@@ -78,6 +100,8 @@ def clean_output(text: str, original: str | None = None) -> str:
         line = line.strip()
         if not line:
             continue
+        if not kept and _NEW_EXAMPLE.match(line):
+            continue  # the prompt's "Input: ..." echoed before "Output: <answer>": keep the answer
         if _NEW_EXAMPLE.match(line) or (kept and _EXPLANATION.match(line)):
             break  # a new few-shot example, or "I replaced X with Y": nothing after is the answer
         if not kept and _PREAMBLE.match(line) and words(line)[:1] != original_start:
@@ -86,13 +110,25 @@ def clean_output(text: str, original: str | None = None) -> str:
             if not colon or not rest.strip():
                 continue
             line = rest.strip()
-        line = _LABEL.sub("", line).strip()
-        if line[:2] in ("- ", "* "):
-            line = line[2:].strip()
-        line = _unquote(line)
+        line = _strip_formatting(_LABEL.sub("", line).strip())
         if line:
             kept.append(line)
     return "\n".join(kept)
+
+
+def _strip_formatting(line: str) -> str:
+    """Remove markdown and wrapper formatting: "> **a man grasping a cup**" -> "a man grasping a cup"."""
+    previous = None
+    while line != previous:
+        previous = line
+        line = _LINE_MARKER.sub("", line).strip()
+        line = _EMPHASIS.sub(r"\2", line)
+        line = _LABEL.sub("", line).strip()
+        bracketed = _BRACKETED.match(line)
+        if bracketed:
+            line = (bracketed.group(1) + bracketed.group(2)).strip()
+        line = _unquote(line)
+    return line
 
 
 def _unquote(line: str) -> str:
@@ -104,6 +140,21 @@ def _unquote(line: str) -> str:
 def words(text: str) -> list[str]:
     """Lowercased word tokens, punctuation dropped: what the checks compare."""
     return [t.lower for t in tokenize(text)]
+
+
+def symbols(text: str) -> list[str]:
+    """The characters outside words and spaces (punctuation, quotes, emoji), one final . ! ? dropped,
+    sorted: what a hard positive must keep ("t-shirt" and "man's" are words, their - and ' are not counted)."""
+    text = text.rstrip()
+    if text[-1:] in _FINAL_PUNCTUATION:
+        text = text[:-1].rstrip()  # one final mark: an LLM that ends the sentence changed nothing
+    spans = [(t.start, t.end) for t in tokenize(text)]
+    outside, position = [], 0
+    for start, end in spans:
+        outside.append(text[position:start])
+        position = end
+    outside.append(text[position:])
+    return sorted(ch for piece in outside for ch in piece if not ch.isspace())
 
 
 def _sentence_count(text: str) -> int:
@@ -124,13 +175,22 @@ def _common_checks(original: str, candidate: str) -> str | None:
         return IDENTICAL
     if len(words(candidate)) > len(words(original)) + MAX_EXTRA_WORDS or len(candidate) > 2 * len(original) + 20:
         return TOO_LONG
+    if symbols(candidate) != symbols(original):
+        return SYMBOLS_CHANGED
+    if sum(w in NEGATIONS or w.endswith("n't") for w in words(candidate)) > sum(
+        w in NEGATIONS or w.endswith("n't") for w in words(original)
+    ):
+        return NEGATION
     return None
 
 
 def validate_replace(original: str, candidate: str) -> str | None:
     """None when `candidate` is `original` with one word/short phrase replaced, else the reason.
 
-    Casing and punctuation are ignored (an LLM that adds a full stop still made a valid edit).
+    Casing and a final full stop are ignored (an LLM that adds one still made a valid edit). A
+    replacement replaces: words only added ("a black dog") or only dropped ("a car" for "a red
+    car"), and a phrase at the end shrunk to fewer words ("... on a timber" for "... on a wooden
+    table": an answer cut off), are refused, and so is an added negation.
     """
     reason = _common_checks(original, candidate)
     if reason is not None:
@@ -139,10 +199,41 @@ def validate_replace(original: str, candidate: str) -> str | None:
     edits = [op for op in difflib.SequenceMatcher(a=before, b=after, autojunk=False).get_opcodes() if op[0] != "equal"]
     if len(edits) > 1:
         return SEVERAL_EDITS
-    _, i1, i2, j1, j2 = edits[0]
+    tag, i1, i2, j1, j2 = edits[0]
+    if tag == "insert":
+        return INSERTION
+    shrinks = tag == "delete" or (i2 == len(before) and j2 == len(after) and j2 - j1 < i2 - i1)
+    if shrinks and not _table_phrase_edit(before, after, i1, i2):
+        return DELETION
     if i2 - i1 > MAX_REPLACED_WORDS or j2 - j1 > MAX_REPLACEMENT_WORDS:
         return EDIT_TOO_LARGE
     return None
+
+
+@lru_cache(maxsize=1)
+def _shorter_phrase_targets() -> dict[tuple[str, ...], frozenset[tuple[str, ...]]]:
+    """Synonym-table phrases whose replacement is shorter ("on top of" -> "on", "in back of" -> "behind")."""
+    table: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
+    for rule in lexicon.hard_positive_rules(True):
+        source = tuple(rule.source.split())
+        for target in rule.targets:
+            if len(target.split()) < len(source):
+                table.setdefault(source, set()).add(tuple(target.split()))
+    return {source: frozenset(targets) for source, targets in table.items()}
+
+
+def _table_phrase_edit(before: list[str], after: list[str], i1: int, i2: int) -> bool:
+    """True when the words dropped at [i1, i2) belong to a phrase of the paper's table that the table
+    itself shortens: "pillow on top of a couch" -> "pillow on a couch" is a replacement, not a deletion."""
+    for source, targets in _shorter_phrase_targets().items():
+        for start in range(max(0, i2 - len(source)), min(i1, len(before) - len(source)) + 1):
+            if tuple(before[start : start + len(source)]) != source:
+                continue
+            for target in targets:
+                rebuilt = before[:start] + list(target) + before[start + len(source) :]
+                if rebuilt == after:
+                    return True
+    return False
 
 
 def is_conjunct_swap(original: str, candidate: str) -> bool:
@@ -180,7 +271,25 @@ def validate_swap(original: str, candidate: str) -> str | None:
         return WORDS_CHANGED
     if not is_conjunct_swap(original, candidate):
         return NOT_A_SWAP
+    if _lost_capital(original, candidate):
+        return CASING_CHANGED
     return None
+
+
+def _lost_capital(original: str, candidate: str) -> bool:
+    """True when a name of `original` is lowercased in `candidate` ("John and Mary" -> "Mary and john").
+
+    A capitalised word after the first is a name and must stay capitalised. The first word may be
+    capitalised only because it opens the caption ("A cat and a dog" -> "A dog and a cat" rightly
+    lowercases it); it is held to the same rule when a name moved in front of it, which says the
+    two were a list of names.
+    """
+    before, after = tokenize(original), tokenize(candidate)
+    names = Counter(t.text for t in before[1:] if t.text[:1].isupper() and t.text != "I")
+    if before and after and before[0].text[:1].isupper() and after[0].text in names:
+        names[before[0].text] += 1
+    capitals = Counter(t.text for t in after if t.text[:1].isupper())
+    return any(capitals[name] < count for name, count in names.items())
 
 
 # Hard-positive kinds (LLM and rules): the paper's REPLACE and SWAP, and the relation-targeted
