@@ -91,12 +91,22 @@ def ref_contrastive(x, with_negatives=True):
 
 
 def ref_hard_negative(x):
+    """SVLC's negative loss, TSVLC src/open_clip/loss.py `get_loss_neg_only` (SivanDoveh/TSVLC @90b18e7):
+    per image that has negatives, CE over [s<I,T>, s<I,N_1>, ..., s<I,N_K>] with target 0; mean over those
+    images. Missing negatives are not candidates."""
     v, t, tn, s, nm = x["image"], x["text"], x["negatives"], x["logit_scale"], x["negative_mask"]
-    losses = [_ce([s * v[i] @ t[i], s * v[i] @ tn[i, k]], 0) for i in range(B) for k in range(K) if nm[i, k]]
+    losses = [
+        _ce([s * v[i] @ t[i]] + [s * v[i] @ tn[i, k] for k in range(K) if nm[i, k]], 0)
+        for i in range(B)
+        if nm[i].any()
+    ]
     return _mean(losses, s)
 
 
 def ref_hard_positive_contrastive(x):
+    """SVLC's positive loss, TSVLC src/open_clip/loss.py `get_loss_pos_only` (@90b18e7, symmetric off):
+    (CE(s*I*P^T, diag) + CE(s*T*P^T, diag)) / 2; with several hard positives per row, the row's other
+    ones are not candidates."""
     v, t, tp, s, pm = x["image"], x["text"], x["positives"], x["logit_scale"], x["positive_mask"]
     image_losses, text_losses = [], []
     for i in range(B):
@@ -108,7 +118,7 @@ def ref_hard_positive_contrastive(x):
             target = candidates.index((i, p))
             image_losses.append(_ce([s * v[i] @ tp[j, q] for j, q in candidates], target))
             text_losses.append(_ce([s * t[i] @ tp[j, q] for j, q in candidates], target))
-    return _mean(image_losses, s) + _mean(text_losses, s)
+    return (_mean(image_losses, s) + _mean(text_losses, s)) / 2
 
 
 def ref_hard_positive_ranking(x):
@@ -134,15 +144,43 @@ def ref_imc(x):
     return _mean(losses, s)
 
 
+def ref_imc_released(x):
+    """CE-CLIP's released IMC, Enhance-FineGrained src/open_clip/loss.py `get_imc_loss` (lezhang7/
+    Enhance-FineGrained @ef87eb7): CE over s * T_gt @ N^T (every negative of the batch, row-major (row,
+    type)) with target 0 for every row. Missing negatives are not columns; the target is the first one
+    that exists."""
+    t, tn, s, nm = x["text"], x["negatives"], x["logit_scale"], x["negative_mask"]
+    columns = [(j, k) for j in range(B) for k in range(K) if nm[j, k]]
+    return torch.stack([_ce([s * t[i] @ tn[j, k] for j, k in columns], 0) for i in range(B)]).mean()
+
+
 def ref_cmr(x, thresholds):
+    """CE-CLIP's released CMR, Enhance-FineGrained src/open_clip/loss.py `get_cmr_loss` (@ef87eb7):
+    relu(Th_k + S(I,T_k) - S(I,T)) * valid_mask, then .mean() over all B x K entries."""
     v, t, tn, s, nm = x["image"], x["text"], x["negatives"], x["logit_scale"], x["negative_mask"]
     total = s * 0
+    for i in range(B):
+        for k in range(K):
+            if nm[i, k]:
+                total = total + torch.clamp(s * v[i] @ tn[i, k] - s * v[i] @ t[i] + thresholds[k], min=0)
+    return total / (B * K)
+
+
+def ref_thresholds(x, previous, upper):
+    """The same file's threshold update ('mean'), clamped in src/training/train.py to [0, upper_bound]:
+    mean over all rows of S(I,T) minus mean over rows with a type-k negative of S(I,T_k); a type with no
+    negative (0/0 upstream) keeps its previous value here."""
+    v, t, tn, s, nm = x["image"], x["text"], x["negatives"], x["logit_scale"], x["negative_mask"]
+    mean_original = sum((s * v[i] @ t[i]).item() for i in range(B)) / B
+    out = []
     for k in range(K):
-        hinges = [
-            torch.clamp(s * v[i] @ tn[i, k] - s * v[i] @ t[i] + thresholds[k], min=0) for i in range(B) if nm[i, k]
-        ]
-        total = total + _mean(hinges, s)
-    return total
+        rows = [i for i in range(B) if nm[i, k]]
+        if not rows:
+            out.append(previous[k])
+            continue
+        mean_negative = sum((s * v[i] @ tn[i, k]).item() for i in rows) / len(rows)
+        out.append(min(max(mean_original - mean_negative, 0.0), upper))
+    return out
 
 
 # ---------------------------------------------------------------- each term vs its reference
@@ -182,6 +220,15 @@ def test_hard_positive_ranking_matches_reference(inputs):
 def test_imc_matches_reference(inputs):
     loss = IMCLoss()(_batch(inputs), inputs["logit_scale"])
     _assert_same(loss, ref_imc(inputs), inputs)
+
+
+def test_imc_released_code_form_matches_reference(inputs):
+    loss = IMCLoss(form="released_code")(_batch(inputs), inputs["logit_scale"])
+    _assert_same(loss, ref_imc_released(inputs), inputs)
+    # row 0's first negative is missing here: the target moves to the first negative that exists
+    x = dict(inputs, negative_mask=inputs["negative_mask"].clone())
+    x["negative_mask"][0, 0] = False
+    _assert_same(IMCLoss(form="released_code")(_batch(x), x["logit_scale"]), ref_imc_released(x), x)
 
 
 def test_cmr_matches_reference(inputs):
@@ -293,9 +340,14 @@ def test_objective_rejects_bad_configuration_and_inputs(inputs):
         objective(inputs["image"], inputs["text"], inputs["logit_scale"], inputs["positives"])
     with pytest.raises(ValueError, match="positive_embeds"):
         objective(inputs["image"], inputs["text"], inputs["logit_scale"], negative_embeds=inputs["negatives"][:, :1])
+    # only CMR ties the slots to named types; SVLC's terms take any number of negatives per row
+    objective(inputs["image"], inputs["text"], inputs["logit_scale"], inputs["positives"],
+              negative_embeds=inputs["negatives"])  # fmt: skip
     with pytest.raises(ValueError, match="2 slots per row"):
-        objective(inputs["image"], inputs["text"], inputs["logit_scale"], inputs["positives"],
-                  negative_embeds=inputs["negatives"])  # fmt: skip
+        HardPosObjective(cmr_weight=1.0)(inputs["image"], inputs["text"], inputs["logit_scale"], inputs["positives"],
+                                         negative_embeds=inputs["negatives"])  # fmt: skip
+    with pytest.raises(ValueError, match="imc_form"):
+        HardPosObjective(imc_form="code")
     with pytest.raises(ValueError, match="positive_mask must be"):
         objective(inputs["image"], inputs["text"], inputs["logit_scale"], inputs["positives"],
                   inputs["positive_mask"][:, :1], inputs["negatives"][:, :1])  # fmt: skip
@@ -309,48 +361,91 @@ def _cmr_objective():
                             cmr_upper_bound=3.0, negative_types=("a", "b")).double()  # fmt: skip
 
 
-def _gap_means(x):
-    """Reference statistic: per type, batch mean over valid rows of S(I,T) - S(I,T_k)."""
-    v, t, tn, s, nm = x["image"], x["text"], x["negatives"], x["logit_scale"], x["negative_mask"]
-    return [
-        torch.stack([s * v[i] @ t[i] - s * v[i] @ tn[i, k] for i in range(B) if nm[i, k]]).mean().item()
-        for k in range(K)
-    ]
+def _cmr_call(objective, x):
+    return objective(x["image"], x["text"], x["logit_scale"], negative_embeds=x["negatives"],
+                     negative_mask=x["negative_mask"])  # fmt: skip
 
 
-def test_cmr_thresholds_follow_previous_batch_mean_with_upper_bound(inputs):
+def _fresh(x, seed):
+    """A new batch whose captions lie closer to their images than random negatives do (positive gaps)."""
+    g = torch.Generator().manual_seed(seed)
+    image = _unit(B, generator=g)
+    text = F.normalize(image + 0.6 * _unit(B, generator=g), dim=-1)
+    return dict(x, image=image.requires_grad_(), text=text.requires_grad_(),
+                negatives=_unit(B, K, generator=g).requires_grad_())  # fmt: skip
+
+
+def test_cmr_thresholds_follow_previous_batch_over_several_steps(inputs):
+    """Five steps: each step's loss uses the thresholds the previous step's batch set (CE-CLIP's update)."""
     objective = _cmr_objective()
-    x = inputs
-    call = lambda x: objective(x["image"], x["text"], x["logit_scale"], negative_embeds=x["negatives"],  # noqa: E731
-                               negative_mask=x["negative_mask"])  # fmt: skip
-    first = call(x)
-    assert first["cmr_threshold/a"] == 0.0 and first["cmr_threshold/b"] == 0.0  # no previous step
-    torch.testing.assert_close(first["loss_cmr"], ref_cmr(x, [0.0, 0.0]))
-    expected = [min(max(m, 0.0), 3.0) for m in _gap_means(x)]
-    assert max(_gap_means(x)) < 3.0  # this batch exercises the un-clamped branch
-    assert objective.terms["cmr"].threshold_dict() == pytest.approx(dict(zip("ab", expected)))
+    thresholds = [0.0, 0.0]
+    for step in range(5):
+        x = inputs if step == 0 else _fresh(inputs, 10 + step)
+        if step == 3:  # a batch without any type-b negative: b keeps its threshold (0/0 upstream)
+            assert thresholds[1] > 0
+            x = dict(x, negative_mask=x["negative_mask"].clone())
+            x["negative_mask"][:, 1] = False
+        out = _cmr_call(objective, x)
+        assert [out["cmr_threshold/a"], out["cmr_threshold/b"]] == pytest.approx(thresholds)
+        torch.testing.assert_close(out["loss_cmr"], ref_cmr(x, thresholds))
+        thresholds = ref_thresholds(x, thresholds, 3.0)
+        assert list(objective.terms["cmr"].threshold_dict().values()) == pytest.approx(thresholds)
+        assert all(math.isfinite(value) for value in thresholds)
+    assert thresholds[0] > 0 and thresholds[1] > 0
 
-    # step t uses step t-1's statistics
-    g = torch.Generator().manual_seed(3)
-    x2 = dict(x, image=_unit(B, generator=g).requires_grad_(), text=_unit(B, generator=g).requires_grad_(),
-              negatives=_unit(B, K, generator=g).requires_grad_())  # fmt: skip
-    second = call(x2)
-    assert [second["cmr_threshold/a"], second["cmr_threshold/b"]] == pytest.approx(expected)
-    torch.testing.assert_close(second["loss_cmr"], ref_cmr(x2, expected))
 
-    # clamp: a batch whose captions beat their negatives by far more than u
-    x3 = dict(x2, text=x2["image"].detach().clone().requires_grad_(),
-              negatives=(-x2["image"].detach())[:, None].expand(B, K, D).clone().requires_grad_())  # fmt: skip
-    assert min(_gap_means(x3)) > 3.0
-    call(x3)
+def test_cmr_thresholds_clamp_to_zero_and_upper_bound(inputs):
+    objective = _cmr_objective()
+    x = _fresh(inputs, 3)
+    # captions beat their negatives by far more than u
+    x3 = dict(x, text=x["image"].detach().clone().requires_grad_(),
+              negatives=(-x["image"].detach())[:, None].expand(B, K, D).clone().requires_grad_())  # fmt: skip
+    _cmr_call(objective, x3)
     assert objective.terms["cmr"].threshold_dict() == {"a": 3.0, "b": 3.0}
-
-    # clamp at 0 (CE-CLIP's [0, u]): a batch whose negatives beat their captions
-    x4 = dict(x2, negatives=x2["image"].detach()[:, None].expand(B, K, D).clone().requires_grad_(),
-              text=(-x2["image"].detach()).clone().requires_grad_())  # fmt: skip
-    assert max(_gap_means(x4)) < 0.0
-    call(x4)
+    # negatives beat their captions: clamp at 0 (CE-CLIP's [0, u])
+    x4 = dict(x, negatives=x["image"].detach()[:, None].expand(B, K, D).clone().requires_grad_(),
+              text=(-x["image"].detach()).clone().requires_grad_())  # fmt: skip
+    _cmr_call(objective, x4)
     assert objective.terms["cmr"].threshold_dict() == {"a": 0.0, "b": 0.0}
+
+
+def test_cmr_thresholds_reset_at_a_new_epoch_but_not_on_a_resume_inside_it(inputs):
+    objective = _cmr_objective()
+    objective.start_epoch(0)
+    _cmr_call(objective, _fresh(inputs, 11))
+    moved = objective.terms["cmr"].threshold_dict()
+    assert all(value > 0 for value in moved.values())
+    state = objective.state_dict()
+    assert int(state["terms.cmr.threshold_epoch"]) == 0
+    # resume inside epoch 0: the restored thresholds stay
+    resumed = _cmr_objective()
+    resumed.load_state_dict(state)
+    resumed.start_epoch(0)
+    assert resumed.terms["cmr"].threshold_dict() == moved
+    # epoch 1 starts fresh, in both
+    for each in (objective, resumed):
+        each.start_epoch(1)
+        assert each.terms["cmr"].threshold_dict() == {"a": 0.0, "b": 0.0}
+        assert int(each.state_dict()["terms.cmr.threshold_epoch"]) == 1
+
+
+def test_cmr_deferred_updates_use_every_micro_batch_of_the_step(inputs):
+    """Under gradient accumulation the trainer defers: one update per optimiser step, from all its rows."""
+    objective = _cmr_objective()
+    objective.defer_state_updates()
+    x1, x2 = _fresh(inputs, 21), _fresh(inputs, 22)
+    _cmr_call(objective, x1)
+    out = _cmr_call(objective, x2)
+    assert [out["cmr_threshold/a"], out["cmr_threshold/b"]] == [0.0, 0.0]  # nothing applied yet
+    objective.apply_pending()
+    both = {k: torch.cat([x1[k], x2[k]]).detach() for k in ("image", "text", "negatives", "negative_mask")}
+    both["logit_scale"] = inputs["logit_scale"]
+    v, t, tn, s, nm = both["image"], both["text"], both["negatives"], both["logit_scale"], both["negative_mask"]
+    mean_original = (s * (v * t).sum(-1)).mean()
+    expected = [
+        (mean_original - (s * (v[nm[:, k]] * tn[nm[:, k], k]).sum(-1)).mean()).clamp(0, 3.0).item() for k in range(K)
+    ]
+    assert list(objective.terms["cmr"].threshold_dict().values()) == pytest.approx(expected)
 
 
 def test_cmr_thresholds_do_not_move_in_eval_or_without_grad(inputs):
@@ -376,7 +471,7 @@ def test_cmr_state_dict_round_trip(inputs):
     objective(inputs["image"], inputs["text"], inputs["logit_scale"], negative_embeds=inputs["negatives"],
               negative_mask=inputs["negative_mask"])  # fmt: skip
     state = objective.state_dict()
-    assert set(state) == {"terms.cmr.threshold_a", "terms.cmr.threshold_b"}
+    assert set(state) == {"terms.cmr.threshold_a", "terms.cmr.threshold_b", "terms.cmr.threshold_epoch"}
     restored = _cmr_objective()
     assert restored.terms["cmr"].threshold_dict() == {"a": 0.0, "b": 0.0}
     restored.load_state_dict(state)

@@ -5,7 +5,7 @@ from hf_hardpos.training.losses.cmr import CMRLoss
 from hf_hardpos.training.losses.contrastive import ContrastiveLoss
 from hf_hardpos.training.losses.hard_negative import HardNegativeLoss
 from hf_hardpos.training.losses.hard_positive import HARD_POSITIVE_MODES, HardPositiveLoss
-from hf_hardpos.training.losses.imc import IMCLoss
+from hf_hardpos.training.losses.imc import IMC_FORMS, IMCLoss
 from hf_hardpos.training.losses.objective import HardPosObjective
 
 __all__ = [
@@ -16,5 +16,6 @@ __all__ = [
     "HardNegativeLoss",
     "HardPosObjective",
     "HardPositiveLoss",
+    "IMC_FORMS",
     "IMCLoss",
 ]

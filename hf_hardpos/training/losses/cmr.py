@@ -1,4 +1,4 @@
-"""CE-CLIP's cross-modal rank (CMR) loss with adaptive, per-type thresholds."""
+"""CE-CLIP's cross-modal rank (CMR) loss with adaptive, per-type thresholds, as CE-CLIP's released code runs it."""
 
 from __future__ import annotations
 
@@ -16,30 +16,37 @@ from hf_hardpos.training.losses.batch import EmbeddingBatch
 __all__ = ["CMRLoss"]
 
 _TYPE_NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
+NOT_STARTED = -1  # the epoch recorded before the first `start_epoch`
 
 
 class CMRLoss(nn.Module):
-    """CE-CLIP eq. 4-7: ``sum_k max(0, S(I, T_k) - S(I, T) + Th_k)``, mean over rows, per hard-negative type k.
+    """CE-CLIP eq. 4-7 in the form of its released code (``Clip_DALoss.get_cmr_loss`` and ``train_one_epoch``,
+    github.com/lezhang7/Enhance-FineGrained @ef87eb7)::
 
-    S is cosine similarity times the logit scale (the paper's upper bound u = 10 is on that scale).
-    ``Th_k`` is *state*, not a gradient path: at step t it is the batch mean of ``S(I, T) - S(I, T_k)``
-    measured at step t-1 (rows without a type-k negative excluded), clamped to ``[0, upper_bound]`` as
-    CE-CLIP's code does (docs/reference.md, Losses): a negative mean gap (negatives still winning) asks for no
-    margin rather than tolerating a violation.
-    Early in training the model separates T from T_k by little, so the threshold is small and only
-    violations count; as the gap grows the required margin grows with it (a curriculum), up to u.
+        L_cmr = mean over all B x K (row i, type k) of  mask_ik * max(0, Th_k + S(I_i, T_ik) - S(I_i, T_i))
+
+    S is cosine similarity times the logit scale (u = 10 is on that scale). A missing negative counts as
+    a zero *in* the mean over B x K, as the code multiplies by the validity mask before ``.mean()``; this
+    is not a sum over types of per-type means (K times larger).
+
+    ``Th_k`` is state, not a gradient path. After each optimiser step it becomes, from that step's global
+    batch, ``clamp(mean_i S(I_i, T_i) - mean_{i with a type-k negative} S(I_i, T_ik), 0, u)`` (the first
+    mean over every row, the second over rows that have the type, as the code computes them); it is 0 at
+    the start of every epoch (the code's thresholds live inside ``train_one_epoch``).
 
     State handling:
-      * one registered buffer per type, ``threshold_<type>``, so ``state_dict()`` saves it in checkpoints
-        and ``load_state_dict()`` restores it on resume. All start at 0 (no previous step);
-      * updated under ``torch.no_grad`` only in training mode with grad enabled (evaluation passes leave it
-        alone), once per forward call, i.e. per micro-batch under gradient accumulation;
-      * under data parallelism the batch sums and counts are all-reduced, so every rank holds the same
-        thresholds (the global-batch mean);
-      * a type with no valid row in a step keeps its previous threshold.
-
-    The value is the sum over types of the per-type mean over rows that have that type, which equals the
-    paper's row-wise ``sum_k`` when every row has every type.
+      * buffers ``threshold_<type>`` and ``threshold_epoch`` (the epoch the thresholds belong to), so
+        ``state_dict()`` saves them in checkpoints and ``load_state_dict()`` restores them on resume;
+        :meth:`start_epoch` resets the thresholds only when the epoch differs from the recorded one, so a
+        resume in the middle of an epoch keeps the restored thresholds and a new epoch starts from 0;
+      * statistics are taken only in training mode with grad enabled (evaluation passes leave them alone)
+        and summed over processes, so every rank holds the same (global-batch) thresholds;
+      * by default each forward call applies its own statistics at once, which is "after the step" when
+        every forward is followed by an optimiser step. With ``defer_updates`` (the trainer under gradient
+        accumulation) the statistics of the forward calls are summed and :meth:`apply_pending` applies
+        them, so a threshold is the mean over the whole optimiser step's batch;
+      * a type with no valid negative in the step keeps its previous threshold (the code divides 0 by 0
+        and carries a NaN; a non-finite value is never stored here).
     """
 
     def __init__(self, negative_types: Sequence[str] = ("hard_negative",), upper_bound: float = 10.0) -> None:
@@ -54,8 +61,11 @@ class CMRLoss(nn.Module):
             raise ValueError(f"cmr upper_bound must be finite; got {upper_bound}")
         self.negative_types = negative_types
         self.upper_bound = float(upper_bound)
+        self.defer_updates = False
+        self._pending: torch.Tensor | None = None  # summed statistics not applied yet (never checkpointed)
         for name in negative_types:
             self.register_buffer(self._buffer_name(name), torch.zeros((), dtype=torch.float32))
+        self.register_buffer("threshold_epoch", torch.tensor(NOT_STARTED, dtype=torch.long))
 
     @staticmethod
     def _buffer_name(negative_type: str) -> str:
@@ -70,6 +80,16 @@ class CMRLoss(nn.Module):
         """Current thresholds as Python floats, for logging."""
         return {name: float(getattr(self, self._buffer_name(name))) for name in self.negative_types}
 
+    def start_epoch(self, epoch: int) -> None:
+        """Zero the thresholds when ``epoch`` is not the epoch they belong to (CE-CLIP resets them at every
+        epoch start); keep them when it is, i.e. when a run resumes inside that epoch."""
+        if int(self.threshold_epoch) == int(epoch):
+            return
+        for name in self.negative_types:
+            getattr(self, self._buffer_name(name)).zero_()
+        self.threshold_epoch.fill_(int(epoch))
+        self._pending = None
+
     def forward(self, batch: EmbeddingBatch, logit_scale: torch.Tensor) -> torch.Tensor:
         if batch.negatives is None:
             raise ValueError("CMRLoss needs negative_embeds")
@@ -78,31 +98,59 @@ class CMRLoss(nn.Module):
                 f"negative_embeds has {batch.negatives.shape[1]} slots but CMR was configured with "
                 f"{len(self.negative_types)} negative types {self.negative_types}"
             )
-        original = (batch.image * batch.text).sum(-1)
-        negative = torch.einsum("bd,bkd->bk", batch.image, batch.negatives)
-        gap = logit_scale * (original[:, None] - negative)  # S(I,T) - S(I,T_k), [b, K]
-        thresholds = self.thresholds.to(device=gap.device, dtype=gap.dtype)
-        hinge = torch.relu(thresholds - gap)
+        original = logit_scale * (batch.image * batch.text).sum(-1)  # S(I_i, T_i), [b]
+        negative = logit_scale * torch.einsum("bd,bkd->bk", batch.image, batch.negatives)  # S(I_i, T_ik)
+        thresholds = self.thresholds.to(device=original.device, dtype=original.dtype)
+        hinge = torch.relu(thresholds + negative - original[:, None])
         mask = batch.negative_mask
-        local_sums = torch.where(mask, hinge, torch.zeros_like(hinge)).sum(0)  # [K]
-        loss = batch.reduce(local_sums, batch.global_negative_mask.sum(0)).sum()
+        local_sum = torch.where(mask, hinge, torch.zeros_like(hinge)).sum()
+        loss = batch.reduce(local_sum, batch.global_negative_mask.numel())
         if self.training and torch.is_grad_enabled():
-            self._update_thresholds(gap.detach(), mask)
+            self._record(original.detach(), negative.detach(), mask)
         return loss
 
     @torch.no_grad()
-    def _update_thresholds(self, gap: torch.Tensor, mask: torch.Tensor) -> None:
-        gap = gap.float()
-        stats = torch.stack([torch.where(mask, gap, torch.zeros_like(gap)).sum(0), mask.float().sum(0)])
+    def _record(self, original: torch.Tensor, negative: torch.Tensor, mask: torch.Tensor) -> None:
+        """Global sums for the threshold update: [sum_i S(I,T), rows, sum_i S(I,T_ik) per k, count per k]."""
+        original, negative = original.double(), negative.double()
+        stats = torch.cat([
+            original.sum()[None],
+            original.new_tensor([original.shape[0]]),
+            torch.where(mask, negative, torch.zeros_like(negative)).sum(0),
+            mask.double().sum(0),
+        ])  # fmt: skip
         stats = all_reduce_sum(stats)
-        means = (stats[0] / stats[1].clamp_min(1)).clamp(min=0.0, max=self.upper_bound)
+        self._pending = stats if self._pending is None else self._pending + stats.to(self._pending.device)
+        if not self.defer_updates:
+            self.apply_pending()
+
+    @torch.no_grad()
+    def apply_pending(self) -> None:
+        """Apply the statistics recorded since the last update (nothing recorded: nothing changes)."""
+        if self._pending is None:
+            return
+        stats, self._pending = self._pending, None
+        num_types = len(self.negative_types)
+        rows, counts = stats[1], stats[2 + num_types :]
+        if rows <= 0:
+            return
+        mean_original = stats[0] / rows
         for k, name in enumerate(self.negative_types):
-            buffer = getattr(self, self._buffer_name(name))
-            updated = torch.where(stats[1, k] > 0, means[k], buffer.to(means.device))
-            buffer.copy_(updated.to(buffer.device, buffer.dtype))
+            if counts[k] <= 0:
+                continue  # no type-k negative in the step: keep the previous threshold
+            value = (mean_original - stats[2 + k] / counts[k]).clamp(min=0.0, max=self.upper_bound)
+            if torch.isfinite(value):
+                buffer = getattr(self, self._buffer_name(name))
+                buffer.copy_(value.to(buffer.device, buffer.dtype))
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {"negative_types": list(self.negative_types), "upper_bound": self.upper_bound}
+        return {
+            "negative_types": list(self.negative_types),
+            "upper_bound": self.upper_bound,
+            "reduction": "mean over all (row, type) entries, missing negatives as zeros (CE-CLIP's code)",
+            "thresholds": "clamp(mean S(I,T) - mean over valid rows S(I,T_k), 0, u) after each optimiser step; "
+            "0 at every epoch start",
+        }
 
     @property
     def citation(self) -> str:

@@ -1,4 +1,4 @@
-"""SVLC's hard-negative loss: each image must prefer its caption over that caption's hard negative."""
+"""SVLC's hard-negative loss: each image must prefer its caption over all of that caption's hard negatives."""
 
 from __future__ import annotations
 
@@ -15,25 +15,32 @@ __all__ = ["HardNegativeLoss"]
 
 
 class HardNegativeLoss(nn.Module):
-    """Mean over valid (image, hard-negative type) pairs of the two-way cross-entropy over
-    ``[s(v_i, t_i), s(v_i, t_i^n)]`` (scaled by the logit scale) with the original caption as target.
+    """SVLC's negative loss (TSVLC ``ClipLoss.get_loss_neg_only``, github.com/SivanDoveh/TSVLC @90b18e7):
+    per image, one cross-entropy over ``[s(v_i, t_i), s(v_i, t_i^n1), ..., s(v_i, t_i^nK)]`` (scaled by the
+    logit scale) with the original caption as target, averaged over the images that have at least one
+    hard negative.
 
-    Unlike the contrastive term, the comparison is only between an image's own caption and its own hard
-    negative, which is exactly what the benchmarks' Original Accuracy counts. The two-way cross-entropy
-    equals ``softplus(s_n - s_c)``, which is how it is computed. Each hard-negative type (slot) is its own
-    pair; rows without a hard negative of a type drop out of the mean.
+    One softmax per row over all of its valid negatives, not one two-way term per negative: with several
+    negatives the row's loss is ``logsumexp([s_c, s_n1..]) - s_c``. Missing negatives (mask ``False``) are
+    left out of the row's softmax; a row with none drops out of the mean, as TSVLC's
+    ``pos_that_have_negs`` does. Unlike the contrastive term, the comparison is only between an image's
+    own caption and its own hard negatives, which is what the benchmarks' Original Accuracy counts.
     """
 
     def forward(self, batch: EmbeddingBatch, logit_scale: torch.Tensor) -> torch.Tensor:
         if batch.negatives is None:
             raise ValueError("HardNegativeLoss needs negative_embeds")
-        original = (batch.image * batch.text).sum(-1)
+        original = (batch.image * batch.text).sum(-1, keepdim=True)  # [b, 1]
         negative = torch.einsum("bd,bkd->bk", batch.image, batch.negatives)
-        pair_losses = F.softplus(logit_scale * (negative - original[:, None]))
-        return batch.reduce(pair_losses[batch.negative_mask].sum(), batch.global_negative_mask.sum())
+        logits = logit_scale * torch.cat([original, negative], dim=1)  # [b, 1 + K], target column 0
+        logits = logits.masked_fill(torch.cat([torch.zeros_like(original, dtype=torch.bool), ~batch.negative_mask], 1),
+                                    float("-inf"))  # fmt: skip
+        rows = batch.negative_mask.any(dim=1)
+        row_losses = torch.logsumexp(logits[rows], dim=1) - logits[rows, 0]
+        return batch.reduce(row_losses.sum(), batch.global_negative_mask.any(dim=1).sum())
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {}
+        return {"form": "one softmax per row over [caption, its hard negatives] (TSVLC get_loss_neg_only)"}
 
     @property
     def citation(self) -> str:

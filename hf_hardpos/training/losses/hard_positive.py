@@ -24,13 +24,17 @@ HARD_POSITIVE_MODES = ("contrastive", "ranking")
 class HardPositiveLoss(nn.Module):
     """Two variants, chosen by ``mode``:
 
-    ``"contrastive"`` (SVLC's positive loss, as used by Kamath et al.): for every valid hard positive
-    ``t_i^p`` of a local row, (a) image->hard-positive cross-entropy of ``v_i`` over all valid hard
-    positives of the global batch with ``t_i^p`` as target, plus (b) the same with the original caption
-    ``t_i`` in place of ``v_i`` (text->text), which keeps the paraphrase close to the caption it paraphrases.
-    Other hard positives of the *same* row are also correct answers, so they are left out of that row's
-    candidates rather than treated as negatives. The value is (a) + (b), each a mean over valid hard
-    positives.
+    ``"contrastive"`` (SVLC's positive loss, TSVLC ``ClipLoss.get_loss_pos_only``, github.com/SivanDoveh/
+    TSVLC @90b18e7, as used by Kamath et al.): for every valid hard positive ``t_i^p`` of a local row,
+    (a) image->hard-positive cross-entropy of ``v_i`` over all valid hard positives of the global batch
+    with ``t_i^p`` as target, and (b) the same with the original caption ``t_i`` in place of ``v_i``
+    (text->text), which keeps the paraphrase close to the caption it paraphrases. The value is the
+    **mean** of the two, ``((a) + (b)) / 2``, each a mean over valid hard positives, as TSVLC divides
+    their sum by 2. With one hard positive per row (the svlc recipe draws one per row) this is TSVLC's
+    formula; with several, other hard positives of the *same* row are also correct answers, so they are
+    left out of that row's candidates rather than treated as negatives. Deviation from TSVLC: under data
+    parallelism TSVLC computes this term on each GPU's own rows; here the candidates are the gathered
+    global batch, like the contrastive term's.
 
     ``"ranking"``: for every valid (hard positive, hard negative) pair of a row, the two-way cross-entropy
     over ``[s(v_i, t_i^p), s(v_i, t_i^n)]`` with the hard positive as target, i.e. ``softplus(s_n - s_p)``.
@@ -70,7 +74,7 @@ class HardPositiveLoss(nn.Module):
             logits = (logit_scale * anchor @ candidates.T)[:, None, :].expand(excluded.shape)
             logits = logits.masked_fill(excluded, float("-inf"))
             local_sum = local_sum + F.cross_entropy(logits[valid], targets[valid], reduction="sum")
-        return batch.reduce(local_sum, batch.global_positive_mask.sum())
+        return batch.reduce(local_sum / 2, batch.global_positive_mask.sum())
 
     def _ranking(self, batch: EmbeddingBatch, logit_scale: torch.Tensor) -> torch.Tensor:
         if batch.negatives is None:

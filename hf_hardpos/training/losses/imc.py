@@ -2,35 +2,54 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from hf_hardpos.citations import CE_CLIP, cite
 from hf_hardpos.training.losses.batch import EmbeddingBatch
 
-__all__ = ["IMCLoss"]
+__all__ = ["IMC_FORMS", "IMCLoss"]
+
+IMC_FORMS = ("paper", "released_code")
 
 
 class IMCLoss(nn.Module):
-    """The paper's formula (CE-CLIP, eq. 3), per row with at least one valid hard negative:
+    """Two forms, chosen by ``form``; S is cosine similarity times the logit scale.
+
+    ``"paper"`` (default; CE-CLIP eq. 3), per row with at least one valid hard negative::
 
         L_imc = -log( exp S(I, T) / sum_k exp S(T, T_k) ) = logsumexp_k S(T, T_k) - S(I, T)
 
-    where T_k are the row's valid hard negatives (one per type), S is cosine similarity times the logit
-    scale, and the loss is the mean over such rows. The numerator is cross-modal while the denominator is
-    text-text and does not contain the numerator, so this is not a softmax cross-entropy and can be
-    negative; minimising it raises S(I, T) and lowers the similarity of T to its hard negatives.
+    over the row's valid hard negatives T_k (one per type), mean over such rows. The numerator is
+    cross-modal while the denominator is text-text and does not contain it, so this is not a softmax
+    cross-entropy and can be negative; minimising it raises S(I, T) and lowers the similarity of T to its
+    hard negatives.
 
-    Note: the public CE-CLIP code (github.com/lezhang7/Enhance-FineGrained) does not compute this formula
-    exactly; this module implements the formula as written in the paper, on purpose, so results are
-    attributable to the published method.
+    ``"released_code"`` (CE-CLIP's ``Clip_DALoss.get_imc_loss``, github.com/lezhang7/Enhance-FineGrained
+    @ef87eb7): a cross-entropy of each caption T_i over the hard negatives of the *whole* (global) batch,
+    ``S(T_i, T_jk)`` for every row j and type k in row-major order, with column 0 as the target for every
+    row; mean over the rows.
+
+    Missing negatives: CE-CLIP's code encodes its placeholder text ``###`` (a relation swap that does not
+    exist) as a real caption and scores it in IMC; here a missing negative is masked out of every term
+    (left out of the paper form's sum; a ``-inf`` column in the released form, whose target is then the
+    first *valid* negative column of the global batch, the code's column 0 when that one exists).
     """
+
+    def __init__(self, form: Literal["paper", "released_code"] = "paper") -> None:
+        super().__init__()
+        if form not in IMC_FORMS:
+            raise ValueError(f"imc form must be one of {IMC_FORMS}; got {form!r}")
+        self.form = form
 
     def forward(self, batch: EmbeddingBatch, logit_scale: torch.Tensor) -> torch.Tensor:
         if batch.negatives is None:
             raise ValueError("IMCLoss needs negative_embeds")
+        if self.form == "released_code":
+            return self._released_code(batch, logit_scale)
         image_text = logit_scale * (batch.image * batch.text).sum(-1)  # [b]
         text_negative = logit_scale * torch.einsum("bd,bkd->bk", batch.text, batch.negatives)
         text_negative = text_negative.masked_fill(~batch.negative_mask, float("-inf"))
@@ -38,8 +57,22 @@ class IMCLoss(nn.Module):
         row_losses = torch.logsumexp(text_negative[rows], dim=1) - image_text[rows]
         return batch.reduce(row_losses.sum(), batch.global_negative_mask.any(dim=1).sum())
 
+    def _released_code(self, batch: EmbeddingBatch, logit_scale: torch.Tensor) -> torch.Tensor:
+        valid = batch.global_negative_mask.flatten()  # column j = (row j // K, type j % K)
+        if not bool(valid.any()):
+            return batch.reduce(batch.text.sum() * 0, 0)
+        logits = logit_scale * batch.text @ batch.global_negatives.flatten(0, 1).T  # [b, N*K]
+        logits = logits.masked_fill(~valid[None, :], float("-inf"))
+        target = torch.full((logits.shape[0],), int(valid.nonzero()[0, 0]), device=logits.device)
+        local_sum = F.cross_entropy(logits, target, reduction="sum")
+        return batch.reduce(local_sum, batch.global_image.shape[0])
+
     def get_config_dict(self) -> dict[str, Any]:
-        return {"formula": "paper (CE-CLIP eq. 3)"}
+        formula = {
+            "paper": "CE-CLIP eq. 3",
+            "released_code": "CE-CLIP's released get_imc_loss (target column 0 of the batch's negatives)",
+        }[self.form]
+        return {"form": self.form, "formula": formula, "missing_negatives": "masked (upstream scores '###')"}
 
     @property
     def citation(self) -> str:

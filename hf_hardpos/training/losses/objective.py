@@ -14,7 +14,7 @@ from hf_hardpos.training.losses.cmr import CMRLoss
 from hf_hardpos.training.losses.contrastive import ContrastiveLoss
 from hf_hardpos.training.losses.hard_negative import HardNegativeLoss
 from hf_hardpos.training.losses.hard_positive import HARD_POSITIVE_MODES, HardPositiveLoss
-from hf_hardpos.training.losses.imc import IMCLoss
+from hf_hardpos.training.losses.imc import IMC_FORMS, IMCLoss
 
 __all__ = ["HardPosObjective"]
 
@@ -34,18 +34,21 @@ class HardPosObjective(nn.Module):
     is normalised so that the DDP-averaged gradient equals the single-process full-batch gradient. Each
     process's returned values average (over processes) to the global-batch values.
 
-    State: with CMR on, ``state_dict()`` holds the thresholds (``terms.cmr.threshold_<type>``); save it with
-    checkpoints and ``load_state_dict`` it on resume. Thresholds only move in ``train()`` mode with grad
-    enabled.
+    State: with CMR on, ``state_dict()`` holds the thresholds (``terms.cmr.threshold_<type>``) and the epoch
+    they belong to (``terms.cmr.threshold_epoch``); save it with checkpoints and ``load_state_dict`` it on
+    resume. Thresholds only move in ``train()`` mode with grad enabled; :meth:`start_epoch` and
+    :meth:`apply_pending` are the trainer's hooks (epoch start, optimiser step).
 
     Args:
         hard_negative_weight, hard_positive_weight, imc_weight, cmr_weight: w_hn, w_hp, α, β.
         cmr_upper_bound: u, the clamp on the CMR thresholds (logit scale; the paper's best is 10).
         negative_types: names of the hard-negative slots, in the order of ``negative_embeds[:, k]``
-            (e.g. ``("hard_negative_replace", "hard_negative_swap")``); CMR keeps one threshold per type.
+            (e.g. ``("hard_negative_replace", "hard_negative_swap")``); CMR keeps one threshold per type
+            and then needs exactly these slots. The other terms take any number of slots per row.
         gather_across_processes: gather the global batch under data parallelism.
         hard_positive_mode: ``"contrastive"`` (SVLC-style) or ``"ranking"`` (CE over [c_p, c_n]).
         contrastive_hard_negatives: hard negatives as contrastive columns; None: when another term uses them.
+        imc_form: ``"paper"`` (CE-CLIP eq. 3) or ``"released_code"`` (CE-CLIP's released IMC), see `IMCLoss`.
     """
 
     def __init__(
@@ -60,6 +63,7 @@ class HardPosObjective(nn.Module):
         gather_across_processes: bool = True,
         hard_positive_mode: Literal["contrastive", "ranking"] = "contrastive",
         contrastive_hard_negatives: bool | None = None,
+        imc_form: Literal["paper", "released_code"] = "paper",
     ) -> None:
         super().__init__()
         weights = {
@@ -73,6 +77,8 @@ class HardPosObjective(nn.Module):
                 raise ValueError(f"{name} must be a finite number >= 0; got {value!r}")
         if hard_positive_mode not in HARD_POSITIVE_MODES:
             raise ValueError(f"hard_positive_mode must be one of {HARD_POSITIVE_MODES}; got {hard_positive_mode!r}")
+        if imc_form not in IMC_FORMS:
+            raise ValueError(f"imc_form must be one of {IMC_FORMS}; got {imc_form!r}")
         negative_types = tuple(negative_types)
         if len(set(negative_types)) != len(negative_types):
             raise ValueError(f"negative_types must be unique; got {negative_types}")
@@ -84,6 +90,7 @@ class HardPosObjective(nn.Module):
         self.negative_types = negative_types
         self.gather_across_processes = gather_across_processes
         self.hard_positive_mode = hard_positive_mode
+        self.imc_form = imc_form
 
         terms_use_negatives = (
             self.hard_negative_weight > 0
@@ -110,7 +117,7 @@ class HardPosObjective(nn.Module):
         for name, weight, build in (
             ("hn", self.hard_negative_weight, HardNegativeLoss),
             ("hp", self.hard_positive_weight, lambda: HardPositiveLoss(mode=hard_positive_mode)),
-            ("imc", self.imc_weight, IMCLoss),
+            ("imc", self.imc_weight, lambda: IMCLoss(form=imc_form)),
             ("cmr", self.cmr_weight, lambda: CMRLoss(negative_types, upper_bound=cmr_upper_bound)),
         ):
             if weight > 0:
@@ -146,7 +153,12 @@ class HardPosObjective(nn.Module):
                 "pass them or set hard_positive_weight=0"
             )
         num_types = len(self.negative_types)
-        if negative_embeds is not None and negative_embeds.ndim == 3 and negative_embeds.shape[1] != num_types:
+        if (
+            "cmr" in self.terms
+            and negative_embeds is not None
+            and negative_embeds.ndim == 3
+            and negative_embeds.shape[1] != num_types
+        ):
             raise ValueError(
                 f"negative_embeds has {negative_embeds.shape[1]} slots per row but negative_types is "
                 f"{self.negative_types} ({len(self.negative_types)} types)"
@@ -189,6 +201,7 @@ class HardPosObjective(nn.Module):
             "gather_across_processes": self.gather_across_processes,
             "hard_positive_mode": self.hard_positive_mode,
             "contrastive_hard_negatives": self.contrastive_hard_negatives,
+            "imc_form": self.imc_form,
             "terms": {
                 "clip": {"class": type(self.contrastive).__name__, **self.contrastive.get_config_dict()},
                 **{
@@ -197,6 +210,22 @@ class HardPosObjective(nn.Module):
                 },
             },
         }
+
+    def start_epoch(self, epoch: int) -> None:
+        """Epoch-start hook: CMR thresholds go back to 0 unless they already belong to ``epoch`` (a resume)."""
+        if "cmr" in self.terms:
+            self.terms["cmr"].start_epoch(epoch)
+
+    def defer_state_updates(self, defer: bool = True) -> None:
+        """With ``defer``, loss state (CMR thresholds) changes only in :meth:`apply_pending`, from the
+        statistics of every forward call since the last one (one optimiser step under accumulation)."""
+        if "cmr" in self.terms:
+            self.terms["cmr"].defer_updates = bool(defer)
+
+    def apply_pending(self) -> None:
+        """Optimiser-step hook: apply the loss-state statistics recorded since the last step."""
+        if "cmr" in self.terms:
+            self.terms["cmr"].apply_pending()
 
     @property
     def citation(self) -> str:
