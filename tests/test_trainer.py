@@ -114,6 +114,49 @@ def test_collator_masks_missing_extras_and_never_invents_captions(tiny_clip_dir)
                 assert decoded[batch["positive_index"][b, j]].strip() == row[col]
 
 
+def test_collator_draws_one_hard_positive_and_one_hard_negative_per_row_and_epoch(tiny_clip_dir):
+    """App. D.1 of the Hard Positive paper: one of each per sample. The draw is uniform over the row's
+    non-null columns, a function of (seed, epoch, row index) only: the same in any batch composition."""
+    import numpy as np
+
+    from hf_hardpos.training.data_collator import ROW_INDEX, with_row_index
+
+    _, processor = load_tiny(tiny_clip_dir)
+    data = with_row_index(finetune_rows(24))
+    assert data[ROW_INDEX] == list(range(24))
+    collator = HardPosDataCollator(processor, sampling="one_per_row", seed=7)
+    rows = [data[i] for i in range(24)]
+
+    def drawn(epoch, order):
+        collator.set_epoch(epoch)
+        batch = collator([rows[i] for i in order])
+        decoded = [d.strip() for d in processor.tokenizer.batch_decode(batch["input_ids"], skip_special_tokens=True)]
+        assert batch["positive_index"].shape == (len(order), 1) and batch["negative_index"].shape == (len(order), 1)
+        assert batch["input_ids"].shape[0] == 3 * len(order)  # caption + one positive + one negative, each row
+        out = {}
+        for b, i in enumerate(order):
+            assert batch["positive_mask"][b, 0] and batch["negative_mask"][b, 0]
+            out[i] = (decoded[batch["positive_index"][b, 0]], decoded[batch["negative_index"][b, 0]])
+        return out
+
+    epoch0 = drawn(0, list(range(24)))
+    assert drawn(0, list(range(23, -1, -1))) == epoch0  # batch order does not matter
+    for i, (positive, negative) in epoch0.items():
+        present_p = [rows[i][c] for c in columns.FINETUNE_POSITIVE_COLUMNS if rows[i][c] is not None]
+        present_n = [rows[i][c] for c in columns.FINETUNE_NEGATIVE_COLUMNS if rows[i][c] is not None]
+        # restated: numpy SeedSequence of (seed, epoch, row, stream), uniform over the non-null columns
+        assert positive == present_p[int(np.random.default_rng([7, 0, i, 0]).integers(len(present_p)))]
+        assert negative == present_n[int(np.random.default_rng([7, 0, i, 1]).integers(len(present_n)))]
+    swaps = lambda draws: sum(p.startswith("a " + rows[i]["caption"].split()[5]) for i, (p, _) in draws.items())  # noqa: E731
+    epochs = [drawn(e, list(range(24))) for e in range(4)]
+    assert len({tuple(sorted(e.items())) for e in epochs}) == 4  # each epoch draws anew
+    assert 0 < swaps(epoch0) < 24  # both columns are drawn
+    with pytest.raises(KeyError, match="with_row_index"):
+        collator([finetune_rows(2)[0]])
+    with pytest.raises(ValueError, match="sampling"):
+        HardPosDataCollator(processor, sampling="both")
+
+
 def test_collator_eval_schema_and_pixel_values_match_processor(tiny_clip_dir):
     _, processor = load_tiny(tiny_clip_dir)
     data = eval_rows(3)
@@ -367,29 +410,32 @@ def test_trainer_refuses_models_other_than_clip(tiny_clip_dir, tmp_path):
                        data_collator=lambda rows: rows)
 
 
-def test_weight_decay_only_on_weight_matrices(tiny_clip_dir, tmp_path):
+@pytest.mark.parametrize("use_lora", [False, True])
+def test_weight_decay_on_every_parameter_with_two_or_more_dims_but_the_logit_scale(tiny_clip_dir, tmp_path, use_lora):
+    """open_clip <= v3.3 / TSVLC / CE-CLIP's rule: exclude `p.ndim < 2 or "bn"/"ln"/"bias"/"logit_scale" in
+    name` (TSVLC src/training/main.py @90b18e7); CLIP's bn/ln/bias tensors are all 1-D, so it is ndim >= 2
+    minus the logit scale, position embeddings included, LoRA's A/B matrices included."""
     model, processor = load_tiny(tiny_clip_dir)
-    trainer = HardPosTrainer(
-        model=model, args=make_args(tmp_path, weight_decay=0.1), processor=processor, train_dataset=finetune_rows(4)
-    )
-    decayed = set(trainer.get_decay_parameter_names(model))
-    shapes = dict(model.named_parameters())
-    assert "logit_scale" not in decayed
-    assert not [n for n in decayed if shapes[n].ndim < 2]  # biases, norms, class embedding: all 1-D
-    one_d = [n for n, p in shapes.items() if p.ndim < 2]
-    assert "vision_model.embeddings.class_embedding" in one_d and any("layer_norm" in n for n in one_d)
-    for name in ("vision_model.embeddings.position_embedding.weight",
-                 "text_model.embeddings.position_embedding.weight"):
-        assert shapes[name].ndim == 2 and name not in decayed
-    for name in ("text_model.embeddings.token_embedding.weight", "vision_model.embeddings.patch_embedding.weight",
-                 "visual_projection.weight", "text_projection.weight"):
-        assert name in decayed, name
-    assert any(n.endswith("self_attn.q_proj.weight") for n in decayed)
+    args = make_args(tmp_path, weight_decay=0.1, use_lora=use_lora, lora_r=2, lora_alpha=2,
+                     lora_target_modules=["q_proj", "v_proj"])  # fmt: skip
+    trainer = HardPosTrainer(model=model, args=args, processor=processor, train_dataset=finetune_rows(4))
+    shapes = dict(trainer.model.named_parameters())
+    expected = {n for n, p in shapes.items() if p.ndim >= 2 and not n.endswith("logit_scale")}
+    decayed = trainer.get_decay_parameter_names(trainer.model)
+    assert len(decayed) == len(set(decayed)) and set(decayed) == expected
+    for name in ("vision_model.embeddings.position_embedding.weight", "text_model.embeddings.position_embedding.weight"):
+        assert any(n.endswith(name) for n in decayed), name
+    assert not [n for n in decayed if "class_embedding" in n or "layer_norm" in n or n.endswith("bias")]
+    assert any("lora_A" in n for n in decayed) == use_lora
     # The optimizer the Trainer builds follows it: the logit scale sits in the group without decay.
     optimizer = trainer.create_optimizer()
     group_of = {id(p): g["weight_decay"] for g in optimizer.param_groups for p in g["params"]}
-    assert group_of[id(model.logit_scale)] == 0.0
-    assert group_of[id(model.visual_projection.weight)] == 0.1
+    trainable = {n: p for n, p in shapes.items() if p.requires_grad}
+    for name, parameter in trainable.items():
+        assert group_of[id(parameter)] == (0.1 if name in expected else 0.0), name
+    if not use_lora:
+        assert group_of[id(model.logit_scale)] == 0.0
+        assert group_of[id(model.text_model.embeddings.position_embedding.weight)] == 0.1
     assert optimizer.defaults["betas"] == (0.9, 0.999)  # TrainingArguments defaults unless a recipe says otherwise
 
 
@@ -497,7 +543,7 @@ def test_interrupted_save_leaves_nothing_resume_picks_and_resume_falls_back(tiny
     assert "Resuming from checkpoint-4, the last complete checkpoint: skipped checkpoint-5 (incomplete: no " \
            "trainer_state.json, model weights" in caplog.text
     assert again.state.global_step == 6
-    with pytest.raises(UserInputError, match=r"checkpoint-5 is incomplete .*The last complete one there is checkpoint-6"):  # noqa: E501
+    with pytest.raises(UserInputError, match=r"checkpoint-5 is unusable \(incomplete: no .*The last complete one there is checkpoint-6"):  # noqa: E501
         trainer_for(6).train(resume_from_checkpoint=str(broken))
 
 

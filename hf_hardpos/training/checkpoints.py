@@ -5,14 +5,24 @@ Why: a kill during a save used to leave `checkpoint-N/` with only `config.json`;
 `--resume_from_checkpoint True` failed instead of falling back. `HardPosTrainer` now writes each
 checkpoint under `_incomplete-checkpoint-N/` and renames it when every part is written (a leading
 "_" keeps it out of Hub pushes and out of the Trainer's `checkpoint-*` rotation), and a resume checks
-the parts before it trusts a folder (which also covers folders written by older versions).
+the parts before it trusts a folder (which also covers folders written by older versions): every
+part present, and none corrupt or truncated (a disk that filled up, a copy cut short), checked cheaply
+from each file's own framing (safetensors header offsets, zip central directory, JSON syntax) without
+loading any tensor.
+
+The Trainer records the best checkpoint by path while the checkpoint is still being written, i.e. under
+its staging name; `final_checkpoint_path` maps such a path to the folder's final name, and
+`repair_best_checkpoint` fixes a `trainer_state.json` written that way before a resume reads it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
+import struct
+import zipfile
 from pathlib import Path
 
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
@@ -33,7 +43,10 @@ WEIGHT_FILES = (
     "adapter_model.bin",
 )
 _CHECKPOINT = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
+# `<run>/_incomplete-checkpoint-N/checkpoint-N[/...]`: a path recorded while checkpoint N was staged.
+_STAGED = re.compile(rf"^(?P<run>.*?)/?{re.escape(INCOMPLETE_PREFIX)}(?P<name>{PREFIX_CHECKPOINT_DIR}-\d+)/(?P=name)(?P<rest>/.*)?$")
 _LAST = ("true", "last")
+_ZIP_MAGIC = b"PK\x03\x04"  # torch.save's format since torch 1.6 is a zip archive
 
 
 def missing_parts(folder: str | os.PathLike) -> list[str]:
@@ -45,6 +58,95 @@ def missing_parts(folder: str | os.PathLike) -> list[str]:
     if not any((folder / name).is_file() for name in WEIGHT_FILES):
         missing.append("model weights (" + " or ".join(WEIGHT_FILES[::2]) + ")")
     return missing
+
+
+def corrupt_parts(folder: str | os.PathLike) -> list[str]:
+    """The files of `folder` that are damaged (empty, truncated, unparsable), each with what is wrong.
+
+    Cheap checks from each format's own framing, no tensor loaded: a safetensors file must be exactly
+    as long as its header's largest data offset says; a zip-format torch file (`optimizer.pt`,
+    `rng_state.pth`, `*.bin`) must have its central directory, which sits at the very end; JSON files
+    must parse; a sharded index must name shards that exist.
+    """
+    folder = Path(folder)
+    problems = []
+    for path in sorted(p for p in folder.iterdir() if p.is_file()):
+        problem = _damage(path)
+        if problem:
+            problems.append(f"{path.name} {problem}")
+    return problems
+
+
+def _damage(path: Path) -> str | None:
+    size = path.stat().st_size
+    if size == 0 and path.suffix in (".safetensors", ".json", ".pt", ".pth", ".bin"):
+        return "is empty"
+    try:
+        if path.suffix == ".safetensors":
+            return _safetensors_damage(path, size)
+        if path.suffix == ".json":
+            content = json.loads(path.read_text(encoding="utf-8"))
+            if path.name.endswith(".index.json") and isinstance(content, dict):
+                shards = sorted(set((content.get("weight_map") or {}).values()))
+                absent = [s for s in shards if not (path.parent / s).is_file()]
+                return f"names missing shard(s) {absent}" if absent else None
+            return None
+        if path.suffix in (".pt", ".pth", ".bin"):
+            with path.open("rb") as file:
+                magic = file.read(4)
+            if magic == _ZIP_MAGIC and not zipfile.is_zipfile(path):
+                return "is truncated (its zip directory is missing)"
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        return f"cannot be read ({type(error).__name__}: {str(error)[:80]})"
+    return None
+
+
+def _safetensors_damage(path: Path, size: int) -> str | None:
+    """safetensors layout: 8-byte little-endian header length, JSON header, then the tensors' bytes."""
+    with path.open("rb") as file:
+        head = file.read(8)
+        if len(head) < 8:
+            return f"is truncated ({size} bytes, shorter than its header)"
+        (header_length,) = struct.unpack("<Q", head)
+        if 8 + header_length > size:
+            return f"is truncated ({size} of at least {8 + header_length} bytes)"
+        header = json.loads(file.read(header_length))
+    ends = [entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__"]
+    expected = 8 + header_length + max(ends, default=0)
+    if size != expected:
+        return f"is {'truncated' if size < expected else 'longer than its header says'} ({size} of {expected} bytes)"
+    return None
+
+
+def final_checkpoint_path(path: str | None) -> str | None:
+    """`path` with a staging folder `_incomplete-checkpoint-N/checkpoint-N` replaced by `checkpoint-N`."""
+    if path is None:
+        return None
+    match = _STAGED.match(str(path).replace(os.sep, "/"))
+    if match is None:
+        return path
+    return os.path.join(match["run"], match["name"]) + (match["rest"] or "")
+
+
+def repair_best_checkpoint(checkpoint: str | os.PathLike) -> None:
+    """Rewrite `checkpoint/trainer_state.json` if it names the best checkpoint by its staging path.
+
+    Why: checkpoints written by earlier versions record the best checkpoint as
+    `_incomplete-checkpoint-N/checkpoint-N`; transformers drops a recorded best checkpoint that does
+    not exist on resume, after which checkpoint rotation deletes the real best one and
+    `load_best_model_at_end` loads nothing.
+    """
+    path = Path(checkpoint) / TRAINER_STATE
+    state = json.loads(path.read_text(encoding="utf-8"))
+    recorded = state.get("best_model_checkpoint")
+    fixed = final_checkpoint_path(recorded)
+    if fixed == recorded:
+        return
+    state["best_model_checkpoint"] = fixed
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+    logger.warning("%s named the best checkpoint by its staging path %s; corrected to %s.", path, recorded, fixed)
 
 
 def checkpoints_by_step(output_dir: str | os.PathLike) -> list[Path]:
@@ -72,15 +174,15 @@ def resolve_checkpoint(output_dir: str, requested: str | bool | None) -> str | N
     if requested is True or (isinstance(requested, str) and requested.lower() in _LAST):
         skipped = []
         for folder in checkpoints_by_step(output_dir):
-            missing = missing_parts(folder)
-            if not missing:
+            problem = _unusable(folder)
+            if problem is None:
                 if skipped:
                     logger.warning(
                         "Resuming from %s, the last complete checkpoint: skipped %s.", folder.name, "; ".join(skipped)
                     )
                 return str(folder)
-            skipped.append(f"{folder.name} (incomplete: no {', '.join(missing)})")
-        detail = f"; incomplete: {'; '.join(skipped)}" if skipped else ""
+            skipped.append(f"{folder.name} ({problem})")
+        detail = f"; unusable: {'; '.join(skipped)}" if skipped else ""
         raise UserInputError(
             f"--resume_from_checkpoint: no complete checkpoint in {output_dir}{detail}. "
             "Start without --resume_from_checkpoint, or point it at a complete checkpoint folder."
@@ -88,12 +190,23 @@ def resolve_checkpoint(output_dir: str, requested: str | bool | None) -> str | N
     folder = Path(requested)
     if not folder.is_dir():
         raise UserInputError(f"--resume_from_checkpoint: {requested} is not a folder")
-    missing = missing_parts(folder)
-    if missing:
-        complete = [p.name for p in checkpoints_by_step(folder.parent) if not missing_parts(p)]
+    problem = _unusable(folder)
+    if problem is not None:
+        complete = [p.name for p in checkpoints_by_step(folder.parent) if _unusable(p) is None]
         hint = f" The last complete one there is {complete[0]}." if complete else ""
         raise UserInputError(
-            f"--resume_from_checkpoint: {requested} is incomplete (no {', '.join(missing)}), probably an "
-            f"interrupted save.{hint} Pass `--resume_from_checkpoint last` to use the last complete checkpoint."
+            f"--resume_from_checkpoint: {requested} is unusable ({problem}), probably an interrupted save or a full disk."
+            f"{hint} Pass `--resume_from_checkpoint last` to use the last complete checkpoint."
         )
     return str(folder)
+
+
+def _unusable(folder: Path) -> str | None:
+    """Why a resume cannot use `folder` ("incomplete: no ...", "corrupt: ..."), or None."""
+    missing = missing_parts(folder)
+    if missing:
+        return f"incomplete: no {', '.join(missing)}"
+    corrupt = corrupt_parts(folder)
+    if corrupt:
+        return f"corrupt: {'; '.join(corrupt)}"
+    return None

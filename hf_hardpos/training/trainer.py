@@ -11,8 +11,9 @@ What it adds to the stock Trainer, and why:
 - A non-finite loss stops every process together (`loss_guard`), naming the term and the step the
   Trainer would have logged, instead of the Trainer's default of silently substituting the running
   mean (`logging_nan_inf_filter`).
-- Weight decay applies to weight matrices only: never the logit scale, biases, norms, the class or
-  the position embeddings (`get_decay_parameter_names`), as open_clip and SVLC train CLIP.
+- Weight decay applies to every parameter with two or more dimensions except the logit scale
+  (`get_decay_parameter_names`), as open_clip, SVLC and CE-CLIP train CLIP: the position embeddings
+  are decayed, biases, norms and the class embedding (all 1-D) are not.
 - The logit scale is clamped to CLIP's ceiling of 100 after every optimiser step, as CLIP does.
 - The objective's state (CE-CLIP's adaptive thresholds) is saved into every checkpoint next to the
   optimizer state and restored on `resume_from_checkpoint`, so a resumed run computes the same loss.
@@ -37,6 +38,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 import shutil
 import time
@@ -46,14 +48,15 @@ import torch
 import torch.nn.functional as F
 from datasets import Dataset
 from transformers import CLIPModel, Trainer, TrainerCallback
+from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from .. import columns
 from ..errors import UserInputError
 from ..scoring import ITMScorer
 from .augmentation import RandomResizedCrop
-from .checkpoints import INCOMPLETE_PREFIX, resolve_checkpoint
-from .data_collator import HardPosDataCollator
+from .checkpoints import INCOMPLETE_PREFIX, final_checkpoint_path, repair_best_checkpoint, resolve_checkpoint
+from .data_collator import HardPosDataCollator, with_row_index
 from .eval_sets import BenchmarkEvalSet, as_benchmark_eval_set, flat_metrics
 from .logit_scale import clamp_logit_scale, unwrap_model
 from .lora import apply_lora, is_peft_model, merge_lora
@@ -66,10 +69,10 @@ logger = logging.getLogger(__name__)
 LOSS_STATE_NAME = "hardpos_loss_state.pt"
 EVAL_SECTIONS_NAME = "hardpos_eval_sections.json"  # the latest section of each eval set, per checkpoint
 MODEL_CARD_NAME = "README.md"
-# Parameters that never get weight decay whatever their shape (open_clip and SVLC exclude every 1-D
-# parameter; the position embeddings are 2-D tables but, like the class embedding, encode positions,
-# not features).
-NO_DECAY_NAMES = ("logit_scale", "class_embedding", "position_embedding")
+# The one parameter name excluded from weight decay whatever its shape. open_clip (up to v3.3), TSVLC
+# and CE-CLIP exclude `p.ndim < 2 or "bn"/"ln"/"bias"/"logit_scale" in name`; every bn/ln/bias tensor
+# of CLIP is 1-D, so the rule is "ndim >= 2, except the logit scale" (position embeddings included).
+NO_DECAY_NAME = "logit_scale"
 
 
 class LogitScaleClampCallback(TrainerCallback):
@@ -78,6 +81,30 @@ class LogitScaleClampCallback(TrainerCallback):
     def on_optimizer_step(self, args, state, control, model=None, **kwargs):
         if model is not None:
             clamp_logit_scale(model)
+
+
+class EpochStateCallback(TrainerCallback):
+    """Tell the objective and the collator which epoch starts, and apply the loss state after each step.
+
+    The epoch is `floor(state.epoch)`: 0 on a fresh run, the checkpoint's epoch on a resume inside it, so
+    CE-CLIP's CMR thresholds reset only when an epoch really starts (they record the epoch they belong
+    to) and the collator's per-row draws repeat on a resume.
+    """
+
+    def __init__(self, objective: torch.nn.Module, collator: Any) -> None:
+        self.objective = objective
+        self.collator = collator
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        epoch = math.floor(state.epoch + 1e-9) if state.epoch else 0
+        if callable(getattr(self.objective, "start_epoch", None)):
+            self.objective.start_epoch(epoch)
+        if callable(getattr(self.collator, "set_epoch", None)):
+            self.collator.set_epoch(epoch)
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        if callable(getattr(self.objective, "apply_pending", None)):
+            self.objective.apply_pending()
 
 
 class HardPosTrainer(Trainer):
@@ -135,6 +162,8 @@ class HardPosTrainer(Trainer):
                 args.positive_columns,
                 args.negative_columns,
                 image_transform=_train_transform(args, processor),
+                sampling=args.hard_example_sampling,
+                seed=args.seed,
             )
         if not callable(getattr(data_collator, "unflatten", None)):
             raise TypeError(
@@ -150,6 +179,8 @@ class HardPosTrainer(Trainer):
                 [args.image_column, args.caption_column, *args.positive_columns, *args.negative_columns],
                 "the training set",
             )
+            if args.hard_example_sampling == "one_per_row":
+                train_dataset = with_row_index(train_dataset)  # each row's draw is seeded by its position
         # Each eval set resolved now: its task recognised, its columns checked, hard-positive rows loaded.
         self.eval_datasets: dict[str, BenchmarkEvalSet] = {
             name: as_benchmark_eval_set(name, value) for name, value in (eval_datasets or {}).items()
@@ -177,10 +208,13 @@ class HardPosTrainer(Trainer):
             **kwargs,
         )
         self.objective = objective.to(self.args.device)
+        if callable(getattr(self.objective, "defer_state_updates", None)):
+            self.objective.defer_state_updates()  # CMR thresholds move once per optimiser step
         self.model_card_data = model_card_data or HardPosModelCardData()
         # Our loss is a per-batch mean: let the Trainer divide it over gradient-accumulation steps.
         self.loss_is_scaled_for_ga = False
         self.add_callback(LogitScaleClampCallback())
+        self.add_callback(EpochStateCallback(self.objective, self.data_collator))
         self._term_sums: dict[str, torch.Tensor | float] = {}
         self._term_steps = 0
         self._staging_dir: str | None = None  # set while a checkpoint is being written
@@ -201,20 +235,22 @@ class HardPosTrainer(Trainer):
             gather_across_processes=args.gather_across_processes,
             hard_positive_mode=args.hard_positive_mode,
             contrastive_hard_negatives=args.contrastive_hard_negatives,
+            imc_form=args.imc_form,
         )
 
     def get_decay_parameter_names(self, model: torch.nn.Module) -> list[str]:
-        """Names of the parameters that get weight decay: weight matrices (and conv kernels) only.
+        """Names of the parameters that get weight decay: every parameter with ndim >= 2 except the logit
+        scale, as open_clip (up to v3.3), TSVLC and CE-CLIP build their AdamW groups.
 
-        Never the logit scale, biases, norms (every 1-D or 0-D parameter), the class embedding or the
-        position embeddings, as open_clip and SVLC train CLIP (docs/reference.md, Recipes). The stock
-        Trainer excludes only LayerNorm modules and names with "bias"/"norm", so it would decay CLIP's
-        `logit_scale` (pulling the temperature towards 1), `class_embedding` and position tables.
+        So weight matrices, conv kernels, both position embedding tables and (with LoRA) the adapters'
+        A/B matrices are decayed; biases, norms and the class embedding (1-D) and the logit scale are
+        not. The stock Trainer excludes only LayerNorm modules and names with "bias"/"norm", so it would
+        decay CLIP's `logit_scale` (pulling the temperature towards 1) and `class_embedding`.
         """
         return [
             name
             for name, parameter in model.named_parameters()
-            if parameter.ndim >= 2 and not any(part in NO_DECAY_NAMES for part in name.split("."))
+            if parameter.ndim >= 2 and NO_DECAY_NAME not in name.split(".")
         ]
 
     # --- loss ------------------------------------------------------------------------------------
@@ -336,6 +372,9 @@ class HardPosTrainer(Trainer):
         and says which incomplete ones it skipped; a named folder must be complete (see `checkpoints`).
         """
         checkpoint = resolve_checkpoint(self.args.output_dir, resume_from_checkpoint)
+        if checkpoint is not None and self.args.should_save:
+            repair_best_checkpoint(checkpoint)  # written by an earlier version under the staging path
+        self.accelerator.wait_for_everyone()
         return super().train(
             resume_from_checkpoint=checkpoint, trial=trial, ignore_keys_for_eval=ignore_keys_for_eval, **kwargs
         )
@@ -359,16 +398,20 @@ class HardPosTrainer(Trainer):
             self._staging_dir = None
         self.accelerator.wait_for_everyone()
         final = os.path.join(run_dir, name)
+        # The Trainer recorded this checkpoint as the best one under its staging path, in memory and in
+        # the staged trainer_state.json: both must name the final folder, or a resume drops the best
+        # checkpoint (it does not exist) and rotation deletes it.
+        staged_best = self.state.best_model_checkpoint
+        self.state.best_model_checkpoint = final_checkpoint_path(staged_best)
         if self.args.should_save:
+            if staged_best != self.state.best_model_checkpoint:
+                self.state.save_to_json(os.path.join(staging, name, TRAINER_STATE_NAME))
             if os.path.isdir(final):  # a second save of the same step replaces the first
                 replaced = os.path.join(run_dir, INCOMPLETE_PREFIX + "replaced-" + name)
                 os.replace(final, replaced)
                 shutil.rmtree(replaced)
             os.replace(os.path.join(staging, name), final)
             os.rmdir(staging)
-            best = self.state.best_model_checkpoint
-            if best is not None and best.startswith(staging):
-                self.state.best_model_checkpoint = final + best[len(os.path.join(staging, name)) :]
             rotate_checkpoints(
                 output_dir=run_dir,
                 save_total_limit=self.args.save_total_limit,

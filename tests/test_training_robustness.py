@@ -1,0 +1,131 @@
+"""Training robustness: best checkpoint across resumes, damaged checkpoints, Ctrl-C, exact resume with
+random crops, up-front validation of the training data (tiny CLIP, real steps, real checkpoints)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from test_trainer import eval_rows, finetune_rows, load_tiny, make_args
+from transformers import TrainerCallback
+
+from hf_hardpos.training import HardPosTrainer
+
+# --- the best checkpoint survives a resume (load_best_model_at_end) ----------------------------------
+
+
+def _best_run(tiny_clip_dir, output_dir, max_steps, resume=None):
+    """Evaluate and save every 2 steps, keep 1 checkpoint besides the best. The metric is a constant
+    (the eval set's row count), so the first evaluated checkpoint, step 2, stays the best for good."""
+    model, processor = load_tiny(tiny_clip_dir)
+    args = make_args(
+        output_dir, max_steps=max_steps, eval_strategy="steps", eval_steps=2, save_strategy="steps", save_steps=2,
+        save_total_limit=2, load_best_model_at_end=True, metric_for_best_model="eval_toy_num_examples",
+        greater_is_better=True,
+    )
+    trainer = HardPosTrainer(model=model, args=args, train_dataset=finetune_rows(48), processor=processor,
+                             eval_datasets={"toy": eval_rows(4)})
+    trainer.train(resume_from_checkpoint=resume)
+    return trainer
+
+
+def _assert_best_survives_resume(tiny_clip_dir, output_dir: Path):
+    best = output_dir / "checkpoint-2"
+    best_weights = load_file(best / "model.safetensors")
+    resumed = _best_run(tiny_clip_dir, output_dir, max_steps=6, resume=True)
+    assert resumed.state.global_step == 6
+    assert sorted(p.name for p in output_dir.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-6"]
+    assert resumed.state.best_model_checkpoint == str(best)
+    final = resumed.model.state_dict()
+    for key, value in best_weights.items():  # load_best_model_at_end loaded step 2's weights
+        torch.testing.assert_close(final[key], value, rtol=0, atol=0)
+    assert json.loads((output_dir / "checkpoint-6" / "trainer_state.json").read_text())["best_model_checkpoint"] == str(best)
+
+
+def test_best_checkpoint_is_recorded_by_its_final_path_and_survives_a_resume(tiny_clip_dir, tmp_path):
+    _best_run(tiny_clip_dir, tmp_path, max_steps=2)
+    state = json.loads((tmp_path / "checkpoint-2" / "trainer_state.json").read_text())
+    assert state["best_model_checkpoint"] == str(tmp_path / "checkpoint-2")
+    assert state["best_global_step"] == 2
+    _assert_best_survives_resume(tiny_clip_dir, tmp_path)
+
+
+def test_resume_repairs_a_best_checkpoint_recorded_under_its_staging_path(tiny_clip_dir, tmp_path):
+    """Checkpoints written before the fix named the best one `_incomplete-checkpoint-N/checkpoint-N`."""
+    _best_run(tiny_clip_dir, tmp_path, max_steps=2)
+    path = tmp_path / "checkpoint-2" / "trainer_state.json"
+    state = json.loads(path.read_text())
+    state["best_model_checkpoint"] = str(tmp_path / "_incomplete-checkpoint-2" / "checkpoint-2")
+    path.write_text(json.dumps(state))
+    _assert_best_survives_resume(tiny_clip_dir, tmp_path)
+    assert json.loads(path.read_text())["best_model_checkpoint"] == str(tmp_path / "checkpoint-2")
+
+
+# --- a damaged last checkpoint: detected, the previous one used, said in the log ---------------------
+
+
+class StepsRun(TrainerCallback):
+    """Records the optimiser steps this run itself trained."""
+
+    def __init__(self):
+        self.steps = []
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.steps.append(state.global_step)
+
+
+def _steps_run(tiny_clip_dir, output_dir, max_steps, resume=None, **overrides):
+    model, processor = load_tiny(tiny_clip_dir)
+    args = make_args(output_dir, max_steps=max_steps, save_strategy="steps", save_steps=2, **overrides)
+    trainer = HardPosTrainer(model=model, args=args, train_dataset=finetune_rows(48), processor=processor,
+                             callbacks=[StepsRun()])
+    trainer.train(resume_from_checkpoint=resume)
+    return trainer
+
+
+def _trained_steps(trainer) -> list[int]:
+    return next(c for c in trainer.callback_handler.callbacks if isinstance(c, StepsRun)).steps
+
+
+def _truncate(path: Path, keep: float = 0.5) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+
+
+@pytest.mark.parametrize("damaged", ["model.safetensors", "optimizer.pt", "trainer_state.json"])
+def test_truncated_last_checkpoint_falls_back_to_the_previous_one(tiny_clip_dir, tmp_path, caplog, damaged):
+    from hf_hardpos.errors import UserInputError
+    from hf_hardpos.training.checkpoints import corrupt_parts
+
+    _steps_run(tiny_clip_dir, tmp_path, max_steps=4)
+    assert corrupt_parts(tmp_path / "checkpoint-4") == [] and corrupt_parts(tmp_path / "checkpoint-2") == []
+    _truncate(tmp_path / "checkpoint-4" / damaged)
+    problems = corrupt_parts(tmp_path / "checkpoint-4")
+    assert [p.split()[0] for p in problems] == [damaged]
+
+    with caplog.at_level("WARNING", logger="hf_hardpos.training.checkpoints"):
+        resumed = _steps_run(tiny_clip_dir, tmp_path, max_steps=6, resume="last")
+    assert f"Resuming from checkpoint-2, the last complete checkpoint: skipped checkpoint-4 (corrupt: {damaged}" \
+        in caplog.text
+    assert _trained_steps(resumed) == [3, 4, 5, 6]  # this run started from step 2
+
+    _truncate(tmp_path / "checkpoint-6" / damaged)
+    with pytest.raises(UserInputError, match=rf"checkpoint-6 is unusable \(corrupt: {damaged}"):
+        _steps_run(tiny_clip_dir, tmp_path, max_steps=8, resume=str(tmp_path / "checkpoint-6"))
+
+
+def test_safetensors_damage_is_measured_against_its_header(tmp_path):
+    from safetensors.torch import save_file
+
+    from hf_hardpos.training.checkpoints import corrupt_parts
+
+    save_file({"w": torch.arange(10.0)}, str(tmp_path / "model.safetensors"))
+    size = (tmp_path / "model.safetensors").stat().st_size
+    assert corrupt_parts(tmp_path) == []
+    _truncate(tmp_path / "model.safetensors", keep=(size - 4) / size)
+    assert corrupt_parts(tmp_path) == [f"model.safetensors is truncated ({size - 4} of {size} bytes)"]
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    assert corrupt_parts(tmp_path) == ["model.safetensors is empty"]
