@@ -1,0 +1,358 @@
+"""The cross-run table of `hardpos compare`: the paper's Table 1 layout, one row per run, paired tests.
+
+Rows are runs, named by model; columns are one group per benchmark (REPLACE, SWAP, then any other
+benchmark of the runs), each with original accuracy, augmented accuracy and brittleness (other tasks
+show their own metrics). Every figure is read from the run's `metrics.json` as saved; the caption
+says how each group aggregates rows.
+
+With two or more runs, the first is the reference A and every other run B gets a difference row
+`B - A`. A difference is shown only where both runs scored the same rows (same data identity) under
+the same protocol, and then with the paired tests of `paired`; runs whose data identity, dtype or
+protocol differ are refused, or with `allow_mismatch` shown with the mismatch named in the table
+and no difference computed. Nothing is put side by side silently.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import UserInputError
+from ..metrics import METRIC_NAMES
+from ..tables import TIE_RULE, render_table
+from . import paired
+from .runs import Benchmark, Figure, Run
+
+FORMATS = ("text", "markdown", "latex", "csv", "json")
+SHORT = {"original_accuracy": "orig", "augmented_accuracy": "aug", "brittleness": "brittle"}
+ACCURACIES = ("original_accuracy", "augmented_accuracy")
+GROUP_ORDER = ("REPLACE", "SWAP")
+
+
+@dataclass
+class Cell:
+    """One number of the table: a fraction (as metrics.json holds it), its interval, its test."""
+
+    value: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None  # McNemar's exact p (difference rows, accuracies)
+    excludes_zero: bool | None = None  # difference rows: the 95% interval excludes 0
+    rate: bool = True  # a fraction shown in percent (False: another task's raw metric)
+
+
+@dataclass
+class Row:
+    label: str
+    kind: str  # "run", "difference" (B - A, paired) or "published"
+    cells: dict[str, dict[str, Cell]] = field(default_factory=dict)  # group -> metric -> cell
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Comparison:
+    groups: dict[str, list[str]]  # group -> its metric names, in column order
+    rows: list[Row]
+    captions: list[str]
+
+
+def _figures(run: Run) -> dict[str, tuple[Benchmark, Figure]]:
+    found: dict[str, tuple[Benchmark, Figure]] = {}
+    for bench in run.benchmarks.values():
+        for fig in bench.figures():
+            found.setdefault(fig.label, (bench, fig))
+    return found
+
+
+def run_labels(runs: Sequence[Run]) -> list[str]:
+    """Rows named by model; a model shown twice (two dtypes, two activations) adds its folder's name."""
+    names = [r.short_model() for r in runs]
+    return [f"{n} ({r.folder.name})" if names.count(n) > 1 else n for n, r in zip(names, runs)]
+
+
+def _metric_names(figures: list[Figure], hard_positive: bool) -> list[str]:
+    if hard_positive:
+        return list(METRIC_NAMES)
+    names: dict[str, None] = {}
+    for fig in figures:
+        for key, value in fig.metrics.items():
+            if isinstance(value, float) and not key.startswith("num_") and "_ci_" not in key:
+                names[key] = None
+    return list(names)
+
+
+def _cell(metrics: dict[str, Any], name: str, rate: bool) -> Cell:
+    if name not in metrics:
+        return Cell(rate=rate)
+    return Cell(float(metrics[name]), metrics.get(f"{name}_ci_low"), metrics.get(f"{name}_ci_high"), rate=rate)
+
+
+def _mismatches(a: Run, b: Run, bench_a: Benchmark, bench_b: Benchmark, fig_a: Figure, fig_b: Figure) -> list[str]:
+    """Why `b`'s figure is not comparable with `a`'s (empty: comparable)."""
+    problems = []
+    pa, pb = a.protocol(), b.protocol()
+    for key in sorted(set(pa) | set(pb)):
+        if pa.get(key) != pb.get(key):
+            what = "dtype" if key == "precision" else key
+            problems.append(f"{what} {pa.get(key)} vs {pb.get(key)}")
+    defs_a = bench_a.data.get("metric_definitions", {})
+    defs_b = bench_b.data.get("metric_definitions", {})
+    if defs_a and defs_b and defs_a != defs_b:
+        problems.append("score definition or tie rule differs")
+    if fig_a.row != fig_b.row or fig_a.configs != fig_b.configs:
+        problems.append(f"figure {fig_a.row!r} vs {fig_b.row!r}")
+    for config in fig_a.configs:
+        ia, ib = bench_a.data_identity(config), bench_b.data_identity(config)
+        if ia is not None and ib is not None and ia != ib:
+            problems.append(f"data [{config}] {ia[0][:12]} ({ia[2]} rows) vs {ib[0][:12]} ({ib[2]} rows)")
+    return problems
+
+
+def _check_agrees(fig: Figure, outcomes: dict[str, np.ndarray], where: str) -> None:
+    """The per-row outcomes must reproduce the saved figure; otherwise the folder was edited or mixed."""
+    for name in METRIC_NAMES:
+        if name in fig.metrics and abs(float(outcomes[name].mean()) - float(fig.metrics[name])) > 1e-9:
+            raise UserInputError(
+                f"{where}: the per-row scores give {name} {outcomes[name].mean():.6f} but metrics.json says "
+                f"{fig.metrics[name]:.6f} for {fig.row!r}; the folder mixes two runs (rerun hardpos eval)"
+            )
+
+
+def compare_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, resamples: int = paired.DEFAULT_RESAMPLES,
+                 published: Sequence[Row] = ()) -> Comparison:
+    """Build the table (see the module docstring). `published` rows (from `--paper`) are appended as given."""
+    if not runs:
+        raise UserInputError("give at least one run folder")
+    figures = [_figures(r) for r in runs]
+    for run, figs in zip(runs, figures):
+        if not figs:
+            raise UserInputError(f"{run.folder}: no evaluated benchmark to compare (a fine-tuning folder without "
+                                 "evaluations; run hardpos eval on its saved model)")
+    labels = run_labels(runs)
+    all_groups = list(dict.fromkeys(g for figs in figures for g in figs))
+    ordered = [g for g in GROUP_ORDER if g in all_groups] + [g for g in all_groups if g not in GROUP_ORDER]
+    groups = {}
+    for g in ordered:
+        present = [figs[g] for figs in figures if g in figs]
+        groups[g] = _metric_names([f for _, f in present], present[0][0].is_hard_positive)
+
+    rows, captions, notes, mismatched = [], [], [], []
+    for run, label, figs in zip(runs, labels, figures):
+        row = Row(label, "run")
+        for g, metrics in groups.items():
+            if g in figs:
+                bench, fig = figs[g]
+                row.cells[g] = {m: _cell(fig.metrics, m, bench.is_hard_positive) for m in metrics}
+                if fig.interval:
+                    row.notes.append(f"{g} intervals: {fig.interval}")
+                if fig.recomputed:
+                    row.notes.append(f"{g}: {fig.row} recomputed from the saved per-subset rates (older metrics.json)")
+        rows.append(row)
+
+    by_image = True
+    reference, ref_figs = runs[0], figures[0]
+    for run, label, figs in zip(runs[1:], labels[1:], figures[1:]):
+        diff = Row(f"{label} - {labels[0]}", "difference")
+        for g, metrics in groups.items():
+            if g not in figs or g not in ref_figs:
+                continue
+            (bench_a, fig_a), (bench_b, fig_b) = ref_figs[g], figs[g]
+            problems = _mismatches(reference, run, bench_a, bench_b, fig_a, fig_b)
+            if problems:
+                mismatched.append(f"{label} vs {labels[0]}, {g}: {'; '.join(problems)}")
+                diff.notes.append(f"{g}: not comparable ({'; '.join(problems)}); no difference shown")
+                continue
+            if not bench_a.is_hard_positive:
+                continue
+            known = all(bench_a.data_identity(c) is not None and bench_b.data_identity(c) is not None
+                        for c in fig_a.configs)
+            out_a, out_b = bench_a.outcomes(fig_a.configs), bench_b.outcomes(fig_b.configs)
+            if not known or out_a is None or out_b is None:
+                why = "data identity unknown" if not known else "per-row scores not saved"
+                diff.notes.append(f"{g}: {why}, so the same rows cannot be proven; no paired test")
+                continue
+            (rates_a, groups_a), (rates_b, groups_b) = out_a, out_b
+            _check_agrees(fig_a, rates_a, str(bench_a.folder))
+            _check_agrees(fig_b, rates_b, str(bench_b.folder))
+            if groups_a is None or groups_b is None or not np.array_equal(groups_a, groups_b):
+                groups_a = None
+                by_image = False
+            diff.cells[g] = {}
+            for m in metrics:
+                d = paired.paired_difference(rates_a[m], rates_b[m], groups_a, accuracy=m in ACCURACIES,
+                                             resamples=resamples)
+                diff.cells[g][m] = Cell(d.difference, d.ci_low, d.ci_high, d.mcnemar_p, d.excludes_zero)
+        rows.append(diff)
+    if mismatched and not allow_mismatch:
+        raise UserInputError(
+            "runs are not comparable (pass --allow-mismatch to show them side by side, flagged): "
+            + " | ".join(mismatched)
+        )
+    rows.extend(published)
+
+    captions.append(f"Rates in % of rows; {TIE_RULE}. Rows: one per run (model; folder if a model repeats).")
+    for g in groups:
+        lines = dict.fromkeys(figs[g][1].aggregation for figs in figures if g in figs)
+        for line in lines:
+            captions.append(line if len(lines) == 1 else f"{line} (differs between runs: flagged)")
+    if len(runs) > 1:
+        captions.append(paired.method_line(resamples, by_image))
+    for run, label in zip(runs, labels):
+        s = run.settings
+        captions.append(f"{label}: {run.kind} run in {run.folder}; {s.get('precision', '?')} on {s.get('device', '?')}"
+                        + (f", max_rows {s['max_rows']}" if s.get("max_rows") else ""))
+    for row in rows:
+        notes.extend(f"{row.label}: {n}" for n in row.notes)
+    captions.extend(notes)
+    return Comparison(groups, rows, captions)
+
+
+def published_rows(runs: Sequence[Run]) -> list[Row]:
+    """`--paper`: for each run whose weights are a row of the paper, that published row and the run minus it.
+
+    The paper row is found from the Hub id (or a `hardpos zoo` preset recorded by the run), never from a
+    local folder's name (`hf_hardpos.published.model_row`); figures are only those typed in
+    `hf_hardpos.published`. Differences to a published row have no interval: the paper's rows are not
+    available to pair.
+    """
+    from ..published import lookup, model_row
+    from ..published.hard_positive import benchmark_of
+
+    rows, seen = [], set()
+    for run, label in zip(runs, run_labels(runs)):
+        paper_row = model_row(run.model, run.run.get("preset"))
+        if paper_row is None:
+            continue
+        published, delta, sources = Row(f"{paper_row} (published)", "published"), Row(f"{label} - published", "difference"), set()
+        for g, (bench, fig) in _figures(run).items():
+            benchmark = benchmark_of(str(bench.data.get("dataset") or bench.data.get("source") or bench.name), fig.row)
+            for metric in METRIC_NAMES:
+                figure = lookup(paper_row, benchmark, metric) if benchmark else None
+                if figure is None:
+                    continue
+                published.cells.setdefault(g, {})[metric] = Cell(figure.value / 100)
+                if metric in fig.metrics:
+                    delta.cells.setdefault(g, {})[metric] = Cell(float(fig.metrics[metric]) - figure.value / 100)
+                sources.add(figure.source)
+        if not published.cells:
+            continue
+        published.notes.append("as printed in " + "; ".join(sorted(sources)))
+        delta.notes.append("difference to the published row, no interval (the paper's per-row outcomes are not public)")
+        if paper_row not in seen:
+            rows.append(published)
+            seen.add(paper_row)
+        rows.append(delta)
+    return rows
+
+
+# --- renderings --------------------------------------------------------------------------------------------
+
+
+def _number(cell: Cell, signed: bool) -> str:
+    if cell.value is None:
+        return ""
+    scale = 100 if cell.rate else 1
+    fmt = "{:+.1f}" if signed else ("{:.1f}" if cell.rate else "{:.4f}")
+    text = fmt.format(scale * cell.value)
+    if cell.ci_low is not None and cell.ci_high is not None:
+        inner = "{:.1f}" if cell.rate else "{:.4f}"
+        text += f" [{inner.format(scale * cell.ci_low)}, {inner.format(scale * cell.ci_high)}]"
+    if cell.excludes_zero:
+        text += "*"
+    if cell.p_value is not None:
+        text += f" p={cell.p_value:.3g}"
+    return text
+
+
+def _header(comparison: Comparison) -> list[str]:
+    return ["run", *(f"{g} {SHORT.get(m, m)}" for g, ms in comparison.groups.items() for m in ms)]
+
+
+def _text_rows(comparison: Comparison) -> list[list[str]]:
+    out = []
+    for row in comparison.rows:
+        cells = [row.label]
+        for g, metrics in comparison.groups.items():
+            for m in metrics:
+                cell = row.cells.get(g, {}).get(m)
+                cells.append(_number(cell, row.kind != "run" and row.kind != "published") if cell else "")
+        out.append(cells)
+    return out
+
+
+def to_text(comparison: Comparison, markdown: bool = False) -> str:
+    table = render_table(_header(comparison), _text_rows(comparison), markdown=markdown)
+    caption = [("" if not markdown else "- ") + line for line in comparison.captions]
+    return "\n".join([table, "", *caption])
+
+
+_LATEX = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{", "}": r"\}",
+          "~": r"\textasciitilde{}", "^": r"\^{}", "\\": r"\textbackslash{}"}
+
+
+def _latex_escape(text: str) -> str:
+    return "".join(_LATEX.get(char, char) for char in text)
+
+
+def to_latex(comparison: Comparison) -> str:
+    """A `table` environment: a two-level header (benchmark over its metrics), caption below."""
+    widths = [len(ms) for ms in comparison.groups.values()]
+    spec = "l" + "".join("|" + "r" * w for w in widths)
+    top = " & ".join(["", *(rf"\multicolumn{{{w}}}{{c}}{{{_latex_escape(g)}}}" for g, w in zip(comparison.groups, widths))])
+    sub = " & ".join(["Run", *(_latex_escape(SHORT.get(m, m)) for ms in comparison.groups.values() for m in ms)])
+    body = [" & ".join(_latex_escape(c) for c in cells) + r" \\" for cells in _text_rows(comparison)]
+    return "\n".join([
+        r"\begin{table}[t]", r"\centering", rf"\begin{{tabular}}{{{spec}}}", r"\hline", top + r" \\", sub + r" \\",
+        r"\hline", *body, r"\hline", r"\end{tabular}",
+        rf"\caption{{{_latex_escape(' '.join(comparison.captions))}}}", r"\end{table}",
+    ])
+
+
+def records(comparison: Comparison) -> list[dict[str, Any]]:
+    """One record per (row, benchmark, metric): values as fractions (metrics.json's unit), never rounded."""
+    out = []
+    for row in comparison.rows:
+        for g, metrics in comparison.groups.items():
+            for m in metrics:
+                cell = row.cells.get(g, {}).get(m)
+                if cell is None or cell.value is None:
+                    continue
+                record = {"row": row.label, "kind": row.kind, "benchmark": g, "metric": m, **asdict(cell)}
+                record.pop("rate")
+                out.append(record)
+    return out
+
+
+def to_csv(comparison: Comparison) -> str:
+    buffer = io.StringIO()
+    fields = ["row", "kind", "benchmark", "metric", "value", "ci_low", "ci_high", "p_value", "excludes_zero"]
+    writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    for record in records(comparison):
+        writer.writerow({k: "" if record[k] is None else record[k] for k in fields})
+    return buffer.getvalue()
+
+
+def to_json(comparison: Comparison) -> str:
+    return json.dumps({"unit": "fraction (rates); differences are B - A", "groups": comparison.groups,
+                       "records": records(comparison), "captions": comparison.captions}, indent=2) + "\n"
+
+
+def render(comparison: Comparison, fmt: str) -> str:
+    if fmt == "text":
+        return to_text(comparison)
+    if fmt == "markdown":
+        return to_text(comparison, markdown=True)
+    if fmt == "latex":
+        return to_latex(comparison)
+    if fmt == "csv":
+        return to_csv(comparison)
+    if fmt == "json":
+        return to_json(comparison)
+    raise UserInputError(f"--format {fmt!r} is not one of {list(FORMATS)}")

@@ -1,0 +1,283 @@
+"""Recognise a finished run's output folder and load what it holds, without re-scoring anything.
+
+Three layouts exist:
+
+- `hardpos eval --dataset D --output OUT`: `OUT/metrics.json` (results, aggregates, provenance) and
+  one `OUT/scores-<config>.parquet` per config (s_c, s_n, s_p and the per-row outcomes);
+- `hardpos eval --suite S --output OUT`: `OUT/metrics.json` with one section per dataset, and for each
+  hard-positive dataset a sub-folder laid out like the above;
+- a fine-tuning output folder: `trainer_state.json` (its `log_history`: loss terms and eval metrics
+  over steps), at the top or in its newest `checkpoint-*`, with the trainer's latest eval sections.
+
+A *benchmark* is one evaluated dataset of a run; a *figure* is one row of it that the cross-run table
+shows (REPLACE's pooled paper column, SWAP's only config, ...), with the rows it covers, so the paired
+test can draw exactly those rows from both runs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..aggregation import describe, replace_aggregates
+from ..columns import REPLACE_SUBSETS
+from ..errors import UserInputError
+from ..metrics import METRIC_NAMES
+
+METRICS_FILE = "metrics.json"
+TRAINER_STATE = "trainer_state.json"
+EVAL_SECTIONS = "hardpos_eval_sections.json"  # the trainer's latest eval sections (training.trainer)
+OUTCOME_COLUMNS = {"original_accuracy": "original_correct", "augmented_accuracy": "augmented_correct",
+                   "brittleness": "brittle"}
+KNOWN_NAMES = {"replace": "REPLACE", "swap": "SWAP"}  # the paper's column names
+
+
+@dataclass
+class Figure:
+    """One row of a benchmark as the cross-run table shows it: its metrics and how they were obtained."""
+
+    label: str  # the column group: "REPLACE", "SWAP", "sugarcrepe_pp [swap_att]"
+    row: str  # the metrics.json row it is, e.g. "pooled(attributes,relations)" or "default"
+    metrics: dict[str, Any]
+    configs: list[str]  # the configs whose rows it counts (what a paired test draws)
+    aggregation: str  # the caption line: how the figure aggregates rows (the same for every run of it)
+    interval: str | None = None  # how this run's saved interval was obtained, if it has one
+    recomputed: bool = False  # True: computed here from saved per-config rates (an older metrics.json)
+
+
+@dataclass
+class Benchmark:
+    """One evaluated dataset of a run: its saved results and, for hard positives, its per-row scores."""
+
+    name: str
+    data: dict[str, Any]  # a `hardpos eval` metrics.json, or a suite / trainer section
+    folder: Path | None = None  # where scores-<config>.parquet live (None: no per-row scores)
+    task: str = "hard_positive"
+
+    @property
+    def results(self) -> dict[str, dict]:
+        return self.data.get("results", {})
+
+    @property
+    def aggregates(self) -> dict[str, dict]:
+        return self.data.get("aggregates", {})
+
+    @property
+    def provenance(self) -> dict[str, dict]:
+        return self.data.get("provenance", {})
+
+    @property
+    def is_hard_positive(self) -> bool:
+        return self.task == "hard_positive"
+
+    def display_name(self) -> str:
+        return KNOWN_NAMES.get(self.name.lower(), self.name)
+
+    def figures(self) -> list[Figure]:
+        """The rows the cross-run table shows: the paper's column where the data has one, else each config.
+
+        REPLACE's paper column is the aggregate row marked `paper_column` (the pooled fraction over
+        both subsets); a metrics.json written before that row existed gets it recomputed here from the
+        saved per-subset rates and row counts (exact: each rate is a count over rows), flagged as such.
+        """
+        if not self.is_hard_positive:
+            return self._other_task_figures()
+        paper = [(name, row) for name, row in self.aggregates.items()
+                 if isinstance(row.get("aggregation"), dict) and row["aggregation"].get("paper_column")]
+        recomputed = False
+        if not paper and all(s in self.results for s in REPLACE_SUBSETS):
+            paper = [(n, r) for n, r in replace_aggregates(self.results).items() if r["aggregation"]["paper_column"]]
+            recomputed = True
+        if paper:
+            name, row = paper[0]
+            how = {k: v for k, v in row["aggregation"].items() if k != "interval"}
+            return [Figure(self.display_name(), name, row, list(row["aggregation"]["configs"]), describe(name, how),
+                           row["aggregation"].get("interval"), recomputed)]
+        tie_rule = self.data.get("metric_definitions", {}).get("tie_rule") or self.data.get("tie_rule", "")
+        figures = []
+        for config, row in self.results.items():
+            label = self.display_name() if len(self.results) == 1 else f"{self.display_name()} [{config}]"
+            how = f"{label} = fraction of the {row.get('num_examples', '?')} rows of config {config!r}"
+            figures.append(Figure(label, config, row, [config], how + (f" ({tie_rule})" if tie_rule else ""),
+                                  self.provenance.get(config, {}).get("bootstrap")))
+        return figures
+
+    def _other_task_figures(self) -> list[Figure]:
+        """Caption selection, Winoground, zero-shot: the aggregates (e.g. a category mean), else each row."""
+        rows = self.aggregates or self.results
+        how = self.data.get("aggregation", "")
+        how = how if isinstance(how, str) else json.dumps(how)
+        return [Figure(self.display_name() if len(rows) == 1 else f"{self.display_name()} [{name}]", name, row, [name],
+                       f"{self.display_name()}: {how}" if how else self.display_name())
+                for name, row in rows.items()]
+
+    def data_identity(self, config: str) -> tuple | None:
+        """What proves two runs scored the same rows of `config`: content digest (or Hub commit), split and
+        row count; None when unknown (a Hub revision unknown offline, or no provenance saved)."""
+        prov = self.provenance.get(config, {})
+        dataset = prov.get("dataset", {})
+        ident = dataset.get("sha256") or dataset.get("revision") or dataset.get("fingerprint")
+        if not ident:
+            return None
+        return (str(ident), prov.get("split"), self.results.get(config, {}).get("num_examples"))
+
+    def scores_file(self, config: str) -> Path | None:
+        if self.folder is None:
+            return None
+        path = self.folder / f"scores-{config}.parquet"
+        return path if path.is_file() else None
+
+    def read_scores(self, config: str) -> dict[str, np.ndarray]:
+        """The saved per-row table of one config as arrays (scores, outcomes, image ids when present)."""
+        import pyarrow.parquet as pq
+
+        path = self.scores_file(config)
+        if path is None:
+            raise UserInputError(f"{self.folder}: no scores-{config}.parquet (per-row scores of config {config!r})")
+        table = pq.read_table(path)
+        return {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names}
+
+    def outcomes(self, configs: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray | None] | None:
+        """The per-row 0/1 outcome of each rate over `configs`' rows (in order), and the rows' image ids.
+
+        None when a config's per-row scores were not saved. Image ids are None unless every config has
+        them; an id shared by two configs is one image (REPLACE's subsets share Visual Genome images).
+        """
+        if any(self.scores_file(c) is None for c in configs):
+            return None
+        tables = [self.read_scores(c) for c in configs]
+        outcomes = {name: np.concatenate([t[column].astype(np.float64) for t in tables])
+                    for name, column in OUTCOME_COLUMNS.items()}
+        groups = None
+        if all("image_id" in t for t in tables):
+            groups = np.concatenate([t["image_id"].astype(str) for t in tables])
+        return outcomes, groups
+
+
+@dataclass
+class Run:
+    """One output folder: its kind, model, settings, benchmarks and (for fine-tuning) training log."""
+
+    folder: Path
+    kind: str  # "eval", "suite" or "finetune"
+    model: str
+    run: dict[str, Any] = field(default_factory=dict)  # model identity, settings, environment
+    benchmarks: dict[str, Benchmark] = field(default_factory=dict)
+    log_history: list[dict] = field(default_factory=list)
+    trainer_state_file: Path | None = None
+    group_means: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return self.run.get("settings", {})
+
+    def short_model(self) -> str:
+        """The model as a table row names it: a Hub id as is, a local folder by its last part."""
+        model = self.model
+        if model.startswith(("/", ".", "~")) or model.count("/") > 1:
+            return Path(model).name or model
+        return model
+
+    def protocol(self) -> dict[str, Any]:
+        """Settings that make two runs' figures incomparable when they differ (model-specific ones excluded)."""
+        return {k: self.settings.get(k) for k in ("precision", "max_rows", "split") if k in self.settings}
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise UserInputError(f"{path}: cannot read as JSON ({err})") from err
+    if not isinstance(data, dict):
+        raise UserInputError(f"{path}: expected a JSON object")
+    return data
+
+
+def _checkpoint_step(path: Path) -> int:
+    match = re.fullmatch(r"checkpoint-(\d+)", path.name)
+    return int(match.group(1)) if match else -1
+
+
+def find_trainer_state(folder: Path) -> Path | None:
+    """`trainer_state.json` at the top of a fine-tuning folder (`save_state`), else in its newest checkpoint."""
+    top = folder / TRAINER_STATE
+    if top.is_file():
+        return top
+    checkpoints = sorted((p for p in folder.glob("checkpoint-*") if (p / TRAINER_STATE).is_file()), key=_checkpoint_step)
+    return checkpoints[-1] / TRAINER_STATE if checkpoints else None
+
+
+def _benchmark_name(data: dict) -> str:
+    """A single eval's benchmark name: REPLACE when it holds both subsets, else the dataset's last path part."""
+    if all(s in data.get("results", {}) for s in REPLACE_SUBSETS):
+        return "replace"
+    return Path(str(data.get("dataset", "dataset")).rstrip("/")).name or "dataset"
+
+
+def _is_hard_positive_section(section: dict) -> bool:
+    rows = {**section.get("results", {}), **section.get("aggregates", {})}
+    return any(isinstance(r, dict) and "brittleness" in r for r in rows.values())
+
+
+def _suite_folders(folder: Path) -> dict[tuple, Path]:
+    """Sub-folders holding a hard-positive dataset's metrics.json, keyed by (source, configs)."""
+    found = {}
+    for sub in sorted(p for p in folder.iterdir() if (p / METRICS_FILE).is_file()):
+        data = _read_json(sub / METRICS_FILE)
+        found[(str(data.get("dataset")), tuple(sorted(data.get("results", {}))))] = sub
+    return found
+
+
+def load_run(folder: str | Path) -> Run:
+    """Recognise and load an eval, suite or fine-tuning output folder (see the module docstring)."""
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise UserInputError(f"run not found: {folder} (no such folder)")
+    metrics_file = folder / METRICS_FILE
+    if metrics_file.is_file():
+        data = _read_json(metrics_file)
+        if "datasets" in data:
+            return _load_suite(folder, data)
+        if "results" in data:
+            bench = Benchmark(_benchmark_name(data), data, folder)
+            return Run(folder, "eval", str(data.get("model", folder.name)), data.get("run", {}), {bench.name: bench})
+        raise UserInputError(f"{metrics_file}: neither a `hardpos eval` result (no `results`) nor a suite's (no `datasets`)")
+    state_file = find_trainer_state(folder)
+    if state_file is not None:
+        return _load_finetune(folder, state_file)
+    nested = sorted(p.name for p in folder.iterdir() if (p / METRICS_FILE).is_file())
+    hint = f"; it holds runs in {', '.join(nested)}: pass those folders" if nested else ""
+    raise UserInputError(f"{folder}: no {METRICS_FILE} (eval or suite output) and no {TRAINER_STATE} "
+                         f"(fine-tuning output){hint}")
+
+
+def _load_suite(folder: Path, data: dict) -> Run:
+    subfolders = _suite_folders(folder)
+    run = Run(folder, "suite", str(data.get("model", folder.name)), data.get("run", {}),
+              group_means=data.get("group_means", {}))
+    for name, section in data["datasets"].items():
+        if section.get("task") == "hard_positive":
+            sub = subfolders.get((str(section.get("source")), tuple(sorted(section.get("results", {})))))
+            saved = _read_json(sub / METRICS_FILE) if sub is not None else section
+            # The sub-folder's metrics.json has the per-config provenance and sits beside the scores.
+            run.benchmarks[name] = Benchmark(name, {**section, **saved}, sub)
+        else:
+            run.benchmarks[name] = Benchmark(name, section, None, task=section.get("task", "other"))
+    return run
+
+
+def _load_finetune(folder: Path, state_file: Path) -> Run:
+    state = _read_json(state_file)
+    run = Run(folder, "finetune", folder.name, {}, log_history=list(state.get("log_history", [])),
+              trainer_state_file=state_file)
+    sections_file = next((p / EVAL_SECTIONS for p in (state_file.parent, folder) if (p / EVAL_SECTIONS).is_file()), None)
+    if sections_file is not None:
+        for name, section in _read_json(sections_file).items():
+            task = "hard_positive" if _is_hard_positive_section(section) else section.get("task", "other")
+            run.benchmarks[name] = Benchmark(name, section, None, task=task)
+    return run

@@ -1,0 +1,209 @@
+"""`hardpos compare`: the cross-run table equals the runs' metrics.json; paired tests against hand-computed cases."""
+
+import csv
+import io
+import json
+import shutil
+from math import comb
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest
+
+from hf_hardpos.aggregation import REPLACE_POOLED
+from hf_hardpos.cli import main
+from hf_hardpos.evaluation import evaluate_model
+from hf_hardpos.metrics import METRIC_NAMES
+from hf_hardpos.reporting.paired import mcnemar_exact_p, paired_difference
+from hf_hardpos.suite import HARD_POSITIVE, SuiteEntry, run_suite
+from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
+
+from run_fixtures import write_replace_folder, write_swap_folder
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_clip_dir, tmp_path_factory):
+    """Two tiny models, each evaluated on one REPLACE-layout folder (`hardpos eval`) and as a suite with SWAP."""
+    root = tmp_path_factory.mktemp("compare")
+    replace = write_replace_folder(root / "replace")
+    swap = write_swap_folder(root / "swap")
+    other = build_tiny_clip(root / "other_model", seed=1)
+    out = {}
+    for name, model in (("a", tiny_clip_dir), ("b", other)):
+        evaluate_model(str(model), str(replace), output_dir=root / f"eval_{name}", bootstrap_samples=50,
+                       progress=False, log=lambda m: None)
+        out[name] = root / f"eval_{name}"
+        entries = [SuiteEntry("replace", str(replace), HARD_POSITIVE), SuiteEntry("swap", str(swap), HARD_POSITIVE)]
+        run_suite(str(model), entries, output_dir=root / f"suite_{name}", progress=False, log=lambda m: None)
+        out[f"suite_{name}"] = root / f"suite_{name}"
+    return out
+
+
+def _metrics(folder):
+    return json.loads((folder / "metrics.json").read_text())
+
+
+def _compare(capsys, *args) -> tuple[int, str, str]:
+    code = main(["compare", *map(str, args)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _records(text: str) -> list[dict]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def test_csv_lists_both_runs_with_their_pooled_figures_and_a_paired_interval(runs, capsys, tmp_path):
+    target = tmp_path / "table.csv"
+    code, _, _ = _compare(capsys, runs["a"], runs["b"], "--format", "csv", "--output", target)
+    assert code == 0
+    records = _records(target.read_text())
+    pooled = {k: _metrics(runs[k])["aggregates"][REPLACE_POOLED] for k in ("a", "b")}
+    run_rows = [r for r in records if r["kind"] == "run"]
+    assert len({r["row"] for r in run_rows}) == 2
+    for record, key in zip([r for r in run_rows if r["metric"] == "brittleness"], ("a", "b")):
+        assert float(record["value"]) == pooled[key]["brittleness"]
+    for record in run_rows:
+        key = "a" if record["row"] == run_rows[0]["row"] else "b"
+        assert float(record["value"]) == pooled[key][record["metric"]]  # exactly as saved, never rounded
+        assert float(record["ci_low"]) == pooled[key][f"{record['metric']}_ci_low"]
+    differences = {r["metric"]: r for r in records if r["kind"] == "difference"}
+    assert set(differences) == set(METRIC_NAMES)
+    for metric, record in differences.items():
+        assert float(record["value"]) == pytest.approx(pooled["b"][metric] - pooled["a"][metric], abs=1e-12)
+        assert float(record["ci_low"]) <= float(record["value"]) <= float(record["ci_high"])
+        assert (record["p_value"] != "") == (metric != "brittleness")  # McNemar for the two accuracies only
+
+
+def test_paired_counts_come_from_the_saved_rows(runs, capsys):
+    """McNemar's b and c, recounted from both runs' parquet files, give the printed p-value."""
+    import pyarrow.parquet as pq
+
+    code, out, _ = _compare(capsys, runs["a"], runs["b"], "--format", "json")
+    assert code == 0
+    record = next(r for r in json.loads(out)["records"]
+                  if r["kind"] == "difference" and r["metric"] == "original_accuracy")
+    outcome = {k: np.concatenate([pq.read_table(runs[k] / f"scores-{c}.parquet")["original_correct"].to_numpy()
+                                  for c in ("attributes", "relations")]) for k in ("a", "b")}
+    b = int(np.sum(outcome["a"] & ~outcome["b"]))
+    c = int(np.sum(~outcome["a"] & outcome["b"]))
+    assert record["p_value"] == pytest.approx(binomtest(b, b + c, 0.5).pvalue if b + c else 1.0)
+
+
+@pytest.mark.parametrize("b,c", [(0, 0), (1, 9), (0, 5), (3, 3), (7, 2), (12, 30)])
+def test_mcnemar_exact_against_the_binomial(b, c):
+    """Two-sided exact McNemar: 2 * P(X <= min(b, c)), X ~ Binomial(b + c, 1/2), capped at 1 (scipy's binomtest
+    gives the same for p = 1/2, where the distribution is symmetric)."""
+    n = b + c
+    hand = 1.0 if n == 0 else min(1.0, 2 * sum(comb(n, k) for k in range(min(b, c) + 1)) / 2**n)
+    assert mcnemar_exact_p(b, c) == pytest.approx(hand, rel=1e-12)
+    if n:
+        assert mcnemar_exact_p(b, c) == pytest.approx(binomtest(b, n, 0.5).pvalue, rel=1e-9)
+    assert mcnemar_exact_p(1, 9) == pytest.approx(22 / 1024) and mcnemar_exact_p(0, 5) == pytest.approx(1 / 16)
+
+
+def test_models_that_differ_on_no_row():
+    outcome = np.array([1, 0, 1, 1, 0, 1, 0, 0], dtype=float)
+    d = paired_difference(outcome, outcome.copy(), np.repeat(["i1", "i2", "i3", "i4"], 2))
+    assert (d.difference, d.ci_low, d.ci_high, d.mcnemar_p) == (0.0, 0.0, 0.0, 1.0)
+    assert (d.discordant_a, d.discordant_b) == (0, 0) and not d.excludes_zero
+
+
+def test_a_model_better_on_every_row():
+    a, b = np.zeros(6), np.ones(6)
+    d = paired_difference(a, b)
+    assert (d.difference, d.ci_low, d.ci_high) == (1.0, 1.0, 1.0) and d.excludes_zero
+    assert d.mcnemar_p == pytest.approx(2 / 2**6)
+
+
+def test_paired_bootstrap_over_images_hand_computed():
+    """10 images of 3 rows; B beats A on every row of 5 images and ties A on the other 5. Drawing images, the
+    difference is X/10 with X ~ Binomial(10, 1/2): P(X <= 1) = 11/1024 < 2.5% < P(X <= 2) = 56/1024, so the 95%
+    interval is [0.2, 0.8]; resampling rows instead would be narrower, which is why images are drawn."""
+    images = np.repeat([f"img{i}" for i in range(10)], 3)
+    better = np.repeat([1.0] * 5 + [0.0] * 5, 3)
+    a = np.zeros(30)
+    d = paired_difference(a, better, images, resamples=20_000)
+    assert d.difference == 0.5
+    assert (d.ci_low, d.ci_high) == (pytest.approx(0.2), pytest.approx(0.8))
+    by_rows = paired_difference(a, better, None, resamples=20_000)
+    assert by_rows.ci_high - by_rows.ci_low < d.ci_high - d.ci_low
+
+
+def test_a_run_against_its_own_copy_differs_on_no_row(runs, capsys, tmp_path):
+    copy = shutil.copytree(runs["a"], tmp_path / "copy")
+    code, out, _ = _compare(capsys, runs["a"], copy, "--format", "json")
+    assert code == 0
+    diffs = [r for r in json.loads(out)["records"] if r["kind"] == "difference"]
+    assert len(diffs) == 3
+    for r in diffs:
+        assert (r["value"], r["ci_low"], r["ci_high"], r["excludes_zero"]) == (0.0, 0.0, 0.0, False)
+        assert r["p_value"] in (None, 1.0)
+
+
+@pytest.mark.parametrize("edit", ["dtype", "data"])
+def test_runs_of_other_data_or_dtype_are_refused_or_flagged(runs, capsys, tmp_path, edit):
+    copy = shutil.copytree(runs["b"], tmp_path / "edited")
+    saved = _metrics(copy)
+    if edit == "dtype":
+        saved["run"]["settings"]["precision"] = "bf16"
+    else:
+        saved["provenance"]["relations"]["dataset"]["sha256"] = "0" * 64
+    (copy / "metrics.json").write_text(json.dumps(saved))
+    code, _, err = _compare(capsys, runs["a"], copy)
+    assert code == 2 and ("dtype fp32 vs bf16" if edit == "dtype" else "data [relations]") in err
+    code, out, _ = _compare(capsys, runs["a"], copy, "--allow-mismatch", "--format", "json")
+    assert code == 0
+    table = json.loads(out)
+    assert [r for r in table["records"] if r["kind"] == "difference"] == []  # side by side, never differenced
+    assert any("not comparable" in line for line in table["captions"])
+
+
+def test_suite_folders_give_replace_and_swap_groups(runs, capsys):
+    code, out, _ = _compare(capsys, runs["suite_a"], runs["suite_b"], "--format", "json")
+    assert code == 0
+    table = json.loads(out)
+    assert list(table["groups"]) == ["REPLACE", "SWAP"]
+    swap = _metrics(runs["suite_a"] / "swap")["results"]["default"]
+    replace = _metrics(runs["suite_a"] / "replace")["aggregates"][REPLACE_POOLED]
+    first = [r for r in table["records"] if r["kind"] == "run"][0]["row"]
+    values = {(r["benchmark"], r["metric"]): r["value"] for r in table["records"] if r["row"] == first}
+    for metric in METRIC_NAMES:
+        assert values[("SWAP", metric)] == swap[metric]
+        assert values[("REPLACE", metric)] == replace[metric]
+    assert {(r["benchmark"]) for r in table["records"] if r["kind"] == "difference"} == {"REPLACE", "SWAP"}
+
+
+def test_paper_rows_for_a_known_model(runs, capsys, tmp_path):
+    """A run of openai/clip-vit-base-patch32 gets the paper's CLIP ViT-B/32 row (Table 1) and its delta."""
+    from hf_hardpos.published import lookup
+
+    copy = shutil.copytree(runs["a"], tmp_path / "clip")
+    saved = _metrics(copy)
+    saved["model"] = "openai/clip-vit-base-patch32"
+    (copy / "metrics.json").write_text(json.dumps(saved))
+    code, out, _ = _compare(capsys, copy, "--paper", "--format", "json")
+    assert code == 0
+    records = json.loads(out)["records"]
+    for metric in METRIC_NAMES:
+        printed = lookup("CLIP ViT-B/32", "replace", metric).value
+        published = next(r for r in records if r["kind"] == "published" and r["metric"] == metric)
+        assert published["value"] == pytest.approx(printed / 100)
+        delta = next(r for r in records if r["kind"] == "difference" and r["metric"] == metric)
+        assert delta["value"] == pytest.approx(saved["aggregates"][REPLACE_POOLED][metric] - printed / 100)
+    code, out, _ = _compare(capsys, runs["a"], "--paper", "--format", "json")  # a local folder: no paper row
+    assert [r for r in json.loads(out)["records"] if r["kind"] == "published"] == []
+
+
+def test_text_markdown_and_latex_show_the_same_figures(runs, capsys):
+    pooled = _metrics(runs["a"])["aggregates"][REPLACE_POOLED]
+    shown = f"{100 * pooled['augmented_accuracy']:.1f}"
+    for fmt in ("text", "markdown", "latex"):
+        code, out, _ = _compare(capsys, runs["a"], runs["b"], "--format", fmt)
+        assert code == 0 and shown in out and REPLACE_POOLED in out
+    assert r"\multicolumn{3}{c}{REPLACE}" in out
+
+
+def test_a_folder_that_is_no_run_is_a_clear_error(capsys, tmp_path):
+    code, _, err = _compare(capsys, tmp_path)
+    assert code == 2 and "metrics.json" in err and "trainer_state.json" in err
