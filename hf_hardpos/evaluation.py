@@ -30,7 +30,8 @@ from .metrics import original_correct
 from .embedding_cache import EmbeddingCache
 from .provenance import describe_model, digest_of, environment, hub_revision, model_identity, sha256_files
 from .scoring import ITMScorer, pick_device, text_context_length
-from .tables import TIE_RULE, metrics_table
+from .published import beside_ours
+from .tables import TIE_RULE, metrics_table, published_table
 
 SCORE_DEFINITION = "cosine similarity of L2-normalised image and text embeddings (no logit scale)"
 
@@ -135,6 +136,7 @@ class EvaluationReport:
     results: dict[str, dict] = field(default_factory=dict)
     provenance: dict[str, dict] = field(default_factory=dict)
     aggregates: dict[str, dict] = field(default_factory=dict)
+    published: dict = field(default_factory=dict)  # a known paper row beside ours (`published.beside_ours`)
     scores: dict[str, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)
     saved_configs: set[str] = field(default_factory=set, repr=False)  # scores already on disk
 
@@ -148,10 +150,13 @@ class EvaluationReport:
             "provenance": self.provenance,
             "aggregates": self.aggregates,
             "aggregation": dict(zip(self.aggregates, describe_all(self.aggregates))),
+            "published": self.published,
         }
 
     def table(self) -> str:
         lines = [metrics_table({**self.results, **self.aggregates}), f"rates: {TIE_RULE}", *self.settings_lines()]
+        if self.published:
+            lines.insert(1, published_table(self.published))
         lines.append(f"model: {self.model_line()}")
         return "\n".join([*lines, *self.data_lines()])
 
@@ -496,6 +501,7 @@ def evaluate_model(
     open_clip_config: str | Path | dict | None = None,
     activation: str | None = None,
     tokenizer: str | Path | None = None,
+    preset: str | None = None,
     log=print,
 ) -> EvaluationReport:
     """Evaluate a Hub/local model, or a checkpoint file, on every config of a Hub/local hard-positive dataset.
@@ -512,6 +518,8 @@ def evaluate_model(
     content and every score-changing setting are unchanged, and keeps the configs of earlier runs
     of the same model and settings, so one folder collects them all. With `cache_dir`, embeddings
     persist on disk by content (see `EmbeddingCache`), shared by every dataset this model scores.
+    `preset` (a `hardpos zoo` name) or a Hub id the paper scored (`hf_hardpos.published`) adds the
+    paper's figures and our difference to the report (`report.published`, table and `metrics.json`).
     `scorer_provider` lets a caller that scores several datasets with one model (a benchmark suite)
     share one scorer and its cache; it is called only if something must be scored, and its scorer
     must have been built with the same `precision`, `allow_tf32` and `device`.
@@ -550,6 +558,7 @@ def evaluate_model(
         "settings": {**settings, "batch_size": batch_size, "num_workers": num_workers},
         "settings_key": digest_of(settings),
         "environment": environment(),
+        "preset": preset,  # the `hardpos zoo` preset the weights are, when given (published rows)
     }
     known = None not in (identity.get("sha256"), identity.get("revision", "local"))
     report.run["key"] = digest_of([identity, settings]) if known else None
@@ -605,6 +614,7 @@ def evaluate_model(
     report.results = {config: report.results[config] for config in order}
     report.provenance = {config: report.provenance[config] for config in order if config in report.provenance}
     report.aggregates = replace_aggregates(report.results, report.scores, bootstrap_samples)
+    report.published = beside_ours(report.model, report.dataset, {**report.results, **report.aggregates}, report.run.get("preset"))
     if output_dir is not None:
         report.save(output_dir)
     return report

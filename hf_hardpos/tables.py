@@ -52,3 +52,20 @@ def _rate(metrics: Mapping, name: str) -> str:
     if f"{name}_ci_low" in metrics:
         cell += f" [{100 * metrics[f'{name}_ci_low']:.1f}, {100 * metrics[f'{name}_ci_high']:.1f}]"
     return cell
+
+
+def published_table(published: Mapping, *, markdown: bool = False) -> str:
+    """A paper's rows beside ours (`hf_hardpos.published.beside_ours`): the printed figure and ours minus it.
+
+    Same columns as `metrics_table`: `paper: <row>` holds the published percentages, `ours - paper:
+    <row>` the difference in percentage points; the sources (paper, table) follow on one line.
+    """
+    if not published:
+        return ""
+    rows: dict[str, dict] = {}
+    for row, entry in published["rows"].items():
+        rows[f"paper: {row}"] = {k: v / 100 for k, v in entry["published"].items()}
+        rows[f"ours - paper: {row}"] = {k: v / 100 for k, v in entry["delta"].items()}
+    sources = sorted({s for entry in published["rows"].values() for s in entry["sources"]})
+    table = metrics_table(rows, label=f"published: {published['model_row']}", markdown=markdown)
+    return f"{table}\npublished rows: {'; '.join(sources)}; ours - paper in percentage points"

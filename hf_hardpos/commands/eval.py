@@ -158,7 +158,8 @@ def run(args: argparse.Namespace) -> int:
             reports = {
                 activation: evaluate_model(
                     args.model, args.dataset, args.configs, args.split, bootstrap_samples=args.bootstrap,
-                    output_dir=output_for(activation), activation=activation, log=log_for(activation), **common,
+                    output_dir=output_for(activation), activation=activation, log=log_for(activation),
+                    preset=_paper_preset(args.preset, activation), **common,
                 )
                 for activation in activations
             }
@@ -188,6 +189,15 @@ def run(args: argparse.Namespace) -> int:
         print(next(iter(suite_reports.values())).table())
     _print_written(args.output, [output_for(a) for a in activations], "metrics.json")
     return 0
+
+
+def _paper_preset(preset: str | None, activation: str | None) -> str | None:
+    """The preset whose published figures apply: only when converted with the activation the paper used."""
+    from ..conversion.presets import get_preset
+
+    if preset is None or activation not in (None, get_preset(preset).paper_activation):
+        return None
+    return preset
 
 
 def _print_written(output: str | None, folders: list[str | None], what: str) -> None:
