@@ -20,10 +20,11 @@ from hf_hardpos.training import HardPosDataCollator, RandomResizedCrop, read_arg
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = REPO / "examples" / "recipes"
 
-# CHECKPOINTS.md section 5, typed in again: a recipe file that drifts from the table fails here.
+# The reference settings (../shared/CHECKPOINTS.md section 5 and SPEC section 5), typed in again: a recipe
+# file that drifts from the table fails here. svlc's warmup is ours (TSVLC's 10,000 never ends, see below).
 TABLE = {
-    "svlc": {"learning_rate": 5e-6, "num_train_epochs": 5, "warmup_steps": 10000, "weight_decay": 0.1,
-             "use_lora": True, "global_batch": 128},
+    "svlc": {"learning_rate": 5e-6, "num_train_epochs": 5, "warmup_steps": 2500, "weight_decay": 0.1,
+             "use_lora": True, "global_batch": 512},
     "negclip": {"learning_rate": 1e-6, "num_train_epochs": 5, "warmup_steps": 50, "weight_decay": 0.2,
                 "use_lora": False, "global_batch": 256},
     "ce-clip": {"learning_rate": 5e-6, "num_train_epochs": 5, "warmup_steps": 50, "weight_decay": 0.1,
@@ -44,7 +45,7 @@ def test_recipe_files_pin_the_published_settings(name, tmp_path):
     example = _example()
     path = RECIPES / f"{name}.yaml"
     _, recipe = read_arguments_file(path)
-    assert recipe.name == name and recipe.version == 1 and "CHECKPOINTS.md section 5" in recipe.source
+    assert recipe.name == name and recipe.version == 2 and "@" in recipe.source and recipe.data
     _, data_args, args, parsed = example.parse_arguments([str(path), "--output_dir", str(tmp_path), "--dataset", "d"])
     expected = TABLE[name]
     assert parsed == recipe and recipe.global_batch_size == expected["global_batch"]
@@ -53,6 +54,8 @@ def test_recipe_files_pin_the_published_settings(name, tmp_path):
     assert args.lr_scheduler_type.value == "cosine" and args.optim.value == "adamw_torch"
     assert (args.adam_beta1, args.adam_beta2, args.adam_epsilon) == (0.9, 0.98, 1e-6)
     assert args.fp16 and args.train_crop_scale == [0.9, 1.0]
+    # none of TSVLC, NegCLIP, CE-CLIP clips gradients; open_clip drops the last partial batch
+    assert args.max_grad_norm == 0 and args.dataloader_drop_last is True
     if name == "svlc":  # the HP+HN setting, LoRA r 4 alpha 1 on attention, MLP and the patch conv
         assert (args.hard_negative_weight, args.hard_positive_weight) == (1.0, 1.0)
         assert (args.lora_r, args.lora_alpha) == (4, 1) and "patch_embedding" in args.lora_target_modules
@@ -62,6 +65,20 @@ def test_recipe_files_pin_the_published_settings(name, tmp_path):
         assert data_args.dataset_config == "ce_clip"
     if name == "negclip":
         assert args.contrastive_hard_negatives and args.hard_negative_weight == args.hard_positive_weight == 0
+
+
+@pytest.mark.parametrize(("name", "captions"), [("svlc", 591_753), ("negclip", 591_753), ("ce-clip", 414_113)])
+def test_recipe_warmup_ends_inside_the_run(name, captions, tmp_path):
+    """At the recipe's global batch on its COCO split (train2017: 591,753 captions; train2014, CE-CLIP's:
+    414,113), with the last partial batch dropped, warmup ends before the last step."""
+    _, _, args, recipe = _example().parse_arguments([str(RECIPES / f"{name}.yaml"), "--output_dir", str(tmp_path),
+                                                     "--dataset", "d"])  # fmt: skip
+    steps = int(args.num_train_epochs) * (captions // recipe.global_batch_size)
+    assert 0 < args.warmup_steps < steps
+    if name == "svlc":
+        assert steps == 5_775 and 10_000 > steps  # TSVLC's own 10,000 steps would never end
+        assert recipe.global_batch_size == args.per_device_train_batch_size * 4 * args.gradient_accumulation_steps
+        assert args.hard_example_sampling == "one_per_row"
 
 
 def test_recipe_runs_with_overrides_and_the_card_names_every_deviation(tiny_clip_dir, tmp_path):
@@ -85,12 +102,13 @@ def test_recipe_runs_with_overrides_and_the_card_names_every_deviation(tiny_clip
     assert (output / "merged" / "model.safetensors").is_file()
 
     card = (output / "README.md").read_text()
-    assert "Follows the recipe **svlc** (version 1" in card
+    assert "Follows the recipe **svlc** (version 2" in card
     assert "- `fp16`: False (recipe: True)" in card
     assert "- `per_device_train_batch_size`: 8 (recipe: 128)" in card
     assert f"- `model_name_or_path`: '{tiny_clip_dir}' (recipe: 'openai/clip-vit-base-patch32')" in card
     assert "- `max_steps`: 2 sets the length instead of the recipe's 5 epochs" in card
-    assert "global batch 8 instead of the recipe's 128 (-120; 8 = 8 per device x 1 process(es)" in card
+    assert "global batch 8 instead of the recipe's 512 (-504; 8 = 8 per device x 1 process(es)" in card
+    assert "one hard positive (of ['hard_positive_replace', 'hard_positive_swap']) and one hard negative" in card
     assert "shares one A matrix" in card  # what the recipe itself cannot reproduce
     assert "- `learning_rate`: `5e-06`" in card and "- `adam_beta2`: `0.98`" in card
     assert "No evaluation was run during this training." in card
@@ -173,7 +191,7 @@ def test_local_training_folder_is_read_by_content(tmp_path):
     def build_and_load(seed: int):
         make_finetune_dataset(16, seed=seed).to_parquet(str(folder / "data" / "train-00000-of-00001.parquet"))
         _, data_args, args, _ = example.parse_arguments(["--output_dir", str(tmp_path / "run"), "--dataset", str(folder)])
-        train, _, _, descriptions = example.load_data(data_args, args)
+        train, _, _, descriptions, _ = example.load_data(data_args, args)
         return train, descriptions.get("train", "")
 
     first, first_description = build_and_load(seed=0)

@@ -5,6 +5,11 @@ and hard negative that *exists*, and index tensors say where each row's extras s
 hard positive (SWAP positives exist only for captions with "and") keeps its image and caption in the
 batch; its missing slots are masked out of the hard-positive terms. Nothing is ever filled with a
 placeholder caption, which would otherwise be trained on as if it were real text.
+
+With ``sampling="one_per_row"`` a row contributes one hard positive and one hard negative, drawn
+uniformly among its non-null columns (the Hard Positive paper, App. D.1, adds one of each per sample;
+the COCO set has two of each per caption). The draw is a function of (seed, epoch, row index) only, so a
+resumed run, any number of dataloader workers and any process layout draw the same captions.
 """
 
 from __future__ import annotations
@@ -13,11 +18,29 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+import numpy as np
 from PIL import Image
 
 from .. import columns
 
 CLIP_CONTEXT_LENGTH = 77
+SAMPLING_MODES = ("all", "one_per_row")
+# The training set's position of each row, added by `with_row_index` (the draws are seeded by it).
+ROW_INDEX = "__hardpos_row_index__"
+_POSITIVE, _NEGATIVE = 0, 1  # stream ids of the two draws of a row
+
+
+def with_row_index(dataset):
+    """`dataset` with a `ROW_INDEX` column (0..n-1) unless it has one; a zero-copy column for a plain
+    `datasets.Dataset` (one with an indices mapping, from `select`/`shuffle`, is flattened first)."""
+    if ROW_INDEX in dataset.column_names:
+        return dataset
+    return dataset.add_column(ROW_INDEX, np.arange(dataset.num_rows, dtype=np.int64))
+
+
+def draw_slot(seed: int, epoch: int, row: int, stream: int, choices: int) -> int:
+    """Uniform index in ``range(choices)`` from numpy's SeedSequence of (seed, epoch, row, stream)."""
+    return int(np.random.default_rng([seed, epoch, row, stream]).integers(choices))
 
 
 class HardPosDataCollator:
@@ -33,12 +56,16 @@ class HardPosDataCollator:
         image_transform: a PIL -> PIL training augmentation that already outputs the model's input
             size (e.g. `RandomResizedCrop`); the processor then only rescales and normalises. None:
             the processor's own resize and centre crop.
+        sampling: "all" (every non-null extra column) or "one_per_row" (one hard positive and one hard
+            negative per row, drawn per `seed`, epoch (`set_epoch`) and the row's `ROW_INDEX` cell).
+        seed: the seed of the draws.
 
     Returns a dict of tensors:
         `pixel_values` [B, 3, H, W]; `input_ids`, `attention_mask` [T, L] where the first B texts are
         the captions in row order; `positive_index`, `positive_mask` [B, P] and `negative_index`,
         `negative_mask` [B, K]: for row b and slot j, the text at `positive_index[b, j]` is its hard
-        positive when `positive_mask[b, j]` is true (the index is 0 and meaningless otherwise).
+        positive when `positive_mask[b, j]` is true (the index is 0 and meaningless otherwise). With
+        `sampling="one_per_row"`, P = K = 1 (the drawn column; masked when the row has none).
     """
 
     def __init__(
@@ -50,7 +77,11 @@ class HardPosDataCollator:
         negative_columns: Sequence[str] = columns.FINETUNE_NEGATIVE_COLUMNS,
         max_length: int = CLIP_CONTEXT_LENGTH,
         image_transform: Callable[[Image.Image], Image.Image] | None = None,
+        sampling: str = "all",
+        seed: int = 0,
     ):
+        if sampling not in SAMPLING_MODES:
+            raise ValueError(f"sampling must be one of {SAMPLING_MODES}; got {sampling!r}")
         self.processor = processor
         self.image_column = image_column
         self.caption_column = caption_column
@@ -58,14 +89,31 @@ class HardPosDataCollator:
         self.negative_columns = tuple(negative_columns)
         self.max_length = max_length
         self.image_transform = image_transform
+        self.sampling = sampling
+        self.seed = int(seed)
+        self.epoch = 0
+
+    def describe_sampling(self) -> str:
+        """How many of each row's hard positives / negatives enter a batch, in words (for the model card)."""
+        if self.sampling == "all":
+            return "every non-null hard-positive and hard-negative column of the row"
+        return (
+            f"one hard positive (of {list(self.positive_columns)}) and one hard negative (of "
+            f"{list(self.negative_columns)}) per row and epoch, drawn uniformly among the row's non-null columns "
+            f"by numpy's SeedSequence of (seed {self.seed}, epoch, row index, 0 for the positive / 1 for the negative)"
+        )
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the next batches belong to (the trainer calls this at every epoch start)."""
+        self.epoch = int(epoch)
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         if not features:
             raise ValueError("HardPosDataCollator got an empty batch")
         images = [self._image(row, b) for b, row in enumerate(features)]
         texts = [self._caption(row, b) for b, row in enumerate(features)]
-        positive_index, positive_mask = self._extras(features, self.positive_columns, texts)
-        negative_index, negative_mask = self._extras(features, self.negative_columns, texts)
+        positive_index, positive_mask = self._extras(features, self.positive_columns, texts, _POSITIVE)
+        negative_index, negative_mask = self._extras(features, self.negative_columns, texts, _NEGATIVE)
 
         # PIL in, so the image processor rescales exactly once (float tensors in [0, 1] would be
         # rescaled again: docs/reference.md, Installation notes).
@@ -156,19 +204,32 @@ class HardPosDataCollator:
         return text
 
     def _extras(
-        self, features: list[dict[str, Any]], extra_columns: tuple[str, ...], texts: list[str]
+        self, features: list[dict[str, Any]], extra_columns: tuple[str, ...], texts: list[str], stream: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append the present extra captions to `texts`; return their [B, n_columns] index and mask."""
-        index = torch.zeros(len(features), len(extra_columns), dtype=torch.long)
-        mask = torch.zeros(len(features), len(extra_columns), dtype=torch.bool)
+        """Append the present (or drawn) extra captions to `texts`; return their [B, slots] index and mask."""
+        slots = 1 if self.sampling == "one_per_row" and extra_columns else len(extra_columns)
+        index = torch.zeros(len(features), slots, dtype=torch.long)
+        mask = torch.zeros(len(features), slots, dtype=torch.bool)
         for b, row in enumerate(features):
-            for j, column in enumerate(extra_columns):
+            present = []
+            for column in extra_columns:
                 if column not in row:
                     raise KeyError(f"{self._describe(row, b)} has no column {column!r}; columns: {sorted(row)}")
-                text = row[column]
-                if text is None:
-                    continue
-                texts.append(self._check_text(text, row, b, column))
+                if row[column] is not None:
+                    present.append(column)
+            if self.sampling == "one_per_row" and present:
+                present = [present[draw_slot(self.seed, self.epoch, self._row_index(row, b), stream, len(present))]]
+            for column in present:
+                texts.append(self._check_text(row[column], row, b, column))
+                j = 0 if slots == 1 and self.sampling == "one_per_row" else extra_columns.index(column)
                 index[b, j] = len(texts) - 1
                 mask[b, j] = True
         return index, mask
+
+    def _row_index(self, row: dict[str, Any], b: int) -> int:
+        if ROW_INDEX not in row:
+            raise KeyError(
+                f"{self._describe(row, b)} has no {ROW_INDEX!r} column: sampling='one_per_row' seeds each row's draw "
+                "by its position in the training set; add it with hf_hardpos.training.data_collator.with_row_index"
+            )
+        return int(row[ROW_INDEX])

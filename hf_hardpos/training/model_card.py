@@ -436,6 +436,7 @@ def generate_model_card(
         **eval_card_sections(sections, eval_sets, card_data),
         recipe=card_data.recipe,
         train_datasets=train_datasets,
+        hard_example_draw=getattr(trainer.data_collator, "describe_sampling", lambda: None)(),
         eval_dataset_facts=eval_dataset_facts,
         objective_class=type(objective).__name__,
         objective_config=json.dumps(objective_config, indent=2, sort_keys=True, default=str),

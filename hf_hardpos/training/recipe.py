@@ -35,7 +35,7 @@ from ..errors import UserInputError
 __all__ = ["Recipe", "RecipeReport", "batch_layout", "read_arguments_file"]
 
 HEADER = "recipe"
-HEADER_KEYS = {"name", "version", "source", "global_batch_size", "notes"}
+HEADER_KEYS = {"name", "version", "source", "global_batch_size", "data", "notes"}
 
 
 @dataclass
@@ -47,6 +47,7 @@ class RecipeReport:
     path: str
     source: str
     global_batch: str
+    data: str | None = None
     deviations: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -60,6 +61,7 @@ class Recipe:
     path: str
     source: str
     global_batch_size: int | None
+    data: str | None
     notes: tuple[str, ...]
     arguments: dict[str, Any]
 
@@ -93,6 +95,7 @@ class Recipe:
             path=self.path,
             source=self.source,
             global_batch=global_batch,
+            data=self.data,
             deviations=deviations,
             notes=list(self.notes),
         )
@@ -134,6 +137,7 @@ def read_arguments_file(path: str | Path) -> tuple[dict[str, Any], Recipe | None
         path=str(path),
         source=str(header["source"]),
         global_batch_size=None if header.get("global_batch_size") is None else int(header["global_batch_size"]),
+        data=None if header.get("data") is None else str(header["data"]),
         notes=tuple(str(n) for n in header.get("notes") or ()),
         arguments=dict(config),
     )

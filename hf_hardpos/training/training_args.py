@@ -15,6 +15,10 @@ from transformers import TrainingArguments
 from .. import columns
 from ..errors import UserInputError
 from .losses.hard_positive import HARD_POSITIVE_MODES
+from .losses.imc import IMC_FORMS
+
+# How many of a row's hard positives / negatives enter a batch (`hard_example_sampling`).
+HARD_EXAMPLE_SAMPLING = ("all", "one_per_row")
 
 DEFAULT_LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "out_proj")
 
@@ -22,6 +26,11 @@ DEFAULT_LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "out_proj")
 @dataclass
 class HardPosTrainingArguments(TrainingArguments):
     """Trainer options for `HardPosTrainer`; every field below can be given as `--<name>` on the CLI."""
+
+    # No option takes a Hub token: on a command line it is readable by every user of the machine
+    # (/proc/<pid>/cmdline). huggingface_hub resolves it from HF_TOKEN or the stored login instead;
+    # init=False keeps `--hub_token` out of HfArgumentParser and out of the saved arguments.
+    hub_token: str | None = field(default=None, init=False, repr=False)
 
     # --- loss: L = L_clip + w_hn L_hn + w_hp L_hp + alpha L_imc + beta L_cmr (docs/reference.md, Losses) ---
     hard_negative_weight: float = field(
@@ -45,6 +54,24 @@ class HardPosTrainingArguments(TrainingArguments):
     )
     cmr_weight: float = field(
         default=0.0, metadata={"help": "Weight beta of CE-CLIP's cross-modal rank loss (paper: 0.4)."}
+    )
+    imc_form: str = field(
+        default="paper",
+        metadata={
+            "help": "CE-CLIP's IMC loss: 'paper' (eq. 3) or 'released_code' (the cross-entropy of CE-CLIP's "
+            "released get_imc_loss, target column 0 of the batch's negatives).",
+            "choices": list(IMC_FORMS),
+        },
+    )
+    hard_example_sampling: str = field(
+        default="all",
+        metadata={
+            "help": "'all': every non-null hard-positive and hard-negative column of a row enters the batch. "
+            "'one_per_row': one hard positive and one hard negative per row and epoch, drawn uniformly "
+            "among the row's non-null columns, seeded by (seed, epoch, row) so a resume draws the same "
+            "(the Hard Positive paper, App. D.1, adds one of each per sample).",
+            "choices": list(HARD_EXAMPLE_SAMPLING),
+        },
     )
     cmr_upper_bound: float = field(
         default=10.0,
@@ -120,6 +147,17 @@ class HardPosTrainingArguments(TrainingArguments):
             raise UserInputError(
                 f"hard_positive_mode must be one of {HARD_POSITIVE_MODES}, got {self.hard_positive_mode!r}"
             )
+        if self.imc_form not in IMC_FORMS:
+            raise UserInputError(f"imc_form must be one of {IMC_FORMS}, got {self.imc_form!r}")
+        if self.hard_example_sampling not in HARD_EXAMPLE_SAMPLING:
+            raise UserInputError(
+                f"hard_example_sampling must be one of {HARD_EXAMPLE_SAMPLING}, got {self.hard_example_sampling!r}"
+            )
+        if self.hard_example_sampling == "one_per_row" and self.cmr_weight:
+            raise UserInputError(
+                "hard_example_sampling='one_per_row' leaves one untyped hard negative per row, but CMR keeps a "
+                "threshold per negative column: use hard_example_sampling='all' with cmr_weight > 0"
+            )
         for name in ("hard_negative_weight", "hard_positive_weight", "imc_weight", "cmr_weight"):
             if getattr(self, name) < 0:
                 raise UserInputError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -163,6 +201,8 @@ class HardPosTrainingArguments(TrainingArguments):
                 for name in ("lora_r", "lora_alpha", "lora_dropout")
                 if changed(name)
             ]
+        if not self.imc_weight and changed("imc_form"):
+            found.append(f"imc_form={self.imc_form!r} has no effect with imc_weight=0")
         if not self.cmr_weight and changed("cmr_upper_bound"):
             found.append(f"cmr_upper_bound={self.cmr_upper_bound} has no effect with cmr_weight=0")
         if not self.hard_positive_weight and changed("hard_positive_mode"):
