@@ -20,6 +20,9 @@ from hf_hardpos.data.checks import AlignmentError, DataValidationError, MissingI
 from hf_hardpos.data.replace import export_replace, is_substring_artifact, phrase_diff
 
 
+SHARED_HARD_POSITIVES = Path(__file__).resolve().parents[2] / "shared" / "data" / "hard_positives"
+
+
 @pytest.fixture
 def sources(tmp_path):
     upstream = make_replace_upstream(tmp_path / "hard_positives")
@@ -206,16 +209,14 @@ def test_shared_upstream_data(shared_data, tmp_path):
     assert report.flags["relations"]["substring_artifact"] == 0
 
 
-def test_default_sources_download_from_upstream_urls(tmp_path, monkeypatch):
-    """Without local folders, files come from the upstream URLs through the download manager (faked here:
-    tests never touch the network), and each VG archive is fetched only when one of its images is needed."""
+def _fake_downloads(monkeypatch, tmp_path, upstream):
+    """Serve the pinned raw URLs from ``upstream`` and the VG archives from folders; returns the log."""
     from hf_hardpos.data import sources as sources_module
 
-    upstream = make_replace_upstream(tmp_path / "hard_positives")
     archives = {part: tmp_path / "extracted" / part for part in ("VG_100K", "VG_100K_2")}
     for part, root in archives.items():
         make_vg_images(root, {i: p for i, p in replace_images().items() if p == part})
-    raw = "https://raw.githubusercontent.com/amitakamath/hard_positives/main/"
+    raw = "https://raw.githubusercontent.com/amitakamath/hard_positives/33addaae84b58d96dc8e9251b61d497c536ed23d/"
     requested = []
 
     class FakeDownloadManager:
@@ -230,11 +231,70 @@ def test_default_sources_download_from_upstream_urls(tmp_path, monkeypatch):
             return str(archives[part])
 
     monkeypatch.setattr(sources_module.Sources, "dl_manager", property(lambda self: FakeDownloadManager()))
+    return raw, requested
+
+
+def test_default_sources_download_from_the_pinned_commit_and_check_digests(tmp_path, monkeypatch):
+    """Without local folders, files come from the pinned commit's raw URLs through the download manager
+    (faked here: tests never touch the network), each checked against its recorded digest, and each VG
+    archive is fetched only when one of its images is needed. Here the recorded digests and the paper's
+    count are set to the fixture's, as if the fixture were the upstream file."""
+    from hf_hardpos.data import replace as replace_module
+    from hf_hardpos.data.sources import HARD_POSITIVES_REPO, FileDigest, git_blob_of
+
+    upstream = make_replace_upstream(tmp_path / "hard_positives")
+    raw, requested = _fake_downloads(monkeypatch, tmp_path, upstream)
+    for name in ("data/vl_checklist_relations.json", "swapped_data/vl_checklist_relations.json"):
+        monkeypatch.setitem(HARD_POSITIVES_REPO.files, name, FileDigest(git_blob_of(upstream / name)))
+    monkeypatch.setitem(replace_module.PAPER_COUNTS, "relations", 4)
     report = export_replace(tmp_path / "out", subsets=["relations"], progress=False)
-    assert report.counts == {"relations": 4}
+    assert report.counts == {"relations": 4} and report.local_variants == []
     assert requested[:2] == [raw + "data/vl_checklist_relations.json", raw + "swapped_data/vl_checklist_relations.json"]
-    assert sorted(requested[2:]) == sorted(sources_module.VG_PART_URLS.values())
-    assert raw + "data/vl_checklist_relations.json, sha256 " in (tmp_path / "out" / "README.md").read_text()
+    assert sorted(requested[2:]) == sorted(sources_module_urls())
+    readme = (tmp_path / "out" / "README.md").read_text()
+    assert raw + "data/vl_checklist_relations.json (digest checked against amitakamath/hard_positives @33addaa)" in readme
+
+    # Pinned inputs bind the paper's count: one row fewer than the paper is refused before writing.
+    monkeypatch.setitem(replace_module.PAPER_COUNTS, "relations", 5)
+    with pytest.raises(DataValidationError, match=r"config relations: the upstream files hold 4 rows, the paper 5"):
+        export_replace(tmp_path / "refused", subsets=["relations"], progress=False)
+    assert not (tmp_path / "refused" / "README.md").exists()
+
+
+def sources_module_urls():
+    from hf_hardpos.data.sources import VG_PART_URLS
+
+    return VG_PART_URLS.values()
+
+
+def test_a_download_that_is_not_the_pinned_file_is_refused(tmp_path, monkeypatch, sources):
+    """The fixture is not the upstream file: downloaded, it fails the digest check (exit 2 from the CLI);
+    given as a local copy, it builds, and the card says the rows are not the pinned upstream files."""
+    from hf_hardpos.data.sources import UpstreamMismatchError
+
+    upstream, images_dir, _ = sources
+    _fake_downloads(monkeypatch, tmp_path, upstream)
+    with pytest.raises(UpstreamMismatchError, match=r"vl_checklist_relations\.json .* is not the file of amitakamath"):
+        export_replace(tmp_path / "out", subsets=["relations"], embed_images=False, progress=False)
+    report = export_replace(tmp_path / "local", upstream_dir=upstream, subsets=["relations"], embed_images=False,
+                            progress=False)
+    assert report.local_variants == ["data/vl_checklist_relations.json", "swapped_data/vl_checklist_relations.json"]
+    readme = (tmp_path / "local" / "README.md").read_text()
+    assert "NOT the file of amitakamath/hard_positives @33addaa" in readme
+    assert "not the pinned upstream files** (data/vl_checklist_relations.json, swapped_data/" in readme
+
+
+@pytest.mark.skipif(not SHARED_HARD_POSITIVES.is_dir(), reason="needs ../shared/data/hard_positives")
+def test_the_recorded_digests_are_those_of_the_upstream_files():
+    """The copies in ../shared/data/hard_positives are the files at amitakamath/hard_positives @33addaa
+    (their git blob ids are that commit's tree entries); their sha256 and blob ids are the recorded ones."""
+    from hf_hardpos.data.sources import HARD_POSITIVES_REPO, git_blob_of, sha256_of
+
+    for subset in ("attributes", "relations"):
+        for name in (f"data/vl_checklist_{subset}.json", f"swapped_data/vl_checklist_{subset}.json"):
+            digest = HARD_POSITIVES_REPO.files[name]
+            assert sha256_of(SHARED_HARD_POSITIVES / name) == digest.sha256
+            assert git_blob_of(SHARED_HARD_POSITIVES / name) == digest.git_blob
 
 
 def test_skip_missing_card_counts_distinct_images_and_says_rows_were_dropped(sources, tmp_path):

@@ -107,6 +107,8 @@ def test_script_without_images_and_push(sources, tmp_path, monkeypatch):
     assert calls[1] == ("create_repo", "someorg/swap", {"repo_type": "dataset", "private": True, "exist_ok": True})
     upload = calls[2][1]
     assert (upload["folder_path"], upload["repo_id"], upload["repo_type"]) == (str(out), "someorg/swap", "dataset")
+    assert calls[0] == ("token", None)  # huggingface_hub resolves the token itself (HF_TOKEN or the stored login)
+    assert upload["delete_patterns"] == ["data/**"]  # remote shards this build does not have are deleted
     assert 'load_dataset("someorg/swap"' in (out / "README.md").read_text()
     loaded = datasets.load_dataset(str(out), split="test")
     assert "image" not in loaded.column_names and loaded["hard_positive"][0] == SWAP_ROWS[0][-1]

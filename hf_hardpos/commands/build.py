@@ -275,10 +275,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "--max-shard-size", default=None, help="maximum parquet shard size, e.g. 1GB (default: hf_hardpos.data.hub_folder.SHARD_SIZE)"
         )
         sub.add_argument(
-            "--push-to-hub", metavar="ORG/NAME", default=None, help="upload the built folder to this dataset repo"
+            "--push-to-hub",
+            metavar="ORG/NAME",
+            default=None,
+            help="upload the built folder to this dataset repo, deleting its data/ files this build does not have "
+            "(token: HF_TOKEN or `hf auth login`; no option takes a token)",
         )
         sub.add_argument("--private", action="store_true", help="create the Hub repo as private")
-        sub.add_argument("--token", default=None, help="Hub token (default: the logged-in one)")
         sub.add_argument("--no-progress", action="store_true", help="no progress bars")
         sub.set_defaults(func=run)
 
@@ -295,14 +298,16 @@ def check_output_dir(output_dir: Path) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..data.hub_folder import push_folder, size_in_bytes
+    from ..data.sources import existing_cache_dir
 
     check_output_dir(args.output_dir)
+    existing_cache_dir(args.cache_dir)  # created now, or refused before any input is read
     if args.max_shard_size is not None:
         size_in_bytes(args.max_shard_size)  # a bad size fails now, not after the build
     DATASETS[args.dataset].build(args)
     if args.push_to_hub:
         print(f"Uploading {args.output_dir} to https://huggingface.co/datasets/{args.push_to_hub}")
-        print(push_folder(args.output_dir, args.push_to_hub, private=args.private or None, token=args.token))
+        print(push_folder(args.output_dir, args.push_to_hub, private=args.private or None))
     return 0
 
 

@@ -41,7 +41,10 @@ from .sources import (
     ARO_IMAGES_URL,
     ImageFolder,
     Sources,
+    UnsafePathError,
     VisualGenomeImages,
+    first_origins,
+    relative_name,
     resolve_images,
     vg_part_of,
 )
@@ -115,13 +118,18 @@ class BboxCrop:
 
 
 def locate_crop_sources(
-    rows: list[dict], vg_images: VisualGenomeImages, *, skip_missing: bool, progress: bool
+    rows: list[dict], vg_images: VisualGenomeImages, source_file: Path, *, skip_missing: bool, progress: bool
 ) -> tuple[dict, list[str]]:
     """Find each row's source VG image and rewrite its ``image_path`` to where it was found."""
     wanted = {}
     for row in rows:
-        wanted.setdefault(row[columns.IMAGE_ID], (vg_part_of(row["image_path"]), Path(row["image_path"]).name))
-    images, missing = resolve_images(vg_images, wanted, skip_missing=skip_missing, progress=progress)
+        try:  # every row's path, not only the first of each image id: the later ones are input too
+            relative_name(row["image_path"])
+        except UnsafePathError as error:
+            raise UnsafePathError(f"{source_file}: row {row['upstream_index']} field image_path: {error}") from None
+        wanted.setdefault(row[columns.IMAGE_ID], (vg_part_of(row["image_path"]), row["image_path"]))
+    origins = first_origins(rows, columns.IMAGE_ID, lambda row: f"{source_file}: row {row['upstream_index']} field image_path")
+    images, missing = resolve_images(vg_images, wanted, skip_missing=skip_missing, progress=progress, origins=origins)
     for row in rows:
         if row[columns.IMAGE_ID] in images:
             row["image_path"] = images[row[columns.IMAGE_ID]][1]
@@ -382,26 +390,32 @@ def export_aro(
     for name in configs:
         if name in VG_CONFIGS:
             file_name, label, expected = VG_CONFIGS[name]
-            rows = read_vg_config(aro_file(sources, file_name, aro_dir), label)
+            path = aro_file(sources, file_name, aro_dir)
+            rows = read_vg_config(path, label)
             images = None
             if embed_images:
                 if vg_images is None:
                     vg_images = _vg_images(images_dir, sources)
                     report.sources["VG images"] = vg_images.description
-                found, missing = locate_crop_sources(rows, vg_images, skip_missing=skip_missing, progress=progress)
+                found, missing = locate_crop_sources(
+                    rows, vg_images, path, skip_missing=skip_missing, progress=progress
+                )
                 images = ImageSpec(found, missing, encode=encode)
             builds.append(ConfigBuild(name, rows, vg_features(label), expected, images=images))
             continue
-        rows = order_rows(aro_file(sources, ORDER_CONFIGS[name], aro_dir), tagger, seed)
+        path = aro_file(sources, ORDER_CONFIGS[name], aro_dir)
+        rows = order_rows(path, tagger, seed)
         images = None
         if embed_images:
             folder = order_folders[name]
             report.sources[f"{name} images"] = folder.description
             wanted = dict.fromkeys(row[columns.IMAGE_ID] for row in rows)
-            images = ImageSpec(*resolve_images(folder, wanted, skip_missing=skip_missing, progress=progress))
+            origins = first_origins(rows, columns.IMAGE_ID, lambda row: f"{path}: entry {row['upstream_index']} field image")
+            found, missing = resolve_images(folder, wanted, skip_missing=skip_missing, progress=progress, origins=origins)
+            images = ImageSpec(found, missing)
         flags = {"rows with an unchanged negative": sum(row["unchanged_negatives"] > 0 for row in rows)}
         builds.append(ConfigBuild(name, rows, order_features(), None, flags, images))
-    report.sources.update(sources.provenance)
+    report.record_sources(sources)
     facts = CardFacts(
         title="ARO: Attribution, Relation and Order",
         pretty_name="ARO (Yuksekgonul et al. 2023)",

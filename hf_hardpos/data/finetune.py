@@ -527,13 +527,14 @@ def export_finetune(
                 f"`hardpos generate --negative --method mlm --kind {source.options.get('kind')}` output "
                 f"({source.describe()}), read from {source.path}",
             )
-    report.sources.update(sources.provenance)
+    report.record_sources(sources)
     used_images = {file_names[int(annotation["image_id"])] for annotation in annotations}
     images = None
     if coco_images_dir is not None:
         folder = ImageFolder(coco_images_dir, sources, option="--coco-images-dir")
         wanted = dict.fromkeys(sorted(used_images))
-        found, missing = resolve_images(folder, wanted, skip_missing=skip_missing, progress=progress)
+        origins = {name: f"{captions_path}: image {image_id} field file_name" for image_id, name in file_names.items()}
+        found, missing = resolve_images(folder, wanted, skip_missing=skip_missing, progress=progress, origins=origins)
         images = ImageSpec(found, missing, key="file_name")
         report.sources["images"] = "embedded from a local train2014 folder"
     else:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -70,6 +71,19 @@ class BuildReport:
     skipped_rows: dict[str, int] = field(default_factory=dict)
     flags: dict[str, dict[str, int]] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
+    # Inputs read from local copies that are not the pinned upstream files; None: not recorded.
+    local_variants: list[str] | None = None
+
+    def record_sources(self, sources) -> None:
+        """Take the provenance and the local variants of a :class:`~hf_hardpos.data.sources.Sources`."""
+        self.sources.update(sources.provenance)
+        self.local_variants = list(sources.local_variants)
+
+    @property
+    def counts_must_match(self) -> bool:
+        """Whether the paper's counts bind this build: every input was the pinned upstream file (a
+        download checked against its digest, or an identical local copy)."""
+        return self.local_variants is not None and not self.local_variants
 
     @property
     def distinct_missing_images(self) -> int:
@@ -112,7 +126,17 @@ def _generate(
         if found is None:
             continue
         path, stored_path = found
-        yield {columns.IMAGE: encode(path, stored_path, row), **row}
+        image = encode(path, stored_path, row)
+        if not image.get("bytes"):
+            raise DataValidationError(f"{path}: no image bytes for row {row.get('upstream_index', row[image_key])}")
+        yield {columns.IMAGE: image, **row}
+
+
+# The image column while rows are generated: a plain struct, so ``datasets`` stores the bytes as given.
+# (Its ``Image`` feature drops the bytes of an image whose stored path exists from the current
+# directory, so a build run from inside the image root would store only relative paths.) The struct
+# is the ``Image`` feature's own Arrow storage, so the cast to ``Image`` afterwards copies nothing.
+_IMAGE_STORAGE = {"bytes": datasets.Value("binary"), "path": datasets.Value("string")}
 
 
 def rows_to_dataset(
@@ -132,9 +156,9 @@ def rows_to_dataset(
     return a stale build after an upstream file changed.
     """
     if images is not None:
-        features = datasets.Features({columns.IMAGE: datasets.Image(), **features})
+        features = datasets.Features({columns.IMAGE: _IMAGE_STORAGE, **features})
     try:
-        return datasets.Dataset.from_generator(
+        dataset = datasets.Dataset.from_generator(
             _generate,
             features=features,
             gen_kwargs={
@@ -153,6 +177,7 @@ def rows_to_dataset(
         if isinstance(error.__cause__, (DataValidationError, OSError)):
             raise error.__cause__ from error
         raise
+    return dataset.cast_column(columns.IMAGE, datasets.Image()) if images is not None else dataset
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -277,22 +302,40 @@ def push_folder(
     repo_id: str,
     *,
     private: bool | None = None,
-    token: str | None = None,
     commit_message: str = "Upload dataset built by hf_hardpos",
 ) -> str:
-    """Create the dataset repository if needed and upload the folder (shards, README, build report)."""
+    """Create the dataset repository if needed and upload the folder (shards, README, build report)
+    in one commit that also deletes every remote ``data/`` file this build does not have, so a
+    rebuild with fewer configs or other shard counts leaves no stale shard behind.
+
+    The token is ``huggingface_hub``'s own: ``HF_TOKEN`` or the stored ``hf auth login``; no option
+    takes one (a token on the command line is readable by every user of the machine).
+    """
     from huggingface_hub import HfApi
 
-    api = HfApi(token=token)
-    api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-    info = api.upload_folder(
-        folder_path=str(output_dir),
-        repo_id=repo_id,
-        repo_type="dataset",
-        commit_message=commit_message,
-        allow_patterns=["README.md", "build_report.json", "data/**"],
-    )
+    api = HfApi()
+    try:
+        api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+        info = api.upload_folder(
+            folder_path=str(output_dir),
+            repo_id=repo_id,
+            repo_type="dataset",
+            commit_message=commit_message,
+            allow_patterns=["README.md", "build_report.json", "data/**"],
+            delete_patterns=["data/**"],
+        )
+    except Exception as error:  # offline, no login, no permission: all for the user to fix
+        raise UserInputError(
+            f"--push-to-hub {repo_id}: {type(error).__name__}: {_first_line(error)} (the folder {output_dir} is "
+            "complete; log in with `hf auth login` or set HF_TOKEN, then push again)"
+        ) from None
     return str(info)
+
+
+def _first_line(error: Exception) -> str:
+    """An exception's first line, with anything shaped like a Hub token masked."""
+    text = str(error).splitlines()[0][:200] if str(error) else ""
+    return re.sub(r"hf_[A-Za-z0-9]{8,}", "hf_***", text)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -407,7 +450,26 @@ def _all_columns(configs: Sequence[ExportedConfig]) -> dict:
 
 
 def completeness_text(report: BuildReport) -> str:
-    """Whether every upstream row is here; if not, how many rows and distinct images are missing."""
+    """Whether these are the upstream rows, and all of them; if not, which inputs were the user's own
+    and how many rows and distinct images are missing."""
+    return " ".join(part for part in (_sources_text(report), _dropped_text(report)) if part)
+
+
+def _sources_text(report: BuildReport) -> str:
+    if report.local_variants is None:
+        return ""
+    if not report.local_variants:
+        return (
+            "Every annotation file is the pinned upstream file (digest checked), so the counts were required "
+            "to equal the paper's."
+        )
+    return (
+        f"**Built from local input files that are not the pinned upstream files** ({', '.join(report.local_variants)}): "
+        "these rows are the builder's, not necessarily the paper's, and the counts were not required to match it."
+    )
+
+
+def _dropped_text(report: BuildReport) -> str:
     dropped = sum(report.skipped_rows.values())
     if not dropped:
         return "Every upstream row is here: no row was dropped."
@@ -417,7 +479,7 @@ def completeness_text(report: BuildReport) -> str:
     )
     return (
         f"**Not the complete benchmark: {dropped:,} upstream row(s) were dropped** because their image was "
-        f"missing at build time (`--skip-missing`): {report.distinct_missing_images:,} distinct image(s) "
+        f"missing or unreadable at build time (`--skip-missing`): {report.distinct_missing_images:,} distinct image(s) "
         f"in all ({per_config}). They are listed in `build_report.json`; results on this build are not "
         "comparable with the paper's."
     )
@@ -506,13 +568,76 @@ def export_folder(
     verify: bool = True,
     on_built: Callable[[BuildReport], None] | None = None,
 ) -> BuildReport:
-    """Build every config in a temporary work folder, write its shards, count its rows, then write
-    the card and ``build_report.json``, verify the folder reads back, and print the counts.
+    """Build every config, write its shards, count its rows, then write ``build_report.json`` and
+    the card, verify the folder reads back with every image's bytes, and print the counts.
 
+    The build is a transaction: everything is written into a hidden folder inside ``output_dir``
+    and moved into place only once it is complete and verified: ``data/`` (replacing the previous
+    build's, so no stale shard or config survives), then ``build_report.json``, then ``README.md``
+    last. A build that fails or is killed leaves the previous build as it was, or no README at all
+    (never a README that declares shards which are not there). Other files in ``output_dir`` (a
+    ``.git`` of a cloned Hub repository, say) are left alone.
+
+    When every input was the pinned upstream file (:attr:`BuildReport.counts_must_match`), a
+    config whose upstream rows differ from the paper's count is an error before anything is
+    written; rows can then only be dropped by ``--skip-missing``, which the card states.
     ``on_built`` may add counts derived from the flags (it runs before the card is written).
     """
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
+    check_paper_counts(configs, report)
+    staging = output_dir / f".hardpos-build-{uuid.uuid4().hex[:12]}"
+    staging.mkdir()
+    try:
+        exported = _write_configs(staging, configs, report, split=split, max_shard_size=max_shard_size,
+                                  cache_dir=cache_dir)
+        if union_config_name and len(exported) > 1:
+            exported.append(union_config(union_config_name, exported))
+            report.counts[union_config_name] = exported[-1].num_rows
+            expected = [config.expected_count for config in configs]
+            if all(count is not None for count in expected):
+                report.expected_counts[union_config_name] = sum(expected)
+        if on_built is not None:
+            on_built(report)
+        report.save(staging / "build_report.json")
+        render_card(staging, exported, facts, report)
+        for config in exported:
+            check_embedded_images(staging, config)
+            if verify:
+                verify_export(staging, config)
+        _commit(staging, output_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    for line in report.count_lines():
+        print(line)
+    return report
+
+
+def check_paper_counts(configs: Sequence[ConfigBuild], report: BuildReport) -> None:
+    """Refuse, before anything is written, pinned upstream files whose rows are not the paper's."""
+    if not report.counts_must_match:
+        return
+    for config in configs:
+        if config.expected_count is None:
+            continue
+        upstream = config.num_upstream_rows if config.num_upstream_rows is not None else len(config.rows)
+        if upstream != config.expected_count:
+            raise DataValidationError(
+                f"config {config.name}: the upstream files hold {upstream:,} rows, the paper {config.expected_count:,}; "
+                "the sources are not the paper's (build from a local copy with --upstream-dir to build other rows "
+                "on purpose; the card then says so)"
+            )
+
+
+def _write_configs(
+    staging: Path,
+    configs: Sequence[ConfigBuild],
+    report: BuildReport,
+    *,
+    split: str,
+    max_shard_size: int | str,
+    cache_dir: str | Path | None,
+) -> list[ExportedConfig]:
     exported = []
     with tempfile.TemporaryDirectory(prefix="hardpos-build-", dir=cache_dir) as work_dir:
         for config in configs:
@@ -524,7 +649,7 @@ def export_folder(
                 images=config.images,
             )
             exported.append(
-                write_config_shards(dataset, output_dir, config.name, split=split, max_shard_size=max_shard_size)
+                write_config_shards(dataset, staging, config.name, split=split, max_shard_size=max_shard_size)
             )
             report.counts[config.name] = len(dataset)
             if config.flags is not None:
@@ -541,19 +666,49 @@ def export_folder(
                     upstream = config.num_upstream_rows if config.num_upstream_rows is not None else len(config.rows)
                     report.skipped_missing_images[config.name] = used_missing
                     report.skipped_rows[config.name] = upstream - report.counts[config.name]
-    if union_config_name and len(exported) > 1:
-        exported.append(union_config(union_config_name, exported))
-        report.counts[union_config_name] = exported[-1].num_rows
-        expected = [config.expected_count for config in configs]
-        if all(count is not None for count in expected):
-            report.expected_counts[union_config_name] = sum(expected)
-    if on_built is not None:
-        on_built(report)
-    render_card(output_dir, exported, facts, report)
-    report.save(output_dir / "build_report.json")
-    if verify:
-        for config in exported:
-            verify_export(output_dir, config)
-    for line in report.count_lines():
-        print(line)
-    return report
+    return exported
+
+
+def check_embedded_images(folder: Path, config: ExportedConfig) -> None:
+    """Every row of the written shards carries its image bytes (not only a path that happened to
+    exist where the build ran). Read from the parquet files themselves, so the answer does not
+    depend on the current directory; the footer's null counts answer without reading the images."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    if columns.IMAGE not in config.features:
+        return
+    for relative in config.files:
+        handle = pq.ParquetFile(str(folder / relative))
+        leaf = next(
+            (i for i in range(handle.metadata.num_columns)
+             if handle.metadata.schema.column(i).path == f"{columns.IMAGE}.bytes"),
+            None,
+        )
+        for group in range(handle.metadata.num_row_groups):
+            stats = handle.metadata.row_group(group).column(leaf).statistics if leaf is not None else None
+            if stats is not None and stats.has_null_count and stats.null_count == 0:
+                continue
+            image = handle.read_row_group(group, columns=[columns.IMAGE]).column(columns.IMAGE).combine_chunks()
+            nulls = pc.sum(pc.is_null(image.field("bytes"))).as_py() or 0
+            if nulls:
+                raise DataValidationError(
+                    f"{relative}: {nulls} row(s) of row group {group} have no image bytes; the build is not kept"
+                )
+
+
+def _commit(staging: Path, output_dir: Path) -> None:
+    """Move a complete, verified build from ``staging`` into ``output_dir``, README last."""
+    readme = output_dir / "README.md"
+    if readme.exists():
+        readme.unlink()  # from here until the new one lands, the folder declares no configs
+    data = output_dir / "data"
+    if data.exists():
+        old = output_dir / f".hardpos-old-data-{uuid.uuid4().hex[:12]}"
+        data.rename(old)
+        (staging / "data").rename(data)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        (staging / "data").rename(data)
+    (staging / "build_report.json").replace(output_dir / "build_report.json")
+    (staging / "README.md").replace(readme)

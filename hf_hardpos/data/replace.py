@@ -19,7 +19,7 @@ from .. import columns
 from ..citations import HARD_POSITIVES, VL_CHECKLIST, cite
 from .checks import DataValidationError, load_aligned_pair
 from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder
-from .sources import Sources, VisualGenomeImages, resolve_images, vg_part_of
+from .sources import Sources, VisualGenomeImages, first_origins, resolve_images, vg_part_of
 
 SPLIT = "test"
 UPSTREAM_FIELDS = ("image_id", "true_caption", "false_caption", "image_path")
@@ -267,16 +267,22 @@ def export_replace(
     sources = Sources(upstream_dir, cache_dir)
     report = BuildReport(dataset="replace")
     rows_by_subset = {subset: read_replace_subset(sources, subset) for subset in subsets}
-    report.sources.update(sources.provenance)
+    report.record_sources(sources)
 
     images = None
     if embed_images:
         vg_images = VisualGenomeImages(images_dir, sources)
         wanted = {}
-        for rows in rows_by_subset.values():
-            for row in rows:
-                wanted.setdefault(row[columns.IMAGE_ID], vg_part_of(row["image_path"]))
-        images = ImageSpec(*resolve_images(vg_images, wanted, skip_missing=skip_missing, progress=progress))
+        all_rows = [row for rows in rows_by_subset.values() for row in rows]
+        for row in all_rows:
+            wanted.setdefault(row[columns.IMAGE_ID], vg_part_of(row["image_path"]))
+        origins = first_origins(
+            all_rows,
+            columns.IMAGE_ID,
+            lambda row: f"{original_file(row['subset'])}: row {row['upstream_index']} field image_id",
+        )
+        found, missing = resolve_images(vg_images, wanted, skip_missing=skip_missing, progress=progress, origins=origins)
+        images = ImageSpec(found, missing)
         report.sources["images"] = vg_images.description
 
     configs = [

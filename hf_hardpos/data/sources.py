@@ -5,33 +5,118 @@ local clone and the download give byte-identical inputs, and for images by key (
 a COCO file name). Downloads go through ``datasets.DownloadManager`` (cached, extracted once); the
 manager is created only when something must be fetched, which keeps local builds and the tests
 offline. Every input is recorded with its sha256 for the dataset card.
+
+Nothing an annotation file says is trusted: every image path taken from an annotation field goes
+through :func:`path_under`, which refuses absolute paths, ``..`` and symlinks that leave the image
+folder (a row naming ``../private.txt`` would otherwise put that file into a public dataset), and
+every file downloaded from a GitHub repository comes from a fixed commit and is checked against the
+digest recorded here for that commit before it is read.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from .checks import MissingImageError, MissingSourceError
+from .checks import DataValidationError, MissingImageError, MissingSourceError
+
+
+@dataclass(frozen=True)
+class FileDigest:
+    """What a file of an upstream commit must hash to: its sha256 where we hashed the file itself, and
+    always its git blob id (``git ls-tree`` of the commit lists it, so it is checkable without the
+    file: sha1 of ``b"blob <size>\\0"`` + the bytes)."""
+
+    git_blob: str
+    sha256: str | None = None
 
 
 @dataclass(frozen=True)
 class GitHubRepo:
-    """An upstream repository at a fixed ref (a commit where we checked the files, or a branch)."""
+    """An upstream repository at a fixed commit, with the digests of the files the builders read."""
 
     name: str
     ref: str
+    files: Mapping[str, FileDigest] = field(default_factory=dict)
 
     def raw_url(self, path: str) -> str:
         return f"https://raw.githubusercontent.com/{self.name}/{self.ref}/{path}"
 
 
-HARD_POSITIVES_REPO = GitHubRepo("amitakamath/hard_positives", "main")
-# Pinned to the commits whose files the builders were checked on (counts, alignment, defects).
-SUGARCREPE_REPO = GitHubRepo("RAIVNLab/sugar-crepe", "0047054b243992f0fad63d6f64f7544862daf846")
-SUGARCREPE_PP_REPO = GitHubRepo("Sri-Harsha/scpp", "c083bbf039a5ca215acaf25e7ee736d2ea6f3864")
+# Pinned to the commits whose files the builders were checked on (counts, alignment, defects). The
+# sha256s were computed from the files at these commits; the git blob ids are those commits' trees.
+HARD_POSITIVES_REPO = GitHubRepo(
+    "amitakamath/hard_positives",
+    "33addaae84b58d96dc8e9251b61d497c536ed23d",
+    {
+        "data/vl_checklist_attributes.json": FileDigest(
+            "8502f610e15c0022e316abca4a8412972fd46089", "4c7d262e77e1a1fd5a89ee0de43191fe697d4cf1c044e76c496761f07d824950"
+        ),
+        "data/vl_checklist_relations.json": FileDigest(
+            "0a79261bf87069525343fd0298dcfc558ba9ac0c", "f4aee47194df09f73c4bdb13e2f24c17901d71fbb15ab629b40c8667a841d535"
+        ),
+        "swapped_data/vl_checklist_attributes.json": FileDigest(
+            "2f305ee08a1771a4cd33779d21d1fbebd8f5765a", "7f6d2f2614ff8a037780ab4b6243c6e1165ceabc5e4db506ad70c63fd95f6441"
+        ),
+        "swapped_data/vl_checklist_relations.json": FileDigest(
+            "b60bbe62bc7c0d42e21f2a2b20f3c1fbd9ee7707", "25174b3f0286c124cd7c2c844c1e57bb85179e37cdee0d55fc2857387dede9b5"
+        ),
+        # Large files: checked by their git blob id (the commit's tree), sha256 not recorded.
+        "swapped_data/visual_genome_attribution.json": FileDigest("064e9409a45574acbf5b9c360969e43cda063e67"),
+        "hard_positives_ft/replace_hp.jsonl": FileDigest("7401bb980a509058b7457678d04a02329fae3ae7"),
+        "hard_positives_ft/swap_hp.jsonl": FileDigest("70879f11d4f80654acf19e94ff434b33f5e1d990"),
+    },
+)
+SUGARCREPE_REPO = GitHubRepo(
+    "RAIVNLab/sugar-crepe",
+    "0047054b243992f0fad63d6f64f7544862daf846",
+    {
+        "data/add_att.json": FileDigest(
+            "71c463725f3f9bae0a9227a01ae5d431db235396", "012d88d729693d193760e6f3393b06a1cf874380a9db0062e937201199fe044d"
+        ),
+        "data/add_obj.json": FileDigest(
+            "289b22a04690f6f542bb048346021d768ec9b24d", "1b9d76b93139a937b8dc1ada92a4f05ecc821bb3c291d752428bafadd4bb0682"
+        ),
+        "data/replace_att.json": FileDigest(
+            "6393e04971c06cb62a8fed62ef2805ff6c7c5666", "9fe55fd4c0a9ad1f85d486d9f6d0215b41f867eb025026e7f7b5ce44352545ee"
+        ),
+        "data/replace_obj.json": FileDigest(
+            "1585a4a6998d785c043fb923d8e0248436d9da51", "9d299600639947e9d15281a9ded1382b376cf4ea088a8d08a1314bfe76e81898"
+        ),
+        "data/replace_rel.json": FileDigest(
+            "8716359e17fa36d37e75c6eff5e94826cdb047e5", "356bcc2fc4c6aed3f4d9fd50acc58489bb1fe70c28791f9368d4cbf9ea39cdc9"
+        ),
+        "data/swap_att.json": FileDigest(
+            "375fdd6d372e22e43c0dfbe898c1ec1494016b8c", "7a7ce04e5c4c80412b48c6f0c1347fb1a2f5d54c0be6aa429b64d390e442f8d0"
+        ),
+        "data/swap_obj.json": FileDigest(
+            "db5abe6b488fa38c4b67d1d3da87b6b5c2e1e626", "073cdb8e253d053614e80710834d9773b09dbc1dd0a412f6f9492262caa1dcad"
+        ),
+    },
+)
+SUGARCREPE_PP_REPO = GitHubRepo(
+    "Sri-Harsha/scpp",
+    "c083bbf039a5ca215acaf25e7ee736d2ea6f3864",
+    {
+        "data/replace_att.json": FileDigest(
+            "be89e623f6fd54d015f6a437ba9a34ffa39cc465", "6826413592894754eeca02aeebbcbbc8b95a7456998abcc714e71c033ce6fe87"
+        ),
+        "data/replace_obj.json": FileDigest(
+            "3b62823c003659737a68c3d78cfe721c57b44f5f", "5c6dc499ec8f511a8aa4ec1b7b5eb0eca90317488abe36ec39573355e2d361ab"
+        ),
+        "data/replace_rel.json": FileDigest(
+            "69d447e3fcb33817b866bd5688741f42bad7c26a", "040fb95d3f0619bf515db60879e99709a87a5e9b4f524ec3403b127243480fd4"
+        ),
+        "data/swap_att.json": FileDigest(
+            "61ea987bbac7d8c99e6a88f3c1028609fbea6c73", "450d0fd9fcad3e6f44950dc634e7f901ab1c6d9c60a569ade5ae8ffb3d203ad8"
+        ),
+        "data/swap_obj.json": FileDigest(
+            "8e9c3f66a2c2d3369146dec5324b1926b2fc1d40", "5f33cae824de431a7ecd3c5de6301f689815f9497aa36d96b154bbaf117b201b"
+        ),
+    },
+)
 ARO_REPO = "mertyg/vision-language-models-are-bows"
 
 
@@ -67,15 +152,40 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def git_blob_of(path: Path) -> str:
+    """The git blob id of a file (what ``git hash-object`` prints)."""
+    digest = hashlib.sha1(f"blob {Path(path).stat().st_size}\0".encode())
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def matches_digest(path: Path, expected: FileDigest) -> bool:
+    """True when ``path`` is the file ``expected`` describes (sha256 when recorded, else git blob id)."""
+    if expected.sha256 is not None:
+        return sha256_of(path) == expected.sha256
+    return git_blob_of(path) == expected.git_blob
+
+
+class UpstreamMismatchError(DataValidationError):
+    """A downloaded upstream file is not the file of the pinned commit."""
+
+
 class Sources:
     """Resolve upstream files to local paths, from ``upstream_dir`` or by (cached) download.
+
+    Downloads of repository files come from ``repo``'s pinned commit and must match the digest
+    recorded for that file (else :class:`UpstreamMismatchError`: the rows would not be the paper's). A
+    local copy is read as it is; when it differs from the pinned file it is listed in
+    :attr:`local_variants`, and the dataset card says its rows are the user's, not upstream's.
 
     Args:
         upstream_dir: a folder laid out like ``repo`` (e.g. ``data/``, ``swapped_data/``). When given,
             nothing from that repository is downloaded and a file missing there is an error rather
             than a silent download.
         cache_dir: where the download manager caches downloads and extractions (default: the
-            ``datasets`` cache).
+            ``datasets`` cache); it must exist.
         repo: the upstream repository the relative paths refer to.
     """
 
@@ -86,10 +196,11 @@ class Sources:
         repo: GitHubRepo = HARD_POSITIVES_REPO,
     ):
         self.upstream_dir = Path(upstream_dir) if upstream_dir is not None else None
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.cache_dir = existing_cache_dir(cache_dir)
         self.repo = repo
         self._dl_manager = None
         self.provenance: dict[str, str] = {}
+        self.local_variants: list[str] = []  # inputs read from local copies that are not the pinned upstream files
 
     @property
     def dl_manager(self):
@@ -104,6 +215,8 @@ class Sources:
     def upstream_file(self, relative_path: str) -> Path:
         """A file of the upstream repository, by its path in that repository."""
         url = self.repo.raw_url(relative_path)
+        expected = self.repo.files.get(relative_path)
+        pinned = f"{self.repo.name} @{self.repo.ref[:7]}"
         if self.upstream_dir is not None:
             path = self.upstream_dir / relative_path
             if not path.is_file():
@@ -111,16 +224,32 @@ class Sources:
                     f"{path} not found: --upstream-dir must be laid out like github.com/{self.repo.name} "
                     f"(expected {relative_path} inside it)"
                 )
-            return self.record(relative_path, path, f"{url} (read from a local copy)")
-        return self.record(relative_path, self.download(url), url)
+            if expected is not None and matches_digest(path, expected):
+                return self.record(relative_path, path, f"{url} (read from a local copy, identical to {pinned})")
+            self.local_variants.append(relative_path)
+            return self.record(relative_path, path, f"local copy {path}, NOT the file of {pinned}")
+        path = self.download(url)
+        if expected is None:
+            raise UpstreamMismatchError(f"{url}: no digest is recorded for this file of {pinned}; not read")
+        if not matches_digest(path, expected):
+            raise UpstreamMismatchError(
+                f"{url} (downloaded to {path}) is not the file of {pinned} (its digest differs from the recorded "
+                f"{expected.sha256 or 'git blob ' + expected.git_blob}); delete it from the download cache and retry, "
+                "or pass --upstream-dir with a copy you trust"
+            )
+        return self.record(relative_path, path, f"{url} (digest checked against {pinned})")
 
     def local_or_download(self, name: str, local_dir: str | Path | None, url: str, option: str) -> Path:
-        """``local_dir/name`` when the user gave ``option``, else ``url`` through the download manager."""
+        """``local_dir/name`` when the user gave ``option``, else ``url`` through the download manager.
+
+        No digest is recorded for these files (Google Drive and bucket links, not a commit), so a local
+        copy is listed in :attr:`local_variants` and a download's sha256 is only recorded."""
         if local_dir is not None:
             path = Path(local_dir) / name
             if not path.is_file():
                 raise MissingSourceError(f"{path} not found: {option} must be a folder holding {name}")
-            return self.record(name, path, f"{url} (read from a local copy)")
+            self.local_variants.append(name)
+            return self.record(name, path, f"{url} (read from a local copy, not checked against a recorded digest)")
         return self.record(name, self.download(url), url)
 
     def record(self, name: str, path: Path, origin: str) -> Path:
@@ -170,22 +299,23 @@ class VisualGenomeImages:
     def find(self, image_id: str, hint: tuple[str | None, str | None] | str | None = None) -> ImageHit | None:
         """``(local path, path relative to the VG root)`` of an image, or ``None``.
 
-        ``hint`` is the VG part named by the annotation (or ``(part, file name)``); that part is tried
-        first, then the other one and, for a local folder, the flat layout, because annotations are
-        not always right about the part. The file name defaults to VG's ``<image_id>.jpg``.
+        ``hint`` is the VG part named by the annotation (or ``(part, annotated image path)``, whose last
+        component is the file name); that part is tried first, then the other one and, for a local
+        folder, the flat layout, because annotations are not always right about the part. The file
+        name defaults to VG's ``<image_id>.jpg``.
         """
         part, file_name = hint if isinstance(hint, tuple) else (hint, None)
-        name = file_name or f"{image_id}.jpg"
+        name = PurePosixPath(relative_name(file_name)).name if file_name else f"{image_id}.jpg"
         parts = [part] if part in VG_PART_URLS else []
         parts += [other for other in VG_PARTS if other not in parts]
         for candidate in parts:
             if part in VG_PART_URLS and candidate != part and self.images_dir is None:
                 # Avoid downloading a second multi-gigabyte archive just to look for a stray image.
                 continue
-            path = self.part_dir(candidate) / name
+            path = path_under(self.part_dir(candidate), name)
             if path.is_file():
                 return path, f"{candidate}/{name}"
-        if self.images_dir is not None and (self.images_dir / name).is_file():
+        if self.images_dir is not None and path_under(self.images_dir, name).is_file():
             return self.images_dir / name, name
         return None
 
@@ -222,10 +352,64 @@ class ImageFolder:
         the folder itself may be given."""
         if self._root is None:
             self._root = self.sources.download_and_extract(self.archive_url) / self.archive_folder
-        for path in (self._root / file_name, self._root / Path(file_name).name):
+        for name in (file_name, PurePosixPath(file_name).name):
+            path = path_under(self._root, name)
             if path.is_file():
                 return path, file_name
         return None
+
+
+class UnsafePathError(DataValidationError):
+    """An image path from an annotation field would leave the image folder."""
+
+
+def relative_name(name: str, root: Path | str = "the image folder") -> str:
+    """``name`` unchanged if it is a relative path without ``..``; else :class:`UnsafePathError`."""
+    if not isinstance(name, str) or not name or "\0" in name:
+        raise UnsafePathError(f"{name!r} is not a file name")
+    if PurePosixPath(name).is_absolute() or PureWindowsPath(name).is_absolute() or PureWindowsPath(name).drive:
+        raise UnsafePathError(f"{name!r} is an absolute path; image paths must be relative to {root}")
+    if ".." in PureWindowsPath(name).parts:  # PureWindowsPath splits on both / and \
+        raise UnsafePathError(f"{name!r} contains '..'; image paths must stay inside {root}")
+    return name
+
+
+def path_under(root: Path, name: str) -> Path:
+    """``root / name``, refused unless it stays inside ``root``.
+
+    ``name`` comes from an annotation file, which may be anyone's: an absolute path, a ``..``
+    component (``/`` or ``\\`` separated) or a symlink resolving outside ``root`` would let a row embed
+    any file of the machine into the dataset. Raises :class:`UnsafePathError` (without the row: the
+    caller, :func:`resolve_images`, adds where the name came from).
+    """
+    path = Path(root) / relative_name(name, root)
+    resolved, inside = path.resolve(), Path(root).resolve()
+    if not resolved.is_relative_to(inside):
+        raise UnsafePathError(
+            f"{name!r} is a symlink to {resolved}, outside {inside}; copy the image into the folder instead"
+        )
+    return path
+
+
+def unreadable_reason(path: Path) -> str | None:
+    """Why ``path`` is not a usable image (empty, not an image, truncated, zero size), or ``None``.
+
+    The image is decoded (JPEGs at 1/8 scale, which still reads every byte), so a corrupt file fails
+    here, before the build, instead of being embedded and failing at the first model that reads it.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        if path.stat().st_size == 0:
+            return "empty file"
+        with Image.open(path) as image:
+            if image.width <= 0 or image.height <= 0:
+                return f"zero-size image ({image.width}x{image.height})"
+            image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
+            image.load()
+    except (OSError, UnidentifiedImageError, ValueError, SyntaxError, Image.DecompressionBombError) as error:
+        return f"not a readable image ({error})"
+    return None
 
 
 def resolve_images(
@@ -234,30 +418,52 @@ def resolve_images(
     *,
     skip_missing: bool,
     progress: bool = True,
+    origins: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, ImageHit], list[str]]:
-    """Find every wanted image (key -> hint) up front, so a missing image fails before the build.
+    """Find and decode every wanted image (key -> hint) up front, so a missing or corrupt image fails
+    before the build.
 
-    Returns the found images and the sorted keys of the missing ones; raises
-    :class:`MissingImageError` naming them unless ``skip_missing``.
+    Returns the usable images and the sorted keys of the missing or unreadable ones; raises
+    :class:`MissingImageError` naming them (the first with the file and row it came from) unless
+    ``skip_missing``. ``origins`` (key -> "file: row N field F") names where a key was read. A path
+    that leaves the image folder is always an error, ``skip_missing`` or not.
     """
     from tqdm.auto import tqdm
 
+    origins = origins or {}
     found: dict[str, ImageHit] = {}
     missing: list[str] = []
-    for key, hint in tqdm(wanted.items(), desc="Locating images", disable=not progress):
-        hit = images.find(key, hint)
+    unreadable: dict[str, str] = {}
+    for key, hint in tqdm(wanted.items(), desc="Locating and decoding images", disable=not progress):
+        try:
+            hit = images.find(key, hint)
+        except UnsafePathError as error:
+            origin = origins.get(key) or f"{images.key_name} {key!r}"
+            raise UnsafePathError(f"{origin}: {error}") from None
         if hit is None:
             missing.append(key)
+        elif (reason := unreadable_reason(hit[0])) is not None:
+            unreadable[key] = f"{hit[0]}: {reason}"
         else:
             found[key] = hit
+    if unreadable and not skip_missing:
+        key, problem = next(iter(unreadable.items()))
+        origin = origins.get(key) or f"{images.key_name} {key!r}"
+        raise MissingImageError(
+            f"{len(unreadable)} unreadable image(s); the first: {problem} (used by {origin}). Replace the file, "
+            "or pass --skip-missing to build without the rows of missing or unreadable images (counted in the card)."
+        )
     if missing and not skip_missing:
         where = images.images_dir if images.images_dir is not None else images.description
         shown = ", ".join(missing[:20]) + (f" (and {len(missing) - 20} more)" if len(missing) > 20 else "")
+        first = f" (the first used by {origins[missing[0]]})" if missing[0] in origins else ""
         raise MissingImageError(
-            f"{len(missing)} image(s) not found in {where}: {images.key_name} {shown}. "
+            f"{len(missing)} image(s) not found in {where}: {images.key_name} {shown}{first}. "
             "Pass --skip-missing to build without their rows (they are listed in build_report.json)."
         )
-    return found, sorted(missing)
+    if unreadable:
+        print(f"Skipped {len(unreadable)} unreadable image(s) (--skip-missing); their rows are dropped and counted.")
+    return found, sorted([*missing, *unreadable])
 
 
 def vg_part_of(image_path: str) -> str | None:
@@ -266,6 +472,29 @@ def vg_part_of(image_path: str) -> str | None:
         if part in VG_PART_URLS:
             return part
     return None
+
+
+def first_origins(rows, key: str, describe) -> dict[str, str]:
+    """key -> where the first row with that key was read (``describe(row)``), for :func:`resolve_images`."""
+    origins: dict[str, str] = {}
+    for row in rows:
+        if row[key] not in origins:
+            origins[row[key]] = describe(row)
+    return origins
+
+
+def existing_cache_dir(cache_dir: str | Path | None) -> Path | None:
+    """``--cache-dir`` as a folder, created if missing, so a bad one fails before any input is read."""
+    if cache_dir is None:
+        return None
+    cache_dir = Path(cache_dir)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise MissingSourceError(f"--cache-dir {cache_dir}: cannot create it ({error.strerror})") from error
+    if not cache_dir.is_dir():
+        raise MissingSourceError(f"--cache-dir {cache_dir} is not a directory")
+    return cache_dir
 
 
 def _existing_dir(folder: str | Path | None, option: str) -> Path | None:

@@ -29,6 +29,7 @@ from .sources import (
     GitHubRepo,
     ImageFolder,
     Sources,
+    first_origins,
     resolve_images,
 )
 
@@ -330,15 +331,21 @@ def export_coco_benchmark(
         raise DataValidationError(f"unknown {benchmark.name} subset(s) {unknown}; expected {list(benchmark.counts)}")
     sources = Sources(upstream_dir, cache_dir, repo=benchmark.repo)
     report = BuildReport(dataset=benchmark.name)
-    rows_by_subset = {
-        subset: benchmark.read(sources.upstream_file(upstream_file(subset)), subset) for subset in subsets
-    }
-    report.sources.update(sources.provenance)
+    paths = {subset: sources.upstream_file(upstream_file(subset)) for subset in subsets}
+    rows_by_subset = {subset: benchmark.read(path, subset) for subset, path in paths.items()}
+    report.record_sources(sources)
     images = None
     if embed_images:
         folder = ImageFolder(images_dir, sources, archive_url=COCO_VAL2017_URL, archive_folder="val2017")
-        wanted = dict.fromkeys(row[columns.IMAGE_ID] for rows in rows_by_subset.values() for row in rows)
-        images = ImageSpec(*resolve_images(folder, wanted, skip_missing=skip_missing, progress=progress))
+        all_rows = [row for rows in rows_by_subset.values() for row in rows]
+        wanted = dict.fromkeys(row[columns.IMAGE_ID] for row in all_rows)
+        origins = first_origins(
+            all_rows,
+            columns.IMAGE_ID,
+            lambda row: f"{paths[row['subset']]}: row {row.get('upstream_key', row.get('upstream_id'))} field filename",
+        )
+        found, missing = resolve_images(folder, wanted, skip_missing=skip_missing, progress=progress, origins=origins)
+        images = ImageSpec(found, missing)
         report.sources["images"] = f"COCO val2017: {folder.description}"
     configs = [
         ConfigBuild(subset, rows, benchmark.features(), benchmark.counts[subset], benchmark.flags(rows), images)

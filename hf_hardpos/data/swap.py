@@ -47,9 +47,9 @@ def swap_features() -> datasets.Features:
     )
 
 
-def read_swap_rows(sources: Sources, aro_dir: str | Path | None = None) -> list[dict]:
-    """The SWAP rows (no images) in upstream order, validated for alignment and bbox sanity."""
-    original_path = aro_file(sources, ARO_ATTRIBUTION_FILE, aro_dir)
+def read_swap_rows(sources: Sources, original_path: Path) -> list[dict]:
+    """The SWAP rows (no images) in upstream order, validated for alignment and bbox sanity;
+    ``original_path`` is ARO's ``visual_genome_attribution.json``."""
     positive_path = sources.upstream_file(POSITIVE_FILE)
     original, positive = load_aligned_pair(original_path, positive_path, ARO_FIELDS, POSITIVE_FIELDS)
     rows = []
@@ -120,12 +120,15 @@ def export_swap(
     encode = BboxCrop(crop_format)
     sources = Sources(upstream_dir, cache_dir)
     report = BuildReport(dataset="swap")
-    rows = read_swap_rows(sources, aro_dir)
-    report.sources.update(sources.provenance)
+    original_path = aro_file(sources, ARO_ATTRIBUTION_FILE, aro_dir)
+    rows = read_swap_rows(sources, original_path)
+    report.record_sources(sources)
     images = None
     if embed_images:
         vg_images = VisualGenomeImages(images_dir, sources)
-        found, missing = locate_crop_sources(rows, vg_images, skip_missing=skip_missing, progress=progress)
+        found, missing = locate_crop_sources(
+            rows, vg_images, original_path, skip_missing=skip_missing, progress=progress
+        )
         report.sources["images"] = vg_images.description
         images = ImageSpec(found, missing, encode=encode)
     facts = CardFacts(
