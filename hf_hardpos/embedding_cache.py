@@ -23,8 +23,9 @@ import torch
 KINDS = ("image", "text")
 
 
-def text_key(text: str) -> str:
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+def token_key(token_ids: Sequence[int]) -> str:
+    """A text's key: its token ids (what the model sees), so texts that tokenize alike share one embedding."""
+    return hashlib.blake2b(np.asarray(token_ids, dtype=np.int64).tobytes(), digest_size=16).hexdigest()
 
 
 class EmbeddingCache:

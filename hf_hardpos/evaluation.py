@@ -12,6 +12,7 @@ them match, and says why it recomputes otherwise (see `provenance`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -20,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 from datasets import Dataset, DatasetDict, get_dataset_config_names, load_dataset, load_dataset_builder
 
-from . import columns
+from . import __version__, columns, output_folder, open_clip_native
 from .aggregation import describe_all, replace_aggregates
 from .errors import UserInputError
 from .metrics import augmented_correct, brittle, check_scores, compute_metrics, metric_with_interval
@@ -30,10 +33,16 @@ from .metrics import original_correct
 from .embedding_cache import EmbeddingCache
 from .provenance import describe_model, digest_of, environment, hub_revision, model_identity, sha256_files
 from .scoring import ITMScorer, pick_device, text_context_length
+from .image_processing import DEFAULT_IMAGE_BACKEND, image_processor_settings, load_image_processor
 from .published import beside_ours
 from .tables import TIE_RULE, metrics_table, published_table
 
 SCORE_DEFINITION = "cosine similarity of L2-normalised image and text embeddings (no logit scale)"
+
+# Bumped whenever a metric, a tie rule or the score definition changes, so results saved under the
+# old definitions are recomputed instead of reused; part of every result key with the package version.
+METRIC_DEFINITIONS_VERSION = 1
+RESULT_VERSIONS = {"hf_hardpos": __version__, "metric_definitions": METRIC_DEFINITIONS_VERSION}
 
 
 def metrics_from_scores(
@@ -132,6 +141,8 @@ class EvaluationReport:
 
     model: str
     dataset: str
+    source: str = ""  # the dataset's resolved folder or Hub id (`dataset_source`)
+    output_dir: str | None = None  # where it was saved (a partial run may go beside --output)
     run: dict = field(default_factory=dict)  # model identity, scorer settings, environment
     results: dict[str, dict] = field(default_factory=dict)
     provenance: dict[str, dict] = field(default_factory=dict)
@@ -180,7 +191,8 @@ class EvaluationReport:
         for config, prov in self.provenance.items():
             data_id = prov.get("dataset", {})
             ident = data_id.get("sha256") or data_id.get("revision") or data_id.get("fingerprint") or "unknown"
-            line = f"data: {self.dataset} [{config}] split {prov.get('split')} ({str(ident)[:12]})"
+            source = prov.get("source", self.dataset)  # each config names the dataset it was computed on
+            line = f"data: {source} [{config}] split {prov.get('split')} ({str(ident)[:12]})"
             truncation = prov.get("truncation", {})
             if truncation.get("truncated_captions"):
                 line += (
@@ -196,8 +208,9 @@ class EvaluationReport:
     def save(self, output_dir: str | Path) -> Path:
         """Write one `scores-<config>.parquet` per config (row, s_c, s_n, s_p, outcomes), then `metrics.json`.
 
-        `metrics.json` is replaced atomically and last, so an interrupted save never leaves a
-        config listed whose scores are missing.
+        Every file is written under a temporary name and renamed (`output_folder`), `metrics.json`
+        last, so an interrupted save never leaves a config listed whose scores are missing. Callers
+        hold the folder's lock (`evaluate_model` does, from reading what is saved to its last write).
         """
         output_dir = Path(output_dir)
         output_dir.mkdir(parents=True, exist_ok=True)
@@ -216,12 +229,10 @@ class EvaluationReport:
             }
             if "image_id" in s:
                 table["image_id"] = s["image_id"]
-            Dataset.from_dict(table).to_parquet(str(target.with_suffix(".tmp")))
-            target.with_suffix(".tmp").replace(target)
+            with output_folder.atomic_path(target) as partial:
+                pq.write_table(pa.table(table), partial)
             self.saved_configs.add(config)
-        partial = output_dir / "metrics.json.tmp"
-        partial.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
-        partial.replace(output_dir / "metrics.json")
+        output_folder.write_json(output_dir / "metrics.json", self.to_dict())
         return output_dir
 
     def merge_saved(self, output_dir: str | Path, keys: dict[str, str | None], log=print) -> None:
@@ -230,7 +241,8 @@ class EvaluationReport:
         A requested config is reused when its saved key equals `keys[config]`; otherwise it is
         recomputed, and the reason is logged. Configs saved earlier but not requested now are kept
         (one output folder collects a model's configs across runs) if they were computed with the
-        same model content and scorer settings; otherwise they are dropped, with a message.
+        same model content and scorer settings on the same dataset (`source`); otherwise they are
+        dropped, with a message, so a config of another dataset is never reported as this one's.
         """
         saved_file = Path(output_dir) / "metrics.json"
         if not saved_file.exists():
@@ -247,10 +259,14 @@ class EvaluationReport:
             elif not same_run:
                 log(f"{config}: dropped from {saved_file.name}: computed with another model or other settings")
                 continue
+            elif prov.get("source") != self.source:
+                log(f"{config}: dropped from {saved_file.name}: computed on {prov.get('source', saved.get('dataset'))}, "
+                    f"not on {self.source}")
+                continue
             scores_file = Path(output_dir) / f"scores-{config}.parquet"
             if not scores_file.exists():
                 continue
-            table = Dataset.from_parquet(str(scores_file))
+            table = pq.read_table(scores_file).to_pydict()
             self.results[config] = metrics
             self.provenance[config] = prov
             self.scores[config] = {
@@ -258,7 +274,7 @@ class EvaluationReport:
                 "negative": np.asarray(table["negative_score"]),
                 "positive": np.asarray(table["positive_score"]),
             }
-            if "image_id" in table.column_names:
+            if "image_id" in table:
                 self.scores[config]["image_id"] = np.asarray(table["image_id"])
             self.saved_configs.add(config)
 
@@ -342,44 +358,67 @@ def _looks_like_path(name: str) -> bool:
 def require_model_exists(name_or_path: str) -> None:
     """Refuse a path-like model name that does not exist ("not found", not a Hub id error); cheap, so
     `hardpos eval` runs it before reading any data."""
-    if _looks_like_path(name_or_path) and not Path(name_or_path).expanduser().exists():
+    if _looks_like_path(name_or_path) and not open_clip_native.is_native(name_or_path) \
+            and not Path(name_or_path).expanduser().exists():
         raise UserInputError(f"model not found: {name_or_path} (no such folder)")
 
 
 def identify_model(name_or_path: str) -> dict[str, Any]:
     """`provenance.model_identity`, refusing a path-like name that does not exist ("not found")."""
     require_model_exists(name_or_path)
+    if open_clip_native.is_native(name_or_path):
+        return open_clip_native.identity(name_or_path)
     return model_identity(name_or_path)
 
 
-def load_model_and_processor(name_or_path: str):
-    """`AutoModel` + `AutoProcessor` from a Hub id or a local folder (CLIP, SigLIP, ...).
+def load_model_and_processor(name_or_path: str, image_backend: str = DEFAULT_IMAGE_BACKEND):
+    """`AutoModel` + `AutoProcessor` from a Hub id or a local folder (CLIP, SigLIP, ...), in float32.
 
-    Refuses, with a one-line reason, a path that does not exist and a model that is not a dual
-    encoder (the scorer needs `get_image_features` and `get_text_features`).
+    float32 whatever dtype the weights were saved in: transformers 5 loads `dtype="auto"`, so a
+    checkpoint saved in half precision would otherwise be scored in half precision (outcomes of
+    near-tied rows flip) while the report says fp32; `--dtype` is the one switch for lower precision.
+    Refuses, with a one-line reason naming the file to add, a path that does not exist, a model that
+    is not a dual encoder (the scorer needs `get_image_features` and `get_text_features`), a missing
+    or degenerate tokenizer and a missing image processor (`model_checks`).
     """
+    import torch
     from transformers import AutoModel, AutoProcessor
 
+    from .model_checks import check_image_processor, check_tokenizer
+
+    if open_clip_native.is_native(name_or_path):  # built by open_clip, with its own transforms and tokenizer
+        return open_clip_native.load(name_or_path)
     require_model_exists(name_or_path)
     path = Path(name_or_path).expanduser()
+    where = "local folder" if path.exists() else "Hub id (offline: it must be in the local cache)"
     try:
-        model = AutoModel.from_pretrained(name_or_path)
+        model = AutoModel.from_pretrained(name_or_path, dtype=torch.float32)
     except (OSError, ValueError, KeyError) as err:
-        where = "local folder" if path.exists() else "Hub id (offline: it must be in the local cache)"
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise UserInputError(f"cannot load model {name_or_path!r} as a {where}: {first_line}") from err
+        raise UserInputError(f"cannot load model {name_or_path!r} as a {where}: {_first_line(err)}") from err
     missing = [m for m in ("get_image_features", "get_text_features") if not hasattr(model, m)]
     if missing:
         raise UserInputError(
             f"{name_or_path} is a {type(model).__name__}, not a dual encoder "
             "(needs get_image_features/get_text_features)"
         )
-    processor = AutoProcessor.from_pretrained(name_or_path)
-    if not all(hasattr(processor, a) for a in ("tokenizer", "image_processor")):
+    try:
+        processor = AutoProcessor.from_pretrained(name_or_path)
+    except (OSError, ValueError, KeyError, TypeError) as err:
         raise UserInputError(
-            f"{name_or_path}: its processor ({type(processor).__name__}) lacks a tokenizer and an image processor"
-        )
+            f"cannot load the processor of model {name_or_path!r} ({where}): add preprocessor_config.json (or "
+            f"processor_config.json) and the tokenizer files from the base model ({_first_line(err)})"
+        ) from err
+    if getattr(processor, "image_processor", None) is not None:  # pinned, not the backend AutoProcessor picked
+        processor.image_processor = load_image_processor(name_or_path, image_backend)
+    check_image_processor(name_or_path, processor)
+    text_config = getattr(model.config, "text_config", model.config)
+    check_tokenizer(name_or_path, getattr(processor, "tokenizer", None), text_config)
     return model, processor
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
 
 
 def _content_cache_dir(digest: str) -> str:
@@ -420,6 +459,17 @@ def load_local_split(folder: str | Path, config: str | None, split: str) -> tupl
     if len(dataset) == 0:
         raise UserInputError(f"{folder} config {config!r} split {split!r} has no rows")
     return dataset, {"path": str(folder), "config": config, "split": split, "sha256": digest}
+
+
+def dataset_source(dataset: str | Dataset | DatasetDict) -> str:
+    """The dataset a result belongs to: a local folder's resolved path, a Hub id, or an in-memory
+    dataset's fingerprint; saved configs from another source are never merged into this one's report."""
+    if isinstance(dataset, DatasetDict):
+        return "in-memory:" + ",".join(d._fingerprint for d in dataset.values())
+    if isinstance(dataset, Dataset):
+        return f"in-memory:{dataset._fingerprint}"
+    folder = Path(dataset).expanduser()
+    return str(folder.resolve()) if folder.exists() else str(dataset)
 
 
 def load_eval_sets(
@@ -473,9 +523,8 @@ def check_output_writable(output_dir: str | Path) -> None:
     output_dir = Path(output_dir)
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
-        probe = output_dir / ".hardpos-write-test"
-        probe.write_text("ok")
-        probe.unlink()
+        output_folder.write_text(output_dir / ".hardpos-write-test", "ok")  # a unique temporary name, renamed
+        (output_dir / ".hardpos-write-test").unlink(missing_ok=True)  # another run may have removed it
     except OSError as err:
         raise UserInputError(f"--output {output_dir} is not writable ({err.strerror or err})") from err
 
@@ -502,6 +551,7 @@ def evaluate_model(
     activation: str | None = None,
     tokenizer: str | Path | None = None,
     preset: str | None = None,
+    image_backend: str = DEFAULT_IMAGE_BACKEND,
     log=print,
 ) -> EvaluationReport:
     """Evaluate a Hub/local model, or a checkpoint file, on every config of a Hub/local hard-positive dataset.
@@ -518,6 +568,8 @@ def evaluate_model(
     content and every score-changing setting are unchanged, and keeps the configs of earlier runs
     of the same model and settings, so one folder collects them all. With `cache_dir`, embeddings
     persist on disk by content (see `EmbeddingCache`), shared by every dataset this model scores.
+    `image_backend` picks the image processor's backend (`image_processing`: pil by default); its
+    description is recorded in `metrics.json` and part of every resume and embedding-cache key.
     `preset` (a `hardpos zoo` name) or a Hub id the paper scored (`hf_hardpos.published`) adds the
     paper's figures and our difference to the report (`report.published`, table and `metrics.json`).
     `scorer_provider` lets a caller that scores several datasets with one model (a benchmark suite)
@@ -540,7 +592,10 @@ def evaluate_model(
     from transformers import AutoConfig
 
     try:
-        max_length = text_context_length(AutoConfig.from_pretrained(model_path))
+        if open_clip_native.is_native(model_path):
+            max_length = open_clip_native.context_length(model_path)
+        else:
+            max_length = text_context_length(AutoConfig.from_pretrained(model_path))
     except (OSError, ValueError) as err:
         raise UserInputError(f"cannot read the text context length of model {model!r}: {str(err).splitlines()[0]}") from err
     settings = {
@@ -551,8 +606,10 @@ def evaluate_model(
         "allow_tf32": allow_tf32,
         "device": pick_device(device).type,
         "max_length": max_length,
+        "image_processor": image_processor_settings(model_path, image_backend),
+        "versions": RESULT_VERSIONS,
     }
-    report = EvaluationReport(model=str(model), dataset=str(dataset))
+    report = EvaluationReport(model=str(model), dataset=str(dataset), source=dataset_source(dataset))
     report.run = {
         "model_identity": identity,
         "settings": {**settings, "batch_size": batch_size, "num_workers": num_workers},
@@ -566,22 +623,64 @@ def evaluate_model(
     for name, eval_set in eval_sets.items():
         data_known = eval_set.identity.get("revision", "local") is not None
         keys[name] = digest_of([identity, eval_set.identity, settings]) if known and data_known else None
-    if output_dir is not None and resume:
-        report.merge_saved(output_dir, keys, log=log)
+    with contextlib.ExitStack() as held:
+        if output_dir is not None:
+            held.enter_context(output_folder.locked(output_dir, log))
+            output_dir = partial_run_folder(output_dir, max_rows, log)
+            held.enter_context(output_folder.locked(output_dir, log))
+            report.output_dir = str(output_dir)
+            if resume:
+                report.merge_saved(output_dir, keys, log=log)
+        _score_missing(
+            report, eval_sets, keys, output_dir, model, model_path, scorer_provider, cache_dir,
+            batch_size, num_workers, device, precision, allow_tf32, progress, max_rows, bootstrap_samples, log,
+        )
+    return report
 
+
+def partial_run_folder(output_dir: str | Path, max_rows: int | None, log=print) -> Path:
+    """Where a `--max-rows N` run saves: `output_dir`, unless that holds a fuller result (all rows, or
+    more than N), which a partial run must never replace; then `output_dir/max-rows-N`, said in the log."""
+    output_dir = Path(output_dir)
+    saved_file = output_dir / "metrics.json"
+    if max_rows is None or not saved_file.exists():
+        return output_dir
+    try:
+        saved = json.loads(saved_file.read_text())
+    except (OSError, ValueError):
+        return output_dir
+    saved_rows = saved.get("run", {}).get("settings", {}).get("max_rows")
+    if saved.get("results") and (saved_rows is None or saved_rows > max_rows):
+        beside = output_dir / f"max-rows-{max_rows}"
+        held = "all rows" if saved_rows is None else f"the first {saved_rows} rows"
+        log(f"{output_dir} holds a result on {held}; this --max-rows {max_rows} run is saved in {beside} instead")
+        return beside
+    return output_dir
+
+
+def _score_missing(
+    report: EvaluationReport, eval_sets, keys, output_dir, model, model_path, scorer_provider, cache_dir,
+    batch_size, num_workers, device, precision, allow_tf32, progress, max_rows, bootstrap_samples, log,
+) -> None:
+    """Score the configs `report` does not hold yet, saving after each; then order and aggregate."""
+    settings = report.run["settings"]
+    identity = report.run["model_identity"]
+    split = settings["split"]
     todo = [name for name in eval_sets if name not in report.results]
     if todo and scorer_provider is not None:
         scorer = scorer_provider()
         if (scorer.precision, scorer.allow_tf32, scorer.device.type) != (precision, allow_tf32, settings["device"]):
             raise ValueError("scorer_provider's scorer was built with other precision/TF32/device settings")
     elif todo:
-        loaded_model, processor = load_model_and_processor(model_path)
+        loaded_model, processor = load_model_and_processor(model_path, settings["image_processor"]["backend"])
         cache = None
         if cache_dir is not None:
             if report.run["key"] is None:
                 log(f"embedding cache not used: the model's revision is unknown offline ({model})")
             else:
-                embedding_settings = {k: settings[k] for k in ("precision", "allow_tf32", "device", "max_length")}
+                embedding_settings = {
+                    k: settings[k] for k in ("precision", "allow_tf32", "device", "max_length", "versions", "image_processor")
+                }
                 cache = EmbeddingCache(cache_dir, namespace=digest_of([identity, embedding_settings]))
         scorer = ITMScorer(
             loaded_model, processor, batch_size, num_workers, device, precision, allow_tf32, progress, cache
@@ -601,6 +700,7 @@ def evaluate_model(
         )
         report.provenance[name] = {
             "key": keys[name],
+            "source": report.source,
             "key_parts": {"model": identity, "settings": report.run["settings_key"]},
             "dataset": eval_sets[name].identity,
             "split": split,
@@ -617,4 +717,3 @@ def evaluate_model(
     report.published = beside_ours(report.model, report.dataset, {**report.results, **report.aggregates}, report.run.get("preset"))
     if output_dir is not None:
         report.save(output_dir)
-    return report

@@ -26,7 +26,8 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from . import columns
-from .embedding_cache import EmbeddingCache, text_key
+from .image_processing import describe_image_processor
+from .embedding_cache import EmbeddingCache, token_key
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
@@ -226,6 +227,7 @@ class ITMScorer:
             "allow_tf32": self.allow_tf32,
             "max_length": self.max_length,
             "text_padding": self.text_padding if isinstance(self.text_padding, str) else "longest",
+            "image_processor": describe_image_processor(self.processor.image_processor),
         }
 
     @contextlib.contextmanager
@@ -240,6 +242,23 @@ class ITMScorer:
                 yield
         finally:
             torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+    def _pad(self, sequences: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
+        """`input_ids` and `attention_mask` for token sequences, padded as `_tokenize` pads (to the
+        longest, or to `max_length` for SigLIP) with the tokenizer's pad id and side."""
+        tokenizer = self.processor.tokenizer
+        width = self.max_length if self.text_padding == "max_length" else max(len(s) for s in sequences)
+        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        input_ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(sequences), width), dtype=torch.long)
+        left = getattr(tokenizer, "padding_side", "right") == "left"
+        for row, sequence in enumerate(sequences):
+            span = slice(width - len(sequence), width) if left else slice(0, len(sequence))
+            input_ids[row, span] = torch.as_tensor(list(sequence), dtype=torch.long)
+            attention_mask[row, span] = 1
+        if "attention_mask" not in getattr(tokenizer, "model_input_names", ["attention_mask"]):
+            return {"input_ids": input_ids}  # SigLIP attends to its padding, as it was trained
+        return {"input_ids": input_ids, "attention_mask": attention_mask}
 
     def _tokenize(self, texts: Sequence[str]):
         return self.processor.tokenizer(
@@ -256,32 +275,39 @@ class ITMScorer:
         return np.fromiter((len(i) for i in ids), dtype=np.int64, count=len(texts))
 
     def encode_texts(self, texts: Sequence[str]) -> torch.Tensor:
-        """L2-normalised text embeddings (float32, CPU), in the order given; cached texts are not re-encoded."""
-        keys = [text_key(t) for t in texts]
+        """L2-normalised text embeddings (float32, CPU), in the order given; cached texts are not re-encoded.
+
+        Texts are keyed and deduplicated by their (truncated) token ids, not their characters:
+        "red cube" and "Red  cube " tokenize alike for CLIP, and encoded apart (in other batches,
+        under other padding) they would differ by ~1e-7 and break what is an exact tie for the
+        model, so outcomes would depend on `batch_size`. One token sequence, one embedding.
+        """
+        if not texts:
+            return torch.empty(0, 0)
+        ids = self.processor.tokenizer(list(texts), truncation=True, max_length=self.max_length)["input_ids"]
+        keys = [token_key(i) for i in ids]
         todo = sorted({keys[i]: i for i in self.cache.missing("text", keys)}.values())
         if todo:
-            self.cache.add("text", [keys[i] for i in todo], self._encode_texts([texts[i] for i in todo]))
-        return self.cache.get("text", keys) if texts else torch.empty(0, 0)
+            self.cache.add("text", [keys[i] for i in todo], self._encode_token_ids([ids[i] for i in todo]))
+        return self.cache.get("text", keys)
 
     @torch.inference_mode()
-    def _encode_texts(self, texts: Sequence[str]) -> torch.Tensor:
-        lengths = [len(t) for t in texts]
-        order = np.argsort(lengths, kind="stable")  # similar lengths together: less padding
+    def _encode_token_ids(self, ids: Sequence[Sequence[int]]) -> torch.Tensor:
+        order = np.argsort([len(i) for i in ids], kind="stable")  # similar lengths together: less padding
         out: torch.Tensor | None = None
         for start in tqdm(
-            range(0, len(texts), self.batch_size),
+            range(0, len(ids), self.batch_size),
             desc="Encoding texts",
             disable=not self.progress,
             unit="batch",
         ):
             idx = order[start : start + self.batch_size]
-            batch = self._tokenize([texts[i] for i in idx])
-            batch = {k: v.to(self.device) for k, v in batch.items() if k in ("input_ids", "attention_mask")}
+            batch = {k: v.to(self.device) for k, v in self._pad([ids[i] for i in idx]).items()}
             with self._numerics():
                 emb = _features(self.model.get_text_features(**batch))
             emb = torch.nn.functional.normalize(emb.float(), dim=-1).cpu()
             if out is None:
-                out = torch.empty(len(texts), emb.shape[-1])
+                out = torch.empty(len(ids), emb.shape[-1])
             out[torch.as_tensor(idx)] = emb
         assert out is not None
         return out

@@ -1,0 +1,121 @@
+"""An output folder written by one run at a time, whose files are always complete or absent.
+
+Why: two `hardpos eval` runs into the same `--output` used to read `metrics.json`, score, and write
+it back independently, so the later writer dropped the earlier one's configs (and with different
+models filed one model's scores under the other's identity); an interrupted write left half a file.
+Here a run holds an exclusive lock on the folder from the moment it reads what is saved there until
+its last write, so a second run waits for the first and then merges with what the first saved;
+every file is written under a unique temporary name in the same folder and renamed into place
+(atomic on POSIX and Windows).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+LOCK_NAME = ".hardpos.lock"
+
+# Folders held, per thread, with a depth count: a caller already holding a folder's lock may take it
+# again without waiting for itself; another thread of the same process waits like another process.
+_HELD: dict[tuple[str, int], int] = {}
+
+
+def _lock_file(handle) -> bool:
+    """Try to take an exclusive lock without waiting; True when taken."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        import msvcrt
+
+        try:
+            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+            return True
+        except OSError:
+            return False
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+@contextlib.contextmanager
+def locked(folder: str | Path, log: Callable[[str], None] = print, poll_seconds: float = 0.5) -> Iterator[Path]:
+    """Hold `folder`'s lock for the duration of the block, waiting (and saying so) if another run holds it.
+
+    The lock file names its holder (pid, host, start time), so the wait message says whom we wait
+    for. The operating system releases the lock when the holder exits, even if it was killed.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    key = (str(folder.resolve()), threading.get_ident())
+    if key in _HELD:
+        _HELD[key] += 1
+        try:
+            yield folder
+        finally:
+            _HELD[key] -= 1
+        return
+    handle = open(folder / LOCK_NAME, "a+")
+    try:
+        if not _lock_file(handle):
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            log(f"waiting: {folder} is being written by {holder}")
+            while not _lock_file(handle):
+                time.sleep(poll_seconds)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        handle.flush()
+        _HELD[key] = 1
+        try:
+            yield folder
+        finally:
+            del _HELD[key]
+            handle.seek(0)
+            handle.truncate()
+    finally:
+        handle.close()  # closing releases the lock
+
+
+def temporary_path(target: str | Path) -> Path:
+    """A unique name beside `target` for a file that is renamed onto it once complete.
+
+    It keeps `target`'s suffix after a `.tmp-<id>` infix that no reader's pattern matches
+    (`scores-x.parquet` -> `.scores-x.tmp-<id>.parquet`, hidden and not `scores-*.parquet`).
+    """
+    target = Path(target)
+    return target.with_name(f".{target.stem}.tmp-{uuid.uuid4().hex[:12]}{target.suffix}")
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | Path) -> Iterator[Path]:
+    """Yield a temporary path to write; rename it onto `target` if the block succeeds, delete it otherwise."""
+    target = Path(target)
+    partial = temporary_path(target)
+    try:
+        yield partial
+        os.replace(partial, target)
+    finally:
+        if partial.exists():
+            partial.unlink()
+
+
+def write_text(target: str | Path, text: str) -> None:
+    """Write `text` to `target` atomically."""
+    with atomic_path(target) as partial:
+        partial.write_text(text, encoding="utf-8")
+
+
+def write_json(target: str | Path, value, default=None) -> None:
+    """Write `value` as indented JSON to `target` atomically."""
+    write_text(target, json.dumps(value, indent=2, default=default) + "\n")
