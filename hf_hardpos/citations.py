@@ -103,6 +103,12 @@ BIBTEX: dict[str, str] = {
     booktitle = {Proceedings of the IEEE/CVF Conference on Computer Vision and Pattern Recognition (CVPR)},
     year = {2023}
 }""",
+    "parcalabescu2022valse": """@inproceedings{parcalabescu2022valse,
+    title = {{VALSE}: A Task-Independent Benchmark for Vision and Language Models Centered on Linguistic Phenomena},
+    author = {Parcalabescu, Letitia and Cafagna, Michele and Muradjan, Lilitta and Frank, Anette and Calixto, Iacer and Gatt, Albert},
+    booktitle = {Proceedings of the 60th Annual Meeting of the Association for Computational Linguistics (ACL)},
+    year = {2022}
+}""",
 }
 
 # Named keys, so a typo is an ImportError rather than a KeyError at card-rendering time.
@@ -114,6 +120,7 @@ CE_CLIP = "zhang2024contrasting"
 ARO = "yuksekgonul2023when"
 CREPE = "ma2023crepe"
 VL_CHECKLIST = "zhao2022vlchecklist"
+VALSE = "parcalabescu2022valse"
 COCO = "lin2014microsoft"
 SUGARCREPE = "hsieh2023sugarcrepe"
 SUGARCREPE_PP = "dumpala2024sugarcrepepp"

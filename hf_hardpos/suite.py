@@ -27,6 +27,7 @@ import yaml
 from . import columns
 from .errors import UserInputError
 from .aggregation import describe_all
+from .image_processing import DEFAULT_IMAGE_BACKEND, image_processor_settings
 from .evaluation import EvaluationReport, check_output_writable, check_run_options, evaluate_model, load_eval_sets
 from .evaluation import difference_rule, identify_model, load_model_and_processor, rows_by_activation
 from .provenance import describe_model, digest_of, environment, hub_revision, sha256_files
@@ -36,6 +37,7 @@ from .tasks import caption_selection, text_only, webdataset
 from .tasks.aro import ARO_MACRO
 from .tasks import evaluate_caption_selection, evaluate_text_only, evaluate_winoground
 from .tasks import evaluate_zeroshot_classification, evaluate_zeroshot_retrieval
+from .tasks import evaluate_valse, evaluate_vl_checklist, is_valse, is_vl_checklist
 
 HARD_POSITIVE = "hard_positive"
 CAPTION_SELECTION = caption_selection.CAPTION_SELECTION
@@ -65,7 +67,12 @@ COMPOSITIONAL = [
     SuiteEntry("sugarcrepe_pp", "hardpos/sugarcrepe_pp", HARD_POSITIVE, text_only=True),
     SuiteEntry("sugarcrepe", "hardpos/sugarcrepe", CAPTION_SELECTION),
     SuiteEntry("aro", "hardpos/aro", CAPTION_SELECTION),
+    SuiteEntry("valse", "hardpos/valse", CAPTION_SELECTION),
+    SuiteEntry("vl_checklist", "hardpos/vl_checklist", CAPTION_SELECTION),
 ]
+
+# CE-CLIP's four benchmarks (its Tables 1-3): ARO, VALSE, VL-CheckList and SugarCrepe.
+CE_CLIP_SUITE = [entry for entry in COMPOSITIONAL if entry.name in ("aro", "valse", "vl_checklist", "sugarcrepe")]
 
 # clip_benchmark's VTAB webdatasets (its benchmark/webdatasets.txt), the paper's Table 10 VTAB mean.
 VTAB_TASKS = (
@@ -83,7 +90,12 @@ RETENTION = [
     SuiteEntry("flickr30k", "clip-benchmark/wds_flickr30k", ZEROSHOT_RETRIEVAL),
 ]
 
-SUITES = {"compositional": COMPOSITIONAL, "retention": RETENTION, "paper": COMPOSITIONAL + RETENTION}
+SUITES = {
+    "compositional": COMPOSITIONAL,
+    "retention": RETENTION,
+    "paper": [e for e in COMPOSITIONAL if e.name not in ("valse", "vl_checklist")] + RETENTION,
+    "ce_clip": CE_CLIP_SUITE,
+}
 
 # Which metric a group of entries is averaged on, per task.
 GROUP_METRIC = {ZEROSHOT_CLASSIFICATION: "acc1", ZEROSHOT_RETRIEVAL: "image_retrieval_recall@1"}
@@ -299,12 +311,12 @@ def _slug(name: str) -> str:
 class _LazyScorer:
     """Loads the model only when some dataset actually needs scoring (a fully resumed suite does not)."""
 
-    def __init__(self, model: str, **options):
-        self.model, self.options, self.scorer = model, options, None
+    def __init__(self, model: str, image_backend: str, **options):
+        self.model, self.image_backend, self.options, self.scorer = model, image_backend, options, None
 
     def __call__(self) -> ITMScorer:
         if self.scorer is None:
-            loaded, processor = load_model_and_processor(self.model)
+            loaded, processor = load_model_and_processor(self.model, self.image_backend)
             self.scorer = ITMScorer(loaded, processor, **self.options)
         return self.scorer
 
@@ -326,6 +338,7 @@ def run_suite(
     open_clip_config: str | Path | dict | None = None,
     activation: str | None = None,
     tokenizer: str | Path | None = None,
+    image_backend: str = DEFAULT_IMAGE_BACKEND,
     log=print,
 ) -> SuiteReport:
     """Evaluate `model` on every entry; one `metrics.json` and one table in `output_dir`.
@@ -342,7 +355,8 @@ def run_suite(
     check_output_writable(output_dir)
     model_path = resolve_model(model, open_clip_config, activation, tokenizer, progress=progress)
     identity = identify_model(model_path)
-    settings = {"precision": precision, "allow_tf32": allow_tf32, "device": pick_device(device).type, "max_rows": max_rows}
+    settings = {"precision": precision, "allow_tf32": allow_tf32, "device": pick_device(device).type, "max_rows": max_rows,
+                "image_processor": image_processor_settings(model_path, image_backend)}
     report = SuiteReport(model=str(model), run={
         "model_identity": identity,
         "settings": {**settings, "batch_size": batch_size},
@@ -353,7 +367,7 @@ def run_suite(
         from .embedding_cache import EmbeddingCache
 
         cache = EmbeddingCache(cache_dir, namespace=digest_of([identity, settings]))
-    scorer = _LazyScorer(model_path, batch_size=batch_size, num_workers=num_workers, device=device,
+    scorer = _LazyScorer(model_path, image_backend, batch_size=batch_size, num_workers=num_workers, device=device,
                          precision=precision, allow_tf32=allow_tf32, progress=progress, cache=cache)
     for entry in entries:
         task = entry.task or detect_task(entry.dataset, entry.split, entry.configs)
@@ -369,7 +383,7 @@ def run_suite(
                                 num_workers=num_workers, device=device, precision=precision, allow_tf32=allow_tf32,
                                 max_rows=max_rows, output_dir=folder, resume=resume, progress=progress,
                                 scorer_provider=scorer, log=log, open_clip_config=open_clip_config,
-                                activation=activation, tokenizer=tokenizer)
+                                activation=activation, tokenizer=tokenizer, image_backend=image_backend)
             section = _hard_positive_section(hp)
             if entry.text_only:
                 _add_text_only(section, scorer, entry, max_rows)
@@ -415,6 +429,11 @@ def task_section(task: str, scorer: ITMScorer, entry: SuiteEntry, max_rows: int 
     or `all`), aggregates, tie rule and aggregation. No saving: callers decide (the suite, the trainer)."""
     if task == CAPTION_SELECTION:
         subsets = {name: s.dataset for name, s in load_eval_sets(entry.dataset, entry.configs, entry.split).items()}
+        first = next(iter(subsets.values()))
+        if is_valse(first):
+            return _section(evaluate_valse(scorer, subsets, max_rows))
+        if is_vl_checklist(first):
+            return _section(evaluate_vl_checklist(scorer, subsets, max_rows))
         categories = caption_selection.SUGARCREPE_CATEGORIES if set(subsets) & {
             m for members in caption_selection.SUGARCREPE_CATEGORIES.values() for m in members} else None
         macro = {k: v for k, v in ARO_MACRO.items() if k in subsets} or None
@@ -431,6 +450,10 @@ def task_section(task: str, scorer: ITMScorer, entry: SuiteEntry, max_rows: int 
         result = _single(evaluate_zeroshot_classification(scorer, entry.dataset, entry.split, max_rows=max_rows))
     else:
         result = _single(evaluate_zeroshot_retrieval(scorer, entry.dataset, entry.split, max_rows=max_rows))
+    return _section(result)
+
+
+def _section(result: dict) -> dict:
     return {k: v for k, v in result.items() if k in ("results", "aggregates", "tie_rule", "aggregation")}
 
 

@@ -198,6 +198,32 @@ def _build_aro(args: argparse.Namespace):
     )
 
 
+def _seed_benchmark_arguments(what: str, subsets_help: str) -> Callable[[argparse.ArgumentParser], None]:
+    def add(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--images-dir", type=Path, required=True, help=what)
+        parser.add_argument("--subsets", nargs="+", default=None, help=subsets_help)
+
+    return add
+
+
+def _build_valse(args: argparse.Namespace):
+    from ..data.valse import export_valse
+
+    options = _common_builder_options(args)
+    if options["upstream_dir"] is None:
+        raise UserInputError("hardpos build valse needs --upstream-dir: a clone of github.com/Heidelberg-NLP/VALSE")
+    return export_valse(args.output_dir, images_dir=args.images_dir, pieces=args.subsets, **options)
+
+
+def _build_vl_checklist(args: argparse.Namespace):
+    from ..data.vl_checklist import export_vl_checklist
+
+    options = _common_builder_options(args)
+    if options["upstream_dir"] is None:
+        raise UserInputError("hardpos build vl_checklist needs --upstream-dir: a clone of github.com/om-ai-lab/VL-CheckList")
+    return export_vl_checklist(args.output_dir, images_dir=args.images_dir, files=args.subsets, **options)
+
+
 DATASETS: dict[str, Buildable] = {
     "replace": Buildable(
         "REPLACE (Kamath et al. 2024): VL-CheckList c/c_n with the paper's c_p, Visual Genome images",
@@ -241,6 +267,21 @@ DATASETS: dict[str, Buildable] = {
         "hardpos/aro",
         _aro_arguments,
         _build_aro,
+    ),
+    "valse": Buildable(
+        "VALSE (Parcalabescu et al. 2022): 11 pieces of caption/foil pairs, annotators' votes kept",
+        "github.com/Heidelberg-NLP/VALSE (data/<piece>.json)",
+        "hardpos/valse",
+        _seed_benchmark_arguments("one folder holding every VALSE image by file name", "pieces to build (default: all 11)"),
+        _build_valse,
+    ),
+    "vl_checklist": Buildable(
+        "VL-CheckList (Zhao et al. 2022): one config per corpus file, POS[0]/NEG[0]; non-commercial licence",
+        "github.com/om-ai-lab/VL-CheckList (corpus/v1/ and the data/ files it names)",
+        "hardpos/vl_checklist",
+        _seed_benchmark_arguments("folder holding the images under each corpus file's IMG_ROOT (e.g. vg/, hake/, swig/)",
+                                  "corpus files to build, by config name (default: all present)"),
+        _build_vl_checklist,
     ),
 }
 

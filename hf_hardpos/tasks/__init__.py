@@ -10,11 +10,14 @@ encoded once) and returning a dict whose metric names follow the benchmark's own
   macro accuracy with `macro=ARO_MACRO`)
 - `evaluate_winoground`: `text_score`, `image_score`, `group_score`
 - `evaluate_text_only`: SugarCrepe++'s text-only task (`text_only_accuracy`)
+- `evaluate_valse`, `evaluate_vl_checklist`: CE-CLIP's other benchmarks, with their seeds' aggregations
 """
 
 from .aro import ARO_MACRO
 from .caption_selection import SUGARCREPE_CATEGORIES, evaluate_caption_selection, evaluate_winoground
 from .text_only import evaluate_text_only
+from .valse import evaluate_valse, is_valse
+from .vl_checklist import evaluate_vl_checklist, is_vl_checklist
 from .webdataset import detect_webdataset_task, is_clip_benchmark_webdataset, load_clip_benchmark_webdataset
 from .zeroshot_classification import evaluate_zeroshot_classification
 from .zeroshot_retrieval import evaluate_zeroshot_retrieval
@@ -25,9 +28,13 @@ __all__ = [
     "detect_webdataset_task",
     "evaluate_caption_selection",
     "evaluate_text_only",
+    "evaluate_valse",
+    "evaluate_vl_checklist",
     "evaluate_winoground",
     "evaluate_zeroshot_classification",
     "evaluate_zeroshot_retrieval",
+    "is_valse",
+    "is_vl_checklist",
     "is_clip_benchmark_webdataset",
     "load_clip_benchmark_webdataset",
 ]

@@ -1,0 +1,229 @@
+"""VALSE builder (Parcalabescu et al., ACL 2022): one config per piece, every upstream row, flagged.
+
+VALSE tests linguistic phenomena (existence, plurality, counting, spatial relations, actions,
+coreference, and FOIL-it's nouns) with a caption and a *foil*: the caption with one phrase changed so
+that it no longer fits the image. CE-CLIP (Zhang et al., CVPR 2024, Table 1) reports it for CLIP-style
+models as the share of rows with s(caption|i) > s(foil|i).
+
+Upstream (github.com/Heidelberg-NLP/VALSE, ``data/<piece>.json``, checked at commit 2152d90; the data
+has not changed since a64f89e): each file is a JSON object ``id -> row`` with ``dataset,
+original_split, linguistic_phenomena, image_file, caption, foil, classes, classes_foil,
+mturk{caption, foil, other}`` and piece-specific fields whose types vary (``classes`` may be a string, a
+number, a list or a boolean), so only the fields below are read. The files hold validated and
+unvalidated rows alike: VALSE's README defines the *valid* rows as those where at least two of three
+annotators chose the caption and not the foil (``mturk.caption >= 2``). Every row is kept here with
+that vote (``mturk_caption``) and a ``valid`` flag; the evaluation keeps the valid rows, as VALSE and
+CE-CLIP do. 24 upstream rows have caption == foil (flagged; the filter removes all of them).
+
+Images are not in the VALSE repository: Visual7W (existence, counting: ``v7w_<id>.jpg``), COCO val2017
+(plurals, relations), SWiG (actions: ``<verb>_<n>.jpg``), VisDial v1.0 (coreference: COCO train/val2014
+and ``VisualDialog_val2018_*``) and COCO val2014 (foil-it). Put them in one folder by file name
+(``--images-dir``); a missing image stops the build with the count and the first names, unless
+``--skip-missing`` is given (then the card and ``build_report.json`` list what was left out).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import datasets
+
+from .. import columns
+from ..citations import CE_CLIP, VALSE, cite
+from .checks import DataValidationError, load_json
+from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder
+from .sources import GitHubRepo, ImageFolder, Sources, resolve_images
+
+SPLIT = "test"
+VALSE_REPO = GitHubRepo("Heidelberg-NLP/VALSE", "2152d90")
+VALID_VOTES = 2  # VALSE README: a valid foil has mturk.caption >= 2 of 3 annotators
+
+# piece -> (rows in the upstream file, rows with mturk.caption >= 2), read from the files at 2152d90.
+VALSE_COUNTS: dict[str, tuple[int, int]] = {
+    "existence": (534, 505),
+    "plurals": (1000, 851),
+    "counting-hard": (1000, 868),
+    "counting-small-quant": (1000, 900),
+    "counting-adversarial": (756, 691),
+    "relations": (614, 535),
+    "action-replacement": (779, 648),
+    "actant-swap": (1042, 949),
+    "coreference-standard": (916, 708),
+    "coreference-hard": (141, 104),
+    "foil-it": (1000, 943),
+}
+PIECES = tuple(VALSE_COUNTS)
+
+
+def upstream_file(piece: str) -> str:
+    return f"data/{piece}.json"
+
+
+def _votes(row: dict, path: Path, key: str) -> int | None:
+    mturk = row.get("mturk")
+    if mturk is None:
+        return None
+    if not isinstance(mturk, dict) or not isinstance(mturk.get("caption"), int) or isinstance(mturk.get("caption"), bool):
+        raise DataValidationError(f"{path}: row {key!r}, field mturk.caption: expected an integer vote count, got {mturk!r}")
+    return mturk["caption"]
+
+
+def read_valse_piece(path: Path, piece: str) -> list[dict]:
+    """The rows of one VALSE file, in file order, with the annotators' vote and the two flags."""
+    data = load_json(path)
+    if not isinstance(data, dict):
+        raise DataValidationError(f"{path}: expected a JSON object keyed by row id, got {type(data).__name__}")
+    rows = []
+    for key, row in data.items():
+        if not isinstance(row, dict):
+            raise DataValidationError(f"{path}: row {key!r} is a {type(row).__name__}, expected an object")
+        for field in ("image_file", "caption", "foil"):
+            if not isinstance(row.get(field), str) or not row[field].strip():
+                raise DataValidationError(f"{path}: row {key!r}, field {field!r}: expected a non-empty string")
+        votes = _votes(row, path, key)
+        rows.append(
+            {
+                columns.IMAGE_ID: row["image_file"],
+                columns.CAPTION: row["caption"],
+                columns.HARD_NEGATIVE: row["foil"],
+                "subset": piece,
+                "upstream_id": str(key),
+                "source_dataset": str(row.get("dataset", "")),
+                "mturk_caption": votes,
+                "valid": votes is not None and votes >= VALID_VOTES,
+                "caption_equals_foil": row["caption"].strip() == row["foil"].strip(),
+            }
+        )
+    return rows
+
+
+def valse_features() -> datasets.Features:
+    return datasets.Features(
+        {
+            columns.IMAGE_ID: datasets.Value("string"),
+            columns.CAPTION: datasets.Value("string"),
+            columns.HARD_NEGATIVE: datasets.Value("string"),
+            "subset": datasets.Value("string"),
+            "upstream_id": datasets.Value("string"),
+            "source_dataset": datasets.Value("string"),
+            "mturk_caption": datasets.Value("int64"),
+            "valid": datasets.Value("bool"),
+            "caption_equals_foil": datasets.Value("bool"),
+        }
+    )
+
+
+VALSE_COLUMNS = {
+    columns.IMAGE: "the image named by upstream `image_file`, original bytes",
+    columns.IMAGE_ID: "upstream `image_file`",
+    columns.CAPTION: "the caption (upstream `caption`)",
+    columns.HARD_NEGATIVE: "the foil (upstream `foil`)",
+    "subset": "the VALSE piece (upstream file `data/<piece>.json`)",
+    "upstream_id": "the row's key in the upstream file",
+    "source_dataset": "where the image comes from (upstream `dataset`)",
+    "mturk_caption": "annotators (of 3) who chose the caption and not the foil (upstream `mturk.caption`)",
+    "valid": "mturk_caption >= 2: VALSE's valid rows, the only ones its metric counts",
+    "caption_equals_foil": "computed by this builder: the foil equals the caption (an upstream defect)",
+}
+
+
+def _flags(rows: Sequence[dict]) -> dict[str, int]:
+    return {
+        "valid": sum(row["valid"] for row in rows),
+        "caption_equals_foil": sum(row["caption_equals_foil"] for row in rows),
+        "caption_equals_foil_and_valid": sum(row["caption_equals_foil"] and row["valid"] for row in rows),
+    }
+
+
+def _defects(report: BuildReport) -> str:
+    lines = [
+        "No row is dropped or changed; the evaluation keeps the rows with `valid` (`mturk.caption >= 2`), "
+        "as VALSE's README asks. Measured in this build:",
+        "",
+        "| config | rows | `valid` | `caption_equals_foil` | of those, `valid` |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {name} | {report.counts.get(name, 0):,} | {flags['valid']:,} | {flags['caption_equals_foil']:,} | "
+        f"{flags['caption_equals_foil_and_valid']:,} |"
+        for name, flags in report.flags.items()
+    ]
+    return "\n".join(lines)
+
+
+USAGE = """from datasets import load_dataset
+
+existence = load_dataset("{repo}", "existence", split="test")
+valid = existence.filter(lambda r: r["valid"])  # VALSE's metric counts only these rows
+# acc_r: share of valid rows with s(caption|i) > s(foil|i) (strict); CE-CLIP's Avg is the plain mean of the 11 pieces."""
+
+
+def _facts(repo_id: str) -> CardFacts:
+    return CardFacts(
+        title="VALSE: vision-and-language models on linguistic phenomena",
+        pretty_name="VALSE",
+        summary=(
+            "VALSE (Parcalabescu et al., ACL 2022): 11 pieces testing existence, plurality, counting, spatial "
+            "relations, actions, coreference and nouns (FOIL-it), each row an image with a caption and a foil. "
+            "A model is correct on a valid row when s(caption|i) > s(foil|i) (strict). CE-CLIP (Zhang et al., "
+            "CVPR 2024) reports it in its Table 1."
+        ),
+        builder="hf_hardpos.data.valse.export_valse",
+        usage=USAGE.format(repo=repo_id),
+        column_meanings=VALSE_COLUMNS,
+        defects=_defects,
+        license_id="mit",
+        license_text=(
+            "Annotations: MIT (github.com/Heidelberg-NLP/VALSE). Images keep the terms of their sources: "
+            "Visual7W, COCO (Flickr terms of use), SWiG (imSitu), VisDial."
+        ),
+        citation=cite(VALSE, CE_CLIP),
+        tags=["valse", "compositionality", "linguistic-phenomena"],
+    )
+
+
+def export_valse(
+    output_dir: str | Path,
+    *,
+    upstream_dir: str | Path,
+    images_dir: str | Path,
+    pieces: Sequence[str] | None = None,
+    skip_missing: bool = False,
+    cache_dir: str | Path | None = None,
+    max_shard_size: int | str = SHARD_SIZE,
+    repo_id_for_card: str | None = None,
+    verify: bool = True,
+    progress: bool = True,
+) -> BuildReport:
+    """Build ``hardpos/valse`` into ``output_dir``: one config per piece, split ``test``, file order.
+
+    ``upstream_dir`` is a clone of the VALSE repository (``data/<piece>.json``); ``images_dir`` one
+    folder holding every image by file name.
+    """
+    pieces = list(pieces or PIECES)
+    unknown = [piece for piece in pieces if piece not in VALSE_COUNTS]
+    if unknown:
+        raise DataValidationError(f"unknown VALSE piece(s) {unknown}; expected {list(PIECES)}")
+    sources = Sources(upstream_dir, cache_dir, repo=VALSE_REPO)
+    report = BuildReport(dataset="valse")
+    rows_by_piece = {piece: read_valse_piece(sources.upstream_file(upstream_file(piece)), piece) for piece in pieces}
+    report.sources.update(sources.provenance)
+    folder = ImageFolder(images_dir, sources)
+    wanted = dict.fromkeys(row[columns.IMAGE_ID] for rows in rows_by_piece.values() for row in rows)
+    images = ImageSpec(*resolve_images(folder, wanted, skip_missing=skip_missing, progress=progress))
+    report.sources["images"] = f"{folder.description}: Visual7W, COCO, SWiG and VisDial images by file name"
+    configs = [
+        ConfigBuild(piece, rows, valse_features(), VALSE_COUNTS[piece][0], _flags(rows), images)
+        for piece, rows in rows_by_piece.items()
+    ]
+    return export_folder(
+        output_dir,
+        configs,
+        _facts(repo_id_for_card or "hardpos/valse"),
+        report,
+        split=SPLIT,
+        max_shard_size=max_shard_size,
+        cache_dir=cache_dir,
+        verify=verify,
+    )

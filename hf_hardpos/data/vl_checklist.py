@@ -1,0 +1,257 @@
+"""VL-CheckList builder (Zhao et al., 2022): one config per upstream annotation file, every row, flagged.
+
+VL-CheckList probes objects (location, size), attributes (action, color, material, size, state) and
+relations (action, spatial) with a positive and a negative caption per image. CE-CLIP (Zhang et al.,
+CVPR 2024, Table 2) reports it for CLIP-style models.
+
+Upstream (github.com/om-ai-lab/VL-CheckList, checked at commit 6f8d6a3; the data has not changed since
+e42e1d6): ``corpus/v1/<Aspect>/<type>/[<sub>/]<source>.yaml`` names each file's annotations
+(``ANNO_PATH``, relative to the repository), its image folder (``IMG_ROOT``) and its layout (``TYPE``,
+always ``TUPLE_JSON``). The annotation file is a JSON list of ``[image_path, {"POS": [...], "NEG":
+[...]}]``; the official image-text metric compares ``POS[0]`` with ``NEG[0]`` only, so those are the
+``caption`` and ``hard_negative`` here (the other entries are kept in ``positives``/``negatives``).
+
+Defects found in the upstream files, kept and flagged per row so a user can exclude them: rows that
+repeat an earlier row of the same file exactly (``duplicate``), ``POS[0] == NEG[0]``
+(``positive_equals_negative``) and negatives that lost their subject (``" frying pan"`` for "bicycle ON
+sidewalk": ``negative_broken``, a negative with leading or trailing whitespace). The licence is not
+an open one: the repository has no licence file and its ``setup.py`` says "free for non-commercial use".
+
+Images come from Visual Genome (also for VAW), HAKE (HICO-DET, HCVRD, V-COCO, OpenImages, PIC) and
+SWiG, laid out under ``--images-dir`` as the yaml files' ``IMG_ROOT`` folders say. The official code
+drops rows whose image is missing without a word; this builder stops with the count and the first paths
+unless ``--skip-missing`` is given (then the card and ``build_report.json`` list them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import datasets
+import yaml
+
+from .. import columns
+from ..citations import CE_CLIP, VL_CHECKLIST, cite
+from .checks import DataValidationError, load_json
+from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder
+from .sources import GitHubRepo, ImageFolder, Sources, resolve_images
+
+SPLIT = "test"
+VL_CHECKLIST_REPO = GitHubRepo("om-ai-lab/VL-CheckList", "6f8d6a3")
+CORPUS = "corpus/v1"
+
+
+def config_name(yaml_path: Path, corpus_dir: Path) -> str:
+    """``corpus/v1/Object/Location/center/vg_obj.yaml`` -> ``object_location_center_vg_obj``."""
+    return "_".join(part.lower() for part in yaml_path.relative_to(corpus_dir).with_suffix("").parts)
+
+
+def aspect_and_type(name: str) -> tuple[str, str]:
+    """The (aspect, type) a config belongs to: ``object_location_center_vg_obj`` -> (object, location)."""
+    aspect, kind = name.split("_")[:2]
+    return aspect, kind
+
+
+def discover_files(upstream_dir: Path) -> dict[str, Path]:
+    """Config name -> its yaml file, for every yaml under ``corpus/v1`` (sorted, so the order is stable)."""
+    corpus_dir = upstream_dir / CORPUS
+    if not corpus_dir.is_dir():
+        raise DataValidationError(f"{corpus_dir} not found: --upstream-dir must be a clone of github.com/{VL_CHECKLIST_REPO.name}")
+    found = {config_name(path, corpus_dir): path for path in sorted(corpus_dir.rglob("*.yaml"))}
+    if not found:
+        raise DataValidationError(f"{corpus_dir}: no .yaml files")
+    return found
+
+
+def read_yaml_entry(path: Path) -> tuple[str, str]:
+    """(ANNO_PATH, IMG_ROOT) of one corpus file, refusing any other layout."""
+    try:
+        entry = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise DataValidationError(f"{path}: not valid YAML ({error})") from None
+    if not isinstance(entry, dict):
+        raise DataValidationError(f"{path}: expected a mapping with ANNO_PATH, IMG_ROOT and TYPE")
+    for field in ("ANNO_PATH", "IMG_ROOT", "TYPE"):
+        if not isinstance(entry.get(field), str):
+            raise DataValidationError(f"{path}: field {field} missing or not a string")
+    if entry["TYPE"] != "TUPLE_JSON":
+        raise DataValidationError(f"{path}: TYPE {entry['TYPE']!r} is not supported (only TUPLE_JSON)")
+    return entry["ANNO_PATH"], entry["IMG_ROOT"]
+
+
+def read_annotation_file(path: Path, name: str, image_root: str) -> list[dict]:
+    """The rows of one annotation file, in file order, with the three defect flags."""
+    data = load_json(path)
+    if not isinstance(data, list):
+        raise DataValidationError(f"{path}: expected a JSON list of [image_path, {{POS, NEG}}], got {type(data).__name__}")
+    aspect, kind = aspect_and_type(name)
+    rows, seen = [], set()
+    for index, item in enumerate(data):
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], dict)):
+            raise DataValidationError(f"{path}: row {index}: expected [image_path, {{\"POS\": [...], \"NEG\": [...]}}]")
+        image, texts = item
+        for field in ("POS", "NEG"):
+            value = texts.get(field)
+            if not (isinstance(value, list) and value and all(isinstance(t, str) for t in value)):
+                raise DataValidationError(f"{path}: row {index}, field {field}: expected a non-empty list of strings")
+        positive, negative = texts["POS"][0], texts["NEG"][0]
+        signature = (image, tuple(texts["POS"]), tuple(texts["NEG"]))
+        rows.append(
+            {
+                columns.IMAGE_ID: f"{image_root.rstrip('/')}/{image}" if image_root.strip("/") else image,
+                columns.CAPTION: positive,
+                columns.HARD_NEGATIVE: negative,
+                "positives": list(texts["POS"]),
+                "negatives": list(texts["NEG"]),
+                "subset": name,
+                "aspect": aspect,
+                "type": kind,
+                "upstream_index": index,
+                "duplicate": signature in seen,
+                "positive_equals_negative": positive.strip() == negative.strip(),
+                "negative_broken": negative != negative.strip(),
+            }
+        )
+        seen.add(signature)
+    return rows
+
+
+def vl_checklist_features() -> datasets.Features:
+    return datasets.Features(
+        {
+            columns.IMAGE_ID: datasets.Value("string"),
+            columns.CAPTION: datasets.Value("string"),
+            columns.HARD_NEGATIVE: datasets.Value("string"),
+            "positives": datasets.List(datasets.Value("string")),
+            "negatives": datasets.List(datasets.Value("string")),
+            "subset": datasets.Value("string"),
+            "aspect": datasets.Value("string"),
+            "type": datasets.Value("string"),
+            "upstream_index": datasets.Value("int64"),
+            "duplicate": datasets.Value("bool"),
+            "positive_equals_negative": datasets.Value("bool"),
+            "negative_broken": datasets.Value("bool"),
+        }
+    )
+
+
+VL_CHECKLIST_COLUMNS = {
+    columns.IMAGE: "the image at IMG_ROOT/<upstream image path>, original bytes",
+    columns.IMAGE_ID: "IMG_ROOT of the corpus file joined with the row's image path",
+    columns.CAPTION: "POS[0], the caption the official metric uses",
+    columns.HARD_NEGATIVE: "NEG[0], the negative the official metric uses",
+    "positives": "every POS entry of the row",
+    "negatives": "every NEG entry of the row",
+    "subset": "the corpus file: <aspect>_<type>[_<sub>]_<source>",
+    "aspect": "attribute, object or relation",
+    "type": "the column of CE-CLIP's Table 2 the file belongs to (e.g. color, location, spatial)",
+    "upstream_index": "the row's position in the upstream file (the official metric reads the first 1,000)",
+    "duplicate": "computed by this builder: the row repeats an earlier row of the same file exactly",
+    "positive_equals_negative": "computed by this builder: POS[0] equals NEG[0] (no model can be right)",
+    "negative_broken": "computed by this builder: NEG[0] has leading or trailing whitespace (a lost word)",
+}
+
+FLAG_NAMES = ("duplicate", "positive_equals_negative", "negative_broken")
+
+
+def _flags(rows: Sequence[dict]) -> dict[str, int]:
+    return {flag: sum(row[flag] for row in rows) for flag in FLAG_NAMES}
+
+
+def _defects(report: BuildReport) -> str:
+    lines = [
+        "No row is dropped or changed. Measured in this build:",
+        "",
+        "| config | rows | `duplicate` | `positive_equals_negative` | `negative_broken` |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {name} | {report.counts.get(name, 0):,} | " + " | ".join(f"{flags[f]:,}" for f in FLAG_NAMES) + " |"
+        for name, flags in report.flags.items()
+    ]
+    return "\n".join(lines)
+
+
+USAGE = """from datasets import load_dataset
+
+color = load_dataset("{repo}", "attribute_color_vg", split="test")
+official = color.select(range(min(1000, len(color))))  # the official protocol reads each file's first 1,000 rows
+clean = color.filter(lambda r: not (r["duplicate"] or r["positive_equals_negative"] or r["negative_broken"]))"""
+
+
+def _facts(repo_id: str) -> CardFacts:
+    return CardFacts(
+        title="VL-CheckList: objects, attributes and relations, file by file",
+        pretty_name="VL-CheckList",
+        summary=(
+            "VL-CheckList (Zhao et al., 2022): images from Visual Genome, HAKE and SWiG, each with a positive "
+            "and a negative caption, in one file per aspect, type and source. The official image-text metric: "
+            "s(POS[0]|i) > s(NEG[0]|i) (strict), one accuracy per file over its first 1,000 rows. CE-CLIP "
+            "(Zhang et al., CVPR 2024) reports it in its Table 2."
+        ),
+        builder="hf_hardpos.data.vl_checklist.export_vl_checklist",
+        usage=USAGE.format(repo=repo_id),
+        column_meanings=VL_CHECKLIST_COLUMNS,
+        defects=_defects,
+        license_id="other",
+        license_text=(
+            "Non-commercial use only: github.com/om-ai-lab/VL-CheckList has no licence file and its setup.py "
+            "says \"free for non-commercial use\". Images keep the terms of Visual Genome, HAKE's sources "
+            "(HICO-DET, HCVRD, V-COCO, OpenImages, PIC) and SWiG."
+        ),
+        citation=cite(VL_CHECKLIST, CE_CLIP),
+        tags=["vl-checklist", "compositionality"],
+    )
+
+
+def export_vl_checklist(
+    output_dir: str | Path,
+    *,
+    upstream_dir: str | Path,
+    images_dir: str | Path,
+    files: Sequence[str] | None = None,
+    skip_missing: bool = False,
+    cache_dir: str | Path | None = None,
+    max_shard_size: int | str = SHARD_SIZE,
+    repo_id_for_card: str | None = None,
+    verify: bool = True,
+    progress: bool = True,
+) -> BuildReport:
+    """Build ``hardpos/vl_checklist`` into ``output_dir``: one config per corpus file, split ``test``.
+
+    ``upstream_dir`` is a clone of the VL-CheckList repository (``corpus/v1`` and the ``data/`` files
+    its yaml files name); ``images_dir`` holds the images under the yaml files' ``IMG_ROOT`` folders.
+    ``files`` picks configs by name (default: every corpus file whose annotations are present).
+    """
+    upstream_dir = Path(upstream_dir)
+    available = discover_files(upstream_dir)
+    names = list(files or available)
+    unknown = [name for name in names if name not in available]
+    if unknown:
+        raise DataValidationError(f"unknown VL-CheckList file(s) {unknown}; expected some of {list(available)}")
+    sources = Sources(upstream_dir, cache_dir, repo=VL_CHECKLIST_REPO)
+    report = BuildReport(dataset="vl_checklist")
+    rows_by_file = {}
+    for name in names:
+        annotation_path, image_root = read_yaml_entry(available[name])
+        rows_by_file[name] = read_annotation_file(sources.upstream_file(annotation_path), name, image_root)
+    report.sources.update(sources.provenance)
+    folder = ImageFolder(images_dir, sources)
+    wanted = dict.fromkeys(row[columns.IMAGE_ID] for rows in rows_by_file.values() for row in rows)
+    images = ImageSpec(*resolve_images(folder, wanted, skip_missing=skip_missing, progress=progress))
+    report.sources["images"] = f"{folder.description}: Visual Genome, HAKE and SWiG under each file's IMG_ROOT"
+    configs = [
+        ConfigBuild(name, rows, vl_checklist_features(), None, _flags(rows), images)
+        for name, rows in rows_by_file.items()
+    ]
+    return export_folder(
+        output_dir,
+        configs,
+        _facts(repo_id_for_card or "hardpos/vl_checklist"),
+        report,
+        split=SPLIT,
+        max_shard_size=max_shard_size,
+        cache_dir=cache_dir,
+        verify=verify,
+    )
