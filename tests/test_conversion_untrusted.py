@@ -1,0 +1,95 @@
+"""A checkpoint is data: reading an OpenAI TorchScript archive never runs the code inside it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from hf_hardpos.conversion.openai import read_torchscript_tensors
+from hf_hardpos.conversion.state_dict import load_state_dict
+from hf_hardpos.errors import UserInputError
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "open_clip"
+MARKER = "SETSTATE-MARKER-5b1e"
+
+
+class _Scripted(torch.nn.Module):
+    """A module whose scripted __setstate__ prints MARKER: torch.jit.load runs it."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(2))
+
+    @torch.jit.export
+    def __getstate__(self) -> tuple[torch.Tensor, bool]:
+        return (self.weight, self.training)
+
+    @torch.jit.export
+    def __setstate__(self, state: tuple[torch.Tensor, bool]) -> None:
+        print("SETSTATE-MARKER-5b1e")
+        self.weight = state[0]
+        self.training = state[1]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.weight
+
+
+@pytest.fixture
+def crafted(tmp_path):
+    path = tmp_path / "ViT-B-32.pt"
+    torch.jit.script(_Scripted()).save(str(path))
+    return path
+
+
+def test_the_crafted_archive_runs_its_code_under_torch_jit(crafted, capfd):
+    """The premise: torch.jit.load executes the archive's __setstate__ (so the tests below mean something)."""
+    torch.jit.load(str(crafted))
+    assert MARKER in capfd.readouterr().out
+
+
+def test_reading_the_crafted_archive_runs_nothing_and_says_what_to_do(crafted, capfd):
+    with pytest.raises(UserInputError, match=r"torch\.save\(model\.state_dict\(\)") as refused:
+        load_state_dict(crafted)
+    assert "__setstate__" in str(refused.value)
+    captured = capfd.readouterr()
+    assert MARKER not in captured.out + captured.err
+
+
+def test_hardpos_convert_refuses_it_in_one_line(crafted, tmp_path, capfd):
+    from hf_hardpos.cli import main
+
+    rc = main(["convert", str(crafted), "--output-dir", str(tmp_path / "out"), "--no-verify"])
+    captured = capfd.readouterr()
+    assert rc == 2 and MARKER not in captured.out + captured.err
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in captured.err and "state_dict" in lines[0]
+
+
+def test_openai_fixture_reads_the_same_tensors_as_torch_jit():
+    """The restricted reader gives torch.jit.load's state dict exactly: same names, dtypes and values."""
+    path = FIXTURES / "openai_jit.pt"
+    reference = dict(torch.jit.load(str(path), map_location="cpu").state_dict())
+    tensors = read_torchscript_tensors(path)
+    assert sorted(tensors) == sorted(reference)
+    for name, value in reference.items():
+        assert tensors[name].dtype == value.dtype and torch.equal(tensors[name], value), name
+
+
+def test_a_pickle_naming_any_other_global_is_refused(tmp_path):
+    """data.pkl may build tensors and ordered dicts only: a reference to os.system is refused, not called."""
+    import pickle
+    import zipfile
+
+    class Call:
+        def __reduce__(self):
+            return (print, (MARKER,))
+
+    path = tmp_path / "evil.pt"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("evil/data.pkl", pickle.dumps(Call(), protocol=2))
+        archive.writestr("evil/code/__torch__.py", "")
+        archive.writestr("evil/byteorder", "little")
+    with pytest.raises(UserInputError, match=r"(__builtin__|builtins)\.print, which is not weights"):
+        load_state_dict(path)
