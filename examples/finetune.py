@@ -41,7 +41,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from datasets import Dataset, load_dataset
+from datasets import Dataset, load_dataset_builder
 from transformers import CLIPModel, CLIPProcessor, HfArgumentParser
 
 from hf_hardpos import columns
@@ -102,6 +102,10 @@ class DataArguments:
         },
     )
     dataset_config: str | None = field(default=None, metadata={"help": "Config name of --dataset."})
+    dataset_revision: str | None = field(
+        default=None,
+        metadata={"help": "Hub revision (branch, tag or commit) of --dataset; the card records the commit read."},
+    )
     train_split: str = field(default="train", metadata={"help": "Split of --dataset to train on."})
     eval_datasets: list[str] = field(
         default_factory=list,
@@ -191,11 +195,13 @@ def parse_eval_spec(spec: str, default_split: str) -> tuple[str, str, str | None
 
 
 def load_data(data_args: DataArguments, training_args: HardPosTrainingArguments):
-    """(train set, {name: eval set}, {name: dataset id}, {name: description}) for the synthetic world or
-    the Hub/local paths; descriptions name data without a Hub id in the model card. Synthetic eval sets
+    """(train set, {name: eval set}, {name: dataset id}, {name: description}, train identity) for the
+    synthetic world or the Hub/local paths; descriptions name data without a Hub id in the model card, the
+    train identity is the config, split and revision (Hub commit or data files' sha256) trained on. Synthetic eval sets
     are in-memory hard-positive tables; `--eval_datasets` entries are `BenchmarkEvalSet`s of any benchmark."""
     eval_ids: dict[str, str] = {}
     descriptions: dict[str, str] = {}
+    train_identity: dict[str, str | None] = {}
     if data_args.dataset is None:
         from hf_hardpos.synthetic.world import make_finetune_dataset, make_replace_dataset, make_swap_dataset
 
@@ -216,9 +222,17 @@ def load_data(data_args: DataArguments, training_args: HardPosTrainingArguments)
         if Path(data_args.dataset).expanduser().is_dir():
             # Read by content: `datasets`' cache would serve a rebuilt folder's old rows (README: Datasets).
             train, identity = load_local_split(data_args.dataset, data_args.dataset_config, data_args.train_split)
-            descriptions["train"] = f"local folder, config {identity['config']!r}, data files sha256 {identity['sha256'][:12]}"
+            descriptions["train"] = f"local folder, data files sha256 {identity['sha256'][:12]}"
+            train_identity = {"config": identity["config"], "split": data_args.train_split}
         else:
-            train = load_dataset(data_args.dataset, data_args.dataset_config, split=data_args.train_split)
+            # Through the builder, whose hash is the Hub commit the rows were read from.
+            builder = load_dataset_builder(
+                data_args.dataset, data_args.dataset_config, revision=data_args.dataset_revision
+            )
+            builder.download_and_prepare()
+            train = builder.as_dataset(split=data_args.train_split)
+            train_identity = {"config": builder.config.name, "split": data_args.train_split,
+                              "revision": f"commit {builder.hash}" if builder.hash else None}  # fmt: skip
         evals = {}
     evals = {name: _truncate(dataset, data_args.max_eval_samples) for name, dataset in evals.items()}
     for spec in data_args.eval_datasets:
@@ -235,7 +249,7 @@ def load_data(data_args: DataArguments, training_args: HardPosTrainingArguments)
     columns.require_columns(
         train, needed + training_args.positive_columns + training_args.negative_columns, "the training set"
     )
-    return train, evals, eval_ids, descriptions
+    return train, evals, eval_ids, descriptions, train_identity
 
 
 def load_model(model_args: ModelArguments, training_args: HardPosTrainingArguments) -> str:
@@ -277,13 +291,16 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     model_path = load_model(model_args, training_args)
     model = CLIPModel.from_pretrained(model_path)
     processor = CLIPProcessor.from_pretrained(model_path)
-    train, evals, eval_ids, descriptions = load_data(data_args, training_args)
+    train, evals, eval_ids, descriptions, train_identity = load_data(data_args, training_args)
 
     card_data = HardPosModelCardData(
         base_model=model_args.model_name_or_path,
         train_dataset_id=data_args.dataset,
         eval_dataset_ids=eval_ids,
         train_dataset_description=descriptions.pop("train", None),
+        train_dataset_config=train_identity.get("config"),
+        train_dataset_split=train_identity.get("split"),
+        train_dataset_revision=train_identity.get("revision"),
         eval_dataset_descriptions=descriptions,
         recipe=recipe_report,
     )
@@ -300,8 +317,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     trainer.log_metrics("train", result.metrics)
 
     metrics = dict(result.metrics)
-    if evals:  # the final model's metrics, which go into the card; reused if the last step was evaluated
-        step = trainer.state.global_step
+    if evals:  # the final model's metrics, which go into the card; reused if its step was evaluated
+        # With load_best_model_at_end the final model is the best checkpoint's, evaluated at its step.
+        loaded = trainer.best_model_loaded
+        step = loaded["step"] if loaded else trainer.state.global_step
         last = [e for e in trainer.state.log_history if e.get("step") == step and "eval_runtime" in e]
         eval_metrics = {k: v for k, v in last[-1].items() if k.startswith("eval_")} if last else trainer.evaluate()
         trainer.log_metrics("eval", eval_metrics)

@@ -182,3 +182,36 @@ def test_card_eval_table_is_the_package_table_with_its_tie_rule(trained):
     assert table in text and f"{100 * metrics['augmented_accuracy']:.1f}" in table
     assert TIE_RULE in text
     assert "No recipe file was followed" in text  # this run had no recipe file
+
+
+def test_global_batch_counts_processes_and_accumulation():
+    from types import SimpleNamespace
+
+    from hf_hardpos.training.model_card import global_batch
+
+    layout = dict(per_device_train_batch_size=8, world_size=2, gradient_accumulation_steps=4)
+    assert global_batch(SimpleNamespace(**layout, gather_across_processes=True)) == {
+        "size": 64, "per_device": 8, "processes": 2, "accumulation": 4, "contrasted": 16}
+    assert global_batch(SimpleNamespace(**layout, gather_across_processes=False))["contrasted"] == 8
+    one = global_batch(SimpleNamespace(**{**layout, "world_size": 1}, gather_across_processes=True))
+    assert (one["size"], one["contrasted"]) == (32, 8)
+
+
+def test_card_records_global_batch_and_the_training_sets_config_split_revision(trained, monkeypatch):
+    """Without a recipe too: a 2-process card must not read like a 1-process one."""
+    import re
+
+    from hf_hardpos.training import model_card
+
+    trainer, _ = trained
+    data = HardPosModelCardData(train_dataset_id="example-org/hardpos-coco", train_dataset_config="ce_clip",
+                                train_dataset_split="train", train_dataset_revision="commit 0123abcd")
+    single = model_card.generate_model_card(trainer, data).text
+    monkeypatch.setattr(model_card, "batch_layout", lambda args: (8, 2, 4))
+    double = model_card.generate_model_card(trainer, data).text
+    numbers = r"Global batch (\d+) = (\d+) per device x (\d+)\s+process\(es\) x (\d+) gradient"
+    assert re.search(numbers, single).groups() == ("8", "8", "1", "1")
+    assert re.search(numbers, double).groups() == ("64", "8", "2", "4")
+    identity = re.search(r"training set: `example-org/hardpos-coco`, config `(.*?)`, split `(.*?)`, revision `(.*?)`",
+                         double)
+    assert identity.groups() == ("ce_clip", "train", "commit 0123abcd")

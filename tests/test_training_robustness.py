@@ -13,6 +13,7 @@ from test_trainer import eval_rows, finetune_rows, load_tiny, make_args
 from transformers import TrainerCallback
 
 from hf_hardpos.training import HardPosTrainer
+from hf_hardpos.training.eval_sets import flat_metrics
 
 # --- the best checkpoint survives a resume (load_best_model_at_end) ----------------------------------
 
@@ -129,3 +130,32 @@ def test_safetensors_damage_is_measured_against_its_header(tmp_path):
     assert corrupt_parts(tmp_path) == [f"model.safetensors is truncated ({size - 4} of {size} bytes)"]
     (tmp_path / "model.safetensors").write_bytes(b"")
     assert corrupt_parts(tmp_path) == ["model.safetensors is empty"]
+
+
+# --- the card describes the model it ships: the loaded best checkpoint's evaluation ------------------
+
+
+@pytest.mark.parametrize("sections_saved", [True, False])
+def test_card_reports_the_loaded_best_checkpoints_evaluation(tiny_clip_dir, tmp_path, monkeypatch, sections_saved):
+    from huggingface_hub import ModelCard
+
+    if not sections_saved:  # a best checkpoint without eval sections: the loaded model is evaluated again
+        monkeypatch.setattr(HardPosTrainer, "_save_eval_sections", lambda self, output_dir: None)
+    trainer = _best_run(tiny_clip_dir, tmp_path / "run", max_steps=6)
+    assert trainer.best_model_loaded["step"] == 2 and trainer.best_model_loaded["last_step"] == 6
+    evals = {}  # the evaluations during training (a re-evaluation after loading the best one comes later)
+    for entry in trainer.state.log_history:
+        if "eval_toy_augmented_accuracy" in entry:
+            evals.setdefault(entry["step"], entry)
+    scores = [f"eval_toy_mean_{k}_score" for k in ("original", "negative", "positive")]
+    assert [evals[2][k] for k in scores] != [evals[6][k] for k in scores]  # the two evaluations differ
+
+    # What the card is generated from is step 2's evaluation, and so is what the card says.
+    section = flat_metrics("toy", trainer.eval_sections["toy"], "eval")
+    assert {k: section[k] for k in scores} == pytest.approx({k: evals[2][k] for k in scores}, rel=1e-6)
+    assert trainer.eval_sections["toy"]["step"] == 2
+    trainer.save_model(str(tmp_path / "final"))
+    card = ModelCard.load(tmp_path / "final" / "README.md")
+    rates = ("original_accuracy", "augmented_accuracy", "brittleness")
+    reported = {r.metric_type: r.metric_value for r in card.data.eval_results if r.metric_type in rates}
+    assert reported == pytest.approx({m: evals[2][f"eval_toy_{m}"] for m in rates})

@@ -34,7 +34,7 @@ from ..suite import CAPTION_SELECTION, HARD_POSITIVE, WINOGROUND, ZEROSHOT_CLASS
 from ..tables import metrics_table, render_table
 from ..tasks.zeroshot_retrieval import RECALL_KS
 from .eval_sets import section_rows, unnamed_row
-from .recipe import RecipeReport
+from .recipe import RecipeReport, batch_layout
 
 TEMPLATE_NAME = "model_card.md"
 # `model-index` task (type, name) of each benchmark task. The Hub lists zero-shot image classification;
@@ -76,6 +76,9 @@ class HardPosModelCardData:
         base_model: Hub id of the model fine-tuned from; defaults to the model config's `_name_or_path`
             (kept out of the YAML when it is a local path, which the Hub would reject).
         train_dataset_id: Hub id (or local path) of the training set, e.g. "hardpos/coco".
+        train_dataset_config, train_dataset_split, train_dataset_revision: which config, split and
+            revision (the Hub commit the rows came from) of `train_dataset_id` was trained on; a Hub id
+            alone names a moving target.
         eval_dataset_ids: Hub id per eval-set name, used as `dataset.type` in `model-index`.
         train_dataset_description, eval_dataset_descriptions: how to name data that has no Hub id
             (e.g. the synthetic world and its seed) in the card body.
@@ -86,6 +89,9 @@ class HardPosModelCardData:
     model_name: str | None = None
     base_model: str | None = None
     train_dataset_id: str | None = None
+    train_dataset_config: str | None = None
+    train_dataset_split: str | None = None
+    train_dataset_revision: str | None = None
     eval_dataset_ids: dict[str, str] = field(default_factory=dict)
     train_dataset_description: str | None = None
     eval_dataset_descriptions: dict[str, str] = field(default_factory=dict)
@@ -265,10 +271,10 @@ def training_log_table(log_history: list[dict]) -> str:
 
 
 def _dataset_description(
-    dataset, dataset_id: str | None, description: str | None, columns_to_count: list[str]
+    dataset, dataset_id: str | None, description: str | None, columns_to_count: list[str], identity: str = ""
 ) -> str:
     if dataset_id:  # a Hub id or local path, with what else is known (e.g. a local folder's content hash)
-        name = f"`{dataset_id}`" + (f" ({description})" if description else "")
+        name = f"`{dataset_id}`{identity}" + (f" ({description})" if description else "")
     else:
         name = description or "an in-memory dataset"
     parts = [name, f"{len(dataset):,} rows"]
@@ -293,6 +299,46 @@ def _eval_set_description(name: str, eval_set, card_data: HardPosModelCardData) 
     if eval_set.max_rows is not None:
         text += f"; only its first {eval_set.max_rows:,} rows (per config) were evaluated"
     return text
+
+
+def _train_identity(card_data: HardPosModelCardData) -> str:
+    """", config `c`, split `s`, revision `r`" for whichever of the three is known."""
+    parts = [
+        f"{label} `{value}`"
+        for label, value in (
+            ("config", card_data.train_dataset_config),
+            ("split", card_data.train_dataset_split),
+            ("revision", card_data.train_dataset_revision),
+        )
+        if value
+    ]
+    return "".join(f", {p}" for p in parts)
+
+
+def global_batch(args) -> dict[str, int]:
+    """The batch one optimiser step sees: per-device batch x processes x gradient-accumulation steps.
+
+    Why on every card: the per-device batch alone makes a 2-process run's card read like a 1-process
+    run's, while the contrastive losses and the learning rate depend on the global batch.
+    """
+    per_device, processes, accumulation = batch_layout(args)
+    gathered = bool(getattr(args, "gather_across_processes", False)) and processes > 1
+    return {
+        "size": per_device * processes * accumulation,
+        "per_device": per_device,
+        "processes": processes,
+        "accumulation": accumulation,
+        # captions each image is contrasted with: one micro-batch, of every process when gathered
+        "contrasted": per_device * (processes if gathered else 1),
+    }
+
+
+def _best_model(trainer) -> dict[str, Any] | None:
+    """Which checkpoint `load_best_model_at_end` loaded (the card's weights and evaluation are its), or None."""
+    loaded = getattr(trainer, "best_model_loaded", None)
+    if not loaded:
+        return None
+    return {**loaded, "value": _fmt(loaded["value"])}
 
 
 def _versions() -> dict[str, str]:
@@ -401,6 +447,7 @@ def generate_model_card(
                     card_data.train_dataset_id,
                     card_data.train_dataset_description,
                     count_columns,
+                    _train_identity(card_data),
                 )
             }
         )
@@ -433,6 +480,8 @@ def generate_model_card(
         base_model_is_hub_id=base_is_hub,
         lora=lora,
         has_eval=bool(sections),
+        best_model=_best_model(trainer),
+        global_batch=global_batch(args),
         **eval_card_sections(sections, eval_sets, card_data),
         recipe=card_data.recipe,
         train_datasets=train_datasets,

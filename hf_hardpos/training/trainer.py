@@ -217,6 +217,8 @@ class HardPosTrainer(Trainer):
         self.add_callback(EpochStateCallback(self.objective, self.data_collator))
         self._term_sums: dict[str, torch.Tensor | float] = {}
         self._term_steps = 0
+        # {checkpoint, step, metric, value, last_step} once load_best_model_at_end loaded the best checkpoint
+        self.best_model_loaded: dict[str, Any] | None = None
         self._staging_dir: str | None = None  # set while a checkpoint is being written
         self._pending_push: str | None = None
 
@@ -404,6 +406,7 @@ class HardPosTrainer(Trainer):
         staged_best = self.state.best_model_checkpoint
         self.state.best_model_checkpoint = final_checkpoint_path(staged_best)
         if self.args.should_save:
+            self._save_eval_sections(os.path.join(staging, name))
             if staged_best != self.state.best_model_checkpoint:
                 self.state.save_to_json(os.path.join(staging, name, TRAINER_STATE_NAME))
             if os.path.isdir(final):  # a second save of the same step replaces the first
@@ -505,13 +508,52 @@ class HardPosTrainer(Trainer):
         return output_dir
 
     def _save_optimizer_and_scheduler(self, output_dir: str) -> None:
-        """Training state: the optimizer and scheduler, the loss state (CMR thresholds) and the latest
-        eval sections (so the card written after a resume still shows the tables the log refers to)."""
+        """Training state: the optimizer and scheduler, and the loss state (CMR thresholds)."""
         super()._save_optimizer_and_scheduler(output_dir)
         if self.args.should_save:
             torch.save(self.objective.state_dict(), os.path.join(output_dir, LOSS_STATE_NAME))
-            with open(os.path.join(output_dir, EVAL_SECTIONS_NAME), "w", encoding="utf-8") as file:
-                json.dump(self.eval_sections, file, indent=2, default=_json_number)
+
+    def _save_eval_sections(self, output_dir: str) -> None:
+        """The latest eval sections, in every checkpoint (also with `save_only_model`): a resumed run's card
+        still shows the tables the log refers to, and `load_best_model_at_end` finds the best one's."""
+        with open(os.path.join(output_dir, EVAL_SECTIONS_NAME), "w", encoding="utf-8") as file:
+            json.dump(self.eval_sections, file, indent=2, default=_json_number)
+
+    def _load_best_model(self) -> None:
+        """Load the best checkpoint, and with it that checkpoint's evaluation, which the card then reports.
+
+        Why: the stock Trainer swaps in the best weights but the latest evaluation would stay in
+        `eval_sections`, so the card would describe the last step's model, not the one saved. When the
+        best checkpoint holds no eval sections for every set (written by an older version), the loaded
+        model is evaluated again, so the card's numbers are always the loaded weights'.
+        """
+        super()._load_best_model()
+        checkpoint = self.state.best_model_checkpoint
+        step = self.state.best_global_step
+        path = os.path.join(checkpoint, EVAL_SECTIONS_NAME)
+        saved = {}
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as file:
+                saved = json.load(file)
+        sections = {k: v for k, v in saved.items() if k in self.eval_datasets and v.get("step") == step}
+        self.best_model_loaded = {
+            "checkpoint": os.path.basename(os.path.normpath(checkpoint)),
+            "step": step,
+            "metric": self.args.metric_for_best_model,
+            "value": self.state.best_metric,
+            "last_step": self.state.global_step,
+        }
+        if set(sections) == set(self.eval_datasets):
+            self.eval_sections = sections
+        else:
+            logger.warning("%s holds no evaluation of every eval set at step %s: evaluating the loaded model again.",
+                           path, step)  # fmt: skip
+            self.eval_sections = {}
+            self.evaluate()
+            for section in self.eval_sections.values():
+                section["step"] = step  # the weights are step `step`'s, evaluated after training
+        logger.info("Loaded the best checkpoint %s (step %s, %s = %s); the card reports its evaluation.",
+                    checkpoint, step, self.args.metric_for_best_model, self.state.best_metric)  # fmt: skip
 
     def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
         super()._load_optimizer_and_scheduler(checkpoint)
