@@ -122,7 +122,9 @@ def resolve_model(
 ) -> str:
     """What `from_pretrained` should load for `--model`: a checkpoint *file* is converted (cached), else unchanged.
 
-    For `hardpos eval --model X [--open-clip-config C] [--activation A] [--tokenizer T]` and
+    An `open_clip:...` model is scored natively: its options are folded into the string the
+    loaders read (`open_clip_native.resolve`). For `hardpos eval --model X [--open-clip-config C]
+    [--activation A] [--tokenizer T]` and
     `evaluate_model(..., open_clip_config=, activation=, tokenizer=)`: a Hugging Face folder or Hub
     id passes through (then the conversion options must not be given: they would be silently
     ignored); a file is an open_clip / OpenAI / TSVLC checkpoint, converted once with
@@ -130,6 +132,10 @@ def resolve_model(
     folder's `conversion.json` names the checkpoint's SHA-256 and the activation, which
     `provenance.model_identity` records with every score.
     """
+    from ..open_clip_native import is_native, resolve
+
+    if is_native(model):  # scored by open_clip itself, not converted (hf_hardpos.open_clip_native)
+        return resolve(str(model), open_clip_config, activation, tokenizer)
     if not check_model_options(model, open_clip_config, activation, tokenizer):
         return str(model)
     return str(
@@ -153,7 +159,11 @@ def check_model_options(
     config fail in seconds, not after the dataset was prepared.
     """
     from ..errors import UserInputError
+    from ..open_clip_native import is_native, resolve
 
+    if is_native(model):
+        resolve(str(model), open_clip_config, activation, tokenizer)  # refuses what cannot apply
+        return False
     path = Path(model).expanduser()
     if path.is_file():
         if open_clip_config is None:

@@ -1,0 +1,375 @@
+"""Score any open_clip model natively: open_clip builds the model, its transforms and its tokenizer.
+
+Why a second model source: `CLIPModel` holds a ViT image tower and CLIP's own text transformer only.
+The paper's Table 8 (Kamath et al., ECCV 2024, appendix) also evaluates CLIP RN50x16 / RN50x64 /
+RN101 (ResNet image towers) and OpenCLIP RoBERTa-ViT-B/32 (a RoBERTa text tower), which only
+open_clip can build. Here open_clip itself creates the model, so its own preprocessing and
+tokenizer are used, and `OpenClipDualEncoder` gives the scorer the `get_image_features` /
+`get_text_features` interface every model is scored through (cosine of L2-normalised features).
+
+Accepted forms of `--model` (open_clip is an optional extra: `pip install -e ".[open_clip]"`):
+
+- `open_clip:RN50x16/openai` — an open_clip model name and a pretrained tag;
+- `open_clip:hf-hub:laion/CLIP-ViT-B-32-roberta-base-laion2B-s12B-b32k` — an open_clip Hub repo;
+- `open_clip:ViT-B-32//path/to/negclip.pt` or `open_clip:my-config.json/model.pt`, i.e.
+  `--model FILE --native --open-clip-config NAME_OR_JSON` — a checkpoint file in a named (or JSON) config.
+
+Choices that change scores are explicit and recorded in the model identity: the activation (a tag's
+weights were trained with the activation its open_clip entry records — QuickGELU for OpenAI's — and
+are built with it, where open_clip itself only warns on a mismatch; `activation=` overrides), the
+tokenizer (the model's own; `tokenizer="clip"` feeds CLIP BPE ids to any text tower as the paper's
+code did, hard_positives@33addaa `run_eval.py` calls `clip.tokenize` for every model), the
+preprocessing open_clip applies, and the weights' sha256.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+import warnings
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from PIL import Image
+
+from .conversion.open_clip_config import ACTIVATIONS
+from .errors import UserInputError
+from .provenance import digest_of, sha256_file
+
+PREFIX = "open_clip:"
+HF_HUB = "hf-hub:"
+INSTALL_HINT = 'pip install -e ".[open_clip]"'
+CLIP_TOKENIZER = "clip"  # open_clip's CLIP BPE (SimpleTokenizer) whatever the text tower
+TOKENIZERS = (CLIP_TOKENIZER,)
+_RESOLVED = PREFIX + "{"  # the JSON form `resolve` returns; users type the short forms above
+
+
+@dataclass(frozen=True)
+class NativeSpec:
+    """One open_clip model as the native route builds it.
+
+    `model_name` is an open_clip model name, a model-config JSON file, or `hf-hub:org/repo`;
+    `pretrained` a tag or a checkpoint file (None with `hf-hub:`, whose repo holds the weights);
+    `activation` None means as trained (a tag's entry) or the config's; `tokenizer` None means the
+    model's own.
+    """
+
+    model_name: str
+    pretrained: str | None = None
+    activation: str | None = None
+    tokenizer: str | None = None
+
+    def to_model_string(self) -> str:
+        """The form `resolve` returns and the loaders read back (a JSON object after `open_clip:`)."""
+        return PREFIX + json.dumps(
+            {"model": self.model_name, "pretrained": self.pretrained, "activation": self.activation,
+             "tokenizer": self.tokenizer},
+            sort_keys=True,
+        )
+
+
+def is_native(model: Any) -> bool:
+    """Whether `--model` names the open_clip-native route (`open_clip:...`)."""
+    return isinstance(model, str) and model.startswith(PREFIX)
+
+
+def parse(model: str) -> NativeSpec:
+    """`open_clip:NAME/TAG_OR_FILE`, `open_clip:hf-hub:ORG/REPO`, or the JSON form `resolve` writes."""
+    if model.startswith(_RESOLVED):
+        fields = json.loads(model[len(PREFIX):])
+        return NativeSpec(fields["model"], fields["pretrained"], fields["activation"], fields["tokenizer"])
+    body = model[len(PREFIX):]
+    if body.startswith(HF_HUB):
+        if body.count("/") != 1 or body.endswith("/"):
+            raise UserInputError(f"--model {model}: expected open_clip:hf-hub:ORG/REPO")
+        return NativeSpec(body)
+    # A config JSON's path holds slashes: then the name ends at ".json/".
+    split = body.index(".json/") + len(".json") if ".json/" in body else body.find("/")
+    name, pretrained = (body[:split], body[split + 1:]) if split > 0 else (body, "")
+    if not name or not pretrained:
+        raise UserInputError(
+            f"--model {model}: expected open_clip:NAME/PRETRAINED (a tag, e.g. open_clip:RN50x16/openai, or a "
+            "checkpoint file), or open_clip:hf-hub:ORG/REPO"
+        )
+    return NativeSpec(name, pretrained)
+
+
+def resolve(
+    model: str,
+    open_clip_config: str | Path | None = None,
+    activation: str | None = None,
+    tokenizer: str | None = None,
+) -> str:
+    """The model string the loaders read: `open_clip:...`, or a checkpoint FILE with its config (`--native`).
+
+    Refuses, without importing open_clip, what cannot apply: a config given twice, an unknown
+    activation or tokenizer, a checkpoint file that does not exist.
+    """
+    if activation is not None and activation not in ACTIVATIONS:
+        raise UserInputError(f"--activation must be one of {ACTIVATIONS}, got {activation!r}")
+    if tokenizer is not None and tokenizer not in TOKENIZERS:
+        raise UserInputError(
+            f"--tokenizer {tokenizer!r}: the open_clip-native route uses the model's own tokenizer, or "
+            f"{CLIP_TOKENIZER!r} for open_clip's CLIP BPE (the paper's tokenization of every model)"
+        )
+    if is_native(model):
+        if open_clip_config is not None:
+            raise UserInputError(f"--model {model} names its open_clip config; --open-clip-config applies to --native FILE")
+        spec = parse(model)
+    else:
+        if open_clip_config is None:
+            raise UserInputError(f"--native {model}: an open_clip config is required (--open-clip-config NAME_OR_JSON)")
+        spec = NativeSpec(str(open_clip_config), str(model))
+    if spec.model_name.lstrip().startswith("{"):
+        raise UserInputError("the open_clip-native route takes an open_clip model name or a model-config JSON file, not JSON text")
+    if spec.pretrained is not None and _is_path(spec.pretrained) and not Path(spec.pretrained).expanduser().is_file():
+        raise UserInputError(f"checkpoint {spec.pretrained}: no such file")
+    if spec.pretrained is not None and Path(spec.pretrained).expanduser().is_file():
+        spec = replace(spec, pretrained=str(Path(spec.pretrained).expanduser().resolve()))
+    if spec.model_name.endswith(".json"):
+        if not Path(spec.model_name).expanduser().is_file():
+            raise UserInputError(f"open_clip config {spec.model_name}: no such file")
+        spec = replace(spec, model_name=str(Path(spec.model_name).expanduser().resolve()))
+    return replace(spec, activation=activation or spec.activation, tokenizer=tokenizer or spec.tokenizer).to_model_string()
+
+
+def _is_path(value: str) -> bool:
+    return "/" in value or "\\" in value or value.endswith((".pt", ".pth", ".bin", ".safetensors", ".ckpt"))
+
+
+def import_open_clip():
+    """open_clip, or a one-line error naming the extra (it needs torchvision, which may fail to import)."""
+    try:
+        import open_clip
+    except Exception as err:  # ImportError, or torchvision's RuntimeError beside a mismatched torch
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserInputError(f"the open_clip-native route needs open_clip: {INSTALL_HINT} ({first})") from err
+    return open_clip
+
+
+class _Resolved:
+    """What open_clip will build for a spec, worked out without building it (for identity and settings)."""
+
+    def __init__(self, spec: NativeSpec):
+        open_clip = import_open_clip()
+        from open_clip.pretrained import download_pretrained, download_pretrained_from_hf, get_pretrained_cfg
+        from open_clip.transform import PreprocessCfg, merge_preprocess_dict
+
+        self.spec = spec
+        self.version = open_clip.__version__
+        self.name = _registered_name(open_clip, spec.model_name)
+        preprocess = merge_preprocess_dict(PreprocessCfg(), {})
+        try:
+            if spec.model_name.startswith(HF_HUB):
+                repo = spec.model_name[len(HF_HUB):]
+                hub_config = open_clip.factory._get_hf_config(repo)
+                self.config = hub_config["model_cfg"]
+                preprocess = merge_preprocess_dict(preprocess, hub_config.get("preprocess_cfg", {}))
+                self.weights = download_pretrained_from_hf(repo)
+                self.weights_source = f"Hub {repo}"
+                trained_quick_gelu = bool(self.config.get("quick_gelu", False))
+            else:
+                self.config = open_clip.get_model_config(self.name)
+                if self.config is None:
+                    raise UserInputError(
+                        f"open_clip has no model config {spec.model_name!r} (open_clip {self.version}; "
+                        "open_clip.list_models() lists them; or pass a model-config JSON file)"
+                    )
+                tag = get_pretrained_cfg(self.name, spec.pretrained)
+                if tag:
+                    preprocess = merge_preprocess_dict(preprocess, tag)
+                    self.weights = download_pretrained(tag)
+                    self.weights_source = tag.get("hf_hub") or tag.get("url")
+                    trained_quick_gelu = bool(tag.get("quick_gelu", False) or self.config.get("quick_gelu", False))
+                elif spec.pretrained is not None and Path(spec.pretrained).is_file():
+                    self.weights = spec.pretrained
+                    self.weights_source = f"file {Path(spec.pretrained).name}"
+                    trained_quick_gelu = bool(self.config.get("quick_gelu", False))
+                else:
+                    from open_clip.pretrained import list_pretrained_tags_by_model
+
+                    raise UserInputError(
+                        f"open_clip model {spec.model_name}: {spec.pretrained!r} is neither a pretrained tag "
+                        f"({', '.join(list_pretrained_tags_by_model(self.name)) or 'none known'}) nor a file"
+                    )
+        except UserInputError:
+            raise
+        except Exception as err:  # downloads: offline and not cached, no such repo, ...
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise UserInputError(f"cannot fetch open_clip model {spec.model_name} ({spec.pretrained}): {first}") from err
+        vision = self.config["vision_cfg"]
+        preprocess["size"] = _two(vision.get("image_size", preprocess["size"]))
+        self.preprocess = json.loads(json.dumps(preprocess))  # tuples as lists: comparable with what is recorded
+        self.activation = spec.activation or ("quick_gelu" if trained_quick_gelu else "gelu")
+        self.context_length = int(self.config["text_cfg"].get("context_length", 77))
+
+    def identity(self) -> dict[str, Any]:
+        """Content and every score-changing choice: resume and embedding-cache keys hash all of it."""
+        return {
+            "open_clip": {
+                "model": self.spec.model_name if not self.spec.model_name.endswith(".json") else Path(self.spec.model_name).name,
+                "config_digest": digest_of(self.config),
+                "pretrained": self.spec.pretrained if not _is_path(self.spec.pretrained or "") else Path(self.spec.pretrained).name,
+                "weights": self.weights_source,
+                "activation": self.activation,
+                "tokenizer": self.spec.tokenizer or "the model's own",
+                "context_length": self.context_length,
+                "preprocess": self.preprocess,
+                "open_clip_version": self.version,
+            },
+            "sha256": sha256_file(self.weights),
+        }
+
+
+def _two(size) -> list[int]:
+    """An image size as [height, width] (open_clip stores an int or a pair, depending on the tower)."""
+    return [int(size), int(size)] if isinstance(size, (int, float)) else [int(v) for v in size]
+
+
+def _registered_name(open_clip, model_name: str) -> str:
+    """A model-config JSON file is registered with open_clip under a name derived from its content.
+
+    Not under the file's stem, as `open_clip.add_model_config` would name it: a user's `ViT-B-32.json`
+    would then silently replace open_clip's own `ViT-B-32` for the rest of the process.
+    """
+    if not model_name.endswith(".json"):
+        return model_name
+    try:
+        config = json.loads(Path(model_name).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise UserInputError(f"open_clip config {model_name}: not a readable JSON file ({err})") from err
+    name = f"hardpos-{digest_of(config)}"
+    if open_clip.get_model_config(name) is None:
+        folder = Path(tempfile.mkdtemp(prefix="hardpos-open-clip-"))
+        (folder / f"{name}.json").write_text(json.dumps(config))
+        open_clip.add_model_config(folder / f"{name}.json")
+    return name
+
+
+def identity(model: str) -> dict[str, Any]:
+    """`provenance.model_identity` for `open_clip:...`: weights sha256, activation, tokenizer, preprocessing."""
+    return _Resolved(parse(model)).identity()
+
+
+def context_length(model: str) -> int:
+    """The text context open_clip's tokenizer pads and truncates to (77 for CLIP, 64 for SigLIP)."""
+    return _Resolved(parse(model)).context_length
+
+
+class OpenClipDualEncoder(torch.nn.Module):
+    """An open_clip model behind the interface the scorer calls (`get_image_features` / `get_text_features`).
+
+    Features are open_clip's own `encode_image` / `encode_text`, unnormalised (the scorer
+    normalises); the attention mask is not passed because open_clip's text towers derive their
+    own from the ids (CLIP: causal mask and EOT pooling; HF towers: ids != pad id).
+    """
+
+    def __init__(self, model: torch.nn.Module, context_length: int):
+        super().__init__()
+        self.model = model
+        # What the scorer reads: the text context (it truncates to it) and a model type for reports.
+        self.config = _Config(context_length)
+
+    def get_image_features(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        return self.model.encode_image(pixel_values)
+
+    def get_text_features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.model.encode_text(input_ids)
+
+
+@dataclass
+class _Config:
+    max_position_embeddings: int
+    model_type: str = "open_clip"
+
+
+class OpenClipTokenizer:
+    """open_clip's tokenizer behind the calls the scorer makes (`tokenizer(texts, truncation=..., ...)`).
+
+    Ids are exactly open_clip's, already padded to the context length and truncated the way that
+    tokenizer truncates (CLIP BPE keeps EOT last), whatever `padding` asks: open_clip's towers were
+    trained on such rows and derive their own masks from the ids, so no attention mask is produced
+    (`model_input_names`). With `truncation=False` it returns the untruncated ids, whose lengths
+    find the captions the context cuts.
+    """
+
+    model_input_names = ["input_ids"]
+    padding_side = "right"
+
+    def __init__(self, tokenizer, context_length: int):
+        self.tokenizer = tokenizer
+        self.model_max_length = context_length
+        inner = getattr(tokenizer, "tokenizer", None)  # open_clip's HF-backed tokenizers wrap a transformers one
+        self.pad_token_id = getattr(inner, "pad_token_id", None) if inner is not None else 0
+
+    def __call__(self, texts, padding=True, truncation=True, max_length=None, return_tensors=None, verbose=True):
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        if not truncation:
+            return {"input_ids": [self._untruncated(text) for text in texts]}
+        ids = self.tokenizer(texts, context_length=max_length or self.model_max_length)
+        return {"input_ids": ids if return_tensors == "pt" else ids.tolist()}
+
+    def _untruncated(self, text: str) -> list[int]:
+        inner = getattr(self.tokenizer, "tokenizer", None)
+        if inner is not None:
+            clean = getattr(self.tokenizer, "clean_fn", lambda t: t)
+            return list(inner(clean(text))["input_ids"])
+        return [self.tokenizer.sot_token_id, *self.tokenizer.encode(text), self.tokenizer.eot_token_id]
+
+
+class OpenClipImageProcessor:
+    """open_clip's own eval transform behind the call the scorer makes (`image_processor(images=...)`)."""
+
+    def __init__(self, transform):
+        self.transform = transform
+
+    def __call__(self, images: Image.Image, return_tensors: str = "pt") -> dict[str, torch.Tensor]:
+        return {"pixel_values": self.transform(images).unsqueeze(0)}
+
+
+@dataclass
+class OpenClipProcessor:
+    tokenizer: OpenClipTokenizer
+    image_processor: OpenClipImageProcessor
+
+
+def load(model: str) -> tuple[OpenClipDualEncoder, OpenClipProcessor]:
+    """The adapter and processor for `open_clip:...`, built by open_clip (fp32, on CPU; the scorer moves it).
+
+    The preprocessing open_clip attaches to the model must be the one recorded in the identity,
+    else the recorded identity would not describe what was scored.
+    """
+    resolved = _Resolved(parse(model))
+    open_clip = import_open_clip()
+    spec = resolved.spec
+    pretrained = None if spec.model_name.startswith(HF_HUB) else spec.pretrained
+    with _quiet_open_clip_warnings():
+        net, _, preprocess = open_clip.create_model_and_transforms(
+            resolved.name, pretrained=pretrained, precision="fp32", device="cpu",
+            quick_gelu=resolved.activation == "quick_gelu",
+        )
+    used = json.loads(json.dumps(open_clip.get_model_preprocess_cfg(net)))
+    used["size"] = _two(used["size"])
+    recorded = {key: resolved.preprocess[key] for key in used}
+    if used != recorded:
+        raise RuntimeError(f"open_clip preprocesses {model} with {used}, not the recorded {recorded}")
+    if spec.tokenizer == CLIP_TOKENIZER:
+        tokenizer = open_clip.SimpleTokenizer(context_length=resolved.context_length)
+    else:
+        tokenizer = open_clip.get_tokenizer(resolved.name, context_length=resolved.context_length)
+    return (
+        OpenClipDualEncoder(net.eval(), resolved.context_length),
+        OpenClipProcessor(OpenClipTokenizer(tokenizer, resolved.context_length), OpenClipImageProcessor(preprocess)),
+    )
+
+
+@contextlib.contextmanager
+def _quiet_open_clip_warnings():
+    """open_clip warns when a tag's QuickGELU differs from its config; here the activation is chosen
+    explicitly (and recorded), so that warning would only mislead."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="QuickGELU mismatch")
+        yield
