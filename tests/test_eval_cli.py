@@ -87,7 +87,7 @@ def test_rerun_resumes_from_saved_configs(tiny_clip_dir, hub_folder, tmp_path, m
     assert second.results == first.results and second.aggregates == first.aggregates
 
     # Everything saved: the model is not even loaded; other settings start afresh.
-    monkeypatch.setattr(evaluation, "load_model_and_processor", lambda name: pytest.fail("model loaded"))
+    monkeypatch.setattr(evaluation, "load_model_and_processor", lambda *args: pytest.fail("model loaded"))
     assert evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, progress=False).results == first.results
     with pytest.raises(pytest.fail.Exception, match="model loaded"):
         evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, max_rows=3, progress=False)

@@ -20,6 +20,7 @@ BOTH = "both"
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from ..conversion.open_clip_config import ACTIVATIONS
+    from ..image_processing import DEFAULT_IMAGE_BACKEND, IMAGE_BACKENDS
     from ..suite import SUITES, TASKS
 
     parser = subparsers.add_parser(
@@ -77,6 +78,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "outcomes (README: Precision), and the choice is recorded in metrics.json",
     )
     parser.add_argument("--allow-tf32", action="store_true", help="allow TF32 matmuls/convolutions on CUDA")
+    parser.add_argument(
+        "--image-backend", choices=IMAGE_BACKENDS, default=DEFAULT_IMAGE_BACKEND,
+        help="transformers image-processor backend (pixels differ slightly between them; recorded and part of every "
+        "resume and cache key). Default: pil, whatever else is installed",
+    )
     parser.add_argument("--max-rows", type=int, default=None, help="evaluate only the first N rows per config")
     parser.add_argument("--bootstrap", type=int, default=0, help="bootstrap resamples (over images) for 95%% intervals")
     parser.add_argument("--output", default=None, help="folder for metrics.json and per-row scores (required for --suite)")
@@ -146,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         precision=args.dtype,
         allow_tf32=args.allow_tf32,
+        image_backend=args.image_backend,
         max_rows=args.max_rows,
         cache_dir=args.cache_dir,
         resume=not args.no_resume,

@@ -1,0 +1,103 @@
+"""The image processor a score was computed with: built explicitly, described, and part of every key.
+
+Why: transformers ships two backends of `CLIPImageProcessor`. `AutoProcessor` picks the torchvision
+one when torchvision is importable and the PIL one otherwise, and their pixels differ (by one
+intensity level on a few pixels, measured with transformers 5.23 / torchvision 0.29: max 0.015 in
+normalised units). So the same model would score differently depending on what else is installed,
+and a result or embedding cache written under one backend could be reused under the other. Here the
+backend is chosen explicitly (`pil` by default, available everywhere; `torchvision` on request), the
+processor that `hardpos eval` scores with is built for it, and `describe_image_processor` records the
+backend and every setting that changes pixels. `hardpos eval` puts that description in
+`metrics.json` and in its resume and embedding-cache keys.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from enum import Enum
+from typing import Any
+
+from .errors import UserInputError
+
+IMAGE_BACKENDS = ("pil", "torchvision")
+DEFAULT_IMAGE_BACKEND = "pil"
+# The processor settings that change pixel values (transformers' names).
+PIXEL_SETTINGS = (
+    "do_convert_rgb", "do_resize", "size", "resample", "do_center_crop", "crop_size",
+    "do_rescale", "rescale_factor", "do_normalize", "image_mean", "image_std",
+)  # fmt: skip
+
+
+def torchvision_importable() -> bool:
+    """Whether transformers could build its torchvision backend here."""
+    return importlib.util.find_spec("torchvision") is not None
+
+
+def check_image_backend(backend: str) -> None:
+    """Refuse an unknown backend, and torchvision where it cannot be imported (never a silent fallback)."""
+    if backend not in IMAGE_BACKENDS:
+        raise UserInputError(f"--image-backend must be one of {list(IMAGE_BACKENDS)}, got {backend!r}")
+    if backend == "torchvision" and not torchvision_importable():
+        raise UserInputError(
+            "--image-backend torchvision: torchvision is not importable here (install the torchvision build "
+            "that matches your torch, or use the default pil backend)"
+        )
+
+
+def backend_of(image_processor) -> str:
+    """`pil` or `torchvision` for a transformers image processor (its `backend`), else its class name."""
+    backend = getattr(image_processor, "backend", None)
+    if isinstance(backend, str):
+        return backend
+    return "torchvision" if type(image_processor).__name__.endswith("Fast") else type(image_processor).__name__
+
+
+def load_image_processor(model: str, backend: str = DEFAULT_IMAGE_BACKEND):
+    """The model's image processor (its `preprocessor_config.json`) on `backend`, refusing any other."""
+    from transformers import AutoImageProcessor
+
+    check_image_backend(backend)
+    try:
+        processor = AutoImageProcessor.from_pretrained(model, backend=backend)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserInputError(f"cannot load the image processor of model {model!r} ({backend} backend): {first}") from err
+    built = backend_of(processor)
+    if built != backend:
+        raise UserInputError(f"model {model!r}: asked for the {backend} image backend, transformers built {built}")
+    return processor
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, (tuple, list)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    return value
+
+
+def describe_image_processor(image_processor) -> dict[str, Any]:
+    """Backend, class and pixel settings, JSON-safe: what `metrics.json` records and keys include.
+
+    A processor without transformers' `to_dict` (open_clip's own transform, `open_clip_native`) is
+    described by its transform's text.
+    """
+    to_dict = getattr(image_processor, "to_dict", None)
+    if to_dict is None:
+        transform = getattr(image_processor, "transform", image_processor)
+        return {"backend": "open_clip", "class": type(image_processor).__name__, "transform": repr(transform)}
+    config = to_dict()
+    settings = {name: _json_safe(config[name]) for name in PIXEL_SETTINGS if name in config}
+    return {"backend": backend_of(image_processor), "class": type(image_processor).__name__, **settings}
+
+
+def image_processor_settings(model: str, backend: str = DEFAULT_IMAGE_BACKEND) -> dict[str, Any]:
+    """`describe_image_processor` of what `hardpos eval` will score `model` with, without loading the model."""
+    from . import open_clip_native
+
+    if open_clip_native.is_native(model):
+        # open_clip builds its own transform; the model identity records it (`open_clip_native`).
+        return {"backend": "open_clip", "transform": "the model's own open_clip transform (see model_identity)"}
+    return describe_image_processor(load_image_processor(model, backend))
