@@ -85,6 +85,7 @@ def score_distributions(original: np.ndarray, negative: np.ndarray, positive: np
         right.hist(values, bins=bins, histtype="step", linewidth=1.5, label=name)
     right.axvline(0, color="grey", linestyle="dashed", linewidth=1)
     right.set_xlabel("margin over the hard negative")
+    right.locator_params(axis="x", nbins=6)
     right.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     return _uri(fig)

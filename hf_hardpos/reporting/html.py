@@ -322,7 +322,7 @@ def build_report(run: Run, *, resamples: int = DEFAULT_RESAMPLES, examples: int 
             _note(f"model: {describe_model(run.model, run.run['model_identity'])}" if run.run.get("model_identity")
                   else f"model: {run.model}")]
     if s:
-        head.append(_note("scores: " + ", ".join(f"{k} {v}" for k, v in s.items() if v is not None)))
+        head.append(_note("settings: " + ", ".join(f"{k} {v}" for k, v in s.items() if isinstance(v, (str, int, float)))))
     body = []
     if run.kind == "finetune":
         body.append(training_section(run))

@@ -177,11 +177,15 @@ class Run:
         return self.run.get("settings", {})
 
     def short_model(self) -> str:
-        """The model as a table row names it: a Hub id as is, a local folder by its last part."""
+        """The model as a table row names it: a Hub id as is, a local folder by its last part, or its last two
+        when the last is a generic run folder (`checkpoint-500`, `seed-1`: `hp+hn/seed-1`)."""
         model = self.model
-        if model.startswith(("/", ".", "~")) or model.count("/") > 1:
-            return Path(model).name or model
-        return model
+        if not (model.startswith(("/", ".", "~")) or model.count("/") > 1):
+            return model
+        path = Path(model)
+        if re.fullmatch(r"(checkpoint|seed|step|epoch|run)[-_]?\d+", path.name) and path.parent.name:
+            return f"{path.parent.name}/{path.name}"
+        return path.name or model
 
     def protocol(self) -> dict[str, Any]:
         """Settings that make two runs' figures incomparable when they differ (model-specific ones excluded)."""
