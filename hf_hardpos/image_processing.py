@@ -100,4 +100,22 @@ def image_processor_settings(model: str, backend: str = DEFAULT_IMAGE_BACKEND) -
     if open_clip_native.is_native(model):
         # open_clip builds its own transform; the model identity records it (`open_clip_native`).
         return {"backend": "open_clip", "transform": "the model's own open_clip transform (see model_identity)"}
-    return describe_image_processor(load_image_processor(model, backend))
+    try:
+        return describe_image_processor(load_image_processor(model, backend))
+    except UserInputError:
+        _refuse_single_encoder(model)  # the likelier reason when a model has no image processor
+        raise
+
+
+def _refuse_single_encoder(model: str) -> None:
+    """Name a model without an image tower as such (a text-only or image-only model has no vision_config)."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(model)
+    except (OSError, ValueError, KeyError):
+        return
+    if getattr(config, "vision_config", None) is None or getattr(config, "text_config", None) is None:
+        raise UserInputError(
+            f"{model} is a {config.model_type} model, not a dual encoder (needs get_image_features/get_text_features)"
+        )
