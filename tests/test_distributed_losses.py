@@ -46,11 +46,40 @@ def _model() -> _Encoders:
     return _Encoders().double()
 
 
-def _objective() -> HardPosObjective:
-    return HardPosObjective(
-        hard_negative_weight=0.5, hard_positive_weight=1.0, imc_weight=0.2, cmr_weight=0.4,
-        negative_types=("replace", "swap"),
-    ).double()  # fmt: skip
+# The recipes' objectives (what HardPosTrainer.build_objective makes of examples/recipes/*.yaml), with the
+# slot layout their collator feeds: svlc one drawn hard positive and negative per row, ce-clip four types.
+LAYOUTS = {
+    "mixed": (dict(hard_negative_weight=0.5, hard_positive_weight=1.0, imc_weight=0.2, cmr_weight=0.4,
+                   negative_types=("replace", "swap")), P, K),
+    "svlc": (dict(hard_negative_weight=1.0, hard_positive_weight=1.0, contrastive_hard_negatives=True,
+                  negative_types=("hard_negative_replace", "hard_negative_swap")), 1, 1),
+    "ce-clip": (dict(hard_negative_weight=0.0, hard_positive_weight=0.0, imc_weight=0.2, cmr_weight=0.4,
+                     contrastive_hard_negatives=True, negative_types=("relation", "attribute", "action", "object")),
+                0, 4),
+    "ce-clip-released-imc": (dict(hard_negative_weight=0.0, hard_positive_weight=0.0, imc_weight=0.2, cmr_weight=0.4,
+                                  contrastive_hard_negatives=True, imc_form="released_code",
+                                  negative_types=("relation", "attribute", "action", "object")), 0, 4),
+}  # fmt: skip
+
+
+def _objective(layout: str = "mixed") -> HardPosObjective:
+    return HardPosObjective(**LAYOUTS[layout][0]).double()
+
+
+def _layout_data(layout: str, step: int) -> dict[str, torch.Tensor]:
+    """`_data` cut to the layout's slots (a layout without hard positives gets one dummy slot, all masked)."""
+    data = _data(step)
+    _, num_pos, num_neg = LAYOUTS[layout]
+    if layout == "mixed":
+        return data
+    mask_pos = data["positive_mask"][:, :1] if num_pos else torch.zeros(len(data["images"]), 1, dtype=torch.bool)
+    g = torch.Generator().manual_seed(900 + step)
+    negatives = torch.randn(len(data["images"]), num_neg, TEXT_IN, generator=g, dtype=torch.float64)
+    negative_mask = torch.ones(len(data["images"]), num_neg, dtype=torch.bool)
+    negative_mask[5] = False  # rank 1 has a row without any negative
+    negative_mask[1, num_neg - 1] = negative_mask[4, 0] = False
+    return dict(data, positives=data["positives"][:, :1], positive_mask=mask_pos, negatives=negatives,
+                negative_mask=negative_mask)  # fmt: skip
 
 
 def _data(step: int) -> dict[str, torch.Tensor]:
@@ -73,22 +102,26 @@ def _data(step: int) -> dict[str, torch.Tensor]:
     return data
 
 
-def _run(model, objective, shard_of) -> dict:
+def _run(model, objective, shard_of, layout: str = "mixed") -> dict:
     """STEPS SGD steps; records every term, the input and parameter gradients, and the CMR thresholds."""
     optimiser = torch.optim.SGD(model.parameters(), lr=0.5)
     record = {"terms": [], "input_grads": [], "param_grads": [], "thresholds": [], "logit_scale": []}
+    terms = [t for t in TERMS if t in ("loss", "loss_clip") or t[len("loss_"):] in objective.terms]
     for step in range(STEPS):
-        data = shard_of(_data(step))
+        data = shard_of(_layout_data(layout, step))
         inputs = {k: data[k].clone().requires_grad_() for k in ("images", "texts", "positives", "negatives")}
         image, text, positive, negative = model(**inputs)
         out = objective(image, text, _unwrap(model).logit_scale.exp(), positive, data["positive_mask"], negative,
                         data["negative_mask"])  # fmt: skip
         optimiser.zero_grad()
         out["loss"].backward()
-        record["terms"].append(torch.stack([out[t].detach() for t in TERMS]))
-        record["input_grads"].append({k: v.grad.clone() for k, v in inputs.items()})
+        record["terms"].append(torch.stack([out[t].detach() for t in terms]))
+        record["input_grads"].append(
+            {k: torch.zeros_like(v) if v.grad is None else v.grad.clone() for k, v in inputs.items()}
+        )
         record["param_grads"].append({k: p.grad.clone() for k, p in _unwrap(model).named_parameters()})
-        record["thresholds"].append(objective.terms["cmr"].thresholds.clone())
+        if "cmr" in objective.terms:
+            record["thresholds"].append(objective.terms["cmr"].thresholds.clone())
         optimiser.step()
         before = _unwrap(model).logit_scale.item()
         clamp_logit_scale(model)
@@ -101,14 +134,14 @@ def _unwrap(model) -> _Encoders:
     return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
 
 
-def _worker(rank: int, world_size: int, init_file: str, out_dir: str) -> None:
+def _worker(rank: int, world_size: int, init_file: str, out_dir: str, layout: str = "mixed") -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
     try:
         start = sum(SHARD_SIZES[:rank])
         rows = slice(start, start + SHARD_SIZES[rank])
         model = torch.nn.parallel.DistributedDataParallel(_model())
-        record = _run(model, _objective(), lambda data: {k: v[rows] for k, v in data.items()})
+        record = _run(model, _objective(layout), lambda data: {k: v[rows] for k, v in data.items()}, layout)
         # the mean over ranks of each term is the global value
         for terms in record["terms"]:
             dist.all_reduce(terms)
@@ -183,3 +216,26 @@ def test_non_finite_loss_on_one_rank_stops_every_rank(tmp_path):
         assert f"non-finite on process(es) [1] of 2, this is process {rank}" in message
     assert "loss_hn=nan" in (tmp_path / "nan1.txt").read_text()
     assert "loss_hn=0.5" in (tmp_path / "nan0.txt").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["svlc", "ce-clip", "ce-clip-released-imc"])
+def test_recipe_objectives_on_two_processes_equal_the_full_batch(tmp_path, layout):
+    """The svlc and ce-clip recipes' objectives (gathered global batch) on two uneven shards: every term, the
+    DDP-averaged gradients and the CMR thresholds (several steps) equal one process on the full batch."""
+    world_size = len(SHARD_SIZES)
+    mp.spawn(_worker, args=(world_size, str(tmp_path / "init"), str(tmp_path), layout), nprocs=world_size, join=True)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(world_size)]
+    single = _run(_model(), _objective(layout), lambda data: data, layout)
+    for step in range(STEPS):
+        for rank, record in enumerate(ranks):
+            torch.testing.assert_close(record["terms"][step], single["terms"][step], msg=f"terms step {step}")
+            for name, grad in single["param_grads"][step].items():
+                torch.testing.assert_close(record["param_grads"][step][name], grad, msg=f"{name} step {step}")
+            if single["thresholds"]:
+                torch.testing.assert_close(record["thresholds"][step], single["thresholds"][step])
+    if single["thresholds"]:
+        assert torch.any(single["thresholds"][0] > 0)  # step 1 really used step 0's thresholds
+    for record in ranks:
+        for name, value in single["params"].items():
+            torch.testing.assert_close(record["params"][name], value, msg=f"{name} after training")

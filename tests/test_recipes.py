@@ -198,3 +198,86 @@ def test_local_training_folder_is_read_by_content(tmp_path):
     second, second_description = build_and_load(seed=1)
     assert second["caption"] == make_finetune_dataset(16, seed=1)["caption"] != first["caption"]
     assert "sha256" in second_description and second_description != first_description
+
+
+# ---------------------------------------------------------------- recipe objectives vs the released code
+
+
+def _recipe_objective(name, tmp_path, *extra):
+    from hf_hardpos.training import HardPosTrainer
+
+    _, _, args, _ = _example().parse_arguments([str(RECIPES / f"{name}.yaml"), "--output_dir", str(tmp_path),
+                                                "--dataset", "d", *extra])  # fmt: skip
+    return HardPosTrainer.build_objective(args).double()
+
+
+def _unit(generator, *shape):
+    return torch.nn.functional.normalize(torch.randn(*shape, generator=generator, dtype=torch.float64), dim=-1)
+
+
+def tsvlc_total(image, text, positive, negative, scale, neg_w=1.0):
+    """TSVLC src/open_clip/loss.py `ClipLoss.forward` (SivanDoveh/TSVLC @90b18e7), one process, vl_pos and
+    vl_negs on, one negative per image, symmetric and kl_pos off, restated:
+      loss_pos = (CE(s I P^T, arange) + CE(s T P^T, arange)) / 2
+      loss_neg = CE over [s<I_i,T_i>, s<I_i,N_i>] with target 0, mean over images
+      clip = (CE(s I [T; N]^T, arange) + CE(s T I^T, arange)) / 2
+      total = clip + loss_pos + neg_w * loss_neg"""
+    ce, labels = torch.nn.functional.cross_entropy, torch.arange(image.shape[0])
+    loss_pos = (ce(scale * image @ positive.T, labels) + ce(scale * text @ positive.T, labels)) / 2
+    pos_neg = torch.stack([text, negative], dim=1)
+    loss_neg = ce(scale * (pos_neg @ image[:, :, None])[:, :, 0], torch.zeros_like(labels))
+    clip = (ce(scale * image @ torch.cat([text, negative]).T, labels) + ce(scale * text @ image.T, labels)) / 2
+    return clip + loss_pos + neg_w * loss_neg
+
+
+def test_svlc_recipe_objective_is_tsvlcs_loss_over_several_steps(tmp_path):
+    objective = _recipe_objective("svlc", tmp_path)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        image, text, positive, negative = (_unit(g, 6, 8) for _ in range(4))
+        scale = torch.tensor(100.0 * torch.rand((), generator=g).item() + 1, dtype=torch.float64)
+        out = objective(image, text, scale, positive[:, None], None, negative[:, None], None)
+        torch.testing.assert_close(out["loss"], tsvlc_total(image, text, positive, negative, scale))
+
+
+def ce_clip_step(image, text, negatives, mask, scale, thresholds, imc_form, upper=10.0):
+    """Enhance-FineGrained src/open_clip/loss.py `Clip_DALoss` (lezhang7/Enhance-FineGrained @ef87eb7), one
+    process, hardnegative, cmr_loss and imc_loss on, threshold_type 'mean', clamped to [0, upper_bound] in
+    src/training/train.py, restated; returns (loss, next thresholds):
+      logits_per_image = s I [T; N(row-major B x K)]^T, logits_per_text = s T I^T, clip = mean of the two CEs
+      da = s <I_i, N_ik> * valid;  cmr = mean over B x K of relu(Th_k + da - diag(s I T^T)) * valid
+      Th'_k = clamp(mean_i diag - sum_i da_ik / #valid_k, 0, upper)
+      imc (released) = CE(s T N^T, 0);  imc (paper eq. 3) = mean_i logsumexp_k s<T_i,N_ik> - s<I_i,T_i>
+      total = clip + 0.4 cmr + 0.2 imc"""
+    ce, b, k = torch.nn.functional.cross_entropy, image.shape[0], negatives.shape[1]
+    labels, flat = torch.arange(b), negatives.reshape(b * k, -1)
+    logits_per_image = scale * image @ torch.cat([text, flat]).T
+    clip = (ce(logits_per_image, labels) + ce(scale * text @ image.T, labels)) / 2
+    gt = logits_per_image.diag().reshape(-1, 1).expand(b, k)
+    da = scale * (negatives @ image[:, :, None])[:, :, 0] * mask
+    cmr = (torch.relu(thresholds + da - gt) * mask).mean()
+    valid = da != 0
+    next_thresholds = (gt.mean(0) - (da * valid).sum(0) / valid.sum(0)).clamp(0, upper).detach()
+    if imc_form == "released_code":
+        imc = ce(scale * text @ flat.T, torch.zeros(b, dtype=torch.long))
+    else:
+        imc = (torch.logsumexp(scale * (negatives @ text[:, :, None])[:, :, 0], 1) - scale * (image * text).sum(1)).mean()
+    return clip + 0.4 * cmr + 0.2 * imc, next_thresholds
+
+
+@pytest.mark.parametrize("imc_form", ["paper", "released_code"])
+def test_ce_clip_recipe_objective_is_ce_clips_loss_over_several_steps(tmp_path, imc_form):
+    objective = _recipe_objective("ce-clip", tmp_path, "--imc_form", imc_form)
+    g = torch.Generator().manual_seed(1)
+    thresholds = torch.zeros(4, dtype=torch.float64)
+    for step in range(4):
+        image = _unit(g, 6, 8)
+        text = torch.nn.functional.normalize(image + 0.7 * _unit(g, 6, 8), dim=-1)  # positive gaps: Th > 0
+        negatives = _unit(g, 6, 4, 8)
+        out = objective(image, text, torch.tensor(20.0, dtype=torch.float64), None, None, negatives, None)
+        expected, thresholds = ce_clip_step(image, text, negatives, torch.ones(6, 4, dtype=torch.float64),
+                                            torch.tensor(20.0, dtype=torch.float64), thresholds, imc_form)  # fmt: skip
+        torch.testing.assert_close(out["loss"], expected, msg=f"step {step}")
+        torch.testing.assert_close(objective.terms["cmr"].thresholds, thresholds,
+                                   msg=f"step {step}")  # fmt: skip
+    assert torch.all(thresholds > 0)
