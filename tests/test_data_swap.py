@@ -66,7 +66,7 @@ def test_misaligned_invalid_and_missing(sources, tmp_path):
     original = json.loads(original_file.read_text())
     original[2]["bbox_w"] = 0
     write_json(original_file, original)
-    with pytest.raises(DataValidationError, match="row 2 has an invalid bbox"):
+    with pytest.raises(DataValidationError, match="row 2 has a bbox .* of zero size in pixels"):
         export_swap(tmp_path / "out", upstream_dir=upstream, aro_dir=aro, images_dir=images_dir, progress=False)
     make_swap_upstream(upstream, aro)
 

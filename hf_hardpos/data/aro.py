@@ -24,6 +24,7 @@ also used for tokenising the trigram shuffles (ARO uses ``nltk.word_tokenize`` t
 from __future__ import annotations
 
 import io
+import math
 import random
 import re
 from collections.abc import Callable, Sequence
@@ -83,12 +84,50 @@ def aro_file(sources: Sources, name: str, aro_dir: str | Path | None) -> Path:
     return sources.local_or_download(name, aro_dir, url, "--aro-dir")
 
 
+def crop_box(row: dict) -> tuple[int, int, int, int]:
+    """The pixel box PIL's ``Image.crop`` uses for the row's bbox (it rounds each coordinate)."""
+    x, y, w, h = (row[key] for key in BBOX_FIELDS)
+    return round(x), round(y), round(x + w), round(y + h)
+
+
 def checked_bbox(path: Path, index: int, row: dict) -> dict[str, float]:
-    """The row's bbox as floats; an error naming file and row unless it is a positive-size box."""
+    """The row's bbox as floats; an error naming file, row and field unless every value is a finite
+    number and the box keeps a positive size once rounded to pixels as the crop rounds it."""
     bbox = {key: row[key] for key in BBOX_FIELDS}
-    if not all(isinstance(value, (int, float)) for value in bbox.values()) or row["bbox_w"] <= 0 or row["bbox_h"] <= 0:
-        raise DataValidationError(f"{path}: row {index} has an invalid bbox {bbox}")
+    for key, value in bbox.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise DataValidationError(f"{path}: row {index} field {key} is {value!r}, not a finite number")
+    left, top, right, bottom = crop_box(bbox)
+    if right <= left or bottom <= top:
+        raise DataValidationError(
+            f"{path}: row {index} has a bbox {bbox} of zero size in pixels (crop box {(left, top, right, bottom)})"
+        )
     return {key: float(value) for key, value in bbox.items()}
+
+
+def check_boxes_inside(rows: list[dict], images: dict, source_file: Path) -> int:
+    """Refuse a box that misses its image entirely (its crop would be all black); return how many
+    boxes reach partly outside (ARO's loader pads those with black, and so does this builder)."""
+    from PIL import Image
+
+    sizes: dict[str, tuple[int, int]] = {}
+    partly_outside = 0
+    for row in rows:
+        hit = images.get(row[columns.IMAGE_ID])
+        if hit is None:
+            continue
+        if row[columns.IMAGE_ID] not in sizes:
+            with Image.open(hit[0]) as image:
+                sizes[row[columns.IMAGE_ID]] = image.size
+        width, height = sizes[row[columns.IMAGE_ID]]
+        left, top, right, bottom = crop_box(row)
+        if right <= 0 or bottom <= 0 or left >= width or top >= height:
+            raise DataValidationError(
+                f"{source_file}: row {row['upstream_index']} has a bbox {(left, top, right, bottom)} outside its "
+                f"{width}x{height} image {hit[0]}"
+            )
+        partly_outside += left < 0 or top < 0 or right > width or bottom > height
+    return partly_outside
 
 
 def crop_to_bbox(image_bytes: bytes, row: dict, crop_format: str = "png") -> bytes:
@@ -130,6 +169,9 @@ def locate_crop_sources(
         wanted.setdefault(row[columns.IMAGE_ID], (vg_part_of(row["image_path"]), row["image_path"]))
     origins = first_origins(rows, columns.IMAGE_ID, lambda row: f"{source_file}: row {row['upstream_index']} field image_path")
     images, missing = resolve_images(vg_images, wanted, skip_missing=skip_missing, progress=progress, origins=origins)
+    outside = check_boxes_inside(rows, images, source_file)
+    if outside:
+        print(f"{source_file}: {outside} bbox(es) reach partly outside their image; padded with black as ARO does")
     for row in rows:
         if row[columns.IMAGE_ID] in images:
             row["image_path"] = images[row[columns.IMAGE_ID]][1]
