@@ -159,3 +159,63 @@ def test_card_reports_the_loaded_best_checkpoints_evaluation(tiny_clip_dir, tmp_
     rates = ("original_accuracy", "augmented_accuracy", "brittleness")
     reported = {r.metric_type: r.metric_value for r in card.data.eval_results if r.metric_type in rates}
     assert reported == pytest.approx({m: evals[2][f"eval_toy_{m}"] for m in rates})
+
+
+# --- random crops: seeded per (seed, epoch, row), so a resume trains on the same crops ------------------
+
+
+class KillAfterSave(TrainerCallback):
+    """Stands in for a kill right after the checkpoint of `step` was written."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise KeyboardInterrupt(f"killed after the save of step {self.step}")
+
+
+def _crop_run(tiny_clip_dir, output_dir, resume=None, callbacks=(), **overrides):
+    model, processor = load_tiny(tiny_clip_dir)
+    settings = dict(max_steps=7, save_strategy="steps", save_steps=4, train_crop_scale=[0.3, 1.0])
+    args = make_args(output_dir, **{**settings, **overrides})
+    trainer = HardPosTrainer(model=model, args=args, train_dataset=finetune_rows(24), processor=processor,
+                             callbacks=list(callbacks))
+    trainer.train(resume_from_checkpoint=resume)
+    return {e["step"]: e["loss"] for e in trainer.state.log_history if "loss" in e and "train_runtime" not in e}
+
+
+def test_kill_and_resume_with_random_crops_trains_the_same_losses(tiny_clip_dir, tmp_path):
+    """24 rows, 8 per step: 3 steps per epoch, so the resume at step 4 starts inside epoch 1, where the
+    Trainer skips a batch and restores the global RNG only after it; steps 5-7 cross into epoch 2."""
+    straight = _crop_run(tiny_clip_dir, tmp_path / "straight")
+    with pytest.raises(KeyboardInterrupt):
+        _crop_run(tiny_clip_dir, tmp_path / "killed", callbacks=[KillAfterSave(4)])
+    resumed = _crop_run(tiny_clip_dir, tmp_path / "killed", resume="last")
+    assert sorted(resumed) == list(range(1, 8))
+    for step in (5, 6, 7):
+        assert resumed[step] == straight[step], step
+    # Crops really vary: the same data without crops trains to other losses.
+    plain = _crop_run(tiny_clip_dir, tmp_path / "plain", train_crop_scale=None)
+    assert plain[1] != straight[1]
+
+
+def test_crops_depend_on_seed_epoch_and_row_only(tiny_clip_dir):
+    from hf_hardpos.training import HardPosDataCollator, RandomResizedCrop
+    from hf_hardpos.training.data_collator import ROW_INDEX
+
+    _, processor = load_tiny(tiny_clip_dir)
+    rows = [{**finetune_rows(4)[i], ROW_INDEX: 10 + i} for i in range(4)]
+    collator = HardPosDataCollator(processor, image_transform=RandomResizedCrop((32, 32), scale=(0.3, 1.0)), seed=3)
+
+    def pixels(epoch, batch, global_seed):
+        torch.manual_seed(global_seed)  # the global RNG (dataloader workers reseed it) plays no part
+        collator.set_epoch(epoch)
+        return collator(batch)["pixel_values"]
+
+    first = pixels(0, rows, global_seed=0)
+    torch.testing.assert_close(pixels(0, rows, global_seed=99), first, rtol=0, atol=0)
+    # A row's crop does not depend on its batch or its position in it.
+    torch.testing.assert_close(pixels(0, rows[::-1], global_seed=5), first.flip(0), rtol=0, atol=0)
+    next_epoch = pixels(1, rows, global_seed=0)
+    assert all(not torch.equal(next_epoch[i], first[i]) for i in range(4))

@@ -4,21 +4,36 @@ Why here and not torchvision: on these machines the torchvision wheels are CUDA 
 CPU torch (docs/reference.md, Installation notes), and the recipes (docs/reference.md, Recipes) need only this one transform.
 The sampling follows torchvision's `RandomResizedCrop.get_params` (area fraction uniform in `scale`,
 log-aspect-ratio uniform in `ratio`, 10 attempts, then a centre crop clamped to `ratio`), so a run with
-`scale=(0.9, 1.0)` matches SVLC / NegCLIP / CE-CLIP's open_clip training transform. Random numbers come
-from torch's global generator, which the Trainer seeds and checkpoints (`rng_state.pth`), so a resumed
-run draws the same crops as an uninterrupted one.
+`scale=(0.9, 1.0)` matches SVLC / NegCLIP / CE-CLIP's open_clip training transform.
+
+Random numbers: in training each crop draws from its own generator, seeded by (seed, epoch, row index)
+(`sample_generator`), never from torch's global generator. Why: the Trainer restores the global RNG
+only after the first batch of a resumed epoch has been drawn, and dataloader workers reseed it, so
+global-RNG crops made a resumed run (or another worker count) train on other crops than an
+uninterrupted one. Called without a generator, the crop falls back to the global generator.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from PIL import Image
 
 from ..errors import UserInputError
 
-__all__ = ["RandomResizedCrop"]
+__all__ = ["CROP_STREAM", "RandomResizedCrop", "sample_generator"]
+
+# Stream id of the crop in `sample_generator`'s key (the collator's hard-example draws use 0 and 1).
+CROP_STREAM = 2
+
+
+def sample_generator(seed: int, epoch: int, row: int, stream: int = CROP_STREAM) -> torch.Generator:
+    """A torch generator that depends on (seed, epoch, row, stream) only, mixed by numpy's SeedSequence
+    (so nearby keys give unrelated streams, unlike seeding with seed + row)."""
+    state = np.random.SeedSequence([seed, epoch, row, stream]).generate_state(2, dtype=np.uint32)
+    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
 
 
 class RandomResizedCrop:
@@ -47,18 +62,18 @@ class RandomResizedCrop:
         self.scale = scale
         self.ratio = ratio
 
-    def crop_box(self, width: int, height: int) -> tuple[int, int, int, int]:
-        """(left, top, right, bottom) of the region to crop, drawn from torch's global generator."""
+    def crop_box(self, width: int, height: int, generator: torch.Generator | None = None) -> tuple[int, int, int, int]:
+        """(left, top, right, bottom) of the region to crop, drawn from `generator` (default: torch's global one)."""
         area = width * height
         log_ratio = (math.log(self.ratio[0]), math.log(self.ratio[1]))
         for _ in range(self.attempts):
-            target_area = area * torch.empty(1).uniform_(*self.scale).item()
-            aspect = math.exp(torch.empty(1).uniform_(*log_ratio).item())
+            target_area = area * torch.empty(1).uniform_(*self.scale, generator=generator).item()
+            aspect = math.exp(torch.empty(1).uniform_(*log_ratio, generator=generator).item())
             w = round(math.sqrt(target_area * aspect))
             h = round(math.sqrt(target_area / aspect))
             if 0 < w <= width and 0 < h <= height:
-                top = int(torch.randint(0, height - h + 1, size=(1,)).item())
-                left = int(torch.randint(0, width - w + 1, size=(1,)).item())
+                top = int(torch.randint(0, height - h + 1, size=(1,), generator=generator).item())
+                left = int(torch.randint(0, width - w + 1, size=(1,), generator=generator).item())
                 return left, top, left + w, top + h
         # Fallback: the largest centre crop whose aspect ratio lies within `ratio`.
         in_ratio = width / height
@@ -71,8 +86,8 @@ class RandomResizedCrop:
         top, left = (height - h) // 2, (width - w) // 2
         return left, top, left + w, top + h
 
-    def __call__(self, image: Image.Image) -> Image.Image:
-        box = self.crop_box(*image.size)
+    def __call__(self, image: Image.Image, generator: torch.Generator | None = None) -> Image.Image:
+        box = self.crop_box(*image.size, generator=generator)
         height, width = self.size
         # crop, then resize, as torchvision's resized_crop does on PIL images
         return image.crop(box).resize((width, height), resample=Image.Resampling.BICUBIC)

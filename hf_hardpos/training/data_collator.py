@@ -22,6 +22,7 @@ import numpy as np
 from PIL import Image
 
 from .. import columns
+from .augmentation import RandomResizedCrop, sample_generator
 
 CLIP_CONTEXT_LENGTH = 77
 SAMPLING_MODES = ("all", "one_per_row")
@@ -121,7 +122,7 @@ class HardPosDataCollator:
             pixel_values = self.processor.image_processor(images=images, return_tensors="pt")["pixel_values"]
         else:
             pixel_values = self.processor.image_processor(
-                images=[self.image_transform(image) for image in images],
+                images=[self._augment(image, row) for image, row in zip(images, features)],
                 do_resize=False,
                 do_center_crop=False,
                 return_tensors="pt",
@@ -225,6 +226,13 @@ class HardPosDataCollator:
                 index[b, j] = len(texts) - 1
                 mask[b, j] = True
         return index, mask
+
+    def _augment(self, image: Image.Image, row: dict[str, Any]) -> Image.Image:
+        """The row's training augmentation; seeded by (seed, epoch, row index) when the row has its index
+        (the trainer adds it whenever crops are random), so a resume or any worker count crops alike."""
+        if ROW_INDEX in row and isinstance(self.image_transform, RandomResizedCrop):
+            return self.image_transform(image, generator=sample_generator(self.seed, self.epoch, int(row[ROW_INDEX])))
+        return self.image_transform(image)
 
     def _row_index(self, row: dict[str, Any], b: int) -> int:
         if ROW_INDEX not in row:

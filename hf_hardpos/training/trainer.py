@@ -179,8 +179,15 @@ class HardPosTrainer(Trainer):
                 [args.image_column, args.caption_column, *args.positive_columns, *args.negative_columns],
                 "the training set",
             )
-            if args.hard_example_sampling == "one_per_row":
-                train_dataset = with_row_index(train_dataset)  # each row's draw is seeded by its position
+            if args.hard_example_sampling == "one_per_row" or args.train_crop_scale is not None:
+                # each row's draw and crop are seeded by its position
+                train_dataset = with_row_index(train_dataset)
+                if args.dataloader_persistent_workers and args.dataloader_num_workers > 0:
+                    raise UserInputError(
+                        "dataloader_persistent_workers keeps the collator of the first epoch in its workers, so "
+                        "random crops and hard-example draws (seeded per epoch) would repeat every epoch: turn "
+                        "persistent workers off"
+                    )
         # Each eval set resolved now: its task recognised, its columns checked, hard-positive rows loaded.
         self.eval_datasets: dict[str, BenchmarkEvalSet] = {
             name: as_benchmark_eval_set(name, value) for name, value in (eval_datasets or {}).items()
