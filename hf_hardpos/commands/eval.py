@@ -62,6 +62,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--preset", default=None,
         help="a `hardpos zoo` preset: fills --open-clip-config and --activation (the one the paper evaluated with)",
     )
+    checkpoint.add_argument(
+        "--native", action="store_true",
+        help="score the checkpoint with open_clip itself instead of converting it to CLIPModel: any open_clip "
+        "architecture (ResNet image towers, Hugging Face text towers), open_clip's transforms and tokenizer; needs "
+        "--open-clip-config and the [open_clip] extra. --model open_clip:NAME/TAG or open_clip:hf-hub:ORG/REPO is "
+        "native without it",
+    )
     parser.add_argument("--task", choices=TASKS, default=None, help="override the task recognised from the data")
     parser.add_argument(
         "--config", action="append", dest="configs", help="config to evaluate (repeatable; default: all)"
@@ -131,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
 
     check_run_options(args.batch_size, args.num_workers, args.max_rows, args.bootstrap)
     conversion, activations = _conversion_options(args)
+    if args.native:
+        args.model, conversion["open_clip_config"] = _native_model(args.model, conversion["open_clip_config"]), None
     # Before any data is read: these refusals take seconds, not a dataset load.
     check_model_options(args.model, conversion["open_clip_config"], args.activation, conversion["tokenizer"])
     require_model_exists(args.model)
@@ -205,6 +214,19 @@ def _paper_preset(preset: str | None, activation: str | None) -> str | None:
     if preset is None or activation not in (None, get_preset(preset).paper_activation):
         return None
     return preset
+
+
+def _native_model(model: str, open_clip_config: str | None) -> str:
+    """`--model FILE --native --open-clip-config C` as the open_clip-native model `open_clip:C/FILE`."""
+    from ..errors import UserInputError
+    from ..open_clip_native import PREFIX
+
+    path = Path(model).expanduser()
+    if not path.is_file():
+        raise UserInputError(f"--native applies to a checkpoint file; --model {model} is not one")
+    if open_clip_config is None:
+        raise UserInputError("--native needs --open-clip-config NAME_OR_JSON_FILE (the checkpoint's open_clip model)")
+    return f"{PREFIX}{open_clip_config}/{path.resolve()}"
 
 
 def _print_written(output: str | None, folders: list[str | None], what: str) -> None:

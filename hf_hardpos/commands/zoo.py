@@ -1,4 +1,5 @@
-"""`hardpos zoo`: the baselines of the paper's Table 1 (and CE-CLIP, CLIP-COCO) and how to convert each."""
+"""`hardpos zoo`: the baselines of the paper's Table 1 (and CE-CLIP, CLIP-COCO) and how to convert each, and
+the pretrained models of its Table 8 with the `--model` that scores each (HF copy or open_clip-native)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import argparse
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "zoo",
-        help="list the Table 1 baselines: where their weights are, architecture, activation, LoRA, citation, license",
+        help="list the Table 1 baselines (weights, architecture, activation, LoRA, citation, license) and the Table 8 "
+        "pretrained models (route, --model, published figures)",
         description="Presets for `hardpos convert --preset NAME --checkpoint FILE --output-dir DIR`. Facts read from "
         "each project's public code (not from the weight files).",
     )
@@ -17,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..conversion.presets import ZOO_HEADER, zoo_rows
+    from ..conversion.presets import PRETRAINED_PRESETS, TABLE8_HEADER, ZOO_HEADER, table8_rows, zoo_rows
     from ..tables import render_table
 
     print(render_table(ZOO_HEADER, zoo_rows(), markdown=args.markdown))
@@ -27,4 +29,16 @@ def run(args: argparse.Namespace) -> int:
         "Table 1; add --activation quick_gelu for the model as trained. Convert: hardpos convert --preset NAME "
         "--checkpoint FILE --output-dir DIR"
     )
+    print("\nTable 8 (more pretrained models): evaluate with hardpos eval --model <--model column>\n")
+    print(render_table(TABLE8_HEADER, table8_rows(), markdown=args.markdown))
+    print(
+        "\nroute: 'HF CLIPModel' loads a Hub copy in transformers' format; 'open_clip-native' needs the [open_clip] "
+        "extra (pip install -e \".[open_clip]\") and scores the model with open_clip's own transforms and tokenizer. "
+        "Published figures: original / augmented accuracy / brittleness, percent, from hf_hardpos.published "
+        "('not typed': no checked reading of that row yet)."
+    )
+    for preset in PRETRAINED_PRESETS.values():
+        extra = f"; other route: --model {preset.alternative}" if preset.alternative else ""
+        if preset.note or extra:
+            print(f"- {preset.name}: {preset.note}{extra}")
     return 0

@@ -1,0 +1,277 @@
+"""The open_clip-native route (`--model open_clip:...`, `--native FILE`): models `CLIPModel` cannot hold.
+
+Two parts. Everywhere: the model strings, the refusals and the one-line error without the extra.
+Where open_clip imports (its own venv: it needs torchvision, whose wheels replace the CPU torch of the
+main environment, so CI skips these): a tiny ResNet-tower CLIP and a tiny RoBERTa-text-tower CLIP
+scored through `ITMScorer` / `hardpos eval` give the per-row scores real open_clip gives when called
+directly (`tests/fixtures/open_clip/native_goldens.pt`, written by `make_native_goldens.py`).
+
+    /tmp/ocvenv/bin/pip install -e . --no-deps && /tmp/ocvenv/bin/pip install datasets evaluate accelerate peft
+    /tmp/ocvenv/bin/python -m pytest -q tests/test_open_clip_native.py
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from datasets import Dataset, Features, Value
+from datasets import Image as ImageFeature
+
+from hf_hardpos import open_clip_native
+from hf_hardpos.cli import main
+from hf_hardpos.errors import UserInputError
+from hf_hardpos.metrics import compute_metrics
+from hf_hardpos.provenance import sha256_file
+
+FIXTURES = Path(__file__).parent / "fixtures" / "open_clip"
+COLUMNS = ("caption", "hard_negative", "hard_positive")
+HAS_OPEN_CLIP = importlib.util.find_spec("open_clip") is not None
+needs_open_clip = pytest.mark.skipif(not HAS_OPEN_CLIP, reason="open_clip is an optional extra (see module docstring)")
+
+
+# -- model strings and refusals (no open_clip needed) -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "name", "pretrained"),
+    [
+        ("open_clip:RN50x16/openai", "RN50x16", "openai"),
+        ("open_clip:hf-hub:laion/CLIP-ViT-B-32-roberta-base-laion2B-s12B-b32k",
+         "hf-hub:laion/CLIP-ViT-B-32-roberta-base-laion2B-s12B-b32k", None),
+        ("open_clip:ViT-B-32//models/negclip.pt", "ViT-B-32", "/models/negclip.pt"),
+        ("open_clip:/configs/tiny.json//models/tiny.pt", "/configs/tiny.json", "/models/tiny.pt"),
+    ],
+)
+def test_model_strings_parse(model, name, pretrained):
+    spec = open_clip_native.parse(model)
+    assert (spec.model_name, spec.pretrained, spec.activation, spec.tokenizer) == (name, pretrained, None, None)
+    assert open_clip_native.parse(spec.to_model_string()) == spec  # the resolved form reads back
+
+
+def test_resolve_folds_options_and_absolute_paths(tmp_path, monkeypatch):
+    checkpoint = tmp_path / "ckpt.pt"
+    checkpoint.write_bytes(b"weights")
+    config = tmp_path / "cfg.json"
+    config.write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    resolved = open_clip_native.parse(open_clip_native.resolve("ckpt.pt", "cfg.json", "gelu", "clip"))
+    assert resolved == open_clip_native.NativeSpec(str(config), str(checkpoint), "gelu", "clip")
+    tag = open_clip_native.parse(open_clip_native.resolve("open_clip:RN101/openai", activation="quick_gelu"))
+    assert (tag.model_name, tag.pretrained, tag.activation, tag.tokenizer) == ("RN101", "openai", "quick_gelu", None)
+
+
+@pytest.mark.parametrize(
+    ("model", "options"),
+    [
+        ("open_clip:RN50x16", {}),  # no weights named
+        ("open_clip:hf-hub:laion", {}),
+        ("open_clip:RN50x16/openai", {"open_clip_config": "RN50x16"}),  # config given twice
+        ("open_clip:RN50x16/openai", {"activation": "relu"}),
+        ("open_clip:RN50x16/openai", {"tokenizer": "openai/clip-vit-base-patch32"}),
+        ("open_clip:ViT-B-32//no/such/file.pt", {}),
+        ("open_clip:/no/such/config.json//no/such/file.pt", {}),
+    ],
+)
+def test_resolve_refuses_what_cannot_apply(model, options):
+    with pytest.raises(UserInputError):
+        open_clip_native.resolve(model, **options)
+
+
+def test_without_open_clip_the_error_names_the_extra(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "open_clip", None)  # `import open_clip` raises ImportError
+    with pytest.raises(UserInputError) as caught:
+        open_clip_native.identity("open_clip:RN50x16/openai")
+    assert "[open_clip]" in str(caught.value) and "\n" not in str(caught.value)
+    folder = tmp_path / "data"
+    _hub_folder(folder)
+    code = main(["eval", "--model", "open_clip:RN50x16/openai", "--dataset", str(folder), "--no-progress"])
+    assert code == UserInputError.exit_code
+    assert "[open_clip]" in capsys.readouterr().err
+
+
+def test_native_flag_needs_a_file_and_a_config(tmp_path):
+    checkpoint = tmp_path / "ckpt.pt"
+    checkpoint.write_bytes(b"weights")
+    folder = _hub_folder(tmp_path / "data")
+    for argv in (["--model", str(checkpoint), "--native"], ["--model", "openai/clip-vit-base-patch32", "--native",
+                                                             "--open-clip-config", "ViT-B-32"]):
+        assert main(["eval", *argv, "--dataset", str(folder), "--no-progress"]) == UserInputError.exit_code
+
+
+# -- against real open_clip (its own venv) -------------------------------------------------------------
+
+
+def _goldens() -> dict:
+    import torch
+
+    return torch.load(FIXTURES / "native_goldens.pt", weights_only=False)
+
+
+def _dataset() -> Dataset:
+    rows = dict(_goldens()["rows"])
+    rows["image"] = [{"bytes": png, "path": None} for png in rows["image"]]
+    features = Features({"image": ImageFeature(), **{c: Value("string") for c in ("image_id", *COLUMNS)}})
+    return Dataset.from_dict(rows, features=features)
+
+
+def _hub_folder(root: Path) -> Path:
+    """The golden rows as a one-config Hub-style folder (what `hardpos eval --dataset` reads)."""
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    _dataset().to_parquet(str(root / "data" / "test-00000-of-00001.parquet"))
+    (root / "README.md").write_text(
+        "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: test\n    path: data/test-*.parquet\n---\n"
+    )
+    return root
+
+
+def _configs(folder: Path) -> dict[str, Path]:
+    """The fixtures' model configs, with the absolute paths they need (as make_native_goldens.py writes them)."""
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        import make_native_goldens as make
+    finally:
+        sys.path.remove(str(FIXTURES))
+    bpe = make.write_bpe(folder)
+    configs = {
+        "resnet": make.native_resnet_config(bpe),
+        "roberta": make.native_roberta_config(FIXTURES / "tiny-roberta"),
+    }
+    for name, config in configs.items():
+        (folder / f"{name}.json").write_text(json.dumps(config))
+    return {name: folder / f"{name}.json" for name in configs}
+
+
+def _scores(model: str) -> dict[str, np.ndarray]:
+    from hf_hardpos.scoring import ITMScorer
+
+    loaded, processor = open_clip_native.load(model)
+    scores = ITMScorer(loaded, processor, batch_size=4, progress=False).score(_dataset())
+    return {column: scores[column] for column in COLUMNS}
+
+
+@needs_open_clip
+@pytest.mark.parametrize(("tower", "golden", "activation"),
+                         [("resnet", "resnet", None), ("resnet", "resnet_as_gelu", "gelu"), ("roberta", "roberta", None)])
+def test_adapter_scores_equal_open_clip_called_directly(tmp_path, tower, golden, activation):
+    configs = _configs(tmp_path)
+    model = open_clip_native.resolve(f"open_clip:{configs[tower]}/{FIXTURES / f'native_{tower}.pt'}", activation=activation)
+    ours = _scores(model)
+    for column in COLUMNS:
+        np.testing.assert_allclose(ours[column], _goldens()[golden][column].numpy(), rtol=0, atol=1e-6)
+
+
+@needs_open_clip
+def test_hardpos_eval_native_records_weights_activation_and_preprocessing(tmp_path, capsys):
+    configs = _configs(tmp_path)
+    checkpoint = FIXTURES / "native_resnet.pt"
+    out = tmp_path / "out"
+    argv = ["eval", "--model", str(checkpoint), "--native", "--open-clip-config", str(configs["resnet"]),
+            "--dataset", str(_hub_folder(tmp_path / "data")), "--output", str(out), "--batch-size", "4", "--no-progress"]
+    assert main(argv) == 0
+    saved = json.loads((out / "metrics.json").read_text())
+    identity = saved["run"]["model_identity"]
+    assert identity["sha256"] == sha256_file(checkpoint)
+    facts = identity["open_clip"]
+    assert (facts["activation"], facts["context_length"], facts["preprocess"]["size"]) == ("quick_gelu", 16, [64, 64])
+    assert facts["preprocess"]["interpolation"] == "bicubic" and facts["preprocess"]["resize_mode"] == "shortest"
+    golden = _goldens()["resnet"]
+    expected = compute_metrics(*(golden[c].numpy() for c in COLUMNS))
+    for name in ("original_accuracy", "augmented_accuracy", "brittleness", "num_examples"):
+        assert saved["results"]["default"][name] == expected[name], name
+    # Caption cells longer than the context, counted with open_clip's own tokenizer (SOT + BPE + EOT).
+    import open_clip
+
+    bpe = open_clip.SimpleTokenizer(bpe_path=str(tmp_path / "tiny_bpe.txt.gz"))
+    rows = _goldens()["rows"]
+    cut = sum(len(bpe.encode(text)) + 2 > 16 for column in COLUMNS for text in rows[column])
+    assert 0 < cut < 18 and saved["provenance"]["default"]["truncation"]["truncated_captions"] == cut
+    # Resumed: same identity, nothing rescored; --activation gelu is another model (other key).
+    assert main(argv) == 0
+    assert "default" in json.loads((out / "metrics.json").read_text())["results"]
+    gelu_out = tmp_path / "gelu"
+    argv_gelu = [*argv[:-5], "--output", str(gelu_out), "--activation", "gelu", "--batch-size", "4", "--no-progress"]
+    assert main(argv_gelu) == 0
+    gelu = json.loads((gelu_out / "metrics.json").read_text())
+    assert gelu["run"]["model_identity"]["open_clip"]["activation"] == "gelu"
+    assert gelu["run"]["key"] != saved["run"]["key"]
+
+
+@needs_open_clip
+def test_clip_tokenizer_option_feeds_clip_bpe_ids(tmp_path):
+    """The paper's tokenization of its RoBERTa row: open_clip's CLIP BPE (77-token default context
+    here 16) whatever the text tower; the model's own tokenizer is the default."""
+    import open_clip
+
+    configs = _configs(tmp_path)
+    checkpoint = FIXTURES / "native_roberta.pt"
+    _, own = open_clip_native.load(open_clip_native.resolve(f"open_clip:{configs['roberta']}/{checkpoint}"))
+    _, clip = open_clip_native.load(open_clip_native.resolve(f"open_clip:{configs['roberta']}/{checkpoint}", tokenizer="clip"))
+    text = ["a red cube left of a blue sphere"]
+    expected = open_clip.SimpleTokenizer(context_length=16)(text)
+    assert clip.tokenizer(text, max_length=16)["input_ids"] == expected.tolist()
+    assert own.tokenizer(text, max_length=16)["input_ids"] != expected.tolist()
+
+
+# -- hardpos zoo: every Table 8 row, its route and --model ---------------------------------------------
+
+TABLE8_ROWS = {
+    "CLIP ViT-B/16", "CLIP ViT-L/14", "OpenCLIP ViT-H/14", "OpenCLIP ViT-g/14", "OpenCLIP ViT-bigG/14",
+    "OpenCLIP RoBERTa-ViT-B/32", "DataComp ViT-B/32", "DataComp ViT-B/16", "DataComp ViT-L/14", "CLIP RN50x16",
+    "CLIP RN50x64", "CLIP RN101", "XVLM",
+}
+
+
+def test_zoo_lists_every_table8_row_with_a_route_and_a_model(capsys):
+    from hf_hardpos.conversion.presets import PRETRAINED_PRESETS, ROUTE_HF, ROUTE_NATIVE, ROUTE_NONE
+    from hf_hardpos.published import lookup
+
+    presets = list(PRETRAINED_PRESETS.values())
+    assert {p.row for p in presets} == TABLE8_ROWS and len(presets) == len(TABLE8_ROWS)
+    native = {p.row for p in presets if p.route == ROUTE_NATIVE}
+    assert native == {"CLIP RN50x16", "CLIP RN50x64", "CLIP RN101", "OpenCLIP RoBERTa-ViT-B/32"}
+    for preset in presets:
+        if preset.route == ROUTE_NATIVE:
+            spec = open_clip_native.parse(preset.model)
+            assert spec.pretrained in {"openai", "laion2b_s12b_b32k"}
+        elif preset.route == ROUTE_HF:
+            assert not open_clip_native.is_native(preset.model) and preset.model.count("/") == 1
+            if preset.alternative:  # LAION weights: open_clip's own loading as the other route
+                assert open_clip_native.parse(preset.alternative).pretrained
+        else:
+            assert preset.route == ROUTE_NONE and preset.model == "" and preset.note
+    assert main(["zoo"]) == 0
+    printed = capsys.readouterr().out
+    for preset in presets:
+        line = next(line for line in printed.splitlines() if line.startswith(preset.name + " "))
+        assert preset.route in line and preset.row in line
+    # Published figures come from hf_hardpos.published (e.g. CLIP ViT-B/16 on REPLACE).
+    b16 = next(line for line in printed.splitlines() if line.startswith("clip-vit-b-16 "))
+    expected = " / ".join(f"{lookup('CLIP ViT-B/16', 'replace', m).value:.1f}"
+                          for m in ("original_accuracy", "augmented_accuracy", "brittleness"))
+    assert expected in b16
+
+
+@needs_open_clip
+def test_native_presets_name_open_clip_tags_and_openai_files():
+    """Each native preset's tag exists in open_clip; OpenAI's URLs match open_clip's (the hex is the sha256)."""
+    from open_clip.pretrained import get_pretrained_cfg
+
+    from hf_hardpos.conversion.presets import PRETRAINED_PRESETS, ROUTE_NATIVE
+
+    for preset in PRETRAINED_PRESETS.values():
+        for model in (preset.model, preset.alternative):
+            if not open_clip_native.is_native(model):
+                continue
+            spec = open_clip_native.parse(model)
+            tag = get_pretrained_cfg(spec.model_name, spec.pretrained)
+            assert tag, model
+            if spec.pretrained == "openai":
+                assert preset.weights == tag["url"] and tag["quick_gelu"]
+            elif preset.route == ROUTE_NATIVE:
+                assert tag["hf_hub"].rstrip("/") in preset.weights
