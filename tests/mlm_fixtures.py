@@ -17,9 +17,9 @@ POS = {
     "VERB": ["sitting", "holding", "riding", "eating", "standing", "chases", "walking", "seated"],
     "NOUN": ["cat", "dog", "dogs", "man", "mat", "horse", "car", "bus", "fence", "table", "woman", "pizza",
              "ball", "sky", "bench", "street", "front", "top", "umbrella", "sofa", "plates", "food", "bowl",
-             "rice", "broccoli"],
+             "rice", "broccoli", "shirt"],
 }  # fmt: skip
-OTHER = ["a", "the", "on", "two", "with", "near", "of", "is", "and", ".", "in"]
+OTHER = ["a", "the", "on", "two", "with", "near", "of", "is", "and", ".", "in", "t", "-"]
 # The generator tests' captions: every type, no position for some types, an empty row.
 CAPTIONS = [
     "a white cat sitting on a mat",

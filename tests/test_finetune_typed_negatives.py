@@ -52,7 +52,8 @@ def coco(tmp_path, tiny_mlm_dir, pos_nlp):
     negatives = tmp_path / "mlm.jsonl"
     assert cli.main(["generate", "--negative", "--method", "mlm", "--kind", "all", "--model", str(tiny_mlm_dir),
                      "--spacy-model", str(pipeline), "--input", str(captions), "--output", str(negatives),
-                     "--device", "cpu", "--dtype", "float32", "--no-progress"]) == 0  # fmt: skip
+                     "--device", "cpu", "--dtype", "float32", "--no-progress",
+                     "--mlm-procedure", "ours"]) == 0  # fmt: skip  (the card text below describes ours)
     common = {"upstream_dir": upstream, "coco_annotations": annotations, "progress": False}
     return {"build": build, "out": out, "images": images, "negatives": negatives, "common": common}
 

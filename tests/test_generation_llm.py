@@ -63,7 +63,9 @@ def _generator(path: Path, kind: str, **kwargs) -> LLMGenerator:
     return LLMGenerator.from_pretrained(path, kind, device="cpu", dtype=torch.float32, progress=False, **kwargs)
 
 
-def test_prompts_are_the_papers():
+def test_prompts_are_the_released_scripts():
+    """The four templates of amitakamath/hard_positives `generate_hard_positives.py` @33addaa, restated
+    here verbatim, filled and `.strip()`ped as the script does."""
     assert llm.build_prompt("replace", "a man holding a cup") == (
         "Replace one word in the input sentence with a synonym, without changing the meaning of the sentence. "
         "Only output the changed sentence.\nInput: a man holding a cup\nOutput:"
@@ -72,16 +74,57 @@ def test_prompts_are_the_papers():
     assert swap.startswith('Swap the words around the word "and" in a sentence without changing the meaning.')
     assert swap.count("\n\nInput: ") == 6 and swap.endswith("\n\nInput: a {cat} and a dog\nOutput:")
     assert "Output: there is a man holding a wine bottle and wearing glasses\n" in swap
+    assert llm.build_prompt("replace-verb", "a dog") == (
+        "Replace one verb in this sentence with a synonym, without changing the meaning of the sentence. Only "
+        "output the changed sentence.\nInput: A person wearing a shirt and smiling.\nOutput: A person clothed in "
+        "a shirt and smiling.\n\nInput: a dog\nOutput:"
+    )
+    assert llm.build_prompt("replace-spatial", "a dog") == (
+        "Replace a spatial preposition in this sentence with a synonym, without changing the meaning of the "
+        "sentence. Only output the changed sentence.\nInput: A city filled with tall buildings under a cloudy "
+        "sky.\nOutput: A city filled with tall buildings beneath a cloudy sky.\n\nInput: a dog\nOutput:"
+    )
+    assert llm.TEMPLATE_NAMES["replace-verb"] == "replace_verb"
     assert llm.MAX_NEW_TOKENS["replace"] == 30 and llm.MAX_NEW_TOKENS["swap"] == 20
     with pytest.raises(ValueError, match="replace-verb"):
         llm.build_prompt("paraphrase", "x")
 
 
+def test_default_is_the_released_script_protocol(tiny_lm_dir):
+    """No chat template, no decoding arguments (the model's generation_config samples here), EOS as
+    left pad: the same text as a transformers text-generation pipeline called as the script calls it
+    (`pipe(prompts, return_full_text=False, max_new_tokens=n)`), under the same torch seed."""
+    from transformers import pipeline
+
+    generator = _generator(tiny_lm_dir, "replace", max_new_tokens=10, seed=3)
+    assert not generator.use_chat_template and generator.decoding == "model"
+    assert set(generator.decoding_arguments()) == {"max_new_tokens", "pad_token_id"}
+    assert generator.tokenizer.pad_token == generator.tokenizer.eos_token and generator.tokenizer.padding_side == "left"
+    caption = "a white cat"
+    pipe = pipeline("text-generation", model=generator.model, tokenizer=generator.tokenizer)
+    torch.manual_seed(llm._batch_seed(3, [caption]))
+    # one prompt as a string: a list goes through a DataLoader, which draws from the RNG first
+    expected = pipe(llm.build_prompt("replace", caption), return_full_text=False, max_new_tokens=10)
+    assert generator.generate_raw([caption]) == [expected[0]["generated_text"]]
+    # sampled (the fixture's config says do_sample=True) and seeded: the seed decides, and is recorded
+    assert generator.generate_raw([caption]) == generator.generate_raw([caption])
+    other_seed = _generator(tiny_lm_dir, "replace", max_new_tokens=10, seed=4)
+    assert other_seed.generate_raw([caption, "two dogs"]) != generator.generate_raw([caption, "two dogs"])
+    settings = generator.settings()
+    assert settings["generation_config"]["do_sample"] is True and settings["generation_config"]["temperature"] == 0.7
+    assert settings["seed"] == 3 and settings["sampled"] is True and settings["template"] == "replace"
+    assert "sha256" in settings["model_fingerprint"]
+
+
+def test_fp16_where_the_device_allows():
+    assert llm.default_dtype("cpu") == torch.float32
+    assert llm.default_dtype("cuda:0") == torch.float16
+
+
 def test_batched_left_padded_generation_equals_one_by_one(tiny_lm_dir):
-    generator = _generator(tiny_lm_dir, "replace", batch_size=4, max_new_tokens=12)
+    generator = _generator(tiny_lm_dir, "replace", batch_size=4, max_new_tokens=12, decoding="greedy")
     assert generator.tokenizer.padding_side == "left"
-    assert generator.tokenizer.pad_token == generator.tokenizer.eos_token  # fallback: none shipped
-    assert not generator.use_chat_template
+    assert generator.tokenizer.pad_token == generator.tokenizer.eos_token
     captions = [c for c in CAPTIONS if c][:4]
     batched = generator.generate_raw(captions)
     single = [generator.generate_raw([caption])[0] for caption in captions]
@@ -92,8 +135,8 @@ def test_batched_left_padded_generation_equals_one_by_one(tiny_lm_dir):
     assert generator.generate_raw(captions) != single
 
 
-def test_decoding_is_greedy_and_returns_only_new_tokens(tiny_lm_dir):
-    generator = _generator(tiny_lm_dir, "replace", max_new_tokens=6)
+def test_greedy_option_decodes_greedily_and_returns_only_new_tokens(tiny_lm_dir):
+    generator = _generator(tiny_lm_dir, "replace", max_new_tokens=6, decoding="greedy")
     caption = "a white cat"
     prompt_ids = generator.tokenizer(generator.render(caption), return_tensors="pt")["input_ids"]
     ids = prompt_ids
@@ -106,6 +149,16 @@ def test_decoding_is_greedy_and_returns_only_new_tokens(tiny_lm_dir):
     expected = generator.tokenizer.decode(ids[0, prompt_ids.shape[1] :], skip_special_tokens=True)
     assert expected
     assert generator.generate_raw([caption]) == [expected]
+    assert generator.settings()["generation_config"]["do_sample"] is False
+
+
+def test_an_answer_cut_off_by_the_token_limit_is_refused(tiny_lm_dir, tmp_path):
+    generator = _generator(tiny_lm_dir, "replace", max_new_tokens=3, decoding="greedy")
+    (text, truncated), = generator.decode_batch(["a white cat"])
+    assert truncated and len(generator.tokenizer(text, add_special_tokens=False)["input_ids"]) <= 3
+    generator.generate_to_jsonl(["a white cat"], tmp_path / "cut.jsonl")
+    (row,) = _lines(tmp_path / "cut.jsonl")
+    assert row["reason"] == validation.TRUNCATED and not row["valid"]
 
 
 def test_chat_template_wraps_the_prompt(tiny_lm_dir):
@@ -115,7 +168,7 @@ def test_chat_template_wraps_the_prompt(tiny_lm_dir):
         "{% if add_generation_prompt %}ASSISTANT:{% endif %}"
     )
     model = AutoModelForCausalLM.from_pretrained(tiny_lm_dir)
-    generator = LLMGenerator(model, tokenizer, "replace", max_new_tokens=4, progress=False)
+    generator = LLMGenerator(model, tokenizer, "replace", max_new_tokens=4, use_chat_template=True, progress=False)
     assert generator.use_chat_template
     text = generator.render("a white cat")
     assert text == "<s>USER: " + llm.build_prompt("replace", "a white cat") + "\nASSISTANT:"
@@ -150,15 +203,15 @@ def test_jsonl_resume_after_interruption_has_no_duplicates_and_no_losses(tiny_lm
     generator.generate = dies_on_second_batch
     with pytest.raises(KeyboardInterrupt):
         generator.generate_to_jsonl(CAPTIONS, interrupted)
-    # Batches of 2: [0, 1] generated; [2, 3] skipped without the model (no "and", empty); the
-    # model call for [4, 5] dies. Both finished batches were flushed.
-    assert [r["index"] for r in _lines(interrupted)] == [0, 1, 2, 3]
+    # Batches of 2 rows that need the model: [0, 1] generated and flushed; [2, 3] are skipped
+    # without the model (no "and", empty) and wait for the next batch [4, 5], whose model call dies.
+    assert [r["index"] for r in _lines(interrupted)] == [0, 1]
     with interrupted.open("a") as handle:
-        handle.write('{"index": 4, "input": "three gir')  # a write cut short by the kill
+        handle.write('{"index": 2, "input": "two d')  # a write cut short by the kill
     generator.generate = real_generate
 
     summary = generator.generate_to_jsonl(CAPTIONS, interrupted)
-    assert summary["already_done"] == 4 and summary["written"] == len(CAPTIONS) - 4
+    assert summary["already_done"] == 2 and summary["written"] == len(CAPTIONS) - 2
     assert sorted(_lines(interrupted), key=lambda r: r["index"]) == expected
     again = generator.generate_to_jsonl(CAPTIONS, interrupted)
     assert again["written"] == 0 and len(_lines(interrupted)) == len(CAPTIONS)
@@ -181,8 +234,8 @@ class _CannedGenerator(LLMGenerator):
         super().__init__(model, tokenizer, kind, batch_size=3, progress=False)
         self.answers = answers
 
-    def generate_raw(self, captions):
-        return [self.answers[c] for c in captions]
+    def decode_batch(self, captions):
+        return [(self.answers[c], False) for c in captions]
 
 
 def test_filtering_reasons_written_per_row(tiny_lm_dir, tmp_path):

@@ -150,7 +150,7 @@ def test_cli_mlm_with_report(tiny_mlm_dir, pos_nlp, tmp_path, capsys):
     out = tmp_path / "negatives.jsonl"
     argv = ["generate", "--negative", "--method", "mlm", "--kind", "all", "--model", str(tiny_mlm_dir),
             "--spacy-model", str(nlp_dir), "--input", str(source), "--output", str(out), "--device", "cpu",
-            "--dtype", "float32", "--no-progress", "--report", "--report-samples", "2"]
+            "--dtype", "float32", "--no-progress", "--report", "--report-samples", "2", "--mlm-procedure", "ours"]
     assert cli.main(argv) == 0
     printed = capsys.readouterr().out
     summary = json.loads(printed[: printed.index("\n}\n") + 2])

@@ -6,19 +6,23 @@ run (under `accelerate launch` / `torchrun`, one shard per rank, merged at the e
 check that can fail (options, input, output, lock, manifest) runs before a model is loaded;
 re-running the same command after an interruption continues where it stopped.
 
-The manifest records the command's options as given (e.g. `dtype: auto`); a run started from the
-Python API records the generator's own `options()`, so resume a run through the interface that
-started it.
+The manifest records the command's options as given (e.g. `dtype: auto`), the model's fingerprint
+(a local folder's file digest or a Hub id's resolved commit) and, once the model is loaded, the
+settings resolved from it (`settings`: the generation config in force, the seed, the prompt's
+digest); a resume that differs in any of them is refused. A run started from the Python API records
+the generator's own `options()`, so resume a run through the interface that started it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 
 METHODS = ("rules", "llm", "mlm")
 MLM_DEFAULT_MODEL = "distilroberta-base"
+MLM_PROCEDURES = ("ce-clip", "ours")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,9 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "generate",
         help="generate hard positives (LLM, rules) or hard negatives (rules, masked LM)",
-        description="Generate one hard positive per caption with a causal LM (greedy, the paper's prompts) "
+        description="Generate one hard positive per caption with a causal LM (by default as the paper's released "
+        "generate_hard_positives.py: its prompts, no chat template, the model's own generation config) "
         "or with the rule-based generators, or typed hard negatives (CE-CLIP's relation / attribute / "
-        "action / object) with a masked LM at spaCy part-of-speech positions; validate each and append "
+        "action / object) with a masked LM at spaCy part-of-speech positions (by default CE-CLIP's released "
+        "procedure); validate each and append "
         'one JSON line per caption and kind ({"index", "input", "output", "valid", "reason", "raw", '
         '"method", "kind", "polarity"}) to --output. Re-running the same command resumes an '
         "interrupted run; a different command on the same --output is refused.",
@@ -56,21 +62,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--batch-size", type=int, default=None,
         help="captions per model call and per flush of --output (default: 8 with llm, 32 with mlm, 256 with rules)",
     )
-    parser.add_argument("--max-new-tokens", type=int, default=None, help="llm: default 30 for replace kinds, 20 for swap")
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=None,
+        help="llm: default 30 for replace kinds, 20 for swap (paper Appendix C; the released script's default is 20)",
+    )
     parser.add_argument("--device", default=None, help="default: cuda when available, else cpu")
-    parser.add_argument("--dtype", default="auto", help="model dtype: auto, bfloat16, float16, float32")
+    parser.add_argument(
+        "--dtype", default=None,
+        help="model dtype: auto (the checkpoint's), bfloat16, float16, float32; default: llm float16 on CUDA "
+        "(as the released script) and float32 on CPU, mlm auto",
+    )
     parser.add_argument("--device-map", default=None, help='llm: e.g. "auto" to shard a large model over GPUs')
     parser.add_argument(
-        "--chat-template", choices=("auto", "on", "off"), default="auto",
-        help="llm: wrap the prompt in the tokenizer's chat template (auto: when it has one)",
+        "--chat-template", choices=("off", "on"), default="off",
+        help="llm: off (default, the released script: the raw prompt) or on (ours: the tokenizer's chat template)",
+    )
+    parser.add_argument(
+        "--decoding", choices=("model", "greedy"), default="model",
+        help="llm: model (default, the released script: no decoding arguments, the model's generation_config "
+        "decides, e.g. Llama-2-chat samples at temperature 0.6, top-p 0.9) or greedy (ours)",
     )
     parser.add_argument("--negative", action="store_true", help="hard negatives (rules, mlm) instead of positives")
-    parser.add_argument("--seed", type=int, default=0, help="rules/mlm: seed of the per-caption choice (and of --report)")
+    parser.add_argument(
+        "--seed", type=int, default=0,
+        help="seed of every random choice: rules/mlm per-caption draws, llm sampling per batch (and --report's sample)",
+    )
+    parser.add_argument(
+        "--mlm-procedure", choices=MLM_PROCEDURES, default="ce-clip",
+        help="mlm: ce-clip (default, CE-CLIP's released TextAugment: 4th of the top-5 fills, relation swap of the "
+        "first two nouns when there are more than two) or ours (filtered fills, LM-ranked relation swaps)",
+    )
     parser.add_argument(
         "--spacy-model", default="en_core_web_sm", help="mlm: spaCy pipeline (name or folder) for the POS tags"
     )
     parser.add_argument(
-        "--num-candidates", type=int, default=5, help="mlm: ranked candidates kept per record (the first is the output)"
+        "--num-candidates", type=int, default=5,
+        help="mlm with --mlm-procedure ours: ranked candidates kept per record (the first is the output)",
     )
     parser.add_argument("--report", action="store_true", help="print a quality report of --output when done")
     parser.add_argument("--report-samples", type=int, default=5, help="random records shown per kind by --report")
@@ -110,17 +137,25 @@ def command_options(args: argparse.Namespace, method: str) -> dict:
     """What decides the records of this command (the manifest's `options`; batch size and device do not)."""
     options = {"method": method, "polarity": "negative" if args.negative else "positive", "kind": args.kind}
     if method == "llm":
-        from ..generation.llm import MAX_NEW_TOKENS
+        from ..generation.llm import MAX_NEW_TOKENS, default_dtype
+        from ..generation.models import model_fingerprint
 
+        dtype = args.dtype or str(default_dtype(None if args.device_map else args.device)).removeprefix("torch.")
         options.update(
-            model=args.model, dtype=args.dtype, max_new_tokens=args.max_new_tokens or MAX_NEW_TOKENS[args.kind],
-            chat_template=args.chat_template,
+            model=args.model, model_fingerprint=model_fingerprint(args.model), dtype=dtype,
+            max_new_tokens=args.max_new_tokens or MAX_NEW_TOKENS[args.kind], chat_template=args.chat_template == "on",
+            decoding=args.decoding, seed=args.seed,
         )
     elif method == "mlm":
+        from ..generation.models import model_fingerprint
+
+        model = args.model or MLM_DEFAULT_MODEL
         options.update(
-            model=args.model or MLM_DEFAULT_MODEL, dtype=args.dtype, spacy_model=args.spacy_model,
-            num_candidates=args.num_candidates, seed=args.seed,
+            procedure=args.mlm_procedure, model=model, model_fingerprint=model_fingerprint(model),
+            dtype=args.dtype or "auto", spacy_model=args.spacy_model, seed=args.seed,
         )
+        if args.mlm_procedure == "ours":
+            options.update(num_candidates=args.num_candidates)
     else:
         options.update(seed=args.seed)
     return options
@@ -142,17 +177,17 @@ def build_generator(args: argparse.Namespace, method: str, device: str | None = 
     if method == "mlm":
         from ..generation.mlm import MLMNegativeGenerator, spacy_tagger
 
-        return MLMNegativeGenerator.from_pretrained(
-            args.model or MLM_DEFAULT_MODEL,
-            args.kind,
-            tagger=spacy_tagger(args.spacy_model),
-            device=device,
-            dtype=args.dtype,
-            seed=args.seed,
-            num_candidates=args.num_candidates,
-            batch_size=args.batch_size or 32,
-            progress=progress,
+        common = dict(
+            tagger=spacy_tagger(args.spacy_model), device=device, dtype=args.dtype or "auto", seed=args.seed,
+            batch_size=args.batch_size or 32, progress=progress,
         )
+        if args.mlm_procedure == "ours":
+            return MLMNegativeGenerator.from_pretrained(
+                args.model or MLM_DEFAULT_MODEL, args.kind, num_candidates=args.num_candidates, **common
+            )
+        from ..generation.ce_clip import CEClipNegativeGenerator
+
+        return CEClipNegativeGenerator.from_pretrained(args.model or MLM_DEFAULT_MODEL, args.kind, **common)
     from ..generation.llm import LLMGenerator
 
     return LLMGenerator.from_pretrained(
@@ -163,7 +198,9 @@ def build_generator(args: argparse.Namespace, method: str, device: str | None = 
         model_kwargs={"device_map": args.device_map} if args.device_map else {},
         batch_size=args.batch_size or 8,
         max_new_tokens=args.max_new_tokens,
-        use_chat_template={"auto": None, "on": True, "off": False}[args.chat_template],
+        use_chat_template=args.chat_template == "on",
+        decoding=args.decoding,
+        seed=args.seed,
         progress=progress,
     )
 
@@ -171,7 +208,7 @@ def build_generator(args: argparse.Namespace, method: str, device: str | None = 
 def run(args: argparse.Namespace) -> int:
     from ..generation.report import quality_report
     from ..generation.resumable import GenerationOutput, generate_into, read_captions
-    from ..generation.sharding import generate_sharded, world_size
+    from ..generation.sharding import adopt_shards, generate_sharded, shard_dir, world_size
 
     method = check_arguments(args)
     captions = read_captions(args.input, field=args.field)
@@ -184,7 +221,12 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         with GenerationOutput(args.output, options, captions, overwrite=args.overwrite) as output:
+            if args.overwrite:
+                shutil.rmtree(shard_dir(args.output), ignore_errors=True)
+            # a stopped sharded launch continued in one process: its finished rows are kept, not redone
+            adopted = adopt_shards(output, options, captions)
             summary = generate_into(build_generator(args, method), captions, output)
+            summary["adopted_from_shards"] = adopted
     empty = summary.pop("empty_rows")
     if empty:
         shown = ", ".join(map(str, empty[:10])) + (", ..." if len(empty) > 10 else "")

@@ -1,4 +1,9 @@
-"""Typed hard negatives the way CE-CLIP and SVLC make them: a masked LM fills a part-of-speech slot.
+"""Typed hard negatives from a masked LM at part-of-speech slots: our filtered procedure ("ours").
+
+CE-CLIP's own released procedure is `ce_clip.CEClipNegativeGenerator` (the default of
+`hardpos generate --method mlm`); this module is the alternative that refuses what CE-CLIP's keeps
+(a fill equal to the masked word or its synonym, a fill inside a hyphenated word), and the tagger,
+the types and the input checks both share.
 
 CE-CLIP trains with four negative *types* per caption, and its CMR loss keeps one threshold per
 type, so every record says which type made it (docs/reference.md, Generating hard positives):
@@ -17,6 +22,9 @@ its synonym in the hard-positive lexicon becomes the output; the next ones are k
 ranked by the LM's log-probability of the two moved words in their new places. No word inside a
 protected phrase of the lexicon ("in front of", "on top of", "years old", ...) is masked or moved.
 
+Only words that are whole words of the caption are masked or moved: spaCy splits "t-shirt" into
+"t", "-", "shirt", and filling "shirt" alone gives "t-plates".
+
 POS tags come from a pluggable tagger (`Tagger`: captions -> tagged words with character spans);
 `spacy_tagger` wraps a spaCy pipeline (the optional extra), and says how to install an English
 model when none is present.
@@ -34,9 +42,9 @@ from transformers import AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokeni
 
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.generation import lexicon, validation
-from hf_hardpos.generation.models import load_model_and_tokenizer
+from hf_hardpos.generation.models import load_model_and_tokenizer, model_fingerprint
 from hf_hardpos.generation.resumable import Candidate, CaptionGenerator, caption_rng
-from hf_hardpos.generation.rules import protected_character_spans, replace_words
+from hf_hardpos.generation.rules import protected_character_spans, replace_words, tokenize
 
 TYPES: tuple[str, ...] = ("relation", "attribute", "action", "object")
 MLM_KINDS: tuple[str, ...] = (*TYPES, "all")
@@ -72,7 +80,8 @@ def spacy_tagger(pipeline: str | Path | object = "en_core_web_sm") -> Tagger:
                 f"(or pip install spacy), then python -m spacy download {pipeline}"
             ) from None
         try:
-            nlp = spacy.load(pipeline, exclude=["ner", "lemmatizer"])
+            # CE-CLIP loads en_core_web_sm with exclude=['ner', 'parser']; the lemmatizer only sets lemmas
+            nlp = spacy.load(pipeline, exclude=["ner", "parser", "lemmatizer"])
         except OSError:
             raise UserInputError(
                 f"spaCy pipeline {str(pipeline)!r} is not installed: python -m spacy download en_core_web_sm "
@@ -90,6 +99,28 @@ def spacy_tagger(pipeline: str | Path | object = "en_core_web_sm") -> Tagger:
     return tag
 
 
+MASK_IN_INPUT = "caption contains the mask token"
+TOO_LONG_FOR_MODEL = "longer than the masked LM's positions"
+
+
+def max_positions(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int:
+    """How many tokens (special ones included) the masked LM takes: the smaller of the tokenizer's
+    `model_max_length` and the model's position embeddings."""
+    limits = [getattr(model.config, "max_position_embeddings", None), tokenizer.model_max_length]
+    return min(int(limit) for limit in limits if limit is not None and 0 < limit < 1_000_000)
+
+
+def mlm_precheck(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, caption: str) -> str | None:
+    """A reason the masked LM cannot take `caption`: it holds the mask token (a second mask would
+    be filled too), or it has more tokens than the model has positions. Recorded per row instead of
+    crashing the run (and every resume after it)."""
+    if tokenizer.mask_token and tokenizer.mask_token in caption:
+        return MASK_IN_INPUT
+    if len(tokenizer(caption)["input_ids"]) > max_positions(model, tokenizer):
+        return TOO_LONG_FOR_MODEL
+    return None
+
+
 def _same_word(fill: str, word: str) -> bool:
     """The fill is the masked word itself, or its plural/singular ("dog" / "dogs", "bus" / "buses")."""
     fill, word = fill.lower(), word.lower()
@@ -97,10 +128,11 @@ def _same_word(fill: str, word: str) -> bool:
 
 
 class MLMNegativeGenerator(CaptionGenerator):
-    """CE-CLIP-style typed hard negatives from a masked LM; `kind` is one type or "all" (four records)."""
+    """Our filtered typed hard negatives from a masked LM; `kind` is one type or "all" (four records)."""
 
     method = "mlm"
     polarity = "negative"
+    procedure = "ours"
 
     def __init__(
         self,
@@ -153,12 +185,21 @@ class MLMNegativeGenerator(CaptionGenerator):
     def options(self) -> dict:
         return {
             **super().options(),
+            "procedure": self.procedure,
             "model": str(self.model.name_or_path),
             "dtype": str(self.model.dtype).removeprefix("torch."),
             "seed": self.seed,
             "num_candidates": self.num_candidates,
             "search_k": self.search_k,
+            "model_fingerprint": model_fingerprint(self.model),
         }
+
+    def settings(self) -> dict:
+        return {"procedure": self.procedure, "search_k": self.search_k, "model_fingerprint": model_fingerprint(self.model)}
+
+    def precheck(self, caption: str) -> str | None:
+        """Captions the masked LM cannot take (longer than its positions, or holding its mask token)."""
+        return mlm_precheck(self.model, self.tokenizer, caption)
 
     # ---- the LM ------------------------------------------------------------------------------
 
@@ -263,7 +304,11 @@ class MLMNegativeGenerator(CaptionGenerator):
         texts: list[str] = []
         for caption, words in zip(captions, tagged):
             protected = protected_character_spans(caption)
-            words = [w for w in words if _WORD.match(w.text) and not any(a <= w.start < b for a, b in protected)]
+            whole = {(t.start, t.end) for t in tokenize(caption)}
+            words = [
+                w for w in words
+                if _WORD.match(w.text) and (w.start, w.end) in whole and not any(a <= w.start < b for a, b in protected)
+            ]  # fmt: skip
             plan = {"sites": {}, "fill_rows": {}, "relation": None, "swap_rows": []}
             for kind in self.kinds:
                 if kind == "relation":
@@ -300,15 +345,18 @@ class MLMNegativeGenerator(CaptionGenerator):
     def typed_negatives(self, captions: Sequence[str]) -> list[dict[str, str | None]]:
         """`{type: negative or None}` per caption, for dataset builders (CE-CLIP's four columns).
 
-        Batches by `batch_size`; a caption the type cannot perturb gets None, as do empty captions.
+        Batches by `batch_size`; a caption the type cannot perturb gets None, as do empty captions and
+        those `precheck` refuses.
         """
         results: list[dict[str, str | None]] = []
+        usable = [bool(c and c.strip()) and self.precheck(c) is None for c in captions]
         for start in range(0, len(captions), self.batch_size):
             batch = list(captions[start : start + self.batch_size])
-            present = [c for c in batch if c and c.strip()]
+            flags = usable[start : start + self.batch_size]
+            present = [c for c, ok in zip(batch, flags) if ok]
             made = iter(self.generate_kinds(present)) if present else iter(())
-            for caption in batch:
-                row = next(made) if caption and caption.strip() else {}
+            for ok in flags:
+                row = next(made) if ok else {}
                 results.append({k: row[k].output if k in row and row[k].valid else None for k in self.kinds})
         return results
 

@@ -36,3 +36,22 @@ def load_model_and_tokenizer(
     if "device_map" not in kwargs:
         model = model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     return model, tokenizer
+
+
+def model_fingerprint(model_or_name: object) -> dict:
+    """What a generation output's manifest records to tell two models apart: a local folder by the
+    sha256 of its weights, config and tokenizer files, a Hub id by its resolved commit.
+
+    Why: the name alone lets a resume mix two models in one file (another model saved at the same
+    folder, or a new revision of the same Hub id). Takes a loaded model (its `name_or_path`, and the
+    commit transformers resolved it to) or a name before loading.
+    """
+    from hf_hardpos.provenance import hub_revision, model_identity
+
+    name = str(getattr(model_or_name, "name_or_path", model_or_name) or "")
+    if not name:
+        return {"in_memory": True}  # built in code: nothing on disk to identify
+    if Path(name).expanduser().is_dir():
+        return {"sha256": model_identity(str(Path(name).expanduser()))["sha256"]}
+    commit = getattr(getattr(model_or_name, "config", None), "_commit_hash", None)
+    return {"hub_id": name, "revision": commit or hub_revision(name)}

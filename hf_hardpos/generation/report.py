@@ -24,8 +24,9 @@ def load_records(path: str | Path) -> list[dict]:
 
 
 def quality_report(path: str | Path, *, samples: int = 5, seed: int = 0) -> str:
-    """Text report: a counts table per kind, the rejection reasons per kind, and `samples` random
-    valid records per kind (drawn with `random.Random(seed)`, so the report is reproducible)."""
+    """Text report: a counts table per kind, the rejection reasons per kind (count and share of the
+    kind's rows), and `samples` random valid records per kind (drawn with `random.Random(seed)`, so
+    the report is reproducible)."""
     by_kind: dict[str, list[dict]] = defaultdict(list)
     for record in load_records(path):
         by_kind[str(record.get("kind"))].append(record)
@@ -36,8 +37,10 @@ def quality_report(path: str | Path, *, samples: int = 5, seed: int = 0) -> str:
         rejected = Counter(r["reason"] for r in records if not r["valid"])
         share = f"{100 * len(valid) / len(records):.1f}" if records else ""
         rows.append([kind, str(len(records)), str(len(valid)), share, str(sum(rejected.values()))])
-        lines = [f"{kind}: rejected {sum(rejected.values())} of {len(records)}"]
-        lines += [f"  {count:>7}  {reason}" for reason, count in rejected.most_common()]
+        lines = [f"{kind}: rejected {sum(rejected.values())} of {len(records)} rows"]
+        lines += [
+            f"  {count:>7}  {100 * count / len(records):5.1f}%  {reason}" for reason, count in rejected.most_common()
+        ]
         picked = sorted(rng.sample(range(len(valid)), min(samples, len(valid))))
         lines.append(f"  random sample ({len(picked)} of {len(valid)} valid, seed {seed}):")
         lines += [f"    [{valid[i]['index']}] {valid[i]['input']}  ->  {valid[i]['output']}" for i in picked]
@@ -45,6 +48,7 @@ def quality_report(path: str | Path, *, samples: int = 5, seed: int = 0) -> str:
     table = render_table(["kind", "captions", "with candidate", "%", "rejected"], rows)
     how = (
         f"Counts from {path}: one record per caption and kind; 'with candidate' = records marked valid; "
-        "% = with candidate / captions (all input rows, empty ones included)."
+        "% = with candidate / captions (all input rows, empty ones included). Per kind below: the rows "
+        "rejected for each reason, as a count and as a share of that kind's rows."
     )
     return "\n\n".join([table, how, *sections])

@@ -172,6 +172,12 @@ class CaptionGenerator:
         subclasses add theirs (model, seed, ...) to these."""
         return {"method": self.method, "polarity": self.polarity, "kind": self.kind}
 
+    def settings(self) -> dict:
+        """What decides the records but is known only once the model is loaded (its resolved
+        generation config, the digest of its files, ...): the manifest's `settings`, refused on a
+        resume when they differ. Generators without a model have none."""
+        return {}
+
     def precheck(self, caption: str) -> str | None:
         """A reason to skip a caption without generating (the row is still written, with it)."""
         return None
@@ -218,8 +224,11 @@ def lock_path(output_path: str | Path) -> Path:
     return output_path.with_name(output_path.name + ".lock")
 
 
-def read_done(path: str | Path, inputs: Sequence[str | None]) -> dict[tuple[int, str | None], dict]:
-    """Records already in `path`, by (index, kind); repairs a truncated last line in place.
+def read_done(
+    path: str | Path, inputs: Sequence[str | None], *, repair: bool = True
+) -> dict[tuple[int, str | None], dict]:
+    """Records already in `path`, by (index, kind); repairs a truncated last line in place (with
+    `repair=False` it is only skipped: a reader that does not own the file).
 
     Raises UserInputError when a complete line is not JSON, or when a record does not belong to
     these inputs (index out of range, or a different input text at that index): resuming onto
@@ -230,7 +239,7 @@ def read_done(path: str | Path, inputs: Sequence[str | None]) -> dict[tuple[int,
         return {}
     data = path.read_bytes()
     complete, _, tail = data.rpartition(b"\n")
-    if tail.strip():
+    if tail.strip() and repair:
         # The last write was interrupted: drop the fragment so appends start on a fresh line.
         logger.warning("%s: dropping a truncated last line (%d bytes) from an interrupted run", path, len(tail))
         with path.open("r+b") as handle:
@@ -274,6 +283,17 @@ def parse_record(
     return record
 
 
+def _flatten(value: Mapping, prefix: str = "") -> dict:
+    """{"a": {"b": 1}} -> {"a.b": 1}: nested settings compared key by key."""
+    flat = {}
+    for key, item in value.items():
+        if isinstance(item, Mapping):
+            flat.update(_flatten(item, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = item
+    return flat
+
+
 def describe_differences(before: Mapping, after: Mapping) -> list[str]:
     """'key: A (output) vs B (this run)' for every key whose value differs."""
     return [
@@ -309,6 +329,7 @@ class GenerationOutput:
         self.done: dict[tuple[int, str | None], dict] = {}
         self._lock_handle = None
         self._manifest_written = False
+        self._existing_settings: dict | None = None  # the resumed output's manifest `settings`
 
     def __enter__(self) -> GenerationOutput:
         try:
@@ -367,8 +388,27 @@ class GenerationOutput:
             logger.warning(
                 "%s was started by hf_hardpos %s, resumed by %s", self.path, existing.get("hf_hardpos"), __version__
             )
+        self._existing_settings = existing.get("settings")
         self._manifest_written = True
         self.done = read_done(self.path, self.inputs)
+
+    def confirm_settings(self, settings: Mapping[str, object]) -> None:
+        """Record the generator's resolved `settings` (call after the model is loaded, before the
+        first append); refuse them when the output was written with others (another model at the
+        same folder, another revision of a Hub id, another generation config)."""
+        settings = json.loads(json.dumps(dict(settings), default=str))  # as the manifest will hold them
+        previous = self._existing_settings
+        if previous is not None and previous != settings:
+            differences = describe_differences(_flatten(previous), _flatten(settings))
+            raise UserInputError(
+                f"{self.path} was written with another model or generation settings, refusing to mix two runs: "
+                + "; ".join(differences)
+                + " (use the model it was written with, --overwrite to start again, or choose another --output)"
+            )
+        self.manifest["settings"] = settings
+        self._existing_settings = settings  # a later call (e.g. the generator after adopted shards) must agree
+        if self._manifest_written and previous is None:
+            self._write_manifest()  # records written before the settings were known: record them now
 
     def __exit__(self, *exc_info) -> None:
         if self._lock_handle is not None:
@@ -376,14 +416,17 @@ class GenerationOutput:
             self._lock_handle.close()
             self._lock_handle = None
 
+    def _write_manifest(self) -> None:
+        manifest_file = manifest_path(self.path)
+        temporary = manifest_file.with_name(manifest_file.name + ".tmp")
+        temporary.write_text(json.dumps(self.manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(temporary, manifest_file)
+        self._manifest_written = True
+
     def append(self, records: Sequence[dict]) -> None:
         """Append records and make them durable (manifest first, before the first record)."""
         if not self._manifest_written:
-            manifest_file = manifest_path(self.path)
-            temporary = manifest_file.with_name(manifest_file.name + ".tmp")
-            temporary.write_text(json.dumps(self.manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-            os.replace(temporary, manifest_file)
-            self._manifest_written = True
+            self._write_manifest()
         with self.path.open("a", encoding="utf-8") as handle:
             for record in records:
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -411,6 +454,11 @@ def _record(generator: CaptionGenerator, index: int, caption: str | None, kind: 
     }
 
 
+# Rows the model does not need (empty, or refused by `precheck`) wait at most this many before they
+# are written anyway, so a run over mostly-skipped rows still flushes regularly.
+MAX_PENDING_ROWS = 4096
+
+
 def generate_into(
     generator: CaptionGenerator,
     inputs: Sequence[str | None],
@@ -423,56 +471,77 @@ def generate_into(
     `indices` restricts the run to some input positions (a shard); records keep the global index.
     An empty caption, or one the generator's `precheck` refuses (e.g. SWAP on a caption with no
     "and"), is written with its reason without generating, so every (index, kind) appears exactly
-    once. Returns a summary: total (captions), already_done and written (records), valid, reason
-    counts, and the indices of the empty captions.
+    once. Model batches are cut from the rows that need the model: a SWAP run where four captions in
+    five have no "and" still gives the model full batches of `batch_size` (cutting first and
+    filtering after would hand it batches of two). Records are written in index order, each batch's
+    skipped rows with it. The generator's `settings()` are checked against (or recorded in) the
+    manifest first. Returns a summary: total (captions), already_done and written (records), valid,
+    reason counts, model_calls and generated_rows (the rows the model saw), and the indices of the
+    empty captions.
     """
     if generator.batch_size < 1:
         raise UserInputError(f"batch size must be >= 1, got {generator.batch_size}")
+    output.confirm_settings(generator.settings())
     indices = range(len(inputs)) if indices is None else indices
     already = sum((i, k) in output.done for i in indices for k in generator.kinds)
     todo = [i for i in indices if any((i, k) not in output.done for k in generator.kinds)]
     reasons: Counter[str] = Counter()
-    valid = written = 0
+    counts = {"valid": 0, "written": 0, "model_calls": 0, "generated_rows": 0}
     description = f"hard {generator.polarity}s ({'/'.join(generator.kinds)}, {generator.method})"
+    pending: list[int] = []  # rows waiting to be written, in index order
+    skipped: dict[int, str] = {}
+    to_generate: list[int] = []
     with tqdm(
         total=len(indices), initial=len(indices) - len(todo), desc=description, disable=not generator.progress,
         unit="caption",
     ) as bar:
-        for start in range(0, len(todo), generator.batch_size):
-            chunk = todo[start : start + generator.batch_size]
-            results: dict[int, dict[str, Candidate]] = {}
-            to_generate = []
-            for index in chunk:
-                caption = inputs[index]
-                skip = EMPTY_INPUT if not caption else generator.precheck(caption)
-                if skip is not None:
-                    results[index] = {k: Candidate(raw=None, output=None, reason=skip) for k in generator.kinds}
-                else:
-                    to_generate.append(index)
+
+        def flush() -> None:
+            results: dict[int, dict[str, Candidate]] = {
+                i: {k: Candidate(raw=None, output=None, reason=skipped[i]) for k in generator.kinds}
+                for i in pending
+                if i in skipped
+            }
             if to_generate:
                 generated = generator.generate_kinds([inputs[i] for i in to_generate])
                 if len(generated) != len(to_generate):
                     raise RuntimeError(f"generator returned {len(generated)} results for {len(to_generate)} inputs")
                 results.update(zip(to_generate, generated))
+                counts["model_calls"] += 1
+                counts["generated_rows"] += len(to_generate)
             records = [
                 _record(generator, index, inputs[index], kind, results[index][kind])
-                for index in chunk
+                for index in pending
                 for kind in generator.kinds
                 if (index, kind) not in output.done
             ]
             output.append(records)
             for record in records:
-                valid += record["valid"]
+                counts["valid"] += record["valid"]
                 if record["reason"] is not None:
                     reasons[record["reason"]] += 1
-            written += len(records)
-            bar.update(len(chunk))
+            counts["written"] += len(records)
+            bar.update(len(pending))
+            pending.clear()
+            skipped.clear()
+            to_generate.clear()
+
+        for index in todo:
+            caption = inputs[index]
+            pending.append(index)
+            skip = EMPTY_INPUT if not caption else generator.precheck(caption)
+            if skip is not None:
+                skipped[index] = skip
+            else:
+                to_generate.append(index)
+            if len(to_generate) == generator.batch_size or len(pending) >= max(generator.batch_size, MAX_PENDING_ROWS):
+                flush()
+        if pending:
+            flush()
     return {
         "total": len(indices),
         "already_done": already,
-        "written": written,
-        "valid": valid,
+        **counts,
         "reasons": dict(reasons),
         "empty_rows": [i for i in indices if not inputs[i]],
     }
-

@@ -8,6 +8,11 @@ the main process merges the shards into `<output>`, keyed by input index, checki
 (index, kind) is present exactly once. A rerun of the same command after any rank died resumes
 every shard, so only the missing rows are generated. The shards must sit on a filesystem every
 machine sees, and a rerun must use the same number of processes (a different one is refused).
+
+Finished work is never redone when switching modes: a single-process run first moves the records
+of `<output>.shards/` (when they were written with the same options) into `<output>`, and a sharded
+run skips the rows `<output>` already holds; shards or an output of another run are refused with
+what to do.
 """
 
 from __future__ import annotations
@@ -21,9 +26,11 @@ from hf_hardpos.errors import UserInputError
 from hf_hardpos.generation.resumable import (
     CaptionGenerator,
     GenerationOutput,
+    describe_differences,
     generate_into,
     manifest_path,
     read_done,
+    read_manifest,
 )
 
 
@@ -57,32 +64,98 @@ def check_world_size(output_path: Path, world: int) -> None:
         )
 
 
+def _shard_options(path: Path) -> dict | None:
+    """The options a shard was written with, without its "shard" entry (None: no manifest, no records)."""
+    if not manifest_path(path).exists():
+        return None
+    manifest = read_manifest(manifest_path(path), "remove the shard folder or use --overwrite to start again")
+    return {key: value for key, value in manifest.get("options", {}).items() if key != "shard"}
+
+
+def _refuse_other_run(where: Path, theirs: dict, ours: dict, advice: str) -> None:
+    differences = describe_differences(theirs, ours)
+    if differences:
+        raise UserInputError(f"{where} was written by a run with other options: {'; '.join(differences)}; {advice}")
+
+
 def merge_shards(
     output_path: str | Path, options: dict, inputs: Sequence[str | None], kinds: Sequence[str], world: int
 ) -> dict:
     """Write every shard's records into `output_path` in (index, kind) order; return counts.
 
-    Raises UserInputError when an (index, kind) is missing from every shard (a rank has not
-    finished: rerun the launch) and RuntimeError when one appears in a shard that does not own it.
+    Records `output_path` already holds (a single-process run before the launch) count as done.
+    Raises UserInputError when an (index, kind) is missing from the shards and the output (a rank
+    has not finished: rerun the launch) and RuntimeError when one appears in a shard that does not own it.
     """
     records = {}
+    settings = None
     for rank in range(world):
         path = shard_path(output_path, rank, world)
         owned = set(shard_indices(len(inputs), rank, world))
+        if manifest_path(path).exists() and settings is None:
+            settings = read_manifest(manifest_path(path), "rerun the same launch").get("settings")
         for (index, kind), record in read_done(path, inputs).items():
             if index not in owned:
                 raise RuntimeError(f"{path}: index {index} belongs to another rank")
             records[(index, kind)] = record
-    missing = [(i, k) for i in range(len(inputs)) for k in kinds if (i, k) not in records]
-    if missing:
-        raise UserInputError(
-            f"cannot merge {shard_dir(output_path)}: {len(missing)} (index, kind) records are missing "
-            f"(first: {missing[0]}); a rank did not finish, rerun the same launch to resume it"
-        )
     with GenerationOutput(output_path, options, inputs) as output:
+        missing = [
+            (i, k) for i in range(len(inputs)) for k in kinds if (i, k) not in records and (i, k) not in output.done
+        ]
+        if missing:
+            raise UserInputError(
+                f"cannot merge {shard_dir(output_path)}: {len(missing)} (index, kind) records are missing "
+                f"(first: {missing[0]}); a rank did not finish, rerun the same launch to resume it"
+            )
+        if settings is not None:
+            output.confirm_settings(settings)
         todo = [records[(i, k)] for i in range(len(inputs)) for k in kinds if (i, k) not in output.done]
         output.append(todo)
     return {"shards": world, "records": len(inputs) * len(kinds), "merged_now": len(todo)}
+
+
+def adopt_shards(output: GenerationOutput, options: dict, inputs: Sequence[str | None]) -> int:
+    """Single-process run: move the finished records of `<output>.shards/` into `output`; return how many.
+
+    Why: a sharded launch that was stopped and is continued in one process must not generate its
+    rows again. Shards written with other options are refused (they may be another model's).
+    """
+    folder = shard_dir(output.path)
+    shards = sorted(folder.glob("rank-*-of-*.jsonl")) if folder.is_dir() else []
+    adopted = []
+    for path in shards:
+        theirs = _shard_options(path)
+        if theirs is None:
+            continue
+        _refuse_other_run(
+            path, theirs, options,
+            f"rerun with its options, remove {folder} or use --overwrite to start again",
+        )
+        settings = read_manifest(manifest_path(path), "remove the shard folder").get("settings")
+        if settings is not None:
+            output.confirm_settings(settings)  # the generator's own settings are then checked against them
+        adopted += [record for key, record in read_done(path, inputs).items() if key not in output.done]
+    adopted.sort(key=lambda record: (record["index"], str(record.get("kind"))))
+    if adopted:
+        output.append(adopted)
+    return len(adopted)
+
+
+def finished_in_output(output_path: Path, options: dict, inputs: Sequence[str | None]) -> dict:
+    """Sharded run: the records a single-process run already wrote to `output_path`, by (index, kind),
+    after checking they were written with the same options (read only: every rank reads it)."""
+    if not output_path.exists() or output_path.stat().st_size == 0:
+        return {}
+    if not manifest_path(output_path).exists():
+        raise UserInputError(
+            f"{output_path} has records but no manifest, so its options are unknown; use --overwrite to start again"
+        )
+    manifest = read_manifest(manifest_path(output_path), "use --overwrite to start again or choose another --output")
+    _refuse_other_run(
+        output_path, manifest.get("options", {}), options,
+        "rerun with its options in one process, use --overwrite to start again, or choose another --output",
+    )
+    return read_done(output_path, inputs, repair=False)
 
 
 def generate_sharded(
@@ -112,9 +185,13 @@ def generate_sharded(
     state.wait_for_everyone()
     check_world_size(output_path, world)
     shard_options = {**options, "shard": f"rank {rank} of {world}"}
+    indices = shard_indices(len(inputs), rank, world)
+    finished = finished_in_output(output_path, options, inputs)  # rows a single-process run already wrote
     with GenerationOutput(shard_path(output_path, rank, world), shard_options, inputs) as shard:
+        owned = set(indices)
+        shard.done.update({key: record for key, record in finished.items() if key[0] in owned})
         generator = build_generator(state)
-        summary = generate_into(generator, inputs, shard, indices=shard_indices(len(inputs), rank, world))
+        summary = generate_into(generator, inputs, shard, indices=indices)
     summary.update(rank=rank, world_size=world, shard=str(shard_path(output_path, rank, world)))
     state.wait_for_everyone()
     if state.is_main_process:

@@ -1,0 +1,170 @@
+"""CE-CLIP's typed hard negatives made the way its released generator makes them (the default).
+
+Read from lezhang7/Enhance-FineGrained `data/dataset.py` @ef87eb7, class `TextAugment`, and
+reproduced step for step, with one change: its `random.choice` is unseeded, ours is drawn from
+`caption_rng(seed, caption)` (one stream per type) so a run repeats and resumes exactly.
+
+- Tagging: spaCy `en_core_web_sm` (ner and parser excluded); the texts of the tokens tagged
+  NOUN, ADJ and VERB are collected in caption order (every spaCy token: "shirt" of "t-shirt" too).
+- relation: only when the caption has **more than two** nouns, the first two noun texts are
+  exchanged by string replacement over the whole caption (every occurrence, inside other words
+  too: `replace(n0, "temp1")`, `replace(n1, n0)`, `replace("temp1", n1)`); otherwise CE-CLIP writes
+  the placeholder "###", the only value its training marks invalid. We write that row as rejected
+  (reason `FEWER_THAN_THREE_NOUNS`, `output` null): the COCO builder turns it into a missing
+  negative, which is what the placeholder meant.
+- attribute / object / action (ADJ / NOUN / VERB): the first occurrence (substring) of one randomly
+  chosen token text of that POS is replaced by the mask token; a caption without such a token
+  becomes the bare mask token, which is filled too and counted valid (a one-word "negative").
+- filling: a `fill-mask` pipeline (CE-CLIP: `distilroberta-base`) with top_k = 5, and the output is
+  `results[min(3, len(results))]["sequence"]`: the **4th** candidate, with no check that it
+  differs from the masked word or the caption.
+
+Every record is therefore marked valid except the relation placeholder, as in CE-CLIP; the records
+keep the masked text and the five ranked fills so a reader sees what was taken. Our filtered
+procedure (`mlm.MLMNegativeGenerator`, "ours") is the alternative.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokenizerBase, pipeline
+
+from hf_hardpos.errors import UserInputError
+from hf_hardpos.generation.mlm import FILL_POS, MLM_KINDS, RELATION_POS, TYPES, Tagger, mlm_precheck
+from hf_hardpos.generation.models import load_model_and_tokenizer, model_fingerprint
+from hf_hardpos.generation.resumable import Candidate, CaptionGenerator, caption_rng
+
+FEWER_THAN_THREE_NOUNS = "fewer than three nouns (CE-CLIP's '###' placeholder)"
+TOP_K = 5  # TextAugment: pipeline('fill-mask', ..., top_k=5)
+PICKED = 3  # TextAugment.select_unmasked_captions: results[min(3, len(results))]
+_SWAP_PLACEHOLDER = "temp1"  # TextAugment.mask_captions
+
+
+def ce_clip_relation(caption: str, nouns: Sequence[str]) -> str | None:
+    """CE-CLIP's relation negative: the first two nouns exchanged by string replacement, or None
+    (its "###") when the caption has two nouns or fewer."""
+    if len(nouns) <= 2:
+        return None
+    first, second = nouns[0], nouns[1]
+    return caption.replace(first, _SWAP_PLACEHOLDER).replace(second, first).replace(_SWAP_PLACEHOLDER, second)
+
+
+def ce_clip_masked(caption: str, words: Sequence[str], mask_token: str, rng) -> str:
+    """CE-CLIP's masked caption for one POS: the first occurrence of one drawn word masked, or the
+    bare mask token when the caption has no word of that POS."""
+    if not words:
+        return mask_token
+    return caption.replace(rng.choice(list(words)), mask_token, 1)
+
+
+class CEClipNegativeGenerator(CaptionGenerator):
+    """CE-CLIP's released negative generator; `kind` is one type or "all" (four records per caption)."""
+
+    method = "mlm"
+    polarity = "negative"
+    procedure = "ce-clip"
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        kind: str = "all",
+        *,
+        tagger: Tagger,
+        seed: int = 0,
+        batch_size: int = 32,
+        progress: bool = True,
+    ) -> None:
+        if kind not in MLM_KINDS:
+            raise UserInputError(f"unknown masked-LM negative type {kind!r}; expected one of {', '.join(MLM_KINDS)}")
+        if tokenizer.mask_token is None:
+            raise UserInputError(f"{model.name_or_path}: the tokenizer has no mask token; --method mlm needs a masked LM")
+        if batch_size < 1:
+            raise UserInputError(f"batch size must be >= 1, got {batch_size}")
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.kind = kind
+        self.kinds = TYPES if kind == "all" else (kind,)
+        self.tagger = tagger
+        self.seed = seed
+        self.batch_size = batch_size
+        self.progress = progress
+        self.fill_mask = pipeline("fill-mask", model=model, tokenizer=tokenizer, top_k=TOP_K, device=model.device)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        model_name_or_path: str | Path = "distilroberta-base",
+        kind: str = "all",
+        *,
+        tagger: Tagger,
+        device: str | torch.device | None = None,
+        dtype: str | torch.dtype = "auto",
+        **kwargs,
+    ) -> CEClipNegativeGenerator:
+        """Load a masked LM (CE-CLIP: distilroberta-base) and its tokenizer, and wrap them."""
+        model, tokenizer = load_model_and_tokenizer(AutoModelForMaskedLM, model_name_or_path, device=device, dtype=dtype)
+        return cls(model, tokenizer, kind, tagger=tagger, **kwargs)
+
+    def options(self) -> dict:
+        return {
+            **super().options(),
+            "procedure": self.procedure,
+            "model": str(self.model.name_or_path),
+            "dtype": str(self.model.dtype).removeprefix("torch."),
+            "seed": self.seed,
+            "model_fingerprint": model_fingerprint(self.model),
+        }
+
+    def settings(self) -> dict:
+        return {"procedure": self.procedure, "top_k": TOP_K, "picked_index": PICKED,
+                "model_fingerprint": model_fingerprint(self.model)}  # fmt: skip
+
+    def precheck(self, caption: str) -> str | None:
+        """Captions the masked LM cannot take (longer than its positions, or holding its mask token)."""
+        return mlm_precheck(self.model, self.tokenizer, caption)
+
+    def _fill(self, masked: Sequence[str]) -> list[list[dict]]:
+        if not masked:
+            return []
+        results = self.fill_mask(list(masked), batch_size=self.batch_size)
+        # one input gives the list of candidates itself, several give one list per input
+        return [results] if len(masked) == 1 else list(results)
+
+    def generate_kinds(self, captions: Sequence[str]) -> list[dict[str, Candidate]]:
+        """Tag the batch, build CE-CLIP's masked captions, fill them all in one pipeline call."""
+        mask = self.tokenizer.mask_token
+        plans: list[dict[str, object]] = []
+        masked: list[str] = []
+        for caption, words in zip(captions, self.tagger(captions)):
+            plan: dict[str, object] = {}
+            for kind in self.kinds:
+                if kind == "relation":
+                    plan[kind] = ce_clip_relation(caption, [w.text for w in words if w.pos == RELATION_POS])
+                    continue
+                texts = [w.text for w in words if w.pos == FILL_POS[kind]]
+                plan[kind] = len(masked)
+                masked.append(ce_clip_masked(caption, texts, mask, caption_rng(self.seed, caption, stream=kind)))
+            plans.append(plan)
+        filled = self._fill(masked)
+        results = []
+        for plan in plans:
+            row = {}
+            for kind in self.kinds:
+                if kind == "relation":
+                    swapped = plan[kind]
+                    reason = FEWER_THAN_THREE_NOUNS if swapped is None else None
+                    row[kind] = Candidate(raw=None, output=swapped, reason=reason)
+                    continue
+                ranked = filled[plan[kind]]
+                picked = ranked[min(PICKED, len(ranked))]["sequence"]
+                extra = {
+                    "masked": masked[plan[kind]],
+                    "candidates": [{"output": r["sequence"], "score": round(float(r["score"]), 6)} for r in ranked],
+                }
+                row[kind] = Candidate(raw=None, output=picked, reason=None, extra=extra)
+            results.append(row)
+        return results
