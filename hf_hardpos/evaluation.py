@@ -477,7 +477,8 @@ def load_eval_sets(
 ) -> dict[str, EvalSet]:
     """The requested configs, each with the identity of its content.
 
-    A local folder is read by content (`load_local_split`).
+    A local folder is read by content (`load_local_split`), and only when its README declares every
+    data file (`check_declared_folder`): never pooled into an undeclared "default" config.
     """
     if isinstance(dataset, Dataset):
         return {configs[0] if configs else "default": EvalSet("default", dataset, {"fingerprint": dataset._fingerprint})}
@@ -488,6 +489,10 @@ def load_eval_sets(
     folder = Path(dataset).expanduser()
     if not folder.exists() and _looks_like_path(dataset):
         raise UserInputError(f"dataset not found: {dataset} (no such folder)")
+    if folder.is_dir():
+        from .data.hub_folder import check_declared_folder
+
+        check_declared_folder(folder)
     try:
         available = get_dataset_config_names(str(folder) if folder.exists() else dataset)
     except Exception as err:  # offline Hub ids, unreadable READMEs: say which dataset and why

@@ -182,3 +182,34 @@ def test_a_token_never_reaches_the_card_or_an_error(replace_sources, tmp_path, m
     assert rc == 2 and token not in captured.out + captured.err and "hf_***" in captured.err
     for path in out.rglob("*"):
         assert not path.is_file() or token.encode() not in path.read_bytes()
+
+
+def test_hardpos_eval_refuses_folders_that_do_not_declare_their_files(replace_sources, tmp_path, tiny_clip_dir, capsys):
+    """Issue 22.3: no README (a build killed before it), README without `configs:`, a stale parquet no
+    config declares, or a declared pattern with no file: one line naming the folder, exit 2."""
+    upstream, images_dir, _ = replace_sources
+    out = tmp_path / "out"
+    export_replace(out, upstream_dir=upstream, images_dir=images_dir, progress=False)
+    argv = ["eval", "--model", str(tiny_clip_dir), "--dataset", str(out), "--batch-size", "4", "--no-progress",
+            "--output", str(tmp_path / "eval")]
+    readme = (out / "README.md").read_text()
+    stale = out / "data" / "attributes" / "test-00000-of-00002.parquet"
+    cases = {
+        "no README": lambda: (out / "README.md").unlink(),
+        "no configs": lambda: (out / "README.md").write_text("---\nlicense: mit\n---\n# card\n"),
+        "undeclared": lambda: stale.parent.parent.joinpath("old").mkdir() or stale.parent.parent.joinpath(
+            "old", "test.parquet").write_bytes(stale.with_name("test-00000-of-00001.parquet").read_bytes()),
+        "no file": lambda: stale.with_name("test-00000-of-00001.parquet").rename(stale.parent / "x.bin"),
+    }
+    for name, damage in cases.items():
+        damage()
+        capsys.readouterr()
+        assert hardpos(argv) == 2, name
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert len(lines) == 1 and str(out) in lines[0] and "Traceback" not in err, (name, err)
+        export_replace(out, upstream_dir=upstream, images_dir=images_dir, progress=False)  # repaired
+        for leftover in (out / "data" / "old", out / "data" / "attributes" / "x.bin"):
+            assert not leftover.exists()  # the rebuild replaced data/ entirely
+    assert (out / "README.md").read_text().split("Built with")[0] == readme.split("Built with")[0]
+    assert hardpos(argv) == 0

@@ -338,6 +338,60 @@ def _first_line(error: Exception) -> str:
     return re.sub(r"hf_[A-Za-z0-9]{8,}", "hf_***", text)
 
 
+def check_declared_folder(folder: str | Path) -> None:
+    """A local dataset folder must declare its data: a README whose YAML has ``configs:``, every
+    pattern there matching files, and every parquet file declared by some config.
+
+    Without this, ``datasets`` pools a folder without README configs into one "default" config, and
+    a half-written or hand-edited folder (a build killed before its README, stale shards beside new
+    ones) is read as data it does not declare. Raises :class:`UserInputError` naming the folder.
+    """
+    from huggingface_hub.repocard import metadata_load
+
+    folder = Path(folder)
+    readme = folder / "README.md"
+    layout = "rebuild it with `hardpos build`, or write README.md's `configs:` (README: Evaluate your own data)"
+    metadata = metadata_load(readme) if readme.is_file() else None
+    entries = (metadata or {}).get("configs")
+    if not isinstance(entries, list) or not entries:
+        why = "has no README.md" if not readme.is_file() else "has a README.md without `configs:`"
+        raise UserInputError(f"{folder} {why}: it does not say which files are which config; {layout}")
+    declared: set[Path] = set()
+    for entry in entries:
+        name = entry.get("config_name", "default") if isinstance(entry, dict) else entry
+        for pattern in _config_patterns(entry):
+            matched = [path for path in folder.glob(pattern) if path.is_file()]
+            if not matched:
+                raise UserInputError(f"{folder}: config {name!r} declares {pattern!r}, which matches no file; {layout}")
+            declared.update(path.resolve() for path in matched)
+    undeclared = [
+        path.relative_to(folder).as_posix()
+        for path in sorted(folder.rglob("*.parquet"))
+        if not any(part.startswith(".") for part in path.relative_to(folder).parts) and path.resolve() not in declared
+    ]
+    if undeclared:
+        raise UserInputError(
+            f"{folder}: {len(undeclared)} parquet file(s) no config declares ({', '.join(undeclared[:3])}); {layout}"
+        )
+
+
+def _config_patterns(entry) -> list[str]:
+    """The file patterns of one README ``configs:`` entry (``data_files`` in any of its forms, or ``data_dir``)."""
+    if not isinstance(entry, dict):
+        return []
+    files = entry.get("data_files")
+    if files is None:
+        return [f"{entry['data_dir'].rstrip('/')}/**/*"] if entry.get("data_dir") else []
+    items = files if isinstance(files, list) else [files]
+    if isinstance(files, dict):
+        items = [{"path": value} for value in files.values()]
+    patterns = []
+    for item in items:
+        paths = item.get("path") if isinstance(item, dict) else item
+        patterns += paths if isinstance(paths, list) else [paths]
+    return [str(pattern) for pattern in patterns if pattern]
+
+
 # ---------------------------------------------------------------------------------------------------
 # Dataset card
 
