@@ -34,6 +34,7 @@ from .embedding_cache import EmbeddingCache
 from .provenance import describe_model, digest_of, environment, hub_revision, model_identity, sha256_files
 from .scoring import ITMScorer, pick_device, text_context_length
 from .image_processing import DEFAULT_IMAGE_BACKEND, image_processor_settings, load_image_processor
+from .protocol import resolve_protocol
 from .published import beside_ours
 from .tables import TIE_RULE, metrics_table, published_table
 
@@ -180,6 +181,11 @@ class EvaluationReport:
             f"scores: {SCORE_DEFINITION}; {settings.get('precision')} on {settings.get('device')}, "
             f"text max_length {settings.get('max_length')}"
         )
+        if settings.get("image_processor"):
+            line += f"; image processor: {settings['image_processor'].get('backend')} backend"
+        protocol = settings.get("protocol") or {}
+        if protocol.get("name") == "paper":
+            line += f"; protocol paper ({'; '.join(protocol['notes'])})"
         return [line]
 
     def model_line(self) -> str:
@@ -557,6 +563,7 @@ def evaluate_model(
     tokenizer: str | Path | None = None,
     preset: str | None = None,
     image_backend: str = DEFAULT_IMAGE_BACKEND,
+    protocol: str = "default",
     log=print,
 ) -> EvaluationReport:
     """Evaluate a Hub/local model, or a checkpoint file, on every config of a Hub/local hard-positive dataset.
@@ -573,6 +580,8 @@ def evaluate_model(
     content and every score-changing setting are unchanged, and keeps the configs of earlier runs
     of the same model and settings, so one folder collects them all. With `cache_dir`, embeddings
     persist on disk by content (see `EmbeddingCache`), shared by every dataset this model scores.
+    `protocol="paper"` scores as the paper's code did (`hf_hardpos.protocol`: its preprocessing, and float16
+    weights for OpenAI's on CUDA), setting `precision` and `image_backend` itself.
     `image_backend` picks the image processor's backend (`image_processing`: pil by default); its
     description is recorded in `metrics.json` and part of every resume and embedding-cache key.
     `preset` (a `hardpos zoo` name) or a Hub id the paper scored (`hf_hardpos.published`) adds the
@@ -603,7 +612,10 @@ def evaluate_model(
             max_length = text_context_length(AutoConfig.from_pretrained(model_path))
     except (OSError, ValueError) as err:
         raise UserInputError(f"cannot read the text context length of model {model!r}: {str(err).splitlines()[0]}") from err
+    chosen = resolve_protocol(protocol, str(model), identity, pick_device(device).type, precision, image_backend, preset)
+    precision, image_backend = chosen.precision, chosen.image_backend
     settings = {
+        "protocol": chosen.to_dict(),
         "split": split,
         "max_rows": max_rows,
         "bootstrap_samples": bootstrap_samples,

@@ -14,16 +14,20 @@ backend and every setting that changes pixels. `hardpos eval` puts that descript
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from enum import Enum
 from typing import Any
 
+import numpy as np
+from PIL import Image
+
 from .errors import UserInputError
 
-IMAGE_BACKENDS = ("pil", "torchvision")
+IMAGE_BACKENDS = ("pil", "torchvision", "paper")
 DEFAULT_IMAGE_BACKEND = "pil"
 # The processor settings that change pixel values (transformers' names).
 PIXEL_SETTINGS = (
-    "do_convert_rgb", "do_resize", "size", "resample", "do_center_crop", "crop_size",
+    "do_convert_rgb", "do_resize", "size", "resample", "do_center_crop", "crop_size", "crop_offset",
     "do_rescale", "rescale_factor", "do_normalize", "image_mean", "image_std",
 )  # fmt: skip
 
@@ -53,11 +57,16 @@ def backend_of(image_processor) -> str:
 
 
 def load_image_processor(model: str, backend: str = DEFAULT_IMAGE_BACKEND):
-    """The model's image processor (its `preprocessor_config.json`) on `backend`, refusing any other."""
+    """The model's image processor (its `preprocessor_config.json`) on `backend`, refusing any other.
+
+    `paper` is `PaperImageProcessor` built from the model's own sizes, mean and std.
+    """
     from transformers import AutoImageProcessor
 
     check_image_backend(backend)
     try:
+        if backend == "paper":
+            return PaperImageProcessor.from_image_processor(AutoImageProcessor.from_pretrained(model, backend="pil"))
         processor = AutoImageProcessor.from_pretrained(model, backend=backend)
     except (OSError, ValueError, KeyError, TypeError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -66,6 +75,62 @@ def load_image_processor(model: str, backend: str = DEFAULT_IMAGE_BACKEND):
     if built != backend:
         raise UserInputError(f"model {model!r}: asked for the {backend} image backend, transformers built {built}")
     return processor
+
+
+class PaperImageProcessor:
+    """The eval transform of OpenAI's `clip.load` and open_clip, which the paper's numbers were computed with.
+
+    `Resize(size, BICUBIC)` of the short side (long side `int(size * long / short)`), `CenterCrop(size)`
+    with torchvision's offsets `int(round((d - size) / 2))`, RGB, `/ 255`, then the checkpoint's mean
+    and std (github.com/openai/CLIP `clip/clip.py` `_transform`; torchvision `center_crop`). transformers'
+    `CLIPImageProcessor` crops at `(d - size) // 2` instead: one pixel apart whenever `d - size` is odd
+    and `(d - size) / 2` rounds up (e.g. a 640x427 COCO image: width 335 after resizing, offset 56 here,
+    55 there). PIL does the resizing in both, as torchvision does for PIL images.
+    """
+
+    backend = "paper"
+
+    def __init__(self, size: int, image_mean: Sequence[float], image_std: Sequence[float]):
+        self.size = int(size)
+        self.image_mean = [float(v) for v in image_mean]
+        self.image_std = [float(v) for v in image_std]
+
+    @classmethod
+    def from_image_processor(cls, processor) -> PaperImageProcessor:
+        """The model's own crop size, mean and std (a square crop: OpenAI's and open_clip's are)."""
+        crop = getattr(processor, "crop_size", None) or {}
+        size = crop.get("height") or crop.get("shortest_edge") or processor.size["shortest_edge"]
+        return cls(size, processor.image_mean, processor.image_std)
+
+    def preprocess(self, image: Image.Image) -> np.ndarray:
+        """One image as a (3, size, size) float32 array."""
+        image = image.convert("RGB")
+        width, height = image.size
+        short, long = (width, height) if width <= height else (height, width)
+        new_long = int(self.size * long / short)
+        resized = (self.size, new_long) if width <= height else (new_long, self.size)
+        image = image.resize(resized, Image.Resampling.BICUBIC)
+        left = int(round((resized[0] - self.size) / 2.0))
+        top = int(round((resized[1] - self.size) / 2.0))
+        image = image.crop((left, top, left + self.size, top + self.size))
+        pixels = np.asarray(image, dtype=np.float32) / 255.0
+        pixels = (pixels - np.asarray(self.image_mean, dtype=np.float32)) / np.asarray(self.image_std, dtype=np.float32)
+        return pixels.transpose(2, 0, 1)
+
+    def __call__(self, images, return_tensors: str = "pt") -> dict[str, Any]:
+        import torch
+
+        batch = [images] if isinstance(images, Image.Image) else list(images)
+        return {"pixel_values": torch.from_numpy(np.stack([self.preprocess(image) for image in batch]))}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "do_convert_rgb": True, "do_resize": True, "size": {"shortest_edge": self.size},
+            "resample": int(Image.Resampling.BICUBIC), "do_center_crop": True,
+            "crop_size": {"height": self.size, "width": self.size}, "crop_offset": "int(round((d - size) / 2))",
+            "do_rescale": True, "rescale_factor": 1 / 255, "do_normalize": True,
+            "image_mean": self.image_mean, "image_std": self.image_std,
+        }  # fmt: skip
 
 
 def _json_safe(value: Any) -> Any:

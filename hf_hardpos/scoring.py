@@ -116,7 +116,9 @@ class _DistinctImages(torch.utils.data.Dataset):
         return self.image_processor(images=image, return_tensors="pt")["pixel_values"][0]
 
 
-PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+# Precision name -> autocast dtype. "fp16-weights" casts the weights themselves to float16 (no autocast),
+# as OpenAI's `clip.load` keeps them on CUDA: what `--protocol paper` uses for OpenAI checkpoints.
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp16-weights": None}
 
 
 def text_context_length(config, tokenizer=None) -> int:
@@ -174,7 +176,8 @@ class ITMScorer:
         batch_size: images / texts per forward pass; results do not depend on it.
         num_workers: DataLoader workers that decode and preprocess images.
         device: defaults to CUDA, then MPS, then CPU.
-        precision: "fp32" (default on every device), or "bf16" / "fp16" autocast. The metrics
+        precision: "fp32" (default on every device), "bf16" / "fp16" autocast, or "fp16-weights"
+            (float16 weights and pixels, as `clip.load` on CUDA). The metrics
             compare near-tied cosines with strict inequalities, so lower precision flips outcomes;
             it is opt-in and recorded with every result.
         allow_tf32: let CUDA matmuls and convolutions use TF32 (off by default: PyTorch enables it
@@ -206,6 +209,9 @@ class ITMScorer:
             raise ValueError(f"precision must be one of {list(PRECISIONS)}, got {precision!r}")
         self.device = pick_device(device)
         self.model = model.to(self.device).eval()
+        self.pixel_dtype = torch.float16 if precision == "fp16-weights" else torch.float32
+        if precision == "fp16-weights":
+            self.model = self.model.half()
         self.processor = processor
         self.batch_size = batch_size
         self.num_workers = num_workers
@@ -331,7 +337,7 @@ class ITMScorer:
         chunks = []
         for pixel_values in tqdm(loader, desc="Encoding images", disable=not self.progress, unit="batch"):
             with self._numerics():
-                emb = _features(self.model.get_image_features(pixel_values=pixel_values.to(self.device)))
+                emb = _features(self.model.get_image_features(pixel_values=pixel_values.to(self.device, self.pixel_dtype)))
             chunks.append(torch.nn.functional.normalize(emb.float(), dim=-1).cpu())
         return torch.cat(chunks)
 

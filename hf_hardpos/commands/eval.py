@@ -21,6 +21,7 @@ BOTH = "both"
 def register(subparsers: argparse._SubParsersAction) -> None:
     from ..conversion.open_clip_config import ACTIVATIONS
     from ..image_processing import DEFAULT_IMAGE_BACKEND, IMAGE_BACKENDS
+    from ..protocol import PROTOCOLS
     from ..suite import SUITES, TASKS
 
     parser = subparsers.add_parser(
@@ -89,6 +90,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--image-backend", choices=IMAGE_BACKENDS, default=DEFAULT_IMAGE_BACKEND,
         help="transformers image-processor backend (pixels differ slightly between them; recorded and part of every "
         "resume and cache key). Default: pil, whatever else is installed",
+    )
+    parser.add_argument(
+        "--protocol", choices=PROTOCOLS, default="default",
+        help="paper: score as the paper's code did (the checkpoint's own preprocessing with torchvision's crop "
+        "offsets; float16 weights for OpenAI checkpoints on CUDA, as clip.load; strict ties). Default: fp32, "
+        "the model's transformers image processor (README: Evaluation protocol)",
     )
     parser.add_argument("--max-rows", type=int, default=None, help="evaluate only the first N rows per config")
     parser.add_argument("--bootstrap", type=int, default=0, help="bootstrap resamples (over images) for 95%% intervals")
@@ -175,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
                 activation: evaluate_model(
                     args.model, args.dataset, args.configs, args.split, bootstrap_samples=args.bootstrap,
                     output_dir=output_for(activation), activation=activation, log=log_for(activation),
-                    preset=_paper_preset(args.preset, activation), **common,
+                    preset=_paper_preset(args.preset, activation), protocol=args.protocol, **common,
                 )
                 for activation in activations
             }
@@ -192,6 +199,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserInputError("--output is required for this task (results are saved per dataset, to resume)")
     if args.bootstrap:
         raise UserInputError("--bootstrap applies to hard-positive datasets evaluated on their own")
+    if args.protocol != "default":
+        raise UserInputError("--protocol applies to hard-positive datasets evaluated on their own")
     suite_reports = {
         activation: run_suite(
             args.model, entries, output_dir=output_for(activation), activation=activation, log=log_for(activation),

@@ -1,0 +1,92 @@
+"""`hardpos eval --protocol paper`: score as the paper's code did, and say where it still differs.
+
+The default protocol is this package's: fp32 on every device, the model's own transformers image
+processor on the PIL backend (`image_processing`), strict ties. Kamath et al. (ECCV 2024) scored with
+their code (github.com/amitakamath/hard_positives @33addaa, `model_zoo/__init__.py`):
+
+- OpenAI's CLIP models through `clip.load(...)`, which keeps the weights in **float16 on CUDA** and
+  converts them to float32 on CPU (`clip/clip.py`: `if str(device) == "cpu": model.float()`); the
+  open_clip models (NegCLIP, the fine-tuned baselines, LAION and DataComp rows) in float32.
+- The checkpoint's own eval transform: bicubic resize of the short side, centre crop with
+  torchvision's `int(round((d - size) / 2))` offsets, the checkpoint's mean and std
+  (`image_processing.PaperImageProcessor`).
+- Strict comparisons of the scores (`run_eval.py` counts `>`), as this package always does.
+
+So `paper` sets the `paper` image backend and, for OpenAI weights on CUDA, the `fp16-weights`
+precision. On CPU it keeps float32, which is what `clip.load` itself does there: a CPU run reproduces
+the paper's preprocessing, not its GPU arithmetic. One difference remains on every device: the paper
+normalised the float16 embeddings and took their dot products in float16 NumPy arrays; this package
+casts the embeddings to float32 before normalising and computes the cosines in float64.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import UserInputError
+
+PROTOCOLS = ("default", "paper")
+# Hub repositories holding OpenAI's own weights, which the paper loaded with `clip.load`.
+OPENAI_HUB_PREFIX = "openai/clip-"
+OPENAI_ARCHIVE = "OpenAI TorchScript archive"  # `conversion.state_dict.load_state_dict`'s kind
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """What a protocol sets: the scorer's precision and image backend, and why (recorded in metrics.json)."""
+
+    name: str
+    precision: str
+    image_backend: str
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "precision": self.precision, "image_backend": self.image_backend,
+                "notes": list(self.notes)}  # fmt: skip
+
+
+def is_openai_weights(model: str, identity: dict[str, Any], preset: str | None = None) -> bool:
+    """Whether `model` holds OpenAI's released weights (scored by the paper through `clip.load`)."""
+    origin = identity.get("converted_from") or {}
+    return (
+        str(model).startswith(OPENAI_HUB_PREFIX)
+        or preset == "clip"
+        or origin.get("checkpoint_kind") == OPENAI_ARCHIVE
+    )
+
+
+def resolve_protocol(
+    name: str,
+    model: str,
+    identity: dict[str, Any],
+    device_type: str,
+    precision: str,
+    image_backend: str,
+    preset: str | None = None,
+) -> Protocol:
+    """The precision and image backend to score with under protocol `name`.
+
+    `default` passes the user's `precision` and `image_backend` through; `paper` sets both, so it
+    refuses a non-default value of either rather than silently overriding it.
+    """
+    if name not in PROTOCOLS:
+        raise UserInputError(f"--protocol must be one of {list(PROTOCOLS)}, got {name!r}")
+    if name == "default":
+        return Protocol(name, precision, image_backend)
+    if precision != "fp32" or image_backend != "pil":
+        raise UserInputError(
+            "--protocol paper sets the precision and the image backend itself; drop --dtype/--image-backend"
+        )
+    notes = ["image: bicubic short-side resize, torchvision centre-crop offsets, the checkpoint's mean/std"]
+    if not is_openai_weights(model, identity, preset):
+        notes.append("float32: the paper scored open_clip checkpoints in float32")
+        return Protocol(name, "fp32", "paper", tuple(notes))
+    if device_type == "cuda":
+        notes.append("float16 weights and pixels on CUDA, as clip.load keeps OpenAI's weights")
+        return Protocol(name, "fp16-weights", "paper", tuple(notes))
+    notes.append(
+        f"float32 on {device_type}: clip.load converts OpenAI's weights to float32 off CUDA; the paper's "
+        "float16 GPU arithmetic needs a CUDA device"
+    )
+    return Protocol(name, "fp32", "paper", tuple(notes))
