@@ -47,7 +47,13 @@ from transformers import CLIPModel, CLIPProcessor, HfArgumentParser
 from hf_hardpos import columns
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.evaluation import load_local_split
-from hf_hardpos.training import BenchmarkEvalSet, HardPosModelCardData, HardPosTrainer, HardPosTrainingArguments
+from hf_hardpos.training import (
+    BenchmarkEvalSet,
+    HardPosModelCardData,
+    HardPosTrainer,
+    HardPosTrainingArguments,
+    TrainingInterrupted,
+)
 from hf_hardpos.training.recipe import batch_layout, read_arguments_file
 
 logger = logging.getLogger("finetune")
@@ -336,9 +342,23 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     return metrics
 
 
-if __name__ == "__main__":
+def run(argv: list[str] | None = None) -> int:
+    """`main` with the exit status and one-line messages of the hardpos CLI: 2 for bad input or options,
+    130 for Ctrl-C (after the trainer saved the current step when training had started)."""
     try:
-        main()
-    except UserInputError as error:  # one line, exit 2, like the hardpos CLI
+        main(argv)
+    except UserInputError as error:
         print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
+        return UserInputError.exit_code
+    except TrainingInterrupted as stop:
+        print(stop, file=sys.stderr)
+        return stop.exit_code
+    except KeyboardInterrupt:
+        print("interrupted (Ctrl-C) outside the training steps: nothing saved since the last checkpoint",
+              file=sys.stderr)  # fmt: skip
+        return TrainingInterrupted.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run())

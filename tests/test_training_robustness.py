@@ -4,6 +4,8 @@ random crops, up-front validation of the training data (tiny CLIP, real steps, r
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -80,7 +82,7 @@ class StepsRun(TrainerCallback):
 
 def _steps_run(tiny_clip_dir, output_dir, max_steps, resume=None, **overrides):
     model, processor = load_tiny(tiny_clip_dir)
-    args = make_args(output_dir, max_steps=max_steps, save_strategy="steps", save_steps=2, **overrides)
+    args = make_args(output_dir, **{"max_steps": max_steps, "save_strategy": "steps", "save_steps": 2, **overrides})
     trainer = HardPosTrainer(model=model, args=args, train_dataset=finetune_rows(48), processor=processor,
                              callbacks=[StepsRun()])
     trainer.train(resume_from_checkpoint=resume)
@@ -219,3 +221,56 @@ def test_crops_depend_on_seed_epoch_and_row_only(tiny_clip_dir):
     torch.testing.assert_close(pixels(0, rows[::-1], global_seed=5), first.flip(0), rtol=0, atol=0)
     next_epoch = pixels(1, rows, global_seed=0)
     assert all(not torch.equal(next_epoch[i], first[i]) for i in range(4))
+
+
+# --- Ctrl-C: the current step is saved, then a one-line message and exit status 130 --------------------
+
+
+class CtrlCDuring(TrainerCallback):
+    """Sends this process a real SIGINT while step `step` runs."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step + 1 == self.step:
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_ctrl_c_saves_the_current_step_and_resume_continues_from_it(tiny_clip_dir, tmp_path):
+    from hf_hardpos.training import TrainingInterrupted
+    from hf_hardpos.training.checkpoints import corrupt_parts, missing_parts
+
+    model, processor = load_tiny(tiny_clip_dir)
+    trainer = HardPosTrainer(model=model, args=make_args(tmp_path, max_steps=5), train_dataset=finetune_rows(48),
+                             processor=processor, callbacks=[CtrlCDuring(2)])  # save_strategy "no"
+    with pytest.raises(TrainingInterrupted) as stopped:
+        trainer.train()
+    assert (stopped.value.step, stopped.value.exit_code) == (2, 130)
+    assert stopped.value.checkpoint == str(tmp_path / "checkpoint-2")
+    assert missing_parts(tmp_path / "checkpoint-2") == [] and corrupt_parts(tmp_path / "checkpoint-2") == []
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is removed again
+
+    resumed = _steps_run(tiny_clip_dir, tmp_path, max_steps=5, resume="last", save_strategy="no")
+    assert _trained_steps(resumed) == [3, 4, 5]
+
+
+def test_example_exit_codes_and_one_line_messages(monkeypatch, capsys):
+    from test_trainer import _load_example
+
+    from hf_hardpos.errors import UserInputError
+    from hf_hardpos.training import TrainingInterrupted
+
+    example = _load_example()
+    outcomes = {
+        TrainingInterrupted(7, "out/checkpoint-7"): 130,
+        KeyboardInterrupt(): 130,
+        UserInputError("--learning_rate must be >= 0"): 2,
+    }
+    for raised, code in outcomes.items():
+        def main(argv=None, raised=raised):
+            raise raised
+
+        monkeypatch.setattr(example, "main", main)
+        assert example.run([]) == code
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1

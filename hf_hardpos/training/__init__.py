@@ -12,6 +12,7 @@ _LAZY = {
     "HardPosTrainer": "hf_hardpos.training.trainer",
     "BenchmarkEvalSet": "hf_hardpos.training.eval_sets",
     "NonFiniteLossError": "hf_hardpos.training.loss_guard",
+    "TrainingInterrupted": "hf_hardpos.training.interrupt",
     "LOSS_STATE_NAME": "hf_hardpos.training.trainer",
     "HardPosTrainingArguments": "hf_hardpos.training.training_args",
     "HardPosDataCollator": "hf_hardpos.training.data_collator",

@@ -58,6 +58,7 @@ from .augmentation import RandomResizedCrop
 from .checkpoints import INCOMPLETE_PREFIX, final_checkpoint_path, repair_best_checkpoint, resolve_checkpoint
 from .data_collator import HardPosDataCollator, with_row_index
 from .eval_sets import BenchmarkEvalSet, as_benchmark_eval_set, flat_metrics
+from .interrupt import InterruptCallback, TrainingInterrupted, stop_on_interrupt
 from .logit_scale import clamp_logit_scale, unwrap_model
 from .lora import apply_lora, is_peft_model, merge_lora
 from .loss_guard import check_finite_loss
@@ -379,14 +380,25 @@ class HardPosTrainer(Trainer):
 
         `resume_from_checkpoint=True` (or "last") takes the last complete checkpoint of `output_dir`
         and says which incomplete ones it skipped; a named folder must be complete (see `checkpoints`).
+        Ctrl-C saves a checkpoint after the current step and raises `TrainingInterrupted` (`interrupt`).
         """
         checkpoint = resolve_checkpoint(self.args.output_dir, resume_from_checkpoint)
         if checkpoint is not None and self.args.should_save:
             repair_best_checkpoint(checkpoint)  # written by an earlier version under the staging path
         self.accelerator.wait_for_everyone()
-        return super().train(
-            resume_from_checkpoint=checkpoint, trial=trial, ignore_keys_for_eval=ignore_keys_for_eval, **kwargs
-        )
+        interrupt = InterruptCallback()
+        self.add_callback(interrupt)
+        try:
+            with stop_on_interrupt(interrupt):
+                result = super().train(
+                    resume_from_checkpoint=checkpoint, trial=trial, ignore_keys_for_eval=ignore_keys_for_eval, **kwargs
+                )
+        finally:
+            self.remove_callback(interrupt)
+        if interrupt.stopped:
+            saved = os.path.join(self._get_output_dir(trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+            raise TrainingInterrupted(self.state.global_step, saved if os.path.isdir(saved) else None)
+        return result
 
     def _save_checkpoint(self, model, trial) -> None:
         """Write `checkpoint-N` atomically: into `_incomplete-checkpoint-N/`, renamed once every part is there.
