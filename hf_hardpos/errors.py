@@ -16,3 +16,21 @@ class UserInputError(ValueError):
     """
 
     exit_code = 2
+
+
+def user_error_from(err: BaseException, args=None) -> UserInputError | None:
+    """The `UserInputError` an environment failure amounts to, or None for a bug (which keeps its traceback).
+
+    A full disk, a read-only or unwritable folder (an `--output`, `--cache-dir` or `HF_HOME`): the
+    user fixes these by freeing space or pointing the path elsewhere, so they get one line naming
+    the file, not a traceback.
+    """
+    import errno
+
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return UserInputError(f"disk full while writing {err.filename or 'a file'}: free space, or choose another "
+                              "--output / --cache-dir / HF_HOME")
+    if isinstance(err, OSError) and err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return UserInputError(f"cannot write {err.filename or 'a file'} ({err.strerror}): choose a writable --output "
+                              "/ --cache-dir, or set HF_HOME to a writable folder")
+    return None

@@ -369,6 +369,13 @@ def require_model_exists(name_or_path: str) -> None:
         raise UserInputError(f"model not found: {name_or_path} (no such folder)")
 
 
+def require_dataset_exists(name_or_path: str) -> None:
+    """Refuse a path-like dataset name that does not exist, before it is taken for a Hub id (whose
+    validation error would say nothing about a mistyped folder)."""
+    if _looks_like_path(name_or_path) and not Path(name_or_path).expanduser().exists():
+        raise UserInputError(f"dataset not found: {name_or_path} (no such folder; a Hub id looks like owner/name)")
+
+
 def identify_model(name_or_path: str) -> dict[str, Any]:
     """`provenance.model_identity`, refusing a path-like name that does not exist ("not found")."""
     require_model_exists(name_or_path)
@@ -454,17 +461,25 @@ def load_local_split(folder: str | Path, config: str | None, split: str) -> tupl
         raise UserInputError(f"{folder} config {config!r} has no files for split {split!r} (splits: {splits})")
     digest = sha256_files(data_files, root=folder)
     if all(str(f).endswith(".parquet") for f in data_files):
-        import pyarrow.parquet as pq
-
-        if sum(pq.ParquetFile(f).metadata.num_rows for f in data_files) == 0:
+        if sum(_parquet_rows(f) for f in data_files) == 0:
             raise UserInputError(f"{folder} config {config!r} split {split!r} has no rows ({len(data_files)} empty file(s))")
+    from datasets.exceptions import DatasetGenerationError
+
     try:
         dataset = load_dataset(str(folder), config, split=split, cache_dir=_content_cache_dir(digest))
-    except ValueError as err:  # e.g. a parquet file with no rows
-        raise UserInputError(f"{folder} config {config!r} split {split!r}: cannot read ({err})") from err
+    except (ValueError, DatasetGenerationError) as err:  # e.g. a parquet file with no rows, a garbled file
+        raise UserInputError(f"{folder} config {config!r} split {split!r}: cannot read ({_first_line(err)})") from err
     if len(dataset) == 0:
         raise UserInputError(f"{folder} config {config!r} split {split!r} has no rows")
     return dataset, {"path": str(folder), "config": config, "split": split, "sha256": digest}
+
+
+def _parquet_rows(path: str | Path) -> int:
+    """Rows in a parquet file, from its footer; a garbled file is refused by name."""
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except (pa.ArrowException, OSError) as err:
+        raise UserInputError(f"{path}: not a readable parquet file ({_first_line(err)}); rebuild or re-download it") from err
 
 
 def dataset_source(dataset: str | Dataset | DatasetDict) -> str:
@@ -492,9 +507,8 @@ def load_eval_sets(
         chosen = dataset[split]
         name = configs[0] if configs else "default"
         return {name: EvalSet(name, chosen, {"fingerprint": chosen._fingerprint})}
+    require_dataset_exists(dataset)
     folder = Path(dataset).expanduser()
-    if not folder.exists() and _looks_like_path(dataset):
-        raise UserInputError(f"dataset not found: {dataset} (no such folder)")
     if folder.is_dir():
         from .data.hub_folder import check_declared_folder
 

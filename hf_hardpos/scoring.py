@@ -31,9 +31,22 @@ from .embedding_cache import EmbeddingCache, token_key
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
-    """The requested device, else CUDA, else Apple MPS, else CPU."""
+    """The requested device, else CUDA, else Apple MPS, else CPU; a requested device that is not there
+    is refused with one line (torch would fail later, mid-run, with an assertion)."""
     if device is not None:
-        return torch.device(device)
+        from .errors import UserInputError
+
+        try:
+            chosen = torch.device(device)
+        except RuntimeError as err:
+            raise UserInputError(f"--device {device!r} is not a device torch knows (cpu, cuda, cuda:1, mps)") from err
+        if chosen.type == "cuda" and not torch.cuda.is_available():
+            raise UserInputError(f"--device {device}: CUDA is not available here (torch {torch.__version__}); use --device cpu")
+        if chosen.type == "cuda" and chosen.index is not None and chosen.index >= torch.cuda.device_count():
+            raise UserInputError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) here")
+        if chosen.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise UserInputError(f"--device {device}: Apple MPS is not available here; use --device cpu")
+        return chosen
     if torch.cuda.is_available():
         return torch.device("cuda")
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
@@ -220,10 +233,14 @@ class ITMScorer:
         self.allow_tf32 = allow_tf32
         self.cache = cache if cache is not None else EmbeddingCache()
         self.max_length = text_context_length(getattr(model, "config", None), processor.tokenizer)
-        # SigLIP was trained on max-length padded text; CLIP pools at the EOS token, so dynamic
-        # padding gives it the same result as padding to the context length.
+        # SigLIP and SigLIP 2 were trained on text padded on the right to the context length (64),
+        # attending to that padding (no attention mask) and pooling the last position (big_vision;
+        # open_clip's SigLipTokenizer returns ids only, padded right). transformers' SigLIP
+        # tokenizers may say otherwise (5.x: attention_mask, Gemma's left padding), so the protocol is
+        # fixed here. CLIP pools at the EOS token: dynamic padding gives it the same result.
         model_type = getattr(getattr(model, "config", None), "model_type", "")
-        self.text_padding = "max_length" if "siglip" in str(model_type) else True
+        self.siglip_text = "siglip" in str(model_type)
+        self.text_padding = "max_length" if self.siglip_text else True
 
     def settings(self) -> dict:
         """Everything about the scorer that can change a score, for provenance and resume keys."""
@@ -257,12 +274,12 @@ class ITMScorer:
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         input_ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
         attention_mask = torch.zeros((len(sequences), width), dtype=torch.long)
-        left = getattr(tokenizer, "padding_side", "right") == "left"
+        left = not self.siglip_text and getattr(tokenizer, "padding_side", "right") == "left"
         for row, sequence in enumerate(sequences):
             span = slice(width - len(sequence), width) if left else slice(0, len(sequence))
             input_ids[row, span] = torch.as_tensor(list(sequence), dtype=torch.long)
             attention_mask[row, span] = 1
-        if "attention_mask" not in getattr(tokenizer, "model_input_names", ["attention_mask"]):
+        if self.siglip_text or "attention_mask" not in getattr(tokenizer, "model_input_names", ["attention_mask"]):
             return {"input_ids": input_ids}  # SigLIP attends to its padding, as it was trained
         return {"input_ids": input_ids, "attention_mask": attention_mask}
 

@@ -30,6 +30,7 @@ from .aggregation import describe_all
 from .image_processing import DEFAULT_IMAGE_BACKEND, image_processor_settings
 from .evaluation import EvaluationReport, check_output_writable, check_run_options, evaluate_model, load_eval_sets
 from .evaluation import difference_rule, identify_model, load_model_and_processor, rows_by_activation
+from .evaluation import require_dataset_exists
 from .provenance import describe_model, digest_of, environment, hub_revision, sha256_files
 from .scoring import ITMScorer, pick_device
 from .tables import TIE_RULE, metrics_table, render_table
@@ -158,6 +159,7 @@ def task_of_columns(column_names: Sequence[str]) -> str | None:
 
 def detect_task(source: str, split: str = "test", configs: Sequence[str] | None = None) -> str:
     """Recognise what `source` (a local folder or a Hub id) is: see the module docstring."""
+    require_dataset_exists(source)
     if webdataset.is_clip_benchmark_webdataset(source):
         task = webdataset.detect_webdataset_task(source, split)
         if task is None:

@@ -97,7 +97,7 @@ def test_second_dataset_never_reports_the_first_ones_configs(tiny_clip_dir, tmp_
     evaluate_model(str(tiny_clip_dir), str(first), output_dir=out, **_quiet())
     messages = []
     report = evaluate_model(str(tiny_clip_dir), str(second), ["attributes"], output_dir=out, progress=False,
-                            log=messages.append)
+                            log=messages.append, batch_size=4)
     assert list(report.results) == ["attributes"]
     saved = _saved(out)
     assert list(saved["results"]) == ["attributes"]

@@ -19,10 +19,11 @@ BOTH = "both"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    # Light imports only: this runs for `hardpos eval --help` and every argument error (suite names and
+    # tasks are checked in `run`, where the suite module is loaded anyway).
     from ..conversion.open_clip_config import ACTIVATIONS
     from ..image_processing import DEFAULT_IMAGE_BACKEND, IMAGE_BACKENDS
     from ..protocol import PROTOCOLS
-    from ..suite import SUITES, TASKS
 
     parser = subparsers.add_parser(
         "eval",
@@ -34,7 +35,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--dataset", help="Hub id or local folder (parquet + README configs, or a clip_benchmark webdataset)")
-    source.add_argument("--suite", help=f"one of {sorted(SUITES)}, or a YAML file listing datasets (README: Benchmarks)")
+    source.add_argument(
+        "--suite", help="a named suite (compositional, retention, paper, ...) or a YAML file listing datasets "
+        "(README: Benchmarks)",
+    )
     parser.add_argument(
         "--model", required=True,
         help="Hub id or local folder of a CLIP-like model, or an open_clip / OpenAI TorchScript / TSVLC-LoRA "
@@ -70,7 +74,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--open-clip-config and the [open_clip] extra. --model open_clip:NAME/TAG or open_clip:hf-hub:ORG/REPO is "
         "native without it",
     )
-    parser.add_argument("--task", choices=TASKS, default=None, help="override the task recognised from the data")
+    parser.add_argument(
+        "--task", default=None, metavar="TASK",
+        help="override the task recognised from the data (hard_positive, caption_selection, winoground, "
+        "zeroshot_classification, zeroshot_retrieval, ...; README: Benchmarks)",
+    )
     parser.add_argument(
         "--config", action="append", dest="configs", help="config to evaluate (repeatable; default: all)"
     )
@@ -109,7 +117,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="keep image/text embeddings on disk by content, per model and settings, so every distinct "
         "input is encoded once across datasets and runs",
     )
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument(
+        "--no-progress", "--quiet", dest="no_progress", action="store_true",
+        help="no progress bars at all, datasets' and transformers' included (off a terminal, bars print one line "
+        "every few seconds)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -140,10 +152,18 @@ def _conversion_options(args: argparse.Namespace) -> tuple[dict, list[str | None
 def run(args: argparse.Namespace) -> int:
     from ..conversion.cache import check_model_options
     from ..errors import UserInputError
-    from ..evaluation import activation_comparison_table, check_run_options, evaluate_model, require_model_exists
-    from ..suite import HARD_POSITIVE, SuiteEntry, activation_comparison_suite_table, detect_task, load_suite, run_suite
+    from ..evaluation import activation_comparison_table, check_run_options, evaluate_model, require_dataset_exists
+    from ..evaluation import require_model_exists
+    from ..scoring import pick_device
+    from ..suite import HARD_POSITIVE, TASKS, SuiteEntry, activation_comparison_suite_table, detect_task, load_suite
+    from ..suite import run_suite
 
     check_run_options(args.batch_size, args.num_workers, args.max_rows, args.bootstrap)
+    if args.task is not None and args.task not in TASKS:
+        raise UserInputError(f"--task {args.task!r} is not one of {list(TASKS)}")
+    if args.dataset is not None:
+        require_dataset_exists(args.dataset)
+    pick_device(args.device)  # refuses a device that is not there before anything is loaded
     conversion, activations = _conversion_options(args)
     if args.native:
         args.model, conversion["open_clip_config"] = _native_model(args.model, conversion["open_clip_config"]), None

@@ -1,0 +1,94 @@
+"""Progress bars for people and for logs: one switch turns every bar off, and off a terminal each
+update is a line.
+
+Why: `--no-progress` used to silence only this package's bars, while `datasets`, `transformers`
+and `huggingface_hub` kept printing theirs; and in a log file (a batch job, CI) tqdm's
+carriage-return redraws pile up into one enormous line. `hardpos` calls `configure` once per
+command: with bars off, all four libraries are silenced; off a terminal, bars redraw at most every
+`LOG_INTERVAL_SECONDS` and each redraw is its own line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+from collections.abc import Iterator
+
+LOG_INTERVAL_SECONDS = 5
+
+
+class LinePerUpdate(io.TextIOBase):
+    """A text stream that turns tqdm's carriage-return redraws into one line per redraw."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.at_line_start = True
+
+    def write(self, text: str) -> int:
+        out = []
+        for index, part in enumerate(text.split("\r")):
+            if index and not self.at_line_start:
+                out.append("\n")
+                self.at_line_start = True
+            if part:
+                out.append(part)
+                self.at_line_start = part.endswith("\n")
+        self.stream.write("".join(out))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+
+def _library_switches():
+    """(disable, enable, is_disabled) of each library's bars, for the libraries already importable."""
+    switches = []
+    with contextlib.suppress(ImportError):
+        import datasets
+
+        switches.append((datasets.disable_progress_bars, datasets.enable_progress_bars,
+                         datasets.is_progress_bar_enabled))
+    with contextlib.suppress(ImportError):
+        from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+        switches.append((disable_progress_bars, enable_progress_bars, lambda: not are_progress_bars_disabled()))
+    with contextlib.suppress(ImportError):
+        from transformers.utils import logging as transformers_logging
+
+        switches.append((transformers_logging.disable_progress_bar, transformers_logging.enable_progress_bar,
+                         transformers_logging.is_progress_bar_enabled))
+    return switches
+
+
+@contextlib.contextmanager
+def configure(enabled: bool) -> Iterator[None]:
+    """For the duration of one command: every library's bars off (`enabled=False`), or, off a
+    terminal, one line per redraw every few seconds. Restores the previous state afterwards."""
+    saved_stderr, saved_interval = sys.stderr, os.environ.get("TQDM_MININTERVAL")
+    restore = []
+    try:
+        if not enabled:
+            for disable, enable, is_enabled in _library_switches():
+                if is_enabled():
+                    disable()
+                    restore.append(enable)
+        elif not sys.stderr.isatty():
+            os.environ["TQDM_MININTERVAL"] = str(LOG_INTERVAL_SECONDS)
+            sys.stderr = LinePerUpdate(sys.stderr)
+        yield
+    finally:
+        sys.stderr = saved_stderr
+        if saved_interval is None:
+            os.environ.pop("TQDM_MININTERVAL", None)
+        else:
+            os.environ["TQDM_MININTERVAL"] = saved_interval
+        for enable in restore:
+            enable()

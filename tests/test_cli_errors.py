@@ -1,0 +1,123 @@
+"""Every input or environment failure of `hardpos eval` is one line and exit 2 (Ctrl-C: 130), never a traceback."""
+
+import errno
+import os
+import shutil
+
+import pytest
+import torch
+from transformers import CLIPConfig, CLIPModel, CLIPProcessor
+
+from hf_hardpos import cli
+from hf_hardpos.errors import UserInputError
+
+from test_eval_provenance import _write_hub_folder
+
+
+@pytest.fixture(scope="module")
+def broken_models(tiny_clip_dir, tmp_path_factory):
+    """Model folders a user could plausibly end up with, each broken in one way."""
+    root = tmp_path_factory.mktemp("broken_models")
+    no_tokenizer = root / "no_tokenizer"
+    shutil.copytree(tiny_clip_dir, no_tokenizer)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt"):
+        (no_tokenizer / name).unlink(missing_ok=True)
+    no_processor = root / "no_processor"
+    shutil.copytree(tiny_clip_dir, no_processor)
+    for name in ("processor_config.json", "preprocessor_config.json"):
+        (no_processor / name).unlink(missing_ok=True)
+    small_vocab = root / "small_vocab"
+    config = CLIPConfig.from_pretrained(tiny_clip_dir)
+    config.text_config.vocab_size = 300  # the tokenizer has 627 ids
+    CLIPModel(config).save_pretrained(small_vocab)
+    CLIPProcessor.from_pretrained(tiny_clip_dir).save_pretrained(small_vocab)
+    return {"no_tokenizer": no_tokenizer, "no_processor": no_processor, "small_vocab": small_vocab}
+
+
+@pytest.fixture(scope="module")
+def data_folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    good = _write_hub_folder(_mkdir(root / "good"))
+    garbled = _write_hub_folder(_mkdir(root / "garbled"))
+    (garbled / "data" / "attributes" / "test-00000-of-00001.parquet").write_bytes(b"not a parquet file")
+    return {"good": good, "garbled": garbled}
+
+
+def _mkdir(path):
+    path.mkdir(parents=True)
+    return path
+
+
+def _fail_writes(monkeypatch, code):
+    from hf_hardpos import output_folder
+
+    def refuse(target, value, default=None):  # the probe at the start succeeds; saving the results fails
+        raise OSError(code, os.strerror(code), str(target))
+
+    monkeypatch.setattr(output_folder, "write_json", refuse)
+
+
+CASES = [
+    # (case id, model, dataset, extra args, words the one-line message must contain)
+    ("missing dataset path", "good_model", "./no/such/folder", [], ["dataset not found", "./no/such/folder"]),
+    ("hub model while offline", "someone/not-cached-model", "good", [], ["someone/not-cached-model"]),
+    ("no tokenizer files", "no_tokenizer", "good", [], ["tokenizer.json"]),
+    ("no processor config", "no_processor", "good", [], ["preprocessor_config.json"]),
+    ("tokenizer ids beyond vocab", "small_vocab", "good", [], ["vocabulary of 300"]),
+    ("garbled parquet", "good_model", "garbled", [], ["test-00000-of-00001.parquet", "parquet"]),
+    ("disk full", "good_model", "good", ["--output", "{tmp}/out"], ["disk full"]),
+    ("read-only output", "good_model", "good", ["--output", "{tmp}/out"], ["cannot write"]),
+]
+if not torch.cuda.is_available():
+    CASES.append(("cuda without cuda", "good_model", "good", ["--device", "cuda"], ["CUDA is not available"]))
+
+
+@pytest.mark.parametrize("case, model, dataset, extra, words", CASES, ids=[c[0] for c in CASES])
+def test_input_failures_are_one_line_and_exit_2(
+    case, model, dataset, extra, words, tiny_clip_dir, broken_models, data_folders, tmp_path, capsys, monkeypatch
+):
+    if case == "disk full":
+        _fail_writes(monkeypatch, errno.ENOSPC)
+    if case == "read-only output":
+        _fail_writes(monkeypatch, errno.EROFS)
+    models = {"good_model": tiny_clip_dir, **broken_models}
+    argv = [
+        "eval", "--model", str(models.get(model, model)), "--dataset", str(data_folders.get(dataset, dataset)),
+        "--no-progress", *(a.format(tmp=tmp_path) for a in extra),
+    ]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("hardpos eval: error:")
+    for word in words:
+        assert word in err
+
+
+def test_debug_shows_the_traceback(data_folders, tiny_clip_dir, monkeypatch):
+    monkeypatch.setenv("HARDPOS_DEBUG", "1")
+    with pytest.raises(UserInputError):
+        cli.main(["eval", "--model", str(tiny_clip_dir), "--dataset", "./no/such/folder"])
+
+
+def test_ctrl_c_exits_130_with_one_line(tiny_clip_dir, data_folders, monkeypatch, capsys):
+    from hf_hardpos import evaluation
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(evaluation, "evaluate_model", interrupted)
+    argv = ["eval", "--model", str(tiny_clip_dir), "--dataset", str(data_folders["good"]), "--no-progress"]
+    assert cli.main(argv) == 130
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_argument_errors_exit_2_without_importing_the_command(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["eval", "--model", "m"])  # neither --dataset nor --suite
+    assert exit_info.value.code == 2
+    assert "--dataset" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--help"])
+    assert exit_info.value.code == 0
+    listed = capsys.readouterr().out
+    assert all(command in listed for command in cli.COMMANDS)
