@@ -210,7 +210,8 @@ def run(args: argparse.Namespace) -> int:
                 print(activation_comparison_table(reports))
             else:
                 print(next(iter(reports.values())).table())
-            _print_written(args.output, [output_for(a) for a in activations], "metrics.json and per-row scores")
+            # A --max-rows run may have gone beside a fuller result: name the folder it really wrote.
+            _print_written(args.output, [r.output_dir for r in reports.values()], "metrics.json and per-row scores")
             return 0
         entries = [SuiteEntry(Path(args.dataset).name or args.dataset, args.dataset, task, args.configs, args.split)]
     else:
