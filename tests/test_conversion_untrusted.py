@@ -93,3 +93,31 @@ def test_a_pickle_naming_any_other_global_is_refused(tmp_path):
         archive.writestr("evil/byteorder", "little")
     with pytest.raises(UserInputError, match=r"(__builtin__|builtins)\.print, which is not weights"):
         load_state_dict(path)
+
+
+def test_a_failing_push_never_shows_the_token(tmp_path, tiny_tokenizer, monkeypatch, capfd):
+    """`hardpos convert --push-to-hub` with HF_TOKEN set: the Hub's refusal is one line with the token
+    masked, and neither the folder nor its card holds it."""
+    import huggingface_hub
+
+    from hf_hardpos.cli import main
+
+    token = "hf_" + "Z" * 34
+    monkeypatch.setenv("HF_TOKEN", token)
+
+    class RefusingApi:
+        def __init__(self, token=None):
+            assert token is None  # huggingface_hub resolves HF_TOKEN or the stored login itself
+
+        def create_repo(self, repo_id, **kwargs):
+            raise PermissionError(f"401 Client Error: invalid token {token}")
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", RefusingApi)
+    out = tmp_path / "out"
+    rc = main(["convert", str(FIXTURES / "openai_jit.pt"), "--tokenizer", str(tiny_tokenizer), "--output-dir",
+               str(out), "--no-verify", "--no-progress", "--push-to-hub", "org/model"])
+    captured = capfd.readouterr()
+    assert rc == 2 and token not in captured.out + captured.err and "hf_***" in captured.err
+    assert (out / "README.md").is_file()
+    for path in out.rglob("*"):
+        assert not path.is_file() or token.encode() not in path.read_bytes(), path

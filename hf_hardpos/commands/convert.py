@@ -150,8 +150,11 @@ def _push(result, repo_id: str, private: bool) -> None:
             commit_message=f"Convert {result.checkpoint} with hf_hardpos",
         )
     except Exception as err:  # offline mode, no token, no permission: all fixable by the user
+        from ..data.hub_folder import first_line_masked
+
         raise UserInputError(
-            f"--push-to-hub {repo_id}: {type(err).__name__}: {str(err).splitlines()[0][:200]} (the converted folder "
-            f"{result.output_dir} is complete; push it later with `hf upload {repo_id} {result.output_dir}`)"
-        ) from err
+            f"--push-to-hub {repo_id}: {type(err).__name__}: {first_line_masked(err)} (the converted folder "
+            f"{result.output_dir} is complete; log in with `hf auth login` or set HF_TOKEN, and push it later with "
+            f"`hf upload {repo_id} {result.output_dir}`)"
+        ) from None
     print(f"pushed to {url}")

@@ -326,13 +326,13 @@ def push_folder(
         )
     except Exception as error:  # offline, no login, no permission: all for the user to fix
         raise UserInputError(
-            f"--push-to-hub {repo_id}: {type(error).__name__}: {_first_line(error)} (the folder {output_dir} is "
+            f"--push-to-hub {repo_id}: {type(error).__name__}: {first_line_masked(error)} (the folder {output_dir} is "
             "complete; log in with `hf auth login` or set HF_TOKEN, then push again)"
         ) from None
     return str(info)
 
 
-def _first_line(error: Exception) -> str:
+def first_line_masked(error: Exception) -> str:
     """An exception's first line, with anything shaped like a Hub token masked."""
     text = str(error).splitlines()[0][:200] if str(error) else ""
     return re.sub(r"hf_[A-Za-z0-9]{8,}", "hf_***", text)
