@@ -105,7 +105,8 @@ def make_swap_upstream(upstream: Path, aro_dir: Path, rows=None) -> None:
 
 
 # COCO: images and captions in annotation order, with upstream hard-positive lines (JSON strings).
-COCO_IMAGES = {57870: "COCO_train2014_000000057870.jpg", 384029: "COCO_train2014_000000384029.jpg"}
+# File names as in train2017 (the default split); train2014 prefixes them with COCO_train2014_.
+COCO_IMAGES = {57870: "000000057870.jpg", 384029: "000000384029.jpg"}
 COCO_CAPTIONS = [
     # (annotation id, image id, caption, replace hp line, swap hp line)
     (1, 57870, "A man holding a red umbrella.", " A man grasping a red umbrella.", "None"),
@@ -115,12 +116,21 @@ COCO_CAPTIONS = [
 ]
 
 
-def make_coco_sources(upstream: Path, coco_dir: Path, captions=None, images_dir: Path | None = None) -> None:
+def coco_image_names(split: str = "train2017") -> dict[int, str]:
+    return {i: name if split == "train2017" else f"COCO_{split}_{name}" for i, name in COCO_IMAGES.items()}
+
+
+def make_coco_sources(
+    upstream: Path, coco_dir: Path, captions=None, images_dir: Path | None = None, split: str = "train2017"
+) -> None:
+    """`annotations/captions_<split>.json` (shaped like COCO's), upstream-shaped hard-positive JSONL (one
+    JSON string per caption, "None" where no swap exists) and, optionally, the images."""
     captions = captions or COCO_CAPTIONS
+    names = coco_image_names(split)
     write_json(
-        coco_dir / "annotations" / "captions_train2014.json",
+        coco_dir / "annotations" / f"captions_{split}.json",
         {
-            "images": [{"id": image_id, "file_name": name} for image_id, name in COCO_IMAGES.items()],
+            "images": [{"id": image_id, "file_name": name} for image_id, name in names.items()],
             "annotations": [{"id": a, "image_id": i, "caption": c} for a, i, c, _, _ in captions],
         },
     )
@@ -130,7 +140,7 @@ def make_coco_sources(upstream: Path, coco_dir: Path, captions=None, images_dir:
     (folder / "swap_hp.jsonl").write_text("".join(json.dumps(s) + "\n" for *_, s in captions), encoding="utf-8")
     if images_dir is not None:
         images_dir.mkdir(parents=True, exist_ok=True)
-        for number, name in enumerate(COCO_IMAGES.values()):
+        for number, name in enumerate(names.values()):
             (images_dir / name).write_bytes(jpeg_bytes((number * 90, 30, 60)))
 
 

@@ -4,10 +4,10 @@ import json
 
 import datasets
 import pytest
-from data_fixtures import COCO_CAPTIONS, COCO_IMAGES, column_sources, make_coco_sources
+from data_fixtures import COCO_CAPTIONS, COCO_IMAGES, column_sources, make_coco_sources, write_json
 
-from hf_hardpos.data.finetune import attach_coco_images, export_finetune
-from hf_hardpos.data.checks import DataValidationError, MissingImageError
+from hf_hardpos.data.finetune import attach_coco_images, export_finetune, swap_eligible
+from hf_hardpos.data.checks import DataValidationError, MissingImageError, MissingSourceError
 
 
 def fake_replace(caption: str) -> str | None:
@@ -34,7 +34,7 @@ def test_build_export_load_gives_the_same_rows(sources, tmp_path):
     report = export_finetune(
         out, upstream_dir=upstream, coco_annotations=coco / "annotations", negative_generators=NEGATIVES
     )
-    assert report.counts == {"default": 4, "swap hard positives": 2}
+    assert report.counts == {"default": 4, "swap hard positives": 2, "swap-eligible captions": 2}
     loaded = datasets.load_dataset(str(out), split="train")
     assert "image" not in loaded.column_names
     for row, (caption_id, image_id, caption, replace_hp, swap_hp) in zip(loaded, COCO_CAPTIONS):
@@ -72,7 +72,7 @@ def test_line_count_and_bad_line_errors(sources, tmp_path):
     swap_file = upstream / "hard_positives_ft" / "swap_hp.jsonl"
     lines = swap_file.read_text().splitlines(keepends=True)
     swap_file.write_text("".join(lines[:-1]))
-    with pytest.raises(DataValidationError, match="has 3 lines but .* has 4 captions"):
+    with pytest.raises(DataValidationError, match="has 3 lines but .*captions_train2017.json has 4 captions"):
         export_finetune(tmp_path / "out", **common)
     swap_file.write_text("".join(lines[:2]) + "{not json\n" + lines[3])
     with pytest.raises(DataValidationError, match="line 3 is not valid JSON"):
@@ -120,3 +120,85 @@ def test_card_says_where_each_column_comes_from_and_whose_negatives_they_are(sou
     assert "replace_hp.jsonl" in sources_by_column["hard_positive_replace"]
     assert "they are not the hard negatives the paper trained with" in readme
     assert "the paper's hard negatives" not in readme.lower()
+
+
+def _train2017_file(coco, captions):
+    """A train2017-shaped captions file: `images` and `annotations` in COCO's layout, in this order."""
+    write_json(coco / "annotations" / "captions_train2017.json", {
+        "info": {"year": 2017}, "licenses": [],
+        "images": [{"id": i, "file_name": f"{i:012d}.jpg", "height": 12, "width": 16} for i in sorted({c[1] for c in captions})],
+        "annotations": [{"image_id": i, "id": a, "caption": c} for a, i, c in captions],
+    })  # fmt: skip
+
+
+def test_train2017_rows_follow_caption_file_order_and_upstream_jsonl_lines(tmp_path):
+    """One row per caption of captions_train2017.json, in its order, the n-th line of each upstream
+    hard_positives_ft file on the n-th caption ("None" -> null, as json.dumps wrote it upstream)."""
+    upstream, coco = tmp_path / "hard_positives", tmp_path / "coco"
+    captions = [(9, 30, "A cat and a dog sleeping"), (4, 10, "A man riding a red horse"),
+                (7, 20, "Bread and butter on a plate"), (1, 10, "Salt and pepper and oil and vinegar on a long wooden "
+                                                           "table next to the old window frame")]  # fmt: skip
+    _train2017_file(coco, captions)
+    replace = ["A cat and a dog napping", "A man riding a crimson horse", "Bread and butter on a dish", "Salt ..."]
+    swap = ["A dog and a cat sleeping", "None", "Butter and bread on a plate", "None"]
+    folder = upstream / "hard_positives_ft"
+    folder.mkdir(parents=True)
+    (folder / "replace_hp.jsonl").write_text("".join(json.dumps(x) + "\n" for x in replace))
+    (folder / "swap_hp.jsonl").write_text("".join(json.dumps(x) + "\n" for x in swap))
+    report = export_finetune(tmp_path / "out", upstream_dir=upstream, coco_annotations=coco, negative_generators=NEGATIVES,
+                             progress=False)  # fmt: skip
+    rows = datasets.load_dataset(str(tmp_path / "out"), split="train")
+    assert rows["caption_id"] == [9, 4, 7, 1] and rows["image_id"] == ["30", "10", "20", "10"]
+    assert rows["file_name"] == ["000000000030.jpg", "000000000010.jpg", "000000000020.jpg", "000000000010.jpg"]
+    assert rows["hard_positive_replace"] == replace
+    assert rows["hard_positive_swap"] == ["A dog and a cat sleeping", None, "Butter and bread on a plate", None]
+    # SWAP eligibility: the word "and" and fewer than 15 words (the last caption has 19 words)
+    assert [swap_eligible(c) for _, _, c in captions] == [True, False, True, False]
+    assert report.counts["swap-eligible captions"] == 2 and report.counts["swap hard positives"] == 2
+    flags = json.loads((tmp_path / "out" / "build_report.json").read_text())["flags"]["default"]
+    assert flags["swap hard positives on ineligible captions"] == 0
+
+
+def test_swap_eligibility_counts_words_and_the_word_and():
+    assert swap_eligible("A cat and a dog")
+    assert swap_eligible("Cats, dogs and birds.") and swap_eligible("AND so on")
+    assert not swap_eligible("A sandy beach with a band")  # "and" inside other words does not count
+    assert swap_eligible(" ".join(["word"] * 13 + ["and"]))  # 14 words
+    assert not swap_eligible(" ".join(["word"] * 14 + ["and"]))  # 15 words
+
+
+def test_blank_lines_are_nulls_and_are_counted(sources, tmp_path):
+    """A blank line is one caption's missing hard positive, never skipped: skipping it would move every later
+    line onto the previous caption, and a stray extra line would hide that from the count check."""
+    upstream, coco = sources
+    common = dict(upstream_dir=upstream, coco_annotations=coco, negative_generators=NEGATIVES, progress=False)
+    swap_file = upstream / "hard_positives_ft" / "swap_hp.jsonl"
+    lines = swap_file.read_text().splitlines(keepends=True)
+    swap_file.write_text(lines[0] + "\n" + lines[2] + lines[3])  # caption 2's line blank; 4 lines
+    export_finetune(tmp_path / "out", **common)
+    rows = datasets.load_dataset(str(tmp_path / "out"), split="train")
+    assert rows["hard_positive_swap"] == [None, None, None, "A bowl of broccoli and rice"]
+    swap_file.write_text("".join(lines) + "\n")  # a stray blank line at the end: 5 lines for 4 captions
+    with pytest.raises(DataValidationError, match=r"swap_hp.jsonl has 5 lines but .* has 4 captions"):
+        export_finetune(tmp_path / "out2", **common)
+    swap_file.write_text("".join(lines).replace('"None"', "None"))  # a bare None is a null too
+    export_finetune(tmp_path / "out3", **common)
+    assert datasets.load_dataset(str(tmp_path / "out3"), split="train")["hard_positive_swap"][0] is None
+
+
+def test_train2014_is_an_option_without_hard_positives(tmp_path):
+    upstream, coco = tmp_path / "hard_positives", tmp_path / "coco"
+    make_coco_sources(upstream, coco, split="train2014")
+    common = dict(coco_annotations=coco, negative_generators=NEGATIVES, progress=False)
+    with pytest.raises(MissingSourceError, match="captions_train2017.json not found"):
+        export_finetune(tmp_path / "out", upstream_dir=upstream, **common)
+    report = export_finetune(tmp_path / "out", coco_split="train2014", **common)  # no upstream files read
+    rows = datasets.load_dataset(str(tmp_path / "out"), split="train")
+    assert rows["caption"] == [c for _, _, c, _, _ in COCO_CAPTIONS]
+    assert rows["file_name"][0] == "COCO_train2014_000000057870.jpg"
+    assert rows["hard_positive_replace"] == rows["hard_positive_swap"] == [None] * 4
+    assert report.counts["swap hard positives"] == 0
+    assert "train2014" in (tmp_path / "out" / "README.md").read_text()
+    with pytest.raises(DataValidationError, match="pass --coco-split train2014"):
+        export_finetune(tmp_path / "out", upstream_dir=upstream, **dict(common, coco_annotations=coco / "annotations" /
+                                                                        "captions_train2014.json"))  # fmt: skip

@@ -155,15 +155,15 @@ def test_aro_vg_and_order_paths_outside_the_image_root(tmp_path, capsys):
 def test_finetune_file_name_outside_the_image_root(tmp_path, capsys):
     upstream, coco = tmp_path / "hp", tmp_path / "coco"
     make_coco_sources(upstream, coco, images_dir=coco / "train2014")
-    captions = json.loads((coco / "annotations" / "captions_train2014.json").read_text())
+    captions = json.loads((coco / "annotations" / "captions_train2017.json").read_text())
     captions["images"][1]["file_name"] = "../../secret.jpg"
-    write_json(coco / "annotations" / "captions_train2014.json", captions)
+    write_json(coco / "annotations" / "captions_train2017.json", captions)
     secret_image(tmp_path / "secret.jpg")
     out = tmp_path / "out"
     rc = hardpos(["build", "finetune", "--upstream-dir", str(upstream), "--coco-annotations", str(coco),
                   "--coco-images-dir", str(coco / "train2014"), "--output-dir", str(out), "--no-progress"])
     image_id = list(COCO_IMAGES)[1]
-    assert_refused(capsys, rc, out, "captions_train2014.json", f"image {image_id}", "field file_name")
+    assert_refused(capsys, rc, out, "captions_train2017.json", f"image {image_id}", "field file_name")
     assert len(COCO_CAPTIONS) == 4  # the fixture the builder read
 
 

@@ -118,7 +118,7 @@ def test_ce_clip_config_built_loaded_and_trained_with_one_cmr_threshold_per_type
 
     _, data_args, args, _ = _example().parse_arguments([
         str(RECIPES / "ce-clip.yaml"), "--dataset", str(out), "--output_dir", str(tmp_path / "run"),
-        "--per_device_train_batch_size", "4", "--max_steps", "3", "--learning_rate", "1e-3", "--warmup_steps", "0",
+        "--per_device_train_batch_size", "2", "--max_steps", "4", "--learning_rate", "1e-3", "--warmup_steps", "0",
         "--fp16", "false", "--use_cpu", "--report_to", "none", "--disable_tqdm", "true", "--logging_steps", "1",
         "--save_strategy", "no",
     ])  # fmt: skip
@@ -138,12 +138,14 @@ def test_ce_clip_config_built_loaded_and_trained_with_one_cmr_threshold_per_type
     assert bool((thresholds >= 0).all()) and bool((thresholds <= args.cmr_upper_bound).all())
     assert bool((thresholds > 0).any())
     logs = [e for e in trainer.state.log_history if "loss_cmr" in e]
-    assert len(logs) == 3 and all(np.isfinite(e["loss_cmr"]) for e in logs)
+    assert len(logs) == 4 and all(np.isfinite(e["loss_cmr"]) for e in logs)
     for name in columns.CE_CLIP_NEGATIVE_COLUMNS:
         used = [e[f"cmr_threshold/{name}"] for e in logs]  # the threshold each step's CMR term used
         assert used[0] == 0.0 and all(np.isfinite(used)) and all(0.0 <= u <= args.cmr_upper_bound for u in used)
-    # re-measured every step as the model moves (a type clamped at 0 may stay there)
-    assert any(logs[2][f"cmr_threshold/{n}"] != logs[1][f"cmr_threshold/{n}"] for n in columns.CE_CLIP_NEGATIVE_COLUMNS)
+    # 2 steps per epoch (4 rows, batch 2): step 3 starts epoch 1 from 0 (CE-CLIP resets them at every epoch
+    # start), step 4 uses step 3's
+    assert all(logs[2][f"cmr_threshold/{n}"] == 0 for n in columns.CE_CLIP_NEGATIVE_COLUMNS)
+    assert any(logs[3][f"cmr_threshold/{n}"] > 0 for n in columns.CE_CLIP_NEGATIVE_COLUMNS)
 
 
 def mlm_generators(tiny_mlm_dir, pos_nlp) -> dict[str, MLMNegativeGenerator]:
@@ -163,7 +165,7 @@ def test_four_single_type_outputs_make_the_same_config(coco, tiny_mlm_dir, pos_n
     for kind, path in zip(TYPES, paths):
         generators[kind].generate_to_jsonl(CAPTIONS, path)
     report = export_finetune(tmp_path / "split", mlm_negatives=paths[::-1], **coco["common"])
-    assert report.counts == {"default": 4, "ce_clip": 4, "swap hard positives": 2}
+    assert report.counts == {"default": 4, "ce_clip": 4, "swap hard positives": 2, "swap-eligible captions": 2}
     ce_clip = load(tmp_path / "split", "ce_clip")
     assert {name: ce_clip[name] for name in columns.CE_CLIP_NEGATIVE_COLUMNS} == expected_columns(coco["negatives"])
     for kind, name in columns.CE_CLIP_NEGATIVE_TYPES.items():
@@ -200,7 +202,7 @@ def test_outputs_that_do_not_match_the_captions_are_refused_naming_file_and_line
     generators = mlm_generators(tiny_mlm_dir, pos_nlp)
     reordered = tmp_path / "reordered.jsonl"
     generators["all"].generate_to_jsonl(CAPTIONS[::-1], reordered)
-    refused([reordered], rf"{reordered}: generated from other captions than those of .*captions_train2014.json")
+    refused([reordered], rf"{reordered}: generated from other captions than those of .*captions_train2017.json")
     fewer = tmp_path / "fewer.jsonl"
     generators["all"].generate_to_jsonl(CAPTIONS[:3], fewer)
     refused([fewer], rf"{fewer}: generated from 3 captions \(its manifest\) but .* has 4")

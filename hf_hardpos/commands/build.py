@@ -107,9 +107,19 @@ def _finetune_arguments(parser: argparse.ArgumentParser) -> None:
         "--coco-annotations",
         type=Path,
         default=None,
-        help="captions_train2014.json or a folder holding it (default: download COCO's 2014 annotations)",
+        help="the split's captions file (captions_train2017.json by default) or a folder holding it (default: "
+        "download COCO's annotations of that year)",
     )
-    parser.add_argument("--coco-images-dir", type=Path, default=None, help="COCO train2014/ folder, to embed the images")
+    parser.add_argument(
+        "--coco-split",
+        choices=("train2017", "train2014"),
+        default="train2017",
+        help="COCO captions to build from: train2017 (the paper's 591,753 captions, which the hard-positive files "
+        "follow line by line) or train2014 (CE-CLIP's fine-tuning captions; hard positives null)",
+    )
+    parser.add_argument(
+        "--coco-images-dir", type=Path, default=None, help="COCO image folder of the split (train2017/), to embed them"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the rule-based hard-negative generator")
     parser.add_argument(
         "--mlm-negatives",
@@ -131,6 +141,7 @@ def _build_finetune(args: argparse.Namespace):
         args.output_dir,
         coco_annotations=args.coco_annotations,
         coco_images_dir=args.coco_images_dir,
+        coco_split=args.coco_split,
         seed=args.seed,
         mlm_negatives=args.mlm_negatives,
         **_common_builder_options(args),

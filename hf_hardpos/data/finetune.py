@@ -1,25 +1,32 @@
-"""COCO fine-tuning set builder: every COCO train 2014 caption with its hard positives and negatives.
+"""COCO fine-tuning set builder: every COCO train2017 caption with its hard positives and negatives.
 
-Inputs: COCO's ``captions_train2014.json`` (caption order = its ``annotations`` list) and the Hard
-Positive paper's ``hard_positives_ft/{replace,swap}_hp.jsonl`` (one JSON string per caption, same order;
-``"None"`` where a caption has no swap). Hard negatives are generated per caption by functions passed
-in (default: the package's CREPE/SugarCrepe-style rules), so other negative generators can be used
-without touching the builder. Images are referenced by COCO id and file name; embedding the 13 GB of
-train2014 images is optional (``coco_images_dir``), and :func:`attach_coco_images` joins a local COCO
-folder afterwards.
+Inputs: COCO's ``captions_train2017.json`` (caption order = its ``annotations`` list; 591,753 captions,
+the paper's count, docs/reference.md "COCO fine-tuning set") and the Hard Positive paper's
+``hard_positives_ft/{replace,swap}_hp.jsonl`` (one JSON string per caption, same order; ``"None"`` where a
+caption has no swap). Every line of those files is one caption: a blank line is a missing hard positive
+(null), never skipped, so a stray line cannot shift the later lines onto other captions. Hard negatives
+are generated per caption by functions passed in (default: the package's CREPE/SugarCrepe-style rules),
+so other negative generators can be used without touching the builder. Images are referenced by COCO id
+and file name; embedding the images is optional (``coco_images_dir``), and :func:`attach_coco_images`
+joins a local COCO folder afterwards.
+
+``coco_split="train2014"`` builds from ``captions_train2014.json`` instead (CE-CLIP fine-tunes on it, so
+the ce-clip recipe names it). The paper's hard positives belong to train2017's captions, so a train2014
+build has null hard positives.
 
 With ``mlm_negatives`` (``hardpos build finetune --mlm-negatives FILE.jsonl``) a second config,
 ``ce_clip``, holds the same rows plus CE-CLIP's four typed hard negatives (relation / attribute /
 action / object, :data:`hf_hardpos.columns.CE_CLIP_NEGATIVE_COLUMNS`), read from the output of
 ``hardpos generate --negative --method mlm --kind all`` run over the captions in annotation order.
 That output is joined by caption index, so before anything is built its manifest (input sha256 and
-row count) and every record's caption are checked against ``captions_train2014.json``: a file made
+row count) and every record's caption are checked against the captions file: a file made
 from another caption list would otherwise pair every caption with another caption's negatives.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,8 +48,33 @@ CE_CLIP_CONFIG = "ce_clip"  # the default config's rows + CE-CLIP's four typed h
 SPLIT = "train"
 HP_FILES = {"replace": "hard_positives_ft/replace_hp.jsonl", "swap": "hard_positives_ft/swap_hp.jsonl"}
 NEGATIVE_TYPES = ("replace", "swap")
-PAPER_CAPTIONS = 591_753  # COCO train 2014 captions (docs/reference.md, The evaluation datasets)
+PAPER_CAPTIONS = 591_753  # COCO train2017 captions, the paper's count (docs/reference.md, COCO fine-tuning set)
 PAPER_SWAP_HARD_POSITIVES = 119_071  # captions with "and" and fewer than 15 words
+SWAP_MAX_WORDS = 14  # SWAP hard positives exist only for captions with "and" and fewer than 15 words
+
+
+@dataclass(frozen=True)
+class CocoSplit:
+    """One COCO caption split the builder reads: where its captions file comes from and what it holds."""
+
+    name: str
+    annotations_url: str
+    captions_file: str  # path inside the annotations archive
+    captions: int | None  # the caption count the paper trained on (None: no published count binds it)
+    hard_positives: bool  # whether the paper's hard_positives_ft files are aligned with its captions
+
+
+COCO_SPLITS = {
+    "train2017": CocoSplit(
+        "train2017",
+        "http://images.cocodataset.org/annotations/annotations_trainval2017.zip",
+        "annotations/captions_train2017.json",
+        PAPER_CAPTIONS,
+        True,
+    ),
+    "train2014": CocoSplit("train2014", COCO_ANNOTATIONS_URL, COCO_CAPTIONS_FILE, None, False),
+}
+DEFAULT_COCO_SPLIT = "train2017"
 
 HardNegativeFn = Callable[[str], "str | None"]
 
@@ -82,20 +114,42 @@ def default_negative_generators(seed: int = 0) -> dict[str, HardNegativeFn]:
     return {kind: RuleGenerator(kind, negative=True, seed=seed).perturb for kind in NEGATIVE_TYPES}
 
 
-def coco_captions_file(sources: Sources, coco_annotations: str | Path | None) -> Path:
-    """``captions_train2014.json`` from a file, a folder holding it (or ``annotations/`` with it), or
-    the COCO 2014 annotations archive (downloaded and extracted once)."""
-    name = Path(COCO_CAPTIONS_FILE).name
+def get_coco_split(name: str) -> CocoSplit:
+    """The :class:`CocoSplit` called ``name``; a clear error for any other name."""
+    if name not in COCO_SPLITS:
+        raise UserInputError(f"unknown COCO split {name!r}; choose one of {sorted(COCO_SPLITS)}")
+    return COCO_SPLITS[name]
+
+
+def coco_captions_file(
+    sources: Sources, coco_annotations: str | Path | None, split: str = DEFAULT_COCO_SPLIT
+) -> Path:
+    """The split's captions file (``captions_train2017.json`` by default) from a file, a folder holding it
+    (or ``annotations/`` with it), or COCO's annotations archive of that year (downloaded once)."""
+    spec = get_coco_split(split)
+    name = Path(spec.captions_file).name
     if coco_annotations is None:
-        path = sources.download_and_extract(COCO_ANNOTATIONS_URL) / COCO_CAPTIONS_FILE
-        return sources.record(name, path, f"{COCO_ANNOTATIONS_URL} ({COCO_CAPTIONS_FILE})")
+        path = sources.download_and_extract(spec.annotations_url) / spec.captions_file
+        return sources.record(name, path, f"{spec.annotations_url} ({spec.captions_file})")
     path = Path(coco_annotations)
-    candidates = [path] if path.is_file() else [path / name, path / COCO_CAPTIONS_FILE]
+    candidates = [path] if path.is_file() else [path / name, path / spec.captions_file]
     for candidate in candidates:
         if candidate.is_file():
-            return sources.record(name, candidate, f"COCO {COCO_CAPTIONS_FILE} (read from a local copy)")
+            other = [s.name for s in COCO_SPLITS.values() if Path(s.captions_file).name == candidate.name != name]
+            if other:
+                raise DataValidationError(
+                    f"{candidate}: a COCO {split} build reads {name}, not {candidate.name}; pass --coco-split "
+                    f"{other[0]} to build from that split"
+                )
+            return sources.record(name, candidate, f"COCO {spec.captions_file} (read from a local copy)")
     looked = ", ".join(map(str, candidates))
-    raise MissingSourceError(f"captions_train2014.json not found at {path} (looked for {looked})")
+    raise MissingSourceError(f"{name} not found at {path} (looked for {looked})")
+
+
+def swap_eligible(caption: str) -> bool:
+    """Whether the paper made a SWAP hard positive for this caption: it contains the word "and" and has
+    fewer than 15 words (whitespace-separated)."""
+    return len(caption.split()) <= SWAP_MAX_WORDS and "and" in re.findall(r"[a-z]+", caption.lower())
 
 
 def read_coco_captions(path: Path) -> tuple[list[dict], dict[int, str]]:
@@ -114,7 +168,10 @@ def read_coco_captions(path: Path) -> tuple[list[dict], dict[int, str]]:
 
 
 def parse_hard_positive(line: str, path: Path, line_number: int) -> str | None:
-    """One jsonl line -> the hard positive, or ``None`` where upstream wrote "None" (or null)."""
+    """One jsonl line -> the hard positive, or ``None`` where upstream wrote "None" (as a JSON string or
+    bare), null, or nothing (a blank line)."""
+    if line.strip() in ("", "None"):
+        return None
     try:
         value = json.loads(line)
     except json.JSONDecodeError as error:
@@ -128,26 +185,34 @@ def parse_hard_positive(line: str, path: Path, line_number: int) -> str | None:
 
 
 def count_hard_positives(path: Path) -> int:
-    """Parse every line once (so a bad line fails before the build, naming its number) and count them."""
+    """Parse every line once (so a bad line fails before the build, naming its number) and count them,
+    blank lines included: each line is one caption."""
     return sum(1 for _ in _read_hard_positives(path))
 
 
 def _read_hard_positives(path: Path) -> Iterator[str | None]:
     with open(path, encoding="utf-8") as handle:
         for line_number, line in enumerate(handle, start=1):
-            if line.strip():
-                yield parse_hard_positive(line, path, line_number)
+            yield parse_hard_positive(line, path, line_number)
+
+
+def _no_hard_positives() -> Iterator[None]:
+    while True:
+        yield None
 
 
 def _caption_rows(
     captions_path: Path,
-    replace_path: Path,
-    swap_path: Path,
+    replace_path: Path | None,
+    swap_path: Path | None,
     negative_generators: Mapping[str, HardNegativeFn],
 ) -> Iterator[dict]:
-    """Stream the rows in COCO annotation order (591k captions: never all in memory)."""
+    """Stream the rows in COCO annotation order (591k captions: never all in memory); no hard-positive
+    file (a train2014 build): null hard positives."""
     annotations, file_names = read_coco_captions(captions_path)
-    replace_hp, swap_hp = _read_hard_positives(replace_path), _read_hard_positives(swap_path)
+    replace_hp, swap_hp = (
+        _read_hard_positives(path) if path is not None else _no_hard_positives() for path in (replace_path, swap_path)
+    )
     for annotation, positive_replace, positive_swap in zip(annotations, replace_hp, swap_hp):
         caption = annotation["caption"].strip()
         image_id = int(annotation["image_id"])
@@ -165,8 +230,8 @@ def _caption_rows(
 
 def _ce_clip_rows(
     captions_path: Path,
-    replace_path: Path,
-    swap_path: Path,
+    replace_path: Path | None,
+    swap_path: Path | None,
     negative_generators: Mapping[str, HardNegativeFn],
     typed_negatives: Mapping[str, Sequence[str | None]],
 ) -> Iterator[dict]:
@@ -364,28 +429,51 @@ def _typed_column_meanings(negatives: TypedNegatives) -> dict[str, str]:
 
 
 def attach_coco_images(dataset: datasets.Dataset, coco_images_dir: str | Path) -> datasets.Dataset:
-    """Join a local COCO ``train2014/`` folder: add an ``image`` column read lazily from ``file_name``.
+    """Join a local COCO image folder (``train2017/``, or ``train2014/`` for a train2014 build): add an
+    ``image`` column read lazily from ``file_name``.
 
     The images are decoded on access, not copied, so this is the cheap way to train from the set
-    without embedding 13 GB into it.
+    without embedding the 18 GB of train2017 images into it.
     """
     folder = Path(coco_images_dir)
     if dataset.num_rows and not (folder / dataset[0]["file_name"]).is_file():
-        raise MissingSourceError(f"{folder / dataset[0]['file_name']} not found: is {folder} COCO's train2014 folder?")
+        raise MissingSourceError(
+            f"{folder / dataset[0]['file_name']} not found: is {folder} the COCO image folder of the set's split "
+            "(train2017/, or train2014/ for a train2014 build)?"
+        )
     with_paths = dataset.map(lambda row: {columns.IMAGE: str(folder / row["file_name"])}, desc="Joining COCO images")
     return with_paths.cast_column(columns.IMAGE, datasets.Image())
 
 
-COLUMN_MEANINGS = {
-    columns.IMAGE: "the COCO train2014 image, original JPEG bytes (only when built with --coco-images-dir)",
-    columns.IMAGE_ID: "COCO image id (COCO `captions_train2014.json`)",
-    "file_name": "COCO file name, e.g. COCO_train2014_000000057870.jpg (join key for a local train2014/ folder)",
-    "caption_id": "COCO caption annotation id",
-    columns.CAPTION: "the COCO caption (COCO `captions_train2014.json`, whitespace stripped)",
-    columns.HARD_POSITIVE_REPLACE: "hard positive by one-word synonym replacement: Kamath et al.'s LLM output, "
-    "upstream `hard_positives_ft/replace_hp.jsonl`",
-    columns.HARD_POSITIVE_SWAP: "hard positive by swapping around \"and\": upstream "
-    "`hard_positives_ft/swap_hp.jsonl`; null where none exists",
+def column_meanings_for(split: CocoSplit) -> dict[str, str]:
+    """What each column of a build from ``split`` holds (for the card)."""
+    captions = f"`{Path(split.captions_file).name}`"
+    example = "000000391895.jpg" if split.name == "train2017" else "COCO_train2014_000000057870.jpg"
+    if split.hard_positives:
+        positives = {
+            columns.HARD_POSITIVE_REPLACE: "hard positive by one-word synonym replacement: Kamath et al.'s LLM output, "
+            "upstream `hard_positives_ft/replace_hp.jsonl`",
+            columns.HARD_POSITIVE_SWAP: "hard positive by swapping around \"and\": upstream "
+            "`hard_positives_ft/swap_hp.jsonl`; null where none exists (the paper made them only for captions "
+            "with the word \"and\" and fewer than 15 words)",
+        }
+    else:
+        positives = {
+            name: f"null: the paper's hard positives belong to COCO train2017's captions, not {split.name}'s"
+            for name in columns.FINETUNE_POSITIVE_COLUMNS
+        }
+    return {
+        columns.IMAGE: f"the COCO {split.name} image, original JPEG bytes (only when built with --coco-images-dir)",
+        columns.IMAGE_ID: f"COCO image id (COCO {captions})",
+        "file_name": f"COCO file name, e.g. {example} (join key for a local {split.name}/ folder)",
+        "caption_id": "COCO caption annotation id",
+        columns.CAPTION: f"the COCO caption (COCO {captions}, whitespace stripped)",
+        **positives,
+        **_NEGATIVE_MEANINGS,
+    }
+
+
+_NEGATIVE_MEANINGS = {
     columns.HARD_NEGATIVE_REPLACE: "hard negative by replacement, generated by this builder with hf_hardpos's "
     "rules (modelled on CREPE/SugarCrepe's procedure, not the paper's own negatives); null where no rule applies",
     columns.HARD_NEGATIVE_SWAP: "hard negative by swapping, generated by this builder with hf_hardpos's rules "
@@ -396,9 +484,9 @@ USAGE = """from datasets import load_dataset
 from hf_hardpos.data.finetune import attach_coco_images
 
 train = load_dataset("{repo}", split="train")
-train = attach_coco_images(train, "/path/to/coco/train2014")  # unless built with embedded images
+train = attach_coco_images(train, "/path/to/coco/{split}")  # unless built with embedded images
 # equivalently, without hf_hardpos:
-# folder = "/path/to/coco/train2014"
+# folder = "/path/to/coco/{split}"
 # train = train.map(lambda r: {{"image": f"{{folder}}/{{r['file_name']}}"}}).cast_column("image", Image())"""
 
 CE_CLIP_USAGE = """
@@ -416,14 +504,25 @@ def _quality_counts(
     dataset: datasets.Dataset,
     names: Sequence[str] = (*columns.FINETUNE_POSITIVE_COLUMNS, *columns.FINETUNE_NEGATIVE_COLUMNS),
 ) -> dict[str, int]:
-    """Measured per-column facts for the report and the card (non-null values, values equal to c)."""
+    """Measured per-column facts for the report and the card (non-null values, values equal to c) and,
+    with the swap hard positives, how many captions are SWAP-eligible and how many swaps sit elsewhere."""
     counts = {}
     captions = dataset[columns.CAPTION]
     for name in names:
         values = dataset[name]
         counts[f"{name} present"] = sum(value is not None for value in values)
         counts[f"{name} equal to caption"] = sum(value == caption for value, caption in zip(values, captions))
+    if columns.HARD_POSITIVE_SWAP in names:
+        eligible = [swap_eligible(caption) for caption in captions]
+        counts[SWAP_ELIGIBLE] = sum(eligible)
+        counts[SWAP_INELIGIBLE] = sum(
+            value is not None and not ok for value, ok in zip(dataset[columns.HARD_POSITIVE_SWAP], eligible)
+        )
     return counts
+
+
+SWAP_ELIGIBLE = "swap-eligible captions"  # with the word "and" and fewer than 15 words
+SWAP_INELIGIBLE = "swap hard positives on ineligible captions"
 
 
 def _ce_clip_quality_counts(dataset: datasets.Dataset) -> dict[str, int]:
@@ -448,6 +547,12 @@ def _defects_text(report: BuildReport) -> str:
                 "A hard positive equal to its caption is a generation failure the paper's prompt did not filter. "
                 "Hard negatives come from this package's rules; a rule that finds nothing to change gives null."
             ),
+            "",
+            (
+                f"SWAP-eligible captions (the word \"and\", fewer than 15 words): "
+                f"{report.flags[CONFIG][SWAP_ELIGIBLE]:,}; swap hard positives on other captions: "
+                f"{report.flags[CONFIG][SWAP_INELIGIBLE]:,}."
+            ),
         ]
     )
     if CE_CLIP_CONFIG in report.flags:
@@ -467,9 +572,12 @@ def _defects_text(report: BuildReport) -> str:
     return "\n".join(text)
 
 
-def _count_swap_hard_positives(report: BuildReport) -> None:
+def _count_swap_hard_positives(split: CocoSplit, report: BuildReport) -> None:
     report.counts["swap hard positives"] = report.flags[CONFIG][f"{columns.HARD_POSITIVE_SWAP} present"]
-    report.expected_counts["swap hard positives"] = PAPER_SWAP_HARD_POSITIVES
+    report.counts[SWAP_ELIGIBLE] = report.flags[CONFIG][SWAP_ELIGIBLE]
+    if split.hard_positives:
+        report.expected_counts["swap hard positives"] = PAPER_SWAP_HARD_POSITIVES
+        report.expected_counts[SWAP_ELIGIBLE] = PAPER_SWAP_HARD_POSITIVES
 
 
 def export_finetune(
@@ -487,8 +595,13 @@ def export_finetune(
     verify: bool = True,
     progress: bool = True,
     mlm_negatives: Sequence[str | Path] | None = None,
+    coco_split: str = DEFAULT_COCO_SPLIT,
 ) -> BuildReport:
     """Build the COCO HP+HN fine-tuning set into ``output_dir`` (config ``default``, split ``train``).
+
+    ``coco_split``: ``"train2017"`` (the paper's 591,753 captions; the hard-positive files' lines follow
+    ``captions_train2017.json``) or ``"train2014"`` (CE-CLIP's captions; no hard positives: the columns
+    are null and the upstream files are not read).
 
     ``mlm_negatives``: outputs of ``hardpos generate --negative --method mlm`` (one ``--kind all`` file,
     or single-type files covering the four types) over these captions in annotation order; with them a
@@ -505,15 +618,18 @@ def export_finetune(
         raise DataValidationError(f"negative_generators lacks {missing_types}; expected keys {NEGATIVE_TYPES}")
     sources = Sources(upstream_dir, cache_dir)
     report = BuildReport(dataset="finetune")
-    captions_path = coco_captions_file(sources, coco_annotations)
+    split = get_coco_split(coco_split)
+    captions_path = coco_captions_file(sources, coco_annotations, split.name)
     annotations, file_names = read_coco_captions(captions_path)
-    hp_paths = {name: sources.upstream_file(relative) for name, relative in HP_FILES.items()}
-    for path in hp_paths.values():
+    hp_paths: dict[str, Path | None] = dict.fromkeys(HP_FILES)
+    if split.hard_positives:
+        hp_paths = {name: sources.upstream_file(relative) for name, relative in HP_FILES.items()}
+    for path in filter(None, hp_paths.values()):
         lines = count_hard_positives(path)
         if lines != len(annotations):
             raise DataValidationError(
-                f"{path} has {lines} lines but {captions_path} has {len(annotations)} captions; "
-                "the hard-positive file must have one line per COCO caption, in annotation order"
+                f"{path} has {lines:,} lines but {captions_path} has {len(annotations):,} captions; the "
+                "hard-positive file must have one line per COCO caption, in annotation order (blank lines count)"
             )
     typed = None
     if mlm_negatives:
@@ -536,12 +652,12 @@ def export_finetune(
         origins = {name: f"{captions_path}: image {image_id} field file_name" for image_id, name in file_names.items()}
         found, missing = resolve_images(folder, wanted, skip_missing=skip_missing, progress=progress, origins=origins)
         images = ImageSpec(found, missing, key="file_name")
-        report.sources["images"] = "embedded from a local train2014 folder"
+        report.sources["images"] = f"embedded from a local {split.name} folder"
     else:
         report.sources["images"] = "not embedded (join by file_name)"
     # Both configs hold every caption, with the same images.
     shared = dict(
-        expected_count=PAPER_CAPTIONS, images=images, num_upstream_rows=len(annotations), image_keys=used_images
+        expected_count=split.captions, images=images, num_upstream_rows=len(annotations), image_keys=used_images
     )
     caption_inputs = (captions_path, hp_paths["replace"], hp_paths["swap"], negative_generators)
     configs = [
@@ -550,16 +666,26 @@ def export_finetune(
             **shared,
         )
     ]
+    if split.hard_positives:
+        positives_text = (
+            "with the hard positives of *The Hard Positive Truth about Vision-Language Compositionality* "
+            "(Kamath et al., ECCV 2024): a replace hard positive, and a swap hard positive where the caption "
+            "allows one."
+        )
+    else:
+        positives_text = (
+            "(CE-CLIP's fine-tuning captions). The paper's hard positives belong to train2017's captions, so "
+            "the hard-positive columns are null in this build."
+        )
     summary = (
-        "Every COCO train 2014 caption with the hard positives of *The Hard Positive Truth about "
-        "Vision-Language Compositionality* (Kamath et al., ECCV 2024): a replace hard positive, and a "
-        "swap hard positive where the caption allows one. The replace/swap hard negatives are made "
+        f"Every COCO {split.name} caption, one row per caption in `{Path(split.captions_file).name}` order, "
+        f"{positives_text} The replace/swap hard negatives are made "
         "by hf_hardpos's own rules, which follow the CREPE/SugarCrepe procedure only as far as those "
         "rules go; they are not the hard negatives the paper trained with. Missing items are nulls, "
         "never the string \"None\"."
     )
-    usage = USAGE.format(repo=repo_id_for_card)
-    column_meanings = dict(COLUMN_MEANINGS)
+    usage = USAGE.format(repo=repo_id_for_card, split=split.name)
+    column_meanings = column_meanings_for(split)
     citation = cite(HARD_POSITIVES, COCO)
     if typed is not None:
         configs.append(
@@ -604,5 +730,5 @@ def export_finetune(
         max_shard_size=max_shard_size,
         cache_dir=cache_dir,
         verify=verify,
-        on_built=_count_swap_hard_positives,
+        on_built=partial(_count_swap_hard_positives, split),
     )
