@@ -43,6 +43,9 @@ from hf_hardpos.columns import REPLACE_SUBSETS
 from hf_hardpos.evaluation import evaluate_model, load_eval_sets
 from hf_hardpos.synthetic.tiny_clip import train_clip_tokenizer
 
+from results import record  # benchmarks/results.py: one results file for every benchmark
+
+
 def replace_rows(limit: int, upstream: Path | None) -> list[dict]:
     if upstream is not None:
         rows = []
@@ -185,6 +188,13 @@ def main() -> None:
     # CPU time is the robust figure on a shared machine (other processes stretch wall time unevenly).
     print(f"cpu_time_ratio={reference_cpu / ours_cpu:.2f}")
     print(f"speedup_vs_reference={reference_seconds / ours_seconds:.2f}")
+    record("eval_throughput", {
+        "rows": f"{len(rows):,}", "images": f"{len(ids):,}",
+        "ours_rows_per_s": f"{len(rows) / ours_seconds:.1f}", "reference_rows_per_s": f"{len(rows) / reference_seconds:.1f}",
+        "ours_wall_s": f"{ours_seconds:.1f}", "reference_wall_s": f"{reference_seconds:.1f}",
+        "speedup_vs_reference": f"{reference_seconds / ours_seconds:.2f}", "cpu_time_ratio": f"{reference_cpu / ours_cpu:.2f}",
+        "max_score_difference": f"{agreement:.1e}",
+    })  # fmt: skip
     shutil.rmtree(work, ignore_errors=True)
 
 

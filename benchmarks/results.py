@@ -1,0 +1,130 @@
+"""One results file for every benchmark, and the README figures rendered from it.
+
+Why: a figure typed into the README drifts as soon as the code or the machine changes. Every script
+in `benchmarks/` ends with `record(...)`, which stores its figures in `benchmarks/results.json` with
+the command that produced them, the date and the machine (CPU model, cores, torch and package
+versions). The README quotes a figure only between markers
+
+    <!--fig:eval_throughput.speedup_vs_reference-->7.21<!--/fig-->
+
+and `python benchmarks/results.py --render` rewrites every marked figure from the results file;
+`--check` (also run by the tests) fails when a README figure and the results file disagree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import re
+import sys
+from pathlib import Path
+
+RESULTS_FILE = Path(__file__).with_name("results.json")
+README = Path(__file__).resolve().parents[1] / "README.md"
+MARKER = re.compile(r"<!--fig:(?P<key>[\w.@-]+)-->(?P<text>.*?)<!--/fig-->", re.S)
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict[str, str]:
+    """The facts that make an absolute timing meaningful."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "absent"
+
+    return {
+        "cpu": cpu_model(),
+        "cores": str(os.cpu_count()),
+        "python": platform.python_version(),
+        "torch": installed("torch"),
+        "transformers": installed("transformers"),
+        "hf_hardpos": installed("hf_hardpos"),
+    }
+
+
+def load(path: Path = RESULTS_FILE) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def record(benchmark: str, figures: dict[str, str], path: Path = RESULTS_FILE) -> None:
+    """Store `figures` (name -> the text the README shows) of `benchmark`, with command, date and machine."""
+    results = load(path)
+    results[benchmark] = {
+        "figures": {name: str(text) for name, text in figures.items()},
+        "command": "python " + " ".join([os.path.relpath(sys.argv[0]) if sys.argv[0] else benchmark, *sys.argv[1:]]),
+        "date": _dt.date.today().isoformat(),
+        "machine": machine(),
+    }
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+    print(f"recorded {len(figures)} figure(s) of {benchmark} in {path}")
+
+
+def figure_text(results: dict, key: str) -> str:
+    """`benchmark.figure` -> its text; `benchmark.@machine`, `.@date`, `.@command` name the run itself."""
+    benchmark, _, name = key.partition(".")
+    if benchmark not in results:
+        raise KeyError(f"{key}: no results for benchmark {benchmark!r} in {RESULTS_FILE.name}")
+    entry = results[benchmark]
+    if name == "@machine":
+        m = entry["machine"]
+        return f"{m['cpu']}, {m['cores']} cores, torch {m['torch']}, hf_hardpos {m['hf_hardpos']}"
+    if name in ("@date", "@command"):
+        return entry[name[1:]]
+    if name not in entry["figures"]:
+        raise KeyError(f"{key}: {benchmark} recorded no figure {name!r}")
+    return entry["figures"][name]
+
+
+def mismatches(readme: str, results: dict) -> list[str]:
+    """Every marked README figure that the results file does not hold with the same text."""
+    problems = []
+    for match in MARKER.finditer(readme):
+        try:
+            expected = figure_text(results, match["key"])
+        except KeyError as error:
+            problems.append(str(error))
+            continue
+        if match["text"] != expected:
+            problems.append(f"{match['key']}: README says {match['text']!r}, {RESULTS_FILE.name} says {expected!r}")
+    return problems
+
+
+def render(readme: str, results: dict) -> str:
+    return MARKER.sub(lambda m: f"<!--fig:{m['key']}-->{figure_text(results, m['key'])}<!--/fig-->", readme)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--render", action="store_true", help="rewrite README figures from the results file")
+    action.add_argument("--check", action="store_true", help="exit 1 when a README figure disagrees")
+    args = parser.parse_args()
+    results, text = load(), README.read_text()
+    if args.render:
+        README.write_text(render(text, results))
+        return 0
+    problems = mismatches(text, results)
+    for problem in problems:
+        print(problem)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
