@@ -5,8 +5,9 @@ Same as `hardpos build replace ...`. Example (local sources):
         --images-dir VG --output-dir out/replace
     # then: load_dataset("out/replace", "relations", split="test")
 
-Without --upstream-dir / --images-dir the annotation files are downloaded from GitHub and the Visual
-Genome image archives from the Visual Genome site (cached by `datasets`).
+Without --upstream-dir / --images-dir the annotation files are downloaded from GitHub
+(amitakamath/hard_positives at commit 33addaa, each checked against its recorded digest) and the
+Visual Genome image archives from the Visual Genome site (cached by `datasets`).
 """
 
 import sys
