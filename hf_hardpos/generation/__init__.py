@@ -4,16 +4,18 @@
 - `rules`: no-model perturbations (`replace_hard_positive`, `swap_hard_positive`,
   `replace_hard_negative`, `swap_hard_negative`); `rule_generator.RuleGenerator` runs them as a
   generator.
-- `llm.LLMGenerator`: any causal LM with the paper's prompts (hard positives).
-- `mlm.MLMNegativeGenerator`: CE-CLIP's typed hard negatives (relation / attribute / action /
-  object) from a masked LM at spaCy POS positions.
+- `llm.LLMGenerator`: any causal LM with the paper's prompts (hard positives), by default as the
+  paper's released `generate_hard_positives.py` runs them.
+- `ce_clip.CEClipNegativeGenerator`: CE-CLIP's typed hard negatives (relation / attribute / action /
+  object) as its released `TextAugment` makes them (the default);
+  `mlm.MLMNegativeGenerator`: our filtered variant, and the tagger and input checks both share.
 - `validation`: output cleaning and checks, every rejection reason, the hard-positive kinds.
 - `resumable`: reading captions, the output's manifest and lock, the one driver every generator
   runs under (`CaptionGenerator.generate_to_jsonl`), per-caption seeding (`caption_rng`).
 - `report`: the quality report of an output file.
 - `models`: loading a generator's model with a one-line error.
 
-`llm`, `mlm` and `models` import torch and transformers; they are not imported here.
+`llm`, `mlm`, `ce_clip` and `models` import torch and transformers; they are not imported here.
 """
 
 from hf_hardpos.generation.rules import (

@@ -37,6 +37,18 @@ from hf_hardpos.generation.mlm import FILL_POS, MLM_KINDS, RELATION_POS, TYPES, 
 from hf_hardpos.generation.models import load_model_and_tokenizer, model_fingerprint
 from hf_hardpos.generation.resumable import Candidate, CaptionGenerator, caption_rng
 
+# How each type is made, for a dataset card that names the procedure its columns came from (a
+# manifest's `options.procedure`; outputs written before that key existed were made by "ours").
+TYPE_PROCEDURES = {
+    "relation": "the first two nouns (spaCy `NOUN`) exchanged by string replacement when the caption has more than "
+    "two nouns (CE-CLIP's placeholder '###' otherwise: null here)",
+    "attribute": "the first occurrence of one adjective (spaCy `ADJ`, drawn per caption and seed) masked, or the "
+    "whole caption when it has none, and the 4th of the masked LM's top-5 fills taken, as CE-CLIP's TextAugment",
+    "action": "the first occurrence of one verb (spaCy `VERB`, drawn per caption and seed) masked, or the whole "
+    "caption when it has none, and the 4th of the masked LM's top-5 fills taken, as CE-CLIP's TextAugment",
+    "object": "the first occurrence of one noun (spaCy `NOUN`, drawn per caption and seed) masked, or the whole "
+    "caption when it has none, and the 4th of the masked LM's top-5 fills taken, as CE-CLIP's TextAugment",
+}
 FEWER_THAN_THREE_NOUNS = "fewer than three nouns (CE-CLIP's '###' placeholder)"
 TOP_K = 5  # TextAugment: pipeline('fill-mask', ..., top_k=5)
 PICKED = 3  # TextAugment.select_unmasked_captions: results[min(3, len(results))]
