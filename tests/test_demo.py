@@ -69,6 +69,21 @@ def test_quick_demo_writes_every_variant_dataset_and_metric(quick_demo):
         assert environment[package], package
 
 
+def test_demo_writes_a_report_and_a_comparison_from_its_own_eval_folders(quick_demo):
+    """report.html and compare.md read the suite output folders the demo scored its models into."""
+    import re
+
+    from hf_hardpos.aggregation import REPLACE_POOLED
+
+    page = (quick_demo / "report.html").read_text()
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)
+    assert "data:image/png;base64," in page
+    saved = json.loads((quick_demo / "eval" / "hp+hn" / "replace" / "metrics.json").read_text())
+    assert f"{100 * saved['aggregates'][REPLACE_POOLED]['brittleness']:.1f}" in page
+    table = (quick_demo / "compare.md").read_text()
+    assert "| pretrained |" in table and "| hp+hn/seed-1 - pretrained |" in table
+
+
 def test_saved_models_reproduce_the_reported_metrics(quick_demo):
     from transformers import CLIPModel, CLIPProcessor
 

@@ -55,10 +55,13 @@ def rate_bars(rows: Mapping[str, Mapping[str, float]]) -> str:
         m = rows[name]
         x = np.arange(len(METRIC_NAMES)) + (i - (len(names) - 1) / 2) * width
         values = np.array([100 * m.get(k, np.nan) for k in METRIC_NAMES])
-        low = np.array([100 * m.get(f"{k}_ci_low", m.get(k, np.nan)) for k in METRIC_NAMES])
-        high = np.array([100 * m.get(f"{k}_ci_high", m.get(k, np.nan)) for k in METRIC_NAMES])
-        ax.bar(x, values, width, label=f"{name} ({m.get('num_examples', '?')} rows)",
-               yerr=np.vstack([values - low, high - values]), capsize=3)
+        yerr = None
+        if all(f"{k}_ci_low" in m for k in METRIC_NAMES):
+            low = np.array([100 * m[f"{k}_ci_low"] for k in METRIC_NAMES])
+            high = np.array([100 * m[f"{k}_ci_high"] for k in METRIC_NAMES])
+            yerr = np.vstack([values - low, high - values])
+        label = f"{name} ({m.get('num_examples', '?')} rows" + ("" if yerr is not None else "; no interval") + ")"
+        ax.bar(x, values, width, label=label, yerr=yerr, capsize=3)
     for j, k in enumerate(METRIC_NAMES):
         ax.hlines(100 * CHANCE[k], j - 0.45, j + 0.45, colors="grey", linestyles="dashed", linewidth=1)
     ax.set_xticks(np.arange(len(METRIC_NAMES)), [LABELS[k] for k in METRIC_NAMES])

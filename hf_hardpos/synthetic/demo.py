@@ -247,6 +247,7 @@ def run_demo(
     _write(result, log)
     log(report.format_tables(results, per_seed, config.seeds, config.eval_examples, bootstrap_samples=config.bootstrap_samples))
     written = ["results.json", "results.md", "run_info.json"] + ([report.CHART_NAME] if result.chart else [])
+    written += _write_run_report(output_dir, eval_sets, config, log)
     log(
         f"total {timings['total']:.1f} s wall, {timings['total_cpu']:.1f} s CPU (this process); "
         f"wrote {', '.join(written)} to {output_dir}"
@@ -540,6 +541,67 @@ def _write(result: DemoResult, log: Callable[[str], None]) -> None:
             f"[chart] matplotlib is not installed, so no {report.CHART_NAME} was drawn (the tables are written). "
             'Install it with: pip install -e ".[demo]"  (or: pip install "hf_hardpos[demo]")'
         )
+
+
+REPORTED_VARIANT = "hp+hn"
+
+
+def _write_run_report(output_dir: Path, eval_sets: dict, config: DemoConfig, log: Callable[[str], None]) -> list[str]:
+    """`hardpos report` and `hardpos compare` on the demo, as a user would run them on their own evaluations.
+
+    The eval sets are saved as REPLACE- and SWAP-layout folders (`eval_data/`), the pretrained model and
+    the first seed's `hp+hn` model are scored on them by the package's suite (`eval/<model>/`, the output
+    folder of `hardpos eval --suite`), then `report.html` (the `hp+hn` model) and `compare.md` (both, with
+    the paired tests) are written. Returns the files written; without matplotlib, only `compare.md`.
+    """
+    import datasets
+
+    bars_were_on = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()  # "Creating parquet", "Generating test split": one line per stage instead
+    try:
+        return _report_pages(output_dir, eval_sets, config, log)
+    finally:
+        if bars_were_on:
+            datasets.enable_progress_bars()
+
+
+def _report_pages(output_dir: Path, eval_sets: dict, config: DemoConfig, log: Callable[[str], None]) -> list[str]:
+    """The body of `_write_run_report`, with the datasets progress bars off."""
+    from hf_hardpos import columns
+    from hf_hardpos.errors import UserInputError
+    from hf_hardpos.reporting.compare import compare_runs, render
+    from hf_hardpos.reporting.html import build_report
+    from hf_hardpos.reporting.runs import load_run
+    from hf_hardpos.suite import HARD_POSITIVE, SuiteEntry, run_suite
+
+    data = output_dir / "eval_data"
+    layout = {"replace": {subset: f"replace_{subset}" for subset in columns.REPLACE_SUBSETS}, "swap": {"default": "swap"}}
+    for folder, configs in layout.items():
+        for config_name, name in configs.items():
+            eval_sets[name].to_parquet(str(data / folder / "data" / config_name / "test-00000-of-00001.parquet"))
+        (data / folder / "README.md").write_text("---\nconfigs:\n" + "".join(
+            f"- config_name: {c}\n  data_files:\n  - split: test\n    path: data/{c}/test-*.parquet\n" for c in configs
+        ) + f"---\nThe demo's synthetic {folder.upper()} set (seed {EVAL_SEED}).\n")
+    entries = [SuiteEntry(folder, str(data / folder), HARD_POSITIVE) for folder in layout]
+    models = {PRETRAINED: output_dir / "models" / PRETRAINED,
+              REPORTED_VARIANT: output_dir / "models" / REPORTED_VARIANT / f"seed-{config.seeds[0]}"}
+    runs = {}
+    with _torch_threads(config.torch_threads), _quiet_libraries():
+        for name, model in models.items():
+            run_suite(str(model), entries, output_dir=output_dir / "eval" / name, progress=False, log=lambda _: None)
+            runs[name] = load_run(output_dir / "eval" / name)
+    table = render(compare_runs(list(runs.values())), "markdown")
+    (output_dir / "compare.md").write_text(table + "\n")
+    try:
+        page = build_report(runs[REPORTED_VARIANT])
+    except UserInputError as err:  # matplotlib (the [demo] extra) is not installed
+        (output_dir / "report.html").unlink(missing_ok=True)
+        log(f"[report] no report.html: {err}")
+        return ["compare.md"]
+    (output_dir / "report.html").write_text(page, encoding="utf-8")
+    log(f"[report] {REPORTED_VARIANT} seed {config.seeds[0]} scored by the suite into {output_dir / 'eval'}; "
+        "report.html and compare.md (pretrained vs hp+hn, paired tests) read from there")
+    return ["compare.md", "report.html"]
 
 
 @contextlib.contextmanager
