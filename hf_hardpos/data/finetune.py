@@ -41,7 +41,15 @@ from ..errors import UserInputError
 from ..generation.resumable import input_fingerprint, manifest_path, parse_record, read_manifest
 from .checks import DataValidationError, MissingSourceError, load_json
 from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder
-from .sources import COCO_ANNOTATIONS_URL, COCO_CAPTIONS_FILE, ImageFolder, Sources, resolve_images
+from .sources import (
+    COCO_ANNOTATIONS_URL,
+    COCO_CAPTIONS_FILE,
+    ImageFolder,
+    Sources,
+    UnsafePathError,
+    path_under,
+    resolve_images,
+)
 
 CONFIG = "default"
 CE_CLIP_CONFIG = "ce_clip"  # the default config's rows + CE-CLIP's four typed hard negatives
@@ -441,7 +449,13 @@ def attach_coco_images(dataset: datasets.Dataset, coco_images_dir: str | Path) -
             f"{folder / dataset[0]['file_name']} not found: is {folder} the COCO image folder of the set's split "
             "(train2017/, or train2014/ for a train2014 build)?"
         )
-    with_paths = dataset.map(lambda row: {columns.IMAGE: str(folder / row["file_name"])}, desc="Joining COCO images")
+    def joined(row: dict, index: int) -> dict:
+        try:  # a file name is data: it may not lead outside the image folder
+            return {columns.IMAGE: str(path_under(folder, row["file_name"]))}
+        except UnsafePathError as error:
+            raise UnsafePathError(f"row {index} field file_name: {error}") from None
+
+    with_paths = dataset.map(joined, with_indices=True, desc="Joining COCO images")
     return with_paths.cast_column(columns.IMAGE, datasets.Image())
 
 
