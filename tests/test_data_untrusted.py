@@ -189,3 +189,18 @@ def test_replace_fixture_builds_from_untouched_rows(tmp_path):
     make_vg_images(tmp_path / "VG", replace_images())
     report = export_replace(tmp_path / "out", upstream_dir=upstream, images_dir=tmp_path / "VG", progress=False)
     assert report.counts == {"attributes": 7, "relations": 4}
+
+
+def test_attach_coco_images_keeps_file_names_inside_the_folder(tmp_path):
+    """The training-time join reads images by file name: one leading outside the folder is refused."""
+    import datasets
+
+    from hf_hardpos.data.finetune import attach_coco_images
+
+    folder = tmp_path / "train2017"
+    make_coco_placeholders(folder, ["a.jpg"])
+    secret_image(tmp_path / "secret.jpg")
+    rows = datasets.Dataset.from_dict({"file_name": ["a.jpg", "../secret.jpg"]})
+    with pytest.raises(UnsafePathError, match=r"row 1 field file_name: '\.\./secret\.jpg' contains '\.\.'"):
+        attach_coco_images(rows, folder)
+    assert attach_coco_images(rows.select([0]), folder)[0]["image"].size == (4, 4)
