@@ -6,21 +6,29 @@ looks every input up here before encoding it. In memory the cache lives as long 
 a directory it persists across runs, in a namespace that must identify the model's content and
 every setting that changes an embedding (precision, TF32, text length, device type) — the caller
 builds it from `provenance`. Shards are written atomically (temporary file, then rename), so an
-interrupted run leaves only complete shards behind.
+interrupted run leaves only complete shards behind; partial files never match the shard pattern,
+and a shard that cannot be read is removed with a warning and its inputs encoded again.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
+import re
 import uuid
+import warnings
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from .output_folder import atomic_path
+
 KINDS = ("image", "text")
+# A complete shard; partial files are hidden `.<kind>-<id>.tmp-<id>.npz` (`output_folder.temporary_path`),
+# and an older version's `<kind>-<id>.tmp.npz` partials do not match either.
+SHARD_NAME = re.compile(r"(image|text)-[0-9a-f]{32}\.npz")
 
 
 def token_key(token_ids: Sequence[int]) -> str:
@@ -38,8 +46,20 @@ class EmbeddingCache:
             self.directory.mkdir(parents=True, exist_ok=True)
             for kind in KINDS:
                 for shard in sorted(self.directory.glob(f"{kind}-*.npz")):
-                    with np.load(shard) as data:
-                        self._store[kind].update(zip(data["keys"].tolist(), data["embeddings"]))
+                    if SHARD_NAME.fullmatch(shard.name):  # not a partial file of an interrupted run
+                        self._load_shard(kind, shard)
+
+    def _load_shard(self, kind: str, shard: Path) -> None:
+        """Load one shard; an unreadable one is removed with a warning, and its inputs encoded again."""
+        try:
+            with np.load(shard) as data:
+                entries = dict(zip(data["keys"].tolist(), data["embeddings"]))
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as err:
+            warnings.warn(f"embedding cache: {shard} is unreadable ({type(err).__name__}); removed, its inputs will "
+                          "be encoded again", stacklevel=3)
+            shard.unlink(missing_ok=True)
+            return
+        self._store[kind].update(entries)
 
     def __len__(self) -> int:
         return sum(len(store) for store in self._store.values())
@@ -59,7 +79,6 @@ class EmbeddingCache:
         array = embeddings.detach().cpu().float().numpy()
         self._store[kind].update(zip(keys, array))
         if self.directory is not None:
-            final = self.directory / f"{kind}-{uuid.uuid4().hex}.npz"
-            partial = final.with_name(final.stem + ".tmp.npz")
-            np.savez(partial, keys=np.asarray(list(keys)), embeddings=array)
-            os.replace(partial, final)
+            with atomic_path(self.directory / f"{kind}-{uuid.uuid4().hex}.npz") as partial:
+                with open(partial, "wb") as handle:  # a file object: np.savez would append ".npz" to a name
+                    np.savez(handle, keys=np.asarray(list(keys)), embeddings=array)

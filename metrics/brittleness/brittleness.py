@@ -125,7 +125,10 @@ class Brittleness(evaluate.Metric):
         seed=0,
     ):
         """Check the inputs first: `evaluate` would coerce "0.3" to a float and fail on a missing list
-        with a bare TypeError."""
+        with a bare TypeError. Without any score list, the rows given to `add`/`add_batch` are scored
+        (`evaluate`'s incremental API); `_compute` checks them the same way."""
+        if all(v is None for v in (original_scores, negative_scores, positive_scores)):
+            return super().compute(bootstrap_samples=bootstrap_samples, confidence_level=confidence_level, seed=seed)
         _check(original_scores=original_scores, negative_scores=negative_scores, positive_scores=positive_scores)
         inputs = dict(original_scores=original_scores, negative_scores=negative_scores, positive_scores=positive_scores)
         return super().compute(

@@ -124,7 +124,10 @@ class OriginalAccuracy(evaluate.Metric):
         seed=0,
     ):
         """Check the inputs first: `evaluate` would coerce "0.3" to a float and fail on a missing list
-        with a bare TypeError."""
+        with a bare TypeError. Without any score list, the rows given to `add`/`add_batch` are scored
+        (`evaluate`'s incremental API); `_compute` checks them the same way."""
+        if all(v is None for v in (original_scores, negative_scores, positive_scores)):
+            return super().compute(bootstrap_samples=bootstrap_samples, confidence_level=confidence_level, seed=seed)
         _check(original_scores=original_scores, negative_scores=negative_scores)
         inputs = dict(original_scores=original_scores, negative_scores=negative_scores)
         if positive_scores is not None:  # accepted so the three metrics take the same inputs
@@ -133,6 +136,14 @@ class OriginalAccuracy(evaluate.Metric):
         return super().compute(
             **inputs, bootstrap_samples=bootstrap_samples, confidence_level=confidence_level, seed=seed
         )
+
+    def add_batch(self, *, original_scores=None, negative_scores=None, positive_scores=None):
+        """`positive_scores` is accepted and ignored here too, so the three metrics take the same inputs."""
+        return super().add_batch(original_scores=original_scores, negative_scores=negative_scores)
+
+    def add(self, *, original_scores=None, negative_scores=None, positive_scores=None):
+        """`positive_scores` is accepted and ignored here too, so the three metrics take the same inputs."""
+        return super().add(original_scores=original_scores, negative_scores=negative_scores)
 
     def _compute(
         self,

@@ -100,7 +100,10 @@ class TextOnlyAccuracy(evaluate.Metric):
         seed=0,
     ):
         """Check the inputs first: `evaluate` would coerce "0.3" to a float and fail on a missing list
-        with a bare TypeError."""
+        with a bare TypeError. Without any score list, the rows given to `add`/`add_batch` are scored
+        (`evaluate`'s incremental API); `_compute` checks them the same way."""
+        if all(v is None for v in (positive_pair_scores, caption_negative_scores, positive_negative_scores)):
+            return super().compute(bootstrap_samples=bootstrap_samples, confidence_level=confidence_level, seed=seed)
         inputs = dict(
             positive_pair_scores=positive_pair_scores,
             caption_negative_scores=caption_negative_scores,
