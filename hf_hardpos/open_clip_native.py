@@ -165,7 +165,7 @@ class _Resolved:
         try:
             if spec.model_name.startswith(HF_HUB):
                 repo = spec.model_name[len(HF_HUB):]
-                hub_config = open_clip.factory._get_hf_config(repo)
+                hub_config = json.loads(Path(download_pretrained_from_hf(repo, "open_clip_config.json")).read_text())
                 self.config = hub_config["model_cfg"]
                 preprocess = merge_preprocess_dict(preprocess, hub_config.get("preprocess_cfg", {}))
                 self.weights = download_pretrained_from_hf(repo)
