@@ -61,7 +61,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     checkpoint.add_argument(
         "--tokenizer", default=None, metavar="FOLDER_OR_ID",
-        help="default openai/clip-vit-base-patch32 (offline: the BPE file open_clip ships)",
+        help="default openai/clip-vit-base-patch32 (offline: the BPE file open_clip ships). With open_clip:... or "
+        "--native: the model's own tokenizer, or 'clip' for CLIP BPE ids whatever the text tower (how the paper "
+        "tokenized its RoBERTa row)",
     )
     checkpoint.add_argument(
         "--preset", default=None,
