@@ -24,6 +24,7 @@ ORIGINAL = "a man holding a cup"
         ("a dog on a sofa", "a black dog on a sofa", validation.INSERTION),
         ("a cat on a wooden table", "a cat on a wooden", validation.DELETION),
         ("a cat on a wooden table", "a cat on a timber", validation.DELETION),
+        ("the Red Sox play on a field", "the Crimson Sox play on a field", validation.NAME_REPLACED),
         # replacements, including the paper's table shortening a phrase, stay valid
         (ORIGINAL, "a man grasping a cup.", None),
         ("pillow on top of white couch", "pillow on white couch", None),

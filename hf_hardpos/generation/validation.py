@@ -22,7 +22,7 @@ from functools import lru_cache
 
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.generation import lexicon
-from hf_hardpos.generation.rules import tokenize
+from hf_hardpos.generation.rules import proper_noun_tokens, tokenize
 
 # Every rejection reason of every generator, in one place (stable strings: they are written to the
 # JSONL output and counted in reports).
@@ -50,6 +50,7 @@ NEGATION = "negation added"  # "holding" -> "not holding", "with" -> "without"
 TRUNCATED = "stopped at max_new_tokens"  # the model had not finished its answer
 SYMBOLS_CHANGED = "punctuation or symbols differ from input"
 CASING_CHANGED = "a name lost its capital"  # SWAP: "John and Mary" -> "Mary and john"
+NAME_REPLACED = "a name replaced"  # REPLACE: "the Red Sox" -> "the Crimson Sox"
 
 # A replacement may grow a word into a short phrase ("behind" -> "to the rear of": +3 words).
 MAX_EXTRA_WORDS = 4
@@ -202,6 +203,8 @@ def validate_replace(original: str, candidate: str) -> str | None:
     tag, i1, i2, j1, j2 = edits[0]
     if tag == "insert":
         return INSERTION
+    if any(i in proper_noun_tokens(original) for i in range(i1, i2)):
+        return NAME_REPLACED  # a name is not an attribute: "the Red Sox" is no "Crimson Sox"
     shrinks = tag == "delete" or (i2 == len(before) and j2 == len(after) and j2 - j1 < i2 - i1)
     if shrinks and not _table_phrase_edit(before, after, i1, i2):
         return DELETION
