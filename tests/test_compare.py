@@ -207,3 +207,30 @@ def test_text_markdown_and_latex_show_the_same_figures(runs, capsys):
 def test_a_folder_that_is_no_run_is_a_clear_error(capsys, tmp_path):
     code, _, err = _compare(capsys, tmp_path)
     assert code == 2 and "metrics.json" in err and "trainer_state.json" in err
+
+
+def test_fine_tuning_folders_show_their_latest_evaluation_without_a_paired_test(capsys, tmp_path):
+    """A fine-tuning folder's newest checkpoint holds the trainer's latest eval sections (no per-row scores):
+    compare shows their figures as saved and, unable to prove the same rows, computes no difference."""
+    from hf_hardpos.aggregation import replace_aggregates
+
+    folders = []
+    for name, (attributes, relations) in {"ft_a": ((6, 4, 2), (5, 3, 3)), "ft_b": ((7, 5, 1), (6, 4, 2))}.items():
+        results = {config: {"original_accuracy": o / 10, "augmented_accuracy": a / 10, "brittleness": b / 10,
+                            "num_examples": 10} for config, (o, a, b) in (("attributes", attributes), ("relations", relations))}
+        section = {"task": "hard_positive", "results": results, "aggregates": replace_aggregates(results), "step": 8}
+        checkpoint = tmp_path / name / "checkpoint-8"
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "trainer_state.json").write_text(json.dumps({"log_history": [{"step": 8, "loss": 1.0}]}))
+        (checkpoint / "hardpos_eval_sections.json").write_text(json.dumps({"replace": section}))
+        folders.append((tmp_path / name, section))
+    code, out, _ = _compare(capsys, *(f for f, _ in folders), "--format", "json")
+    assert code == 0
+    table = json.loads(out)
+    for (folder, section), label in zip(folders, ("ft_a", "ft_b")):
+        for metric in METRIC_NAMES:
+            value = next(r["value"] for r in table["records"] if r["row"] == label and r["metric"] == metric)
+            assert value == section["aggregates"][REPLACE_POOLED][metric]
+    assert table["records"][0]["value"] == pytest.approx((6 + 5) / 20)
+    assert [r for r in table["records"] if r["kind"] == "difference"] == []
+    assert any("data identity unknown" in line for line in table["captions"])
