@@ -52,7 +52,7 @@ def test_the_crafted_archive_runs_its_code_under_torch_jit(crafted, capfd):
 def test_reading_the_crafted_archive_runs_nothing_and_says_what_to_do(crafted, capfd):
     with pytest.raises(UserInputError, match=r"torch\.save\(model\.state_dict\(\)") as refused:
         load_state_dict(crafted)
-    assert "__setstate__" in str(refused.value)
+    assert "__setstate__" in str(refused.value) and str(refused.value).startswith(f"checkpoint {crafted}: ")
     captured = capfd.readouterr()
     assert MARKER not in captured.out + captured.err
 
@@ -121,3 +121,22 @@ def test_a_failing_push_never_shows_the_token(tmp_path, tiny_tokenizer, monkeypa
     assert (out / "README.md").is_file()
     for path in out.rglob("*"):
         assert not path.is_file() or token.encode() not in path.read_bytes(), path
+
+
+def test_hardpos_eval_of_the_crafted_archive_runs_nothing(crafted, tmp_path, capfd):
+    """`hardpos eval --model FILE.pt` reaches the same reader: exit 2, one line, no marker."""
+    from eval_fixtures import make_eval_set
+
+    from hf_hardpos.cli import main
+
+    data = tmp_path / "set"
+    make_eval_set(num_images=2, rows_per_image=1).to_parquet(str(data / "data" / "default" / "test-00000-of-00001.parquet"))
+    (data / "README.md").write_text(
+        "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: test\n    path: data/default/test-*.parquet\n---\n"
+    )
+    capfd.readouterr()
+    rc = main(["eval", "--model", str(crafted), "--dataset", str(data), "--output", str(tmp_path / "eval"), "--no-progress"])
+    captured = capfd.readouterr()
+    assert rc == 2 and MARKER not in captured.out + captured.err
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 1 and str(crafted) in lines[0] and "torch.save(model.state_dict()" in lines[0]

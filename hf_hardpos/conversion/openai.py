@@ -137,6 +137,10 @@ def read_torchscript_tensors(path: str | Path) -> dict[str, torch.Tensor]:
                 root = _RestrictedUnpickler(handle, archive, prefix, where).load()
     except (zipfile.BadZipFile, KeyError, EOFError, pickle.UnpicklingError) as err:
         raise UserInputError(f"checkpoint {where}: not a readable TorchScript archive ({err})") from err
+    except UserInputError as err:
+        if str(err).startswith(f"checkpoint {where}"):
+            raise
+        raise UserInputError(f"checkpoint {where}: {err}") from None
     if not isinstance(root, _ScriptObject):
         raise UserInputError(f"checkpoint {where}: data.pkl does not hold a TorchScript module. {RESAVE}")
     return _named_tensors(root)
