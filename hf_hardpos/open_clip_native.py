@@ -103,7 +103,7 @@ def resolve(
     activation: str | None = None,
     tokenizer: str | None = None,
 ) -> str:
-    """The model string the loaders read: `open_clip:...`, or a checkpoint FILE with its config (`--native`).
+    """The string the loaders read for `open_clip:...`: paths made absolute, `activation` / `tokenizer` folded in.
 
     Refuses, without importing open_clip, what cannot apply: a config given twice, an unknown
     activation or tokenizer, a checkpoint file that does not exist.
@@ -115,14 +115,9 @@ def resolve(
             f"--tokenizer {tokenizer!r}: the open_clip-native route uses the model's own tokenizer, or "
             f"{CLIP_TOKENIZER!r} for open_clip's CLIP BPE (the paper's tokenization of every model)"
         )
-    if is_native(model):
-        if open_clip_config is not None:
-            raise UserInputError(f"--model {model} names its open_clip config; --open-clip-config applies to --native FILE")
-        spec = parse(model)
-    else:
-        if open_clip_config is None:
-            raise UserInputError(f"--native {model}: an open_clip config is required (--open-clip-config NAME_OR_JSON)")
-        spec = NativeSpec(str(open_clip_config), str(model))
+    if open_clip_config is not None:
+        raise UserInputError(f"--model {model} names its open_clip config; --open-clip-config applies to --native FILE")
+    spec = parse(model)
     if spec.model_name.lstrip().startswith("{"):
         raise UserInputError("the open_clip-native route takes an open_clip model name or a model-config JSON file, not JSON text")
     if spec.pretrained is not None and _is_path(spec.pretrained) and not Path(spec.pretrained).expanduser().is_file():

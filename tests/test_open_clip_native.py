@@ -60,7 +60,7 @@ def test_resolve_folds_options_and_absolute_paths(tmp_path, monkeypatch):
     config = tmp_path / "cfg.json"
     config.write_text("{}")
     monkeypatch.chdir(tmp_path)
-    resolved = open_clip_native.parse(open_clip_native.resolve("ckpt.pt", "cfg.json", "gelu", "clip"))
+    resolved = open_clip_native.parse(open_clip_native.resolve("open_clip:cfg.json/ckpt.pt", None, "gelu", "clip"))
     assert resolved == open_clip_native.NativeSpec(str(config), str(checkpoint), "gelu", "clip")
     tag = open_clip_native.parse(open_clip_native.resolve("open_clip:RN101/openai", activation="quick_gelu"))
     assert (tag.model_name, tag.pretrained, tag.activation, tag.tokenizer) == ("RN101", "openai", "quick_gelu", None)
