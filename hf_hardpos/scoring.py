@@ -134,6 +134,31 @@ class _DistinctImages(torch.utils.data.Dataset):
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp16-weights": None}
 
 
+@contextlib.contextmanager
+def _cuda_tf32(allow: bool):
+    """CUDA matmuls and cuDNN convolutions in TF32 or full fp32, as asked, for the block; restored after.
+
+    Uses torch's `fp32_precision` settings where they exist (torch >= 2.9): reading the legacy
+    `allow_tf32` flags after anything set the new ones raises. Only called on CUDA: TF32 means
+    nothing elsewhere, and CPU runs leave the process's settings untouched.
+    """
+    matmul, conv = torch.backends.cuda.matmul, torch.backends.cudnn
+    if hasattr(matmul, "fp32_precision") and hasattr(getattr(conv, "conv", None), "fp32_precision"):
+        saved = (matmul.fp32_precision, conv.conv.fp32_precision)
+        matmul.fp32_precision = conv.conv.fp32_precision = "tf32" if allow else "ieee"
+        try:
+            yield
+        finally:
+            matmul.fp32_precision, conv.conv.fp32_precision = saved
+        return
+    saved = (matmul.allow_tf32, conv.allow_tf32)
+    matmul.allow_tf32 = conv.allow_tf32 = allow
+    try:
+        yield
+    finally:
+        matmul.allow_tf32, conv.allow_tf32 = saved
+
+
 def text_context_length(config, tokenizer=None) -> int:
     """The model's text context (CLIP 77, SigLIP 64), read from its config, else the tokenizer's.
 
@@ -255,16 +280,11 @@ class ITMScorer:
 
     @contextlib.contextmanager
     def _numerics(self):
-        """Autocast only when asked for; TF32 exactly as asked, restored afterwards."""
-        saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-        torch.backends.cuda.matmul.allow_tf32 = self.allow_tf32
-        torch.backends.cudnn.allow_tf32 = self.allow_tf32
-        try:
-            dtype = PRECISIONS[self.precision]
-            with torch.autocast(self.device.type, dtype=dtype) if dtype else contextlib.nullcontext():
-                yield
-        finally:
-            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+        """Autocast only when asked for; on CUDA, TF32 exactly as asked, restored afterwards."""
+        dtype = PRECISIONS[self.precision]
+        tf32 = _cuda_tf32(self.allow_tf32) if self.device.type == "cuda" else contextlib.nullcontext()
+        with tf32, torch.autocast(self.device.type, dtype=dtype) if dtype else contextlib.nullcontext():
+            yield
 
     def _pad(self, sequences: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
         """`input_ids` and `attention_mask` for token sequences, padded as `_tokenize` pads (to the
