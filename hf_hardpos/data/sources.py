@@ -185,7 +185,7 @@ class Sources:
             nothing from that repository is downloaded and a file missing there is an error rather
             than a silent download.
         cache_dir: where the download manager caches downloads and extractions (default: the
-            ``datasets`` cache); it must exist.
+            ``datasets`` cache); created if missing, refused if it cannot be.
         repo: the upstream repository the relative paths refer to.
     """
 
