@@ -36,6 +36,7 @@ Two CPU processes: `torchrun --nproc_per_node 2 examples/finetune.py --use_cpu .
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 import sys
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ from hf_hardpos.training import (
     TrainingInterrupted,
 )
 from hf_hardpos.training.recipe import batch_layout, read_arguments_file
+from hf_hardpos.training.validation import SAMPLE_IMAGES, check_numeric_arguments, validate_training_data
 
 logger = logging.getLogger("finetune")
 
@@ -134,14 +136,44 @@ class DataArguments:
     synthetic_train_size: int = field(default=2048, metadata={"help": "Rows of the synthetic training set."})
     synthetic_eval_size: int = field(default=256, metadata={"help": "Rows of each synthetic eval set."})
     synthetic_seed: int = field(default=0, metadata={"help": "Seed of the synthetic world."})
+    check_all_images: bool = field(
+        default=False,
+        metadata={"help": "Decode every training image before step 1 (default: an evenly spaced sample of "
+                  f"{SAMPLE_IMAGES}; columns, nulls and captions are always checked on every row)."},
+    )
 
 
 def mode_defaults(dataset: str | None) -> dict:
     return dict(DATASET_DEFAULTS) if dataset else dict(SYNTHETIC_DEFAULTS)
 
 
+class _Parser(HfArgumentParser):
+    """argparse's errors as `UserInputError` (one line, exit 2) instead of the full usage text."""
+
+    def error(self, message: str):
+        raise UserInputError(f"{message} (see --help)")
+
+
 def _parser() -> HfArgumentParser:
-    return HfArgumentParser((ModelArguments, DataArguments, HardPosTrainingArguments))
+    return _Parser((ModelArguments, DataArguments, HardPosTrainingArguments))
+
+
+def check_flags(parser: HfArgumentParser, argv: list[str]) -> None:
+    """Refuse flags the script does not know, with the closest known ones (argparse would only list them)."""
+    _, unknown = parser.parse_known_args(argv)
+    flags = [a.split("=", 1)[0] for a in unknown if a.startswith("-")]
+    if not flags and unknown:
+        raise UserInputError(f"unexpected argument(s) {unknown}: every option is a --flag (a YAML/JSON file goes first)")
+    # "--learning_rate" and its alias "--learning-rate": suggest each option once, as --help spells it
+    known = list(dict.fromkeys(
+        action.option_strings[0] for action in parser._actions if action.option_strings[0].startswith("--")
+    ))  # fmt: skip
+    if flags:
+        hints = []
+        for flag in flags:
+            close = difflib.get_close_matches(flag, known, n=2, cutoff=0.75)
+            hints.append(flag + (f" (did you mean {' or '.join(close)}?)" if close else ""))
+        raise UserInputError(f"unknown option(s): {'; '.join(hints)}; see --help for the names")
 
 
 def given_on_command_line(argv: list[str]) -> dict:
@@ -177,7 +209,14 @@ def parse_arguments(argv: list[str] | None = None):
         defaults["save_strategy"] = "steps"
         logger.warning("--save_steps given without --save_strategy: saving every %s steps", explicit["save_steps"])
     parser.set_defaults(**defaults)
-    model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    check_flags(parser, argv)
+    try:
+        model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    except ValueError as error:  # TrainingArguments' own checks of values (e.g. warmup_steps < 0)
+        if isinstance(error, UserInputError):
+            raise
+        raise UserInputError(str(error).strip().splitlines()[0]) from error
+    check_numeric_arguments(training_args)  # before any model or data is loaded
     return model_args, data_args, training_args, recipe
 
 
@@ -298,6 +337,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     model = CLIPModel.from_pretrained(model_path)
     processor = CLIPProcessor.from_pretrained(model_path)
     train, evals, eval_ids, descriptions, train_identity = load_data(data_args, training_args)
+    if data_args.check_all_images:  # the trainer checks the rest (and a sample of images) itself
+        checked = validate_training_data(train, training_args, all_images=True)
+        logger.info("decoded all %d training images before step 1", checked["images_decoded"])
 
     card_data = HardPosModelCardData(
         base_model=model_args.model_name_or_path,

@@ -274,3 +274,128 @@ def test_example_exit_codes_and_one_line_messages(monkeypatch, capsys):
         monkeypatch.setattr(example, "main", main)
         assert example.run([]) == code
         assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+# --- the training set is validated before step 1 ---------------------------------------------------------
+
+
+def _validate(data, **overrides):
+    from hf_hardpos.training.validation import validate_training_data
+
+    return validate_training_data(data, make_args("unused", **overrides))
+
+
+def _with(data, column, values):
+    return data.remove_columns(column).add_column(column, values, feature=data.features[column])
+
+
+def _with_image_cells(data, edit):
+    """`data` with its stored image cells ({bytes, path} or None) changed by `edit(cells)`."""
+    from datasets import Image as ImageFeature
+
+    raw = data.cast_column("image", ImageFeature(decode=False))
+    cells = edit(list(raw["image"]))
+    return raw.remove_columns("image").add_column("image", cells, feature=ImageFeature(decode=False)).cast_column(
+        "image", ImageFeature())
+
+
+def test_nulls_placeholders_and_missing_columns_are_named_by_row_before_training(tiny_clip_dir, tmp_path):
+    from hf_hardpos.errors import UserInputError
+
+    data = finetune_rows(12)
+    assert _validate(data) == {"rows": 12, "images_decoded": 12}
+    captions = list(data["caption"])
+    captions[4] = captions[9] = None
+    with pytest.raises(UserInputError, match=r"column 'caption' is null in 2 of 12 rows \(rows 4, 9\)"):
+        _validate(_with(data, "caption", captions))
+    swaps = list(data["hard_positive_swap"])
+    swaps[7] = " None "
+    with pytest.raises(UserInputError, match=r"'hard_positive_swap' holds an empty or placeholder .* rows 7;"):
+        _validate(_with(data, "hard_positive_swap", swaps))
+    with pytest.raises(UserInputError, match=r"column 'image' is null in 1 of 12 rows \(rows 3\)"):
+        _validate(_with_image_cells(data, lambda cells: [None if i == 3 else c for i, c in enumerate(cells)]))
+    renamed = data.rename_column("hard_negative_swap", "hard_negatives_swap")
+    with pytest.raises(UserInputError, match=r"lacks column\(s\) 'hard_negative_swap' \(did you mean 'hard_negatives_swap'\?\)"):  # noqa: E501
+        _validate(renamed)
+    # The trainer runs the same checks at construction, before any step.
+    model, processor = load_tiny(tiny_clip_dir)
+    with pytest.raises(UserInputError, match=r"rows 4, 9"):
+        HardPosTrainer(model=model, args=make_args(tmp_path), processor=processor,
+                       train_dataset=_with(data, "caption", captions))
+
+
+def test_all_null_hard_example_column_is_refused_unless_its_weight_is_zero():
+    from hf_hardpos.errors import UserInputError
+
+    data = finetune_rows(8)
+    no_positives = data
+    for column in ("hard_positive_replace", "hard_positive_swap"):
+        no_positives = _with(no_positives, column, [None] * 8)
+    with pytest.raises(UserInputError, match=r"hard-positive column\(s\) \['hard_positive_replace', 'hard_positive_swap'\] are null on all 8 rows"):  # noqa: E501
+        _validate(no_positives)
+    assert _validate(no_positives, hard_positive_weight=0.0)["rows"] == 8
+    one_empty = _with(data, "hard_negative_swap", [None] * 8)
+    with pytest.raises(UserInputError, match=r"\['hard_negative_swap'\] are null on all 8 rows"):
+        _validate(one_empty)
+    assert _validate(one_empty, negative_columns=["hard_negative_replace"])["rows"] == 8
+
+
+def test_undecodable_images_are_found_by_row_sampled_or_all():
+    from hf_hardpos.errors import UserInputError
+    from hf_hardpos.training.validation import validate_training_data
+
+    def truncate_13(cells):
+        cells[13] = {"bytes": cells[13]["bytes"][:40], "path": None}  # a truncated PNG
+        return cells
+
+    broken = _with_image_cells(finetune_rows(40), truncate_13)
+    args = make_args("unused")
+    with pytest.raises(UserInputError, match=r"do not decode \(every image checked\): row 13 "):
+        validate_training_data(broken, args)
+    # A sample of 4 evenly spaced rows (0, 13, 26, 39) hits it; one of 3 (0, 20, 39) does not, unless all are asked.
+    with pytest.raises(UserInputError, match=r"\(a sample of 4 images checked\): row 13 "):
+        validate_training_data(broken, args, sample_images=4)
+    assert validate_training_data(broken, args, sample_images=3) == {"rows": 40, "images_decoded": 3}
+    with pytest.raises(UserInputError, match=r"row 13 "):
+        validate_training_data(broken, args, sample_images=3, all_images=True)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        ({"max_steps": 0}, "max_steps=0"),
+        ({"per_device_train_batch_size": 0}, "per_device_train_batch_size must be >= 1"),
+        ({"learning_rate": -1e-4}, "learning_rate must be a finite number >= 0"),
+        ({"gradient_accumulation_steps": 0}, "gradient_accumulation_steps must be >= 1"),
+        ({"max_steps": -1, "num_train_epochs": 0}, "num_train_epochs must be > 0"),
+    ],
+)
+def test_numeric_options_that_cannot_train_are_refused(tiny_clip_dir, tmp_path, overrides, named):
+    from hf_hardpos.errors import UserInputError
+
+    model, processor = load_tiny(tiny_clip_dir)
+    with pytest.raises(UserInputError, match=named):
+        HardPosTrainer(model=model, args=make_args(tmp_path, **overrides), processor=processor,
+                       train_dataset=finetune_rows(8))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--learning_rte", "1e-4"], r"unknown option\(s\): --learning_rte \(did you mean --learning_rate\?\)"),
+        (["--learning_rate", "abc"], r"invalid float value: 'abc'"),
+        (["--warmup_steps", "-1"], r"warmup_steps >= 0"),
+        (["--max_steps", "0"], r"max_steps=0"),
+        (["--per_device_train_batch_size", "0"], r"per_device_train_batch_size must be >= 1"),
+        (["stray"], r"unexpected argument\(s\) \['stray'\]"),
+    ],
+)
+def test_example_bad_flags_and_values_are_one_line_errors_with_exit_2(tmp_path, capsys, argv, message):
+    import re
+
+    from test_trainer import _load_example
+
+    example = _load_example()
+    assert example.run([*argv, "--output_dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(message, err[0]), err

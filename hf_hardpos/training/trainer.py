@@ -64,6 +64,7 @@ from .lora import apply_lora, is_peft_model, merge_lora
 from .loss_guard import check_finite_loss
 from .model_card import HardPosModelCardData, generate_model_card
 from .training_args import HardPosTrainingArguments
+from .validation import check_numeric_arguments, validate_training_data
 
 logger = logging.getLogger(__name__)
 
@@ -174,21 +175,25 @@ class HardPosTrainer(Trainer):
         if isinstance(eval_datasets, (Dataset, BenchmarkEvalSet)):
             eval_datasets = {"eval": eval_datasets}
         # Fail before hours of training, not at the first batch or the first evaluation.
-        if train_dataset is not None and getattr(train_dataset, "column_names", None) is not None:
+        check_numeric_arguments(args)
+        if isinstance(train_dataset, Dataset):  # columns, nulls, placeholders, a sample of images (`validation`)
+            validate_training_data(train_dataset, args)
+        elif train_dataset is not None and getattr(train_dataset, "column_names", None) is not None:
             columns.require_columns(
                 train_dataset,
                 [args.image_column, args.caption_column, *args.positive_columns, *args.negative_columns],
                 "the training set",
             )
-            if args.hard_example_sampling == "one_per_row" or args.train_crop_scale is not None:
-                # each row's draw and crop are seeded by its position
-                train_dataset = with_row_index(train_dataset)
-                if args.dataloader_persistent_workers and args.dataloader_num_workers > 0:
-                    raise UserInputError(
-                        "dataloader_persistent_workers keeps the collator of the first epoch in its workers, so "
-                        "random crops and hard-example draws (seeded per epoch) would repeat every epoch: turn "
-                        "persistent workers off"
-                    )
+        seeded_per_row = args.hard_example_sampling == "one_per_row" or args.train_crop_scale is not None
+        if seeded_per_row and getattr(train_dataset, "column_names", None) is not None:
+            # each row's draw and crop are seeded by its position
+            train_dataset = with_row_index(train_dataset)
+            if args.dataloader_persistent_workers and args.dataloader_num_workers > 0:
+                raise UserInputError(
+                    "dataloader_persistent_workers keeps the collator of the first epoch in its workers, so "
+                    "random crops and hard-example draws (seeded per epoch) would repeat every epoch: turn "
+                    "persistent workers off"
+                )
         # Each eval set resolved now: its task recognised, its columns checked, hard-positive rows loaded.
         self.eval_datasets: dict[str, BenchmarkEvalSet] = {
             name: as_benchmark_eval_set(name, value) for name, value in (eval_datasets or {}).items()
