@@ -16,8 +16,8 @@ import torch
 from mlm_fixtures import CAPTIONS
 
 from hf_hardpos import cli
-from hf_hardpos.generation import mlm
-from hf_hardpos.generation.ce_clip import FEWER_THAN_THREE_NOUNS, CEClipNegativeGenerator
+from hf_hardpos.generation import mlm, validation
+from hf_hardpos.generation.ce_clip import CEClipNegativeGenerator
 from hf_hardpos.generation.mlm import TYPES, spacy_tagger
 from hf_hardpos.generation.resumable import caption_rng
 
@@ -68,14 +68,15 @@ def test_records_equal_the_released_procedure(generator, pos_nlp, tmp_path):
             continue
         expected = _reference(caption, pos_nlp, fill_mask, seed=7)[record["kind"]]
         if expected == "###":  # the placeholder: a rejected row, output null
-            assert (record["valid"], record["output"], record["reason"]) == (False, None, FEWER_THAN_THREE_NOUNS)
+            placeholder = (False, None, validation.FEWER_THAN_THREE_NOUNS)
+            assert (record["valid"], record["output"], record["reason"]) == placeholder
         else:  # everything else is valid, as in CE-CLIP: no check that it differs
             assert (record["valid"], record["output"]) == (True, expected), record
     by_key = {(r["index"], r["kind"]): r for r in records}
     # "a man riding a horse near a fence": three nouns, the first two exchanged
     assert by_key[(1, "relation")]["output"] == "a horse riding a man near a fence"
     # two nouns only ("a white cat sitting on a mat"): the placeholder
-    assert by_key[(0, "relation")]["reason"] == FEWER_THAN_THREE_NOUNS
+    assert by_key[(0, "relation")]["reason"] == validation.FEWER_THAN_THREE_NOUNS
     # string replacement over the whole caption, inside other words too
     assert by_key[(len(CAPTIONS), "relation")]["output"] == "a dogs near two dogss and a man"
     # no adjective in "the sky": the bare mask token is filled and kept
@@ -127,7 +128,7 @@ def test_captions_the_model_cannot_take_are_recorded_not_fatal(procedure, tiny_m
     (tmp_path / "c.txt").write_text("\n".join(captions) + "\n")
     assert cli.main(argv) == 0
     reasons = {r["index"]: r["reason"] for r in map(json.loads, (tmp_path / "o.jsonl").read_text().splitlines())}
-    assert reasons[1] == mlm.TOO_LONG_FOR_MODEL and reasons[2] == mlm.MASK_IN_INPUT
+    assert reasons[1] == validation.TOO_LONG_FOR_MODEL and reasons[2] == validation.MASK_IN_INPUT
     assert reasons[0] is None and reasons[3] is None
 
 

@@ -10,8 +10,8 @@ reproduced step for step, with one change: its `random.choice` is unseeded, ours
   exchanged by string replacement over the whole caption (every occurrence, inside other words
   too: `replace(n0, "temp1")`, `replace(n1, n0)`, `replace("temp1", n1)`); otherwise CE-CLIP writes
   the placeholder "###", the only value its training marks invalid. We write that row as rejected
-  (reason `FEWER_THAN_THREE_NOUNS`, `output` null): the COCO builder turns it into a missing
-  negative, which is what the placeholder meant.
+  (reason `validation.FEWER_THAN_THREE_NOUNS`, `output` null): the COCO builder turns it into a
+  missing negative, which is what the placeholder meant.
 - attribute / object / action (ADJ / NOUN / VERB): the first occurrence (substring) of one randomly
   chosen token text of that POS is replaced by the mask token; a caption without such a token
   becomes the bare mask token, which is filled too and counted valid (a one-word "negative").
@@ -33,6 +33,7 @@ import torch
 from transformers import AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokenizerBase, pipeline
 
 from hf_hardpos.errors import UserInputError
+from hf_hardpos.generation import validation
 from hf_hardpos.generation.mlm import FILL_POS, MLM_KINDS, RELATION_POS, TYPES, Tagger, mlm_precheck
 from hf_hardpos.generation.models import load_model_and_tokenizer, model_fingerprint
 from hf_hardpos.generation.resumable import Candidate, CaptionGenerator, caption_rng
@@ -49,7 +50,6 @@ TYPE_PROCEDURES = {
     "object": "the first occurrence of one noun (spaCy `NOUN`, drawn per caption and seed) masked, or the whole "
     "caption when it has none, and the 4th of the masked LM's top-5 fills taken, as CE-CLIP's TextAugment",
 }
-FEWER_THAN_THREE_NOUNS = "fewer than three nouns (CE-CLIP's '###' placeholder)"
 TOP_K = 5  # TextAugment: pipeline('fill-mask', ..., top_k=5)
 PICKED = 3  # TextAugment.select_unmasked_captions: results[min(3, len(results))]
 _SWAP_PLACEHOLDER = "temp1"  # TextAugment.mask_captions
@@ -168,7 +168,7 @@ class CEClipNegativeGenerator(CaptionGenerator):
             for kind in self.kinds:
                 if kind == "relation":
                     swapped = plan[kind]
-                    reason = FEWER_THAN_THREE_NOUNS if swapped is None else None
+                    reason = validation.FEWER_THAN_THREE_NOUNS if swapped is None else None
                     row[kind] = Candidate(raw=None, output=swapped, reason=reason)
                     continue
                 ranked = filled[plan[kind]]

@@ -99,10 +99,6 @@ def spacy_tagger(pipeline: str | Path | object = "en_core_web_sm") -> Tagger:
     return tag
 
 
-MASK_IN_INPUT = "caption contains the mask token"
-TOO_LONG_FOR_MODEL = "longer than the masked LM's positions"
-
-
 def max_positions(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int:
     """How many tokens (special ones included) the masked LM takes: the smaller of the tokenizer's
     `model_max_length` and the model's position embeddings."""
@@ -115,9 +111,9 @@ def mlm_precheck(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, cap
     be filled too), or it has more tokens than the model has positions. Recorded per row instead of
     crashing the run (and every resume after it)."""
     if tokenizer.mask_token and tokenizer.mask_token in caption:
-        return MASK_IN_INPUT
+        return validation.MASK_IN_INPUT
     if len(tokenizer(caption)["input_ids"]) > max_positions(model, tokenizer):
-        return TOO_LONG_FOR_MODEL
+        return validation.TOO_LONG_FOR_MODEL
     return None
 
 

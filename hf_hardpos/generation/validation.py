@@ -33,6 +33,9 @@ NO_RULE = "no rule applies"
 NO_POSITION = "no word of this part of speech"  # masked-LM fill: no ADJ / VERB / NOUN to mask
 TOO_FEW_NOUNS = "fewer than two different nouns"  # relation swap
 NO_FILL = "no fill other than the word or its synonyms"  # masked-LM fill: every top fill refused
+FEWER_THAN_THREE_NOUNS = "fewer than three nouns (CE-CLIP's '###' placeholder)"  # CE-CLIP relation swap
+MASK_IN_INPUT = "caption contains the mask token"  # masked LM: a second mask would be filled too
+TOO_LONG_FOR_MODEL = "longer than the masked LM's positions"
 # - after generating (the candidate is not a usable hard positive / negative):
 EMPTY = "empty output"
 CHATTER = "chatter"
