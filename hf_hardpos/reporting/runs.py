@@ -27,7 +27,6 @@ import numpy as np
 from ..aggregation import describe, replace_aggregates
 from ..columns import REPLACE_SUBSETS
 from ..errors import UserInputError
-from ..metrics import METRIC_NAMES
 
 METRICS_FILE = "metrics.json"
 TRAINER_STATE = "trainer_state.json"
