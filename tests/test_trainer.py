@@ -582,3 +582,60 @@ def test_dataset_without_eval_sets_trains_without_evaluation(tiny_clip_dir, tmp_
     with pytest.raises(UserInputError, match=r"eval_strategy='epoch' but there are no eval sets"):
         HardPosTrainer(model=model, args=make_args(tmp_path, eval_strategy="epoch"), train_dataset=finetune_rows(8),
                        processor=processor)
+
+
+# --- kill -9 and resume: CE-CLIP's thresholds and SVLC's per-row draws ---------------------------------
+
+KILL_SETTINGS = {
+    # CE-CLIP's terms: the thresholds are state across steps and reset at each epoch start
+    "ce-clip": dict(hard_negative_weight=0.0, hard_positive_weight=0.0, imc_weight=0.2, cmr_weight=0.4,
+                    contrastive_hard_negatives=True),
+    # SVLC's terms on one drawn hard positive and negative per row and epoch
+    "svlc": dict(hard_example_sampling="one_per_row"),
+}  # fmt: skip
+
+
+def _killable_run(tiny_clip_dir, output_dir, recipe, resume=None, kill_after=None) -> dict[int, dict]:
+    """7 steps of 8 rows out of 24 (3 steps per epoch, last partial batch dropped, as the recipes), a checkpoint
+    every `save_steps`; with `kill_after`, SIGKILL right after that step's checkpoint was written."""
+    from transformers import TrainerCallback
+
+    class KillNine(TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            if state.global_step == kill_after:
+                os.kill(os.getpid(), 9)
+
+    model, processor = load_tiny(tiny_clip_dir)
+    args = make_args(output_dir, max_steps=7, save_strategy="steps", save_steps=kill_after or 3,
+                     dataloader_drop_last=True, max_grad_norm=0.0, **KILL_SETTINGS[recipe])  # fmt: skip
+    trainer = HardPosTrainer(model=model, args=args, train_dataset=finetune_rows(26), processor=processor,
+                             callbacks=[KillNine()])  # fmt: skip
+    trainer.train(resume_from_checkpoint=resume)
+    return {e["step"]: e for e in trainer.state.log_history if "loss" in e and "train_runtime" not in e}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("recipe", "kill_after"), [("ce-clip", 4), ("ce-clip", 3), ("svlc", 4)])
+def test_kill_nine_and_resume_reproduces_the_uninterrupted_losses(tiny_clip_dir, tmp_path, recipe, kill_after):
+    """A process killed with SIGKILL right after checkpoint `kill_after` (inside epoch 1, or at the end of
+    epoch 0), then resumed, logs the same loss terms and CMR thresholds at every later step as a run that
+    was never interrupted: the thresholds come back from the checkpoint with the epoch they belong to (kept
+    inside epoch 1, reset when epoch 1 starts fresh), the draws are seeded by (seed, epoch, row)."""
+    straight = _killable_run(tiny_clip_dir, tmp_path / "straight", recipe)
+    code = (
+        f"import sys; sys.path.insert(0, {str(REPO / 'tests')!r}); from pathlib import Path; "
+        f"import test_trainer as t; t._killable_run(Path({str(tiny_clip_dir)!r}), Path({str(tmp_path / 'killed')!r}), "
+        f"{recipe!r}, kill_after={kill_after})"
+    )
+    killed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert (tmp_path / "killed" / f"checkpoint-{kill_after}").is_dir()
+    resumed = _killable_run(tiny_clip_dir, tmp_path / "killed", recipe, resume="last")
+    assert sorted(resumed) == list(range(1, 8))  # the earlier steps come back from the checkpoint's state
+    for step in range(kill_after + 1, 8):
+        keys = [k for k in straight[step] if k.startswith(("loss", "cmr_threshold/"))]
+        assert keys and {k: resumed[step][k] for k in keys} == {k: straight[step][k] for k in keys}, step
+    if recipe == "ce-clip":
+        used = {step: [v for k, v in straight[step].items() if k.startswith("cmr_threshold/")] for step in straight}
+        assert all(v == 0 for v in used[4]) and all(v == 0 for v in used[7])  # epochs 1 and 2 start from 0
+        assert any(v > 0 for step in (5, 6) for v in used[step])  # inside an epoch, the previous step's
