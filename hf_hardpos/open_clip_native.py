@@ -118,8 +118,6 @@ def resolve(
     if open_clip_config is not None:
         raise UserInputError(f"--model {model} names its open_clip config; --open-clip-config applies to --native FILE")
     spec = parse(model)
-    if spec.model_name.lstrip().startswith("{"):
-        raise UserInputError("the open_clip-native route takes an open_clip model name or a model-config JSON file, not JSON text")
     if spec.pretrained is not None and _is_path(spec.pretrained) and not Path(spec.pretrained).expanduser().is_file():
         raise UserInputError(f"checkpoint {spec.pretrained}: no such file")
     if spec.pretrained is not None and Path(spec.pretrained).expanduser().is_file():
@@ -205,7 +203,7 @@ class _Resolved:
         """Content and every score-changing choice: resume and embedding-cache keys hash all of it."""
         return {
             "open_clip": {
-                "model": self.spec.model_name if not self.spec.model_name.endswith(".json") else Path(self.spec.model_name).name,
+                "model": _config_label(self.spec.model_name),
                 "config_digest": digest_of(self.config),
                 "pretrained": self.spec.pretrained if not _is_path(self.spec.pretrained or "") else Path(self.spec.pretrained).name,
                 "weights": self.weights_source,
@@ -224,18 +222,34 @@ def _two(size) -> list[int]:
     return [int(size), int(size)] if isinstance(size, (int, float)) else [int(v) for v in size]
 
 
+def _config_label(model_name: str) -> str:
+    """How reports name the config: open_clip's model name, a JSON file's name, or "JSON text"."""
+    if model_name.endswith(".json"):
+        return Path(model_name).name
+    return "model-config JSON text" if model_name.lstrip().startswith("{") else model_name
+
+
 def _registered_name(open_clip, model_name: str) -> str:
-    """A model-config JSON file is registered with open_clip under a name derived from its content.
+    """A model-config JSON (a file, or JSON text as --open-clip-config accepts) registered with open_clip
+    under a name derived from its content; an open_clip model name is returned as it is.
 
     Not under the file's stem, as `open_clip.add_model_config` would name it: a user's `ViT-B-32.json`
-    would then silently replace open_clip's own `ViT-B-32` for the rest of the process.
+    would then silently replace open_clip's own `ViT-B-32` for the rest of the process. A Hub-style
+    `open_clip_config.json` (`{"model_cfg": ..., "preprocess_cfg": ...}`) contributes its `model_cfg`.
     """
-    if not model_name.endswith(".json"):
+    is_text = model_name.lstrip().startswith("{")
+    if not (is_text or model_name.endswith(".json")):
         return model_name
     try:
-        config = json.loads(Path(model_name).read_text())
+        config = json.loads(model_name if is_text else Path(model_name).read_text())
     except (OSError, json.JSONDecodeError) as err:
-        raise UserInputError(f"open_clip config {model_name}: not a readable JSON file ({err})") from err
+        raise UserInputError(f"open_clip config {_config_label(model_name)}: not readable JSON ({err})") from err
+    config = config.get("model_cfg", config) if isinstance(config, dict) else config
+    if not (isinstance(config, dict) and all(key in config for key in ("embed_dim", "vision_cfg", "text_cfg"))):
+        raise UserInputError(
+            f"open_clip config {_config_label(model_name)}: an open_clip model config needs embed_dim, vision_cfg and "
+            "text_cfg (or a model_cfg holding them)"
+        )
     name = f"hardpos-{digest_of(config)}"
     if open_clip.get_model_config(name) is None:
         folder = Path(tempfile.mkdtemp(prefix="hardpos-open-clip-"))

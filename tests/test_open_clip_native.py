@@ -167,6 +167,30 @@ def test_adapter_scores_equal_open_clip_called_directly(tmp_path, tower, golden,
 
 
 @needs_open_clip
+def test_config_as_json_text_or_hub_style_file_gives_the_same_scores(tmp_path):
+    """--open-clip-config also takes JSON text, and open_clip's Hub-style {"model_cfg": ...} file."""
+    config = json.loads(_configs(tmp_path)["resnet"].read_text())
+    checkpoint = str(FIXTURES / "native_resnet.pt")
+    hub_style = tmp_path / "open_clip_config.json"
+    hub_style.write_text(json.dumps({"model_cfg": config, "preprocess_cfg": {}}))
+    for model in (open_clip_native.NativeSpec(json.dumps(config), checkpoint).to_model_string(),
+                  open_clip_native.resolve(f"open_clip:{hub_style}/{checkpoint}")):
+        ours = _scores(model)
+        for column in COLUMNS:
+            np.testing.assert_allclose(ours[column], _goldens()["resnet"][column].numpy(), rtol=0, atol=1e-6)
+    out = tmp_path / "out"
+    assert main(["eval", "--model", checkpoint, "--native", "--open-clip-config", json.dumps(config), "--dataset",
+                 str(_hub_folder(tmp_path / "data")), "--output", str(out), "--no-progress"]) == 0
+    expected = compute_metrics(*(_goldens()["resnet"][c].numpy() for c in COLUMNS))
+    saved = json.loads((out / "metrics.json").read_text())["results"]["default"]
+    assert saved["augmented_accuracy"] == expected["augmented_accuracy"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"vision_cfg": config["vision_cfg"]}))
+    with pytest.raises(UserInputError):
+        open_clip_native.identity(open_clip_native.resolve(f"open_clip:{bad}/{checkpoint}"))
+
+
+@needs_open_clip
 def test_hardpos_eval_native_records_weights_activation_and_preprocessing(tmp_path, capsys):
     configs = _configs(tmp_path)
     checkpoint = FIXTURES / "native_resnet.pt"

@@ -251,13 +251,15 @@ def _paper_preset(preset: str | None, activation: str | None) -> str | None:
 def _native_model(model: str, open_clip_config: str | None) -> str:
     """`--model FILE --native --open-clip-config C` as the open_clip-native model `open_clip:C/FILE`."""
     from ..errors import UserInputError
-    from ..open_clip_native import PREFIX
+    from ..open_clip_native import PREFIX, NativeSpec
 
     path = Path(model).expanduser()
     if not path.is_file():
         raise UserInputError(f"--native applies to a checkpoint file; --model {model} is not one")
     if open_clip_config is None:
-        raise UserInputError("--native needs --open-clip-config NAME_OR_JSON_FILE (the checkpoint's open_clip model)")
+        raise UserInputError("--native needs --open-clip-config NAME_OR_JSON (the checkpoint's open_clip model)")
+    if open_clip_config.lstrip().startswith("{"):  # JSON text: only the resolved form can hold it
+        return NativeSpec(open_clip_config, str(path.resolve())).to_model_string()
     return f"{PREFIX}{open_clip_config}/{path.resolve()}"
 
 
