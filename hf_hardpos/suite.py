@@ -24,13 +24,13 @@ from typing import Any
 import numpy as np
 import yaml
 
-from . import columns
+from . import columns, output_folder
 from .errors import UserInputError
 from .aggregation import describe_all
 from .image_processing import DEFAULT_IMAGE_BACKEND, image_processor_settings
 from .evaluation import EvaluationReport, check_output_writable, check_run_options, evaluate_model, load_eval_sets
 from .evaluation import difference_rule, identify_model, load_model_and_processor, rows_by_activation
-from .evaluation import require_dataset_exists
+from .evaluation import RESULT_VERSIONS, require_dataset_exists
 from .provenance import describe_model, digest_of, environment, hub_revision, sha256_files
 from .scoring import ITMScorer, pick_device
 from .tables import TIE_RULE, metrics_table, render_table
@@ -205,16 +205,26 @@ class SuiteReport:
     def to_dict(self) -> dict:
         return {"model": self.model, "run": self.run, "datasets": self.sections, "group_means": self.group_means}
 
+    @property
+    def failed(self) -> list[str]:
+        """The datasets whose section holds an error instead of results."""
+        return [name for name, section in self.sections.items() if "error" in section]
+
     def save(self, output_dir: Path) -> None:
-        partial = output_dir / "metrics.json.tmp"
-        partial.write_text(json.dumps(self.to_dict(), indent=2, default=_json_default) + "\n")
-        partial.replace(output_dir / "metrics.json")
+        """`metrics.json`, atomically; `run.complete` is False until every dataset has a section, and
+        `run.failed` names the datasets that failed."""
+        self.run["failed"] = self.failed
+        self.run["complete"] = len(self.sections) == self.run.get("num_datasets") and not self.failed
+        output_folder.write_json(output_dir / "metrics.json", self.to_dict(), default=_json_default)
 
     def table(self) -> str:
         """One block per dataset, each with the rule its numbers follow, then the group means."""
         blocks = [section_block(name, section) for name, section in self.sections.items()]
         blocks.extend(group_mean_line(group, mean) for group, mean in self.group_means.items())
         blocks.append(f"{self.settings_line()}\nmodel: {self.model_line()}")
+        if self.failed:
+            blocks.append(f"INCOMPLETE: {len(self.failed)} of {len(self.sections)} datasets failed: "
+                          f"{', '.join(self.failed)} (their errors are in their sections and in metrics.json)")
         return "\n\n".join(blocks)
 
     def settings_line(self) -> str:
@@ -229,15 +239,19 @@ class SuiteReport:
 
 
 def section_block(name: str, section: dict) -> str:
-    """A dataset's heading (name, task, source) and its table with tie rule and aggregation."""
-    return f"== {name} ({section['task']}; {section['source']}) ==\n" + format_section(section)
+    """A dataset's heading (name, task, source) and its table with tie rule and aggregation, or its error."""
+    heading = f"== {name} ({section['task']}; {section['source']}) ==\n"
+    if "error" in section:
+        return heading + f"FAILED: {section['error']}"
+    return heading + format_section(section)
 
 
 def group_mean_line(group: str, mean: dict) -> str:
     """A group's mean (e.g. VTAB), naming the metric, how many datasets it averages and which are missing."""
+    value = "none (no member scored)" if mean["value"] is None else f"{100 * mean['value']:.1f}%"
     return (
         f"== {group}: unweighted mean of {mean['metric']} over {mean['num_datasets']} datasets "
-        f"= {100 * mean['value']:.1f}% ==" + (f" (missing: {', '.join(mean['missing'])})" if mean["missing"] else "")
+        f"= {value} ==" + (f" (missing: {', '.join(mean['missing'])})" if mean["missing"] else "")
     )
 
 
@@ -349,53 +363,120 @@ def run_suite(
     its key (model and dataset content, task, split, settings) is unchanged. A checkpoint file is
     converted once, before the first entry, with `open_clip_config` / `activation` / `tokenizer`
     (as `evaluate_model`); every entry then scores the converted folder.
+
+    Every dataset runs even when another fails: a failure is recorded in its section (`error`) and
+    in `run.failed` (`run.complete` stays False), group means list what they miss, and `hardpos
+    eval` exits non-zero at the end. Groups are checked (one task each, with a group metric)
+    before anything is scored.
     """
     from .conversion import resolve_model
 
     check_run_options(batch_size, num_workers, max_rows)
     output_dir = Path(output_dir)
     check_output_writable(output_dir)
-    model_path = resolve_model(model, open_clip_config, activation, tokenizer, progress=progress)
-    identity = identify_model(model_path)
-    settings = {"precision": precision, "allow_tf32": allow_tf32, "device": pick_device(device).type, "max_rows": max_rows,
-                "image_processor": image_processor_settings(model_path, image_backend)}
-    report = SuiteReport(model=str(model), run={
-        "model_identity": identity,
-        "settings": {**settings, "batch_size": batch_size},
-        "environment": environment(),
-    })
-    cache = None
-    if cache_dir is not None:
-        from .embedding_cache import EmbeddingCache
+    with output_folder.locked(output_dir, log):  # one suite run per folder at a time
+        model_path = resolve_model(model, open_clip_config, activation, tokenizer, progress=progress)
+        identity = identify_model(model_path)
+        settings = {"precision": precision, "allow_tf32": allow_tf32, "device": pick_device(device).type, "max_rows": max_rows,
+                    "image_processor": image_processor_settings(model_path, image_backend), "versions": RESULT_VERSIONS}
+        report = SuiteReport(model=str(model), run={
+            "model_identity": identity,
+            "settings": {**settings, "batch_size": batch_size},
+            "environment": environment(),
+            "num_datasets": len(entries),
+        })
+        # Every dataset's task first, so a group that mixes tasks is refused before anything is scored.
+        tasks: dict[str, str] = {}
+        for entry in entries:
+            try:
+                tasks[entry.name] = entry.task or detect_task(entry.dataset, entry.split, entry.configs)
+            except Exception as err:  # recorded in its section below; the other datasets still run
+                report.sections[entry.name] = _failed_section(None, entry, err, log)
+        check_groups(entries, tasks)
+        cache = None
+        if cache_dir is not None:
+            from .embedding_cache import EmbeddingCache
 
-        cache = EmbeddingCache(cache_dir, namespace=digest_of([identity, settings]))
-    scorer = _LazyScorer(model_path, image_backend, batch_size=batch_size, num_workers=num_workers, device=device,
-                         precision=precision, allow_tf32=allow_tf32, progress=progress, cache=cache)
-    for entry in entries:
-        task = entry.task or detect_task(entry.dataset, entry.split, entry.configs)
-        if task not in TASKS:
-            raise UserInputError(f"{entry.name}: unknown task {task!r}; known: {list(TASKS)}")
-        folder = output_dir / _slug(entry.name)
-        folder.mkdir(parents=True, exist_ok=True)
-        log(f"[{entry.name}] {task} on {entry.dataset}")
-        if task == HARD_POSITIVE:
-            # The user's model and options (a checkpoint resolves to the same cached folder), so this
-            # dataset's own metrics.json names what the user asked for, not the conversion cache.
-            hp = evaluate_model(model, entry.dataset, entry.configs, entry.split, batch_size=batch_size,
-                                num_workers=num_workers, device=device, precision=precision, allow_tf32=allow_tf32,
-                                max_rows=max_rows, output_dir=folder, resume=resume, progress=progress,
-                                scorer_provider=scorer, log=log, open_clip_config=open_clip_config,
-                                activation=activation, tokenizer=tokenizer, image_backend=image_backend)
-            section = _hard_positive_section(hp)
-            if entry.text_only:
-                _add_text_only(section, scorer, entry, max_rows)
-        else:
-            section = _run_other_task(task, entry, folder, identity, settings, scorer, max_rows, resume, log)
-        report.sections[entry.name] = {"task": task, "source": entry.dataset, **section}
+            cache = EmbeddingCache(cache_dir, namespace=digest_of([identity, settings]))
+        scorer = _LazyScorer(model_path, image_backend, batch_size=batch_size, num_workers=num_workers, device=device,
+                             precision=precision, allow_tf32=allow_tf32, progress=progress, cache=cache)
+        for entry in entries:
+            if entry.name not in tasks:
+                continue  # its task could not be told: already recorded as failed
+            try:
+                report.sections[entry.name] = _run_entry(
+                    entry, tasks[entry.name], model, output_dir, identity, settings, scorer, batch_size, num_workers,
+                    device, precision, allow_tf32, max_rows, resume, progress, open_clip_config, activation, tokenizer,
+                    image_backend, log,
+                )
+            except Exception as err:  # one dataset's failure must not lose the others' results
+                report.sections[entry.name] = _failed_section(tasks[entry.name], entry, err, log)
+            report.save(output_dir)
+        report.sections = {e.name: report.sections[e.name] for e in entries if e.name in report.sections}
+        report.group_means = group_means(report.sections, entries)
         report.save(output_dir)
-    report.group_means = group_means(report.sections, entries)
-    report.save(output_dir)
-    return report
+        return report
+
+
+def _failed_section(task: str | None, entry: SuiteEntry, err: Exception, log) -> dict:
+    """A dataset's section when it failed: its error in one line (the traceback's last frames too, for bugs)."""
+    import traceback
+
+    message = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}".rstrip(": ")
+    log(f"[{entry.name}] FAILED ({message}); continuing with the other datasets")
+    section = {"task": task, "source": entry.dataset, "error": message}
+    if not isinstance(err, UserInputError):
+        section["traceback"] = traceback.format_exception(err)[-3:]
+    return section
+
+
+def check_groups(entries: Sequence[SuiteEntry], tasks: Mapping[str, str]) -> None:
+    """Refuse, before scoring, a group whose members are of different tasks or of a task without a
+    group metric (its mean would be a KeyError after every dataset was scored, or silently absent)."""
+    groups: dict[str, list[SuiteEntry]] = {}
+    for entry in entries:
+        if entry.group:
+            groups.setdefault(entry.group, []).append(entry)
+    for group, members in groups.items():
+        by_task: dict[str, list[str]] = {}
+        for member in members:
+            if member.name in tasks:
+                by_task.setdefault(tasks[member.name], []).append(member.name)
+        if len(by_task) > 1:
+            listed = "; ".join(f"{task}: {', '.join(names)}" for task, names in by_task.items())
+            raise UserInputError(f"suite group {group!r} mixes tasks ({listed}); a group mean needs one task")
+        for task in by_task:
+            if task not in GROUP_METRIC:
+                raise UserInputError(
+                    f"suite group {group!r} is of task {task}, which has no group metric "
+                    f"(groups average {', '.join(f'{t}: {m}' for t, m in GROUP_METRIC.items())})"
+                )
+
+
+def _run_entry(
+    entry, task, model, output_dir, identity, settings, scorer, batch_size, num_workers, device, precision,
+    allow_tf32, max_rows, resume, progress, open_clip_config, activation, tokenizer, image_backend, log,
+) -> dict:
+    """One dataset's section: its task run (or resumed) in `output_dir/<name>/`."""
+    if task not in TASKS:
+        raise UserInputError(f"{entry.name}: unknown task {task!r}; known: {list(TASKS)}")
+    folder = output_dir / _slug(entry.name)
+    folder.mkdir(parents=True, exist_ok=True)
+    log(f"[{entry.name}] {task} on {entry.dataset}")
+    if task == HARD_POSITIVE:
+        # The user's model and options (a checkpoint resolves to the same cached folder), so this
+        # dataset's own metrics.json names what the user asked for, not the conversion cache.
+        hp = evaluate_model(model, entry.dataset, entry.configs, entry.split, batch_size=batch_size,
+                            num_workers=num_workers, device=device, precision=precision, allow_tf32=allow_tf32,
+                            max_rows=max_rows, output_dir=folder, resume=resume, progress=progress,
+                            scorer_provider=scorer, log=log, open_clip_config=open_clip_config,
+                            activation=activation, tokenizer=tokenizer, image_backend=image_backend)
+        section = _hard_positive_section(hp)
+        if entry.text_only:
+            _add_text_only(section, scorer, entry, max_rows)
+    else:
+        section = _run_other_task(task, entry, folder, identity, settings, scorer, max_rows, resume, log)
+    return {"task": task, "source": entry.dataset, **section}
 
 
 def _add_text_only(section: dict, scorer, entry: SuiteEntry, max_rows: int | None) -> None:
@@ -420,9 +501,7 @@ def _run_other_task(task, entry, folder, identity, settings, scorer, max_rows, r
         log(f"[{entry.name}] {saved_file} came from other inputs or settings; recomputing")
     section = task_section(task, scorer(), entry, max_rows)
     section["provenance"] = {"key": key, "dataset": data_identity}
-    partial = saved_file.with_suffix(".tmp")
-    partial.write_text(json.dumps({"key": key, "section": section}, indent=2, default=_json_default) + "\n")
-    partial.replace(saved_file)
+    output_folder.write_json(saved_file, {"key": key, "section": section}, default=_json_default)
     return section
 
 
@@ -474,18 +553,15 @@ def group_means(sections: dict[str, dict], entries: Sequence[SuiteEntry]) -> dic
         if entry.group:
             groups.setdefault(entry.group, []).append(entry)
     for group, members in groups.items():
-        done = [m for m in members if m.name in sections]
-        if not done:
-            continue
-        metric = GROUP_METRIC.get(sections[done[0].name]["task"])
-        if metric is None:
-            continue
+        done = [m for m in members if m.name in sections and "error" not in sections[m.name]]
+        task = next((sections[m.name]["task"] for m in members if sections.get(m.name, {}).get("task")), None)
+        metric = GROUP_METRIC.get(task) or GROUP_METRIC.get(members[0].task) or "unknown (no member's task is known)"
         values = [sections[m.name]["results"]["all"][metric] for m in done]
         means[group] = {
             "metric": metric,
-            "value": float(np.mean(values)),
+            "value": float(np.mean(values)) if values else None,
             "num_datasets": len(values),
-            "missing": [m.name for m in members if m.name not in sections],
+            "missing": [m.name for m in members if m not in done],  # failed or not run: not in the mean
         }
     return means
 

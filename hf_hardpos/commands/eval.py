@@ -12,6 +12,7 @@ wrong activation silently changes every score (a frequent complaint in the issue
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -236,6 +237,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(next(iter(suite_reports.values())).table())
     _print_written(args.output, [output_for(a) for a in activations], "metrics.json")
+    failed = {a: r.failed for a, r in suite_reports.items() if r.failed}
+    if failed:  # every dataset ran; the failures are in their sections and in metrics.json
+        listed = "; ".join(f"{', '.join(names)}" + (f" [{a}]" if compare else "") for a, names in failed.items())
+        print(f"hardpos eval: error: incomplete suite, failed: {listed}", file=sys.stderr)
+        return 1
     return 0
 
 
