@@ -526,7 +526,8 @@ def _sources_text(report: BuildReport) -> str:
 def _dropped_text(report: BuildReport) -> str:
     dropped = sum(report.skipped_rows.values())
     if not dropped:
-        return "Every upstream row is here: no row was dropped."
+        rows = "Every row of the input files" if report.local_variants else "Every upstream row"
+        return f"{rows} is here: no row was dropped."
     per_config = ", ".join(
         f"{name}: {report.skipped_rows.get(name, 0):,} row(s), {len(ids):,} image(s)"
         for name, ids in report.skipped_missing_images.items()

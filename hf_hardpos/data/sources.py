@@ -227,7 +227,7 @@ class Sources:
             if expected is not None and matches_digest(path, expected):
                 return self.record(relative_path, path, f"{url} (read from a local copy, identical to {pinned})")
             self.local_variants.append(relative_path)
-            return self.record(relative_path, path, f"local copy {path}, NOT the file of {pinned}")
+            return self.record(relative_path, path, f"a local copy that is NOT the file of {pinned}")
         path = self.download(url)
         if expected is None:
             raise UpstreamMismatchError(f"{url}: no digest is recorded for this file of {pinned}; not read")
