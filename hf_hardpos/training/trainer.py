@@ -290,6 +290,7 @@ class HardPosTrainer(Trainer):
             text_embeds = F.normalize(outputs.text_embeds.float(), dim=-1)
             logit_scale = unwrap_model(model).logit_scale.float().exp()
             texts = self.data_collator.unflatten(text_embeds, inputs)
+            self.objective.train(model.training)  # loss state (CMR thresholds) moves on training steps only
             terms = self.objective(image_embeds=image_embeds, logit_scale=logit_scale, **texts)
         # The logged step of this batch: global_step counts the optimiser steps already completed.
         check_finite_loss(terms, step=self.state.global_step + 1, logit_scale=logit_scale)

@@ -39,8 +39,8 @@ class CMRLoss(nn.Module):
         ``state_dict()`` saves them in checkpoints and ``load_state_dict()`` restores them on resume;
         :meth:`start_epoch` resets the thresholds only when the epoch differs from the recorded one, so a
         resume in the middle of an epoch keeps the restored thresholds and a new epoch starts from 0;
-      * statistics are taken only in training mode with grad enabled (evaluation passes leave them alone)
-        and summed over processes, so every rank holds the same (global-batch) thresholds;
+      * statistics are taken only in training mode (``eval()`` passes leave them alone; the trainer puts
+        the objective in the model's mode at every step), also under ``torch.no_grad``, and summed over processes, so every rank holds the same (global-batch) thresholds;
       * by default each forward call applies its own statistics at once, which is "after the step" when
         every forward is followed by an optimiser step. With ``defer_updates`` (the trainer under gradient
         accumulation) the statistics of the forward calls are summed and :meth:`apply_pending` applies
@@ -105,7 +105,7 @@ class CMRLoss(nn.Module):
         mask = batch.negative_mask
         local_sum = torch.where(mask, hinge, torch.zeros_like(hinge)).sum()
         loss = batch.reduce(local_sum, batch.global_negative_mask.numel())
-        if self.training and torch.is_grad_enabled():
+        if self.training:
             self._record(original.detach(), negative.detach(), mask)
         return loss
 

@@ -36,7 +36,7 @@ class HardPosObjective(nn.Module):
 
     State: with CMR on, ``state_dict()`` holds the thresholds (``terms.cmr.threshold_<type>``) and the epoch
     they belong to (``terms.cmr.threshold_epoch``); save it with checkpoints and ``load_state_dict`` it on
-    resume. Thresholds only move in ``train()`` mode with grad enabled; :meth:`start_epoch` and
+    resume. Thresholds only move in ``train()`` mode; :meth:`start_epoch` and
     :meth:`apply_pending` are the trainer's hooks (epoch start, optimiser step).
 
     Args:
