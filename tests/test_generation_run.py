@@ -173,6 +173,7 @@ def test_cli_bad_input_is_one_line_naming_file_and_line(tmp_path, capsys):
         (["--kind", "replace", "--method", "mlm", "--negative"], "use one of relation, attribute"),
         (["--kind", "attribute", "--negative"], "does not exist for --method rules"),
         (["--kind", "swap", "--model", "./no/such/model"], "model not found: ./no/such/model"),
+        (["--kind", "all", "--method", "mlm", "--negative", "--num-candidates", "3"], "--mlm-procedure ours"),
     ],
 )
 def test_bad_options_fail_early_with_one_line(captions_file, tmp_path, capsys, args, message):

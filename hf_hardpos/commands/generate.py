@@ -96,8 +96,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--spacy-model", default="en_core_web_sm", help="mlm: spaCy pipeline (name or folder) for the POS tags"
     )
     parser.add_argument(
-        "--num-candidates", type=int, default=5,
-        help="mlm with --mlm-procedure ours: ranked candidates kept per record (the first is the output)",
+        "--num-candidates", type=int, default=None,
+        help="mlm with --mlm-procedure ours: ranked candidates kept per record (the first is the output; default 5)",
     )
     parser.add_argument("--report", action="store_true", help="print a quality report of --output when done")
     parser.add_argument("--report-samples", type=int, default=5, help="random records shown per kind by --report")
@@ -118,6 +118,10 @@ def check_arguments(args: argparse.Namespace) -> str:
             raise UserInputError(f"{option} must be a positive integer, got {value}")
     if args.report_samples < 0:
         raise UserInputError(f"--report-samples must be >= 0, got {args.report_samples}")
+    if args.num_candidates is not None and (method != "mlm" or args.mlm_procedure != "ours"):
+        raise UserInputError(
+            "--num-candidates applies to --method mlm --mlm-procedure ours (CE-CLIP's procedure keeps its top 5)"
+        )
     if method == "llm" and not args.model:
         raise UserInputError("--method llm needs --model (a causal LM: Hub id or local folder)")
     if method == "llm" and args.negative:
@@ -155,7 +159,7 @@ def command_options(args: argparse.Namespace, method: str) -> dict:
             dtype=args.dtype or "auto", spacy_model=args.spacy_model, seed=args.seed,
         )
         if args.mlm_procedure == "ours":
-            options.update(num_candidates=args.num_candidates)
+            options.update(num_candidates=args.num_candidates or 5)
     else:
         options.update(seed=args.seed)
     return options
@@ -183,7 +187,7 @@ def build_generator(args: argparse.Namespace, method: str, device: str | None = 
         )
         if args.mlm_procedure == "ours":
             return MLMNegativeGenerator.from_pretrained(
-                args.model or MLM_DEFAULT_MODEL, args.kind, num_candidates=args.num_candidates, **common
+                args.model or MLM_DEFAULT_MODEL, args.kind, num_candidates=args.num_candidates or 5, **common
             )
         from ..generation.ce_clip import CEClipNegativeGenerator
 

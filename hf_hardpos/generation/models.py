@@ -15,6 +15,12 @@ from transformers import AutoTokenizer
 from hf_hardpos.errors import UserInputError
 
 
+def require_model_exists(name: str) -> None:
+    """Refuse a path-like name ("./x", "/x", "~/x", "a/b/c") that is not a folder: "not found", not a Hub error."""
+    if not Path(name).expanduser().exists() and (name.startswith(("/", ".", "~")) or name.count("/") > 1):
+        raise UserInputError(f"model not found: {name} (no such folder)")
+
+
 def load_model_and_tokenizer(
     auto_class, name_or_path: str | Path, *, device: str | torch.device | None, dtype: str | torch.dtype, **kwargs
 ):
@@ -24,8 +30,7 @@ def load_model_and_tokenizer(
     """
     name = str(name_or_path)
     path = Path(name).expanduser()
-    if not path.exists() and (name.startswith(("/", ".", "~")) or name.count("/") > 1):
-        raise UserInputError(f"model not found: {name} (no such folder)")
+    require_model_exists(name)
     try:
         tokenizer = AutoTokenizer.from_pretrained(name)
         model = auto_class.from_pretrained(name, dtype=dtype, **kwargs)
@@ -51,6 +56,7 @@ def model_fingerprint(model_or_name: object) -> dict:
     name = str(getattr(model_or_name, "name_or_path", model_or_name) or "")
     if not name:
         return {"in_memory": True}  # built in code: nothing on disk to identify
+    require_model_exists(name)
     if Path(name).expanduser().is_dir():
         return {"sha256": model_identity(str(Path(name).expanduser()))["sha256"]}
     commit = getattr(getattr(model_or_name, "config", None), "_commit_hash", None)
