@@ -28,14 +28,15 @@ from . import columns, output_folder
 from .errors import UserInputError
 from .aggregation import describe_all
 from .image_processing import DEFAULT_IMAGE_BACKEND, image_processor_settings
+from .published import model_row
 from .evaluation import EvaluationReport, check_output_writable, check_run_options, evaluate_model, load_eval_sets
 from .evaluation import difference_rule, identify_model, load_model_and_processor, rows_by_activation
 from .evaluation import RESULT_VERSIONS, require_dataset_exists
 from .provenance import describe_model, digest_of, environment, hub_revision, sha256_files
 from .scoring import ITMScorer, pick_device
-from .tables import TIE_RULE, metrics_table, render_table
+from .tables import TIE_RULE, metrics_table, render_table, retention_table
 from .tasks import caption_selection, text_only, webdataset
-from .tasks.aro import ARO_MACRO
+from .tasks.aro import ARO_MACRO, ARO_TRUE_CAPTION_FIRST
 from .tasks import evaluate_caption_selection, evaluate_text_only, evaluate_winoground
 from .tasks import evaluate_zeroshot_classification, evaluate_zeroshot_retrieval
 from .tasks import evaluate_valse, evaluate_vl_checklist, is_valse, is_vl_checklist
@@ -100,6 +101,11 @@ SUITES = {
 
 # Which metric a group of entries is averaged on, per task.
 GROUP_METRIC = {ZEROSHOT_CLASSIFICATION: "acc1", ZEROSHOT_RETRIEVAL: "image_retrieval_recall@1"}
+# Every metric a group also reports the mean of (the paper's Table 10 gives VTAB's mean acc@1 and acc@5).
+GROUP_METRICS = {
+    ZEROSHOT_CLASSIFICATION: ("acc1", "acc5"),
+    ZEROSHOT_RETRIEVAL: ("image_retrieval_recall@1", "text_retrieval_recall@1"),
+}
 
 
 def load_suite(name_or_file: str) -> list[SuiteEntry]:
@@ -221,6 +227,9 @@ class SuiteReport:
         """One block per dataset, each with the rule its numbers follow, then the group means."""
         blocks = [section_block(name, section) for name, section in self.sections.items()]
         blocks.extend(group_mean_line(group, mean) for group, mean in self.group_means.items())
+        retention = retention_table(self.sections, self.group_means, model_row(self.model))
+        if retention:
+            blocks.append(retention)
         blocks.append(f"{self.settings_line()}\nmodel: {self.model_line()}")
         if self.failed:
             blocks.append(f"INCOMPLETE: {len(self.failed)} of {len(self.sections)} datasets failed: "
@@ -518,7 +527,8 @@ def task_section(task: str, scorer: ITMScorer, entry: SuiteEntry, max_rows: int 
         categories = caption_selection.SUGARCREPE_CATEGORIES if set(subsets) & {
             m for members in caption_selection.SUGARCREPE_CATEGORIES.values() for m in members} else None
         macro = {k: v for k, v in ARO_MACRO.items() if k in subsets} or None
-        result = evaluate_caption_selection(scorer, subsets, categories=categories, macro=macro, max_rows=max_rows)
+        result = evaluate_caption_selection(scorer, subsets, categories=categories, macro=macro, max_rows=max_rows,
+                                            true_caption_first=[n for n in subsets if n in ARO_TRUE_CAPTION_FIRST])
     elif task == WINOGROUND:
         result = evaluate_winoground(scorer, entry.dataset, entry.split, max_rows=max_rows)
         result = {
@@ -545,6 +555,12 @@ def _single(result: dict) -> dict:
     return {"results": {"all": metrics}, "tie_rule": result["tie_rule"], "aggregation": result["aggregation"]}
 
 
+def _group_values(sections: dict[str, dict], done: Sequence[SuiteEntry], metrics: Sequence[str]) -> dict[str, float]:
+    """The unweighted mean over `done` of each metric every one of them reports."""
+    rows = [sections[m.name]["results"]["all"] for m in done]
+    return {k: float(np.mean([row[k] for row in rows])) for k in metrics if rows and all(k in row for row in rows)}
+
+
 def group_means(sections: dict[str, dict], entries: Sequence[SuiteEntry]) -> dict[str, dict]:
     """Unweighted means over the entries of each `group` (e.g. the VTAB mean of the paper's Table 10)."""
     means = {}
@@ -562,6 +578,7 @@ def group_means(sections: dict[str, dict], entries: Sequence[SuiteEntry]) -> dic
             "value": float(np.mean(values)) if values else None,
             "num_datasets": len(values),
             "missing": [m.name for m in members if m not in done],  # failed or not run: not in the mean
+            "values": _group_values(sections, done, GROUP_METRICS.get(task, (metric,))),
         }
     return means
 
