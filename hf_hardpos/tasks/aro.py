@@ -44,9 +44,8 @@ ARO_VG_RELATION_EXCLUDED = (
 )
 
 # COCO-Order and Flickr30k-Order: ARO's `evaluate_scores` (dataset_zoo/aro_datasets.py, commit 09e1fcf)
-# counts `np.argmax(scores) == 0` with the
-# true caption listed first among its perturbations, so a perturbation that ties the caption counts as
-# right (`evaluate_caption_selection(..., true_caption_first=...)`).
+# counts `np.argmax(scores) == 0` with the true caption listed first among its perturbations, so a
+# perturbation that ties the caption counts as right (`evaluate_caption_selection(..., true_caption_first=...)`).
 ARO_TRUE_CAPTION_FIRST = ("coco_order", "flickr30k_order")
 
 ARO_MACRO = {
