@@ -32,11 +32,6 @@ class HardPosTrainingArguments(TrainingArguments):
     # init=False keeps `--hub_token` out of HfArgumentParser and out of the saved arguments.
     hub_token: str | None = field(default=None, init=False, repr=False)
 
-    # No option takes a Hub token: on a command line it is readable by every user of the machine
-    # (/proc/<pid>/cmdline). huggingface_hub resolves it from HF_TOKEN or the stored login instead;
-    # init=False keeps `--hub_token` out of HfArgumentParser and out of the saved arguments.
-    hub_token: str | None = field(default=None, init=False, repr=False)
-
     # --- loss: L = L_clip + w_hn L_hn + w_hp L_hp + alpha L_imc + beta L_cmr (docs/reference.md, Losses) ---
     hard_negative_weight: float = field(
         default=1.0,
