@@ -159,6 +159,26 @@ def test_runs_of_other_data_or_dtype_are_refused_or_flagged(runs, capsys, tmp_pa
     assert any("not comparable" in line for line in table["captions"])
 
 
+def test_paper_protocol_runs_differ_in_dtype_by_design(runs, capsys, tmp_path):
+    """Under --protocol paper each model is scored in the dtype the paper's code used, so two such runs are
+    compared (dtypes named); another protocol on one side is refused."""
+    copies = {}
+    for key, precision in (("a", "fp16-weights"), ("b", "fp32")):
+        copy = shutil.copytree(runs[key], tmp_path / key)
+        saved = _metrics(copy)
+        saved["run"]["settings"]["precision"] = precision
+        saved["run"]["settings"]["protocol"] = {"name": "paper", "precision": precision, "image_backend": "paper"}
+        (copy / "metrics.json").write_text(json.dumps(saved))
+        copies[key] = copy
+    code, out, _ = _compare(capsys, copies["a"], copies["b"], "--format", "json")
+    assert code == 0
+    table = json.loads(out)
+    assert len([r for r in table["records"] if r["kind"] == "difference"]) == 3
+    assert any("dtype fp16-weights vs fp32" in line for line in table["captions"])
+    code, _, err = _compare(capsys, runs["a"], copies["b"])
+    assert code == 2 and "image backend" in err
+
+
 def test_suite_folders_give_replace_and_swap_groups(runs, capsys):
     code, out, _ = _compare(capsys, runs["suite_a"], runs["suite_b"], "--format", "json")
     assert code == 0

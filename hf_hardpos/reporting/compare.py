@@ -93,13 +93,24 @@ def _cell(metrics: dict[str, Any], name: str, rate: bool) -> Cell:
     return Cell(float(metrics[name]), metrics.get(f"{name}_ci_low"), metrics.get(f"{name}_ci_high"), rate=rate)
 
 
-def _mismatches(a: Run, b: Run, bench_a: Benchmark, bench_b: Benchmark, fig_a: Figure, fig_b: Figure) -> list[str]:
-    """Why `b`'s figure is not comparable with `a`'s (empty: comparable)."""
+def _mismatches(a: Run, b: Run, bench_a: Benchmark, bench_b: Benchmark, fig_a: Figure, fig_b: Figure,
+                notes: list[str]) -> list[str]:
+    """Why `b`'s figure is not comparable with `a`'s (empty: comparable); differences that are allowed but
+    must be said are appended to `notes`.
+
+    Under `--protocol paper` the dtype is the protocol's choice per model (OpenAI weights in float16 on
+    CUDA, open_clip checkpoints in float32, as the paper's code scored them), so two such runs are
+    compared and the dtypes named; under any other protocol a dtype difference is refused.
+    """
     problems = []
     pa, pb = a.protocol(), b.protocol()
+    both_paper = pa.get("protocol") == pb.get("protocol") == "paper"
     for key in sorted(set(pa) | set(pb)):
         if pa.get(key) != pb.get(key):
             what = "dtype" if key == "precision" else key
+            if key == "precision" and both_paper:
+                notes.append(f"dtype {pa.get(key)} vs {pb.get(key)}, each as --protocol paper sets it for its model")
+                continue
             problems.append(f"{what} {pa.get(key)} vs {pb.get(key)}")
     defs_a = bench_a.data.get("metric_definitions", {})
     defs_b = bench_b.data.get("metric_definitions", {})
@@ -163,7 +174,9 @@ def compare_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, resamples
             if g not in figs or g not in ref_figs:
                 continue
             (bench_a, fig_a), (bench_b, fig_b) = ref_figs[g], figs[g]
-            problems = _mismatches(reference, run, bench_a, bench_b, fig_a, fig_b)
+            said: list[str] = []
+            problems = _mismatches(reference, run, bench_a, bench_b, fig_a, fig_b, said)
+            diff.notes.extend(f"{g}: {note}" for note in said)
             if problems:
                 mismatched.append(f"{label} vs {labels[0]}, {g}: {'; '.join(problems)}")
                 diff.notes.append(f"{g}: not comparable ({'; '.join(problems)}); no difference shown")

@@ -187,8 +187,14 @@ class Run:
         return path.name or model
 
     def protocol(self) -> dict[str, Any]:
-        """Settings that make two runs' figures incomparable when they differ (model-specific ones excluded)."""
-        return {k: self.settings.get(k) for k in ("precision", "max_rows", "split") if k in self.settings}
+        """Settings that make two runs' figures incomparable when they differ (model-specific ones excluded):
+        dtype, row limit, split, and the `--protocol` with its image backend."""
+        found = {k: self.settings.get(k) for k in ("precision", "max_rows", "split") if k in self.settings}
+        protocol = self.settings.get("protocol")
+        if isinstance(protocol, dict):
+            found["protocol"] = protocol.get("name")
+            found["image backend"] = protocol.get("image_backend")
+        return found
 
 
 def _read_json(path: Path) -> dict:

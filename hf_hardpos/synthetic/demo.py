@@ -558,11 +558,13 @@ def _write_run_report(output_dir: Path, eval_sets: dict, config: DemoConfig, log
 
     bars_were_on = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()  # "Creating parquet", "Generating test split": one line per stage instead
+    began = time.perf_counter()
     try:
         return _report_pages(output_dir, eval_sets, config, log)
     finally:
         if bars_were_on:
             datasets.enable_progress_bars()
+        log(f"[report] {time.perf_counter() - began:.1f} s (not in the total below, which is the experiment's)")
 
 
 def _report_pages(output_dir: Path, eval_sets: dict, config: DemoConfig, log: Callable[[str], None]) -> list[str]:
