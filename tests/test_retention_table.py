@@ -1,0 +1,51 @@
+"""Zero-shot retention in the paper's Table 10 layout, with its published row and our difference."""
+
+import pytest
+
+from hf_hardpos.published import model_row
+from hf_hardpos.suite import ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL, SuiteEntry, group_means
+from hf_hardpos.tables import RETENTION_COLUMNS, retention_table, retention_values
+
+
+def _section(task, **metrics):
+    return {"task": task, "results": {"all": metrics}}
+
+
+@pytest.fixture
+def suite_sections():
+    sections = {
+        "imagenet1k": _section(ZEROSHOT_CLASSIFICATION, acc1=0.6, acc5=0.85),
+        "vtab/cifar10": _section(ZEROSHOT_CLASSIFICATION, acc1=0.8, acc5=0.99),
+        "vtab/dtd": _section(ZEROSHOT_CLASSIFICATION, acc1=0.4, acc5=0.7),
+        "mscoco_captions": _section(ZEROSHOT_RETRIEVAL, **{"image_retrieval_recall@1": 0.3,
+                                                          "text_retrieval_recall@1": 0.5}),  # fmt: skip
+    }
+    entries = [SuiteEntry(name, name, s["task"], group="vtab" if name.startswith("vtab/") else None)
+               for name, s in sections.items()]  # fmt: skip
+    return sections, group_means(sections, entries)
+
+
+def test_vtab_mean_of_acc1_and_acc5(suite_sections):
+    sections, means = suite_sections
+    assert means["vtab"]["values"] == {"acc1": pytest.approx(0.6), "acc5": pytest.approx(0.845)}
+    assert means["vtab"]["value"] == means["vtab"]["values"]["acc1"]
+    values = retention_values(sections, means)
+    assert values[("vtab", "acc5")] == pytest.approx(0.845)
+    assert values[("mscoco_captions", "text_retrieval_recall@1")] == 0.5
+    assert ("flickr30k", "image_retrieval_recall@1") not in values  # not run: left empty, never guessed
+
+
+def test_table10_rows_ours_paper_and_difference(suite_sections):
+    sections, means = suite_sections
+    text = retention_table(sections, means, model_row("openai/clip-vit-base-patch32"))
+    lines = {line.split("  ")[0].strip(): line.split() for line in text.splitlines()}
+    header = [name for name, _, _ in RETENTION_COLUMNS]
+    assert len(header) == 8
+    ours = lines["ours"][1:]
+    assert ours[:6] == ["60.00", "85.00", "60.00", "84.50", "30.00", "50.00"]
+    paper = next(cells for label, cells in lines.items() if label.startswith("paper:"))
+    assert paper[-2:] == ["63.33", "39.00"]  # ImageNet acc@1 and VTAB acc@1: the figures the paper prints
+    delta = lines["ours - paper (pp)"][-2:]
+    assert delta == [f"{60 - 63.33:+.2f}", f"{60 - 39.00:+.2f}"]
+    assert retention_table(sections, means, None).count("\n") == 3  # no paper row for an unknown model
+    assert retention_table({}, {}, None) == ""
