@@ -639,3 +639,44 @@ def test_kill_nine_and_resume_reproduces_the_uninterrupted_losses(tiny_clip_dir,
         used = {step: [v for k, v in straight[step].items() if k.startswith("cmr_threshold/")] for step in straight}
         assert all(v == 0 for v in used[4]) and all(v == 0 for v in used[7])  # epochs 1 and 2 start from 0
         assert any(v > 0 for step in (5, 6) for v in used[step])  # inside an epoch, the previous step's
+
+
+def test_cmr_thresholds_move_once_per_optimiser_step_from_all_its_micro_batches(tiny_clip_dir, tmp_path):
+    """Under gradient accumulation CE-CLIP's threshold update (Enhance-FineGrained @ef87eb7 `get_cmr_loss`,
+    'mean') is taken after the optimiser step over every row of the step: clamp(mean S(I,T) - mean over rows
+    with a type-k negative of S(I,T_k), 0, u)."""
+    model, processor = load_tiny(tiny_clip_dir)
+    args = make_args(tmp_path, max_steps=3, per_device_train_batch_size=4, gradient_accumulation_steps=2,
+                     hard_negative_weight=0.0, hard_positive_weight=0.0, cmr_weight=0.4, learning_rate=1e-2)  # fmt: skip
+    trainer = HardPosTrainer(model=model, args=args, train_dataset=finetune_rows(24), processor=processor)
+    seen, original = [], trainer.objective.forward
+
+    def record(**kwargs):
+        out = original(**kwargs)
+        seen.append(({k: v.detach().clone() for k, v in kwargs.items() if torch.is_tensor(v)},
+                     trainer.objective.terms["cmr"].thresholds.clone(), out))  # fmt: skip
+        return out
+
+    trainer.objective.forward = record
+    trainer.train()
+    assert len(seen) == 6
+    moved = []
+    for step in range(3):
+        (first, _, out_a), (second, after, out_b) = seen[2 * step], seen[2 * step + 1]
+        used_a = [v for k, v in out_a.items() if k.startswith("cmr_threshold/")]
+        used_b = [v for k, v in out_b.items() if k.startswith("cmr_threshold/")]
+        assert used_a == used_b  # both micro-batches of a step use the same thresholds
+        both = {k: torch.cat([first[k], second[k]]) for k in ("image_embeds", "text_embeds", "negative_embeds",
+                                                             "negative_mask")}  # fmt: skip
+        s = first["logit_scale"]
+        original_scores = s * (both["image_embeds"] * both["text_embeds"]).sum(-1)
+        negative_scores = s * torch.einsum("bd,bkd->bk", both["image_embeds"], both["negative_embeds"])
+        mask = both["negative_mask"]
+        expected = [
+            (original_scores.mean() - negative_scores[mask[:, k], k].mean()).clamp(0, 10.0) for k in range(mask.shape[1])
+        ]
+        if step < 2:  # the next step uses what this step's rows gave
+            next_used = [v for k, v in seen[2 * step + 2][2].items() if k.startswith("cmr_threshold/")]
+            assert next_used == pytest.approx([float(e) for e in expected], rel=1e-5, abs=1e-6)
+            moved.extend(next_used)
+    assert any(value > 0 for value in moved)
