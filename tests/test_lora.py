@@ -96,7 +96,11 @@ def test_lora_training_saves_adapter_and_merges_to_plain_clip(tiny, tmp_path):
     got = _features(merged, CLIPProcessor.from_pretrained(merged_dir), data)
     for a, b in zip(got, expected):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
-    assert ModelCard.load(f"{merged_dir}/README.md").data.library_name == "transformers"
+    merged_card = ModelCard.load(f"{merged_dir}/README.md")
+    assert merged_card.data.library_name == "transformers" and "lora" in merged_card.data.tags
+    # The merged export still says how its weights were trained: rank, alpha, targets, trainable counts.
+    assert re.search(r"rank 4, alpha 8, dropout 0\.0, target modules \['q_proj', 'v_proj'\]", merged_card.text)
+    assert re.search(r"trainable parameters: [\d,]+ of [\d,]+", merged_card.text)
     assert trainer.model is peft_model and any("lora_" in n for n, _ in trainer.model.named_parameters())
 
     # The saved adapter on top of the base reproduces the same model (SPEC section 8's path).
@@ -108,3 +112,18 @@ def test_lora_training_saves_adapter_and_merges_to_plain_clip(tiny, tmp_path):
 def test_merge_lora_rejects_a_plain_model(tiny):
     with pytest.raises(TypeError, match="expects a peft model"):
         merge_lora(tiny[0])
+
+
+def test_one_target_module_is_a_module_name_not_a_regex(tiny):
+    """peft reads a bare string as a full-match regex: ["q_proj"] must stay a list of names."""
+    from hf_hardpos.errors import UserInputError
+
+    model, _ = tiny
+    peft_model = apply_lora(copy.deepcopy(model), r=2, alpha=4, target_modules=["q_proj"])
+    wrapped = sorted({n.split(".lora_A")[0].rsplit(".", 1)[-1] for n, _ in peft_model.named_parameters()
+                      if ".lora_A" in n})  # fmt: skip
+    assert wrapped == ["q_proj"]
+    layers = model.config.text_config.num_hidden_layers + model.config.vision_config.num_hidden_layers
+    assert sum(1 for n, _ in peft_model.named_parameters() if n.endswith("lora_A.default.weight")) == layers
+    with pytest.raises(UserInputError, match=r"\['qproj'\] matches no module .*'q_proj'"):
+        apply_lora(copy.deepcopy(model), target_modules=["qproj"])

@@ -189,9 +189,9 @@ def test_global_batch_counts_processes_and_accumulation():
 
     from hf_hardpos.training.model_card import global_batch
 
-    layout = dict(per_device_train_batch_size=8, world_size=2, gradient_accumulation_steps=4)
+    layout = dict(per_device_train_batch_size=8, world_size=2, gradient_accumulation_steps=4, dataloader_drop_last=False)
     assert global_batch(SimpleNamespace(**layout, gather_across_processes=True)) == {
-        "size": 64, "per_device": 8, "processes": 2, "accumulation": 4, "contrasted": 16}
+        "size": 64, "per_device": 8, "processes": 2, "accumulation": 4, "contrasted": 16, "padded_rows": 0}
     assert global_batch(SimpleNamespace(**layout, gather_across_processes=False))["contrasted"] == 8
     one = global_batch(SimpleNamespace(**{**layout, "world_size": 1}, gather_across_processes=True))
     assert (one["size"], one["contrasted"]) == (32, 8)
@@ -215,3 +215,16 @@ def test_card_records_global_batch_and_the_training_sets_config_split_revision(t
     identity = re.search(r"training set: `example-org/hardpos-coco`, config `(.*?)`, split `(.*?)`, revision `(.*?)`",
                          double)
     assert identity.groups() == ("ce_clip", "train", "commit 0123abcd")
+    # 8 training rows in rounds of 8 x 2 processes: the round is completed with 8 rows trained twice.
+    padded = r"last round of batches was completed with (\d+) rows"
+    assert re.search(padded, double).group(1) == "8" and re.search(padded, single) is None
+
+
+def test_padded_rows_per_epoch_follow_accelerates_even_batches():
+    from hf_hardpos.training.model_card import padded_rows_per_epoch
+
+    # 20 rows, 8 per device, 2 processes: batches [0-7] [8-15] [16-19]; the second round needs 12 more rows.
+    assert padded_rows_per_epoch(20, 8, 2, drop_last=False) == 12
+    assert padded_rows_per_epoch(32, 8, 2, drop_last=False) == 0
+    assert padded_rows_per_epoch(20, 8, 2, drop_last=True) == 0
+    assert padded_rows_per_epoch(20, 8, 1, drop_last=False) == 0  # one process: a smaller last batch only

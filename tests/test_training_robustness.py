@@ -324,7 +324,7 @@ def test_nulls_placeholders_and_missing_columns_are_named_by_row_before_training
                        train_dataset=_with(data, "caption", captions))
 
 
-def test_all_null_hard_example_column_is_refused_unless_its_weight_is_zero():
+def test_all_null_hard_example_columns_are_refused_unless_their_weight_is_zero(caplog):
     from hf_hardpos.errors import UserInputError
 
     data = finetune_rows(8)
@@ -334,10 +334,14 @@ def test_all_null_hard_example_column_is_refused_unless_its_weight_is_zero():
     with pytest.raises(UserInputError, match=r"hard-positive column\(s\) \['hard_positive_replace', 'hard_positive_swap'\] are null on all 8 rows"):  # noqa: E501
         _validate(no_positives)
     assert _validate(no_positives, hard_positive_weight=0.0)["rows"] == 8
-    one_empty = _with(data, "hard_negative_swap", [None] * 8)
-    with pytest.raises(UserInputError, match=r"\['hard_negative_swap'\] are null on all 8 rows"):
-        _validate(one_empty)
-    assert _validate(one_empty, negative_columns=["hard_negative_replace"])["rows"] == 8
+    only = _with(data, "hard_negative_replace", [None] * 8).remove_columns("hard_negative_swap")
+    with pytest.raises(UserInputError, match=r"hard-negative column\(s\) \['hard_negative_replace'\] are null on all"):
+        _validate(only, negative_columns=["hard_negative_replace"])
+    assert _validate(only, negative_columns=["hard_negative_replace"], hard_negative_weight=0.0)["rows"] == 8
+    # One all-null column beside one with captions: the term still trains (on the other), with a warning.
+    with caplog.at_level("WARNING", logger="hf_hardpos.training.validation"):
+        assert _validate(_with(data, "hard_negative_swap", [None] * 8))["rows"] == 8
+    assert "['hard_negative_swap'] are null on all 8 rows" in caplog.text
 
 
 def test_undecodable_images_are_found_by_row_sampled_or_all():

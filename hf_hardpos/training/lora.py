@@ -15,6 +15,7 @@ from accelerate.utils import extract_model_from_parallel
 from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import PreTrainedModel
 
+from ..errors import UserInputError
 from .training_args import DEFAULT_LORA_TARGET_MODULES
 
 
@@ -33,13 +34,26 @@ def apply_lora(
     """Wrap `model` in a peft `PeftModel` whose only trainable weights are the LoRA adapters.
 
     `target_modules` matches module names in both towers by default (the attention projections of
-    the vision and the text encoder); a single string is a regular expression, as in peft. The
-    logit scale stays frozen, as it is not a target module.
+    the vision and the text encoder). A list (or tuple) names modules by the end of their name, also
+    with one entry (`--lora_target_modules q_proj`): peft reads a list as names but a bare string as a
+    regular expression that must match a module's whole name, so a one-entry list is never turned into
+    a string. A plain string is passed on as such a regular expression. The logit scale stays frozen,
+    as it is not a target module. A target that matches no module is an error naming the candidates.
     """
     if isinstance(target_modules, (list, tuple)):
-        target_modules = target_modules[0] if len(target_modules) == 1 else list(target_modules)
+        target_modules = list(target_modules)
     config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules, bias="none")
-    return get_peft_model(model, config)
+    try:
+        return get_peft_model(model, config)
+    except ValueError as error:  # peft: "Target modules ... not found in the base model"
+        if "not found" not in str(error) and "NoMatching" not in type(error).__name__:
+            raise
+        leaves = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                         if isinstance(module, torch.nn.Linear)})  # fmt: skip
+        raise UserInputError(
+            f"--lora_target_modules {target_modules!r} matches no module of {type(model).__name__}; its linear "
+            f"layers are named {leaves}"
+        ) from error
 
 
 def merge_lora(model: torch.nn.Module) -> PreTrainedModel:

@@ -315,8 +315,9 @@ def _train_identity(card_data: HardPosModelCardData) -> str:
     return "".join(f", {p}" for p in parts)
 
 
-def global_batch(args) -> dict[str, int]:
-    """The batch one optimiser step sees: per-device batch x processes x gradient-accumulation steps.
+def global_batch(args, rows: int | None = None) -> dict[str, int]:
+    """The batch one optimiser step sees: per-device batch x processes x gradient-accumulation steps,
+    and (given the training set's `rows`) how many rows each epoch trains twice (`padded_rows`).
 
     Why on every card: the per-device batch alone makes a 2-process run's card read like a 1-process
     run's, while the contrastive losses and the learning rate depend on the global batch.
@@ -330,7 +331,22 @@ def global_batch(args) -> dict[str, int]:
         "accumulation": accumulation,
         # captions each image is contrasted with: one micro-batch, of every process when gathered
         "contrasted": per_device * (processes if gathered else 1),
+        "padded_rows": padded_rows_per_epoch(rows, per_device, processes, args.dataloader_drop_last),
     }
+
+
+def padded_rows_per_epoch(rows: int | None, per_device: int, processes: int, drop_last: bool) -> int:
+    """Rows that each epoch trains a second time under data parallelism without `dataloader_drop_last`.
+
+    accelerate gives every process the same number of full batches (`BatchSamplerShard`, even_batches):
+    when the epoch's rows do not fill the last round of `per_device x processes`, it completes that round
+    with rows from the epoch's start, which are then trained on twice. One process only gets a smaller
+    last batch; with `drop_last` the incomplete round is dropped instead.
+    """
+    if rows is None or processes <= 1 or drop_last:
+        return 0
+    per_round = per_device * processes
+    return -rows % per_round
 
 
 def _best_model(trainer) -> dict[str, Any] | None:
@@ -422,7 +438,7 @@ def generate_model_card(
 
     candidates = [card_data.train_dataset_id, *card_data.eval_dataset_ids.values()]
     dataset_ids = [d for d in candidates if looks_like_hub_id(d)]
-    tags = list(card_data.tags) + (["lora", "peft"] if is_adapter else [])
+    tags = list(card_data.tags) + (["lora", "peft"] if is_adapter else ["lora"] if isinstance(wrapped, PeftModel) else [])
     data = ModelCardData(
         model_name=name,
         language=card_data.language,
@@ -459,7 +475,7 @@ def generate_model_card(
         for n, eval_set in eval_sets.items()
     ]
     lora = None
-    if is_adapter:
+    if isinstance(wrapped, PeftModel):  # also for a merged export: how its weights were trained
         peft_config = wrapped.peft_config[wrapped.active_adapter]
         modules = peft_config.target_modules
         modules = sorted(modules) if isinstance(modules, (set, list, tuple)) else modules
@@ -479,9 +495,10 @@ def generate_model_card(
         base_model=base_model,
         base_model_is_hub_id=base_is_hub,
         lora=lora,
+        is_adapter=is_adapter,
         has_eval=bool(sections),
         best_model=_best_model(trainer),
-        global_batch=global_batch(args),
+        global_batch=global_batch(args, len(trainer.train_dataset) if train_datasets else None),
         **eval_card_sections(sections, eval_sets, card_data),
         recipe=card_data.recipe,
         train_datasets=train_datasets,

@@ -62,7 +62,8 @@ from .interrupt import InterruptCallback, TrainingInterrupted, stop_on_interrupt
 from .logit_scale import clamp_logit_scale, unwrap_model
 from .lora import apply_lora, is_peft_model, merge_lora
 from .loss_guard import check_finite_loss
-from .model_card import HardPosModelCardData, generate_model_card
+from .model_card import HardPosModelCardData, generate_model_card, padded_rows_per_epoch
+from .recipe import batch_layout
 from .training_args import HardPosTrainingArguments
 from .validation import check_numeric_arguments, validate_training_data
 
@@ -221,6 +222,16 @@ class HardPosTrainer(Trainer):
             **kwargs,
         )
         self.objective = objective.to(self.args.device)
+        if train_dataset is not None and hasattr(train_dataset, "__len__"):
+            per_device, processes, _ = batch_layout(self.args)
+            padded = padded_rows_per_epoch(len(train_dataset), per_device, processes, self.args.dataloader_drop_last)
+            if padded:
+                logger.warning(
+                    "%d processes x %d rows per batch do not divide the %d training rows: each epoch completes its "
+                    "last round with %d rows from its start, trained twice (the card says so); pass "
+                    "--dataloader_drop_last to drop that round instead.",
+                    processes, per_device, len(train_dataset), padded,
+                )  # fmt: skip
         if callable(getattr(self.objective, "defer_state_updates", None)):
             self.objective.defer_state_updates()  # CMR thresholds move once per optimiser step
         self.model_card_data = model_card_data or HardPosModelCardData()

@@ -129,7 +129,8 @@ class HardPosTrainingArguments(TrainingArguments):
         default_factory=lambda: list(DEFAULT_LORA_TARGET_MODULES),
         metadata={
             "help": "Module names LoRA wraps; the default hits the attention projections of both the "
-            "vision and the text tower. A single entry is used by peft as a regular expression."
+            "vision and the text tower. Each entry is a module name (matched at the end of the full name), "
+            "also when only one is given."
         },
     )
 

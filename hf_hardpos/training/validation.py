@@ -8,8 +8,8 @@ and an all-null hard-positive column trained without that term while the card st
 - the image and caption columns must be non-null and captions non-empty on every row, and every
   non-null hard positive / negative a real caption (not "" or the upstream placeholder "None"): one
   pass over the Arrow columns, no image decoded, with the first offending row numbers in the message;
-- a hard-positive or hard-negative column that is null on every row is refused while its loss
-  weight is non-zero (train with weight 0, or drop the column from `positive_columns`/`negative_columns`);
+- hard-positive (or hard-negative) columns that are all null on every row are refused while that loss
+  weight is non-zero (train with weight 0); one all-null column beside others with captions is a warning;
 - images are decoded on an evenly spaced sample of rows (`sample_images` rows), or on every row
   when asked (`all_images=True`, `--check_all_images` in the example script);
 - numeric options that cannot train (`max_steps 0`, a batch of 0, a negative learning rate, ...) are
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 import io
+import logging
 import math
 from collections.abc import Sequence
 
@@ -32,6 +33,8 @@ from .. import columns
 from ..errors import UserInputError
 
 __all__ = ["check_numeric_arguments", "validate_training_data"]
+
+logger = logging.getLogger(__name__)
 
 SAMPLE_IMAGES = 256  # images decoded by default: enough to catch a systematically broken column
 MAX_ROWS_NAMED = 5  # row numbers quoted in a message
@@ -146,13 +149,19 @@ def _negative_weight(args) -> float:
 
 
 def _check_all_null(null_counts, rows, names, weight, kind, what, zero, option) -> None:
+    """Every column of a kind null with a non-zero weight: the term would train on nothing (an error).
+    One all-null column beside others that hold captions: the term trains on those (a warning)."""
     empty = [n for n in names if null_counts[n] == rows]
-    if empty and weight:
+    if not empty or not weight:
+        return
+    if len(empty) == len(names):
         raise UserInputError(
             f"{what}: {kind} column(s) {empty} are null on all {rows:,} rows, so the {kind} loss would train on "
-            f"nothing from them while its weight is non-zero: fill them, drop them from --{option}, or train with "
-            f"{zero}"
+            f"nothing while its weight is non-zero: fill them, or train with {zero}"
         )
+    logger.warning("%s: %s column(s) %s are null on all %d rows; the %s terms train on %s only (drop them from "
+                   "--%s to silence this).", what, kind, empty, rows, kind, [n for n in names if n not in empty],
+                   option)  # fmt: skip
 
 
 def _null_mask(column: pa.ChunkedArray) -> pa.ChunkedArray:
