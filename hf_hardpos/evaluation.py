@@ -434,8 +434,9 @@ def _first_line(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
-def _content_cache_dir(digest: str) -> str:
-    """A datasets cache folder private to one content digest (see `load_eval_sets`)."""
+def content_cache_dir(digest: str) -> str:
+    """A datasets cache folder private to one content digest (see `load_local_split`): `datasets` keys
+    local files on their path and modification time, which a copy with `cp -p` / `rsync -a` keeps."""
     from datasets import config
 
     return os.path.join(config.HF_DATASETS_CACHE, "hardpos-by-content", digest[:32])
@@ -466,7 +467,7 @@ def load_local_split(folder: str | Path, config: str | None, split: str) -> tupl
     from datasets.exceptions import DatasetGenerationError
 
     try:
-        dataset = load_dataset(str(folder), config, split=split, cache_dir=_content_cache_dir(digest))
+        dataset = load_dataset(str(folder), config, split=split, cache_dir=content_cache_dir(digest))
     except (ValueError, DatasetGenerationError) as err:  # e.g. a parquet file with no rows, a garbled file
         raise UserInputError(f"{folder} config {config!r} split {split!r}: cannot read ({_first_line(err)})") from err
     if len(dataset) == 0:

@@ -32,7 +32,9 @@ def sha256_file(path: str | Path, progress: bool = False, chunk_size: int = 1 <<
     """SHA-256 of a file, read in chunks; computed once per process while the file is unchanged."""
     path = Path(path)
     info = path.stat()
-    key = (str(path.resolve()), info.st_size, info.st_mtime_ns, info.st_ino)
+    # ctime too: `cp -p` / `rsync -a` / `os.utime` restore mtime after rewriting a file, but any write
+    # or metadata change moves ctime, which no user call can set back.
+    key = (str(path.resolve()), info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
     if key in _FILE_DIGESTS:
         return _FILE_DIGESTS[key]
     digest = hashlib.sha256()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -286,6 +287,10 @@ def evaluate_winoground(
     caption_0, caption_1, tag, secondary_tag, num_main_preds, collapsed_tag`) or a Hub id / folder.
     """
     name = dataset if isinstance(dataset, str) else "dataset"
+    if isinstance(dataset, str) and Path(dataset).expanduser().is_dir():
+        from ..evaluation import load_local_split
+
+        dataset, _ = load_local_split(dataset, None, split)  # by content: a rebuilt copy is never stale
     if isinstance(dataset, str):
         try:
             dataset = load_dataset(dataset, split=split, revision=revision)

@@ -171,7 +171,17 @@ def _image_column(dataset: Dataset, source: str) -> str:
 
 
 def _load_shards(source: str | Path, split: str, files: list[str], cache_dir: str | None) -> Dataset:
-    """The shards through `datasets`' `webdataset` builder (downloaded once and cached for Hub files)."""
+    """The shards through `datasets`' `webdataset` builder (downloaded once and cached for Hub files).
+
+    Local shards are cached by content (`evaluation.content_cache_dir` of their sha256), never by
+    path and modification time: a folder rebuilt and copied with its times kept would otherwise
+    return the previous shards' rows.
+    """
+    if cache_dir is None and _is_local(source):
+        from ..evaluation import content_cache_dir
+        from ..provenance import sha256_files
+
+        cache_dir = content_cache_dir(sha256_files(files))
     try:
         return load_dataset("webdataset", data_files={split: files}, split=split, cache_dir=cache_dir)
     except ValueError as err:
