@@ -39,3 +39,11 @@ def write_swap_folder(root: Path) -> Path:
     data.to_parquet(str(root / "data" / "default" / "test-00000-of-00001.parquet"))
     (root / "README.md").write_text(_readme(("default",)) + "# tiny swap\n")
     return root
+
+
+def write_selection_folder(root: Path) -> Path:
+    """A caption-selection set (image, caption, hard_negative; no hard positive), like SugarCrepe's layout."""
+    make_eval_set(num_images=5, rows_per_image=2, seed=3).remove_columns(["hard_positive"]).to_parquet(
+        str(root / "data" / "default" / "test-00000-of-00001.parquet"))
+    (root / "README.md").write_text(_readme(("default",)) + "# tiny caption selection\n")
+    return root

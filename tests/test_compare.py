@@ -15,10 +15,10 @@ from hf_hardpos.cli import main
 from hf_hardpos.evaluation import evaluate_model
 from hf_hardpos.metrics import METRIC_NAMES
 from hf_hardpos.reporting.paired import mcnemar_exact_p, paired_difference
-from hf_hardpos.suite import HARD_POSITIVE, SuiteEntry, run_suite
+from hf_hardpos.suite import CAPTION_SELECTION, HARD_POSITIVE, SuiteEntry, run_suite
 from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
 
-from run_fixtures import write_replace_folder, write_swap_folder
+from run_fixtures import write_replace_folder, write_selection_folder, write_swap_folder
 
 
 @pytest.fixture(scope="module")
@@ -27,13 +27,15 @@ def runs(tiny_clip_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("compare")
     replace = write_replace_folder(root / "replace")
     swap = write_swap_folder(root / "swap")
+    selection = write_selection_folder(root / "selection")
     other = build_tiny_clip(root / "other_model", seed=1)
     out = {}
     for name, model in (("a", tiny_clip_dir), ("b", other)):
         evaluate_model(str(model), str(replace), output_dir=root / f"eval_{name}", bootstrap_samples=50,
                        progress=False, log=lambda m: None)
         out[name] = root / f"eval_{name}"
-        entries = [SuiteEntry("replace", str(replace), HARD_POSITIVE), SuiteEntry("swap", str(swap), HARD_POSITIVE)]
+        entries = [SuiteEntry("replace", str(replace), HARD_POSITIVE), SuiteEntry("swap", str(swap), HARD_POSITIVE),
+                   SuiteEntry("selection", str(selection), CAPTION_SELECTION)]
         run_suite(str(model), entries, output_dir=root / f"suite_{name}", progress=False, log=lambda m: None)
         out[f"suite_{name}"] = root / f"suite_{name}"
     return out
@@ -183,7 +185,8 @@ def test_suite_folders_give_replace_and_swap_groups(runs, capsys):
     code, out, _ = _compare(capsys, runs["suite_a"], runs["suite_b"], "--format", "json")
     assert code == 0
     table = json.loads(out)
-    assert list(table["groups"]) == ["REPLACE", "SWAP"]
+    assert list(table["groups"]) == ["REPLACE", "SWAP", "selection"]
+    assert table["groups"]["selection"] == ["accuracy"]  # another task: its own metrics
     swap = _metrics(runs["suite_a"] / "swap")["results"]["default"]
     replace = _metrics(runs["suite_a"] / "replace")["aggregates"][REPLACE_POOLED]
     first = [r for r in table["records"] if r["kind"] == "run"][0]["row"]
@@ -191,7 +194,11 @@ def test_suite_folders_give_replace_and_swap_groups(runs, capsys):
     for metric in METRIC_NAMES:
         assert values[("SWAP", metric)] == swap[metric]
         assert values[("REPLACE", metric)] == replace[metric]
+    saved = _metrics(runs["suite_a"])["datasets"]["selection"]["results"]["default"]
+    assert values[("selection", "accuracy")] == saved["accuracy"]
+    # Caption selection keeps no per-row outcomes: no paired difference, and the caption says so.
     assert {(r["benchmark"]) for r in table["records"] if r["kind"] == "difference"} == {"REPLACE", "SWAP"}
+    assert any("selection: this task's per-row outcomes are not saved" in line for line in table["captions"])
 
 
 def test_paper_rows_for_a_known_model(runs, capsys, tmp_path):

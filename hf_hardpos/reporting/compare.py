@@ -44,7 +44,6 @@ class Cell:
     ci_high: float | None = None
     p_value: float | None = None  # McNemar's exact p (difference rows, accuracies)
     excludes_zero: bool | None = None  # difference rows: the 95% interval excludes 0
-    rate: bool = True  # a fraction shown in percent (False: another task's raw metric)
 
 
 @dataclass
@@ -87,10 +86,12 @@ def _metric_names(figures: list[Figure], hard_positive: bool) -> list[str]:
     return list(names)
 
 
-def _cell(metrics: dict[str, Any], name: str, rate: bool) -> Cell:
+def _cell(metrics: dict[str, Any], name: str) -> Cell:
+    """Every metric the table shows is a fraction of rows (hard-positive rates, caption-selection accuracy,
+    Winoground scores, zero-shot accuracy and recall), shown in percent."""
     if name not in metrics:
-        return Cell(rate=rate)
-    return Cell(float(metrics[name]), metrics.get(f"{name}_ci_low"), metrics.get(f"{name}_ci_high"), rate=rate)
+        return Cell()
+    return Cell(float(metrics[name]), metrics.get(f"{name}_ci_low"), metrics.get(f"{name}_ci_high"))
 
 
 def _mismatches(a: Run, b: Run, bench_a: Benchmark, bench_b: Benchmark, fig_a: Figure, fig_b: Figure,
@@ -159,7 +160,7 @@ def compare_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, resamples
         for g, metrics in groups.items():
             if g in figs:
                 bench, fig = figs[g]
-                row.cells[g] = {m: _cell(fig.metrics, m, bench.is_hard_positive) for m in metrics}
+                row.cells[g] = {m: _cell(fig.metrics, m) for m in metrics}
                 if fig.interval:
                     row.notes.append(f"{g} intervals: {fig.interval}")
                 if fig.recomputed:
@@ -182,6 +183,7 @@ def compare_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, resamples
                 diff.notes.append(f"{g}: not comparable ({'; '.join(problems)}); no difference shown")
                 continue
             if not bench_a.is_hard_positive:
+                diff.notes.append(f"{g}: this task's per-row outcomes are not saved; no paired difference")
                 continue
             known = all(bench_a.data_identity(c) is not None and bench_b.data_identity(c) is not None
                         for c in fig_a.configs)
@@ -209,7 +211,8 @@ def compare_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, resamples
         )
     rows.extend(published)
 
-    captions.append(f"Rates in % of rows; {TIE_RULE}. Rows: one per run (model; folder if a model repeats).")
+    captions.append(f"Rates in % of rows; hard positives: {TIE_RULE}. Rows: one per run (model; folder if a model "
+                    "repeats).")
     for g in groups:
         lines = dict.fromkeys(figs[g][1].aggregation for figs in figures if g in figs)
         for line in lines:
@@ -270,12 +273,9 @@ def published_rows(runs: Sequence[Run]) -> list[Row]:
 def _number(cell: Cell, signed: bool) -> str:
     if cell.value is None:
         return ""
-    scale = 100 if cell.rate else 1
-    fmt = "{:+.1f}" if signed else ("{:.1f}" if cell.rate else "{:.4f}")
-    text = fmt.format(scale * cell.value)
+    text = f"{100 * cell.value:+.1f}" if signed else f"{100 * cell.value:.1f}"
     if cell.ci_low is not None and cell.ci_high is not None:
-        inner = "{:.1f}" if cell.rate else "{:.4f}"
-        text += f" [{inner.format(scale * cell.ci_low)}, {inner.format(scale * cell.ci_high)}]"
+        text += f" [{100 * cell.ci_low:.1f}, {100 * cell.ci_high:.1f}]"
     if cell.excludes_zero:
         text += "*"
     if cell.p_value is not None:
@@ -336,9 +336,7 @@ def records(comparison: Comparison) -> list[dict[str, Any]]:
                 cell = row.cells.get(g, {}).get(m)
                 if cell is None or cell.value is None:
                     continue
-                record = {"row": row.label, "kind": row.kind, "benchmark": g, "metric": m, **asdict(cell)}
-                record.pop("rate")
-                out.append(record)
+                out.append({"row": row.label, "kind": row.kind, "benchmark": g, "metric": m, **asdict(cell)})
     return out
 
 

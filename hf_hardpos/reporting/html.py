@@ -104,19 +104,23 @@ def load_dataset_rows(bench: Benchmark, config: str, num_rows: int):
     prov = bench.provenance.get(config, {})
     ident = prov.get("dataset", {})
     split = ident.get("split") or prov.get("split") or "test"
-    try:
-        if ident.get("path") and ident.get("sha256"):
+    unreadable = f"[{config}]: evaluated data not readable here ({{}}); captions not shown"
+    if ident.get("path") and ident.get("sha256"):
+        try:
             dataset, now = load_local_split(ident["path"], ident.get("config", config), split)
-            if now["sha256"] != ident["sha256"]:
-                return None, f"{ident['path']} [{config}] changed since the run (sha256 differs); captions not shown"
-        elif ident.get("hub_id") and ident.get("revision"):
-            from datasets import load_dataset
+        except (UserInputError, OSError, ValueError) as err:
+            return None, unreadable.format(str(err).splitlines()[0])
+        if now["sha256"] != ident["sha256"]:
+            return None, f"{ident['path']} [{config}] changed since the run (sha256 differs); captions not shown"
+    elif ident.get("hub_id") and ident.get("revision"):
+        from datasets import load_dataset
 
+        try:
             dataset = load_dataset(ident["hub_id"], config, split=split, revision=ident["revision"])
-        else:
-            return None, f"[{config}]: the run recorded no readable data identity; captions not shown"
-    except (UserInputError, OSError, ValueError) as err:
-        return None, f"[{config}]: evaluated data not readable here ({str(err).splitlines()[0]}); captions not shown"
+        except Exception as err:  # noqa: BLE001 - offline, gated, deleted: the page goes on without captions
+            return None, unreadable.format(str(err).splitlines()[0] if str(err) else type(err).__name__)
+    else:
+        return None, f"[{config}]: the run recorded no readable data identity; captions not shown"
     if len(dataset) < num_rows:
         return None, f"[{config}]: the data has {len(dataset)} rows, the run scored {num_rows}; captions not shown"
     return dataset.select(range(num_rows)), ""
