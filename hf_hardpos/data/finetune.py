@@ -424,14 +424,22 @@ def read_mlm_negatives(
 
 
 def _typed_column_meanings(negatives: TypedNegatives) -> dict[str, str]:
+    from ..generation import ce_clip  # imports transformers: only when a ce_clip config is built
+
     meanings = {}
     for kind, name in columns.CE_CLIP_NEGATIVE_TYPES.items():
         source = negatives.sources[kind]
+        # `procedure` in the manifest: "ce-clip" (CE-CLIP's released TextAugment, the default) or "ours";
+        # outputs written before the key existed were made by ours
+        if source.options.get("procedure") == "ce-clip":
+            how, nulls = ce_clip.TYPE_PROCEDURES[kind], "null only where CE-CLIP writes its '###' placeholder"
+        else:
+            how, nulls = TYPE_PROCEDURES[kind], "null where the caption has no such word or no fill passed the checks"
         meanings[name] = (
-            f"CE-CLIP {kind} hard negative, generated for this build: {TYPE_PROCEDURES[kind]}. Made by "
+            f"CE-CLIP {kind} hard negative, generated for this build: {how}. Made by "
             f"`hardpos generate --negative --method mlm --kind {source.options.get('kind')}` ({source.describe()}; "
             f"file `{source.path.name}`), hf_hardpos's implementation of CE-CLIP's procedure, not CE-CLIP's "
-            "released negatives; null where the caption has no such word or no fill passed the checks"
+            f"released negatives; {nulls}"
         )
     return meanings
 
