@@ -29,7 +29,10 @@ Defaults: without `--dataset` the synthetic demo's settings apply (`SYNTHETIC_DE
 those, and flags on the command line override everything. A dataset without `--eval_datasets` trains
 without evaluation. `--save_steps N` without `--save_strategy` saves every N steps (the defaults save
 per epoch); options that have no effect with the others chosen are reported at start-up.
-`--resume_from_checkpoint last` (or True) resumes from the last complete checkpoint.
+`--resume_from_checkpoint last` (or True) resumes from the last complete checkpoint (a truncated or
+corrupt one is skipped, and the log says so). Ctrl-C finishes the current step, saves it as a checkpoint
+and exits with status 130; bad options or data exit with status 2 and a one-line message. The training
+set is checked before step 1 (columns, nulls, a sample of images; every image with --check_all_images).
 Two CPU processes: `torchrun --nproc_per_node 2 examples/finetune.py --use_cpu ...`.
 """
 

@@ -46,6 +46,8 @@ _CHECKPOINT = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 # `<run>/_incomplete-checkpoint-N/checkpoint-N[/...]`: a path recorded while checkpoint N was staged.
 _STAGED = re.compile(rf"^(?P<run>.*?)/?{re.escape(INCOMPLETE_PREFIX)}(?P<name>{PREFIX_CHECKPOINT_DIR}-\d+)/(?P=name)(?P<rest>/.*)?$")
 _LAST = ("true", "last")
+# What a resume takes from the checkpoint, said in the log.
+_REUSED = "weights, optimizer and scheduler, RNG states, step and log, loss state, latest eval sections"
 _ZIP_MAGIC = b"PK\x03\x04"  # torch.save's format since torch 1.6 is a zip archive
 
 
@@ -180,6 +182,8 @@ def resolve_checkpoint(output_dir: str, requested: str | bool | None) -> str | N
                     logger.warning(
                         "Resuming from %s, the last complete checkpoint: skipped %s.", folder.name, "; ".join(skipped)
                     )
+                else:
+                    logger.info("Resuming from %s, the last checkpoint of %s (%s).", folder.name, output_dir, _REUSED)
                 return str(folder)
             skipped.append(f"{folder.name} ({problem})")
         detail = f"; unusable: {'; '.join(skipped)}" if skipped else ""
@@ -198,6 +202,7 @@ def resolve_checkpoint(output_dir: str, requested: str | bool | None) -> str | N
             f"--resume_from_checkpoint: {requested} is unusable ({problem}), probably an interrupted save or a full disk."
             f"{hint} Pass `--resume_from_checkpoint last` to use the last complete checkpoint."
         )
+    logger.info("Resuming from %s, as requested (%s).", folder, _REUSED)
     return str(folder)
 
 
