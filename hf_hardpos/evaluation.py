@@ -271,6 +271,7 @@ class EvaluationReport:
                 continue
             scores_file = Path(output_dir) / f"scores-{config}.parquet"
             if not scores_file.exists():
+                log(f"{config}: {scores_file.name} is missing; recomputing")
                 continue
             table = pq.read_table(scores_file).to_pydict()
             self.results[config] = metrics
@@ -283,6 +284,8 @@ class EvaluationReport:
             if "image_id" in table:
                 self.scores[config]["image_id"] = np.asarray(table["image_id"])
             self.saved_configs.add(config)
+            why = "same model, dataset content and settings" if config in keys else "kept from an earlier run, same model and settings"
+            log(f"{config}: reusing the scores saved in {output_dir} ({why})")
 
 
 def _is_difference_key(name: str, value: Any) -> bool:

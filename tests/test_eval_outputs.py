@@ -129,3 +129,12 @@ def test_atomic_write_leaves_no_partial_file_on_failure(tmp_path):
         output_folder.write_json(target, {"a": np.float32})  # not JSON-able: the old file stays
     assert json.loads(target.read_text()) == {"a": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]
+
+
+def test_resume_says_what_it_reused(tiny_clip_dir, hub_folder, tmp_path):
+    out = tmp_path / "out"
+    evaluate_model(str(tiny_clip_dir), str(hub_folder), ["attributes"], output_dir=out, **_quiet())
+    messages = []
+    evaluate_model(str(tiny_clip_dir), str(hub_folder), ["attributes", "relations"], output_dir=out, progress=False,
+                   log=messages.append, batch_size=4)
+    assert [m.split(":")[0] for m in messages if "reusing" in m] == ["attributes"]
