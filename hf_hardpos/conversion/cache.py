@@ -98,7 +98,8 @@ def converted_model_dir(
     root.mkdir(parents=True, exist_ok=True)
     try:
         convert_checkpoint(
-            checkpoint, partial, open_clip_config=config, activation=options["activation"], lora_rank=lora_rank,
+            # The user's `activation` (None: the config's), so conversion.json and the card say where it came from.
+            checkpoint, partial, open_clip_config=config, activation=activation, lora_rank=lora_rank,
             lora_alpha=lora_alpha, tokenizer=tokenizer, verify=verify, sha256=digest, progress=progress,
         )
         shutil.rmtree(target, ignore_errors=True)  # an incomplete folder left by a crash

@@ -1,0 +1,24 @@
+"""A cached conversion records where its activation came from: the open_clip config, or --activation."""
+
+import json
+from pathlib import Path
+
+from hf_hardpos.conversion import converted_model_dir
+from hf_hardpos.conversion.facts import MARKER
+
+FIXTURES = Path(__file__).parent / "fixtures" / "open_clip"
+QUICKGELU_JSON = FIXTURES / "tiny-quickgelu.json"
+
+
+def test_cached_conversion_says_where_the_activation_came_from(tmp_path, tiny_tokenizer):
+    options = dict(open_clip_config=QUICKGELU_JSON, tokenizer=tiny_tokenizer, cache_dir=tmp_path, progress=False)
+    from_config = converted_model_dir(FIXTURES / "quickgelu_ddp.pt", **options)
+    requested = converted_model_dir(FIXTURES / "quickgelu_ddp.pt", activation="gelu", **options)
+    facts = {name: json.loads((folder / MARKER).read_text()) for name, folder in
+             (("config", from_config), ("requested", requested))}
+    assert facts["config"]["activation"] == "quick_gelu"
+    assert facts["config"]["activation_reason"].startswith("from the open_clip config")
+    assert facts["requested"]["activation"] == "gelu"
+    assert facts["requested"]["activation_reason"].startswith("requested with --activation")
+    card = (from_config / "README.md").read_text()
+    assert "from the open_clip config" in card and "requested with --activation" not in card
