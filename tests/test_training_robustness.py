@@ -308,6 +308,11 @@ def test_nulls_placeholders_and_missing_columns_are_named_by_row_before_training
     captions[4] = captions[9] = None
     with pytest.raises(UserInputError, match=r"column 'caption' is null in 2 of 12 rows \(rows 4, 9\)"):
         _validate(_with(data, "caption", captions))
+    # Row numbers are positions in the dataset as given, also through an indices mapping (select/shuffle).
+    reordered = _with(data, "caption", captions).select([11, 9, 0, 4, 2])
+    assert reordered._indices is not None
+    with pytest.raises(UserInputError, match=r"null in 2 of 5 rows \(rows 1, 3\)"):
+        _validate(reordered)
     swaps = list(data["hard_positive_swap"])
     swaps[7] = " None "
     with pytest.raises(UserInputError, match=r"'hard_positive_swap' holds an empty or placeholder .* rows 7;"):

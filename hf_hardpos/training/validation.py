@@ -38,7 +38,6 @@ logger = logging.getLogger(__name__)
 
 SAMPLE_IMAGES = 256  # images decoded by default: enough to catch a systematically broken column
 MAX_ROWS_NAMED = 5  # row numbers quoted in a message
-CHUNK_ROWS = 65_536  # rows per Arrow pass over the text columns
 PLACEHOLDERS = ("", "None")  # after stripping whitespace: never a caption
 
 
@@ -82,28 +81,26 @@ def validate_training_data(
         raise UserInputError(f"{what} has no rows")
 
     text_columns = [caption, *positives, *negatives]
-    null_rows: dict[str, list[int]] = {c: [] for c in [image, *text_columns]}
-    null_counts = dict.fromkeys(null_rows, 0)
-    placeholder_rows: dict[str, list[int]] = {c: [] for c in text_columns}
-    table = dataset.select_columns([image, *text_columns]).with_format("arrow")
-    for start in range(0, rows, CHUNK_ROWS):
-        chunk = table[start : start + CHUNK_ROWS]
-        for name in null_rows:
-            column = chunk.column(name)
-            nulls = _null_mask(column)
-            count = int(pc.sum(nulls).as_py() or 0)
-            null_counts[name] += count
-            if count and len(null_rows[name]) < MAX_ROWS_NAMED:
-                null_rows[name] += [start + i for i in _true_positions(nulls)[:MAX_ROWS_NAMED]]
-            if name not in placeholder_rows:
-                continue
-            if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-                stripped = pc.utf8_trim_whitespace(column)
-                bad = pc.fill_null(pc.is_in(stripped, value_set=pa.array(PLACEHOLDERS)), False)
-                if len(placeholder_rows[name]) < MAX_ROWS_NAMED and pc.any(bad).as_py():
-                    placeholder_rows[name] += [start + i for i in _true_positions(bad)[:MAX_ROWS_NAMED]]
-            elif not pa.types.is_null(column.type):
-                raise UserInputError(f"{what}: column {name!r} holds {column.type}, expected text (strings)")
+    null_rows: dict[str, list[int]] = {}
+    null_counts: dict[str, int] = {}
+    placeholder_rows: dict[str, list[int]] = {}
+    # The stored table, never copied: with an indices mapping (after `shuffle`/`select`) the per-row
+    # masks are computed on the stored rows and then read in the dataset's order (image bytes stay put).
+    table = dataset.data.table
+    order = None if dataset._indices is None else dataset._indices.column(0).to_numpy()
+    for name in dict.fromkeys([image, *text_columns]):
+        column = table.column(name)
+        nulls = _in_order(_null_mask(column), order)
+        null_counts[name] = int(nulls.sum())
+        null_rows[name] = np.flatnonzero(nulls)[:MAX_ROWS_NAMED].tolist()
+        if name == image:
+            continue
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            stripped = pc.utf8_trim_whitespace(column)
+            bad = _in_order(pc.fill_null(pc.is_in(stripped, value_set=pa.array(PLACEHOLDERS)), False), order)
+            placeholder_rows[name] = np.flatnonzero(bad)[:MAX_ROWS_NAMED].tolist()
+        elif not pa.types.is_null(column.type):
+            raise UserInputError(f"{what}: column {name!r} holds {column.type}, expected text (strings)")
 
     for name in (image, caption):
         if null_counts[name]:
@@ -173,8 +170,10 @@ def _null_mask(column: pa.ChunkedArray) -> pa.ChunkedArray:
     return nulls
 
 
-def _true_positions(mask: pa.ChunkedArray) -> list[int]:
-    return np.flatnonzero(mask.to_numpy(zero_copy_only=False)).tolist()
+def _in_order(mask: pa.ChunkedArray, order: np.ndarray | None) -> np.ndarray:
+    """A per-stored-row boolean mask as numpy, in the dataset's row order."""
+    values = mask.to_numpy(zero_copy_only=False).astype(bool)
+    return values if order is None else values[order]
 
 
 def _rows(found: list[int], total: int | None = None) -> str:
