@@ -32,7 +32,7 @@ from .metrics import augmented_correct, brittle, check_scores, compute_metrics, 
 from .metrics import original_correct
 from .embedding_cache import EmbeddingCache
 from .provenance import describe_model, digest_of, environment, hub_revision, model_identity, sha256_files
-from .scoring import ITMScorer, pick_device, text_context_length
+from .scoring import EXIF_ORIENTATION, ITMScorer, pick_device, text_context_length
 from .image_processing import DEFAULT_IMAGE_BACKEND, image_processor_settings, load_image_processor
 from .protocol import resolve_protocol
 from .published import beside_ours
@@ -576,6 +576,7 @@ def evaluate_model(
     progress: bool = True,
     cache_dir: str | Path | None = None,
     scorer_provider: Callable[[], ITMScorer] | None = None,
+    make_scorer: Callable[..., ITMScorer] | None = None,
     open_clip_config: str | Path | dict | None = None,
     activation: str | None = None,
     tokenizer: str | Path | None = None,
@@ -606,7 +607,9 @@ def evaluate_model(
     paper's figures and our difference to the report (`report.published`, table and `metrics.json`).
     `scorer_provider` lets a caller that scores several datasets with one model (a benchmark suite)
     share one scorer and its cache; it is called only if something must be scored, and its scorer
-    must have been built with the same `precision`, `allow_tf32` and `device`.
+    must have been built with the same `precision`, `allow_tf32` and `device`. `make_scorer` (called
+    as `ITMScorer` is) builds the scorer otherwise: `multi_eval` passes one that shares decoded pixels
+    between models, or shards the work across processes.
     """
     from .conversion import resolve_model
 
@@ -643,6 +646,7 @@ def evaluate_model(
         "max_length": max_length,
         "image_processor": image_processor_settings(model_path, image_backend),
         "versions": RESULT_VERSIONS,
+        "exif_orientation": EXIF_ORIENTATION,
     }
     report = EvaluationReport(model=str(model), dataset=str(dataset), source=dataset_source(dataset))
     report.run = {
@@ -669,6 +673,7 @@ def evaluate_model(
         _score_missing(
             report, eval_sets, keys, output_dir, model, model_path, scorer_provider, cache_dir,
             batch_size, num_workers, device, precision, allow_tf32, progress, max_rows, bootstrap_samples, log,
+            make_scorer=make_scorer,
         )
     return report
 
@@ -696,6 +701,7 @@ def partial_run_folder(output_dir: str | Path, max_rows: int | None, log=print) 
 def _score_missing(
     report: EvaluationReport, eval_sets, keys, output_dir, model, model_path, scorer_provider, cache_dir,
     batch_size, num_workers, device, precision, allow_tf32, progress, max_rows, bootstrap_samples, log,
+    make_scorer: Callable[..., ITMScorer] | None = None,
 ) -> None:
     """Score the configs `report` does not hold yet, saving after each; then order and aggregate."""
     settings = report.run["settings"]
@@ -717,7 +723,7 @@ def _score_missing(
                     k: settings[k] for k in ("precision", "allow_tf32", "device", "max_length", "versions", "image_processor")
                 }
                 cache = EmbeddingCache(cache_dir, namespace=digest_of([identity, embedding_settings]))
-        scorer = ITMScorer(
+        scorer = (make_scorer or ITMScorer)(
             loaded_model, processor, batch_size, num_workers, device, precision, allow_tf32, progress, cache
         )
     for name in todo:

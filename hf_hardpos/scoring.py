@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -95,7 +95,14 @@ def _image_key(value, row: int) -> str:
     raise ValueError(f"row {row}: unsupported image value of type {type(value).__name__}")
 
 
-def _open_image(value) -> Image.Image:
+# One orientation policy for scoring and training: pixels as stored, EXIF orientation ignored, as the
+# reference code opens images (amitakamath/hard_positives: `Image.open(path).convert("RGB")`).
+# `datasets`' Image decoding applies the EXIF rotation instead, so images are opened here, not there.
+EXIF_ORIENTATION = "ignored (pixels as stored, as the reference code's PIL Image.open(...).convert('RGB'))"
+
+
+def open_image(value) -> Image.Image:
+    """An image cell (PIL image, `{"bytes", "path"}` dict, or path) as RGB, EXIF orientation ignored."""
     if isinstance(value, Image.Image):
         return value.convert("RGB")
     if isinstance(value, dict):
@@ -121,7 +128,7 @@ class _DistinctImages(torch.utils.data.Dataset):
         source = self.sources[index]
         value = self.dataset[source.row][self.image_column]
         try:
-            image = _open_image(value)
+            image = open_image(value)
         except Exception as err:  # PIL raises several types; all mean the same to the user
             raise ValueError(
                 f"cannot read the image of row {source.row} (image_id={source.image_id!r}): {err}"
@@ -363,14 +370,19 @@ class ITMScorer:
             self.cache.add("image", [source.key for source in todo], self._encode_images(dataset, image_column, todo))
         return self.cache.get("image", keys)
 
-    @torch.inference_mode()
-    def _encode_images(self, dataset: Dataset, image_column: str, sources: list[_ImageSource]) -> torch.Tensor:
-        loader = torch.utils.data.DataLoader(
+    def _pixel_batches(self, dataset: Dataset, image_column: str, sources: list[_ImageSource]) -> Iterable[torch.Tensor]:
+        """Preprocessed pixels of `sources`, `batch_size` images at a time, in order (decoded in DataLoader
+        workers). `pixel_store.SharedPixelScorer` serves pixels decoded earlier (for another model) instead."""
+        return torch.utils.data.DataLoader(
             _DistinctImages(dataset, image_column, sources, self.processor.image_processor),
             batch_size=self.batch_size,
             num_workers=self.num_workers,
             pin_memory=self.device.type == "cuda",
         )
+
+    @torch.inference_mode()
+    def _encode_images(self, dataset: Dataset, image_column: str, sources: list[_ImageSource]) -> torch.Tensor:
+        loader = self._pixel_batches(dataset, image_column, sources)
         chunks = []
         for pixel_values in tqdm(loader, desc="Encoding images", disable=not self.progress, unit="batch"):
             with self._numerics():

@@ -175,9 +175,9 @@ class HardPosDataCollator:
         if value is None:
             raise ValueError(f"{self._describe(row, b)}: column {self.image_column!r} is null (no image)")
         if isinstance(value, dict):  # an undecoded datasets Image cell: {"bytes": ..., "path": ...}
-            from datasets import Image as ImageFeature
+            from ..scoring import open_image  # as the scorer opens it: EXIF orientation ignored
 
-            value = ImageFeature().decode_example(value)
+            value = open_image(value)
         if not isinstance(value, Image.Image):
             raise TypeError(
                 f"{self._describe(row, b)}: column {self.image_column!r} holds {type(value).__name__}, "
