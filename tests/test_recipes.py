@@ -208,7 +208,7 @@ def _recipe_objective(name, tmp_path, *extra):
 
     _, _, args, _ = _example().parse_arguments([str(RECIPES / f"{name}.yaml"), "--output_dir", str(tmp_path),
                                                 "--dataset", "d", *extra])  # fmt: skip
-    return HardPosTrainer.build_objective(args).double()
+    return HardPosTrainer.build_objective(args)  # as built: float64 inputs must need no .double()
 
 
 def _unit(generator, *shape):
@@ -274,9 +274,10 @@ def test_ce_clip_recipe_objective_is_ce_clips_loss_over_several_steps(tmp_path, 
         image = _unit(g, 6, 8)
         text = torch.nn.functional.normalize(image + 0.7 * _unit(g, 6, 8), dim=-1)  # positive gaps: Th > 0
         negatives = _unit(g, 6, 4, 8)
-        out = objective(image, text, torch.tensor(20.0, dtype=torch.float64), None, None, negatives, None)
+        scale = 10.0 + 20.0 * torch.rand((), generator=g, dtype=torch.float64).item()  # a Python float
+        out = objective(image, text, scale, None, None, negatives, None)
         expected, thresholds = ce_clip_step(image, text, negatives, torch.ones(6, 4, dtype=torch.float64),
-                                            torch.tensor(20.0, dtype=torch.float64), thresholds, imc_form)  # fmt: skip
+                                            torch.tensor(scale, dtype=torch.float64), thresholds, imc_form)  # fmt: skip
         torch.testing.assert_close(out["loss"], expected, msg=f"step {step}")
         torch.testing.assert_close(objective.terms["cmr"].thresholds, thresholds,
                                    msg=f"step {step}")  # fmt: skip

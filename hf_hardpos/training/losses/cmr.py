@@ -64,7 +64,8 @@ class CMRLoss(nn.Module):
         self.defer_updates = False
         self._pending: torch.Tensor | None = None  # summed statistics not applied yet (never checkpointed)
         for name in negative_types:
-            self.register_buffer(self._buffer_name(name), torch.zeros((), dtype=torch.float32))
+            # float64, as the statistics are summed: a float64 objective (or reference) sees them unrounded
+            self.register_buffer(self._buffer_name(name), torch.zeros((), dtype=torch.float64))
         self.register_buffer("threshold_epoch", torch.tensor(NOT_STARTED, dtype=torch.long))
 
     @staticmethod

@@ -164,7 +164,7 @@ class HardPosObjective(nn.Module):
                 f"{self.negative_types} ({len(self.negative_types)} types)"
             )
         if not torch.is_tensor(logit_scale):
-            logit_scale = torch.tensor(float(logit_scale), device=image_embeds.device)
+            logit_scale = torch.tensor(float(logit_scale), device=image_embeds.device, dtype=image_embeds.dtype)
         if not self.uses_hard_negatives:  # don't gather what no term reads
             negative_embeds = negative_mask = None
         if not self.uses_hard_positives:
