@@ -19,7 +19,7 @@ from ..metrics import METRIC_NAMES
 LABELS = {"original_accuracy": "orig acc", "augmented_accuracy": "aug acc", "brittleness": "brittleness"}
 CHANCE = {"original_accuracy": 0.5, "augmented_accuracy": 1 / 3, "brittleness": 1 / 3}
 # Trainer log keys that are bookkeeping, not a loss term or an eval metric.
-_NOT_CURVES = ("runtime", "samples_per_second", "steps_per_second", "epoch", "total_flos")
+_NOT_CURVES = ("runtime", "samples_per_second", "steps_per_second", "epoch", "total_flos", "num_examples")
 
 
 def require_matplotlib():
@@ -102,7 +102,7 @@ def curve_keys(log_history: Sequence[Mapping], prefix: str) -> list[str]:
     ))
 
 
-def training_curves(log_history: Sequence[Mapping], prefix: str, title: str, max_panels: int = 24) -> tuple[str | None, int]:
+def training_curves(log_history: Sequence[Mapping], prefix: str, max_panels: int = 24) -> tuple[str | None, int]:
     """Small multiples, one per logged key starting with `prefix` ("loss" terms or "eval_" metrics), over steps.
 
     Returns the chart (None when nothing was logged) and how many keys there were (panels beyond
@@ -124,7 +124,6 @@ def training_curves(log_history: Sequence[Mapping], prefix: str, title: str, max
         ax.tick_params(labelsize=7)
     for ax in list(axes.flat)[len(shown):]:
         ax.axis("off")
-    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return _uri(fig), len(keys)
 

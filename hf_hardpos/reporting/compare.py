@@ -221,6 +221,11 @@ def compare_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, resamples
         captions.append(paired.method_line(resamples, by_image))
     for run, label in zip(runs, labels):
         s = run.settings
+        if run.kind == "finetune":
+            steps = sorted({b.data["step"] for b in run.benchmarks.values() if "step" in b.data})
+            captions.append(f"{label}: fine-tuning run in {run.folder}; figures from the trainer's latest evaluation"
+                            + (f" (step {', '.join(map(str, steps))})" if steps else ""))
+            continue
         captions.append(f"{label}: {run.kind} run in {run.folder}; {s.get('precision', '?')} on {s.get('device', '?')}"
                         + (f", max_rows {s['max_rows']}" if s.get("max_rows") else ""))
     for row in rows:

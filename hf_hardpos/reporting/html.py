@@ -296,7 +296,7 @@ def other_section(bench: Benchmark) -> str:
 def training_section(run: Run) -> str:
     parts = ["<h2>Training</h2>", _note(f"log: {run.trainer_state_file} ({len(run.log_history)} entries)")]
     for prefix, title in (("loss", "Loss terms (mean over each logging interval)"), ("eval_", "Eval metrics")):
-        uri, total = charts.training_curves(run.log_history, prefix, title)
+        uri, total = charts.training_curves(run.log_history, prefix)
         if uri is None:
             parts.append(_note(f"no {title.lower()} in the log"))
             continue

@@ -284,7 +284,10 @@ def _load_finetune(folder: Path, state_file: Path) -> Run:
     state = _read_json(state_file)
     run = Run(folder, "finetune", folder.name, {}, log_history=list(state.get("log_history", [])),
               trainer_state_file=state_file)
-    sections_file = next((p / EVAL_SECTIONS for p in (state_file.parent, folder) if (p / EVAL_SECTIONS).is_file()), None)
+    # The trainer saves its latest eval sections with each checkpoint; the newest is the latest evaluation.
+    checkpoints = sorted((p for p in folder.glob("checkpoint-*") if (p / EVAL_SECTIONS).is_file()), key=_checkpoint_step)
+    candidates = [*reversed(checkpoints), folder]
+    sections_file = next((p / EVAL_SECTIONS for p in candidates if (p / EVAL_SECTIONS).is_file()), None)
     if sections_file is not None:
         for name, section in _read_json(sections_file).items():
             task = "hard_positive" if _is_hard_positive_section(section) else section.get("task", "other")
