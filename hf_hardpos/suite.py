@@ -34,7 +34,7 @@ from .evaluation import difference_rule, identify_model, load_model_and_processo
 from .evaluation import RESULT_VERSIONS, require_dataset_exists
 from .provenance import describe_model, digest_of, environment, hub_revision, sha256_files
 from .scoring import ITMScorer, pick_device
-from .tables import TIE_RULE, metrics_table, render_table, retention_table
+from .tables import TIE_RULE, metrics_table, published_table, render_table, retention_table
 from .tasks import caption_selection, text_only, webdataset
 from .tasks.aro import ARO_MACRO, ARO_TRUE_CAPTION_FIRST
 from .tasks import evaluate_caption_selection, evaluate_text_only, evaluate_winoground
@@ -311,6 +311,8 @@ def format_section(section: dict) -> str:
         extra = {k: v["text_only_accuracy"] for k, v in rows.items() if "text_only_accuracy" in v}
         if extra:
             text += "\ntext-only (TOT) accuracy %: " + ", ".join(f"{k} {100 * v:.1f}" for k, v in extra.items())
+        if section.get("published"):
+            text += "\n" + published_table(section["published"])
     else:
         metric_names = [k for k in dict.fromkeys(k for m in rows.values() for k in m) if not isinstance(
             next((m[k] for m in rows.values() if k in m), None), (dict, list, str)) or k == "num_candidates"]
@@ -326,6 +328,7 @@ def _hard_positive_section(report: EvaluationReport) -> dict:
         "provenance": report.provenance,
         "tie_rule": TIE_RULE,
         "aggregation": "; ".join(["per config = fraction of its rows", *describe_all(report.aggregates)]),
+        "published": report.published,  # the paper's figures and ours minus them, for a known model
     }
 
 

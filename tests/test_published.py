@@ -86,3 +86,11 @@ def test_known_model_report_adds_published_rows_and_delta(tiny_clip_dir, tmp_pat
     assert line.split()[2:5] == ["61.6", "46.8", "23.2"]
     plain = evaluate_model(str(tiny_clip_dir), str(folder), progress=False)
     assert plain.published == {} and "paper:" not in plain.table()
+
+    # A suite's hard-positive section carries and prints the same rows.
+    from hf_hardpos.suite import HARD_POSITIVE, _hard_positive_section, format_section
+
+    section = {"task": HARD_POSITIVE, **_hard_positive_section(report)}
+    assert section["published"] == report.published
+    printed = format_section(section).splitlines()
+    assert any(row.startswith(f"ours - paper: {REPLACE_POOLED}") for row in printed)
