@@ -248,8 +248,13 @@ def test_fine_tuning_folders_show_their_latest_evaluation_without_a_paired_test(
         section = {"task": "hard_positive", "results": results, "aggregates": replace_aggregates(results), "step": 8}
         checkpoint = tmp_path / name / "checkpoint-8"
         checkpoint.mkdir(parents=True)
-        (checkpoint / "trainer_state.json").write_text(json.dumps({"log_history": [{"step": 8, "loss": 1.0}]}))
+        # ft_b as examples/finetune.py leaves it: trainer.save_state() at the top, eval sections per checkpoint.
+        state_folder = checkpoint if name == "ft_a" else tmp_path / name
+        (state_folder / "trainer_state.json").write_text(json.dumps({"log_history": [{"step": 8, "loss": 1.0}]}))
         (checkpoint / "hardpos_eval_sections.json").write_text(json.dumps({"replace": section}))
+        stale = tmp_path / name / "checkpoint-4"  # an older evaluation: never the one shown
+        stale.mkdir()
+        (stale / "hardpos_eval_sections.json").write_text(json.dumps({"replace": {"task": "hard_positive", "results": {}, "aggregates": {}}}))
         folders.append((tmp_path / name, section))
     code, out, _ = _compare(capsys, *(f for f, _ in folders), "--format", "json")
     assert code == 0
