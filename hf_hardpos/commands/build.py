@@ -294,7 +294,29 @@ DATASETS: dict[str, Buildable] = {
                                   "corpus files to build, by config name (default: all present)"),
         _build_vl_checklist,
     ),
+    "own": Buildable(
+        "your own hard-positive eval set from a CSV/JSONL of image paths and captions (README: Evaluate your own data)",
+        None,
+        "you/my-eval-set",
+        lambda parser: _own_arguments(parser),
+        lambda args: _build_own(args),
+    ),
 }
+
+
+def _own_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--table", type=Path, required=True,
+                        help="CSV (with a header) or JSONL: image, caption, hard_negative, hard_positive[, image_id, config]")
+    _images_dir("folder the table's image paths are relative to (default: the table's folder)")(parser)
+
+
+def _build_own(args: argparse.Namespace):
+    from ..data.hub_folder import SHARD_SIZE
+    from ..data.own import export_own
+
+    return export_own(args.table, args.output_dir, images_dir=args.images_dir, skip_missing=args.skip_missing,
+                      cache_dir=args.cache_dir, max_shard_size=args.max_shard_size or SHARD_SIZE,
+                      repo_id_for_card=args.push_to_hub)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -1,0 +1,162 @@
+"""Your own hard-positive evaluation set, from a CSV or JSONL table of image paths and captions.
+
+Why: `hardpos eval --dataset FOLDER` reads a Hub-style folder (parquet shards + README `configs:`);
+writing one by hand is easy to get subtly wrong (a README without `configs:`, images stored as paths
+that only resolve on one machine). This builder takes one table and writes that folder through the
+same transaction as every other builder (`hub_folder.export_folder`: images decoded first, bytes
+embedded and checked, README last).
+
+Table columns (a header row for CSV; one JSON object per line for JSONL):
+
+- `image`: path of the image file, relative to `--images-dir` (default: the table's folder);
+- `caption`, `hard_negative`, `hard_positive`: the three captions of the row (non-empty);
+- `image_id` (optional): rows with the same id share one image (default: the image path);
+- `config` (optional): the config the row belongs to (default `default`), e.g. `attributes`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import datasets
+from PIL import Image, UnidentifiedImageError
+
+from .. import columns
+from ..errors import UserInputError
+from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder
+
+REQUIRED = (columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS)
+OPTIONAL = (columns.IMAGE_ID, "config")
+DEFAULT_CONFIG = "default"
+
+
+def read_table(path: str | Path) -> list[dict]:
+    """The rows of a `.csv` or `.jsonl` table, each with its 1-based line number (`line`).
+
+    Every line counts: a blank JSONL line is an error naming it, never skipped (skipping would shift
+    nothing here, but a silently short table is still a wrong evaluation set).
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise UserInputError(f"--table {path}: no such file")
+    rows: list[dict] = []
+    if path.suffix.lower() == ".csv":
+        with open(path, newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            for row in reader:
+                rows.append({**row, "line": reader.line_num})
+    elif path.suffix.lower() in (".jsonl", ".json"):
+        for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not text.strip():
+                raise UserInputError(f"{path}: line {number} is blank (one JSON object per line)")
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as err:
+                raise UserInputError(f"{path}: line {number} is not valid JSON ({err.msg})") from err
+            if not isinstance(value, dict):
+                raise UserInputError(f"{path}: line {number} is not a JSON object")
+            rows.append({**value, "line": number})
+    else:
+        raise UserInputError(f"--table {path}: expected a .csv or .jsonl file")
+    if not rows:
+        raise UserInputError(f"{path}: no rows")
+    return rows
+
+
+def check_rows(path: Path, rows: Sequence[dict]) -> None:
+    """Every required field present and a non-empty string, no unknown field; errors name line and field."""
+    known = {*REQUIRED, *OPTIONAL, "line"}
+    for row in rows:
+        unknown = sorted(set(row) - known)
+        if unknown:
+            raise UserInputError(f"{path}: line {row['line']} has unknown field(s) {unknown}; known: {[*REQUIRED, *OPTIONAL]}")
+        for field in REQUIRED:
+            value = row.get(field)
+            if not isinstance(value, str) or not value.strip():
+                raise UserInputError(f"{path}: line {row['line']}, field {field!r}: missing or empty")
+
+
+def _images(rows: Sequence[dict], images_dir: Path, table: Path, skip_missing: bool) -> ImageSpec:
+    """Each distinct image found and decoded before anything is written; a missing or unreadable one
+    is an error naming its file and line (or, with `skip_missing`, its rows are dropped and counted)."""
+    found: dict[str, tuple[Path, str]] = {}
+    missing: list[str] = []
+    for row in rows:
+        key = row[columns.IMAGE_ID]
+        local = images_dir / row[columns.IMAGE]
+        if key in found:
+            if found[key][0] != local:
+                raise UserInputError(f"{table}: line {row['line']}: image_id {key!r} names two files "
+                                     f"({found[key][0]} and {local})")
+            continue
+        if key in missing:
+            continue
+        try:
+            with Image.open(local) as image:
+                image.load()
+        except (OSError, UnidentifiedImageError) as err:
+            if not skip_missing:
+                raise UserInputError(f"{table}: line {row['line']}: image {local} cannot be read "
+                                     f"({type(err).__name__}); fix it or pass --skip-missing") from err
+            missing.append(key)
+            continue
+        found[key] = (local, row[columns.IMAGE])
+    return ImageSpec(found, missing)
+
+
+def export_own(
+    table: str | Path,
+    output_dir: str | Path,
+    *,
+    images_dir: str | Path | None = None,
+    split: str = "test",
+    skip_missing: bool = False,
+    cache_dir: str | Path | None = None,
+    max_shard_size: int | str = SHARD_SIZE,
+    repo_id_for_card: str | None = None,
+    verify: bool = True,
+) -> BuildReport:
+    """Write the table's rows as a Hub folder `hardpos eval --dataset` reads: one config per `config` value."""
+    table = Path(table).expanduser()
+    rows = read_table(table)
+    check_rows(table, rows)
+    images_dir = Path(images_dir).expanduser() if images_dir is not None else table.parent
+    for row in rows:
+        row.setdefault(columns.IMAGE_ID, row[columns.IMAGE])
+        row[columns.IMAGE_ID] = str(row[columns.IMAGE_ID])
+    images = _images(rows, images_dir, table, skip_missing)
+    features = datasets.Features(
+        {columns.IMAGE_ID: datasets.Value("string"), **{c: datasets.Value("string") for c in columns.EVAL_CAPTION_COLUMNS}}
+    )
+    by_config: dict[str, list[dict]] = {}
+    for row in rows:
+        kept = {name: row[name] for name in features}
+        by_config.setdefault(str(row.get("config") or DEFAULT_CONFIG), []).append(kept)
+    report = BuildReport(dataset=table.stem)
+    report.sources["table"] = str(table.resolve())
+    report.sources["images"] = str(images_dir.resolve())
+    configs = [ConfigBuild(name, config_rows, features, images=images) for name, config_rows in by_config.items()]
+    name = repo_id_for_card or table.stem
+    facts = CardFacts(
+        title=f"{name}: a hard-positive evaluation set",
+        pretty_name=name,
+        summary=f"Rows of (image, caption, hard_negative, hard_positive) built from {table.name} by `hardpos build own`.",
+        builder="hardpos build own",
+        usage=f"hardpos eval --model MODEL --dataset {name}",
+        column_meanings={
+            columns.IMAGE: "the image, bytes embedded",
+            columns.IMAGE_ID: "the table's image_id, or the image path when it had none",
+            columns.CAPTION: "the caption that describes the image",
+            columns.HARD_NEGATIVE: "a caption whose meaning differs (should score lower)",
+            columns.HARD_POSITIVE: "a caption with the same meaning, worded differently (should score like the caption)",
+        },
+        defects="",
+        license_id="other",
+        license_text="The table's owner decides the licence; this card does not state one.",
+        citation="",
+    )
+    return export_folder(output_dir, configs, facts, report, split=split, max_shard_size=max_shard_size,
+                         cache_dir=cache_dir, verify=verify)

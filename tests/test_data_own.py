@@ -1,0 +1,64 @@
+"""`hardpos build own`: a CSV/JSONL table of image paths and captions becomes a folder `hardpos eval` scores."""
+
+import csv
+import io
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from hf_hardpos.data.own import export_own
+from hf_hardpos.errors import UserInputError
+from hf_hardpos.evaluation import evaluate_model
+
+
+def _write_images(folder, count):
+    rng = np.random.default_rng(0)
+    folder.mkdir(parents=True, exist_ok=True)
+    for index in range(count):
+        Image.fromarray(rng.integers(0, 255, (12, 10, 3), dtype=np.uint8)).save(folder / f"{index}.png")
+
+
+ROWS = [
+    {"image": "img/0.png", "caption": "a red cube", "hard_negative": "a blue cube", "hard_positive": "a cube that is red",
+     "config": "attributes"},
+    {"image": "img/1.png", "caption": "a dog left of a cat", "hard_negative": "a cat left of a dog",
+     "hard_positive": "a cat right of a dog", "config": "relations"},
+    {"image": "img/0.png", "caption": "a small red cube", "hard_negative": "a large red cube",
+     "hard_positive": "a red cube that is small", "config": "attributes"},
+]
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl"])
+def test_table_becomes_a_folder_eval_scores(kind, tiny_clip_dir, tmp_path):
+    _write_images(tmp_path / "img", 2)
+    table = tmp_path / f"rows.{kind}"
+    if kind == "csv":
+        with open(table, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(ROWS[0]))
+            writer.writeheader()
+            writer.writerows(ROWS)
+    else:
+        table.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    out = tmp_path / "own"
+    report = export_own(table, out)
+    assert report.counts == {"attributes": 2, "relations": 1}
+    assert "configs:" in (out / "README.md").read_text()
+    result = evaluate_model(str(tiny_clip_dir), str(out), progress=False, log=lambda m: None)
+    assert result.results["attributes"]["num_examples"] == 2 and result.results["relations"]["num_examples"] == 1
+
+
+def test_bad_rows_and_images_are_named(tmp_path):
+    _write_images(tmp_path / "img", 1)
+    table = tmp_path / "rows.jsonl"
+    table.write_text(json.dumps(ROWS[0]) + "\n\n")
+    with pytest.raises(UserInputError, match="line 2 is blank"):
+        export_own(table, tmp_path / "out")
+    table.write_text(json.dumps({**ROWS[0], "hard_positive": ""}) + "\n")
+    with pytest.raises(UserInputError, match="line 1, field 'hard_positive'"):
+        export_own(table, tmp_path / "out")
+    (tmp_path / "img" / "1.png").write_bytes(b"not an image")
+    table.write_text(json.dumps(ROWS[1]) + "\n")
+    with pytest.raises(UserInputError, match="line 1: image .*1.png cannot be read"):
+        export_own(table, tmp_path / "out")
