@@ -51,6 +51,7 @@ def is_openai_weights(model: str, identity: dict[str, Any], preset: str | None =
     origin = identity.get("converted_from") or {}
     return (
         str(model).startswith(OPENAI_HUB_PREFIX)
+        or (str(model).startswith("open_clip:") and str(model).endswith("/openai"))  # e.g. open_clip:RN50x16/openai
         or preset == "clip"
         or origin.get("checkpoint_kind") == OPENAI_ARCHIVE
     )

@@ -63,6 +63,7 @@ def test_precision_follows_the_papers_loader():
     openai = resolve_protocol("paper", "openai/clip-vit-base-patch32", {}, "cuda", "fp32", "pil")
     assert (openai.precision, openai.image_backend) == ("fp16-weights", "paper")
     assert resolve_protocol("paper", "openai/clip-vit-base-patch32", {}, "cpu", "fp32", "pil").precision == "fp32"
+    assert resolve_protocol("paper", "open_clip:RN50x16/openai", {}, "cuda", "fp32", "pil").precision == "fp16-weights"
     converted = {"converted_from": {"checkpoint_kind": "OpenAI TorchScript archive"}}
     assert resolve_protocol("paper", "/x", converted, "cuda", "fp32", "pil").precision == "fp16-weights"
     negclip = resolve_protocol("paper", "/x", {"converted_from": {"checkpoint_kind": "open_clip"}}, "cuda", "fp32", "pil")
