@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -339,13 +339,14 @@ def _slug(name: str) -> str:
 class _LazyScorer:
     """Loads the model only when some dataset actually needs scoring (a fully resumed suite does not)."""
 
-    def __init__(self, model: str, image_backend: str, **options):
+    def __init__(self, model: str, image_backend: str, make_scorer=None, **options):
         self.model, self.image_backend, self.options, self.scorer = model, image_backend, options, None
+        self.make_scorer = make_scorer or ITMScorer
 
     def __call__(self) -> ITMScorer:
         if self.scorer is None:
             loaded, processor = load_model_and_processor(self.model, self.image_backend)
-            self.scorer = ITMScorer(loaded, processor, **self.options)
+            self.scorer = self.make_scorer(loaded, processor, **self.options)
         return self.scorer
 
 
@@ -368,6 +369,7 @@ def run_suite(
     tokenizer: str | Path | None = None,
     image_backend: str = DEFAULT_IMAGE_BACKEND,
     log=print,
+    make_scorer: Callable[..., ITMScorer] | None = None,
 ) -> SuiteReport:
     """Evaluate `model` on every entry; one `metrics.json` and one table in `output_dir`.
 
@@ -379,7 +381,8 @@ def run_suite(
     Every dataset runs even when another fails: a failure is recorded in its section (`error`) and
     in `run.failed` (`run.complete` stays False), group means list what they miss, and `hardpos
     eval` exits non-zero at the end. Groups are checked (one task each, with a group metric)
-    before anything is scored.
+    before anything is scored. `make_scorer` builds the scorer in place of `ITMScorer` (see
+    `evaluate_model`).
     """
     from .conversion import resolve_model
 
@@ -410,7 +413,7 @@ def run_suite(
             from .embedding_cache import EmbeddingCache
 
             cache = EmbeddingCache(cache_dir, namespace=digest_of([identity, settings]))
-        scorer = _LazyScorer(model_path, image_backend, batch_size=batch_size, num_workers=num_workers, device=device,
+        scorer = _LazyScorer(model_path, image_backend, make_scorer, batch_size=batch_size, num_workers=num_workers, device=device,
                              precision=precision, allow_tf32=allow_tf32, progress=progress, cache=cache)
         for entry in entries:
             if entry.name not in tasks:

@@ -24,6 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     # tasks are checked in `run`, where the suite module is loaded anyway).
     from ..conversion.open_clip_config import ACTIVATIONS
     from ..image_processing import DEFAULT_IMAGE_BACKEND, IMAGE_BACKENDS
+    from ..multi_eval import MODEL_LISTS
     from ..protocol import PROTOCOLS
 
     parser = subparsers.add_parser(
@@ -41,9 +42,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(README: Benchmarks)",
     )
     parser.add_argument(
-        "--model", required=True,
+        "--model", action="append", default=None,
         help="Hub id or local folder of a CLIP-like model, or an open_clip / OpenAI TorchScript / TSVLC-LoRA "
-        "checkpoint file (converted once into a cache, then scored like any HF model)",
+        "checkpoint file (converted once into a cache, then scored like any HF model). Repeatable: several models "
+        "in one run share decoded images and each gets OUT/<name>/ as if evaluated alone, then one comparison table",
+    )
+    parser.add_argument(
+        "--models", action="append", default=None, choices=MODEL_LISTS,
+        help="add the rows of a `hardpos zoo` list: table8 (the paper's Table 8 models), table1 (its Table 1 rows "
+        "whose weights have a Hub id)",
+    )
+    parser.add_argument(
+        "--pixel-cache", default=None, metavar="DIR",
+        help="keep decoded, preprocessed images on disk by content and preprocessing settings, so later runs (new "
+        "checkpoints) skip decoding; its size is printed at the end",
+    )
+    parser.add_argument(
+        "--pixel-cache-max-gb", type=float, default=None,
+        help="bound on --pixel-cache's size; once reached, new images are decoded but not written",
     )
     checkpoint = parser.add_argument_group(
         "checkpoint files", "only with --model FILE; the converted folders are cached by the checkpoint's sha256 "
@@ -153,15 +169,32 @@ def _conversion_options(args: argparse.Namespace) -> tuple[dict, list[str | None
 
 
 def run(args: argparse.Namespace) -> int:
+    """Under `torchrun` / `accelerate launch` (WORLD_SIZE > 1) process 0 runs the command and the others
+    encode their share of its inputs (`distributed_eval`); otherwise the command runs here alone."""
+    from ..distributed_eval import process_group
+
+    with process_group(args.device) as workers:
+        if workers is not None and not workers.is_driver:
+            return workers.follow()
+        return _run(args, workers)
+
+
+def _run(args: argparse.Namespace, workers) -> int:
     from ..conversion.cache import check_model_options
     from ..errors import UserInputError
     from ..evaluation import activation_comparison_table, check_run_options, evaluate_model, require_dataset_exists
     from ..evaluation import require_model_exists
+    from ..multi_eval import expand_models, scorer_factory
     from ..scoring import pick_device
     from ..suite import HARD_POSITIVE, TASKS, SuiteEntry, activation_comparison_suite_table, detect_task, load_suite
     from ..suite import run_suite
 
     check_run_options(args.batch_size, args.num_workers, args.max_rows, args.bootstrap)
+    models = expand_models(args.model or [], args.models or [])
+    pixels = _pixel_store(args, several=len(models) > 1 or bool(args.models))
+    if len(models) > 1 or args.models:
+        return _run_models(args, models, pixels, workers)
+    args.model = models[0]
     if args.task is not None and args.task not in TASKS:
         raise UserInputError(f"--task {args.task!r} is not one of {list(TASKS)}")
     if args.dataset is not None:
@@ -205,7 +238,9 @@ def run(args: argparse.Namespace) -> int:
                 activation: evaluate_model(
                     args.model, args.dataset, args.configs, args.split, bootstrap_samples=args.bootstrap,
                     output_dir=output_for(activation), activation=activation, log=log_for(activation),
-                    preset=_paper_preset(args.preset, activation), protocol=args.protocol, **common,
+                    preset=_paper_preset(args.preset, activation), protocol=args.protocol,
+                    make_scorer=scorer_factory(pixels, workers, _model_spec(args.model, conversion, activation)),
+                    **common,
                 )
                 for activation in activations
             }
@@ -215,6 +250,8 @@ def run(args: argparse.Namespace) -> int:
                 print(next(iter(reports.values())).table())
             # A --max-rows run may have gone beside a fuller result: name the folder it really wrote.
             _print_written(args.output, [r.output_dir for r in reports.values()], "metrics.json and per-row scores")
+            if pixels is not None:
+                print(pixels.summary())
             return 0
         entries = [SuiteEntry(Path(args.dataset).name or args.dataset, args.dataset, task, args.configs, args.split)]
     else:
@@ -228,7 +265,7 @@ def run(args: argparse.Namespace) -> int:
     suite_reports = {
         activation: run_suite(
             args.model, entries, output_dir=output_for(activation), activation=activation, log=log_for(activation),
-            **common,
+            make_scorer=scorer_factory(pixels, workers, _model_spec(args.model, conversion, activation)), **common,
         )
         for activation in activations
     }
@@ -237,10 +274,94 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(next(iter(suite_reports.values())).table())
     _print_written(args.output, [output_for(a) for a in activations], "metrics.json")
+    if pixels is not None:
+        print(pixels.summary())
     failed = {a: r.failed for a, r in suite_reports.items() if r.failed}
     if failed:  # every dataset ran; the failures are in their sections and in metrics.json
         listed = "; ".join(f"{', '.join(names)}" + (f" [{a}]" if compare else "") for a, names in failed.items())
         print(f"hardpos eval: error: incomplete suite, failed: {listed}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _model_spec(model: str, conversion: dict, activation: str | None) -> dict:
+    """What another process needs to load the same model (`distributed_eval`): the user's model and options."""
+    return {"model": model, "activation": activation, **conversion}
+
+
+def _pixel_store(args: argparse.Namespace, several: bool):
+    """A `PixelStore` when models share decoded images (several models) or `--pixel-cache` keeps them; else None."""
+    from ..errors import UserInputError
+
+    if args.pixel_cache_max_gb is not None:
+        if args.pixel_cache is None:
+            raise UserInputError("--pixel-cache-max-gb bounds --pixel-cache DIR; give that too")
+        if args.pixel_cache_max_gb <= 0:
+            raise UserInputError(f"--pixel-cache-max-gb must be > 0, got {args.pixel_cache_max_gb:g}")
+    if not several and args.pixel_cache is None:
+        return None
+    from ..pixel_store import GIB, PixelStore
+
+    bound = int(args.pixel_cache_max_gb * GIB) if args.pixel_cache_max_gb is not None else None
+    try:
+        return PixelStore(args.pixel_cache, max_disk_bytes=bound)
+    except OSError as err:
+        raise UserInputError(f"--pixel-cache {args.pixel_cache}: cannot use it ({err.strerror or err})") from err
+
+
+def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) -> int:
+    """Several models, one run (`multi_eval`): each model's usual outputs in OUT/<name>/, then one table."""
+    from ..conversion.cache import check_model_options
+    from ..errors import UserInputError
+    from ..evaluation import evaluate_model, require_dataset_exists, require_model_exists
+    from ..multi_eval import comparison_table, evaluate_models, scorer_factory
+    from ..scoring import pick_device
+    from ..suite import HARD_POSITIVE, TASKS, SuiteEntry, detect_task, load_suite, run_suite
+
+    if args.output is None:
+        raise UserInputError("--output is required with several models (each gets OUT/<name>/)")
+    for option, value in (("--preset", args.preset), ("--native", args.native), ("--activation both", args.activation == BOTH)):
+        if value:
+            raise UserInputError(f"{option} applies to one model; run that model on its own")
+    if args.task is not None and args.task not in TASKS:
+        raise UserInputError(f"--task {args.task!r} is not one of {list(TASKS)}")
+    conversion = {"open_clip_config": args.open_clip_config, "tokenizer": args.tokenizer}
+    for model in models:  # every refusal before any data is read or any model scored
+        check_model_options(model, conversion["open_clip_config"], args.activation, conversion["tokenizer"])
+        require_model_exists(model)
+    pick_device(args.device)
+    if args.dataset is not None:
+        require_dataset_exists(args.dataset)
+        task = args.task or detect_task(args.dataset, args.split, args.configs)
+        entries = [SuiteEntry(Path(args.dataset).name or args.dataset, args.dataset, task, args.configs, args.split)]
+    else:
+        task, entries = None, load_suite(args.suite)
+    if task != HARD_POSITIVE and (args.bootstrap or args.protocol != "default"):
+        raise UserInputError("--bootstrap and --protocol apply to hard-positive datasets evaluated on their own")
+    common = dict(
+        batch_size=args.batch_size, num_workers=args.num_workers, device=args.device, precision=args.dtype,
+        allow_tf32=args.allow_tf32, image_backend=args.image_backend, max_rows=args.max_rows,
+        cache_dir=args.cache_dir, resume=not args.no_resume, progress=not args.no_progress,
+        activation=args.activation, **conversion,
+    )
+
+    def run_one(model: str, folder: Path, log):
+        make = scorer_factory(pixels, workers, _model_spec(model, conversion, args.activation))
+        if task == HARD_POSITIVE:
+            return evaluate_model(model, args.dataset, args.configs, args.split, bootstrap_samples=args.bootstrap,
+                                  output_dir=folder, protocol=args.protocol, make_scorer=make, log=log, **common)
+        return run_suite(model, entries, output_dir=folder, make_scorer=make, log=log, **common)
+
+    run = evaluate_models(models, run_one, args.output)
+    for name, outcome in run.outcomes.items():
+        print(f"\n=== {name}: {outcome.model} ===")
+        print(outcome.report.table() if outcome.error is None else f"FAILED: {outcome.error}")
+    print(f"\n=== all models (first = reference A) ===\n{comparison_table(run)}")
+    print(pixels.summary())
+    _print_written(args.output, [o.folder for o in run.outcomes.values() if o.error is None], "each model's outputs")
+    failed = run.failed + [n for n, o in run.outcomes.items() if o.error is None and getattr(o.report, "failed", None)]
+    if failed:
+        print(f"hardpos eval: error: incomplete, failed: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
 

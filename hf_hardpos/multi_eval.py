@@ -1,0 +1,181 @@
+"""Several models in one `hardpos eval` run: every image decoded once per preprocessing setting.
+
+    hardpos eval --model A --model B --model C --dataset hardpos/replace --output OUT
+    hardpos eval --models table8 --suite compositional --output OUT
+
+Why: the paper's tables are sweeps (14 models in Table 1, 14 in Table 8), and with small models, or
+any model on a GPU, the time goes to what every separate run repeats: starting Python and importing
+torch/transformers/datasets, reading and hashing the dataset, and decoding and resizing every image.
+One run pays the first two once, and its models share decoded pixels (`pixel_store`): models whose
+image processors produce the same pixels (backend, size, resize, crop, mean/std) form one group and
+decode each image once; other settings form groups of their own.
+
+Each model is evaluated exactly as `hardpos eval --model M` would (`evaluate_model` / `run_suite`,
+same resume keys, same batches), into `OUT/<name>/`, so its metrics.json, per-row scores and
+provenance are those of a run of that model alone, and resume works per model. A model that fails
+is recorded and the others still run (exit status 1 at the end, as a suite).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import UserInputError
+
+if TYPE_CHECKING:  # `hardpos eval --help` imports this module: no torch at import time
+    from .scoring import ITMScorer
+
+TABLE1 = "table1"
+TABLE8 = "table8"
+MODEL_LISTS = (TABLE1, TABLE8)
+
+
+def model_list(name: str) -> tuple[list[str], list[str]]:
+    """A named list's `--model` values, and the rows it cannot include with why (`hardpos zoo`).
+
+    `table8`: every Table 8 row with a route (an HF copy or open_clip-native). `table1`: the Table 1
+    rows whose weights are addressable by name (the HF copy of OpenAI's CLIP); the other rows are
+    checkpoint files the user downloads, passed as `--model FILE` (one run per `--preset`).
+    """
+    from .conversion.presets import PRESETS, PRETRAINED_PRESETS, ROUTE_NONE
+
+    if name == TABLE8:
+        models = [p.model for p in PRETRAINED_PRESETS.values() if p.route != ROUTE_NONE and p.model]
+        left = [f"{p.name} ({p.note.split(':')[0] or 'no route'})" for p in PRETRAINED_PRESETS.values()
+                if p.route == ROUTE_NONE or not p.model]
+        return models, left
+    if name == TABLE1:
+        hub = re.compile(r"Hub ([\w.-]+/[\w.-]+)")
+        models, left = [], []
+        for preset in PRESETS.values():
+            found = hub.search(preset.weights) if preset.file_format == "HF" else None
+            if found:
+                models.append(found.group(1))
+            else:
+                left.append(f"{preset.name} (a {preset.file_format} file: --model FILE --preset {preset.name})")
+        return models, left
+    raise UserInputError(f"--models {name!r} is not one of {list(MODEL_LISTS)}")
+
+
+def expand_models(models: Sequence[str], lists: Sequence[str], log=print) -> list[str]:
+    """`--model` values, then those of each `--models` list, each once, in that order."""
+    expanded = list(models)
+    for name in lists:
+        listed, left = model_list(name)
+        expanded.extend(listed)
+        if left:
+            log(f"--models {name}: not included: {'; '.join(left)}")
+    unique = list(dict.fromkeys(expanded))
+    if not unique:
+        raise UserInputError("give --model (repeatable) or --models LIST")
+    return unique
+
+
+def folder_names(models: Sequence[str]) -> dict[str, str]:
+    """Each model's folder under `--output`: the last part of its path or Hub id, with as many parents
+    as it takes to tell two models apart (`a/model` and `b/model` -> `a__model`, `b__model`)."""
+    parts = {m: [p for p in re.split(r"[/\\:]+", m.rstrip("/\\")) if p not in ("", ".", "..", "~")] or [m] for m in models}
+    depth = {m: 1 for m in models}
+    while True:
+        names = {m: "__".join(parts[m][-depth[m]:]) for m in models}
+        clashes = {n for n in names.values() if list(names.values()).count(n) > 1}
+        grow = [m for m in models if names[m] in clashes and depth[m] < len(parts[m])]
+        if not grow:
+            break
+        for m in grow:
+            depth[m] += 1
+    cleaned = {m: re.sub(r"[^A-Za-z0-9_.=-]+", "_", n) for m, n in names.items()}
+    values = list(cleaned.values())
+    return {  # still equal (e.g. `m` and `./m`): numbered in order
+        m: f"{n}-{[k for k in models if cleaned[k] == n].index(m) + 1}" if values.count(n) > 1 else n
+        for m, n in cleaned.items()
+    }
+
+
+@dataclass
+class ModelOutcome:
+    """One model of the run: its folder, and its report (an `EvaluationReport` or a `SuiteReport`) or error."""
+
+    model: str
+    folder: Path
+    report: Any = None
+    error: str | None = None
+
+
+@dataclass
+class MultiRun:
+    """Every model's outcome, in the order given."""
+
+    outcomes: dict[str, ModelOutcome] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list[str]:
+        return [name for name, o in self.outcomes.items() if o.error is not None]
+
+
+def evaluate_models(
+    models: Sequence[str],
+    run_one: Callable[[str, Path, Callable[[str], None]], Any],
+    output_dir: str | Path,
+    log=print,
+) -> MultiRun:
+    """Run `run_one(model, folder, log)` for each model into `output_dir/<name>/`; a failure is recorded
+    (one line) and the next model runs. `run_one` evaluates like a single-model run, with a scorer
+    factory that shares the run's `PixelStore`."""
+    names = folder_names(models)
+    result = MultiRun()
+    for model in models:
+        name = names[model]
+        folder = Path(output_dir) / name
+        prefixed = (lambda message, name=name: log(f"[{name}] {message}"))
+        prefixed(f"evaluating {model} -> {folder}")
+        outcome = ModelOutcome(model, folder)
+        try:
+            outcome.report = run_one(model, folder, prefixed)
+        except KeyboardInterrupt:
+            raise
+        except Exception as err:  # noqa: BLE001 - one model's failure must not lose the others' results
+            text = str(err).strip()
+            outcome.error = f"{type(err).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+            prefixed(f"FAILED ({outcome.error}); continuing with the other models")
+        result.outcomes[name] = outcome
+    return result
+
+
+def scorer_factory(pixels, workers=None, spec: dict | None = None) -> Callable[..., ITMScorer] | None:
+    """What `evaluate_model(make_scorer=...)` gets: a scorer sharing `pixels` (a `PixelStore`, or None),
+    sharded over `workers` (a `distributed_eval.Workers`, or None) for the model `spec` names."""
+    if workers is not None:
+        from .distributed_eval import DistributedScorer
+
+        def make(model, processor, *args, **kwargs) -> ITMScorer:
+            return DistributedScorer(model, processor, *args, pixels=pixels, workers=workers, spec=spec, **kwargs)
+
+        return make
+    if pixels is None:
+        return None
+    from .pixel_store import SharedPixelScorer
+
+    def make_shared(model, processor, *args, **kwargs) -> ITMScorer:
+        return SharedPixelScorer(model, processor, *args, pixels=pixels, **kwargs)
+
+    return make_shared
+
+
+def comparison_table(run: MultiRun) -> str:
+    """`hardpos compare`'s table of the models that finished (first model = reference A), or why none."""
+    from .reporting.compare import compare_runs, render
+    from .reporting.runs import load_run
+
+    done = [o.folder for o in run.outcomes.values() if o.error is None]
+    if not done:
+        return "no model finished: nothing to compare"
+    try:
+        runs = [load_run(folder) for folder in done]
+        return render(compare_runs(runs, allow_mismatch=True), "text")
+    except UserInputError as err:
+        return f"no comparison table: {err}"

@@ -1,0 +1,140 @@
+"""Several models in one `hardpos eval` run (`multi_eval`) and shared decoded pixels (`pixel_store`).
+
+Each model's outputs must equal those of a run of that model alone; models with the same image
+processor decode each image once; a pixel folder serves a later run and respects its bound.
+"""
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+import torch
+from transformers import CLIPModel, CLIPProcessor
+
+from hf_hardpos.cli import main
+from hf_hardpos.multi_eval import expand_models, folder_names, model_list
+from hf_hardpos.pixel_store import PixelStore, SharedPixelScorer
+from hf_hardpos.scoring import ITMScorer
+from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
+
+from eval_fixtures import make_eval_set
+
+CONFIGS = ("attributes", "relations")
+
+
+@pytest.fixture(scope="module")
+def hub_folder(tmp_path_factory):
+    """Two configs sharing no images, laid out as a Hub dataset repo (parquet + README configs)."""
+    root = tmp_path_factory.mktemp("replace_repo")
+    for seed, config in enumerate(CONFIGS):
+        make_eval_set(num_images=4 + seed, rows_per_image=2, seed=seed).to_parquet(
+            str(root / "data" / config / "test-00000-of-00001.parquet"))
+    (root / "README.md").write_text("---\nconfigs:\n" + "".join(
+        f"- config_name: {c}\n  data_files:\n  - split: test\n    path: data/{c}/test-*.parquet\n" for c in CONFIGS
+    ) + "---\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """Three tiny CLIPs: two share their image processor (32 px), the third resizes to 16 px."""
+    root = tmp_path_factory.mktemp("models")
+    return [build_tiny_clip(root / "a", seed=1), build_tiny_clip(root / "b", seed=2),
+            build_tiny_clip(root / "c", seed=3, image_size=16)]
+
+
+def _eval(*args) -> int:
+    return main(["eval", *args, "--batch-size", "3", "--no-progress"])
+
+
+def _same_outputs(alone, together) -> None:
+    """metrics.json (results, provenance with its keys, aggregates) and per-row scores equal."""
+    a, b = json.loads((alone / "metrics.json").read_text()), json.loads((together / "metrics.json").read_text())
+    for part in ("results", "aggregates", "provenance", "model", "dataset"):
+        assert a[part] == b[part], part
+    assert a["run"]["key"] == b["run"]["key"] and a["run"]["settings"] == b["run"]["settings"]
+    for config in CONFIGS:
+        assert pq.read_table(alone / f"scores-{config}.parquet").equals(pq.read_table(together / f"scores-{config}.parquet"))
+
+
+def test_several_models_equal_separate_runs_and_resume_per_model(models, hub_folder, tmp_path):
+    out = tmp_path / "sweep"
+    assert _eval(*(x for m in models for x in ("--model", str(m))), "--dataset", str(hub_folder),
+                 "--output", str(out)) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["a", "b", "c"]
+    for model in models:
+        alone = tmp_path / f"alone-{model.name}"
+        assert _eval("--model", str(model), "--dataset", str(hub_folder), "--output", str(alone)) == 0
+        _same_outputs(alone, out / model.name)
+    # A second sweep with one more model reuses what the first saved, model by model.
+    saved = {m.name: (out / m.name / "scores-attributes.parquet").stat().st_mtime_ns for m in models}
+    extra = build_tiny_clip(tmp_path / "d", seed=4)
+    assert _eval(*(x for m in [*models, extra] for x in ("--model", str(m))), "--dataset", str(hub_folder),
+                 "--output", str(out)) == 0
+    assert {m.name: (out / m.name / "scores-attributes.parquet").stat().st_mtime_ns for m in models} == saved
+    assert json.loads((out / "d" / "metrics.json").read_text())["results"].keys() == set(CONFIGS)
+
+
+def _scorer(folder, cls=ITMScorer, **kwargs):
+    model, processor = CLIPModel.from_pretrained(folder), CLIPProcessor.from_pretrained(folder)
+    return cls(model, processor, batch_size=3, progress=False, **kwargs)
+
+
+def test_models_with_one_image_processor_decode_each_image_once(models):
+    dataset = make_eval_set(num_images=5, rows_per_image=2, seed=7)
+    store = PixelStore()
+    for index, folder in enumerate(models):
+        shared = _scorer(folder, SharedPixelScorer, pixels=store).embed_images(dataset)
+        alone = _scorer(folder).embed_images(dataset)
+        assert torch.equal(shared[0], alone[0]) and (shared[1] == alone[1]).all()
+        if index == 1:  # b shares a's processor: every image came from memory
+            assert (store.stats.decoded, store.stats.from_memory) == (5, 5)
+    assert (store.stats.decoded, store.stats.from_memory) == (10, 5)  # c's 16 px pixels are another group
+
+
+def test_pixel_folder_serves_a_later_run_within_its_bound(models, tmp_path):
+    dataset = make_eval_set(num_images=6, rows_per_image=1, seed=3)
+    first = PixelStore(tmp_path / "pixels")
+    expected = _scorer(models[0], SharedPixelScorer, pixels=first).embed_images(dataset)[0]
+    files, used = first.disk_usage()
+    assert (files, first.stats.written) == (6, 6) and used > 0
+    later = PixelStore(tmp_path / "pixels")  # a new run: nothing in memory, everything on disk
+    assert torch.equal(_scorer(models[1], SharedPixelScorer, pixels=later).embed_images(dataset)[0],
+                       _scorer(models[1]).embed_images(dataset)[0])
+    assert (later.stats.decoded, later.stats.from_disk) == (0, 6)
+    reread = PixelStore(tmp_path / "pixels")
+    assert torch.equal(_scorer(models[0], SharedPixelScorer, pixels=reread).embed_images(dataset)[0], expected)
+
+    bound = used // 6 * 2 + 100  # room for two images' files
+    small = PixelStore(tmp_path / "small", max_disk_bytes=bound)
+    _scorer(models[0], SharedPixelScorer, pixels=small).embed_images(dataset)
+    assert small.disk_usage()[1] <= bound
+    assert (small.stats.written, small.stats.not_written_full) == (2, 4)
+
+
+def test_folder_names_tell_models_apart():
+    names = folder_names(["/x/a/model", "/y/b/model", "openai/clip-vit-base-patch32", "tiny"])
+    assert names == {"/x/a/model": "a__model", "/y/b/model": "b__model",
+                     "openai/clip-vit-base-patch32": "clip-vit-base-patch32", "tiny": "tiny"}
+    assert len(set(folder_names(["m", "./m"]).values())) == 2
+
+
+def test_model_lists_expand_to_zoo_rows():
+    from hf_hardpos.conversion.presets import PRETRAINED_PRESETS, ROUTE_NONE
+
+    table8, left = model_list("table8")
+    assert table8 == [p.model for p in PRETRAINED_PRESETS.values() if p.route != ROUTE_NONE]
+    assert len(left) == sum(p.route == ROUTE_NONE for p in PRETRAINED_PRESETS.values())
+    table1, _ = model_list("table1")
+    assert table1 == ["openai/clip-vit-base-patch32"]
+    assert expand_models(["x", "openai/clip-vit-base-patch32"], ["table1"], log=lambda m: None) == [
+        "x", "openai/clip-vit-base-patch32"]
+
+
+def test_refusals(models, hub_folder, tmp_path):
+    many = [x for m in models[:2] for x in ("--model", str(m))]
+    assert _eval(*many, "--dataset", str(hub_folder)) == 2  # no --output
+    assert _eval(*many, "--dataset", str(hub_folder), "--output", str(tmp_path / "o"), "--activation", "both") == 2
+    assert _eval("--model", str(models[0]), "--dataset", str(hub_folder), "--pixel-cache-max-gb", "1") == 2
+    assert _eval("--model", str(models[0]), "--dataset", str(hub_folder), "--pixel-cache", str(tmp_path / "p"),
+                 "--pixel-cache-max-gb", "0") == 2
