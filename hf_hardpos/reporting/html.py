@@ -24,9 +24,7 @@ import numpy as np
 
 from .. import columns
 from ..aggregation import describe, pooled_from_scores
-from ..data.replace import phrase_diff
 from ..errors import UserInputError
-from ..evaluation import bootstrap_description, load_local_split, metrics_from_scores
 from ..metrics import METRIC_NAMES, brittle
 from ..provenance import describe_model
 from ..tables import TIE_RULE
@@ -101,6 +99,8 @@ def load_dataset_rows(bench: Benchmark, config: str, num_rows: int):
     A local folder is re-read by content and used only if its sha256 equals the one `metrics.json`
     recorded; a Hub dataset only at the recorded revision.
     """
+    from ..evaluation import load_local_split  # datasets and torch: imported on use, so `--help` stays instant
+
     prov = bench.provenance.get(config, {})
     ident = prov.get("dataset", {})
     split = ident.get("split") or prov.get("split") or "test"
@@ -136,6 +136,8 @@ def replacement_keys(dataset) -> tuple[list[str], str]:
     if "attributes" in names:
         keys = [" / ".join(str(a) for a in attrs) for attrs in dataset["attributes"]]
         return keys, "the attribute pair the caption binds (SWAP: the two phrases swapped around \"and\")"
+    from ..data.replace import phrase_diff  # imports datasets: on use only
+
     keys = [" \u2192 ".join(phrase_diff(c, p)) for c, p in zip(dataset[columns.CAPTION], dataset[columns.HARD_POSITIVE])]
     return keys, "word-level difference between c and c_p (common leading and trailing words removed)"
 
@@ -196,6 +198,8 @@ def _examples(scored: Sequence[ScoredRows], count: int) -> str:
 def _with_intervals(bench: Benchmark, scored: Mapping[str, ScoredRows], resamples: int) -> tuple[dict[str, dict], list[str]]:
     """The table rows (configs, then aggregates) with 95% intervals: as saved, else bootstrapped here from the
     saved per-row outcomes over images (point values always exactly as saved)."""
+    from ..evaluation import bootstrap_description, metrics_from_scores  # torch and datasets: on use only
+
     rows = {name: dict(m) for name, m in {**bench.results, **bench.aggregates}.items()}
     notes = []
     for config, r in scored.items():
