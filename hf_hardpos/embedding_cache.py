@@ -4,8 +4,8 @@ A benchmark suite shows one model the same inputs many times: SugarCrepe and Sug
 COCO images, REPLACE's two subsets share 8,041 images, captions repeat across configs. The scorer
 looks every input up here before encoding it. In memory the cache lives as long as the scorer; with
 a directory it persists across runs, in a namespace that must identify the model's content and
-every setting that changes an embedding (precision, TF32, text length, device type) — the caller
-builds it from `provenance`. Shards are written atomically (temporary file, then rename), so an
+every setting that changes an embedding (precision, TF32, text length, device type, the image
+processor's backend and pixel settings, see `image_processing`) — the caller builds it from `provenance`. Shards are written atomically (temporary file, then rename), so an
 interrupted run leaves only complete shards behind; partial files never match the shard pattern,
 and a shard that cannot be read is removed with a warning and its inputs encoded again.
 """
