@@ -116,8 +116,11 @@ def test_activation_both_prints_both_side_by_side_and_reruns_without_converting(
 
     monkeypatch.setattr("hf_hardpos.conversion.cache.convert_checkpoint", fail)
     monkeypatch.setattr("hf_hardpos.evaluation.load_model_and_processor", fail)
-    assert _eval(*argv) == 0  # each activation resumes from its own folder
-    assert capsys.readouterr().out.splitlines()[:8] == printed.splitlines()[:8]
+    assert _eval(*argv) == 0  # each activation resumes from its own folder, and says so
+    rerun = capsys.readouterr().out.splitlines()
+    reused = [line for line in rerun if "reusing the scores saved in" in line]
+    assert sorted(line.split("]")[0] + "]" for line in reused) == ["[gelu]", "[gelu]", "[quick_gelu]", "[quick_gelu]"]
+    assert [line for line in rerun if line not in reused][:8] == printed.splitlines()[:8]
 
 
 def test_suite_converts_once_per_activation_and_compares(tiny_tokenizer, hub_folder, cache, tmp_path, capsys):
