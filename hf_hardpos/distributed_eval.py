@@ -9,8 +9,9 @@ same model (by the name and options the user gave) and only encode.
 
 Whole batches, not single inputs, are dealt out: a batch is the same images, or captions padded the
 same way, as in a single-process run, so every embedding, hence every score, equals the
-single-process one (on CPU with the same thread count; on GPUs up to their kernels' own
-determinism). Process 0 keeps its embedding cache (`--cache-dir`) and its resume logic; the others
+single-process one (on GPUs up to their kernels' own determinism). On CPU a matrix product's
+last bits depend on the number of threads, and launchers start each process with one
+(OMP_NUM_THREADS=1), so each process uses as many as a single process would (`single_process_threads`). Process 0 keeps its embedding cache (`--cache-dir`) and its resume logic; the others
 hold no state beyond their models.
 
 Failures: a process that fails while encoding sends its error to process 0, which stops every
@@ -25,6 +26,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,6 +48,24 @@ class DistributedEvalError(UserInputError):
 def world_size() -> int:
     """The launcher's WORLD_SIZE (torchrun, accelerate launch), 1 when run directly."""
     return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def single_process_threads() -> int:
+    """torch's default intra-op thread count: the machine's physical cores (unique core ids per package in
+    /proc/cpuinfo), else the logical CPUs. What `hardpos eval` uses when run alone, whatever OMP_NUM_THREADS
+    a launcher set."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return os.cpu_count() or 1
+    cores, package = set(), ""
+    for line in lines:
+        name, _, value = line.partition(":")
+        if name.strip() == "physical id":
+            package = value.strip()
+        elif name.strip() == "core id":
+            cores.add((package, value.strip()))
+    return len(cores) or os.cpu_count() or 1
 
 
 def deal_batches(count: int, batch_size: int, processes: int) -> list[np.ndarray]:
@@ -113,9 +133,8 @@ class Workers:
         scorer = self._scorer(scorers, spec)
         if op == TEXTS:
             return scorer._encode_token_ids(work)
-        values, keys = work
-        rows = [{"image": value} for value in values]
-        sources = [_ImageSource(row, str(row), key) for row, key in enumerate(keys)]
+        values, sources = work  # the sources keep process 0's row numbers and ids, for error messages
+        rows = {source.row: {"image": value} for source, value in zip(sources, values)}
         return scorer._encode_images(rows, "image", sources)
 
     def _scorer(self, scorers: dict, spec: dict) -> SharedPixelScorer:
@@ -173,6 +192,8 @@ def process_group(device: str | None = None) -> Iterator[Workers | None]:
         raise UserInputError(f"WORLD_SIZE={size}, but this process cannot join its group ({err}); start it with "
                              "torchrun or accelerate launch") from err
     workers = Workers(dist.get_rank(), size, device)
+    if local_device(device) in (None, "cpu") or torch.device(local_device(device)).type == "cpu":
+        torch.set_num_threads(single_process_threads())
     try:
         if not workers.is_driver:
             yield workers
@@ -220,7 +241,7 @@ class DistributedScorer(SharedPixelScorer):
         payloads: list[Any] = [[sources[i] for i in shares[0]]]
         for share in shares[1:]:
             picked = [sources[i] for i in share]
-            payloads.append(([dataset[s.row][image_column] for s in picked], [s.key for s in picked]))
+            payloads.append(([dataset[s.row][image_column] for s in picked], picked))
         results = self.workers.run(
             IMAGES, self.spec, payloads,
             lambda mine: super(DistributedScorer, self)._encode_images(dataset, image_column, mine) if mine else None,

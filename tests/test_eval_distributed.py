@@ -1,0 +1,93 @@
+"""`torchrun --nproc_per_node 2 -m hf_hardpos eval` (two CPU processes, gloo) equals one process.
+
+Process 0 reads, resumes and writes; both encode whole batches of the distinct images and captions
+(`distributed_eval`). The per-row scores must be bit-identical to a single-process run, for one model
+and for several models in one run; a process that fails stops both, and nothing half-done is saved.
+"""
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+from datasets import Dataset, Features, Image, Value
+
+from hf_hardpos.cli import main
+from hf_hardpos.distributed_eval import deal_batches
+from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
+
+from eval_fixtures import make_eval_set
+
+CONFIGS = ("attributes", "relations")
+
+
+def _hub_folder(root, sets):
+    for config, dataset in sets.items():
+        dataset.to_parquet(str(root / "data" / config / "test-00000-of-00001.parquet"))
+    (root / "README.md").write_text("---\nconfigs:\n" + "".join(
+        f"- config_name: {c}\n  data_files:\n  - split: test\n    path: data/{c}/test-*.parquet\n" for c in sets
+    ) + "---\n")
+    return root
+
+
+def _torchrun(*args, cwd):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "hf_hardpos",
+         "eval", *args, "--batch-size", "3", "--no-progress"],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+def test_batches_are_dealt_whole_and_round_robin():
+    shares = deal_batches(10, 3, 2)
+    assert [s.tolist() for s in shares] == [[0, 1, 2, 6, 7, 8], [3, 4, 5, 9]]
+    assert [s.tolist() for s in deal_batches(2, 3, 2)] == [[0, 1], []]
+
+
+def test_two_processes_equal_one_for_one_and_several_models(tmp_path):
+    data = _hub_folder(tmp_path / "replace", {c: make_eval_set(num_images=5 + i, rows_per_image=2, seed=i)
+                                              for i, c in enumerate(CONFIGS)})
+    models = [build_tiny_clip(tmp_path / "a", seed=1), build_tiny_clip(tmp_path / "b", seed=2, image_size=16)]
+    done = _torchrun(*(x for m in models for x in ("--model", str(m))), "--dataset", str(data), "--output",
+                     str(tmp_path / "two"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for model in models:
+        alone = tmp_path / f"one-{model.name}"
+        assert main(["eval", "--model", str(model), "--dataset", str(data), "--output", str(alone), "--batch-size",
+                     "3", "--no-progress"]) == 0
+        together = tmp_path / "two" / model.name
+        a, b = (json.loads((f / "metrics.json").read_text()) for f in (alone, together))
+        assert a["results"] == b["results"] and a["provenance"] == b["provenance"]
+        for config in CONFIGS:
+            assert pq.read_table(alone / f"scores-{config}.parquet").equals(
+                pq.read_table(together / f"scores-{config}.parquet"))
+
+
+def _png(seed: int) -> bytes:
+    from PIL import Image as PILImage
+    import numpy as np
+
+    buffer = io.BytesIO()
+    PILImage.fromarray(np.random.default_rng(seed).integers(0, 255, (20, 24, 3), dtype=np.uint8)).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def test_a_failing_process_stops_both_and_saves_nothing(tmp_path):
+    # Six distinct images in batches of 3: the broken one (the fifth) is process 1's to decode.
+    images = [_png(i) for i in range(6)]
+    images[4] = b"not an image"
+    features = Features({"image": Image(), "image_id": Value("string"), "caption": Value("string"),
+                         "hard_negative": Value("string"), "hard_positive": Value("string")})
+    rows = Dataset.from_dict({
+        "image": [{"bytes": b, "path": None} for b in images], "image_id": [str(i) for i in range(6)],
+        "caption": ["red cube"] * 6, "hard_negative": ["blue cube"] * 6, "hard_positive": ["a red cube"] * 6,
+    }, features=features)
+    data = _hub_folder(tmp_path / "broken", {"attributes": rows})
+    model = build_tiny_clip(tmp_path / "m", seed=1)
+    done = _torchrun("--model", str(model), "--dataset", str(data), "--output", str(tmp_path / "out"), cwd=tmp_path)
+    assert done.returncode != 0
+    assert "process 1 of 2" in done.stderr and "row 4" in done.stderr
+    assert not (tmp_path / "out" / "scores-attributes.parquet").exists()
