@@ -408,3 +408,11 @@ def test_example_bad_flags_and_values_are_one_line_errors_with_exit_2(tmp_path, 
     assert example.run([*argv, "--output_dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and re.search(message, err[0]), err
+
+
+def test_random_crops_do_not_depend_on_the_number_of_dataloader_workers(tiny_clip_dir, tmp_path):
+    """Workers reseed torch's global RNG; per-row generators make that irrelevant."""
+    in_process = _crop_run(tiny_clip_dir, tmp_path / "w0", max_steps=3, save_strategy="no")
+    with_workers = _crop_run(tiny_clip_dir, tmp_path / "w2", max_steps=3, save_strategy="no",
+                             dataloader_num_workers=2)
+    assert with_workers == in_process
