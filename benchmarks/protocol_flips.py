@@ -37,6 +37,7 @@ from hf_hardpos.metrics import augmented_correct, brittle, original_correct
 from hf_hardpos.scoring import ITMScorer
 from hf_hardpos.synthetic import world
 from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
+from results import record  # benchmarks/results.py: one results file for every benchmark
 
 SIZES = ((640, 427), (427, 640), (500, 375), (500, 333), (800, 600), (640, 480))
 OUTCOMES = {"original_accuracy": original_correct, "augmented_accuracy": augmented_correct, "brittleness": brittle}
@@ -86,13 +87,16 @@ def main() -> None:
     base = results["default"]
     total = sum(len(rows) for rows in sets.values())
     print(f"{total} rows ({', '.join(f'{n} {len(r)}' for n, r in sets.items())}); image sizes {SIZES}")
-    for arm in list(arms)[1:]:
+    figures = {"rows": str(total)}
+    for arm, key in zip(list(arms)[1:], ("paper_fp32", "paper_fp16_weights_cpu")):
         for name in OUTCOMES:
             ours = np.concatenate([results[arm][s][name] for s in sets])
             ref = np.concatenate([base[s][name] for s in sets])
             flips = int((ours != ref).sum())
             print(f"{arm:46s} {name:19s} flipped {flips:4d} / {total} rows ({100 * flips / total:.2f}%), "
                   f"rate {100 * (ours.mean() - ref.mean()):+.2f} pp")  # fmt: skip
+            figures[f"{key}.{name}"] = f"{flips} ({100 * (ours.mean() - ref.mean()):+.2f} pp)"
+    record("protocol_flips", figures)
 
 
 if __name__ == "__main__":
