@@ -4,8 +4,8 @@ update is a line.
 Why: `--no-progress` used to silence only this package's bars, while `datasets`, `transformers`
 and `huggingface_hub` kept printing theirs; and in a log file (a batch job, CI) tqdm's
 carriage-return redraws pile up into one enormous line. `hardpos` calls `configure` once per
-command: with bars off, all four libraries are silenced; off a terminal, bars redraw at most every
-`LOG_INTERVAL_SECONDS` and each redraw is its own line.
+command: with bars off, all four libraries are silenced; off a terminal, a bar prints a line at most
+every `LOG_INTERVAL_SECONDS` (and its final state), never carriage returns.
 """
 
 from __future__ import annotations
@@ -14,27 +14,50 @@ import contextlib
 import io
 import os
 import sys
+import time
 from collections.abc import Iterator
 
 LOG_INTERVAL_SECONDS = 5
 
 
 class LinePerUpdate(io.TextIOBase):
-    """A text stream that turns tqdm's carriage-return redraws into one line per redraw."""
+    """A text stream that turns tqdm's carriage-return redraws into lines, at most one per `interval`
+    seconds per stream, plus each bar's final state (written when the bar ends its line)."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, interval: float = LOG_INTERVAL_SECONDS, clock=time.monotonic):
         self.stream = stream
-        self.at_line_start = True
+        self.interval = interval
+        self.clock = clock
+        self.pending = ""  # the latest redraw not printed yet
+        self.last_printed = -float("inf")
+        self.after_redraw = False  # the last thing printed was a redraw's line
+
+    def _redraw_line(self, text: str) -> str:
+        self.pending, self.last_printed, self.after_redraw = "", self.clock(), True
+        return text.rstrip() + "\n"
 
     def write(self, text: str) -> int:
         out = []
         for index, part in enumerate(text.split("\r")):
-            if index and not self.at_line_start:
-                out.append("\n")
-                self.at_line_start = True
+            if index:  # a redraw
+                head, newline, rest = part.partition("\n")
+                if newline:  # it ends the bar's line: the bar's final state
+                    out.append(self._redraw_line(head))
+                    if rest:
+                        out.append(rest)
+                        self.after_redraw = False
+                elif self.clock() - self.last_printed >= self.interval:
+                    out.append(self._redraw_line(part))
+                else:
+                    self.pending = part
+                continue
+            if part.startswith("\n") and (self.pending or self.after_redraw):  # the bar ends its line
+                if self.pending:
+                    out.append(self._redraw_line(self.pending))
+                part = part[1:]
             if part:
                 out.append(part)
-                self.at_line_start = part.endswith("\n")
+                self.after_redraw = False
         self.stream.write("".join(out))
         return len(text)
 
