@@ -121,3 +121,17 @@ def test_argument_errors_exit_2_without_importing_the_command(capsys):
     assert exit_info.value.code == 0
     listed = capsys.readouterr().out
     assert all(command in listed for command in cli.COMMANDS)
+
+
+def test_parsers_import_no_heavy_library():
+    """`hardpos --help`, `hardpos eval --help` and argument errors must not wait for torch/datasets/transformers
+    (timed by benchmarks/cli_startup.py); checked in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from hf_hardpos.cli import build_parser; build_parser(['eval']); build_parser(['--help']); "
+        "print(sorted(m for m in ('torch', 'datasets', 'transformers') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
