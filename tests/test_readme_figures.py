@@ -1,0 +1,39 @@
+"""Every figure the README quotes between `<!--fig:...-->` markers equals `benchmarks/results.json`.
+
+The results file is written by the benchmark scripts themselves (`benchmarks/results.py`), so a README
+figure can only come from a command that regenerates it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def results_module():
+    spec = importlib.util.spec_from_file_location("bench_results", ROOT / "benchmarks" / "results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_figures_equal_the_results_file(results_module):
+    readme = (ROOT / "README.md").read_text()
+    assert results_module.MARKER.search(readme), "the README quotes no benchmark figure through a marker"
+    assert results_module.mismatches(readme, results_module.load()) == []
+
+
+def test_a_drifted_figure_is_caught(results_module):
+    results = {"bench": {"figures": {"ratio": "7.21"}, "command": "python x.py", "date": "2026-11-24",
+                         "machine": {"cpu": "cpu", "cores": "2", "torch": "2.13.0", "hf_hardpos": "0.1"}}}
+    assert results_module.mismatches("<!--fig:bench.ratio-->7.21<!--/fig-->", results) == []
+    assert len(results_module.mismatches("<!--fig:bench.ratio-->8.4<!--/fig-->", results)) == 1
+    assert len(results_module.mismatches("<!--fig:bench.other-->1<!--/fig-->", results)) == 1
+    rendered = results_module.render("x <!--fig:bench.ratio-->8.4<!--/fig--> <!--fig:bench.@machine-->?<!--/fig-->", results)
+    assert rendered == ("x <!--fig:bench.ratio-->7.21<!--/fig--> "
+                        "<!--fig:bench.@machine-->cpu, 2 cores, torch 2.13.0, hf_hardpos 0.1<!--/fig-->")
