@@ -1,0 +1,66 @@
+"""The README's "never" sentences, each with a test that fails when the behaviour is removed.
+
+- "A Hub id whose commit cannot be resolved (offline, never downloaded) is never reused."
+- An interrupted conversion "is never used" (the conversion cache).
+- A rule-method caption's output "does not depend on the other captions of the run".
+(A resumed training run draws the same crops: tests/test_training_robustness.py.)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hf_hardpos import evaluation
+from hf_hardpos.conversion import converted_model_dir
+from hf_hardpos.conversion.facts import MARKER
+from hf_hardpos.evaluation import evaluate_model
+from hf_hardpos.generation.rule_generator import RuleGenerator
+
+from test_eval_provenance import _write_hub_folder
+
+FIXTURES = Path(__file__).parent / "fixtures" / "open_clip"
+
+
+def test_scores_of_a_model_whose_hub_commit_is_unknown_are_never_reused(tiny_clip_dir, tmp_path, monkeypatch):
+    hub_folder = _write_hub_folder(tmp_path / "replace")
+    # As for a Hub id offline: the identity names the repository but no commit could be resolved.
+    monkeypatch.setattr(evaluation, "identify_model", lambda name: {"hub_id": "org/model", "revision": None})
+    out, messages = tmp_path / "eval", []
+    evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, progress=False, log=messages.append)
+    scored = []
+    original = evaluation._score_missing
+
+    def spy(report, eval_sets, keys, *args, **kwargs):
+        scored.append(dict(keys))
+        return original(report, eval_sets, keys, *args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "_score_missing", spy)
+    again = evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, progress=False, log=messages.append)
+    assert scored == [{"attributes": None, "relations": None}]  # no key: nothing can match a saved result
+    assert set(again.results) >= {"attributes", "relations"}
+    assert not any("reusing" in m for m in messages)
+    assert json.loads((out / "metrics.json").read_text())["results"]["attributes"] == again.results["attributes"]
+
+
+def test_an_interrupted_conversion_is_never_used(tmp_path, tiny_tokenizer):
+    options = dict(open_clip_config=FIXTURES / "tiny-quickgelu.json", tokenizer=tiny_tokenizer, cache_dir=tmp_path, progress=False)
+    done = converted_model_dir(FIXTURES / "quickgelu_plain.pt", **options)
+    # Simulate a conversion killed after writing the weights but before its record: no conversion.json.
+    (done / MARKER).unlink()
+    (done / "model.safetensors").write_bytes(b"truncated")
+    again = converted_model_dir(FIXTURES / "quickgelu_plain.pt", **options)
+    assert again == done and (again / MARKER).is_file()
+    assert (again / "model.safetensors").stat().st_size > len(b"truncated")  # converted afresh, not reused
+
+
+def test_a_rule_output_does_not_depend_on_the_other_captions_of_the_run():
+    target = "a man holding a white cup on a wooden table"
+    others = ["a black dog on a red sofa", "two people standing near a large tree", "a small cat in a box"]
+    for negative in (False, True):
+        alone = RuleGenerator("replace", negative=negative, seed=3, progress=False).generate([target])[0]
+        among = RuleGenerator("replace", negative=negative, seed=3, progress=False).generate([*others, target, *others])
+        assert alone.output is not None
+        assert among[len(others)].output == alone.output
+        reordered = RuleGenerator("replace", negative=negative, seed=3, progress=False).generate([target, *reversed(others)])
+        assert reordered[0].output == alone.output
