@@ -669,6 +669,7 @@ def evaluate_model(
             held.enter_context(output_folder.locked(output_dir, log))
             report.output_dir = str(output_dir)
             if resume:
+                require_same_model(output_dir, identity, model)
                 report.merge_saved(output_dir, keys, log=log)
         _score_missing(
             report, eval_sets, keys, output_dir, model, model_path, scorer_provider, cache_dir,
@@ -676,6 +677,30 @@ def evaluate_model(
             make_scorer=make_scorer,
         )
     return report
+
+
+def _model_location(identity: Mapping[str, Any]) -> str | None:
+    """Where a model comes from (its folder or Hub id), whatever its content: a folder whose weights were
+    replaced is the same model, re-evaluated; another folder is another model."""
+    return identity.get("path") or identity.get("hub_id") or identity.get("checkpoint_sha256")
+
+
+def require_same_model(output_dir: str | Path, identity: Mapping[str, Any], model: str) -> None:
+    """Refuse to resume into a folder holding another model's results: merging would drop them (or, run
+    concurrently, file one model's scores under the other's name). One `--output` per model."""
+    saved_file = Path(output_dir) / "metrics.json"
+    if not saved_file.exists():
+        return
+    try:
+        saved = json.loads(saved_file.read_text())
+    except (OSError, ValueError):
+        return
+    saved_identity = saved.get("run", {}).get("model_identity") or {}
+    if saved.get("results") and _model_location(saved_identity) not in (None, _model_location(identity)):
+        raise UserInputError(
+            f"--output {output_dir} holds the results of another model ({saved.get('model')}); use one --output per "
+            f"model, or --no-resume to replace them with {model}'s"
+        )
 
 
 def partial_run_folder(output_dir: str | Path, max_rows: int | None, log=print) -> Path:

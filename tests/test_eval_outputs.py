@@ -138,3 +138,18 @@ def test_resume_says_what_it_reused(tiny_clip_dir, hub_folder, tmp_path):
     evaluate_model(str(tiny_clip_dir), str(hub_folder), ["attributes", "relations"], output_dir=out, progress=False,
                    log=messages.append, batch_size=4)
     assert [m.split(":")[0] for m in messages if "reusing" in m] == ["attributes"]
+
+
+def test_another_models_output_is_refused_not_merged(tiny_clip_dir, hub_folder, tmp_path):
+    from hf_hardpos.errors import UserInputError
+    from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
+
+    other = build_tiny_clip(tmp_path / "other_model", seed=3)
+    out = tmp_path / "out"
+    evaluate_model(str(tiny_clip_dir), str(hub_folder), ["attributes"], output_dir=out, **_quiet())
+    before = (out / "metrics.json").read_bytes()
+    with pytest.raises(UserInputError, match="another model"):
+        evaluate_model(str(other), str(hub_folder), ["relations"], output_dir=out, **_quiet())
+    assert (out / "metrics.json").read_bytes() == before
+    replaced = evaluate_model(str(other), str(hub_folder), ["relations"], output_dir=out, resume=False, **_quiet())
+    assert list(_saved(out)["results"]) == ["relations"] and replaced.run["model_identity"]["path"] == str(other.resolve())
