@@ -17,6 +17,8 @@ import subprocess
 import sys
 import time
 
+from results import record  # benchmarks/results.py: one results file for every benchmark
+
 COMMAND_LINES = {
     "hardpos --help": ["--help"],
     "hardpos eval --help": ["eval", "--help"],
@@ -45,12 +47,18 @@ def main() -> int:
         _wall([sys.executable, "-c", "pass"]) for _ in range(args.repeats)
     )
     print(f"python -c pass (interpreter start, for reference): {python_start:.3f} s")
-    over = []
+    over, medians = [], {}
     for label, argv in COMMAND_LINES.items():
         median, status = time_command(argv, args.repeats)
+        medians[label] = median
         print(f"{label}: median {median:.3f} s over {args.repeats} fresh processes (exit status {status})")
         if median > args.budget:
             over.append(label)
+    record("cli_startup", {
+        "fastest_s": f"{min(medians.values()):.2f}", "slowest_s": f"{max(medians.values()):.2f}",
+        "help_s": f"{medians['hardpos --help']:.2f}", "budget_s": f"{args.budget:.2f}",
+        "python_start_s": f"{python_start:.2f}",
+    })  # fmt: skip
     print(f"budget {args.budget:.2f} s: " + ("all within" if not over else f"over for {over}"))
     return 1 if over else 0
 

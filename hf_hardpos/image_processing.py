@@ -16,12 +16,13 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Sequence
 from enum import Enum
-from typing import Any
-
-import numpy as np
-from PIL import Image
+from typing import TYPE_CHECKING, Any
 
 from .errors import UserInputError
+
+if TYPE_CHECKING:  # numpy and PIL load lazily: `hardpos eval --help` imports this module for its choices
+    import numpy as np
+    from PIL import Image
 
 IMAGE_BACKENDS = ("pil", "torchvision", "paper")
 DEFAULT_IMAGE_BACKEND = "pil"
@@ -104,6 +105,9 @@ class PaperImageProcessor:
 
     def preprocess(self, image: Image.Image) -> np.ndarray:
         """One image as a (3, size, size) float32 array."""
+        import numpy as np
+        from PIL import Image
+
         image = image.convert("RGB")
         width, height = image.size
         short, long = (width, height) if width <= height else (height, width)
@@ -118,12 +122,16 @@ class PaperImageProcessor:
         return pixels.transpose(2, 0, 1)
 
     def __call__(self, images, return_tensors: str = "pt") -> dict[str, Any]:
+        import numpy as np
         import torch
+        from PIL import Image
 
         batch = [images] if isinstance(images, Image.Image) else list(images)
         return {"pixel_values": torch.from_numpy(np.stack([self.preprocess(image) for image in batch]))}
 
     def to_dict(self) -> dict[str, Any]:
+        from PIL import Image
+
         return {
             "do_convert_rgb": True, "do_resize": True, "size": {"shortest_edge": self.size},
             "resample": int(Image.Resampling.BICUBIC), "do_center_crop": True,
