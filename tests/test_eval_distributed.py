@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pyarrow.parquet as pq
+import pytest
 from datasets import Dataset, Features, Image, Value
 
 from hf_hardpos.cli import main
@@ -33,7 +34,8 @@ def _hub_folder(root, sets):
 
 
 def _torchrun(*args, cwd):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "HF_DATASETS_CACHE": str(cwd / "hf_datasets_cache")}
     return subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "hf_hardpos",
          "eval", *args, "--batch-size", "3", "--no-progress"],
@@ -75,19 +77,34 @@ def _png(seed: int) -> bytes:
     return buffer.getvalue()
 
 
-def test_a_failing_process_stops_both_and_saves_nothing(tmp_path):
-    # Six distinct images in batches of 3: the broken one (the fifth) is process 1's to decode.
-    images = [_png(i) for i in range(6)]
-    images[4] = b"not an image"
+@pytest.mark.slow
+def test_a_failing_process_stops_both_and_the_rerun_resumes(tmp_path):
+    """Six distinct images in batches of 3: the broken one (the fifth) is process 1's to decode. The config
+    before it is saved; once the image is fixed, a rerun reuses that config and scores the other."""
+    good, broken = _six_images(None), _six_images(4)
+    data = _hub_folder(tmp_path / "data", {"attributes": good, "relations": broken})
+    model = build_tiny_clip(tmp_path / "m", seed=1)
+    out = tmp_path / "out"
+    done = _torchrun("--model", str(model), "--dataset", str(data), "--output", str(out), cwd=tmp_path)
+    assert done.returncode != 0
+    assert "process 1 of 2" in done.stderr and "row 4" in done.stderr
+    assert (out / "scores-attributes.parquet").exists() and not (out / "scores-relations.parquet").exists()
+    saved = (out / "scores-attributes.parquet").stat().st_mtime_ns
+
+    _hub_folder(data, {"attributes": good, "relations": _six_images(None, seed=10)})
+    done = _torchrun("--model", str(model), "--dataset", str(data), "--output", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (out / "scores-attributes.parquet").stat().st_mtime_ns == saved
+    assert set(json.loads((out / "metrics.json").read_text())["results"]) == set(CONFIGS)
+
+
+def _six_images(broken: int | None, seed: int = 0) -> Dataset:
+    images = [_png(seed + i) for i in range(6)]
+    if broken is not None:
+        images[broken] = b"not an image"
     features = Features({"image": Image(), "image_id": Value("string"), "caption": Value("string"),
                          "hard_negative": Value("string"), "hard_positive": Value("string")})
-    rows = Dataset.from_dict({
+    return Dataset.from_dict({
         "image": [{"bytes": b, "path": None} for b in images], "image_id": [str(i) for i in range(6)],
         "caption": ["red cube"] * 6, "hard_negative": ["blue cube"] * 6, "hard_positive": ["a red cube"] * 6,
     }, features=features)
-    data = _hub_folder(tmp_path / "broken", {"attributes": rows})
-    model = build_tiny_clip(tmp_path / "m", seed=1)
-    done = _torchrun("--model", str(model), "--dataset", str(data), "--output", str(tmp_path / "out"), cwd=tmp_path)
-    assert done.returncode != 0
-    assert "process 1 of 2" in done.stderr and "row 4" in done.stderr
-    assert not (tmp_path / "out" / "scores-attributes.parquet").exists()
