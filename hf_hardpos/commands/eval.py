@@ -12,9 +12,18 @@ wrong activation silently changes every score (a frequent complaint in the issue
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+# Set before torch is loaded (the command line loads it only once a command runs): OpenMP threads wait
+# for each other passively instead of spinning. Evaluation runs many small parallel regions (text
+# batches, small models); on a machine whose cores other processes also use, a spinning thread waits
+# for a descheduled one, and each region takes a scheduler time slice instead of microseconds
+# (benchmarks/eval_sweep.py). Same threads, same work: the embeddings are bit-identical. A value the
+# user set wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 BOTH = "both"
 
