@@ -35,13 +35,15 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-import torch
-from datasets import Image as ImageFeature
-from PIL import Image
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as `hardpos eval` sets it, before torch loads (its comment says why)
 
-from eval_throughput import build_processor, jpeg, replace_rows, write_hub_folder
-from results import record  # benchmarks/results.py: one results file for every benchmark
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from datasets import Image as ImageFeature  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from eval_throughput import build_processor, jpeg, replace_rows, write_hub_folder  # noqa: E402
+from results import record  # noqa: E402  benchmarks/results.py: one results file for every benchmark
 
 
 def cpu_seconds() -> float:
