@@ -1,5 +1,10 @@
 """Data-parallel evaluation: `torchrun --nproc_per_node N -m hf_hardpos eval ...` (or `accelerate launch`).
 
+    torchrun --nproc_per_node 4 -m hf_hardpos eval --model laion/CLIP-ViT-bigG-14-laion2B-39B-b160k ...
+    accelerate launch --multi_gpu --num_processes 4 -m hf_hardpos eval ...
+
+(accelerate starts several processes only with `--multi_gpu`, also on CPU; `--cpu` alone starts one.)
+
 Why: large models (ViT-bigG) and large benchmarks want several GPUs, and evaluation is otherwise one
 process. Here process 0 runs `hardpos eval` as usual (reading data, resuming, computing metrics,
 writing every output once), and whenever its scorer must encode images or captions, the work is cut
@@ -197,14 +202,17 @@ def process_group(device: str | None = None) -> Iterator[Workers | None]:
     try:
         if not workers.is_driver:
             yield workers
+            dist.barrier()  # every process leaves together: process 0 hosts the group's store
             return
         try:
             yield workers
         except BaseException as err:
             text = str(err).strip()
             workers.stop(f"{type(err).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": "))
+            dist.barrier()
             raise
         workers.stop()
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
