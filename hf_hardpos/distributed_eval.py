@@ -84,9 +84,8 @@ def deal_batches(count: int, batch_size: int, processes: int) -> list[np.ndarray
 class Workers:
     """This process's place in the group, and the commands process 0 sends the others."""
 
-    def __init__(self, rank: int, size: int, device: str | None):
+    def __init__(self, rank: int, size: int):
         self.rank, self.size = rank, size
-        self.device = device
         self.is_driver = rank == 0
 
     def run(self, op: str, spec: dict, payloads: Sequence[Any], local: Callable[[Any], Any]) -> list[Any]:
@@ -143,7 +142,8 @@ class Workers:
         return scorer._encode_images(rows, "image", sources)
 
     def _scorer(self, scorers: dict, spec: dict) -> SharedPixelScorer:
-        """The model `spec` names, loaded once (by the user's name and options, as process 0 did)."""
+        """The model `spec` names, loaded once (by the user's name and options, as process 0 did). Models
+        come one after the other (a sweep), so only the current one is kept."""
         from .conversion import resolve_model
         from .evaluation import load_model_and_processor
         from .pixel_store import PixelStore
@@ -151,6 +151,7 @@ class Workers:
 
         key = digest_of(spec)
         if key not in scorers:
+            scorers.clear()
             model = spec["model"]
             path = resolve_model(model, spec.get("open_clip_config"), spec.get("activation"), spec.get("tokenizer"),
                                  progress=False)
@@ -196,7 +197,7 @@ def process_group(device: str | None = None) -> Iterator[Workers | None]:
     except (RuntimeError, ValueError) as err:
         raise UserInputError(f"WORLD_SIZE={size}, but this process cannot join its group ({err}); start it with "
                              "torchrun or accelerate launch") from err
-    workers = Workers(dist.get_rank(), size, device)
+    workers = Workers(dist.get_rank(), size)
     if local_device(device) in (None, "cpu") or torch.device(local_device(device)).type == "cpu":
         torch.set_num_threads(single_process_threads())
     try:
