@@ -40,9 +40,10 @@ GIB = 1024**3
 DEFAULT_MEMORY_BYTES = 4 * GIB  # one run's shared pixels in memory (REPLACE at 224 px: ~7 GB for all 11,723 images)
 
 
-def pixel_settings_key(image_processor) -> str:
+def pixel_settings(image_processor) -> dict:
     """What decides the pixels: the processor's backend and pixel settings (`describe_image_processor`)
-    and the versions of the libraries that decode and resize."""
+    and the versions of the libraries that decode and resize. Its digest keys the stored pixels, and it
+    is written beside them (`settings.json`)."""
     import PIL
     import transformers
 
@@ -52,7 +53,7 @@ def pixel_settings_key(image_processor) -> str:
         import torchvision
 
         versions["torchvision"] = torchvision.__version__
-    return digest_of({"image_processor": description, "versions": versions})
+    return {"image_processor": description, "versions": versions}
 
 
 @dataclass
@@ -171,7 +172,8 @@ class SharedPixelScorer(ITMScorer):
     def __init__(self, *args, pixels: PixelStore | None, **kwargs):
         super().__init__(*args, **kwargs)
         self.pixels = pixels  # None: decode as `ITMScorer` does (what a subclass may ask for)
-        self.pixel_key = pixel_settings_key(self.processor.image_processor) if pixels is not None else None
+        self.pixel_settings = pixel_settings(self.processor.image_processor) if pixels is not None else {}
+        self.pixel_key = digest_of(self.pixel_settings)
 
     def _pixel_batches(self, dataset, image_column: str, sources: list[_ImageSource]) -> Iterator[torch.Tensor]:
         if self.pixels is None:
@@ -186,7 +188,7 @@ class SharedPixelScorer(ITMScorer):
                 _DistinctImages(dataset, image_column, missing, self.processor.image_processor),
                 batch_size=self.batch_size, num_workers=self.num_workers,
             ))
-        settings = {"image_processor": describe_image_processor(self.processor.image_processor)}
+        settings = self.pixel_settings
         waiting: deque[torch.Tensor] = deque()
         for start in range(0, len(sources), self.batch_size):
             batch = []
