@@ -138,3 +138,16 @@ def test_refusals(models, hub_folder, tmp_path):
     assert _eval("--model", str(models[0]), "--dataset", str(hub_folder), "--pixel-cache-max-gb", "1") == 2
     assert _eval("--model", str(models[0]), "--dataset", str(hub_folder), "--pixel-cache", str(tmp_path / "p"),
                  "--pixel-cache-max-gb", "0") == 2
+
+
+def test_several_models_on_a_suite_equal_separate_runs(models, hub_folder, tmp_path):
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(f"datasets:\n  - {{name: rep, dataset: {hub_folder}}}\n")
+    out = tmp_path / "sweep"
+    assert _eval("--model", str(models[0]), "--model", str(models[2]), "--suite", str(suite), "--output", str(out)) == 0
+    for model in (models[0], models[2]):
+        alone = tmp_path / f"alone-{model.name}"
+        assert _eval("--model", str(model), "--suite", str(suite), "--output", str(alone)) == 0
+        a, b = (json.loads((f / "metrics.json").read_text()) for f in (alone, out / model.name))
+        assert a["datasets"]["rep"]["results"] == b["datasets"]["rep"]["results"]
+        _same_outputs(alone / "rep", out / model.name / "rep")
