@@ -45,7 +45,7 @@ def model_list(name: str) -> tuple[list[str], list[str]]:
 
     if name == TABLE8:
         models = [p.model for p in PRETRAINED_PRESETS.values() if p.route != ROUTE_NONE and p.model]
-        left = [f"{p.name} ({p.note.split(':')[0] or 'no route'})" for p in PRETRAINED_PRESETS.values()
+        left = [f"{p.name} ({p.route}; `hardpos zoo` says why)" for p in PRETRAINED_PRESETS.values()
                 if p.route == ROUTE_NONE or not p.model]
         return models, left
     if name == TABLE1:

@@ -134,6 +134,7 @@ def test_model_lists_expand_to_zoo_rows():
 def test_refusals(models, hub_folder, tmp_path):
     many = [x for m in models[:2] for x in ("--model", str(m))]
     assert _eval(*many, "--dataset", str(hub_folder)) == 2  # no --output
+    assert _eval("--dataset", str(hub_folder), "--output", str(tmp_path / "o")) == 2  # no model at all
     assert _eval(*many, "--dataset", str(hub_folder), "--output", str(tmp_path / "o"), "--activation", "both") == 2
     assert _eval("--model", str(models[0]), "--dataset", str(hub_folder), "--pixel-cache-max-gb", "1") == 2
     assert _eval("--model", str(models[0]), "--dataset", str(hub_folder), "--pixel-cache", str(tmp_path / "p"),
