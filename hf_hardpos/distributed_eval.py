@@ -87,6 +87,7 @@ class Workers:
     def __init__(self, rank: int, size: int):
         self.rank, self.size = rank, size
         self.is_driver = rank == 0
+        self.pixels = None  # processes 1..N-1: their `PixelStore`, shared by the models of a sweep
 
     def run(self, op: str, spec: dict, payloads: Sequence[Any], local: Callable[[Any], Any]) -> list[Any]:
         """Process 0: send `op` on `payloads[r]` to every process r, do `local(payloads[0])`, gather
@@ -146,7 +147,6 @@ class Workers:
         come one after the other (a sweep), so only the current one is kept."""
         from .conversion import resolve_model
         from .evaluation import load_model_and_processor
-        from .pixel_store import PixelStore
         from .provenance import digest_of
 
         key = digest_of(spec)
@@ -158,9 +158,19 @@ class Workers:
             loaded, processor = load_model_and_processor(path, spec["image_backend"])
             scorers[key] = SharedPixelScorer(
                 loaded, processor, spec["batch_size"], spec["num_workers"], local_device(spec["device"]),
-                spec["precision"], spec["allow_tf32"], False, pixels=PixelStore() if spec["share_pixels"] else None,
+                spec["precision"], spec["allow_tf32"], False, pixels=self._pixels(spec),
             )
         return scorers[key]
+
+    def _pixels(self, spec: dict):
+        """One `PixelStore` for every model this process scores (with process 0's `--pixel-cache`), or None."""
+        from .pixel_store import PixelStore
+
+        if spec["pixels"] is None:
+            return None
+        if self.pixels is None:
+            self.pixels = PixelStore(spec["pixels"]["directory"], spec["pixels"]["max_disk_bytes"])
+        return self.pixels
 
 
 def _attempt(work: Callable[[Any], Any], payload: Any) -> tuple[Any, str | None]:
@@ -231,7 +241,11 @@ class DistributedScorer(SharedPixelScorer):
         self.spec = {
             **spec, "image_backend": backend_of(self.processor.image_processor), "batch_size": self.batch_size,
             "num_workers": self.num_workers, "device": self.device.type, "precision": self.precision,
-            "allow_tf32": self.allow_tf32, "share_pixels": self.pixels is not None,
+            "allow_tf32": self.allow_tf32,
+            "pixels": None if self.pixels is None else {
+                "directory": None if self.pixels.directory is None else str(self.pixels.directory),
+                "max_disk_bytes": self.pixels.max_disk_bytes,
+            },
         }
 
     def _encode_token_ids(self, ids: Sequence[Sequence[int]]) -> torch.Tensor:
