@@ -260,7 +260,7 @@ def _run(args: argparse.Namespace, workers) -> int:
             # A --max-rows run may have gone beside a fuller result: name the folder it really wrote.
             _print_written(args.output, [r.output_dir for r in reports.values()], "metrics.json and per-row scores")
             if pixels is not None:
-                print(pixels.summary())
+                print(_pixel_line(pixels, workers))
             return 0
         entries = [SuiteEntry(Path(args.dataset).name or args.dataset, args.dataset, task, args.configs, args.split)]
     else:
@@ -284,13 +284,20 @@ def _run(args: argparse.Namespace, workers) -> int:
         print(next(iter(suite_reports.values())).table())
     _print_written(args.output, [output_for(a) for a in activations], "metrics.json")
     if pixels is not None:
-        print(pixels.summary())
+        print(_pixel_line(pixels, workers))
     failed = {a: r.failed for a, r in suite_reports.items() if r.failed}
     if failed:  # every dataset ran; the failures are in their sections and in metrics.json
         listed = "; ".join(f"{', '.join(names)}" + (f" [{a}]" if compare else "") for a, names in failed.items())
         print(f"hardpos eval: error: incomplete suite, failed: {listed}", file=sys.stderr)
         return 1
     return 0
+
+
+def _pixel_line(pixels, workers) -> str:
+    """`PixelStore.summary`, saying whose counts they are when several processes decode."""
+    if workers is None:
+        return pixels.summary()
+    return f"process 0 of {workers.size}: {pixels.summary()} (the other processes decode their own batches)"
 
 
 def _model_spec(model: str, conversion: dict, activation: str | None) -> dict:
@@ -366,7 +373,7 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
         print(f"\n=== {name}: {outcome.model} ===")
         print(outcome.report.table() if outcome.error is None else f"FAILED: {outcome.error}")
     print(f"\n=== all models (first = reference A) ===\n{comparison_table(run)}")
-    print(pixels.summary())
+    print(_pixel_line(pixels, workers))
     _print_written(args.output, [o.folder for o in run.outcomes.values() if o.error is None], "each model's outputs")
     failed = run.failed + [n for n, o in run.outcomes.items() if o.error is None and getattr(o.report, "failed", None)]
     if failed:
