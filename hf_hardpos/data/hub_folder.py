@@ -767,3 +767,34 @@ def _commit(staging: Path, output_dir: Path) -> None:
         (staging / "data").rename(data)
     (staging / "build_report.json").replace(output_dir / "build_report.json")
     (staging / "README.md").replace(readme)
+
+
+def export_with_image_files(
+    output_dir: str | Path,
+    rows_by_config: Mapping[str, Sequence[dict]],
+    *,
+    folder,
+    features: datasets.Features,
+    expected_counts: Mapping[str, int | None],
+    flags: Callable[[Sequence[dict]], dict[str, int]],
+    facts: CardFacts,
+    report: BuildReport,
+    images_note: str,
+    split: str,
+    skip_missing: bool,
+    progress: bool,
+    **export_options,
+) -> BuildReport:
+    """Export configs whose rows name their image files by ``image_id`` under one ``ImageFolder``:
+    every image located up front (a missing one refused by name unless ``skip_missing``), then
+    :func:`export_folder`. The builders of benchmarks shipped without images (VALSE, VL-CheckList) share it."""
+    from .sources import resolve_images
+
+    wanted = dict.fromkeys(row[columns.IMAGE_ID] for rows in rows_by_config.values() for row in rows)
+    images = ImageSpec(*resolve_images(folder, wanted, skip_missing=skip_missing, progress=progress))
+    report.sources["images"] = f"{folder.description}: {images_note}"
+    configs = [
+        ConfigBuild(name, rows, features, expected_counts.get(name), flags(rows), images)
+        for name, rows in rows_by_config.items()
+    ]
+    return export_folder(output_dir, configs, facts, report, split=split, **export_options)

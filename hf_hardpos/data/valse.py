@@ -32,8 +32,8 @@ import datasets
 from .. import columns
 from ..citations import CE_CLIP, VALSE, cite
 from .checks import DataValidationError, load_json
-from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder
-from .sources import GitHubRepo, ImageFolder, Sources, resolve_images
+from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, export_with_image_files
+from .sources import GitHubRepo, ImageFolder, Sources
 
 SPLIT = "test"
 VALSE_REPO = GitHubRepo("Heidelberg-NLP/VALSE", "2152d90")
@@ -209,21 +209,10 @@ def export_valse(
     report = BuildReport(dataset="valse")
     rows_by_piece = {piece: read_valse_piece(sources.upstream_file(upstream_file(piece)), piece) for piece in pieces}
     report.sources.update(sources.provenance)
-    folder = ImageFolder(images_dir, sources)
-    wanted = dict.fromkeys(row[columns.IMAGE_ID] for rows in rows_by_piece.values() for row in rows)
-    images = ImageSpec(*resolve_images(folder, wanted, skip_missing=skip_missing, progress=progress))
-    report.sources["images"] = f"{folder.description}: Visual7W, COCO, SWiG and VisDial images by file name"
-    configs = [
-        ConfigBuild(piece, rows, valse_features(), VALSE_COUNTS[piece][0], _flags(rows), images)
-        for piece, rows in rows_by_piece.items()
-    ]
-    return export_folder(
-        output_dir,
-        configs,
-        _facts(repo_id_for_card or "hardpos/valse"),
-        report,
-        split=SPLIT,
-        max_shard_size=max_shard_size,
-        cache_dir=cache_dir,
-        verify=verify,
+    return export_with_image_files(
+        output_dir, rows_by_piece, folder=ImageFolder(images_dir, sources), features=valse_features(),
+        expected_counts={piece: VALSE_COUNTS[piece][0] for piece in pieces}, flags=_flags,
+        facts=_facts(repo_id_for_card or "hardpos/valse"), report=report,
+        images_note="Visual7W, COCO, SWiG and VisDial images by file name", split=SPLIT, skip_missing=skip_missing,
+        progress=progress, max_shard_size=max_shard_size, cache_dir=cache_dir, verify=verify,
     )

@@ -34,8 +34,8 @@ import yaml
 from .. import columns
 from ..citations import CE_CLIP, VL_CHECKLIST, cite
 from .checks import DataValidationError, load_json
-from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder
-from .sources import GitHubRepo, ImageFolder, Sources, resolve_images
+from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, export_with_image_files
+from .sources import GitHubRepo, ImageFolder, Sources
 
 SPLIT = "test"
 VL_CHECKLIST_REPO = GitHubRepo("om-ai-lab/VL-CheckList", "6f8d6a3")
@@ -237,21 +237,9 @@ def export_vl_checklist(
         annotation_path, image_root = read_yaml_entry(available[name])
         rows_by_file[name] = read_annotation_file(sources.upstream_file(annotation_path), name, image_root)
     report.sources.update(sources.provenance)
-    folder = ImageFolder(images_dir, sources)
-    wanted = dict.fromkeys(row[columns.IMAGE_ID] for rows in rows_by_file.values() for row in rows)
-    images = ImageSpec(*resolve_images(folder, wanted, skip_missing=skip_missing, progress=progress))
-    report.sources["images"] = f"{folder.description}: Visual Genome, HAKE and SWiG under each file's IMG_ROOT"
-    configs = [
-        ConfigBuild(name, rows, vl_checklist_features(), None, _flags(rows), images)
-        for name, rows in rows_by_file.items()
-    ]
-    return export_folder(
-        output_dir,
-        configs,
-        _facts(repo_id_for_card or "hardpos/vl_checklist"),
-        report,
-        split=SPLIT,
-        max_shard_size=max_shard_size,
-        cache_dir=cache_dir,
-        verify=verify,
+    return export_with_image_files(
+        output_dir, rows_by_file, folder=ImageFolder(images_dir, sources), features=vl_checklist_features(),
+        expected_counts={}, flags=_flags, facts=_facts(repo_id_for_card or "hardpos/vl_checklist"), report=report,
+        images_note="Visual Genome, HAKE and SWiG under each file's IMG_ROOT", split=SPLIT, skip_missing=skip_missing,
+        progress=progress, max_shard_size=max_shard_size, cache_dir=cache_dir, verify=verify,
     )

@@ -27,16 +27,14 @@ procedure (`mlm.MLMNegativeGenerator`, "ours") is the alternative.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
-import torch
-from transformers import AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokenizerBase, pipeline
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, pipeline
 
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.generation import validation
-from hf_hardpos.generation.mlm import FILL_POS, MLM_KINDS, RELATION_POS, TYPES, Tagger, mlm_precheck
-from hf_hardpos.generation.models import load_model_and_tokenizer, model_fingerprint
-from hf_hardpos.generation.resumable import Candidate, CaptionGenerator, caption_rng
+from hf_hardpos.generation.mlm import FILL_POS, MLM_KINDS, RELATION_POS, TYPES, MaskedLMGenerator, Tagger, mlm_precheck
+from hf_hardpos.generation.models import model_fingerprint
+from hf_hardpos.generation.resumable import Candidate, caption_rng
 
 # How each type is made, for a dataset card that names the procedure its columns came from (a
 # manifest's `options.procedure`; outputs written before that key existed were made by "ours").
@@ -72,7 +70,7 @@ def ce_clip_masked(caption: str, words: Sequence[str], mask_token: str, rng) -> 
     return caption.replace(rng.choice(list(words)), mask_token, 1)
 
 
-class CEClipNegativeGenerator(CaptionGenerator):
+class CEClipNegativeGenerator(MaskedLMGenerator):
     """CE-CLIP's released negative generator; `kind` is one type or "all" (four records per caption)."""
 
     method = "mlm"
@@ -105,31 +103,6 @@ class CEClipNegativeGenerator(CaptionGenerator):
         self.batch_size = batch_size
         self.progress = progress
         self.fill_mask = pipeline("fill-mask", model=model, tokenizer=tokenizer, top_k=TOP_K, device=model.device)
-
-    @classmethod
-    def from_pretrained(
-        cls,
-        model_name_or_path: str | Path = "distilroberta-base",
-        kind: str = "all",
-        *,
-        tagger: Tagger,
-        device: str | torch.device | None = None,
-        dtype: str | torch.dtype = "auto",
-        **kwargs,
-    ) -> CEClipNegativeGenerator:
-        """Load a masked LM (CE-CLIP: distilroberta-base) and its tokenizer, and wrap them."""
-        model, tokenizer = load_model_and_tokenizer(AutoModelForMaskedLM, model_name_or_path, device=device, dtype=dtype)
-        return cls(model, tokenizer, kind, tagger=tagger, **kwargs)
-
-    def options(self) -> dict:
-        return {
-            **super().options(),
-            "procedure": self.procedure,
-            "model": str(self.model.name_or_path),
-            "dtype": str(self.model.dtype).removeprefix("torch."),
-            "seed": self.seed,
-            "model_fingerprint": model_fingerprint(self.model),
-        }
 
     def settings(self) -> dict:
         return {"procedure": self.procedure, "top_k": TOP_K, "picked_index": PICKED,

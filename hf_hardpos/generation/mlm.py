@@ -123,7 +123,41 @@ def _same_word(fill: str, word: str) -> bool:
     return fill == word or fill in (word + "s", word + "es") or word in (fill + "s", fill + "es")
 
 
-class MLMNegativeGenerator(CaptionGenerator):
+class MaskedLMGenerator(CaptionGenerator):
+    """What both masked-LM procedures (ours below, CE-CLIP's in `ce_clip`) share: loading the masked LM
+    and the options that identify a run of it (procedure, model, dtype, seed, weights fingerprint)."""
+
+    procedure: str
+    model: PreTrainedModel
+    seed: int
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        model_name_or_path: str | Path = "distilroberta-base",
+        kind: str = "all",
+        *,
+        tagger: Tagger,
+        device: str | torch.device | None = None,
+        dtype: str | torch.dtype = "auto",
+        **kwargs,
+    ):
+        """Load a masked LM (CE-CLIP used distilroberta-base) and its tokenizer, and wrap them."""
+        model, tokenizer = load_model_and_tokenizer(AutoModelForMaskedLM, model_name_or_path, device=device, dtype=dtype)
+        return cls(model, tokenizer, kind, tagger=tagger, **kwargs)
+
+    def options(self) -> dict:
+        return {
+            **super().options(),
+            "procedure": self.procedure,
+            "model": str(self.model.name_or_path),
+            "dtype": str(self.model.dtype).removeprefix("torch."),
+            "seed": self.seed,
+            "model_fingerprint": model_fingerprint(self.model),
+        }
+
+
+class MLMNegativeGenerator(MaskedLMGenerator):
     """Our filtered typed hard negatives from a masked LM; `kind` is one type or "all" (four records)."""
 
     method = "mlm"
@@ -163,32 +197,8 @@ class MLMNegativeGenerator(CaptionGenerator):
         self._synonyms = lexicon.synonyms()
         self._whole_word: dict[tuple[int, bool], str | None] = {}
 
-    @classmethod
-    def from_pretrained(
-        cls,
-        model_name_or_path: str | Path = "distilroberta-base",
-        kind: str = "all",
-        *,
-        tagger: Tagger,
-        device: str | torch.device | None = None,
-        dtype: str | torch.dtype = "auto",
-        **kwargs,
-    ) -> MLMNegativeGenerator:
-        """Load a masked LM (CE-CLIP used distilroberta-base) and its tokenizer, and wrap them."""
-        model, tokenizer = load_model_and_tokenizer(AutoModelForMaskedLM, model_name_or_path, device=device, dtype=dtype)
-        return cls(model, tokenizer, kind, tagger=tagger, **kwargs)
-
     def options(self) -> dict:
-        return {
-            **super().options(),
-            "procedure": self.procedure,
-            "model": str(self.model.name_or_path),
-            "dtype": str(self.model.dtype).removeprefix("torch."),
-            "seed": self.seed,
-            "num_candidates": self.num_candidates,
-            "search_k": self.search_k,
-            "model_fingerprint": model_fingerprint(self.model),
-        }
+        return {**super().options(), "num_candidates": self.num_candidates, "search_k": self.search_k}
 
     def settings(self) -> dict:
         return {"procedure": self.procedure, "search_k": self.search_k, "model_fingerprint": model_fingerprint(self.model)}
