@@ -4,7 +4,7 @@
 
 Runs `hardpos demo --output-dir <temporary folder>` (the default configuration, no downloads) and
 records in `benchmarks/results.json` the process's wall time (imports, the experiment, the report and
-the chart included) and the experiment's own clock from the demo's `results.json`.
+the chart included) and the experiment's own clock from the demo's `run_info.json`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def main() -> int:
     if done.returncode != 0:
         print(f"hardpos demo failed with exit status {done.returncode}")
         return done.returncode
-    timings = json.loads((output / "results.json").read_text())["timings_seconds"]
+    timings = json.loads((output / "run_info.json").read_text())["timings_seconds"]
     print(f"hardpos demo: {wall:.0f} s wall for the whole process; the experiment's own clock {timings['total']:.0f} s")
     record("demo_time", {"wall_s": f"{wall:.0f}", "experiment_s": f"{timings['total']:.0f}"})
     shutil.rmtree(output.parent, ignore_errors=True)
