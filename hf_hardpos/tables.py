@@ -36,13 +36,18 @@ def metrics_table(results: Mapping[str, Mapping], *, label: str = "config", mark
     A cell whose metric is absent (e.g. a set without hard positives) is left empty; a rate with a
     bootstrap interval shows it as `value [low, high]`.
     """
+    return render_table(*metrics_cells(results, label=label), markdown=markdown)
+
+
+def metrics_cells(results: Mapping[str, Mapping], *, label: str = "config") -> tuple[list[str], list[list[str]]]:
+    """The header and cell texts of `metrics_table`, for renderers of other formats (the HTML report)."""
     header = [label, "rows", "orig acc %", "aug acc %", "brittle %", "s_c", "s_n", "s_p"]
     rows = []
     for name, m in results.items():
         rates = [_rate(m, k) for k in METRIC_NAMES]
         scores = [f"{m[k]:.4f}" if k in m else "" for k in SCORE_NAMES]
         rows.append([name, str(m.get("num_examples", "")), *rates, *scores])
-    return render_table(header, rows, markdown=markdown)
+    return header, rows
 
 
 def _rate(metrics: Mapping, name: str) -> str:

@@ -25,9 +25,9 @@ import numpy as np
 from .. import columns
 from ..aggregation import describe, pooled_from_scores
 from ..errors import UserInputError
-from ..metrics import METRIC_NAMES, brittle
+from ..metrics import brittle
 from ..provenance import describe_model
-from ..tables import TIE_RULE
+from ..tables import TIE_RULE, metrics_cells
 from . import charts
 from .runs import Benchmark, Run
 
@@ -35,7 +35,6 @@ DEFAULT_RESAMPLES = 1000
 NUM_EXAMPLES = 12
 MAX_PAIRS = 40
 MIN_PAIR_ROWS = 5  # pairs with fewer rows are shown only when too few pairs reach this
-SCORE_COLUMNS = ("mean_original_score", "mean_negative_score", "mean_positive_score")
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1100px;
@@ -54,15 +53,6 @@ th{background:#f2f2f2}td.n{text-align:right;font-variant-numeric:tabular-nums}
 
 def esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
-
-
-def _pct(metrics: Mapping, name: str) -> str:
-    if name not in metrics:
-        return ""
-    text = f"{100 * metrics[name]:.1f}"
-    if f"{name}_ci_low" in metrics:
-        text += f" [{100 * metrics[f'{name}_ci_low']:.1f}, {100 * metrics[f'{name}_ci_high']:.1f}]"
-    return text
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric_from: int = 1) -> str:
@@ -243,10 +233,7 @@ def benchmark_section(bench: Benchmark, *, resamples: int = DEFAULT_RESAMPLES, e
         if why:
             data_notes.append(why)
     rows, interval_notes = _with_intervals(bench, scored, resamples)
-    header = ["row", "rows", "orig acc %", "aug acc %", "brittle %", "s_c", "s_n", "s_p"]
-    table_rows = [[name, str(m.get("num_examples", "")), *(_pct(m, k) for k in METRIC_NAMES),
-                   *(f"{m[k]:.4f}" if k in m else "" for k in SCORE_COLUMNS)] for name, m in rows.items()]
-    parts.append("<h3>Rates (95% intervals)</h3>" + _table(header, table_rows))
+    parts.append("<h3>Rates (95% intervals)</h3>" + _table(*metrics_cells(rows, label="row")))
     parts.append(_note(f"Rates in % of rows; {TIE_RULE}. s = mean cosine similarity of image and caption embeddings."))
     for name, m in rows.items():
         agg = m.get("aggregation")
