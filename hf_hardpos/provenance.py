@@ -143,18 +143,27 @@ def describe_model(model: str, identity: dict[str, Any]) -> str:
     return f"{model} ({'revision ' + revision[:12] if revision else 'revision unknown offline'})"
 
 
-def environment() -> dict[str, str]:
-    """Versions of everything a score depends on numerically."""
-    import datasets
-    import torch
-    import transformers
+# The libraries every score depends on numerically; `versions()` adds any others a record needs.
+SCORE_PACKAGES = ("hf_hardpos", "torch", "transformers", "datasets")
 
-    from . import __version__
 
-    return {
-        "hf_hardpos": __version__,
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "datasets": datasets.__version__,
-        "python": platform.python_version(),
-    }
+def versions(*packages: str) -> dict[str, str]:
+    """The installed version of each distribution named (`SCORE_PACKAGES` first), read from its metadata.
+
+    The one record of versions: evaluation results, model cards, dataset cards, the demo and the pixel
+    store all take theirs from here. A package that is not installed is left out, not guessed.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name in dict.fromkeys((*SCORE_PACKAGES, *packages)):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
+def environment(*packages: str) -> dict[str, str]:
+    """`versions(*packages)` and the Python version: what a saved result records of its environment."""
+    return {**versions(*packages), "python": platform.python_version()}
