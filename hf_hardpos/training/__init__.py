@@ -5,32 +5,25 @@ Names load lazily so that `hf_hardpos.training.losses` (pure torch) does not pul
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from hf_hardpos.lazy import lazy_exports
 
-_LAZY = {
-    "HardPosTrainer": "hf_hardpos.training.trainer",
-    "BenchmarkEvalSet": "hf_hardpos.training.eval_sets",
-    "NonFiniteLossError": "hf_hardpos.training.loss_guard",
-    "TrainingInterrupted": "hf_hardpos.training.interrupt",
-    "LOSS_STATE_NAME": "hf_hardpos.training.trainer",
-    "HardPosTrainingArguments": "hf_hardpos.training.training_args",
-    "HardPosDataCollator": "hf_hardpos.training.data_collator",
-    "HardPosModelCardData": "hf_hardpos.training.model_card",
-    "generate_model_card": "hf_hardpos.training.model_card",
-    "apply_lora": "hf_hardpos.training.lora",
-    "merge_lora": "hf_hardpos.training.lora",
-    "RandomResizedCrop": "hf_hardpos.training.augmentation",
-    "Recipe": "hf_hardpos.training.recipe",
-    "RecipeReport": "hf_hardpos.training.recipe",
-    "read_arguments_file": "hf_hardpos.training.recipe",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'hf_hardpos.training' has no attribute {name!r}")
-
-
-__all__ = sorted(_LAZY)
+__getattr__, __all__ = lazy_exports(
+    __name__,
+    {
+        "HardPosTrainer": "hf_hardpos.training.trainer",
+        "BenchmarkEvalSet": "hf_hardpos.training.eval_sets",
+        "NonFiniteLossError": "hf_hardpos.training.loss_guard",
+        "TrainingInterrupted": "hf_hardpos.training.interrupt",
+        "LOSS_STATE_NAME": "hf_hardpos.training.trainer",
+        "HardPosTrainingArguments": "hf_hardpos.training.training_args",
+        "HardPosDataCollator": "hf_hardpos.training.data_collator",
+        "HardPosModelCardData": "hf_hardpos.training.model_card",
+        "generate_model_card": "hf_hardpos.training.model_card",
+        "apply_lora": "hf_hardpos.training.lora",
+        "merge_lora": "hf_hardpos.training.lora",
+        "RandomResizedCrop": "hf_hardpos.training.augmentation",
+        "Recipe": "hf_hardpos.training.recipe",
+        "RecipeReport": "hf_hardpos.training.recipe",
+        "read_arguments_file": "hf_hardpos.training.recipe",
+    },
+)
