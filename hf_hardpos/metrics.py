@@ -79,29 +79,6 @@ def brittle(original: np.ndarray, negative: np.ndarray, positive: np.ndarray) ->
     return ((original > negative) & (negative > positive)) | ((positive > negative) & (negative > original))
 
 
-def original_accuracy(original_scores: ScoreLike, negative_scores: ScoreLike) -> float:
-    original, negative = check_scores(original_scores=original_scores, negative_scores=negative_scores)
-    return float(original_correct(original, negative).mean())
-
-
-def augmented_accuracy(
-    original_scores: ScoreLike, negative_scores: ScoreLike, positive_scores: ScoreLike
-) -> float:
-    arrays = check_scores(
-        original_scores=original_scores, negative_scores=negative_scores, positive_scores=positive_scores
-    )
-    return float(augmented_correct(*arrays).mean())
-
-
-def brittleness(
-    original_scores: ScoreLike, negative_scores: ScoreLike, positive_scores: ScoreLike
-) -> float:
-    arrays = check_scores(
-        original_scores=original_scores, negative_scores=negative_scores, positive_scores=positive_scores
-    )
-    return float(brittle(*arrays).mean())
-
-
 METRIC_NAMES = ("original_accuracy", "augmented_accuracy", "brittleness")
 
 
@@ -173,16 +150,16 @@ def metric_with_interval(
     per_row: np.ndarray,
     bootstrap_samples: int = 0,
     confidence_level: float = 0.95,
-    seed: int = 0,
     groups: Sequence | np.ndarray | None = None,
 ) -> dict[str, float]:
     """`{name: mean}` and, when `bootstrap_samples > 0`, `{name}_ci_low` / `{name}_ci_high`.
 
-    `groups` (one image id per row) makes it a bootstrap over images; see `bootstrap_interval`.
+    `groups` (one image id per row) makes it a bootstrap over images; see `bootstrap_interval`. The
+    resampling seed is fixed (0) so that a rerun of an evaluation reports the same interval.
     """
     result = {name: float(np.mean(per_row))}
     if bootstrap_samples:
-        low, high = bootstrap_interval(per_row, bootstrap_samples, confidence_level, seed, groups)
+        low, high = bootstrap_interval(per_row, bootstrap_samples, confidence_level, seed=0, groups=groups)
         result[f"{name}_ci_low"] = low
         result[f"{name}_ci_high"] = high
     return result

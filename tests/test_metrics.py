@@ -23,16 +23,21 @@ def _expected(c, n, p):
 @pytest.mark.parametrize("c,n,p", _all_orderings())
 def test_truth_table_single_row(c, n, p):
     orig, aug, brit = _expected(c, n, p)
-    assert metrics.original_accuracy([c], [n]) == float(orig)
-    assert metrics.augmented_accuracy([c], [n], [p]) == float(aug)
-    assert metrics.brittleness([c], [n], [p]) == float(brit)
+    result = metrics.compute_metrics([c], [n], [p])
+    assert (result["original_accuracy"], result["augmented_accuracy"], result["brittleness"]) == (orig, aug, brit)
 
 
-def test_ties_never_correct_never_brittle():
-    assert metrics.original_accuracy([0.5], [0.5]) == 0.0
-    assert metrics.augmented_accuracy([0.6], [0.5], [0.5]) == 0.0
-    assert metrics.brittleness([0.6], [0.5], [0.5]) == 0.0
-    assert metrics.brittleness([0.5], [0.5], [0.4]) == 0.0
+@pytest.mark.parametrize(
+    "c,n,p,name",
+    [
+        (0.5, 0.5, 0.9, "original_accuracy"),
+        (0.6, 0.5, 0.5, "augmented_accuracy"),
+        (0.6, 0.5, 0.5, "brittleness"),
+        (0.5, 0.5, 0.4, "brittleness"),
+    ],
+)
+def test_ties_never_correct_never_brittle(c, n, p, name):
+    assert metrics.compute_metrics([c], [n], [p])[name] == 0.0
 
 
 def test_compute_metrics_on_all_orderings_pooled():
