@@ -17,6 +17,7 @@ multi-word relation), so none of those can happen.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -102,68 +103,31 @@ _MOTION_PREPOSITIONS = frozenset(
 _AGE_UNITS = frozenset({"year", "years", "month", "months", "week", "weeks", "day", "days"})
 
 # ---- hard positives: the paper's REPLACE table (read off the upstream data) -------------------
-# Attributes (VL-Checklist "attribute" subset): 23 source words; rows per edit in the comment.
-PAPER_ATTRIBUTE_SYNONYMS: dict[str, str] = {
-    "white": "ivory",  # 2,740
-    "black": "ebony",  # 1,789
-    "blue": "sapphire",  # 1,253
-    "brown": "chestnut",  # 946
-    "red": "crimson",  # 827
-    "green": "emerald",  # 754
-    "large": "big",  # 571
-    "small": "tiny",  # 358
-    "long": "lengthy",  # 270
-    "silver": "metallic",  # 241
-    "standing": "upright",  # 153
-    "big": "large",  # 146
-    "sitting": "seated",  # 88
-    "walking": "strolling",  # 64
-    "wet": "damp",  # 62
-    "smiling": "happy",  # 50
-    "old": "aged",  # 46
-    "clear": "unclouded",  # 43
-    "eating": "ingesting",  # 41
-    "young": "youthful",  # 36
-    "huge": "big",  # 31
-    "hanging": "dangling",  # 29
-    "looking": "gazing",  # 27
-}
-# Relations (VL-Checklist "relation" subset): 15 sources for 14 relations ("wearing"/"wears"
-# share the target "in"). "riding on" -> "traveling on" is how upstream avoided "traveling on on".
-PAPER_RELATION_SYNONYMS: dict[str, str] = {
-    "in": "within",  # 6,172
-    "wearing": "in",  # 3,591
-    "behind": "to the rear of",  # 1,056
-    "holding": "grasping",  # 950
-    "on top of": "on",  # 683
-    "near": "next to",  # 657
-    "sitting": "seated",  # 639
-    "next to": "near",  # 621
-    "under": "beneath",  # 467
-    "by": "near",  # 393
-    "wears": "in",  # 385
-    "hanging": "dangling",  # 382
-    "above": "on top of",  # 298
-    "walking": "strolling",  # 288
-    "riding": "traveling on",  # 245
-    "riding on": "traveling on",  # 38
+# Per VL-Checklist subset: (source, target, upstream rows with that edit), most frequent first.
+# Attributes: 23 source words. Relations: 15 sources for 14 relations ("wearing"/"wears" share the
+# target "in"); "riding on" -> "traveling on" is how upstream avoided "traveling on on".
+PAPER_SYNONYMS: dict[str, tuple[tuple[str, str, int], ...]] = {
+    "attribute": (
+        ("white", "ivory", 2740), ("black", "ebony", 1789), ("blue", "sapphire", 1253), ("brown", "chestnut", 946),
+        ("red", "crimson", 827), ("green", "emerald", 754), ("large", "big", 571), ("small", "tiny", 358),
+        ("long", "lengthy", 270), ("silver", "metallic", 241), ("standing", "upright", 153), ("big", "large", 146),
+        ("sitting", "seated", 88), ("walking", "strolling", 64), ("wet", "damp", 62), ("smiling", "happy", 50),
+        ("old", "aged", 46), ("clear", "unclouded", 43), ("eating", "ingesting", 41), ("young", "youthful", 36),
+        ("huge", "big", 31), ("hanging", "dangling", 29), ("looking", "gazing", 27),
+    ),
+    "relation": (
+        ("in", "within", 6172), ("wearing", "in", 3591), ("behind", "to the rear of", 1056),
+        ("holding", "grasping", 950), ("on top of", "on", 683), ("near", "next to", 657), ("sitting", "seated", 639),
+        ("next to", "near", 621), ("under", "beneath", 467), ("by", "near", 393), ("wears", "in", 385),
+        ("hanging", "dangling", 382), ("above", "on top of", 298), ("walking", "strolling", 288),
+        ("riding", "traveling on", 245), ("riding on", "traveling on", 38),
+    ),
 }
 # Our own additions (not in the paper's table): common COCO words with an unambiguous synonym.
 EXTRA_SYNONYMS: dict[str, str] = {
-    "in back of": "behind",
-    "beside": "next to",
-    "atop": "on top of",
-    "couch": "sofa",
-    "sofa": "couch",
-    "photograph": "photo",
-    "television": "tv",
-    "bicycle": "bike",
-    "bike": "bicycle",
-    "airplane": "plane",
-    "aeroplane": "plane",
-    "automobile": "car",
-    "kitten": "kitty",
-    "puppy": "pup",
+    "in back of": "behind", "beside": "next to", "atop": "on top of", "couch": "sofa", "sofa": "couch",
+    "photograph": "photo", "television": "tv", "bicycle": "bike", "bike": "bicycle", "airplane": "plane",
+    "aeroplane": "plane", "automobile": "car", "kitten": "kitty", "puppy": "pup",
 }
 
 # Sources that the relation-targeted kinds may touch ("replace-verb", "replace-spatial").
@@ -174,15 +138,11 @@ VERB_SOURCES = frozenset(
 SPATIAL_SOURCES = frozenset({"in", "behind", "in back of", "on top of", "near", "next to", "under", "by", "above", "beside", "atop"})
 
 # Context guards per source word (shared by the hard-positive and hard-negative tables).
-_GUARDS: dict[str, dict] = {
+_GUARDS: dict[str, dict[str, Any]] = {
     "in": {"not_after": _IN_NOT_AFTER, "needs_next": True},
     "by": {"not_after": _PASSIVE_PARTICIPLES, "needs_next": True},
     "wearing": {"not_after": _AUXILIARIES, "needs_next": True},
-    "wears": {"needs_next": True},
-    "behind": {"needs_next": True},
-    "above": {"needs_next": True},
-    "under": {"needs_next": True},
-    "near": {"needs_next": True},
+    **dict.fromkeys(("wears", "behind", "above", "under", "near"), {"needs_next": True}),
     "riding": {"not_before": _MOTION_PREPOSITIONS, "needs_next": True},
     "holding": {"not_before": frozenset({"hands", "up", "on", "out"}), "needs_next": True},
     "hanging": {"not_before": frozenset({"out"})},
@@ -199,18 +159,6 @@ _GUARDS: dict[str, dict] = {
 }
 
 
-def _rule(source: str, targets: tuple[str, ...], category: str) -> Rule:
-    guard = _GUARDS.get(source, {})
-    return Rule(
-        source=source,
-        targets=targets,
-        category=category,
-        not_before=guard.get("not_before", frozenset()),
-        not_after=guard.get("not_after", frozenset()),
-        needs_next=guard.get("needs_next", False),
-    )
-
-
 def hard_positive_rules(include_extra: bool = True) -> tuple[Rule, ...]:
     """Synonym rules: the paper's table (attributes, relations) plus, optionally, our extras.
 
@@ -218,14 +166,13 @@ def hard_positive_rules(include_extra: bool = True) -> tuple[Rule, ...]:
     kept once.
     """
     table: dict[str, tuple[str, str]] = {}
-    for source, target in PAPER_ATTRIBUTE_SYNONYMS.items():
-        table[source] = (target, "attribute")
-    for source, target in PAPER_RELATION_SYNONYMS.items():
-        table.setdefault(source, (target, "relation"))
+    for category, edits in PAPER_SYNONYMS.items():
+        for source, target, _rows in edits:
+            table.setdefault(source, (target, category))
     if include_extra:
         for source, target in EXTRA_SYNONYMS.items():
             table.setdefault(source, (target, "extra"))
-    return tuple(_rule(s, (t,), c) for s, (t, c) in table.items())
+    return tuple(Rule(s, (t,), c, **_GUARDS.get(s, {})) for s, (t, c) in table.items())
 
 
 def synonyms() -> dict[str, frozenset[str]]:
@@ -292,7 +239,7 @@ _ANTONYMS: dict[str, dict[str, tuple[str, ...]]] = {
     },
 }
 # Negative-side guards for words that are also nouns/verbs in other senses.
-_NEGATIVE_GUARDS: dict[str, dict] = {
+_NEGATIVE_GUARDS: dict[str, dict[str, Any]] = {
     "light": {"not_before": frozenset({"pole", "poles", "post", "bulb", "switch", "fixture"}), "needs_next": True},
     "dark": {"needs_next": True},
     # Phrasal verbs ("set up", "sit down") are not directions.
@@ -308,12 +255,11 @@ _NEGATIVE_GUARDS: dict[str, dict] = {
              "bending", "broken", "slow", "slowing", "calm"}
         )
     },
-    "metal": {"needs_next": True, "not_before": frozenset({"of", "and"})},
-    "stone": {"needs_next": True, "not_before": frozenset({"of", "and"})},
-    "brick": {"needs_next": True, "not_before": frozenset({"of", "and"})},
+    # Materials are nouns too ("a pile of stone and brick"): only one before a noun is an attribute.
+    **dict.fromkeys(
+        ("metal", "stone", "brick", "leather", "concrete"), {"needs_next": True, "not_before": frozenset({"of", "and"})}
+    ),
     "plastic": {"needs_next": True, "not_before": frozenset({"of", "and", "wrap"})},
-    "leather": {"needs_next": True, "not_before": frozenset({"of", "and"})},
-    "concrete": {"needs_next": True, "not_before": frozenset({"of", "and"})},
     "orange": {
         "needs_next": True,
         "not_before": frozenset({"juice", "slices", "slice", "peel", "and", "of", "is", "are"}),
@@ -347,20 +293,10 @@ def hard_negative_rules() -> tuple[Rule, ...]:
         for word, alternatives in table.items():
             entry = targets.setdefault(word, ([], category))
             entry[0].extend(w for w in alternatives if w not in entry[0])
-    rules = []
-    for source, (alternatives, category) in targets.items():
-        guard = {**_GUARDS.get(source, {}), **_NEGATIVE_GUARDS.get(source, {})}
-        rules.append(
-            Rule(
-                source=source,
-                targets=tuple(alternatives),
-                category=category,
-                not_before=guard.get("not_before", frozenset()),
-                not_after=guard.get("not_after", frozenset()),
-                needs_next=guard.get("needs_next", False),
-            )
-        )
-    return tuple(rules)
+    return tuple(
+        Rule(source, tuple(alternatives), category, **{**_GUARDS.get(source, {}), **_NEGATIVE_GUARDS.get(source, {})})
+        for source, (alternatives, category) in targets.items()
+    )
 
 
 def protected_phrases() -> frozenset[str]:

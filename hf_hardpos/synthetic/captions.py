@@ -27,7 +27,7 @@ from hf_hardpos.synthetic.lexicon import (
     ARTICLE,
     ATTRIBUTE_LEXICONS,
     CONJUNCTION,
-    RELATIONS,
+    SLOT_LEXICONS,
     concept_of,
     form_probabilities,
     surface_forms,
@@ -121,11 +121,7 @@ def _form(rng: np.random.Generator, slot: str, concept: str) -> str:
 
 
 def _phrase(rng: np.random.Generator, obj: SceneObject) -> ObjectPhrase:
-    return ObjectPhrase(
-        size=_form(rng, "size", obj.size),
-        colour=_form(rng, "colour", obj.colour),
-        shape=_form(rng, "shape", obj.shape),
-    )
+    return ObjectPhrase(**{slot: _form(rng, slot, getattr(obj, slot)) for slot in ATTRIBUTE_SLOTS})
 
 
 def describe(scene: Scene, rng: np.random.Generator, *, conjunction: bool) -> Caption:
@@ -213,9 +209,8 @@ def replace_positive(caption: Caption, slot: Slot, rng: np.random.Generator) -> 
 
 def replace_negative(caption: Caption, slot: Slot, rng: np.random.Generator) -> Caption:
     """Replace the concept in `slot` by a different concept (in one of its surface forms)."""
-    table = RELATIONS if slot.phrase is None else ATTRIBUTE_LEXICONS[slot.name]
     current = concept_of(slot.name, slot_value(caption, slot))
-    other = str(rng.choice(sorted(c for c in table if c != current)))
+    other = str(rng.choice(sorted(c for c in SLOT_LEXICONS[slot.name] if c != current)))
     return _set(caption, slot, _form(rng, slot.name, other))
 
 
@@ -279,9 +274,9 @@ def _parse_phrase(words: list[str], position: int) -> tuple[ObjectPhrase, int]:
     """Read "a [size] [colour] shape" at `position`; return the phrase and the position after it."""
     if position >= len(words) or words[position] != ARTICLE:
         raise ValueError(f"expected {ARTICLE!r} at word {position}")
-    found: dict[str, str | None] = {"size": None, "colour": None}
+    found: dict[str, str | None] = dict.fromkeys(ADJECTIVE_SLOTS)
     position += 1
-    for slot in ("size", "colour"):
+    for slot in ADJECTIVE_SLOTS:
         if position < len(words) and any(words[position] in forms for forms in ATTRIBUTE_LEXICONS[slot].values()):
             found[slot] = words[position]
             position += 1

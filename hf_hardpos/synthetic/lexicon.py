@@ -15,50 +15,34 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Mapping
 
-SIZES: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {"small": ("small", "little"), "large": ("large", "big")}
-)
+SIZES: Mapping[str, tuple[str, ...]] = MappingProxyType({"small": ("small", "little"), "large": ("large", "big")})
 # Eight colours and five shapes: enough concepts that a random batch of 128 scenes seldom holds two
 # that differ only in which colour belongs to which shape (about 0.2 such pairs per image per batch,
 # against 3.5 with four colours and three shapes), as in a real caption corpus. A world so small that
 # random in-batch negatives are already hard negatives would teach binding without them.
-COLOURS: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {
-        "red": ("red", "crimson"),
-        "green": ("green", "emerald"),
-        "blue": ("blue", "azure"),
-        "yellow": ("yellow", "golden"),
-        "purple": ("purple", "violet"),
-        "orange": ("orange", "amber"),
-        "cyan": ("cyan", "turquoise"),
-        "pink": ("pink", "rose"),
-    }
-)
+COLOURS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "red": ("red", "crimson"), "green": ("green", "emerald"), "blue": ("blue", "azure"),
+    "yellow": ("yellow", "golden"), "purple": ("purple", "violet"), "orange": ("orange", "amber"),
+    "cyan": ("cyan", "turquoise"), "pink": ("pink", "rose"),
+})  # fmt: skip
 # Shapes are drawn in 2-D: a cube as a filled square, a sphere as a disc, a cone as a triangle, a
 # diamond as a square on its corner, a cross as a plus sign.
-SHAPES: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {
-        "cube": ("cube", "block"),
-        "sphere": ("sphere", "ball"),
-        "cone": ("cone", "pyramid"),
-        "diamond": ("diamond", "rhombus"),
-        "cross": ("cross", "plus"),
-    }
-)
+SHAPES: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "cube": ("cube", "block"), "sphere": ("sphere", "ball"), "cone": ("cone", "pyramid"),
+    "diamond": ("diamond", "rhombus"), "cross": ("cross", "plus"),
+})  # fmt: skip
 # "X <relation> Y" with X the first-mentioned object. Multi-word forms are single units.
-RELATIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {
-        "left": ("to the left of", "left of"),
-        "right": ("to the right of", "right of"),
-        "above": ("above", "over"),
-        "below": ("below", "under", "beneath"),
-    }
-)
+RELATIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "left": ("to the left of", "left of"), "right": ("to the right of", "right of"),
+    "above": ("above", "over"), "below": ("below", "under", "beneath"),
+})  # fmt: skip
 
 # Which lexicon an attribute slot reads from (the order is the word order in a phrase).
 ATTRIBUTE_LEXICONS: Mapping[str, Mapping[str, tuple[str, ...]]] = MappingProxyType(
     {"size": SIZES, "colour": COLOURS, "shape": SHAPES}
 )
+# Every slot a caption has: the attributes, then the relation between two objects.
+SLOT_LEXICONS: Mapping[str, Mapping[str, tuple[str, ...]]] = MappingProxyType({**ATTRIBUTE_LEXICONS, "relation": RELATIONS})
 
 ARTICLE = "a"
 CONJUNCTION = "and"
@@ -80,14 +64,12 @@ def form_probabilities(count: int) -> tuple[float, ...]:
 
 def surface_forms(slot: str, concept: str) -> tuple[str, ...]:
     """All surface forms of `concept` in `slot` ("size", "colour", "shape" or "relation")."""
-    table = RELATIONS if slot == "relation" else ATTRIBUTE_LEXICONS[slot]
-    return table[concept]
+    return SLOT_LEXICONS[slot][concept]
 
 
 def concept_of(slot: str, form: str) -> str:
     """The concept a surface form names; KeyError names the slot and the unknown form."""
-    table = RELATIONS if slot == "relation" else ATTRIBUTE_LEXICONS[slot]
-    for concept, forms in table.items():
+    for concept, forms in SLOT_LEXICONS[slot].items():
         if form in forms:
             return concept
     raise KeyError(f"{form!r} is not a known {slot} word of the synthetic world")
@@ -96,7 +78,7 @@ def concept_of(slot: str, form: str) -> str:
 def vocabulary() -> list[str]:
     """Every word a synthetic caption can contain, sorted (for tokenizer coverage checks)."""
     words = {ARTICLE, CONJUNCTION}
-    for table in (*ATTRIBUTE_LEXICONS.values(), RELATIONS):
+    for table in SLOT_LEXICONS.values():
         for forms in table.values():
             for form in forms:
                 words.update(form.split())
