@@ -193,7 +193,7 @@ def test_attach_coco_images_keeps_file_names_inside_the_folder(tmp_path):
     """The training-time join reads images by file name: one leading outside the folder is refused."""
     import datasets
 
-    from hf_hardpos.data.finetune import attach_coco_images
+    from hf_hardpos.data.coco_finetune import attach_coco_images
 
     folder = tmp_path / "train2017"
     make_coco_placeholders(folder, ["a.jpg"])

@@ -21,7 +21,7 @@ from test_recipes import RECIPES, _example
 
 from hf_hardpos import cli, columns
 from hf_hardpos.data.checks import DataValidationError, MissingSourceError
-from hf_hardpos.data.finetune import export_finetune
+from hf_hardpos.data.coco_finetune import export_finetune
 from hf_hardpos.generation.mlm import TYPES, MLMNegativeGenerator, spacy_tagger
 from hf_hardpos.generation.resumable import manifest_path
 from hf_hardpos.generation.rule_generator import RuleGenerator

@@ -135,7 +135,7 @@ def _finetune_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _build_finetune(args: argparse.Namespace):
-    from ..data.finetune import export_finetune
+    from ..data.coco_finetune import export_finetune
 
     return export_finetune(
         args.output_dir,

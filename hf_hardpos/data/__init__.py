@@ -9,7 +9,7 @@ the build) through the one export sequence of :mod:`.hub_folder`; ``hardpos buil
 """
 
 from .aro import export_aro
-from .finetune import attach_coco_images, export_finetune
+from .coco_finetune import attach_coco_images, export_finetune
 from .replace import export_replace
 from .sugarcrepe import export_sugarcrepe, export_sugarcrepe_pp
 from .swap import export_swap

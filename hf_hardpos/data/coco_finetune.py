@@ -503,7 +503,7 @@ _NEGATIVE_MEANINGS = {
 }
 
 USAGE = """from datasets import load_dataset
-from hf_hardpos.data.finetune import attach_coco_images
+from hf_hardpos.data.coco_finetune import attach_coco_images
 
 train = load_dataset("{repo}", split="train")
 train = attach_coco_images(train, "/path/to/coco/{split}")  # unless built with embedded images
@@ -734,7 +734,7 @@ def export_finetune(
         title="COCO hard-positive + hard-negative fine-tuning set",
         pretty_name="COCO HP+HN fine-tuning set (Hard Positive paper)",
         summary=summary,
-        builder="hf_hardpos.data.finetune.export_finetune",
+        builder="hf_hardpos.data.coco_finetune.export_finetune",
         usage=usage,
         column_meanings=column_meanings,
         defects=_defects_text,

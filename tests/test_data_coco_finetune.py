@@ -6,7 +6,7 @@ import datasets
 import pytest
 from data_fixtures import COCO_CAPTIONS, COCO_IMAGES, column_sources, make_coco_sources, write_json
 
-from hf_hardpos.data.finetune import attach_coco_images, export_finetune, swap_eligible
+from hf_hardpos.data.coco_finetune import attach_coco_images, export_finetune, swap_eligible
 from hf_hardpos.data.checks import DataValidationError, MissingImageError, MissingSourceError
 
 
@@ -98,7 +98,7 @@ def test_script(sources, tmp_path):
     from pathlib import Path
 
     upstream, coco = sources
-    main = runpy.run_path(str(Path(__file__).resolve().parents[1] / "dataset_scripts" / "finetune.py"))["main"]
+    main = runpy.run_path(str(Path(__file__).resolve().parents[1] / "dataset_scripts" / "coco_finetune.py"))["main"]
     pytest.importorskip("hf_hardpos.generation.rules")
     out = tmp_path / "out"
     assert main(["--upstream-dir", str(upstream), "--coco-annotations", str(coco), "--output-dir", str(out)]) == 0
