@@ -27,12 +27,12 @@ procedure (`mlm.MLMNegativeGenerator`, "ours") is the alternative.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 
-from transformers import PreTrainedModel, PreTrainedTokenizerBase, pipeline
+from transformers import Pipeline, pipeline
 
-from hf_hardpos.errors import UserInputError
 from hf_hardpos.generation import validation
-from hf_hardpos.generation.mlm import FILL_POS, MLM_KINDS, RELATION_POS, TYPES, MaskedLMGenerator, Tagger, mlm_precheck
+from hf_hardpos.generation.mlm import FILL_POS, RELATION_POS, MaskedLMGenerator
 from hf_hardpos.generation.models import model_fingerprint
 from hf_hardpos.generation.resumable import Candidate, caption_rng
 
@@ -71,46 +71,18 @@ def ce_clip_masked(caption: str, words: Sequence[str], mask_token: str, rng) -> 
 
 
 class CEClipNegativeGenerator(MaskedLMGenerator):
-    """CE-CLIP's released negative generator; `kind` is one type or "all" (four records per caption)."""
+    """CE-CLIP's released negative generator (arguments: `MaskedLMGenerator`)."""
 
-    method = "mlm"
-    polarity = "negative"
     procedure = "ce-clip"
 
-    def __init__(
-        self,
-        model: PreTrainedModel,
-        tokenizer: PreTrainedTokenizerBase,
-        kind: str = "all",
-        *,
-        tagger: Tagger,
-        seed: int = 0,
-        batch_size: int = 32,
-        progress: bool = True,
-    ) -> None:
-        if kind not in MLM_KINDS:
-            raise UserInputError(f"unknown masked-LM negative type {kind!r}; expected one of {', '.join(MLM_KINDS)}")
-        if tokenizer.mask_token is None:
-            raise UserInputError(f"{model.name_or_path}: the tokenizer has no mask token; --method mlm needs a masked LM")
-        if batch_size < 1:
-            raise UserInputError(f"batch size must be >= 1, got {batch_size}")
-        self.model = model.eval()
-        self.tokenizer = tokenizer
-        self.kind = kind
-        self.kinds = TYPES if kind == "all" else (kind,)
-        self.tagger = tagger
-        self.seed = seed
-        self.batch_size = batch_size
-        self.progress = progress
-        self.fill_mask = pipeline("fill-mask", model=model, tokenizer=tokenizer, top_k=TOP_K, device=model.device)
+    @cached_property
+    def fill_mask(self) -> Pipeline:
+        """CE-CLIP's `fill-mask` pipeline over the generator's model: top-5 fills per masked caption."""
+        return pipeline("fill-mask", model=self.model, tokenizer=self.tokenizer, top_k=TOP_K, device=self.model.device)
 
     def settings(self) -> dict:
         return {"procedure": self.procedure, "top_k": TOP_K, "picked_index": PICKED,
                 "model_fingerprint": model_fingerprint(self.model)}  # fmt: skip
-
-    def precheck(self, caption: str) -> str | None:
-        """Captions the masked LM cannot take (longer than its positions, or holding its mask token)."""
-        return mlm_precheck(self.model, self.tokenizer, caption)
 
     def _fill(self, masked: Sequence[str]) -> list[list[dict]]:
         if not masked:

@@ -36,6 +36,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokenizerBase
@@ -117,6 +118,13 @@ def mlm_precheck(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, cap
     return None
 
 
+def _at_least_one(settings: dict[str, int]) -> None:
+    """UserInputError naming the first setting below 1 ("batch size must be >= 1, got 0")."""
+    for name, value in settings.items():
+        if value < 1:
+            raise UserInputError(f"{name} must be >= 1, got {value}")
+
+
 def _same_word(fill: str, word: str) -> bool:
     """The fill is the masked word itself, or its plural/singular ("dog" / "dogs", "bus" / "buses")."""
     fill, word = fill.lower(), word.lower()
@@ -124,12 +132,33 @@ def _same_word(fill: str, word: str) -> bool:
 
 
 class MaskedLMGenerator(CaptionGenerator):
-    """What both masked-LM procedures (ours below, CE-CLIP's in `ce_clip`) share: loading the masked LM
-    and the options that identify a run of it (procedure, model, dtype, seed, weights fingerprint)."""
+    """What both masked-LM procedures (ours below, CE-CLIP's in `ce_clip`) share: loading the masked LM,
+    the checks on its arguments and inputs, and the options that identify a run of it (procedure,
+    model, dtype, seed, weights fingerprint). `kind` is one type or "all" (four records per caption)."""
 
+    method = "mlm"
+    polarity = "negative"
     procedure: str
-    model: PreTrainedModel
-    seed: int
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        kind: str = "all",
+        *,
+        tagger: Tagger,
+        seed: int = 0,
+        batch_size: int = 32,
+        progress: bool = True,
+    ) -> None:
+        if kind not in MLM_KINDS:
+            raise UserInputError(f"unknown masked-LM negative type {kind!r}; expected one of {', '.join(MLM_KINDS)}")
+        if tokenizer.mask_token_id is None:
+            raise UserInputError(f"{model.name_or_path}: the tokenizer has no mask token; --method mlm needs a masked LM")
+        _at_least_one({"batch size": batch_size})
+        self.model, self.tokenizer, self.tagger = model.eval(), tokenizer, tagger
+        self.kind, self.kinds = kind, TYPES if kind == "all" else (kind,)
+        self.seed, self.batch_size, self.progress = seed, batch_size, progress
 
     @classmethod
     def from_pretrained(
@@ -156,12 +185,15 @@ class MaskedLMGenerator(CaptionGenerator):
             "model_fingerprint": model_fingerprint(self.model),
         }
 
+    def precheck(self, caption: str) -> str | None:
+        """Captions the masked LM cannot take (longer than its positions, or holding its mask token)."""
+        return mlm_precheck(self.model, self.tokenizer, caption)
+
 
 class MLMNegativeGenerator(MaskedLMGenerator):
-    """Our filtered typed hard negatives from a masked LM; `kind` is one type or "all" (four records)."""
+    """Our filtered typed hard negatives from a masked LM: the best `num_candidates` acceptable fills
+    among the LM's top `search_k` are kept, ranked (other arguments: `MaskedLMGenerator`)."""
 
-    method = "mlm"
-    polarity = "negative"
     procedure = "ours"
 
     def __init__(
@@ -170,30 +202,13 @@ class MLMNegativeGenerator(MaskedLMGenerator):
         tokenizer: PreTrainedTokenizerBase,
         kind: str = "all",
         *,
-        tagger: Tagger,
-        seed: int = 0,
         num_candidates: int = 5,
         search_k: int = 50,
-        batch_size: int = 32,
-        progress: bool = True,
+        **kwargs: Any,
     ) -> None:
-        if kind not in MLM_KINDS:
-            raise UserInputError(f"unknown masked-LM negative type {kind!r}; expected one of {', '.join(MLM_KINDS)}")
-        if tokenizer.mask_token_id is None:
-            raise UserInputError(f"{model.name_or_path}: the tokenizer has no mask token; --method mlm needs a masked LM")
-        for name, value in (("batch size", batch_size), ("num_candidates", num_candidates), ("search_k", search_k)):
-            if value < 1:
-                raise UserInputError(f"{name} must be >= 1, got {value}")
-        self.model = model.eval()
-        self.tokenizer = tokenizer
-        self.kind = kind
-        self.kinds = TYPES if kind == "all" else (kind,)
-        self.tagger = tagger
-        self.seed = seed
-        self.num_candidates = num_candidates
-        self.search_k = search_k
-        self.batch_size = batch_size
-        self.progress = progress
+        super().__init__(model, tokenizer, kind, **kwargs)
+        _at_least_one({"num_candidates": num_candidates, "search_k": search_k})
+        self.num_candidates, self.search_k = num_candidates, search_k
         self._synonyms = lexicon.synonyms()
         self._whole_word: dict[tuple[int, bool], str | None] = {}
 
@@ -202,10 +217,6 @@ class MLMNegativeGenerator(MaskedLMGenerator):
 
     def settings(self) -> dict:
         return {"procedure": self.procedure, "search_k": self.search_k, "model_fingerprint": model_fingerprint(self.model)}
-
-    def precheck(self, caption: str) -> str | None:
-        """Captions the masked LM cannot take (longer than its positions, or holding its mask token)."""
-        return mlm_precheck(self.model, self.tokenizer, caption)
 
     # ---- the LM ------------------------------------------------------------------------------
 
