@@ -1,10 +1,11 @@
 """`hardpos` command line: one subcommand per module in `hf_hardpos/commands/`.
 
-Each command module exposes `register(subparsers)`, which adds its parser and sets `func`; new
-commands need no change here. Only the command being run is registered (imported): the others
-appear in `hardpos --help` with the first line of their module docstring, read from the source
-without importing it, so help and argument errors do not wait for torch, transformers and datasets
-(measured by `benchmarks/cli_startup.py`).
+Each command module exposes `register(subparsers)`, which adds its parser with `add_command` and
+its own options; new commands need no change here. A command's help is its module docstring: the
+first paragraph (after "`hardpos NAME`:") is its line in `hardpos --help`, the rest its description
+in `hardpos NAME --help`. Only the command being run is registered (imported): the others are listed
+from their docstrings read from the source, so help and argument errors do not wait for torch,
+transformers and datasets (measured by `benchmarks/cli_startup.py`).
 
 Errors: a `UserInputError` (bad input, options or environment) is one `error: ...` line and exit
 status 2; Ctrl-C is one line and exit status 130; `--debug` or `HARDPOS_DEBUG=1` shows tracebacks.
@@ -18,6 +19,7 @@ import importlib
 import os
 import pkgutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from . import commands, progress
@@ -26,12 +28,43 @@ from .errors import UserInputError, user_error_from
 COMMANDS = sorted(module.name for module in pkgutil.iter_modules(commands.__path__))
 
 
-def _summary(command: str) -> str:
-    """The first line of a command module's docstring, without importing the module."""
+def _help_texts(command: str) -> tuple[str, str]:
+    """A command's one-line help and its description, from its module docstring read without importing it."""
     source = Path(commands.__path__[0]) / f"{command}.py"
     docstring = ast.get_docstring(ast.parse(source.read_text(encoding="utf-8"))) or ""
-    line = docstring.strip().splitlines()[0] if docstring.strip() else ""
-    return line.split(":", 1)[1].strip() if line.startswith("`hardpos") and ":" in line else line
+    summary, _, description = docstring.strip().partition("\n\n")
+    summary = " ".join(summary.split())
+    if summary.startswith("`hardpos") and ":" in summary:
+        summary = summary.split(":", 1)[1].strip()
+    return summary.rstrip("."), description
+
+
+def add_command(
+    subparsers: argparse._SubParsersAction, module: str, run: Callable[[argparse.Namespace], int]
+) -> argparse.ArgumentParser:
+    """The parser of the command defined in `module` (the command module's `__name__`), which calls `run`.
+
+    Its help and description come from the module docstring (the description keeps its line breaks,
+    so examples stay readable), the same text `hardpos --help` lists without importing the module.
+    """
+    name = module.rsplit(".", 1)[-1]
+    summary, description = _help_texts(name)
+    parser = subparsers.add_parser(
+        name, help=summary, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.set_defaults(func=run)
+    return parser
+
+
+def write_output(target: str | Path, text: str, option: str = "--output") -> Path:
+    """Write a command's text result to the file `option` named (parents created); an OSError is one line."""
+    target = Path(target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise UserInputError(f"{option} {target}: cannot write ({err.strerror or err})") from err
+    return target
 
 
 def _chosen_command(argv: list[str]) -> str | None:
@@ -57,7 +90,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         if argv is None or name == chosen:
             importlib.import_module(f"{commands.__name__}.{name}").register(subparsers)
         else:
-            subparsers.add_parser(name, help=_summary(name), add_help=False)
+            subparsers.add_parser(name, help=_help_texts(name)[0], add_help=False)
     return parser
 
 

@@ -1,29 +1,28 @@
-"""`hardpos compare`: the paper's Table 1 across finished runs, with paired tests between them.
+"""`hardpos compare`: one table across runs (REPLACE / SWAP / other benchmarks), with paired tests and the
+paper's rows.
+
+Puts finished `hardpos eval` (or --suite, or fine-tuning) output folders in one table in the layout of
+the paper's Table 1. The first RUN is the reference A: every other run gets a difference row B - A with
+a paired bootstrap interval over images and McNemar's exact test, where both scored the same rows.
+Runs whose data, dtype or protocol differ are refused unless --allow-mismatch. Reads each run's
+`metrics.json` (and, for the paired tests, its per-row scores); nothing is re-scored.
 
     hardpos compare out/clip out/negclip --paper
     hardpos compare out/clip out/negclip --format latex --output table1.tex
-
-Reads each run's `metrics.json` (and, for the paired tests, its per-row scores); nothing is re-scored.
 """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from ..cli import add_command, write_output
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from ..reporting.compare import FORMATS
     from ..reporting.paired import DEFAULT_RESAMPLES
 
-    parser = subparsers.add_parser(
-        "compare",
-        help="one table across runs (REPLACE / SWAP / other benchmarks), with paired tests and the paper's rows",
-        description="Put finished `hardpos eval` (or --suite, or fine-tuning) output folders in one table in the "
-        "paper's layout. The first RUN is the reference A: every other run gets a difference row B - A with a paired "
-        "bootstrap interval over images and McNemar's exact test, where both scored the same rows. Runs whose data, "
-        "dtype or protocol differ are refused unless --allow-mismatch.",
-    )
+    parser = add_command(subparsers, __name__, run)
     parser.add_argument("runs", nargs="+", metavar="RUN", help="output folder of hardpos eval / --suite / fine-tuning")
     parser.add_argument("--paper", action="store_true",
                         help="add the published rows of the models the paper reports, and each run's delta to them")
@@ -34,7 +33,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"paired bootstrap resamples (default {DEFAULT_RESAMPLES})")
     parser.add_argument("--allow-mismatch", action="store_true",
                         help="show runs with different data, dtype or protocol side by side, flagged, without differences")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,11 +49,6 @@ def run(args: argparse.Namespace) -> int:
     if args.output is None:
         print(text, end="" if text.endswith("\n") else "\n")
         return 0
-    target = Path(args.output)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-    except OSError as err:
-        raise UserInputError(f"--output {target}: cannot write ({err.strerror or err})") from err
+    target = write_output(args.output, text if text.endswith("\n") else text + "\n")
     print(f"wrote the {args.format} table of {len(runs)} run(s) to {target}")
     return 0

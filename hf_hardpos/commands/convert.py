@@ -1,5 +1,9 @@
 """`hardpos convert`: an open_clip / OpenAI / TSVLC-LoRA checkpoint -> a Hub-ready `CLIPModel` folder.
 
+Writes safetensors, config, CLIPProcessor and a model card. Every key and shape is checked; options
+CLIPModel cannot express are refused. With open_clip importable the result is compared with
+open_clip on identical inputs and the card records the differences.
+
     hardpos convert open_clip negclip.pth --config ViT-B-32 --activation gelu --output-dir negclip-hf
     hardpos convert openai ViT-B-32.pt --output-dir clip-b32-hf          (config inferred from shapes)
     hardpos convert --preset svlc --checkpoint svlc.pt --output-dir svlc-hf [--push-to-hub ORG/NAME]
@@ -14,19 +18,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..cli import add_command
+
 FORMATS = ("open_clip", "openai")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "convert",
-        help="convert an open_clip / OpenAI / TSVLC-LoRA checkpoint into a Hugging Face CLIPModel folder",
-        description="Convert a checkpoint into a CLIPModel folder (safetensors, config, CLIPProcessor, model card). "
-        "Every key and shape is checked; options CLIPModel cannot express are refused. With open_clip importable "
-        "the result is compared with open_clip on identical inputs and the card records the differences.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=__doc__.split("\n\n")[1],
-    )
+    parser = add_command(subparsers, __name__, run)
     parser.add_argument(
         "positional", nargs="*", metavar="[FORMAT] CHECKPOINT",
         help=f"optional format word {FORMATS}, then the checkpoint file (or use --checkpoint)",
@@ -61,7 +59,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--private", action="store_true", help="create the Hub repository private")
     parser.add_argument("--no-progress", action="store_true")
-    parser.set_defaults(func=run)
 
 
 def _checkpoint_and_format(args: argparse.Namespace) -> tuple[Path, str | None]:

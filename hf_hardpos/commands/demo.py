@@ -1,24 +1,25 @@
-"""`hardpos demo`: the whole pipeline on the embedded synthetic world, no downloads (paper tables in miniature)."""
+"""`hardpos demo`: the whole pipeline on the embedded synthetic world, no downloads (paper tables in
+miniature).
+
+Runs offline on a CPU (about 2 minutes on 2 cores): builds a synthetic compositional world (two
+coloured shapes in a spatial relation), pretrains a tiny CLIP on alt-text-like captions (cached in
+--output-dir), fine-tunes 'contrastive', 'hn' and 'hp+hn' on precise captions with hard negatives and
+positives using the package's trainer, evaluates each on synthetic REPLACE and SWAP with the
+package's scorer, prints the tables and writes results.json, run_info.json, results.md, results.png
+(with the [demo] extra) and the models to --output-dir. --full: 5 seeds, the HN-weight sweep of paper
+Table 3 and bootstrap intervals (the README's table).
+"""
 
 from __future__ import annotations
 
 import argparse
 
+from ..cli import add_command
 from ..errors import UserInputError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "demo",
-        help="pretrain a tiny CLIP on a synthetic world, fine-tune with/without hard positives, evaluate",
-        description="Runs offline on a CPU (about 2 minutes on 2 cores): builds a synthetic compositional world "
-        "(two coloured shapes in a spatial relation), pretrains a tiny CLIP on alt-text-like captions (cached in "
-        "--output-dir), fine-tunes 'contrastive', 'hn' and 'hp+hn' on precise captions with hard negatives and "
-        "positives using the package's trainer, evaluates each on synthetic REPLACE and SWAP with the package's "
-        "scorer, prints the tables and writes results.json, run_info.json, results.md, results.png (with the "
-        "[demo] extra) and the models to --output-dir. --full: 5 seeds, the HN-weight sweep of paper Table 3 "
-        "and bootstrap intervals (the README's table).",
-    )
+    parser = add_command(subparsers, __name__, run)
     parser.add_argument("--output-dir", required=True, help="folder for results.json, the chart and the models")
     parser.add_argument(
         "--full",
@@ -35,7 +36,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     progress.add_argument(
         "--no-progress", dest="progress", action="store_false", help="no bars, one line per stage (the default off a terminal)"
     )
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,10 +1,17 @@
-"""`hardpos generate`: hard positives or hard negatives for a file of captions.
+"""`hardpos generate`: hard positives (LLM, rules) or hard negatives (rules, masked LM) for a file of captions.
 
-Writes an append-only JSONL keyed by input index (one record per caption and kind) that owns its
-run (under `accelerate launch` / `torchrun`, one shard per rank, merged at the end; see
-`generation.sharding`): a manifest of the options and the input's sha256, and a lock against a second writer. Every
-check that can fail (options, input, output, lock, manifest) runs before a model is loaded;
-re-running the same command after an interruption continues where it stopped.
+Generates one hard positive per caption with a causal LM (by default as the paper's released
+generate_hard_positives.py: its prompts, no chat template, the model's own generation config) or with
+the rule-based generators, or typed hard negatives (CE-CLIP's relation / attribute / action / object)
+with a masked LM at spaCy part-of-speech positions (by default CE-CLIP's released procedure);
+validates each and appends one JSON line per caption and kind ({"index", "input", "output", "valid",
+"reason", "raw", "method", "kind", "polarity"}) to --output.
+
+The output is append-only, keyed by input index, and owns its run (under `accelerate launch` /
+`torchrun`, one shard per rank, merged at the end): a manifest of the options and the input's sha256,
+and a lock against a second writer. Every check that can fail (options, input, output, lock,
+manifest) runs before a model is loaded; re-running the same command after an interruption continues
+where it stopped, and a different command on the same --output is refused.
 
 The manifest records the command's options as given (e.g. `dtype: auto`), the model's fingerprint
 (a local folder's file digest or a Hub id's resolved commit) and, once the model is loaded, the
@@ -20,6 +27,8 @@ import json
 import shutil
 import sys
 
+from ..cli import add_command
+
 METHODS = ("rules", "llm", "mlm")
 MLM_DEFAULT_MODEL = "distilroberta-base"
 MLM_PROCEDURES = ("ce-clip", "ours")
@@ -29,18 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from ..generation.mlm import MLM_KINDS
     from ..generation.validation import KINDS
 
-    parser = subparsers.add_parser(
-        "generate",
-        help="generate hard positives (LLM, rules) or hard negatives (rules, masked LM)",
-        description="Generate one hard positive per caption with a causal LM (by default as the paper's released "
-        "generate_hard_positives.py: its prompts, no chat template, the model's own generation config) "
-        "or with the rule-based generators, or typed hard negatives (CE-CLIP's relation / attribute / "
-        "action / object) with a masked LM at spaCy part-of-speech positions (by default CE-CLIP's released "
-        "procedure); validate each and append "
-        'one JSON line per caption and kind ({"index", "input", "output", "valid", "reason", "raw", '
-        '"method", "kind", "polarity"}) to --output. Re-running the same command resumes an '
-        "interrupted run; a different command on the same --output is refused.",
-    )
+    parser = add_command(subparsers, __name__, run)
     parser.add_argument(
         "--kind", required=True, choices=(*KINDS, *MLM_KINDS),
         help=f"llm/rules: {', '.join(KINDS)}; mlm (with --negative): {', '.join(MLM_KINDS)}",
@@ -102,7 +100,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--report", action="store_true", help="print a quality report of --output when done")
     parser.add_argument("--report-samples", type=int, default=5, help="random records shown per kind by --report")
     parser.add_argument("--no-progress", action="store_true")
-    parser.set_defaults(func=run)
 
 
 def check_arguments(args: argparse.Namespace) -> str:

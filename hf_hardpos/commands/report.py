@@ -1,34 +1,31 @@
-"""`hardpos report`: one self-contained HTML page for a finished run, for reading results rather than files.
+"""`hardpos report`: one self-contained HTML page for a run: tables with intervals, charts, breakdowns,
+failures.
+
+Reads a `hardpos eval` (or --suite, or fine-tuning) output folder and writes one HTML file with no
+external resources: the table with 95% intervals, per-subset bars, score and margin distributions,
+augmented accuracy and brittleness by replacement, the most confidently brittle rows with their
+images; for fine-tuning, each loss term and eval metric over steps. Nothing is re-scored.
 
     hardpos report out/clip --output clip.html
-
-Works on the output folders of `hardpos eval`, `hardpos eval --suite` and fine-tuning, without re-scoring.
 """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from ..cli import add_command, write_output
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from ..reporting.html import DEFAULT_RESAMPLES, NUM_EXAMPLES
 
-    parser = subparsers.add_parser(
-        "report",
-        help="write one self-contained HTML page for a run: tables with intervals, charts, breakdowns, failures",
-        description="Read a `hardpos eval` (or --suite, or fine-tuning) output folder and write one HTML file with no "
-        "external resources: the table with 95%% intervals, per-subset bars, score and margin distributions, "
-        "augmented accuracy and brittleness by replacement, the most confidently brittle rows with their images; "
-        "for fine-tuning, each loss term and eval metric over steps. Nothing is re-scored.",
-    )
+    parser = add_command(subparsers, __name__, run)
     parser.add_argument("run", metavar="RUN", help="output folder of hardpos eval / --suite / fine-tuning")
     parser.add_argument("--output", required=True, help="the HTML file to write")
     parser.add_argument("--bootstrap", type=int, default=DEFAULT_RESAMPLES,
                         help="resamples for intervals a run did not save (over images; default %(default)s)")
     parser.add_argument("--examples", type=int, default=NUM_EXAMPLES,
                         help="how many of the most confidently brittle rows to show (default %(default)s)")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,11 +38,6 @@ def run(args: argparse.Namespace) -> int:
     if args.examples < 0:
         raise UserInputError(f"--examples must be >= 0, got {args.examples}")
     page = build_report(load_run(args.run), resamples=args.bootstrap, examples=args.examples)
-    target = Path(args.output)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(page, encoding="utf-8")
-    except OSError as err:
-        raise UserInputError(f"--output {target}: cannot write ({err.strerror or err})") from err
+    target = write_output(args.output, page)
     print(f"wrote {target} ({len(page.encode()) / 1e6:.2f} MB, self-contained)")
     return 0

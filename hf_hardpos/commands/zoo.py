@@ -1,26 +1,25 @@
-"""`hardpos zoo`: the baselines of the paper's Table 1 (and CE-CLIP, CLIP-COCO) and how to convert each, and
-the pretrained models of its Table 8 with the `--model` that scores each (HF copy or open_clip-native)."""
+"""`hardpos zoo`: the baselines of the paper's Table 1 (and CE-CLIP, CLIP-COCO: weights, architecture,
+activation, LoRA, citation, license) and the pretrained models of its Table 8 (route, --model, figures).
+
+Presets for `hardpos convert --preset NAME --checkpoint FILE --output-dir DIR`, and the `--model` that
+scores each Table 8 model (HF copy or open_clip-native). Facts read from each project's public code
+(not from the weight files).
+"""
 
 from __future__ import annotations
 
 import argparse
 
+from ..cli import add_command
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "zoo",
-        help="list the Table 1 baselines (weights, architecture, activation, LoRA, citation, license) and the Table 8 "
-        "pretrained models (route, --model, published figures)",
-        description="Presets for `hardpos convert --preset NAME --checkpoint FILE --output-dir DIR`. Facts read from "
-        "each project's public code (not from the weight files).",
-    )
-    parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
-    parser.set_defaults(func=run)
+    add_command(subparsers, __name__, run).add_argument("--markdown", action="store_true", help="print a Markdown table")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..conversion.presets import PRETRAINED_PRESETS, TABLE8_HEADER, ZOO_HEADER, table8_rows, zoo_rows
-    from ..tables import render_table
+    from ..evaluation.tables import render_table
 
     print(render_table(ZOO_HEADER, zoo_rows(), markdown=args.markdown))
     print(
