@@ -99,7 +99,7 @@ def forward_floor(model_dir: Path, dataset: Path, batch_size: int) -> float:
     batches `ITMScorer` forms (same order, same padding); decoding and tokenising are done first, untimed."""
     from transformers import CLIPModel, CLIPProcessor
 
-    from hf_hardpos.evaluation import load_eval_sets
+    from hf_hardpos.evaluation.eval_data import load_eval_sets
     from hf_hardpos.scoring import ITMScorer
 
     model, processor = CLIPModel.from_pretrained(model_dir).eval(), CLIPProcessor.from_pretrained(model_dir)
@@ -132,7 +132,7 @@ def forward_floor(model_dir: Path, dataset: Path, batch_size: int) -> float:
 def floor(work: Path, dataset: Path, rows: list[dict], batch_size: int, num_workers: int) -> dict[str, str]:
     from transformers import CLIPConfig, CLIPModel
 
-    from hf_hardpos.evaluation import evaluate_model
+    from hf_hardpos.evaluation.run import evaluate_model
 
     model_dir = work / "vit-b-32"
     torch.manual_seed(0)

@@ -40,7 +40,8 @@ from PIL import Image as PILImage
 from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor, CLIPTokenizer
 
 from hf_hardpos.columns import REPLACE_SUBSETS
-from hf_hardpos.evaluation import evaluate_model, load_eval_sets
+from hf_hardpos.evaluation.run import evaluate_model
+from hf_hardpos.evaluation.eval_data import load_eval_sets
 from hf_hardpos.synthetic.tiny_clip import train_clip_tokenizer
 
 from results import record  # benchmarks/results.py: one results file for every benchmark

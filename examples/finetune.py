@@ -50,7 +50,7 @@ from transformers import CLIPModel, CLIPProcessor, HfArgumentParser
 
 from hf_hardpos import columns
 from hf_hardpos.errors import UserInputError
-from hf_hardpos.evaluation import load_local_split
+from hf_hardpos.evaluation.eval_data import load_local_split
 from hf_hardpos.training import (
     BenchmarkEvalSet,
     HardPosModelCardData,

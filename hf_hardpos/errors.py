@@ -9,6 +9,13 @@ file, row, field or option at fault and say what to do.
 from __future__ import annotations
 
 
+def first_line(err: BaseException) -> str:
+    """An exception's message cut to its first line (its type's name when it has none): what a one-line
+    error quotes of a library's multi-line message."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
 class UserInputError(ValueError):
     """Bad input, options or environment the user can fix; printed without a traceback.
 

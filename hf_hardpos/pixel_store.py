@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import output_folder
+from .evaluation import output_folder
 from .image_processing import describe_image_processor
 from .provenance import digest_of
 from .scoring import ITMScorer, _DistinctImages, _ImageSource

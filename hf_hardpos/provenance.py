@@ -87,6 +87,12 @@ def looks_like_hub_id(name: str | None) -> bool:
     return re.fullmatch(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?", name) is not None
 
 
+def looks_like_path(name: str) -> bool:
+    """A name meant as a local path ("/x", "./x", "~/x", "a/b/c"): refused as "not found" when missing,
+    rather than passed on as a malformed Hub id."""
+    return name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1
+
+
 def model_identity(name_or_path: str) -> dict[str, Any]:
     """A local model folder by the sha256 of its files; a Hub id by its commit.
 

@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 from datasets import Dataset
 
-from hf_hardpos.aggregation import REPLACE_MACRO_MEAN, REPLACE_POOLED, pooled_from_results, replace_aggregates
+from hf_hardpos.evaluation.aggregation import (
+    REPLACE_MACRO_MEAN,
+    REPLACE_POOLED,
+    pooled_from_results,
+    replace_aggregates,
+)
 from hf_hardpos.cli import main
 from hf_hardpos.metrics import METRIC_NAMES, bootstrap_interval, compute_metrics
 

@@ -49,7 +49,7 @@ def _mkdir(path):
 
 
 def _fail_writes(monkeypatch, code):
-    from hf_hardpos import output_folder
+    from hf_hardpos.evaluation import output_folder
 
     def refuse(target, value, default=None):  # the probe at the start succeeds; saving the results fails
         raise OSError(code, os.strerror(code), str(target))
@@ -100,12 +100,12 @@ def test_debug_shows_the_traceback(data_folders, tiny_clip_dir, monkeypatch):
 
 
 def test_ctrl_c_exits_130_with_one_line(tiny_clip_dir, data_folders, monkeypatch, capsys):
-    from hf_hardpos import evaluation
+    from hf_hardpos.evaluation import run
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(evaluation, "evaluate_model", interrupted)
+    monkeypatch.setattr(run, "evaluate_model", interrupted)
     argv = ["eval", "--model", str(tiny_clip_dir), "--dataset", str(data_folders["good"]), "--no-progress"]
     assert cli.main(argv) == 130
     assert len(capsys.readouterr().err.strip().splitlines()) == 1

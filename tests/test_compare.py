@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from hf_hardpos.aggregation import REPLACE_POOLED
+from hf_hardpos.evaluation.aggregation import REPLACE_POOLED
 from hf_hardpos.cli import main
-from hf_hardpos.evaluation import evaluate_model
+from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.metrics import METRIC_NAMES
 from hf_hardpos.reporting.paired import mcnemar_exact_p, paired_difference
-from hf_hardpos.suite import CAPTION_SELECTION, HARD_POSITIVE, SuiteEntry, run_suite
+from hf_hardpos.evaluation.suite import CAPTION_SELECTION, HARD_POSITIVE, SuiteEntry, run_suite
 from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
 
 from run_fixtures import write_replace_folder, write_selection_folder, write_swap_folder
@@ -239,7 +239,7 @@ def test_a_folder_that_is_no_run_is_a_clear_error(capsys, tmp_path):
 def test_fine_tuning_folders_show_their_latest_evaluation_without_a_paired_test(capsys, tmp_path):
     """A fine-tuning folder's newest checkpoint holds the trainer's latest eval sections (no per-row scores):
     compare shows their figures as saved and, unable to prove the same rows, computes no difference."""
-    from hf_hardpos.aggregation import replace_aggregates
+    from hf_hardpos.evaluation.aggregation import replace_aggregates
 
     folders = []
     for name, (attributes, relations) in {"ft_a": ((6, 4, 2), (5, 3, 3)), "ft_b": ((7, 5, 1), (6, 4, 2))}.items():

@@ -24,7 +24,7 @@ from hf_hardpos.conversion.presets import NO_PUBLIC_RELEASE, PRESETS
 from hf_hardpos.conversion.tokenizer import clip_tokenizer_from_merges, load_clip_tokenizer, read_bpe_merges
 from hf_hardpos.conversion.verify import fixed_inputs, max_abs_differences, open_clip_unavailable_reason
 from hf_hardpos.errors import UserInputError
-from hf_hardpos.evaluation import load_model_and_processor
+from hf_hardpos.model_source import ModelSource
 from hf_hardpos.scoring import ITMScorer
 
 from eval_fixtures import make_eval_set
@@ -342,7 +342,7 @@ def test_fixed_inputs_put_eos_at_the_largest_id():
 
 
 def test_converted_checkpoint_scores_like_any_hf_model(tmp_path, tiny_tokenizer):
-    """The evaluation path: cache -> `load_model_and_processor` -> `ITMScorer`, once per activation."""
+    """The evaluation path: cache -> `ModelSource.load` -> `ITMScorer`, once per activation."""
     dataset = make_eval_set(num_images=3, rows_per_image=2)
     scores = {}
     for activation in ("quick_gelu", "gelu"):
@@ -350,7 +350,7 @@ def test_converted_checkpoint_scores_like_any_hf_model(tmp_path, tiny_tokenizer)
             FIXTURES / "quickgelu_ddp.pt", QUICKGELU_JSON, activation, tokenizer=tiny_tokenizer,
             cache_dir=tmp_path, progress=False,
         )
-        model, processor = load_model_and_processor(folder)
+        model, processor = ModelSource.resolve(folder).load()
         scorer = ITMScorer(model, processor, batch_size=4, progress=False)
         assert scorer.max_length == 16
         scores[activation] = scorer.score(dataset)["caption"]

@@ -10,7 +10,7 @@ from PIL import Image
 
 from hf_hardpos.data.own import export_own
 from hf_hardpos.errors import UserInputError
-from hf_hardpos.evaluation import evaluate_model
+from hf_hardpos.evaluation.run import evaluate_model
 
 
 def _write_images(folder, count):

@@ -73,7 +73,7 @@ def test_demo_writes_a_report_and_a_comparison_from_its_own_eval_folders(quick_d
     """report.html and compare.md read the suite output folders the demo scored its models into."""
     import re
 
-    from hf_hardpos.aggregation import REPLACE_POOLED
+    from hf_hardpos.evaluation.aggregation import REPLACE_POOLED
 
     page = (quick_demo / "report.html").read_text()
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)

@@ -18,8 +18,8 @@ from hf_hardpos.cli import main
 from hf_hardpos.conversion import converted_model_dir
 from hf_hardpos.provenance import sha256_file
 from hf_hardpos.errors import UserInputError
-from hf_hardpos.evaluation import evaluate_model
-from hf_hardpos.suite import SuiteEntry, run_suite
+from hf_hardpos.evaluation.run import evaluate_model
+from hf_hardpos.evaluation.suite import SuiteEntry, run_suite
 
 from test_conversion import FIXTURES, QUICKGELU_JSON
 from test_eval_provenance import _write_hub_folder
@@ -115,7 +115,7 @@ def test_activation_both_prints_both_side_by_side_and_reruns_without_converting(
         raise AssertionError("converted or scored again")
 
     monkeypatch.setattr("hf_hardpos.conversion.cache.convert_checkpoint", fail)
-    monkeypatch.setattr("hf_hardpos.evaluation.load_model_and_processor", fail)
+    monkeypatch.setattr("hf_hardpos.model_source.ModelSource.load", fail)
     assert _eval(*argv) == 0  # each activation resumes from its own folder, and says so
     rerun = capsys.readouterr().out.splitlines()
     reused = [line for line in rerun if "reusing the scores saved in" in line]

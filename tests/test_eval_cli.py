@@ -7,8 +7,8 @@ import pytest
 from datasets import load_dataset
 
 from hf_hardpos.cli import main
-from hf_hardpos.aggregation import REPLACE_MACRO_MEAN, REPLACE_POOLED
-from hf_hardpos.evaluation import evaluate_model
+from hf_hardpos.evaluation.aggregation import REPLACE_MACRO_MEAN, REPLACE_POOLED
+from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.metrics import compute_metrics
 
 from eval_fixtures import make_eval_set
@@ -70,7 +70,8 @@ def test_unknown_config_is_an_error(tiny_clip_dir, hub_folder):
 
 
 def test_rerun_resumes_from_saved_configs(tiny_clip_dir, hub_folder, tmp_path, monkeypatch):
-    import hf_hardpos.evaluation as evaluation
+    from hf_hardpos.evaluation import run
+    from hf_hardpos.model_source import ModelSource
 
     out = tmp_path / "eval"
     first = evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, progress=False)
@@ -80,14 +81,14 @@ def test_rerun_resumes_from_saved_configs(tiny_clip_dir, hub_folder, tmp_path, m
     (out / "metrics.json").write_text(json.dumps(saved))
 
     scored = []
-    real_score = evaluation.score_eval_set
-    monkeypatch.setattr(evaluation, "score_eval_set", lambda scorer, ds: scored.append(len(ds)) or real_score(scorer, ds))
+    real_score = run.score_eval_set
+    monkeypatch.setattr(run, "score_eval_set", lambda scorer, ds: scored.append(len(ds)) or real_score(scorer, ds))
     second = evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, progress=False)
     assert scored == [first.results["relations"]["num_examples"]]  # only the missing config was scored
     assert second.results == first.results and second.aggregates == first.aggregates
 
     # Everything saved: the model is not even loaded; other settings start afresh.
-    monkeypatch.setattr(evaluation, "load_model_and_processor", lambda *args: pytest.fail("model loaded"))
+    monkeypatch.setattr(ModelSource, "load", lambda self, *args: pytest.fail("model loaded"))
     assert evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, progress=False).results == first.results
     with pytest.raises(pytest.fail.Exception, match="model loaded"):
         evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, max_rows=3, progress=False)

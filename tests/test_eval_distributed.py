@@ -16,7 +16,7 @@ import pytest
 from datasets import Dataset, Features, Image, Value
 
 from hf_hardpos.cli import main
-from hf_hardpos.distributed_eval import deal_batches
+from hf_hardpos.evaluation.distributed import deal_batches
 from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
 
 from eval_fixtures import make_eval_set

@@ -12,7 +12,7 @@ import torch
 from transformers import CLIPModel, CLIPProcessor
 
 from hf_hardpos.cli import main
-from hf_hardpos.multi_eval import expand_models, folder_names, model_list
+from hf_hardpos.evaluation.multi_model import expand_models, folder_names, model_list
 from hf_hardpos.pixel_store import PixelStore, SharedPixelScorer
 from hf_hardpos.scoring import ITMScorer
 from hf_hardpos.synthetic.tiny_clip import build_tiny_clip

@@ -6,8 +6,8 @@ import threading
 import numpy as np
 import pytest
 
-from hf_hardpos import output_folder
-from hf_hardpos.evaluation import evaluate_model
+from hf_hardpos.evaluation import output_folder
+from hf_hardpos.evaluation.run import evaluate_model
 
 from test_eval_provenance import _write_hub_folder
 
@@ -109,13 +109,14 @@ def test_second_dataset_never_reports_the_first_ones_configs(tiny_clip_dir, tmp_
 
 
 def test_result_keys_name_package_and_metric_definition_versions(tiny_clip_dir, hub_folder, tmp_path, monkeypatch):
-    from hf_hardpos import evaluation
+    from hf_hardpos import __version__
+    from hf_hardpos.evaluation import definitions, run
 
     out = tmp_path / "out"
     evaluate_model(str(tiny_clip_dir), str(hub_folder), ["attributes"], output_dir=out, **_quiet())
     versions = _saved(out)["run"]["settings"]["versions"]
-    assert versions == {"hf_hardpos": evaluation.__version__, "metric_definitions": evaluation.METRIC_DEFINITIONS_VERSION}
-    monkeypatch.setattr(evaluation, "RESULT_VERSIONS", {**versions, "metric_definitions": versions["metric_definitions"] + 1})
+    assert versions == {"hf_hardpos": __version__, "metric_definitions": definitions.METRIC_DEFINITIONS_VERSION}
+    monkeypatch.setattr(run, "RESULT_VERSIONS", {**versions, "metric_definitions": versions["metric_definitions"] + 1})
     messages = []
     evaluate_model(str(tiny_clip_dir), str(hub_folder), ["attributes"], output_dir=out, progress=False,
                    log=messages.append)

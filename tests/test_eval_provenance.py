@@ -7,7 +7,7 @@ import pytest
 from datasets import Dataset
 
 from hf_hardpos.cli import main
-from hf_hardpos.evaluation import evaluate_model
+from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
 
 from eval_fixtures import make_eval_set
@@ -121,9 +121,9 @@ def test_not_a_dual_encoder_is_named(hub_folder, tmp_path, capsys):
 
 
 def test_unwritable_output_fails_before_scoring(tiny_clip_dir, hub_folder, tmp_path, capsys, monkeypatch):
-    import hf_hardpos.evaluation as evaluation
+    from hf_hardpos.model_source import ModelSource
 
-    monkeypatch.setattr(evaluation, "load_model_and_processor", lambda *args: pytest.fail("model loaded"))
+    monkeypatch.setattr(ModelSource, "load", lambda self, *args: pytest.fail("model loaded"))
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     code, err = _run_cli(capsys, "--model", str(tiny_clip_dir), "--dataset", str(hub_folder),
@@ -173,9 +173,9 @@ def test_embedding_cache_encodes_each_input_once_across_runs(tiny_clip_dir, hub_
 
 
 def test_missing_columns_are_named_before_the_model_loads(tiny_clip_dir, tmp_path, capsys, monkeypatch):
-    import hf_hardpos.evaluation as evaluation
+    from hf_hardpos.model_source import ModelSource
 
-    monkeypatch.setattr(evaluation, "load_model_and_processor", lambda *args: pytest.fail("model loaded"))
+    monkeypatch.setattr(ModelSource, "load", lambda self, *args: pytest.fail("model loaded"))
     root = tmp_path / "incomplete"
     make_eval_set(num_images=2, rows_per_image=1).remove_columns("hard_positive").to_parquet(
         str(root / "data" / "test.parquet"))

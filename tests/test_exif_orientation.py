@@ -38,7 +38,7 @@ def test_scorer_and_collator_open_images_as_stored():
 
 
 def test_policy_is_recorded_with_the_results(tiny_clip_dir, tmp_path):
-    from hf_hardpos.evaluation import evaluate_model
+    from hf_hardpos.evaluation.run import evaluate_model
 
     from eval_fixtures import make_eval_set
 

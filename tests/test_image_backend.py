@@ -14,7 +14,8 @@ from transformers.models.clip import CLIPImageProcessorPil
 
 from hf_hardpos import image_processing
 from hf_hardpos.errors import UserInputError
-from hf_hardpos.evaluation import evaluate_model, load_model_and_processor
+from hf_hardpos.evaluation.run import evaluate_model
+from hf_hardpos.model_source import ModelSource
 
 from eval_fixtures import make_eval_set
 
@@ -61,9 +62,9 @@ def test_unavailable_torchvision_is_refused_not_replaced():
 
 
 def test_loaded_processor_is_the_requested_backend(tiny_clip_dir, fake_torchvision):
-    _, processor = load_model_and_processor(str(tiny_clip_dir))
+    _, processor = ModelSource.resolve(str(tiny_clip_dir)).load()
     assert image_processing.backend_of(processor.image_processor) == "pil"
-    _, processor = load_model_and_processor(str(tiny_clip_dir), "torchvision")
+    _, processor = ModelSource.resolve(str(tiny_clip_dir)).load("torchvision")
     assert type(processor.image_processor) is FakeTorchvisionProcessor
 
 

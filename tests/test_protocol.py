@@ -8,7 +8,7 @@ from PIL import Image
 from transformers.models.clip import CLIPImageProcessorPil
 
 from hf_hardpos.errors import UserInputError
-from hf_hardpos.evaluation import evaluate_model
+from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.image_processing import PaperImageProcessor
 from hf_hardpos.protocol import resolve_protocol
 from hf_hardpos.scoring import ITMScorer

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from hf_hardpos.aggregation import REPLACE_POOLED, macro_mean, pooled_from_results
-from hf_hardpos.evaluation import evaluate_model
+from hf_hardpos.evaluation.aggregation import REPLACE_POOLED, macro_mean, pooled_from_results
+from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.published import all_figures, beside_ours, lookup, model_row
 from hf_hardpos.published.hard_positive import CLIP_B32, REPLACE_SUBSET_ROWS, RATES, benchmark_of
 
@@ -88,7 +88,7 @@ def test_known_model_report_adds_published_rows_and_delta(tiny_clip_dir, tmp_pat
     assert plain.published == {} and "paper:" not in plain.table()
 
     # A suite's hard-positive section carries and prints the same rows.
-    from hf_hardpos.suite import HARD_POSITIVE, _hard_positive_section, format_section
+    from hf_hardpos.evaluation.suite import HARD_POSITIVE, _hard_positive_section, format_section
 
     section = {"task": HARD_POSITIVE, **_hard_positive_section(report)}
     assert section["published"] == report.published

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hf_hardpos import evaluation
+from hf_hardpos import model_source
+from hf_hardpos.evaluation import run
 from hf_hardpos.conversion import converted_model_dir
 from hf_hardpos.conversion.facts import MARKER
-from hf_hardpos.evaluation import evaluate_model
+from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.generation.rule_generator import RuleGenerator
 
 from test_eval_provenance import _write_hub_folder
@@ -25,17 +26,17 @@ FIXTURES = Path(__file__).parent / "fixtures" / "open_clip"
 def test_scores_of_a_model_whose_hub_commit_is_unknown_are_never_reused(tiny_clip_dir, tmp_path, monkeypatch):
     hub_folder = _write_hub_folder(tmp_path / "replace")
     # As for a Hub id offline: the identity names the repository but no commit could be resolved.
-    monkeypatch.setattr(evaluation, "identify_model", lambda name: {"hub_id": "org/model", "revision": None})
+    monkeypatch.setattr(model_source, "model_identity", lambda name: {"hub_id": "org/model", "revision": None})
     out, messages = tmp_path / "eval", []
     evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, progress=False, log=messages.append)
     scored = []
-    original = evaluation._score_missing
+    original = run._score_missing
 
     def spy(report, eval_sets, keys, *args, **kwargs):
         scored.append(dict(keys))
         return original(report, eval_sets, keys, *args, **kwargs)
 
-    monkeypatch.setattr(evaluation, "_score_missing", spy)
+    monkeypatch.setattr(run, "_score_missing", spy)
     again = evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, progress=False, log=messages.append)
     assert scored == [{"attributes": None, "relations": None}]  # no key: nothing can match a saved result
     assert set(again.results) >= {"attributes", "relations"}

@@ -11,12 +11,12 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from hf_hardpos.aggregation import REPLACE_POOLED
+from hf_hardpos.evaluation.aggregation import REPLACE_POOLED
 from hf_hardpos.cli import main
 from hf_hardpos.data.replace import phrase_diff
-from hf_hardpos.evaluation import evaluate_model
+from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.metrics import METRIC_NAMES
-from hf_hardpos.suite import HARD_POSITIVE, SuiteEntry, run_suite
+from hf_hardpos.evaluation.suite import HARD_POSITIVE, SuiteEntry, run_suite
 
 from run_fixtures import write_replace_folder, write_swap_folder
 

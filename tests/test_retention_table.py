@@ -3,8 +3,8 @@
 import pytest
 
 from hf_hardpos.published import model_row
-from hf_hardpos.suite import ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL, SuiteEntry, group_means
-from hf_hardpos.tables import RETENTION_COLUMNS, retention_table, retention_values
+from hf_hardpos.evaluation.suite import ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL, SuiteEntry, group_means
+from hf_hardpos.evaluation.tables import RETENTION_COLUMNS, retention_table, retention_values
 
 
 def _section(task, **metrics):

@@ -9,7 +9,8 @@ from datasets import Dataset, Features, Image, Value
 from PIL import Image as PILImage
 from transformers import CLIPModel, CLIPProcessor
 
-from hf_hardpos.evaluation import evaluate_model, load_model_and_processor
+from hf_hardpos.evaluation.run import evaluate_model
+from hf_hardpos.model_source import ModelSource
 from hf_hardpos.metrics import compute_metrics
 from hf_hardpos.scoring import ITMScorer
 
@@ -76,7 +77,7 @@ def fp16_model_dir(tiny_clip_dir, tmp_path_factory):
 
 
 def test_half_precision_checkpoint_is_scored_in_float32(fp16_model_dir):
-    model, _ = load_model_and_processor(str(fp16_model_dir))
+    model, _ = ModelSource.resolve(str(fp16_model_dir)).load()
     assert {p.dtype for p in model.parameters()} == {torch.float32}
 
 

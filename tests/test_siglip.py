@@ -22,7 +22,7 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 from transformers import SiglipConfig, SiglipImageProcessor, SiglipModel, SiglipProcessor
 from transformers.models.siglip2.tokenization_siglip2 import Siglip2Tokenizer
 
-from hf_hardpos.evaluation import evaluate_model
+from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.metrics import compute_metrics
 from hf_hardpos.scoring import ITMScorer
 

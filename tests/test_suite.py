@@ -9,7 +9,7 @@ from transformers import CLIPModel
 
 from hf_hardpos.cli import main
 from hf_hardpos.errors import UserInputError
-from hf_hardpos.suite import (
+from hf_hardpos.evaluation.suite import (
     CAPTION_SELECTION,
     HARD_POSITIVE,
     WINOGROUND,
@@ -19,7 +19,7 @@ from hf_hardpos.suite import (
     load_suite,
     run_suite,
 )
-from hf_hardpos.tasks import evaluate_zeroshot_classification
+from hf_hardpos.evaluation.tasks import evaluate_zeroshot_classification
 
 from test_eval_provenance import _write_hub_folder
 from test_tasks_caption_selection import make_selection_set, make_winoground
@@ -106,12 +106,9 @@ def test_suite_end_to_end_resumes_and_encodes_each_image_once(tiny_clip_dir, fol
     assert set(saved["datasets"]) == set(report.sections)
 
     # A rerun reuses every dataset's saved result without loading the model.
-    import hf_hardpos.suite as suite
+    from hf_hardpos.model_source import ModelSource
 
-    monkeypatch.setattr(suite, "load_model_and_processor", lambda name: pytest.fail("model loaded"))
-    import hf_hardpos.evaluation as evaluation
-
-    monkeypatch.setattr(evaluation, "load_model_and_processor", lambda name: pytest.fail("model loaded"))
+    monkeypatch.setattr(ModelSource, "load", lambda self, *args: pytest.fail("model loaded"))
     again = run_suite(str(tiny_clip_dir), load_suite(str(spec)), output_dir=out, batch_size=4, progress=False,
                       log=lambda m: None)
     assert again.to_dict()["datasets"] == report.to_dict()["datasets"]
@@ -131,7 +128,7 @@ def _distinct_images(folders):
 
     from datasets import Image
 
-    from hf_hardpos.evaluation import load_eval_sets  # by content: `datasets`' cache keys on folder names
+    from hf_hardpos.evaluation.eval_data import load_eval_sets
     from test_tasks_zeroshot import read_webdataset
 
     keys = set()

@@ -8,7 +8,7 @@ import yaml
 
 from hf_hardpos.cli import main
 from hf_hardpos.errors import UserInputError
-from hf_hardpos.suite import SuiteEntry, run_suite
+from hf_hardpos.evaluation.suite import SuiteEntry, run_suite
 
 from test_suite import folders  # noqa: F401 - the shared fixture folders
 
@@ -49,7 +49,7 @@ def test_complete_suite_is_marked_complete(tiny_clip_dir, folders, tmp_path):  #
 
 
 def test_group_mixing_tasks_is_refused_before_scoring(tiny_clip_dir, folders, tmp_path, monkeypatch):  # noqa: F811
-    from hf_hardpos import suite
+    from hf_hardpos.evaluation import suite
 
     monkeypatch.setattr(suite, "_run_entry", lambda *a, **k: pytest.fail("scored before the groups were checked"))
     entries = [

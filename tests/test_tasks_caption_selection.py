@@ -14,8 +14,8 @@ from transformers import AutoModel, AutoProcessor
 
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.scoring import ITMScorer
-from hf_hardpos.tasks.aro import ARO_MACRO, ARO_VG_RELATION_EXCLUDED
-from hf_hardpos.tasks.caption_selection import (
+from hf_hardpos.evaluation.tasks.aro import ARO_MACRO, ARO_VG_RELATION_EXCLUDED
+from hf_hardpos.evaluation.tasks.caption_selection import (
     SUGARCREPE_CATEGORIES,
     MacroProtocol,
     evaluate_caption_selection,

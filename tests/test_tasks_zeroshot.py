@@ -19,16 +19,19 @@ from transformers import AutoModel, AutoProcessor
 
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.scoring import ITMScorer
-from hf_hardpos.tasks.ranking import strict_rank
-from hf_hardpos.tasks.webdataset import (
+from hf_hardpos.evaluation.tasks.ranking import strict_rank
+from hf_hardpos.evaluation.tasks.webdataset import (
     ZEROSHOT_CLASSIFICATION,
     ZEROSHOT_RETRIEVAL,
     detect_webdataset_task,
     is_clip_benchmark_webdataset,
     load_clip_benchmark_webdataset,
 )
-from hf_hardpos.tasks.zeroshot_classification import classification_metrics, evaluate_zeroshot_classification
-from hf_hardpos.tasks.zeroshot_retrieval import evaluate_zeroshot_retrieval, retrieval_metrics
+from hf_hardpos.evaluation.tasks.zeroshot_classification import (
+    classification_metrics,
+    evaluate_zeroshot_classification,
+)
+from hf_hardpos.evaluation.tasks.zeroshot_retrieval import evaluate_zeroshot_retrieval, retrieval_metrics
 
 CLASSNAMES = ["red cube", "blue sphere", "green cone", "small dog", "large cat", "wine bottle"]
 TEMPLATES = ["a photo of a {c}.", "a drawing of the {c}", "{c}"]
@@ -364,7 +367,7 @@ def test_hub_id_fetches_only_metadata_then_shards_through_datasets(classificatio
     import huggingface_hub
     from datasets import load_dataset
 
-    from hf_hardpos.tasks import webdataset
+    from hf_hardpos.evaluation.tasks import webdataset
 
     calls = {}
     local_shards = sorted(str(p) for p in (classification_dir / "test").glob("*.tar"))

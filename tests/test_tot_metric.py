@@ -18,7 +18,7 @@ from transformers import AutoModel, AutoProcessor
 from hf_hardpos.citations import BIBTEX, SUGARCREPE_PP
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.scoring import ITMScorer
-from hf_hardpos.tasks.text_only import evaluate_text_only, text_only_correct, text_only_scores
+from hf_hardpos.evaluation.tasks.text_only import evaluate_text_only, text_only_correct, text_only_scores
 
 MODULE_DIR = Path(__file__).resolve().parents[1] / "metrics" / "text_only_accuracy"
 NAME = "text_only_accuracy"

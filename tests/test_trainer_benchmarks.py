@@ -18,20 +18,27 @@ import yaml
 from transformers import CLIPModel, CLIPProcessor
 
 from hf_hardpos.errors import UserInputError
-from hf_hardpos.aggregation import replace_aggregates
-from hf_hardpos.evaluation import evaluate_dataset, load_eval_sets
+from hf_hardpos.evaluation.aggregation import replace_aggregates
+from hf_hardpos.evaluation.hard_positive import evaluate_dataset
+from hf_hardpos.evaluation.eval_data import load_eval_sets
 from hf_hardpos.scoring import ITMScorer
-from hf_hardpos.suite import CAPTION_SELECTION, WINOGROUND, ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL, SuiteEntry
-from hf_hardpos.suite import run_suite
-from hf_hardpos.suite import task_section
+from hf_hardpos.evaluation.suite import (
+    CAPTION_SELECTION,
+    WINOGROUND,
+    ZEROSHOT_CLASSIFICATION,
+    ZEROSHOT_RETRIEVAL,
+    SuiteEntry,
+)
+from hf_hardpos.evaluation.suite import run_suite
+from hf_hardpos.evaluation.suite import task_section
 from hf_hardpos.synthetic.world import make_finetune_dataset, make_replace_dataset
-from hf_hardpos.tables import TIE_RULE
-from hf_hardpos.tasks.caption_selection import SELECTION_TIE_RULE
-from hf_hardpos.tasks.ranking import RANK_TIE_RULE
+from hf_hardpos.evaluation.tables import TIE_RULE
+from hf_hardpos.evaluation.tasks.caption_selection import SELECTION_TIE_RULE
+from hf_hardpos.evaluation.tasks.ranking import RANK_TIE_RULE
 from hf_hardpos.training import BenchmarkEvalSet, HardPosModelCardData, HardPosTrainer, HardPosTrainingArguments
-from hf_hardpos.training.eval_sets import flat_metrics, slug
+from hf_hardpos.evaluation.training_sets import flat_metrics, slug
 from hf_hardpos.training.model_card import section_table
-from hf_hardpos.training.trainer import EVAL_SECTIONS_NAME
+from hf_hardpos.training.checkpointing import EVAL_SECTIONS_NAME
 
 from test_tasks_caption_selection import make_selection_set, make_winoground
 from test_tasks_zeroshot import CLASSNAMES, TEMPLATES, WORDS, _image_bytes, write_webdataset

@@ -31,8 +31,8 @@ from hf_hardpos.data.checks import MissingImageError
 from hf_hardpos.data.valse import PIECES, export_valse
 from hf_hardpos.data.vl_checklist import export_vl_checklist
 from hf_hardpos.scoring import ITMScorer
-from hf_hardpos.suite import CAPTION_SELECTION, SuiteEntry, task_section
-from hf_hardpos.tasks.vl_checklist import vl_checklist_section
+from hf_hardpos.evaluation.suite import CAPTION_SELECTION, SuiteEntry, task_section
+from hf_hardpos.evaluation.tasks.vl_checklist import vl_checklist_section
 
 WORDS = ["red", "blue", "cube", "sphere", "dog", "cat", "on", "two", "three", "holding", "small"]
 COLORS = [(200, 30, 30), (30, 200, 30), (30, 30, 200), (200, 200, 30), (30, 200, 200), (120, 60, 200)]

@@ -32,8 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     # Light imports only: this runs for `hardpos eval --help` and every argument error (suite names and
     # tasks are checked in `run`, where the suite module is loaded anyway).
     from ..conversion.open_clip_config import ACTIVATIONS
+    from ..evaluation.multi_model import MODEL_LISTS
     from ..image_processing import DEFAULT_IMAGE_BACKEND, IMAGE_BACKENDS
-    from ..multi_eval import MODEL_LISTS
     from ..protocol import PROTOCOLS
 
     parser = subparsers.add_parser(
@@ -180,7 +180,7 @@ def _conversion_options(args: argparse.Namespace) -> tuple[dict, list[str | None
 def run(args: argparse.Namespace) -> int:
     """Under `torchrun` / `accelerate launch` (WORLD_SIZE > 1) process 0 runs the command and the others
     encode their share of its inputs (`distributed_eval`); otherwise the command runs here alone."""
-    from ..distributed_eval import process_group
+    from ..evaluation.distributed import process_group
 
     with process_group(args.device) as workers:
         if workers is not None and not workers.is_driver:
@@ -191,12 +191,21 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, workers) -> int:
     from ..conversion.cache import check_model_options
     from ..errors import UserInputError
-    from ..evaluation import activation_comparison_table, check_run_options, evaluate_model, require_dataset_exists
-    from ..evaluation import require_model_exists
-    from ..multi_eval import expand_models, scorer_factory
+    from ..evaluation.activations import activation_comparison_table
+    from ..evaluation.eval_data import require_dataset_exists
+    from ..evaluation.multi_model import expand_models, scorer_factory
+    from ..evaluation.run import check_run_options, evaluate_model
+    from ..evaluation.suite import (
+        HARD_POSITIVE,
+        TASKS,
+        SuiteEntry,
+        activation_comparison_suite_table,
+        detect_task,
+        load_suite,
+        run_suite,
+    )
+    from ..model_source import require_model_exists
     from ..scoring import pick_device
-    from ..suite import HARD_POSITIVE, TASKS, SuiteEntry, activation_comparison_suite_table, detect_task, load_suite
-    from ..suite import run_suite
 
     check_run_options(args.batch_size, args.num_workers, args.max_rows, args.bootstrap)
     models = expand_models(args.model or [], args.models or [])
@@ -329,10 +338,23 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
     """Several models, one run (`multi_eval`): each model's usual outputs in OUT/<name>/, then one table."""
     from ..conversion.cache import check_model_options
     from ..errors import UserInputError
-    from ..evaluation import evaluate_model, require_dataset_exists, require_model_exists
-    from ..multi_eval import comparison_table, evaluate_models, scorer_factory
+    from ..evaluation.eval_data import require_dataset_exists
+    from ..evaluation.multi_model import (
+        comparison_table,
+        evaluate_models,
+        scorer_factory,
+    )
+    from ..evaluation.run import evaluate_model
+    from ..evaluation.suite import (
+        HARD_POSITIVE,
+        TASKS,
+        SuiteEntry,
+        detect_task,
+        load_suite,
+        run_suite,
+    )
+    from ..model_source import require_model_exists
     from ..scoring import pick_device
-    from ..suite import HARD_POSITIVE, TASKS, SuiteEntry, detect_task, load_suite, run_suite
 
     if args.output is None:
         raise UserInputError("--output is required with several models (each gets OUT/<name>/)")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..aggregation import REPLACE_POOLED
+from ..evaluation.aggregation import REPLACE_POOLED
 from . import PublishedFigure
 
 PAPER = "Kamath et al., ECCV 2024 (arXiv 2409.17958)"

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import UserInputError
 from ..metrics import METRIC_NAMES
-from ..tables import TIE_RULE, render_table
+from ..evaluation.tables import TIE_RULE, render_table
 from . import paired
 from .runs import Benchmark, Figure, Run
 

@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 
 from .. import columns
-from ..aggregation import describe, pooled_from_scores
+from ..evaluation.aggregation import describe, pooled_from_scores
 from ..errors import UserInputError
 from ..metrics import brittle
 from ..provenance import describe_model
-from ..tables import TIE_RULE, metrics_cells
+from ..evaluation.tables import TIE_RULE, metrics_cells
 from . import charts
 from .runs import Benchmark, Run
 
@@ -89,7 +89,7 @@ def load_dataset_rows(bench: Benchmark, config: str, num_rows: int):
     A local folder is re-read by content and used only if its sha256 equals the one `metrics.json`
     recorded; a Hub dataset only at the recorded revision.
     """
-    from ..evaluation import load_local_split  # datasets and torch: imported on use, so `--help` stays instant
+    from ..evaluation.eval_data import load_local_split
 
     prov = bench.provenance.get(config, {})
     ident = prov.get("dataset", {})
@@ -188,7 +188,7 @@ def _examples(scored: Sequence[ScoredRows], count: int) -> str:
 def _with_intervals(bench: Benchmark, scored: Mapping[str, ScoredRows], resamples: int) -> tuple[dict[str, dict], list[str]]:
     """The table rows (configs, then aggregates) with 95% intervals: as saved, else bootstrapped here from the
     saved per-row outcomes over images (point values always exactly as saved)."""
-    from ..evaluation import bootstrap_description, metrics_from_scores  # torch and datasets: on use only
+    from ..evaluation.hard_positive import bootstrap_description, metrics_from_scores
 
     rows = {name: dict(m) for name, m in {**bench.results, **bench.aggregates}.items()}
     notes = []

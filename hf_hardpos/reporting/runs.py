@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..aggregation import describe, replace_aggregates
+from ..evaluation.aggregation import describe, replace_aggregates
 from ..columns import REPLACE_SUBSETS
 from ..errors import UserInputError
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import UserInputError
+from ..errors import UserInputError
 
 if TYPE_CHECKING:  # `hardpos eval --help` imports this module: no torch at import time
-    from .scoring import ITMScorer
+    from ..scoring import ITMScorer
 
 TABLE1 = "table1"
 TABLE8 = "table8"
@@ -41,7 +41,7 @@ def model_list(name: str) -> tuple[list[str], list[str]]:
     rows whose weights are addressable by name (the HF copy of OpenAI's CLIP); the other rows are
     checkpoint files the user downloads, passed as `--model FILE` (one run per `--preset`).
     """
-    from .conversion.presets import PRESETS, PRETRAINED_PRESETS, ROUTE_NONE
+    from ..conversion.presets import PRESETS, PRETRAINED_PRESETS, ROUTE_NONE
 
     if name == TABLE8:
         models = [p.model for p in PRETRAINED_PRESETS.values() if p.route != ROUTE_NONE and p.model]
@@ -150,7 +150,7 @@ def scorer_factory(pixels, workers=None, spec: dict | None = None) -> Callable[.
     """What `evaluate_model(make_scorer=...)` gets: a scorer sharing `pixels` (a `PixelStore`, or None),
     sharded over `workers` (a `distributed_eval.Workers`, or None) for the model `spec` names."""
     if workers is not None:
-        from .distributed_eval import DistributedScorer
+        from .distributed import DistributedScorer
 
         def make(model, processor, *args, **kwargs) -> ITMScorer:
             return DistributedScorer(model, processor, *args, pixels=pixels, workers=workers, spec=spec, **kwargs)
@@ -158,7 +158,7 @@ def scorer_factory(pixels, workers=None, spec: dict | None = None) -> Callable[.
         return make
     if pixels is None:
         return None
-    from .pixel_store import SharedPixelScorer
+    from ..pixel_store import SharedPixelScorer
 
     def make_shared(model, processor, *args, **kwargs) -> ITMScorer:
         return SharedPixelScorer(model, processor, *args, pixels=pixels, **kwargs)
@@ -168,8 +168,8 @@ def scorer_factory(pixels, workers=None, spec: dict | None = None) -> Callable[.
 
 def comparison_table(run: MultiRun) -> str:
     """`hardpos compare`'s table of the models that finished (first model = reference A), or why none."""
-    from .reporting.compare import compare_runs, render
-    from .reporting.runs import load_run
+    from ..reporting.compare import compare_runs, render
+    from ..reporting.runs import load_run
 
     done = [o.folder for o in run.outcomes.values() if o.error is None]
     if not done:

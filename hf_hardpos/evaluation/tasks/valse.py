@@ -15,9 +15,9 @@ from collections.abc import Mapping
 import numpy as np
 from datasets import Dataset
 
-from .. import columns
-from ..data.valse import PIECES
-from ..scoring import ITMScorer
+from ... import columns
+from ...data.valse import PIECES
+from ...scoring import ITMScorer
 from .caption_selection import SELECTION_TIE_RULE, selection_correct, selection_scores
 
 MARKER_COLUMNS = frozenset({"mturk_caption", "valid"})  # what tells a VALSE config from other caption sets

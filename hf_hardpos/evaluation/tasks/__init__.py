@@ -14,11 +14,19 @@ encoded once) and returning a dict whose metric names follow the benchmark's own
 """
 
 from .aro import ARO_MACRO
-from .caption_selection import SUGARCREPE_CATEGORIES, evaluate_caption_selection, evaluate_winoground
+from .caption_selection import (
+    SUGARCREPE_CATEGORIES,
+    evaluate_caption_selection,
+    evaluate_winoground,
+)
 from .text_only import evaluate_text_only
 from .valse import evaluate_valse, is_valse
 from .vl_checklist import evaluate_vl_checklist, is_vl_checklist
-from .webdataset import detect_webdataset_task, is_clip_benchmark_webdataset, load_clip_benchmark_webdataset
+from .webdataset import (
+    detect_webdataset_task,
+    is_clip_benchmark_webdataset,
+    load_clip_benchmark_webdataset,
+)
 from .zeroshot_classification import evaluate_zeroshot_classification
 from .zeroshot_retrieval import evaluate_zeroshot_retrieval
 

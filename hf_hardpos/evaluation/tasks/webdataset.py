@@ -23,12 +23,12 @@ files come through `huggingface_hub.snapshot_download` with an allow-list, never
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import quote
 from pathlib import Path
+from urllib.parse import quote
 
 from datasets import Dataset, load_dataset
 
-from ..errors import UserInputError
+from ...errors import UserInputError
 
 ZEROSHOT_CLASSIFICATION = "zeroshot_classification"
 ZEROSHOT_RETRIEVAL = "zeroshot_retrieval"
@@ -72,7 +72,11 @@ def _metadata_dir(source: str | Path, split: str, revision: str | None, cache_di
     if _is_local(source):
         return Path(source).expanduser()
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
+    from huggingface_hub.errors import (
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+    )
 
     try:
         folder = snapshot_download(
@@ -178,8 +182,8 @@ def _load_shards(source: str | Path, split: str, files: list[str], cache_dir: st
     return the previous shards' rows.
     """
     if cache_dir is None and _is_local(source):
-        from ..evaluation import content_cache_dir
-        from ..provenance import sha256_files
+        from ...provenance import sha256_files
+        from ..eval_data import content_cache_dir
 
         cache_dir = content_cache_dir(sha256_files(files))
     try:

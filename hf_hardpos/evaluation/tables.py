@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .metrics import METRIC_NAMES
+from ..metrics import METRIC_NAMES
 
 SCORE_NAMES = ("mean_original_score", "mean_negative_score", "mean_positive_score")
 
@@ -111,7 +111,7 @@ def retention_table(
     Empty when no retention dataset was run. Cells are percent; VTAB is the unweighted mean over the
     VTAB tasks run (the line above the table names how many).
     """
-    from .published import lookup
+    from ..published import lookup
 
     ours = retention_values(sections, group_means)
     if not ours:

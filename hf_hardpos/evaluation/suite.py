@@ -24,22 +24,49 @@ from typing import Any
 import numpy as np
 import yaml
 
-from . import columns, output_folder
-from .errors import UserInputError
+from .. import columns
+from ..errors import UserInputError
+from ..image_processing import DEFAULT_IMAGE_BACKEND
+from ..model_source import ModelSource
+from ..provenance import (
+    describe_model,
+    digest_of,
+    environment,
+    hub_revision,
+    sha256_files,
+)
+from ..published import model_row
+from ..scoring import ITMScorer, pick_device
+from . import output_folder
+from .activations import difference_rule, rows_by_activation
 from .aggregation import describe_all
-from .image_processing import DEFAULT_IMAGE_BACKEND, image_processor_settings
-from .published import model_row
-from .evaluation import EvaluationReport, check_output_writable, check_run_options, evaluate_model, load_eval_sets
-from .evaluation import difference_rule, identify_model, load_model_and_processor, rows_by_activation
-from .evaluation import RESULT_VERSIONS, require_dataset_exists
-from .provenance import describe_model, digest_of, environment, hub_revision, sha256_files
-from .scoring import ITMScorer, pick_device
-from .tables import TIE_RULE, metrics_table, published_table, render_table, retention_table
-from .tasks import caption_selection, text_only, webdataset
+from .definitions import RESULT_VERSIONS
+from .eval_data import load_eval_sets, require_dataset_exists
+from .output_folder import check_output_writable
+from .report import EvaluationReport
+from .run import check_run_options, evaluate_model
+from .tables import (
+    TIE_RULE,
+    metrics_table,
+    published_table,
+    render_table,
+    retention_table,
+)
+from .tasks import (
+    caption_selection,
+    evaluate_caption_selection,
+    evaluate_text_only,
+    evaluate_valse,
+    evaluate_vl_checklist,
+    evaluate_winoground,
+    evaluate_zeroshot_classification,
+    evaluate_zeroshot_retrieval,
+    is_valse,
+    is_vl_checklist,
+    text_only,
+    webdataset,
+)
 from .tasks.aro import ARO_MACRO, ARO_TRUE_CAPTION_FIRST
-from .tasks import evaluate_caption_selection, evaluate_text_only, evaluate_winoground
-from .tasks import evaluate_zeroshot_classification, evaluate_zeroshot_retrieval
-from .tasks import evaluate_valse, evaluate_vl_checklist, is_valse, is_vl_checklist
 
 HARD_POSITIVE = "hard_positive"
 CAPTION_SELECTION = caption_selection.CAPTION_SELECTION
@@ -339,19 +366,19 @@ def _slug(name: str) -> str:
 class _LazyScorer:
     """Loads the model only when some dataset actually needs scoring (a fully resumed suite does not)."""
 
-    def __init__(self, model: str, image_backend: str, make_scorer=None, **options):
-        self.model, self.image_backend, self.options, self.scorer = model, image_backend, options, None
+    def __init__(self, source: ModelSource, image_backend: str, make_scorer=None, **options):
+        self.source, self.image_backend, self.options, self.scorer = source, image_backend, options, None
         self.make_scorer = make_scorer or ITMScorer
 
     def __call__(self) -> ITMScorer:
         if self.scorer is None:
-            loaded, processor = load_model_and_processor(self.model, self.image_backend)
+            loaded, processor = self.source.load(self.image_backend)
             self.scorer = self.make_scorer(loaded, processor, **self.options)
         return self.scorer
 
 
 def run_suite(
-    model: str,
+    model: str | ModelSource,
     entries: Sequence[SuiteEntry],
     *,
     output_dir: str | Path,
@@ -384,17 +411,15 @@ def run_suite(
     before anything is scored. `make_scorer` builds the scorer in place of `ITMScorer` (see
     `evaluate_model`).
     """
-    from .conversion import resolve_model
-
     check_run_options(batch_size, num_workers, max_rows)
     output_dir = Path(output_dir)
     check_output_writable(output_dir)
     with output_folder.locked(output_dir, log):  # one suite run per folder at a time
-        model_path = resolve_model(model, open_clip_config, activation, tokenizer, progress=progress)
-        identity = identify_model(model_path)
+        source = ModelSource.resolve(model, open_clip_config, activation, tokenizer, progress=progress)
+        identity = source.identity
         settings = {"precision": precision, "allow_tf32": allow_tf32, "device": pick_device(device).type, "max_rows": max_rows,
-                    "image_processor": image_processor_settings(model_path, image_backend), "versions": RESULT_VERSIONS}
-        report = SuiteReport(model=str(model), run={
+                    "image_processor": source.image_processor_settings(image_backend), "versions": RESULT_VERSIONS}
+        report = SuiteReport(model=source.name, run={
             "model_identity": identity,
             "settings": {**settings, "batch_size": batch_size},
             "environment": environment(),
@@ -410,19 +435,18 @@ def run_suite(
         check_groups(entries, tasks)
         cache = None
         if cache_dir is not None:
-            from .embedding_cache import EmbeddingCache
+            from ..embedding_cache import EmbeddingCache
 
             cache = EmbeddingCache(cache_dir, namespace=digest_of([identity, settings]))
-        scorer = _LazyScorer(model_path, image_backend, make_scorer, batch_size=batch_size, num_workers=num_workers, device=device,
+        scorer = _LazyScorer(source, image_backend, make_scorer, batch_size=batch_size, num_workers=num_workers, device=device,
                              precision=precision, allow_tf32=allow_tf32, progress=progress, cache=cache)
         for entry in entries:
             if entry.name not in tasks:
                 continue  # its task could not be told: already recorded as failed
             try:
                 report.sections[entry.name] = _run_entry(
-                    entry, tasks[entry.name], model, output_dir, identity, settings, scorer, batch_size, num_workers,
-                    device, precision, allow_tf32, max_rows, resume, progress, open_clip_config, activation, tokenizer,
-                    image_backend, log,
+                    entry, tasks[entry.name], source, output_dir, settings, scorer, batch_size, num_workers,
+                    device, precision, allow_tf32, max_rows, resume, progress, image_backend, log,
                 )
             except Exception as err:  # one dataset's failure must not lose the others' results
                 report.sections[entry.name] = _failed_section(tasks[entry.name], entry, err, log)
@@ -469,8 +493,8 @@ def check_groups(entries: Sequence[SuiteEntry], tasks: Mapping[str, str]) -> Non
 
 
 def _run_entry(
-    entry, task, model, output_dir, identity, settings, scorer, batch_size, num_workers, device, precision,
-    allow_tf32, max_rows, resume, progress, open_clip_config, activation, tokenizer, image_backend, log,
+    entry, task, source, output_dir, settings, scorer, batch_size, num_workers, device, precision,
+    allow_tf32, max_rows, resume, progress, image_backend, log,
 ) -> dict:
     """One dataset's section: its task run (or resumed) in `output_dir/<name>/`."""
     if task not in TASKS:
@@ -479,18 +503,17 @@ def _run_entry(
     folder.mkdir(parents=True, exist_ok=True)
     log(f"[{entry.name}] {task} on {entry.dataset}")
     if task == HARD_POSITIVE:
-        # The user's model and options (a checkpoint resolves to the same cached folder), so this
-        # dataset's own metrics.json names what the user asked for, not the conversion cache.
-        hp = evaluate_model(model, entry.dataset, entry.configs, entry.split, batch_size=batch_size,
+        # The model resolved once for the whole suite: this dataset's own metrics.json names what the
+        # user asked for (`source.name`), not the conversion cache it loads from.
+        hp = evaluate_model(source, entry.dataset, entry.configs, entry.split, batch_size=batch_size,
                             num_workers=num_workers, device=device, precision=precision, allow_tf32=allow_tf32,
                             max_rows=max_rows, output_dir=folder, resume=resume, progress=progress,
-                            scorer_provider=scorer, log=log, open_clip_config=open_clip_config,
-                            activation=activation, tokenizer=tokenizer, image_backend=image_backend)
+                            scorer_provider=scorer, log=log, image_backend=image_backend)
         section = _hard_positive_section(hp)
         if entry.text_only:
             _add_text_only(section, scorer, entry, max_rows)
     else:
-        section = _run_other_task(task, entry, folder, identity, settings, scorer, max_rows, resume, log)
+        section = _run_other_task(task, entry, folder, source, settings, scorer, max_rows, resume, log)
     return {"task": task, "source": entry.dataset, **section}
 
 
@@ -502,11 +525,11 @@ def _add_text_only(section: dict, scorer, entry: SuiteEntry, max_rows: int | Non
     section["tie_rule"] += f"; text-only (TOT): {text_only.TEXT_ONLY_TIE_RULE}"
 
 
-def _run_other_task(task, entry, folder, identity, settings, scorer, max_rows, resume, log) -> dict:
+def _run_other_task(task, entry, folder, source: ModelSource, settings, scorer, max_rows, resume, log) -> dict:
     """Caption selection, Winoground or zero-shot: one saved result per dataset, keyed by content."""
     data_identity = dataset_identity(entry.dataset, entry.split)
-    known = identity.get("revision", "local") is not None and data_identity.get("revision", "local") is not None
-    key = digest_of([identity, data_identity, task, entry.configs, settings]) if known else None
+    known = source.identity.get("revision", "local") is not None and data_identity.get("revision", "local") is not None
+    key = digest_of([source.identity, data_identity, task, entry.configs, settings]) if known else None
     saved_file = folder / "result.json"
     if resume and key is not None and saved_file.exists():
         saved = json.loads(saved_file.read_text())

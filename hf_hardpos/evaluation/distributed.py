@@ -37,9 +37,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .errors import UserInputError
-from .pixel_store import SharedPixelScorer
-from .scoring import _ImageSource
+from ..errors import UserInputError
+from ..pixel_store import SharedPixelScorer
+from ..scoring import _ImageSource
 
 STOP, IMAGES, TEXTS = "stop", "images", "texts"
 
@@ -145,17 +145,15 @@ class Workers:
     def _scorer(self, scorers: dict, spec: dict) -> SharedPixelScorer:
         """The model `spec` names, loaded once (by the user's name and options, as process 0 did). Models
         come one after the other (a sweep), so only the current one is kept."""
-        from .conversion import resolve_model
-        from .evaluation import load_model_and_processor
-        from .provenance import digest_of
+        from ..model_source import ModelSource
+        from ..provenance import digest_of
 
         key = digest_of(spec)
         if key not in scorers:
             scorers.clear()
-            model = spec["model"]
-            path = resolve_model(model, spec.get("open_clip_config"), spec.get("activation"), spec.get("tokenizer"),
-                                 progress=False)
-            loaded, processor = load_model_and_processor(path, spec["image_backend"])
+            source = ModelSource.resolve(spec["model"], spec.get("open_clip_config"), spec.get("activation"),
+                                         spec.get("tokenizer"), progress=False)
+            loaded, processor = source.load(spec["image_backend"])
             scorers[key] = SharedPixelScorer(
                 loaded, processor, spec["batch_size"], spec["num_workers"], local_device(spec["device"]),
                 spec["precision"], spec["allow_tf32"], False, pixels=self._pixels(spec),
@@ -164,7 +162,7 @@ class Workers:
 
     def _pixels(self, spec: dict):
         """One `PixelStore` for every model this process scores (with process 0's `--pixel-cache`), or None."""
-        from .pixel_store import PixelStore
+        from ..pixel_store import PixelStore
 
         if spec["pixels"] is None:
             return None
@@ -235,7 +233,7 @@ class DistributedScorer(SharedPixelScorer):
 
     def __init__(self, *args, workers: Workers, spec: dict, **kwargs):
         super().__init__(*args, **kwargs)
-        from .image_processing import backend_of
+        from ..image_processing import backend_of
 
         self.workers = workers
         self.spec = {

@@ -17,9 +17,9 @@ import numpy as np
 import torch
 from datasets import Dataset
 
-from .. import columns
-from ..errors import UserInputError
-from ..scoring import ITMScorer
+from ... import columns
+from ...errors import UserInputError
+from ...scoring import ITMScorer
 
 TEXT_ONLY = "text_only"
 TEXT_ONLY_TIE_RULE = "strict: cos(p1,p2) must exceed both cos(p1,n) and cos(p2,n); a tie is wrong"

@@ -27,9 +27,9 @@ import numpy as np
 import torch
 from datasets import Dataset, load_dataset
 
-from .. import columns
-from ..errors import UserInputError
-from ..scoring import ITMScorer
+from ... import columns
+from ...errors import UserInputError
+from ...scoring import ITMScorer
 
 CAPTION_SELECTION = "caption_selection"
 WINOGROUND = "winoground"
@@ -288,7 +288,7 @@ def evaluate_winoground(
     """
     name = dataset if isinstance(dataset, str) else "dataset"
     if isinstance(dataset, str) and Path(dataset).expanduser().is_dir():
-        from ..evaluation import load_local_split
+        from ..eval_data import load_local_split
 
         dataset, _ = load_local_split(dataset, None, split)  # by content: a rebuilt copy is never stale
     if isinstance(dataset, str):

@@ -40,14 +40,23 @@ from pathlib import Path
 from datasets import Dataset
 
 from .. import columns
-from ..aggregation import describe_all, replace_aggregates
 from ..errors import UserInputError
 from ..provenance import looks_like_hub_id
-from ..evaluation import evaluate_dataset, load_eval_sets
 from ..scoring import ITMScorer
-from ..suite import HARD_POSITIVE, TASKS, ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL, SuiteEntry, detect_task
-from ..suite import task_of_columns, task_section
-from ..tables import TIE_RULE
+from .aggregation import describe_all, replace_aggregates
+from .eval_data import load_eval_sets
+from .hard_positive import evaluate_dataset
+from .suite import (
+    HARD_POSITIVE,
+    TASKS,
+    ZEROSHOT_CLASSIFICATION,
+    ZEROSHOT_RETRIEVAL,
+    SuiteEntry,
+    detect_task,
+    task_of_columns,
+    task_section,
+)
+from .tables import TIE_RULE
 
 HARD_POSITIVE_AGGREGATION = "rates = fraction of each config's rows; s_c, s_n, s_p = mean cosine scores"
 SINGLE_ROW = "all"  # the row of a set evaluated as one table

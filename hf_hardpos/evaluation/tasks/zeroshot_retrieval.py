@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 from datasets import Dataset
 
-from ..errors import UserInputError
-from ..scoring import ITMScorer
+from ...errors import UserInputError
+from ...scoring import ITMScorer
 from .ranking import RANK_TIE_RULE, chunked_strict_rank, hit_rate
 from .webdataset import (
     CAPTIONS_COLUMN,

@@ -31,9 +31,15 @@ from typing import Any
 
 import numpy as np
 
-from .columns import REPLACE_SUBSETS
-from .metrics import METRIC_NAMES, augmented_correct, brittle, compute_metrics, metric_with_interval
-from .metrics import original_correct
+from ..columns import REPLACE_SUBSETS
+from ..metrics import (
+    METRIC_NAMES,
+    augmented_correct,
+    brittle,
+    compute_metrics,
+    metric_with_interval,
+    original_correct,
+)
 
 REPLACE_POOLED = "pooled(attributes,relations)"
 REPLACE_MACRO_MEAN = "mean(attributes,relations)"

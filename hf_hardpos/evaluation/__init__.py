@@ -1,0 +1,1 @@
+"""Evaluation: every benchmark task, one typed result, aggregation and output folders in one package."""

@@ -1,0 +1,136 @@
+"""Evaluation data by name: a Hub id (by commit) or a local Hub-style folder (by content), per config."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from datasets import (
+    Dataset,
+    DatasetDict,
+    get_dataset_config_names,
+    load_dataset,
+    load_dataset_builder,
+)
+
+from ..errors import UserInputError, first_line
+from ..provenance import hub_revision, looks_like_path, sha256_files
+
+
+@dataclass
+class EvalSet:
+    """One config of a dataset, with the identity of its content (for resume keys and metrics.json)."""
+
+    name: str
+    dataset: Dataset
+    identity: dict[str, Any]
+
+
+def require_dataset_exists(name_or_path: str) -> None:
+    """Refuse a path-like dataset name that does not exist, before it is taken for a Hub id (whose
+    validation error would say nothing about a mistyped folder)."""
+    if looks_like_path(name_or_path) and not Path(name_or_path).expanduser().exists():
+        raise UserInputError(f"dataset not found: {name_or_path} (no such folder; a Hub id looks like owner/name)")
+
+
+def content_cache_dir(digest: str) -> str:
+    """A datasets cache folder private to one content digest (see `load_local_split`): `datasets` keys
+    local files on their path and modification time, which a copy with `cp -p` / `rsync -a` keeps."""
+    from datasets import config
+
+    return os.path.join(config.HF_DATASETS_CACHE, "hardpos-by-content", digest[:32])
+
+
+def load_local_split(folder: str | Path, config: str | None, split: str) -> tuple[Dataset, dict]:
+    """One split of a local Hub-style dataset folder, read by content, with the identity of that content.
+
+    `datasets` keys its cache for a local folder on the folder's name and README, not on the data
+    files, so two folders named alike (or one rebuilt in place) could return each other's cached
+    rows. The split is therefore loaded into a cache folder named by the sha256 of its data files.
+    Used for evaluation sets and training sets alike.
+    """
+    folder = Path(folder).expanduser().resolve()
+    try:
+        builder = load_dataset_builder(str(folder), config)
+    except ValueError as err:
+        raise UserInputError(f"{folder}: {str(err).splitlines()[0]}") from err
+    config = builder.config.name
+    data_files = (builder.config.data_files or {}).get(split)
+    if not data_files:
+        splits = sorted((builder.config.data_files or {}).keys())
+        raise UserInputError(f"{folder} config {config!r} has no files for split {split!r} (splits: {splits})")
+    digest = sha256_files(data_files, root=folder)
+    if all(str(f).endswith(".parquet") for f in data_files):
+        if sum(_parquet_rows(f) for f in data_files) == 0:
+            raise UserInputError(f"{folder} config {config!r} split {split!r} has no rows ({len(data_files)} empty file(s))")
+    from datasets.exceptions import DatasetGenerationError
+
+    try:
+        dataset = load_dataset(str(folder), config, split=split, cache_dir=content_cache_dir(digest))
+    except (ValueError, DatasetGenerationError) as err:  # e.g. a parquet file with no rows, a garbled file
+        raise UserInputError(f"{folder} config {config!r} split {split!r}: cannot read ({first_line(err)})") from err
+    if len(dataset) == 0:
+        raise UserInputError(f"{folder} config {config!r} split {split!r} has no rows")
+    return dataset, {"path": str(folder), "config": config, "split": split, "sha256": digest}
+
+
+def _parquet_rows(path: str | Path) -> int:
+    """Rows in a parquet file, from its footer; a garbled file is refused by name."""
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except (pa.ArrowException, OSError) as err:
+        raise UserInputError(f"{path}: not a readable parquet file ({first_line(err)}); rebuild or re-download it") from err
+
+
+def dataset_source(dataset: str | Dataset | DatasetDict) -> str:
+    """The dataset a result belongs to: a local folder's resolved path, a Hub id, or an in-memory
+    dataset's fingerprint; saved configs from another source are never merged into this one's report."""
+    if isinstance(dataset, DatasetDict):
+        return "in-memory:" + ",".join(d._fingerprint for d in dataset.values())
+    if isinstance(dataset, Dataset):
+        return f"in-memory:{dataset._fingerprint}"
+    folder = Path(dataset).expanduser()
+    return str(folder.resolve()) if folder.exists() else str(dataset)
+
+
+def load_eval_sets(
+    dataset: str | Dataset | DatasetDict, configs: Sequence[str] | None, split: str
+) -> dict[str, EvalSet]:
+    """The requested configs, each with the identity of its content.
+
+    A local folder is read by content (`load_local_split`), and only when its README declares every
+    data file (`check_declared_folder`): never pooled into an undeclared "default" config.
+    """
+    if isinstance(dataset, Dataset):
+        return {configs[0] if configs else "default": EvalSet("default", dataset, {"fingerprint": dataset._fingerprint})}
+    if isinstance(dataset, DatasetDict):
+        chosen = dataset[split]
+        name = configs[0] if configs else "default"
+        return {name: EvalSet(name, chosen, {"fingerprint": chosen._fingerprint})}
+    require_dataset_exists(dataset)
+    folder = Path(dataset).expanduser()
+    if folder.is_dir():
+        from ..data.hub_folder import check_declared_folder
+
+        check_declared_folder(folder)
+    try:
+        available = get_dataset_config_names(str(folder) if folder.exists() else dataset)
+    except Exception as err:  # offline Hub ids, unreadable READMEs: say which dataset and why
+        raise UserInputError(f"cannot read dataset {dataset!r}: {str(err).splitlines()[0]}") from err
+    names = list(configs) if configs else list(available)
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        raise UserInputError(f"dataset {dataset!r} has no config(s) {unknown}; available: {list(available)}")
+    if folder.exists():
+        return {name: EvalSet(name, *load_local_split(folder, name, split)) for name in names}
+    revision = hub_revision(dataset, "dataset")
+    sets = {}
+    for name in names:
+        loaded = load_dataset(dataset, name, split=split, revision=revision)
+        sets[name] = EvalSet(name, loaded, {"hub_id": dataset, "config": name, "split": split, "revision": revision})
+    return sets
