@@ -31,21 +31,13 @@ def converted_model_card(result, repo_id: str | None = None) -> ModelCard:
         pipeline_tag="zero-shot-image-classification",
         tags=["clip", "open_clip", "converted", "hf_hardpos"] + (["lora-merged"] if result.lora else []),
     )
+    # The template reads every field of the result by its name; `preset` is the preset itself, not its name.
+    fields = {**vars(result), "preset": preset}
     return ModelCard.from_template(
         data,
         template_path=str(TEMPLATE),
         model_name=name,
         repo_id=repo_id or "<this folder>",
-        checkpoint=result.checkpoint,
-        checkpoint_kind=result.checkpoint_kind,
-        sha256=result.sha256,
-        preset=preset,
-        config=result.config,
-        activation=result.activation,
-        activation_reason=result.activation_reason,
-        lora=result.lora,
-        tokenizer=result.tokenizer,
-        verification=result.verification,
-        verification_skipped=result.verification_skipped,
         citation=citations.cite(*keys),
+        **fields,
     )
