@@ -17,59 +17,11 @@ from ..errors import UserInputError
 ACTIVATIONS = ("quick_gelu", "gelu")
 LAYER_NORM_EPS = 1e-5
 
-# open_clip's own JSONs (src/open_clip/model_configs) for the ViT CLIPs people fine-tune; other
-# names are looked up in an importable open_clip.
-_BASE_CONFIGS: dict[str, dict] = {
-    "ViT-B-32": {
-        "embed_dim": 512,
-        "vision_cfg": {"image_size": 224, "layers": 12, "width": 768, "patch_size": 32},
-        "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 512, "heads": 8, "layers": 12},
-    },
-    "ViT-B-32-256": {
-        "embed_dim": 512,
-        "vision_cfg": {"image_size": 256, "layers": 12, "width": 768, "patch_size": 32},
-        "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 512, "heads": 8, "layers": 12},
-    },
-    "ViT-B-16": {
-        "embed_dim": 512,
-        "vision_cfg": {"image_size": 224, "layers": 12, "width": 768, "patch_size": 16},
-        "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 512, "heads": 8, "layers": 12},
-    },
-    "ViT-B-16-plus-240": {
-        "embed_dim": 640,
-        "vision_cfg": {"image_size": 240, "layers": 12, "width": 896, "patch_size": 16},
-        "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 640, "heads": 10, "layers": 12},
-    },
-    "ViT-L-14": {
-        "embed_dim": 768,
-        "vision_cfg": {"image_size": 224, "layers": 24, "width": 1024, "patch_size": 14},
-        "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 768, "heads": 12, "layers": 12},
-    },
-    "ViT-L-14-336": {
-        "embed_dim": 768,
-        "vision_cfg": {"image_size": 336, "layers": 24, "width": 1024, "patch_size": 14},
-        "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 768, "heads": 12, "layers": 12},
-    },
-    "ViT-H-14": {
-        "embed_dim": 1024,
-        "vision_cfg": {"image_size": 224, "layers": 32, "width": 1280, "head_width": 80, "patch_size": 14},
-        "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 1024, "heads": 16, "layers": 24},
-    },
-    "ViT-g-14": {
-        "embed_dim": 1024,
-        "vision_cfg": {
-            "image_size": 224, "layers": 40, "width": 1408, "head_width": 88, "mlp_ratio": 4.3637, "patch_size": 14
-        },
-        "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 1024, "heads": 16, "layers": 24},
-    },
-    "ViT-bigG-14": {
-        "embed_dim": 1280,
-        "vision_cfg": {
-            "image_size": 224, "layers": 48, "width": 1664, "head_width": 104, "mlp_ratio": 4.9231, "patch_size": 14
-        },
-        "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 1280, "heads": 20, "layers": 32},
-    },
-}
+# open_clip's own JSONs (src/open_clip/model_configs) for the ViT CLIPs people fine-tune, kept as the
+# data file they are upstream; other names are looked up in an importable open_clip.
+_BASE_CONFIGS: dict[str, dict] = json.loads(
+    Path(__file__).with_name("open_clip_model_configs.json").read_text(encoding="utf-8")
+)
 KNOWN_CONFIGS: dict[str, dict] = {
     **_BASE_CONFIGS,
     **{f"{name}-quickgelu": {**cfg, "quick_gelu": True} for name, cfg in _BASE_CONFIGS.items()},
