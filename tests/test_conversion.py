@@ -18,7 +18,7 @@ from transformers import AutoProcessor, CLIPModel
 from hf_hardpos import citations
 from hf_hardpos.commands import convert as convert_command
 from hf_hardpos.commands import zoo as zoo_command
-from hf_hardpos.conversion import convert_checkpoint, converted_model_dir, resolve_model
+from hf_hardpos.conversion import convert_checkpoint, resolve_model
 from hf_hardpos.conversion.open_clip_config import load_open_clip_config
 from hf_hardpos.conversion.presets import NO_PUBLIC_RELEASE, PRESETS
 from hf_hardpos.conversion.tokenizer import clip_tokenizer_from_merges, load_clip_tokenizer, read_bpe_merges
@@ -239,20 +239,20 @@ def test_tokenizer_vocabulary_must_match_the_model(tmp_path, shared_data):
 
 def test_cache_converts_once_per_checkpoint_and_options(tmp_path, tiny_tokenizer, goldens, monkeypatch):
     options = dict(open_clip_config=QUICKGELU_JSON, tokenizer=tiny_tokenizer, cache_dir=tmp_path, progress=False)
-    first = converted_model_dir(FIXTURES / "quickgelu_ddp.pt", **options)
+    first = Path(resolve_model(FIXTURES / "quickgelu_ddp.pt", **options))
     model = CLIPModel.from_pretrained(first)
     assert max(max_abs_differences(model, goldens["inputs"], goldens["quickgelu_ddp"]).values()) <= TOLERANCE
-    gelu = converted_model_dir(FIXTURES / "quickgelu_ddp.pt", activation="gelu", **options)
+    gelu = Path(resolve_model(FIXTURES / "quickgelu_ddp.pt", activation="gelu", **options))
     assert gelu != first and CLIPModel.from_pretrained(gelu).config.text_config.hidden_act == "gelu"
 
     def fail(*args, **kwargs):
         raise AssertionError("converted again")
 
     monkeypatch.setattr("hf_hardpos.conversion.cache.convert_checkpoint", fail)
-    assert converted_model_dir(FIXTURES / "quickgelu_ddp.pt", **options) == first
+    assert Path(resolve_model(FIXTURES / "quickgelu_ddp.pt", **options)) == first
     copy = tmp_path / "renamed.pt"  # the key is the content, not the path
     copy.write_bytes((FIXTURES / "quickgelu_ddp.pt").read_bytes())
-    assert converted_model_dir(copy, **options) == first
+    assert Path(resolve_model(copy, **options)) == first
 
 
 def test_resolve_model_converts_files_and_passes_hub_models_through(tmp_path, tiny_tokenizer, monkeypatch):

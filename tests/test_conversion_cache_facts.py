@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from hf_hardpos.conversion import converted_model_dir
+from hf_hardpos.conversion import resolve_model
 from hf_hardpos.conversion.facts import MARKER
 
 FIXTURES = Path(__file__).parent / "fixtures" / "open_clip"
@@ -12,8 +12,8 @@ QUICKGELU_JSON = FIXTURES / "tiny-quickgelu.json"
 
 def test_cached_conversion_says_where_the_activation_came_from(tmp_path, tiny_tokenizer):
     options = dict(open_clip_config=QUICKGELU_JSON, tokenizer=tiny_tokenizer, cache_dir=tmp_path, progress=False)
-    from_config = converted_model_dir(FIXTURES / "quickgelu_ddp.pt", **options)
-    requested = converted_model_dir(FIXTURES / "quickgelu_ddp.pt", activation="gelu", **options)
+    from_config = Path(resolve_model(FIXTURES / "quickgelu_ddp.pt", **options))
+    requested = Path(resolve_model(FIXTURES / "quickgelu_ddp.pt", activation="gelu", **options))
     facts = {name: json.loads((folder / MARKER).read_text()) for name, folder in
              (("config", from_config), ("requested", requested))}
     assert facts["config"]["activation"] == "quick_gelu"

@@ -11,7 +11,6 @@ from hf_hardpos.lazy import lazy_exports
 __getattr__, __all__ = lazy_exports(
     __name__,
     {
-        "converted_model_dir": ".cache",
         "resolve_model": ".cache",
         "ConversionResult": ".converter",
         "convert_checkpoint": ".converter",

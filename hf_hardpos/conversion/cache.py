@@ -59,60 +59,6 @@ def _resolve_config(checkpoint: Path, open_clip_config) -> OpenClipConfig:
     return load_open_clip_config(open_clip_config)
 
 
-def converted_model_dir(
-    checkpoint: str | Path,
-    open_clip_config: str | Path | dict | OpenClipConfig | None = None,
-    activation: str | None = None,
-    lora_rank: int = TSVLC_RANK,
-    lora_alpha: float = TSVLC_ALPHA,
-    tokenizer: str | Path | None = None,
-    cache_dir: str | Path | None = None,
-    verify: bool = False,
-    progress: bool = True,
-) -> Path:
-    """The folder of `checkpoint` converted to a `CLIPModel` with these options, converting only once.
-
-    Pass the returned path wherever a Hugging Face model folder is accepted (`CLIPModel.from_pretrained`,
-    `AutoProcessor.from_pretrained`, `hardpos eval --model`). Args as `convert_checkpoint`:
-    `open_clip_config` is an open_clip model name or config JSON (None only for OpenAI TorchScript
-    archives); `activation` "quick_gelu" / "gelu" / None (the config's). `verify` defaults to off
-    here because the cache is used on the evaluation path, where open_clip is usually absent;
-    the key does not depend on it. Folders live under `cache_dir` (default `default_cache_dir()`),
-    named `<sha256[:16]>-<options digest[:12]>`; delete one to force a fresh conversion.
-    """
-    checkpoint = Path(checkpoint)
-    config = _resolve_config(checkpoint, open_clip_config)
-    digest = sha256_file(checkpoint, progress)
-    options = {
-        "config": {k: v for k, v in config.to_dict().items() if k != "source"},
-        "activation": activation or config.activation,
-        "lora": [int(lora_rank), float(lora_alpha)],
-        "tokenizer": str(tokenizer) if tokenizer is not None else None,
-    }
-    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    target = root / f"{digest[:16]}-{digest_of(options)[:12]}"
-    if (target / MARKER).is_file():
-        return target
-    partial = root / f".{target.name}.partial-{os.getpid()}"
-    shutil.rmtree(partial, ignore_errors=True)
-    root.mkdir(parents=True, exist_ok=True)
-    try:
-        convert_checkpoint(
-            # The user's `activation` (None: the config's), so conversion.json and the card say where it came from.
-            checkpoint, partial, open_clip_config=config, activation=activation, lora_rank=lora_rank,
-            lora_alpha=lora_alpha, tokenizer=tokenizer, verify=verify, sha256=digest, progress=progress,
-        )
-        shutil.rmtree(target, ignore_errors=True)  # an incomplete folder left by a crash
-        try:
-            os.replace(partial, target)
-        except OSError:
-            if not (target / MARKER).is_file():  # another process finished first: use its folder
-                raise
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-    return target
-
-
 def resolve_model(
     model: str | Path,
     open_clip_config: str | Path | dict | None = None,
@@ -128,10 +74,15 @@ def resolve_model(
     [--activation A] [--tokenizer T]` and
     `evaluate_model(..., open_clip_config=, activation=, tokenizer=)`: a Hugging Face folder or Hub
     id passes through (then the conversion options must not be given: they would be silently
-    ignored); a file is an open_clip / OpenAI / TSVLC checkpoint, converted once with
-    `converted_model_dir`. Call it once per activation for `--activation both`. The returned
-    folder's `conversion.json` names the checkpoint's SHA-256 and the activation, which
-    `provenance.model_identity` records with every score.
+    ignored); a file is an open_clip / OpenAI / TSVLC checkpoint, converted once. Call it once per
+    activation for `--activation both`. The returned folder's `conversion.json` names the
+    checkpoint's SHA-256 and the activation, which `provenance.model_identity` records with every
+    score; pass it wherever a Hugging Face model folder is accepted.
+
+    A checkpoint is converted as `convert_checkpoint` does, with TSVLC's LoRA settings and without
+    the numerical check against open_clip (the evaluation path seldom has open_clip; `hardpos
+    convert` runs it). Converted folders live under `cache_dir` (default `default_cache_dir()`),
+    named `<sha256[:16]>-<options digest[:12]>`; delete one to force a fresh conversion.
     """
     from ..open_clip_native import is_native, resolve
 
@@ -139,12 +90,36 @@ def resolve_model(
         return resolve(str(model), open_clip_config, activation, tokenizer)
     if not check_model_options(model, open_clip_config, activation, tokenizer):
         return str(model)
-    return str(
-        converted_model_dir(
-            Path(model).expanduser(), open_clip_config, activation, tokenizer=tokenizer, cache_dir=cache_dir,
-            progress=progress,
-        )
-    )
+    checkpoint = Path(model).expanduser()
+    config = _resolve_config(checkpoint, open_clip_config)
+    digest = sha256_file(checkpoint, progress)
+    options = {
+        "config": {k: v for k, v in config.to_dict().items() if k != "source"},
+        "activation": activation or config.activation,
+        "lora": [TSVLC_RANK, TSVLC_ALPHA],
+        "tokenizer": str(tokenizer) if tokenizer is not None else None,
+    }
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    target = root / f"{digest[:16]}-{digest_of(options)[:12]}"
+    if not (target / MARKER).is_file():
+        partial = root / f".{target.name}.partial-{os.getpid()}"
+        shutil.rmtree(partial, ignore_errors=True)
+        root.mkdir(parents=True, exist_ok=True)
+        try:
+            convert_checkpoint(
+                # The user's `activation` (None: the config's), so conversion.json and the card say where it came from.
+                checkpoint, partial, open_clip_config=config, activation=activation, tokenizer=tokenizer,
+                verify=False, sha256=digest, progress=progress,
+            )
+            shutil.rmtree(target, ignore_errors=True)  # an incomplete folder left by a crash
+            try:
+                os.replace(partial, target)
+            except OSError:
+                if not (target / MARKER).is_file():  # another process finished first: use its folder
+                    raise
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+    return str(target)
 
 
 def check_model_options(

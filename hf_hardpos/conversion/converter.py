@@ -15,7 +15,7 @@ from pathlib import Path
 from ..errors import UserInputError
 from ..provenance import sha256_file
 from .facts import MARKER
-from .lora import TSVLC_ALPHA, TSVLC_RANK, LoraMerge, has_lora, merge_lora
+from .lora import TSVLC_ALPHA, TSVLC_RANK, LoraMerge, has_lora, merge_tsvlc_lora
 from .open_clip_config import ACTIVATIONS, OpenClipConfig, config_from_openai_state_dict, load_open_clip_config
 from .state_dict import load_into_clip_model, load_state_dict, to_clip_state_dict
 from .tokenizer import load_clip_tokenizer, tokenizer_source
@@ -159,7 +159,7 @@ def convert_checkpoint(
 
     lora = None
     if has_lora(state):
-        state, lora = merge_lora(state, lora_rank, lora_alpha, where=f"checkpoint {checkpoint}")
+        state, lora = merge_tsvlc_lora(state, lora_rank, lora_alpha, where=f"checkpoint {checkpoint}")
     clip_state = to_clip_state_dict(state, config, str(checkpoint))
 
     clip_tokenizer = load_clip_tokenizer(tokenizer, config.text.context_length)

@@ -43,7 +43,7 @@ def _base_weight_key(key_a: str) -> str:
     return key_a[: -len("lora_A")] + "weight"
 
 
-def merge_lora(
+def merge_tsvlc_lora(
     state: dict[str, torch.Tensor], rank: int = TSVLC_RANK, alpha: float = TSVLC_ALPHA, where: str = "checkpoint"
 ) -> tuple[dict[str, torch.Tensor], LoraMerge]:
     """Return the state dict with every LoRA pair merged into its weight, and a summary.
