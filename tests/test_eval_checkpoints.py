@@ -15,7 +15,7 @@ import yaml
 from datasets import Dataset
 
 from hf_hardpos.cli import main
-from hf_hardpos.conversion import converted_model_dir
+from hf_hardpos.conversion import resolve_model
 from hf_hardpos.provenance import sha256_file
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.evaluation.run import evaluate_model
@@ -72,9 +72,9 @@ def test_checkpoint_scores_equal_the_converted_folder_and_provenance_names_it(
     for config in ("attributes", "relations"):  # every config's resume key is built from that identity
         assert saved["provenance"][config]["key_parts"]["model"]["converted_from"] == origin
 
-    folder = converted_model_dir(
+    folder = Path(resolve_model(
         CHECKPOINT, QUICKGELU_JSON, "gelu", tokenizer=tiny_tokenizer, cache_dir=cache, progress=False
-    )
+    ))
     assert saved["run"]["model_identity"]["path"] == str(folder.resolve())
     direct = evaluate_model(str(folder), str(hub_folder), output_dir=tmp_path / "direct", batch_size=4,
                             progress=False)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hf_hardpos import model_source
 from hf_hardpos.evaluation import run
-from hf_hardpos.conversion import converted_model_dir
+from hf_hardpos.conversion import resolve_model
 from hf_hardpos.conversion.facts import MARKER
 from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.generation.rule_generator import RuleGenerator
@@ -46,11 +46,11 @@ def test_scores_of_a_model_whose_hub_commit_is_unknown_are_never_reused(tiny_cli
 
 def test_an_interrupted_conversion_is_never_used(tmp_path, tiny_tokenizer):
     options = dict(open_clip_config=FIXTURES / "tiny-quickgelu.json", tokenizer=tiny_tokenizer, cache_dir=tmp_path, progress=False)
-    done = converted_model_dir(FIXTURES / "quickgelu_plain.pt", **options)
+    done = Path(resolve_model(FIXTURES / "quickgelu_plain.pt", **options))
     # Simulate a conversion killed after writing the weights but before its record: no conversion.json.
     (done / MARKER).unlink()
     (done / "model.safetensors").write_bytes(b"truncated")
-    again = converted_model_dir(FIXTURES / "quickgelu_plain.pt", **options)
+    again = Path(resolve_model(FIXTURES / "quickgelu_plain.pt", **options))
     assert again == done and (again / MARKER).is_file()
     assert (again / "model.safetensors").stat().st_size > len(b"truncated")  # converted afresh, not reused
 
