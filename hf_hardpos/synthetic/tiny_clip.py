@@ -104,26 +104,13 @@ def build_tiny_clip(
     )
     processor = CLIPProcessor(image_processor=image_processor, tokenizer=tokenizer)
 
+    # The text and the image tower have the same width and depth.
+    tower = {"hidden_size": hidden_size, "intermediate_size": hidden_size * 2, "num_hidden_layers": num_layers,
+             "num_attention_heads": 4}  # fmt: skip
+    special_ids = {f"{name}_token_id": getattr(tokenizer, f"{name}_token_id") for name in ("bos", "eos", "pad")}
     config = CLIPConfig(
-        text_config={
-            "vocab_size": len(tokenizer),
-            "hidden_size": hidden_size,
-            "intermediate_size": hidden_size * 2,
-            "num_hidden_layers": num_layers,
-            "num_attention_heads": 4,
-            "max_position_embeddings": CONTEXT_LENGTH,
-            "bos_token_id": tokenizer.bos_token_id,
-            "eos_token_id": tokenizer.eos_token_id,
-            "pad_token_id": tokenizer.pad_token_id,
-        },
-        vision_config={
-            "image_size": image_size,
-            "patch_size": patch_size,
-            "hidden_size": hidden_size,
-            "intermediate_size": hidden_size * 2,
-            "num_hidden_layers": num_layers,
-            "num_attention_heads": 4,
-        },
+        text_config={**tower, "vocab_size": len(tokenizer), "max_position_embeddings": CONTEXT_LENGTH, **special_ids},
+        vision_config={**tower, "image_size": image_size, "patch_size": patch_size},
         projection_dim=projection_dim,
     )
     torch.manual_seed(seed)

@@ -39,36 +39,17 @@ SUBSET = "subset"  # extra column of the REPLACE sets, as in the upstream-built 
 # like COCO, only those get a SWAP hard positive.
 CONJUNCTION_PROBABILITY = 0.4
 
-_STREAMS = {
-    "replace-attributes": 1,
-    "replace-relations": 2,
-    "swap": 3,
-    "finetune": 4,
-    "pretrain": 5,
-}
 
-EVAL_FEATURES = Features(
-    {
-        columns.IMAGE: Image(),
-        columns.IMAGE_ID: Value("string"),
-        columns.CAPTION: Value("string"),
-        columns.HARD_NEGATIVE: Value("string"),
-        columns.HARD_POSITIVE: Value("string"),
-    }
-)
-REPLACE_FEATURES = Features({**EVAL_FEATURES, SUBSET: Value("string")})
-FINETUNE_FEATURES = Features(
-    {
-        columns.IMAGE: Image(),
-        columns.IMAGE_ID: Value("string"),
-        columns.CAPTION: Value("string"),
-        **{name: Value("string") for name in columns.FINETUNE_POSITIVE_COLUMNS},
-        **{name: Value("string") for name in columns.FINETUNE_NEGATIVE_COLUMNS},
-    }
-)
-PRETRAIN_FEATURES = Features(
-    {columns.IMAGE: Image(), columns.IMAGE_ID: Value("string"), columns.CAPTION: Value("string")}
-)
+def _features(*text_columns: str) -> Features:
+    """An image column, then string columns: the image id, the caption and `text_columns`."""
+    names = (columns.IMAGE_ID, columns.CAPTION, *text_columns)
+    return Features({columns.IMAGE: Image(), **{name: Value("string") for name in names}})
+
+
+PRETRAIN_FEATURES = _features()
+EVAL_FEATURES = _features(columns.HARD_NEGATIVE, columns.HARD_POSITIVE)
+REPLACE_FEATURES = _features(columns.HARD_NEGATIVE, columns.HARD_POSITIVE, SUBSET)
+FINETUNE_FEATURES = _features(*columns.FINETUNE_POSITIVE_COLUMNS, *columns.FINETUNE_NEGATIVE_COLUMNS)
 
 Example = tuple[Scene, dict[str, Any]]
 
@@ -119,12 +100,13 @@ def _pretrain(scene: Scene, rng: np.random.Generator) -> dict[str, Any]:
     return {columns.CAPTION: cap.describe_alt_text(scene, rng).text()}
 
 
-_ROW_MAKERS: dict[str, Callable[[Scene, np.random.Generator], dict[str, Any]]] = {
-    "replace-attributes": _replace_attributes,
-    "replace-relations": _replace_relations,
-    "swap": _swap,
-    "finetune": _finetune,
-    "pretrain": _pretrain,
+# Each kind of set: its random stream (part of every row's seed) and how a row's captions are made.
+_ROW_MAKERS: dict[str, tuple[int, Callable[[Scene, np.random.Generator], dict[str, Any]]]] = {
+    "replace-attributes": (1, _replace_attributes),
+    "replace-relations": (2, _replace_relations),
+    "swap": (3, _swap),
+    "finetune": (4, _finetune),
+    "pretrain": (5, _pretrain),
 }
 
 
@@ -137,11 +119,12 @@ def sample_examples(kind: str, n: int, seed: int = 0, *, image_size: int = 32) -
         raise ValueError(f"unknown synthetic set kind {kind!r}; known: {sorted(_ROW_MAKERS)}")
     if n < 0:
         raise ValueError(f"n must be non-negative, got {n}")
+    stream, make_row = _ROW_MAKERS[kind]
     examples = []
     for index in range(n):
-        rng = np.random.default_rng([seed, _STREAMS[kind], index])
+        rng = np.random.default_rng([seed, stream, index])
         scene = sample_scene(rng, image_size)
-        row = {columns.IMAGE_ID: f"synthetic-{kind}-{seed}-{index:06d}", **_ROW_MAKERS[kind](scene, rng)}
+        row = {columns.IMAGE_ID: f"synthetic-{kind}-{seed}-{index:06d}", **make_row(scene, rng)}
         examples.append((scene, row))
     return examples
 
