@@ -263,8 +263,14 @@ def replace_words(caption: str, edits: Sequence[tuple[int, int, str]]) -> str:
 
 
 @lru_cache(maxsize=2)
-def _positive_rules(include_extra: bool) -> tuple[Rule, ...]:
+def _synonym_rules(include_extra: bool) -> tuple[Rule, ...]:
     return lexicon.hard_positive_rules(include_extra)
+
+
+def _positive_rules(include_extra: bool, sources: Collection[str] | None) -> tuple[Rule, ...]:
+    """The synonym rules, restricted to the words in `sources` when given."""
+    rules = _synonym_rules(include_extra)
+    return rules if sources is None else tuple(rule for rule in rules if rule.source in sources)
 
 
 @lru_cache(maxsize=1)
@@ -285,21 +291,16 @@ def replace_hard_positive(
     `random.Random` the word is drawn from all eligible ones. `sources` restricts the words that may
     be replaced (e.g. `lexicon.VERB_SOURCES`). Returns None when nothing applies.
     """
-    rules = _positive_rules(include_extra)
-    if sources is not None:
-        rules = tuple(rule for rule in rules if rule.source in sources)
-    return _replace(caption, rules, rng)
+    return _replace(caption, _positive_rules(include_extra, sources), rng)
 
 
 def hard_positive_candidates(
     caption: str, *, include_extra: bool = True, sources: Collection[str] | None = None
 ) -> list[str]:
     """Every hard positive the synonym table can make from `caption` (one per eligible word)."""
-    rules = _positive_rules(include_extra)
-    if sources is not None:
-        rules = tuple(rule for rule in rules if rule.source in sources)
     tokens = tokenize(caption)
-    return [_apply_match(caption, tokens, match, match.rule.targets[0]) for match in find_matches(caption, rules)]
+    matches = find_matches(caption, _positive_rules(include_extra, sources))
+    return [_apply_match(caption, tokens, match, match.rule.targets[0]) for match in matches]
 
 
 def replace_hard_negative(caption: str, rng: random.Random | None = None) -> str | None:
