@@ -196,17 +196,8 @@ class MLMNegativeGenerator(MaskedLMGenerator):
 
     procedure = "ours"
 
-    def __init__(
-        self,
-        model: PreTrainedModel,
-        tokenizer: PreTrainedTokenizerBase,
-        kind: str = "all",
-        *,
-        num_candidates: int = 5,
-        search_k: int = 50,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(model, tokenizer, kind, **kwargs)
+    def __init__(self, *args: Any, num_candidates: int = 5, search_k: int = 50, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         _at_least_one({"num_candidates": num_candidates, "search_k": search_k})
         self.num_candidates, self.search_k = num_candidates, search_k
         self._synonyms = lexicon.synonyms()
