@@ -29,11 +29,7 @@ SCORE_METRICS = ("mean_original_score", "mean_negative_score", "mean_positive_sc
 RENAME = {
     "original_accuracy": "orig_acc",
     "augmented_accuracy": "aug_acc",
-    "brittleness": "brittleness",
-    "mean_original_score": "mean_original_score",
-    "mean_negative_score": "mean_negative_score",
-    "mean_positive_score": "mean_positive_score",
-    "num_examples": "num_examples",
+    **{name: name for name in ("brittleness", *SCORE_METRICS, "num_examples")},
 }
 _MAIN_ORDER = ("pretrained", "contrastive", "hn", "hp+hn")
 AGGREGATION_NOTE = (
