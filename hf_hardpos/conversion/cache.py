@@ -124,9 +124,9 @@ def resolve_model(
 
 def check_model_options(
     model: str | Path,
-    open_clip_config: str | Path | dict | None = None,
-    activation: str | None = None,
-    tokenizer: str | Path | None = None,
+    open_clip_config: str | Path | dict | None,
+    activation: str | None,
+    tokenizer: str | Path | None,
 ) -> bool:
     """Whether `model` is a checkpoint file to convert; refuses options that cannot apply, without converting.
 
