@@ -13,6 +13,7 @@ import pytest
 from hf_hardpos import __version__, cli
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.generation import validation
+from hf_hardpos.generation.report import quality_report, quality_summary
 from hf_hardpos.generation.resumable import (
     GenerationOutput,
     input_fingerprint,
@@ -194,8 +195,10 @@ def test_generator_batch_size_zero_is_an_error():
 def test_report_counts_reasons_and_samples(captions_file, tmp_path, capsys):
     out = tmp_path / "out.jsonl"
     assert _generate(captions_file, out, "--kind", "swap", "--report", "--report-samples", "1") == 0
-    printed = capsys.readouterr().out
-    report = printed[printed.index("kind ") :]
-    assert "swap" in report and "no 'and' in input" in report and "empty input" in report
-    assert "random sample (1 of 1 valid, seed 0)" in report
-    assert "[1] a red car and a blue bus  ->  a blue bus and a red car" in report
+    assert capsys.readouterr().out.endswith(quality_report(out, samples=1) + "\n")  # what --report printed
+    (swap,) = quality_summary(out, samples=1).values()
+    assert (swap["captions"], swap["valid"]) == (4, 1)
+    assert swap["rejected"] == {validation.NO_AND: 2, validation.EMPTY_INPUT: 1}
+    assert [(r["index"], r["input"], r["output"]) for r in swap["sample"]] == [
+        (1, "a red car and a blue bus", "a blue bus and a red car")
+    ]

@@ -14,7 +14,7 @@ import random
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from hf_hardpos.tables import render_table
+from ..evaluation.tables import render_table
 
 
 def load_records(path: str | Path) -> list[dict]:
@@ -23,27 +23,40 @@ def load_records(path: str | Path) -> list[dict]:
     return [json.loads(line) for line in lines[:-1] if line.strip()]
 
 
-def quality_report(path: str | Path, *, samples: int = 5, seed: int = 0) -> str:
-    """Text report: a counts table per kind, the rejection reasons per kind (count and share of the
-    kind's rows), and `samples` random valid records per kind (drawn with `random.Random(seed)`, so
-    the report is reproducible)."""
+def quality_summary(path: str | Path, *, samples: int = 5, seed: int = 0) -> dict[str, dict]:
+    """Per kind (sorted): `captions` (rows), `valid`, `rejected` ({reason: count}, most frequent
+    first) and `sample`, `samples` random valid records in file order, drawn with
+    `random.Random(seed)` so the report is reproducible."""
     by_kind: dict[str, list[dict]] = defaultdict(list)
     for record in load_records(path):
         by_kind[str(record.get("kind"))].append(record)
-    rows, sections = [], []
+    summary = {}
     rng = random.Random(seed)
     for kind, records in sorted(by_kind.items()):
         valid = [r for r in records if r["valid"]]
         rejected = Counter(r["reason"] for r in records if not r["valid"])
-        share = f"{100 * len(valid) / len(records):.1f}" if records else ""
-        rows.append([kind, str(len(records)), str(len(valid)), share, str(sum(rejected.values()))])
-        lines = [f"{kind}: rejected {sum(rejected.values())} of {len(records)} rows"]
-        lines += [
-            f"  {count:>7}  {100 * count / len(records):5.1f}%  {reason}" for reason, count in rejected.most_common()
-        ]
         picked = sorted(rng.sample(range(len(valid)), min(samples, len(valid))))
-        lines.append(f"  random sample ({len(picked)} of {len(valid)} valid, seed {seed}):")
-        lines += [f"    [{valid[i]['index']}] {valid[i]['input']}  ->  {valid[i]['output']}" for i in picked]
+        summary[kind] = {
+            "captions": len(records),
+            "valid": len(valid),
+            "rejected": dict(rejected.most_common()),
+            "sample": [valid[i] for i in picked],
+        }
+    return summary
+
+
+def quality_report(path: str | Path, *, samples: int = 5, seed: int = 0) -> str:
+    """Text of `quality_summary`: a counts table per kind, the rejection reasons per kind (count and
+    share of the kind's rows), and the random sample of valid records per kind."""
+    rows, sections = [], []
+    for kind, entry in quality_summary(path, samples=samples, seed=seed).items():
+        captions, valid, rejected = entry["captions"], entry["valid"], entry["rejected"]
+        share = f"{100 * valid / captions:.1f}" if captions else ""
+        rows.append([kind, str(captions), str(valid), share, str(sum(rejected.values()))])
+        lines = [f"{kind}: rejected {sum(rejected.values())} of {captions} rows"]
+        lines += [f"  {count:>7}  {100 * count / captions:5.1f}%  {reason}" for reason, count in rejected.items()]
+        lines.append(f"  random sample ({len(entry['sample'])} of {valid} valid, seed {seed}):")
+        lines += [f"    [{r['index']}] {r['input']}  ->  {r['output']}" for r in entry["sample"]]
         sections.append("\n".join(lines))
     table = render_table(["kind", "captions", "with candidate", "%", "rejected"], rows)
     how = (
