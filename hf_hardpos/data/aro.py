@@ -29,30 +29,31 @@ import random
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import datasets
 
 from .. import columns
 from ..citations import ARO, COCO, cite
 from ..errors import UserInputError
-from .checks import DataValidationError, load_json_list
-from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder
-from .sources import (
-    ARO_FILES,
-    ARO_IMAGES_URL,
-    ImageFolder,
-    Sources,
-    UnsafePathError,
-    VisualGenomeImages,
-    first_origins,
-    relative_name,
-    resolve_images,
-    vg_part_of,
+from .checks import DataValidationError, load_json_list, selected
+from .hub_folder import (
+    BuildOptions,
+    BuildReport,
+    CardFacts,
+    ConfigBuild,
+    ImageSpec,
+    export_folder,
+    flag_table,
+    locate_images,
+    row_features,
 )
+from .sources import ARO_FILES, ARO_IMAGES_URL, ImageFolder, Sources, UnsafePathError, VisualGenomeImages, relative_name, vg_part_of
 
 SPLIT = "test"
 CROP_FORMATS = {"png": ("PNG", {}), "jpeg": ("JPEG", {"quality": 95})}
 BBOX_FIELDS = ("bbox_x", "bbox_y", "bbox_w", "bbox_h")
+BBOX_FEATURES = dict.fromkeys(BBOX_FIELDS, "float64")
 
 VG_CONFIGS = {
     # config: (ARO file, the per-row label field kept, rows in the ARO paper / docs/reference.md, Other benchmarks)
@@ -157,30 +158,39 @@ class BboxCrop:
 
 
 def locate_crop_sources(
-    rows: list[dict], vg_images: VisualGenomeImages, source_file: Path, *, skip_missing: bool, progress: bool
-) -> tuple[dict, list[str]]:
+    rows: list[dict], vg_images: VisualGenomeImages, source_file: Path, options: BuildOptions, encode: BboxCrop
+) -> ImageSpec:
     """Find each row's source VG image and rewrite its ``image_path`` to where it was found."""
-    wanted = {}
     for row in rows:
         try:  # every row's path, not only the first of each image id: the later ones are input too
             relative_name(row["image_path"])
         except UnsafePathError as error:
             raise UnsafePathError(f"{source_file}: row {row['upstream_index']} field image_path: {error}") from None
-        wanted.setdefault(row[columns.IMAGE_ID], (vg_part_of(row["image_path"]), row["image_path"]))
-    origins = first_origins(rows, columns.IMAGE_ID, lambda row: f"{source_file}: row {row['upstream_index']} field image_path")
-    images, missing = resolve_images(vg_images, wanted, skip_missing=skip_missing, progress=progress, origins=origins)
-    outside = check_boxes_inside(rows, images, source_file)
+    images = locate_images(
+        vg_images,
+        rows,
+        options,
+        origin=lambda row: f"{source_file}: row {row['upstream_index']} field image_path",
+        hint=lambda row: (vg_part_of(row["image_path"]), row["image_path"]),
+        encode=encode,
+    )
+    outside = check_boxes_inside(rows, images.found, source_file)
     if outside:
         print(f"{source_file}: {outside} bbox(es) reach partly outside their image; padded with black as ARO does")
     for row in rows:
-        if row[columns.IMAGE_ID] in images:
-            row["image_path"] = images[row[columns.IMAGE_ID]][1]
-    return images, missing
+        if row[columns.IMAGE_ID] in images.found:
+            row["image_path"] = images.found[row[columns.IMAGE_ID]][1]
+    return images
 
 
 def read_vg_config(path: Path, label: str) -> list[dict]:
     """VG-Relation / VG-Attribution rows in file order; ``image_id`` falls back to the file stem."""
-    rows = load_json_list(path, ("image_path", *BBOX_FIELDS, "true_caption", "false_caption", label))
+    return vg_rows(path, load_json_list(path, ("image_path", *BBOX_FIELDS, "true_caption", "false_caption", label)), label)
+
+
+def vg_rows(path: Path, rows: Sequence[dict], label: str) -> list[dict]:
+    """ARO's VG rows (read from ``path``) as dataset rows: bbox checked, ``label`` kept (``attributes``
+    as a list of strings)."""
     out = []
     for index, row in enumerate(rows):
         value = row[label]
@@ -201,17 +211,12 @@ def read_vg_config(path: Path, label: str) -> list[dict]:
 
 
 def vg_features(label: str) -> datasets.Features:
-    label_feature = datasets.List(datasets.Value("string")) if label == "attributes" else datasets.Value("string")
-    return datasets.Features(
-        {
-            columns.IMAGE_ID: datasets.Value("string"),
-            "image_path": datasets.Value("string"),
-            **{name: datasets.Value("float64") for name in BBOX_FIELDS},
-            columns.CAPTION: datasets.Value("string"),
-            columns.HARD_NEGATIVE: datasets.Value("string"),
-            label: label_feature,
-            "upstream_index": datasets.Value("int64"),
-        }
+    label_feature = datasets.List(datasets.Value("string")) if label == "attributes" else "string"
+    return row_features(
+        (columns.IMAGE_ID, "image_path"),
+        BBOX_FEATURES,
+        (columns.CAPTION, columns.HARD_NEGATIVE),
+        {label: label_feature, "upstream_index": "int64"},
     )
 
 
@@ -325,16 +330,10 @@ def order_rows(path: Path, tagger: PosTagger, seed: int) -> list[dict]:
 
 
 def order_features() -> datasets.Features:
-    return datasets.Features(
-        {
-            columns.IMAGE_ID: datasets.Value("string"),
-            columns.CAPTION: datasets.Value("string"),
-            "hard_negatives": datasets.List(datasets.Value("string")),
-            "original_caption": datasets.Value("string"),
-            "caption_index": datasets.Value("int64"),
-            "upstream_index": datasets.Value("int64"),
-            "unchanged_negatives": datasets.Value("int64"),
-        }
+    return row_features(
+        (columns.IMAGE_ID, columns.CAPTION),
+        {"hard_negatives": datasets.List(datasets.Value("string")), "original_caption": "string"},
+        dict.fromkeys(("caption_index", "upstream_index", "unchanged_negatives"), "int64"),
     )
 
 
@@ -367,19 +366,19 @@ order = load_dataset("{repo}", "coco_order", split="test")
 row = order[0]  # caption (true) and hard_negatives (4 perturbations): correct if s(caption) > every s(negative)"""
 
 
+UNCHANGED = "rows with an unchanged negative"  # the one flag, counted on the order configs only
+
+
 def _defects_text(report: BuildReport) -> str:
     lines = ["No row is dropped or changed."]
-    order = {name: flags for name, flags in report.flags.items() if "rows with an unchanged negative" in flags}
-    if order:
+    if report.flags:
         lines += [
             "",
             "Order configs, measured in this build: a perturbation can leave a caption as it was (one noun, "
             "or fewer than two movable words). Such a negative ties with the caption; under a strict "
             "inequality the row cannot count as correct (ARO's argmax counts a tie as correct).",
             "",
-            "| config | rows with an unchanged negative |",
-            "|---|---:|",
-            *[f"| {name} | {flags['rows with an unchanged negative']:,} |" for name, flags in order.items()],
+            *flag_table(report, {UNCHANGED: UNCHANGED}),
         ]
     return "\n".join(lines)
 
@@ -391,32 +390,26 @@ def export_aro(
     images_dir: str | Path | None = None,
     coco_images_dir: str | Path | None = None,
     flickr_images_dir: str | Path | None = None,
-    configs: Sequence[str] = ARO_CONFIGS,
+    configs: Sequence[str] | None = None,
     tagger: PosTagger | None = None,
     seed: int = 0,
     crop_format: str = "png",
-    skip_missing: bool = False,
     embed_images: bool = True,
-    cache_dir: str | Path | None = None,
-    max_shard_size: int | str = SHARD_SIZE,
-    repo_id_for_card: str = "hardpos/aro",
-    verify: bool = True,
-    progress: bool = True,
+    **settings: Any,
 ) -> BuildReport:
-    """Build ``hardpos/aro`` into ``output_dir``: one config per ARO dataset, split ``test``.
+    """Build ``hardpos/aro`` into ``output_dir``: one config per ARO dataset (default: all four), split ``test``.
 
     ``aro_dir`` holds ARO's annotation files (``visual_genome_*.json``, and for the order sets the
     Karpathy ``coco_karpathy_test.json`` / ``flickr30k_test.json``); without it they are downloaded
     from ARO's and BLIP's links. ``images_dir``: ARO's ``images/`` or Visual Genome (default: ARO's
     ``vgr_vga_images.zip``); ``coco_images_dir``: a folder holding ``val2014/`` (default: COCO's
     val2014.zip); ``flickr_images_dir``: a folder holding ``flickr30k-images/`` (Flickr30k needs a
-    sign-up, so it is never downloaded).
+    sign-up, so it is never downloaded). ``settings``: the fields of :class:`BuildOptions`.
     """
-    unknown = [name for name in configs if name not in ARO_CONFIGS]
-    if unknown:
-        raise UserInputError(f"unknown ARO config(s) {unknown}; expected some of {list(ARO_CONFIGS)}")
+    options = BuildOptions(**settings)
+    configs = selected("ARO config(s)", configs, ARO_CONFIGS)
     encode = BboxCrop(crop_format)
-    sources = Sources(None, cache_dir)
+    sources = Sources(None, options.cache_dir)
     report = BuildReport(dataset="aro")
     # Cheap checks first: the image folders of the order sets, then the tagger, then the work.
     order_folders = {}
@@ -439,10 +432,7 @@ def export_aro(
                 if vg_images is None:
                     vg_images = _vg_images(images_dir, sources)
                     report.sources["VG images"] = vg_images.description
-                found, missing = locate_crop_sources(
-                    rows, vg_images, path, skip_missing=skip_missing, progress=progress
-                )
-                images = ImageSpec(found, missing, encode=encode)
+                images = locate_crop_sources(rows, vg_images, path, options, encode)
             builds.append(ConfigBuild(name, rows, vg_features(label), expected, images=images))
             continue
         path = aro_file(sources, ORDER_CONFIGS[name], aro_dir)
@@ -451,11 +441,10 @@ def export_aro(
         if embed_images:
             folder = order_folders[name]
             report.sources[f"{name} images"] = folder.description
-            wanted = dict.fromkeys(row[columns.IMAGE_ID] for row in rows)
-            origins = first_origins(rows, columns.IMAGE_ID, lambda row: f"{path}: entry {row['upstream_index']} field image")
-            found, missing = resolve_images(folder, wanted, skip_missing=skip_missing, progress=progress, origins=origins)
-            images = ImageSpec(found, missing)
-        flags = {"rows with an unchanged negative": sum(row["unchanged_negatives"] > 0 for row in rows)}
+            images = locate_images(
+                folder, rows, options, origin=lambda row: f"{path}: entry {row['upstream_index']} field image"
+            )
+        flags = {UNCHANGED: sum(row["unchanged_negatives"] > 0 for row in rows)}
         builds.append(ConfigBuild(name, rows, order_features(), None, flags, images))
     report.record_sources(sources)
     facts = CardFacts(
@@ -471,7 +460,7 @@ def export_aro(
             "row by row. Correct = the true caption scores strictly higher than every negative."
         ),
         builder="hf_hardpos.data.aro.export_aro",
-        usage=USAGE.format(repo=repo_id_for_card),
+        usage=USAGE.format(repo=options.repo_id_for_card or "hardpos/aro"),
         column_meanings=COLUMN_MEANINGS,
         defects=_defects_text,
         license_id="other",
@@ -484,9 +473,7 @@ def export_aro(
         citation=cite(ARO, COCO),
         tags=["compositionality", "hard-negatives", "clip", "aro", "visual-genome", "coco", "flickr30k"],
     )
-    return export_folder(
-        output_dir, builds, facts, report, split=SPLIT, max_shard_size=max_shard_size, cache_dir=cache_dir, verify=verify
-    )
+    return export_folder(output_dir, builds, facts, report, split=SPLIT, options=options)
 
 
 def _vg_images(images_dir: str | Path | None, sources: Sources) -> VisualGenomeImages:

@@ -114,3 +114,12 @@ def check_aligned(
         raise AlignmentError(
             f"{original_name} and {positive_name} are misaligned on {len(bad)} row(s): {shown}{more}"
         )
+
+
+def selected(kind: str, chosen: Sequence[str] | None, available: Sequence[str]) -> list[str]:
+    """The ``kind`` names the user chose (default: all ``available``), an unknown one refused by name."""
+    names = list(chosen or available)
+    unknown = [name for name in names if name not in available]
+    if unknown:
+        raise DataValidationError(f"unknown {kind} {unknown}; expected some of {list(available)}")
+    return names

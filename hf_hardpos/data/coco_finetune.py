@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import datasets
 
@@ -40,7 +41,7 @@ from ..citations import CE_CLIP, COCO, HARD_POSITIVES, cite
 from ..errors import UserInputError
 from ..generation.resumable import input_fingerprint, manifest_path, parse_record, read_manifest
 from .checks import DataValidationError, MissingSourceError, load_json
-from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder
+from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder
 from .sources import (
     COCO_ANNOTATIONS_URL,
     COCO_CAPTIONS_FILE,
@@ -609,15 +610,10 @@ def export_finetune(
     coco_annotations: str | Path | None = None,
     coco_images_dir: str | Path | None = None,
     negative_generators: Mapping[str, HardNegativeFn] | None = None,
-    skip_missing: bool = False,
     seed: int = 0,
-    cache_dir: str | Path | None = None,
-    max_shard_size: int | str = SHARD_SIZE,
-    repo_id_for_card: str = "hardpos/coco",
-    verify: bool = True,
-    progress: bool = True,
     mlm_negatives: Sequence[str | Path] | None = None,
     coco_split: str = DEFAULT_COCO_SPLIT,
+    **settings: Any,
 ) -> BuildReport:
     """Build the COCO HP+HN fine-tuning set into ``output_dir`` (config ``default``, split ``train``).
 
@@ -632,13 +628,15 @@ def export_finetune(
 
     Every input is checked before the build (one hard-positive line per caption, each line valid,
     every typed-negative record generated from these captions, images present), so a bad file fails
-    in seconds, not after generating 591k negatives.
+    in seconds, not after generating 591k negatives. ``settings``: the fields of :class:`BuildOptions`.
     """
+    options = BuildOptions(**settings)
+    repo_id = options.repo_id_for_card or "hardpos/coco"
     negative_generators = dict(negative_generators or default_negative_generators(seed))
     missing_types = [name for name in NEGATIVE_TYPES if name not in negative_generators]
     if missing_types:
         raise DataValidationError(f"negative_generators lacks {missing_types}; expected keys {NEGATIVE_TYPES}")
-    sources = Sources(upstream_dir, cache_dir)
+    sources = Sources(upstream_dir, options.cache_dir)
     report = BuildReport(dataset="finetune")
     split = get_coco_split(coco_split)
     captions_path = coco_captions_file(sources, coco_annotations, split.name)
@@ -672,7 +670,9 @@ def export_finetune(
         folder = ImageFolder(coco_images_dir, sources, option="--coco-images-dir")
         wanted = dict.fromkeys(sorted(used_images))
         origins = {name: f"{captions_path}: image {image_id} field file_name" for image_id, name in file_names.items()}
-        found, missing = resolve_images(folder, wanted, skip_missing=skip_missing, progress=progress, origins=origins)
+        found, missing = resolve_images(
+            folder, wanted, skip_missing=options.skip_missing, progress=options.progress, origins=origins
+        )
         images = ImageSpec(found, missing, key="file_name")
         report.sources["images"] = f"embedded from a local {split.name} folder"
     else:
@@ -706,7 +706,7 @@ def export_finetune(
         "rules go; they are not the hard negatives the paper trained with. Missing items are nulls, "
         "never the string \"None\"."
     )
-    usage = USAGE.format(repo=repo_id_for_card, split=split.name)
+    usage = USAGE.format(repo=repo_id, split=split.name)
     column_meanings = column_meanings_for(split)
     citation = cite(HARD_POSITIVES, COCO)
     if typed is not None:
@@ -726,7 +726,7 @@ def export_finetune(
             "implementation of CE-CLIP's procedure (`hardpos generate --negative --method mlm`); they are not "
             "CE-CLIP's released negatives."
         )
-        usage += CE_CLIP_USAGE.format(repo=repo_id_for_card)
+        usage += CE_CLIP_USAGE.format(repo=repo_id)
         column_meanings.update(_typed_column_meanings(typed))
         citation = cite(HARD_POSITIVES, COCO, CE_CLIP)
     del annotations, file_names
@@ -743,14 +743,5 @@ def export_finetune(
         citation=citation,
         tags=["compositionality", "hard-positives", "hard-negatives", "clip", "coco"],
     )
-    return export_folder(
-        output_dir,
-        configs,
-        facts,
-        report,
-        split=SPLIT,
-        max_shard_size=max_shard_size,
-        cache_dir=cache_dir,
-        verify=verify,
-        on_built=partial(_count_swap_hard_positives, split),
-    )
+    on_built = partial(_count_swap_hard_positives, split)
+    return export_folder(output_dir, configs, facts, report, split=SPLIT, options=options, on_built=on_built)

@@ -29,7 +29,9 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from .. import columns
 from ..errors import UserInputError
+from ..provenance import versions
 from .checks import DataValidationError
+from .sources import ImageFolder, VisualGenomeImages, first_origins, resolve_images
 
 SHARD_SIZE = "500MB"  # the default maximum parquet shard size (push_to_hub's default too)
 # Rows per Arrow record batch when images are embedded: bounds memory to ~100 images at a time.
@@ -44,6 +46,47 @@ def original_bytes(path: Path, stored_path: str, row: dict) -> dict:
     return {"bytes": path.read_bytes(), "path": stored_path}
 
 
+@dataclass(frozen=True)
+class BuildOptions:
+    """How a build runs, the same for every builder: each ``export_*`` takes these as keyword
+    arguments (``hardpos build``'s shared flags), so they are declared and defaulted here once."""
+
+    skip_missing: bool = False  # drop the rows of missing or unreadable images (the card counts them)
+    cache_dir: str | Path | None = None  # downloads, extractions and the build's Arrow work files
+    max_shard_size: int | str = SHARD_SIZE
+    repo_id_for_card: str | None = None  # the repo id the card's usage example loads (None: the builder's)
+    verify: bool = True  # read every config back through ``load_dataset`` before the folder is kept
+    progress: bool = True
+
+
+def row_features(*groups: Sequence[str] | Mapping[str, object]) -> datasets.Features:
+    """A row schema from its columns in order: a sequence of names is string columns; a mapping gives
+    each name a dtype (``"int64"``, ``"bool"``) or a feature (``datasets.List(...)``)."""
+    found: dict = {}
+    for group in groups:
+        items = group.items() if isinstance(group, Mapping) else ((name, "string") for name in group)
+        for name, kind in items:
+            found[name] = datasets.Value(kind) if isinstance(kind, str) else kind
+    return datasets.Features(found)
+
+
+def count_flags(rows: Iterable[dict], names: Sequence[str]) -> dict[str, int]:
+    """How many rows have each boolean flag set, in ``names`` order (the report's and the card's)."""
+    rows = list(rows)
+    return {name: sum(row[name] for row in rows) for name in names}
+
+
+def flag_table(report: "BuildReport", labels: Mapping[str, str], *, with_rows: bool = False) -> list[str]:
+    """The card's table of the flags measured per config: one column per flag (``labels``: flag ->
+    column header), after the config's row count when ``with_rows``."""
+    header = ["config", *(["rows"] if with_rows else []), *labels.values()]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    for name, flags in report.flags.items():
+        cells = [name, *([f"{report.counts.get(name, 0):,}"] if with_rows else []), *(f"{flags[flag]:,}" for flag in labels)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 @dataclass
 class ImageSpec:
     """How a config's rows get their images: the images found (row key -> (local path, stored path)),
@@ -54,6 +97,30 @@ class ImageSpec:
     missing: Collection[str] = ()
     key: str = columns.IMAGE_ID
     encode: ImageEncoder = original_bytes
+
+
+def locate_images(
+    folder: ImageFolder | VisualGenomeImages,
+    rows: Iterable[dict],
+    options: BuildOptions,
+    *,
+    origin: Callable[[dict], str] | None = None,
+    hint: Callable[[dict], object] | None = None,
+    encode: ImageEncoder = original_bytes,
+) -> ImageSpec:
+    """Every image the rows name by ``image_id``, found and decoded before anything is built
+    (:func:`~hf_hardpos.data.sources.resolve_images`). ``origin(row)`` says where the first row of
+    an image id was read ("file: row N field F"), for the error about a missing image; ``hint(row)``
+    tells ``folder`` where to look (a Visual Genome part)."""
+    rows = list(rows)
+    wanted: dict = {}
+    for row in rows:
+        wanted.setdefault(row[columns.IMAGE_ID], hint(row) if hint is not None else None)
+    origins = first_origins(rows, columns.IMAGE_ID, origin) if origin is not None else None
+    found, missing = resolve_images(
+        folder, wanted, skip_missing=options.skip_missing, progress=options.progress, origins=origins
+    )
+    return ImageSpec(found, missing, encode=encode)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -110,25 +177,20 @@ class BuildReport:
 # Rows -> Dataset
 
 
-def _generate(
-    rows: Callable[[], Iterable[dict]] | Sequence[dict],
-    images: Mapping[str, tuple[Path, str]] | None,
-    image_key: str | None,
-    encode: ImageEncoder | None,
-) -> Iterator[dict]:
+def _generate(rows: Callable[[], Iterable[dict]] | Sequence[dict], images: ImageSpec | None) -> Iterator[dict]:
     """Yield rows, reading each image only when its row is written; rows whose image is missing
     (``--skip-missing``) are left out."""
     for row in rows() if callable(rows) else rows:
         if images is None:
             yield row
             continue
-        found = images.get(row[image_key])
+        found = images.found.get(row[images.key])
         if found is None:
             continue
         path, stored_path = found
-        image = encode(path, stored_path, row)
+        image = images.encode(path, stored_path, row)
         if not image.get("bytes"):
-            raise DataValidationError(f"{path}: no image bytes for row {row.get('upstream_index', row[image_key])}")
+            raise DataValidationError(f"{path}: no image bytes for row {row.get('upstream_index', row[images.key])}")
         yield {columns.IMAGE: image, **row}
 
 
@@ -161,12 +223,7 @@ def rows_to_dataset(
         dataset = datasets.Dataset.from_generator(
             _generate,
             features=features,
-            gen_kwargs={
-                "rows": rows,
-                "images": images.found if images is not None else None,
-                "image_key": images.key if images is not None else None,
-                "encode": images.encode if images is not None else None,
-            },
+            gen_kwargs={"rows": rows, "images": images},
             split=datasets.NamedSplit(split),
             cache_dir=str(work_dir),
             fingerprint=uuid.uuid4().hex,
@@ -470,15 +527,6 @@ class CardFacts:
     task_categories: Sequence[str] = ("zero-shot-image-classification",)
 
 
-def _package_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("hf_hardpos")
-    except PackageNotFoundError:
-        return "unknown version"
-
-
 def _dtype(feature) -> str:
     if isinstance(feature, datasets.Value):
         return feature.dtype
@@ -558,7 +606,7 @@ def render_card(output_dir: Path, configs: Sequence[ExportedConfig], facts: Card
         template_str=TEMPLATE,
         title=facts.title,
         summary=facts.summary,
-        builder=f"{facts.builder}, hf_hardpos {_package_version()}",
+        builder=f"{facts.builder}, hf_hardpos {versions().get('hf_hardpos', 'unknown version')}",
         built_on=datetime.date.today().isoformat(),
         config_rows=[
             {
@@ -609,6 +657,10 @@ class ConfigBuild:
     num_upstream_rows: int | None = None
     image_keys: Collection[str] | None = None
 
+    @property
+    def upstream_rows(self) -> int:
+        return self.num_upstream_rows if self.num_upstream_rows is not None else len(self.rows)
+
 
 def export_folder(
     output_dir: str | Path,
@@ -617,10 +669,8 @@ def export_folder(
     report: BuildReport,
     *,
     split: str,
-    max_shard_size: int | str = SHARD_SIZE,
-    cache_dir: str | Path | None = None,
+    options: BuildOptions = BuildOptions(),
     union_config_name: str | None = None,
-    verify: bool = True,
     on_built: Callable[[BuildReport], None] | None = None,
 ) -> BuildReport:
     """Build every config, write its shards, count its rows, then write ``build_report.json`` and
@@ -644,8 +694,7 @@ def export_folder(
     staging = output_dir / f".hardpos-build-{uuid.uuid4().hex[:12]}"
     staging.mkdir()
     try:
-        exported = _write_configs(staging, configs, report, split=split, max_shard_size=max_shard_size,
-                                  cache_dir=cache_dir)
+        exported = _write_configs(staging, configs, report, split=split, options=options)
         if union_config_name and len(exported) > 1:
             exported.append(union_config(union_config_name, exported))
             report.counts[union_config_name] = exported[-1].num_rows
@@ -658,7 +707,7 @@ def export_folder(
         render_card(staging, exported, facts, report)
         for config in exported:
             check_embedded_images(staging, config)
-            if verify:
+            if options.verify:
                 verify_export(staging, config)
         _commit(staging, output_dir)
     finally:
@@ -675,10 +724,9 @@ def check_paper_counts(configs: Sequence[ConfigBuild], report: BuildReport) -> N
     for config in configs:
         if config.expected_count is None:
             continue
-        upstream = config.num_upstream_rows if config.num_upstream_rows is not None else len(config.rows)
-        if upstream != config.expected_count:
+        if config.upstream_rows != config.expected_count:
             raise DataValidationError(
-                f"config {config.name}: the upstream files hold {upstream:,} rows, the paper {config.expected_count:,}; "
+                f"config {config.name}: the upstream files hold {config.upstream_rows:,} rows, the paper {config.expected_count:,}; "
                 "the sources are not the paper's (build from a local copy with --upstream-dir to build other rows "
                 "on purpose; the card then says so)"
             )
@@ -690,11 +738,10 @@ def _write_configs(
     report: BuildReport,
     *,
     split: str,
-    max_shard_size: int | str,
-    cache_dir: str | Path | None,
+    options: BuildOptions,
 ) -> list[ExportedConfig]:
     exported = []
-    with tempfile.TemporaryDirectory(prefix="hardpos-build-", dir=cache_dir) as work_dir:
+    with tempfile.TemporaryDirectory(prefix="hardpos-build-", dir=options.cache_dir) as work_dir:
         for config in configs:
             dataset = rows_to_dataset(
                 config.rows,
@@ -704,7 +751,7 @@ def _write_configs(
                 images=config.images,
             )
             exported.append(
-                write_config_shards(dataset, staging, config.name, split=split, max_shard_size=max_shard_size)
+                write_config_shards(dataset, staging, config.name, split=split, max_shard_size=options.max_shard_size)
             )
             report.counts[config.name] = len(dataset)
             if config.flags is not None:
@@ -718,9 +765,8 @@ def _write_configs(
                     keys = {row[config.images.key] for row in config.rows}
                 used_missing = sorted(set(keys) & set(config.images.missing))
                 if used_missing:
-                    upstream = config.num_upstream_rows if config.num_upstream_rows is not None else len(config.rows)
                     report.skipped_missing_images[config.name] = used_missing
-                    report.skipped_rows[config.name] = upstream - report.counts[config.name]
+                    report.skipped_rows[config.name] = config.upstream_rows - report.counts[config.name]
     return exported
 
 
@@ -758,13 +804,11 @@ def _commit(staging: Path, output_dir: Path) -> None:
     if readme.exists():
         readme.unlink()  # from here until the new one lands, the folder declares no configs
     data = output_dir / "data"
+    old = output_dir / f".hardpos-old-data-{uuid.uuid4().hex[:12]}"
     if data.exists():
-        old = output_dir / f".hardpos-old-data-{uuid.uuid4().hex[:12]}"
         data.rename(old)
-        (staging / "data").rename(data)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        (staging / "data").rename(data)
+    (staging / "data").rename(data)
+    shutil.rmtree(old, ignore_errors=True)
     (staging / "build_report.json").replace(output_dir / "build_report.json")
     (staging / "README.md").replace(readme)
 
@@ -773,7 +817,7 @@ def export_with_image_files(
     output_dir: str | Path,
     rows_by_config: Mapping[str, Sequence[dict]],
     *,
-    folder,
+    folder: ImageFolder,
     features: datasets.Features,
     expected_counts: Mapping[str, int | None],
     flags: Callable[[Sequence[dict]], dict[str, int]],
@@ -781,20 +825,15 @@ def export_with_image_files(
     report: BuildReport,
     images_note: str,
     split: str,
-    skip_missing: bool,
-    progress: bool,
-    **export_options,
+    options: BuildOptions,
 ) -> BuildReport:
     """Export configs whose rows name their image files by ``image_id`` under one ``ImageFolder``:
     every image located up front (a missing one refused by name unless ``skip_missing``), then
     :func:`export_folder`. The builders of benchmarks shipped without images (VALSE, VL-CheckList) share it."""
-    from .sources import resolve_images
-
-    wanted = dict.fromkeys(row[columns.IMAGE_ID] for rows in rows_by_config.values() for row in rows)
-    images = ImageSpec(*resolve_images(folder, wanted, skip_missing=skip_missing, progress=progress))
+    images = locate_images(folder, (row for rows in rows_by_config.values() for row in rows), options)
     report.sources["images"] = f"{folder.description}: {images_note}"
     configs = [
         ConfigBuild(name, rows, features, expected_counts.get(name), flags(rows), images)
         for name, rows in rows_by_config.items()
     ]
-    return export_folder(output_dir, configs, facts, report, split=split, **export_options)
+    return export_folder(output_dir, configs, facts, report, split=split, options=options)

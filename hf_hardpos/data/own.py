@@ -20,13 +20,13 @@ import csv
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-import datasets
 from PIL import Image, UnidentifiedImageError
 
 from .. import columns
 from ..errors import UserInputError
-from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder
+from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder, row_features
 
 REQUIRED = (columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS)
 OPTIONAL = (columns.IMAGE_ID, "config")
@@ -113,13 +113,11 @@ def export_own(
     *,
     images_dir: str | Path | None = None,
     split: str = "test",
-    skip_missing: bool = False,
-    cache_dir: str | Path | None = None,
-    max_shard_size: int | str = SHARD_SIZE,
-    repo_id_for_card: str | None = None,
-    verify: bool = True,
+    **settings: Any,
 ) -> BuildReport:
-    """Write the table's rows as a Hub folder `hardpos eval --dataset` reads: one config per `config` value."""
+    """Write the table's rows as a Hub folder `hardpos eval --dataset` reads: one config per `config` value;
+    ``settings``: the fields of :class:`~hf_hardpos.data.hub_folder.BuildOptions`."""
+    options = BuildOptions(**settings)
     table = Path(table).expanduser()
     rows = read_table(table)
     check_rows(table, rows)
@@ -127,10 +125,8 @@ def export_own(
     for row in rows:
         row.setdefault(columns.IMAGE_ID, row[columns.IMAGE])
         row[columns.IMAGE_ID] = str(row[columns.IMAGE_ID])
-    images = _images(rows, images_dir, table, skip_missing)
-    features = datasets.Features(
-        {columns.IMAGE_ID: datasets.Value("string"), **{c: datasets.Value("string") for c in columns.EVAL_CAPTION_COLUMNS}}
-    )
+    images = _images(rows, images_dir, table, options.skip_missing)
+    features = row_features((columns.IMAGE_ID, *columns.EVAL_CAPTION_COLUMNS))
     by_config: dict[str, list[dict]] = {}
     for row in rows:
         kept = {name: row[name] for name in features}
@@ -139,7 +135,7 @@ def export_own(
     report.sources["table"] = str(table.resolve())
     report.sources["images"] = str(images_dir.resolve())
     configs = [ConfigBuild(name, config_rows, features, images=images) for name, config_rows in by_config.items()]
-    name = repo_id_for_card or table.stem
+    name = options.repo_id_for_card or table.stem
     facts = CardFacts(
         title=f"{name}: a hard-positive evaluation set",
         pretty_name=name,
@@ -158,5 +154,4 @@ def export_own(
         license_text="The table's owner decides the licence; this card does not state one.",
         citation="",
     )
-    return export_folder(output_dir, configs, facts, report, split=split, max_shard_size=max_shard_size,
-                         cache_dir=cache_dir, verify=verify)
+    return export_folder(output_dir, configs, facts, report, split=split, options=options)

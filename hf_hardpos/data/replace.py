@@ -12,14 +12,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import datasets
 
 from .. import columns
 from ..citations import HARD_POSITIVES, VL_CHECKLIST, cite
-from .checks import DataValidationError, load_aligned_pair
-from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder
-from .sources import Sources, VisualGenomeImages, first_origins, resolve_images, vg_part_of
+from .checks import load_aligned_pair, selected
+from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, count_flags, export_folder, locate_images, row_features
+from .sources import Sources, VisualGenomeImages, vg_part_of
 
 SPLIT = "test"
 UPSTREAM_FIELDS = ("image_id", "true_caption", "false_caption", "image_path")
@@ -121,28 +122,14 @@ def positive_file(subset: str) -> str:
 def replace_features() -> datasets.Features:
     """Row schema (the image column is added when images are embedded): the shared eval columns,
     then provenance and the quality flags."""
-    return datasets.Features(
-        {
-            columns.IMAGE_ID: datasets.Value("string"),
-            "image_path": datasets.Value("string"),
-            columns.CAPTION: datasets.Value("string"),
-            columns.HARD_NEGATIVE: datasets.Value("string"),
-            columns.HARD_POSITIVE: datasets.Value("string"),
-            "subset": datasets.Value("string"),
-            "replaced_phrase": datasets.Value("string"),
-            "replacement": datasets.Value("string"),
-            "substring_artifact": datasets.Value("bool"),
-            "is_duplicate": datasets.Value("bool"),
-            "duplicate_of": datasets.Value("int64"),
-            "upstream_index": datasets.Value("int64"),
-        }
+    return row_features(
+        (columns.IMAGE_ID, "image_path", *columns.EVAL_CAPTION_COLUMNS, "subset", "replaced_phrase", "replacement"),
+        {"substring_artifact": "bool", "is_duplicate": "bool", "duplicate_of": "int64", "upstream_index": "int64"},
     )
 
 
 def read_replace_subset(sources: Sources, subset: str) -> list[dict]:
     """The annotated rows of one subset (no images), in upstream order, validated for alignment."""
-    if subset not in columns.REPLACE_SUBSETS:
-        raise DataValidationError(f"unknown REPLACE subset {subset!r}; expected one of {columns.REPLACE_SUBSETS}")
     original_path = sources.upstream_file(original_file(subset))
     positive_path = sources.upstream_file(positive_file(subset))
     original, positive = load_aligned_pair(original_path, positive_path, UPSTREAM_FIELDS, UPSTREAM_FIELDS)
@@ -245,26 +232,23 @@ def export_replace(
     *,
     upstream_dir: str | Path | None = None,
     images_dir: str | Path | None = None,
-    subsets: Sequence[str] = columns.REPLACE_SUBSETS,
-    skip_missing: bool = False,
+    subsets: Sequence[str] | None = None,
     embed_images: bool = True,
-    cache_dir: str | Path | None = None,
-    max_shard_size: int | str = SHARD_SIZE,
     union_config_name: str | None = None,
-    repo_id_for_card: str = "hardpos/replace",
-    verify: bool = True,
-    progress: bool = True,
+    **settings: Any,
 ) -> BuildReport:
     """Build REPLACE into ``output_dir`` as a Hub repository folder and return the build report.
 
-    One config per subset. ``union_config_name`` (e.g. ``"all"``) adds a config reading both subsets'
+    One config per subset (default: both). ``union_config_name`` (e.g. ``"all"``) adds a config reading both subsets'
     shards (not stored twice); it is off by default because ``hardpos eval`` scores every declared
     config and already reports the pooled figure, the paper's REPLACE column (``hf_hardpos.aggregation``),
     from the two subsets: a union config would score every row a second time.
     ``embed_images=False`` builds the rows without the image column (for checking the annotations
-    without the Visual Genome images).
+    without the Visual Genome images). ``settings``: the fields of :class:`BuildOptions`.
     """
-    sources = Sources(upstream_dir, cache_dir)
+    options = BuildOptions(**settings)
+    subsets = selected("REPLACE subset(s)", subsets, columns.REPLACE_SUBSETS)
+    sources = Sources(upstream_dir, options.cache_dir)
     report = BuildReport(dataset="replace")
     rows_by_subset = {subset: read_replace_subset(sources, subset) for subset in subsets}
     report.record_sources(sources)
@@ -272,30 +256,23 @@ def export_replace(
     images = None
     if embed_images:
         vg_images = VisualGenomeImages(images_dir, sources)
-        wanted = {}
-        all_rows = [row for rows in rows_by_subset.values() for row in rows]
-        for row in all_rows:
-            wanted.setdefault(row[columns.IMAGE_ID], vg_part_of(row["image_path"]))
-        origins = first_origins(
-            all_rows,
-            columns.IMAGE_ID,
-            lambda row: f"{original_file(row['subset'])}: row {row['upstream_index']} field image_id",
+        images = locate_images(
+            vg_images,
+            (row for rows in rows_by_subset.values() for row in rows),
+            options,
+            origin=lambda row: f"{original_file(row['subset'])}: row {row['upstream_index']} field image_id",
+            hint=lambda row: vg_part_of(row["image_path"]),
         )
-        found, missing = resolve_images(vg_images, wanted, skip_missing=skip_missing, progress=progress, origins=origins)
-        images = ImageSpec(found, missing)
         report.sources["images"] = vg_images.description
 
     configs = [
         ConfigBuild(
-            name=subset,
-            rows=rows,
-            features=replace_features(),
-            expected_count=PAPER_COUNTS[subset],
-            flags={
-                "substring_artifact": sum(row["substring_artifact"] for row in rows),
-                "is_duplicate": sum(row["is_duplicate"] for row in rows),
-            },
-            images=images,
+            subset,
+            rows,
+            replace_features(),
+            PAPER_COUNTS[subset],
+            count_flags(rows, ("substring_artifact", "is_duplicate")),
+            images,
         )
         for subset, rows in rows_by_subset.items()
     ]
@@ -313,7 +290,7 @@ def export_replace(
             "unweighted mean of the two subsets is not the paper's figure."
         ),
         builder="hf_hardpos.data.replace.export_replace",
-        usage=USAGE.format(repo=repo_id_for_card),
+        usage=USAGE.format(repo=options.repo_id_for_card or "hardpos/replace"),
         column_meanings=COLUMN_MEANINGS,
         defects=_defects_text(rows_by_subset),
         license_id="cc-by-4.0",
@@ -322,13 +299,5 @@ def export_replace(
         tags=["compositionality", "hard-positives", "hard-negatives", "clip", "visual-genome"],
     )
     return export_folder(
-        output_dir,
-        configs,
-        facts,
-        report,
-        split=SPLIT,
-        max_shard_size=max_shard_size,
-        cache_dir=cache_dir,
-        union_config_name=union_config_name,
-        verify=verify,
+        output_dir, configs, facts, report, split=SPLIT, options=options, union_config_name=union_config_name
     )

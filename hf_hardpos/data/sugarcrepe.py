@@ -15,23 +15,25 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import datasets
 
 from .. import columns
 from ..citations import COCO, SUGARCREPE, SUGARCREPE_PP, cite
-from .checks import DataValidationError, check_rows, load_json, load_json_list
-from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder
-from .sources import (
-    COCO_VAL2017_URL,
-    SUGARCREPE_PP_REPO,
-    SUGARCREPE_REPO,
-    GitHubRepo,
-    ImageFolder,
-    Sources,
-    first_origins,
-    resolve_images,
+from .checks import DataValidationError, check_rows, load_json, load_json_list, selected
+from .hub_folder import (
+    BuildOptions,
+    BuildReport,
+    CardFacts,
+    ConfigBuild,
+    count_flags,
+    export_folder,
+    flag_table,
+    locate_images,
+    row_features,
 )
+from .sources import COCO_VAL2017_URL, SUGARCREPE_PP_REPO, SUGARCREPE_REPO, GitHubRepo, ImageFolder, Sources
 
 SPLIT = "test"
 # Rows per subset in the papers (checked against the upstream files at the pinned commits, docs/reference.md, Other benchmarks).
@@ -89,15 +91,9 @@ def read_sugarcrepe_subset(path: Path, subset: str) -> list[dict]:
 
 
 def sugarcrepe_features() -> datasets.Features:
-    return datasets.Features(
-        {
-            columns.IMAGE_ID: datasets.Value("string"),
-            columns.CAPTION: datasets.Value("string"),
-            columns.HARD_NEGATIVE: datasets.Value("string"),
-            "subset": datasets.Value("string"),
-            "upstream_key": datasets.Value("int64"),
-            "negative_same_words": datasets.Value("bool"),
-        }
+    return row_features(
+        (columns.IMAGE_ID, columns.CAPTION, columns.HARD_NEGATIVE, "subset"),
+        {"upstream_key": "int64", "negative_same_words": "bool"},
     )
 
 
@@ -113,24 +109,23 @@ SUGARCREPE_COLUMNS = {
 }
 
 
-def _sugarcrepe_flags(rows: Sequence[dict]) -> dict[str, int]:
-    return {"negative_same_words": sum(row["negative_same_words"] for row in rows)}
+SUGARCREPE_FLAGS = {"negative_same_words": "`negative_same_words` rows"}
 
 
 def _sugarcrepe_defects(report: BuildReport) -> str:
-    lines = [
+    return "\n".join([
         "No row is dropped or changed. Measured in this build: rows whose hard negative uses exactly the "
         "caption's words, only reordered (sugar-crepe issue #10 notes this for the swap subsets: a model "
         "that ignores word order cannot tell such a pair apart):",
         "",
-        "| config | `negative_same_words` rows |",
-        "|---|---:|",
-    ]
-    lines += [f"| {name} | {flags['negative_same_words']:,} |" for name, flags in report.flags.items()]
-    return "\n".join(lines)
+        *flag_table(report, SUGARCREPE_FLAGS),
+    ])
 
 
 # --- SugarCrepe++ -----------------------------------------------------------------------------------
+
+
+SUGARCREPE_PP_FLAGS = {name: f"`{name}`" for name in ("negative_equals_caption", "hard_positive_equals_caption")}
 
 
 def read_sugarcrepe_pp_subset(path: Path, subset: str) -> list[dict]:
@@ -152,17 +147,9 @@ def read_sugarcrepe_pp_subset(path: Path, subset: str) -> list[dict]:
 
 
 def sugarcrepe_pp_features() -> datasets.Features:
-    return datasets.Features(
-        {
-            columns.IMAGE_ID: datasets.Value("string"),
-            columns.CAPTION: datasets.Value("string"),
-            columns.HARD_POSITIVE: datasets.Value("string"),
-            columns.HARD_NEGATIVE: datasets.Value("string"),
-            "subset": datasets.Value("string"),
-            "upstream_id": datasets.Value("int64"),
-            "negative_equals_caption": datasets.Value("bool"),
-            "hard_positive_equals_caption": datasets.Value("bool"),
-        }
+    return row_features(
+        (columns.IMAGE_ID, columns.CAPTION, columns.HARD_POSITIVE, columns.HARD_NEGATIVE, "subset"),
+        {"upstream_id": "int64", **dict.fromkeys(SUGARCREPE_PP_FLAGS, "bool")},
     )
 
 
@@ -179,31 +166,16 @@ SUGARCREPE_PP_COLUMNS = {
 }
 
 
-def _sugarcrepe_pp_flags(rows: Sequence[dict]) -> dict[str, int]:
-    return {
-        "negative_equals_caption": sum(row["negative_equals_caption"] for row in rows),
-        "hard_positive_equals_caption": sum(row["hard_positive_equals_caption"] for row in rows),
-    }
-
-
 def _sugarcrepe_pp_defects(report: BuildReport) -> str:
-    lines = [
+    return "\n".join([
         "Kept as upstream has them and flagged, so results stay comparable with the paper's and the "
         "defective rows can be filtered (whitespace at the ends ignored when comparing):",
         "",
-        "| config | `negative_equals_caption` | `hard_positive_equals_caption` |",
-        "|---|---:|---:|",
-    ]
-    lines += [
-        f"| {name} | {flags['negative_equals_caption']:,} | {flags['hard_positive_equals_caption']:,} |"
-        for name, flags in report.flags.items()
-    ]
-    lines += [
+        *flag_table(report, SUGARCREPE_PP_FLAGS),
         "",
         "With strict inequalities a row whose c_n equals c can never count as correct, and a row whose c_p "
         "equals c can never be brittle.",
-    ]
-    return "\n".join(lines)
+    ])
 
 
 # --- shared export ------------------------------------------------------------------------------------
@@ -218,7 +190,7 @@ class CocoBenchmark:
     counts: Mapping[str, int]
     read: Callable[[Path, str], list[dict]]
     features: Callable[[], datasets.Features]
-    flags: Callable[[Sequence[dict]], dict[str, int]]
+    flags: Sequence[str]  # the per-row flags the card counts
     facts: Callable[[str], CardFacts]
 
 
@@ -290,7 +262,7 @@ SUGARCREPE_BENCHMARK = CocoBenchmark(
     SUGARCREPE_COUNTS,
     read_sugarcrepe_subset,
     sugarcrepe_features,
-    _sugarcrepe_flags,
+    tuple(SUGARCREPE_FLAGS),
     _sugarcrepe_facts,
 )
 SUGARCREPE_PP_BENCHMARK = CocoBenchmark(
@@ -299,7 +271,7 @@ SUGARCREPE_PP_BENCHMARK = CocoBenchmark(
     SUGARCREPE_PP_COUNTS,
     read_sugarcrepe_pp_subset,
     sugarcrepe_pp_features,
-    _sugarcrepe_pp_flags,
+    tuple(SUGARCREPE_PP_FLAGS),
     _sugarcrepe_pp_facts,
 )
 
@@ -311,25 +283,19 @@ def export_coco_benchmark(
     upstream_dir: str | Path | None = None,
     images_dir: str | Path | None = None,
     subsets: Sequence[str] | None = None,
-    skip_missing: bool = False,
     embed_images: bool = True,
-    cache_dir: str | Path | None = None,
-    max_shard_size: int | str = SHARD_SIZE,
-    repo_id_for_card: str | None = None,
-    verify: bool = True,
-    progress: bool = True,
+    **settings: Any,
 ) -> BuildReport:
     """Build ``benchmark`` into ``output_dir``: one config per subset, split ``test``, rows in file order.
 
     ``upstream_dir`` is a local copy of the benchmark's repository (``data/<subset>.json``); without
     it the files are downloaded at the pinned commit. ``images_dir`` holds COCO val2017 by file name;
-    without it ``val2017.zip`` is downloaded (about 1 GB, cached).
+    without it ``val2017.zip`` is downloaded (about 1 GB, cached). ``settings``: the fields of
+    :class:`BuildOptions`.
     """
-    subsets = list(subsets or benchmark.counts)
-    unknown = [subset for subset in subsets if subset not in benchmark.counts]
-    if unknown:
-        raise DataValidationError(f"unknown {benchmark.name} subset(s) {unknown}; expected {list(benchmark.counts)}")
-    sources = Sources(upstream_dir, cache_dir, repo=benchmark.repo)
+    options = BuildOptions(**settings)
+    subsets = selected(f"{benchmark.name} subset(s)", subsets, list(benchmark.counts))
+    sources = Sources(upstream_dir, options.cache_dir, repo=benchmark.repo)
     report = BuildReport(dataset=benchmark.name)
     paths = {subset: sources.upstream_file(upstream_file(subset)) for subset in subsets}
     rows_by_subset = {subset: benchmark.read(path, subset) for subset, path in paths.items()}
@@ -337,30 +303,19 @@ def export_coco_benchmark(
     images = None
     if embed_images:
         folder = ImageFolder(images_dir, sources, archive_url=COCO_VAL2017_URL, archive_folder="val2017")
-        all_rows = [row for rows in rows_by_subset.values() for row in rows]
-        wanted = dict.fromkeys(row[columns.IMAGE_ID] for row in all_rows)
-        origins = first_origins(
-            all_rows,
-            columns.IMAGE_ID,
-            lambda row: f"{paths[row['subset']]}: row {row.get('upstream_key', row.get('upstream_id'))} field filename",
+        images = locate_images(
+            folder,
+            (row for rows in rows_by_subset.values() for row in rows),
+            options,
+            origin=lambda row: f"{paths[row['subset']]}: row {row.get('upstream_key', row.get('upstream_id'))} field filename",
         )
-        found, missing = resolve_images(folder, wanted, skip_missing=skip_missing, progress=progress, origins=origins)
-        images = ImageSpec(found, missing)
         report.sources["images"] = f"COCO val2017: {folder.description}"
     configs = [
-        ConfigBuild(subset, rows, benchmark.features(), benchmark.counts[subset], benchmark.flags(rows), images)
+        ConfigBuild(subset, rows, benchmark.features(), benchmark.counts[subset], count_flags(rows, benchmark.flags), images)
         for subset, rows in rows_by_subset.items()
     ]
-    return export_folder(
-        output_dir,
-        configs,
-        benchmark.facts(repo_id_for_card or f"hardpos/{benchmark.name}"),
-        report,
-        split=SPLIT,
-        max_shard_size=max_shard_size,
-        cache_dir=cache_dir,
-        verify=verify,
-    )
+    facts = benchmark.facts(options.repo_id_for_card or f"hardpos/{benchmark.name}")
+    return export_folder(output_dir, configs, facts, report, split=SPLIT, options=options)
 
 
 def export_sugarcrepe(output_dir: str | Path, **options) -> BuildReport:

@@ -10,14 +10,15 @@ source image id, its VG path and the bbox are kept so the crop can be redone fro
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import datasets
 
 from .. import columns
 from ..citations import ARO, HARD_POSITIVES, cite
-from .aro import BBOX_FIELDS, BboxCrop, aro_file, checked_bbox, locate_crop_sources
-from .checks import DataValidationError, load_aligned_pair
-from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder
+from .aro import BBOX_FEATURES, BBOX_FIELDS, BboxCrop, aro_file, locate_crop_sources, vg_rows
+from .checks import load_aligned_pair
+from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, export_folder, row_features
 from .sources import ARO_REPO, Sources, VisualGenomeImages
 
 CONFIG = "default"
@@ -25,50 +26,28 @@ SPLIT = "test"
 PAPER_COUNT = 28_748  # ARO's VG-Attribution rows (docs/reference.md, The evaluation datasets)
 ARO_ATTRIBUTION_FILE = "visual_genome_attribution.json"
 POSITIVE_FILE = f"swapped_data/{ARO_ATTRIBUTION_FILE}"
-ARO_FIELDS = (
-    "image_id", "image_path", "bbox_x", "bbox_y", "bbox_w", "bbox_h", "true_caption", "false_caption", "attributes"
-)
+ARO_FIELDS = ("image_id", "image_path", *BBOX_FIELDS, "true_caption", "false_caption", "attributes")
 POSITIVE_FIELDS = ("image_id", "true_caption", "false_caption")
 
 
 def swap_features() -> datasets.Features:
     """Row schema (the cropped image column is added when images are embedded)."""
-    return datasets.Features(
-        {
-            columns.IMAGE_ID: datasets.Value("string"),
-            "image_path": datasets.Value("string"),
-            **{name: datasets.Value("float64") for name in BBOX_FIELDS},
-            columns.CAPTION: datasets.Value("string"),
-            columns.HARD_NEGATIVE: datasets.Value("string"),
-            columns.HARD_POSITIVE: datasets.Value("string"),
-            "attributes": datasets.List(datasets.Value("string")),
-            "upstream_index": datasets.Value("int64"),
-        }
+    return row_features(
+        (columns.IMAGE_ID, "image_path"),
+        BBOX_FEATURES,
+        columns.EVAL_CAPTION_COLUMNS,
+        {"attributes": datasets.List(datasets.Value("string")), "upstream_index": "int64"},
     )
 
 
 def read_swap_rows(sources: Sources, original_path: Path) -> list[dict]:
-    """The SWAP rows (no images) in upstream order, validated for alignment and bbox sanity;
-    ``original_path`` is ARO's ``visual_genome_attribution.json``."""
+    """The SWAP rows (no images) in upstream order, validated for alignment and bbox sanity:
+    ARO's VG-Attribution rows (``original_path``) with the hard positive of the aligned row."""
     positive_path = sources.upstream_file(POSITIVE_FILE)
     original, positive = load_aligned_pair(original_path, positive_path, ARO_FIELDS, POSITIVE_FIELDS)
-    rows = []
-    for index, (o, p) in enumerate(zip(original, positive)):
-        bbox = checked_bbox(original_path, index, o)
-        if not isinstance(o["attributes"], list):
-            raise DataValidationError(f"{original_path}: row {index} field attributes is not a list")
-        rows.append(
-            {
-                columns.IMAGE_ID: str(o["image_id"]),
-                "image_path": str(o["image_path"]),
-                **bbox,
-                columns.CAPTION: o["true_caption"],
-                columns.HARD_NEGATIVE: o["false_caption"],
-                columns.HARD_POSITIVE: p["true_caption"],
-                "attributes": [str(attribute) for attribute in o["attributes"]],
-                "upstream_index": index,
-            }
-        )
+    rows = vg_rows(original_path, original, "attributes")
+    for row, p in zip(rows, positive):
+        row[columns.HARD_POSITIVE] = p["true_caption"]
     return rows
 
 
@@ -107,18 +86,15 @@ def export_swap(
     upstream_dir: str | Path | None = None,
     aro_dir: str | Path | None = None,
     images_dir: str | Path | None = None,
-    skip_missing: bool = False,
     embed_images: bool = True,
     crop_format: str = "png",
-    cache_dir: str | Path | None = None,
-    max_shard_size: int | str = SHARD_SIZE,
-    repo_id_for_card: str = "hardpos/swap",
-    verify: bool = True,
-    progress: bool = True,
+    **settings: Any,
 ) -> BuildReport:
-    """Build SWAP into ``output_dir`` as a Hub repository folder (config ``default``, split ``test``)."""
+    """Build SWAP into ``output_dir`` as a Hub repository folder (config ``default``, split ``test``);
+    ``settings``: the fields of :class:`BuildOptions`."""
+    options = BuildOptions(**settings)
     encode = BboxCrop(crop_format)
-    sources = Sources(upstream_dir, cache_dir)
+    sources = Sources(upstream_dir, options.cache_dir)
     report = BuildReport(dataset="swap")
     original_path = aro_file(sources, ARO_ATTRIBUTION_FILE, aro_dir)
     rows = read_swap_rows(sources, original_path)
@@ -126,11 +102,8 @@ def export_swap(
     images = None
     if embed_images:
         vg_images = VisualGenomeImages(images_dir, sources)
-        found, missing = locate_crop_sources(
-            rows, vg_images, original_path, skip_missing=skip_missing, progress=progress
-        )
+        images = locate_crop_sources(rows, vg_images, original_path, options, encode)
         report.sources["images"] = vg_images.description
-        images = ImageSpec(found, missing, encode=encode)
     facts = CardFacts(
         title="SWAP: hard negatives and hard positives by swapping",
         pretty_name="SWAP (Hard Positive benchmark)",
@@ -142,7 +115,7 @@ def export_swap(
             "meaning kept)."
         ),
         builder="hf_hardpos.data.swap.export_swap",
-        usage=USAGE.format(repo=repo_id_for_card),
+        usage=USAGE.format(repo=options.repo_id_for_card or "hardpos/swap"),
         column_meanings=COLUMN_MEANINGS,
         defects=(
             "None flagged by this builder. Crops follow ARO exactly: a bbox reaching outside the image is "
@@ -154,13 +127,4 @@ def export_swap(
         tags=["compositionality", "hard-positives", "hard-negatives", "clip", "visual-genome", "aro"],
     )
     config = ConfigBuild(CONFIG, rows, swap_features(), expected_count=PAPER_COUNT, images=images)
-    return export_folder(
-        output_dir,
-        [config],
-        facts,
-        report,
-        split=SPLIT,
-        max_shard_size=max_shard_size,
-        cache_dir=cache_dir,
-        verify=verify,
-    )
+    return export_folder(output_dir, [config], facts, report, split=SPLIT, options=options)

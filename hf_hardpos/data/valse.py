@@ -26,13 +26,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import datasets
 
 from .. import columns
 from ..citations import CE_CLIP, VALSE, cite
-from .checks import DataValidationError, load_json
-from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, export_with_image_files
+from .checks import DataValidationError, load_json, selected
+from .hub_folder import BuildOptions, BuildReport, CardFacts, count_flags, export_with_image_files, flag_table, row_features
 from .sources import GitHubRepo, ImageFolder, Sources
 
 SPLIT = "test"
@@ -99,18 +100,9 @@ def read_valse_piece(path: Path, piece: str) -> list[dict]:
 
 
 def valse_features() -> datasets.Features:
-    return datasets.Features(
-        {
-            columns.IMAGE_ID: datasets.Value("string"),
-            columns.CAPTION: datasets.Value("string"),
-            columns.HARD_NEGATIVE: datasets.Value("string"),
-            "subset": datasets.Value("string"),
-            "upstream_id": datasets.Value("string"),
-            "source_dataset": datasets.Value("string"),
-            "mturk_caption": datasets.Value("int64"),
-            "valid": datasets.Value("bool"),
-            "caption_equals_foil": datasets.Value("bool"),
-        }
+    return row_features(
+        (columns.IMAGE_ID, columns.CAPTION, columns.HARD_NEGATIVE, "subset", "upstream_id", "source_dataset"),
+        {"mturk_caption": "int64", "valid": "bool", "caption_equals_foil": "bool"},
     )
 
 
@@ -130,26 +122,25 @@ VALSE_COLUMNS = {
 
 def _flags(rows: Sequence[dict]) -> dict[str, int]:
     return {
-        "valid": sum(row["valid"] for row in rows),
-        "caption_equals_foil": sum(row["caption_equals_foil"] for row in rows),
+        **count_flags(rows, ("valid", "caption_equals_foil")),
         "caption_equals_foil_and_valid": sum(row["caption_equals_foil"] and row["valid"] for row in rows),
     }
 
 
+FLAG_COLUMNS = {
+    "valid": "`valid`",
+    "caption_equals_foil": "`caption_equals_foil`",
+    "caption_equals_foil_and_valid": "of those, `valid`",
+}
+
+
 def _defects(report: BuildReport) -> str:
-    lines = [
+    return "\n".join([
         "No row is dropped or changed; the evaluation keeps the rows with `valid` (`mturk.caption >= 2`), "
         "as VALSE's README asks. Measured in this build:",
         "",
-        "| config | rows | `valid` | `caption_equals_foil` | of those, `valid` |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    lines += [
-        f"| {name} | {report.counts.get(name, 0):,} | {flags['valid']:,} | {flags['caption_equals_foil']:,} | "
-        f"{flags['caption_equals_foil_and_valid']:,} |"
-        for name, flags in report.flags.items()
-    ]
-    return "\n".join(lines)
+        *flag_table(report, FLAG_COLUMNS, with_rows=True),
+    ])
 
 
 USAGE = """from datasets import load_dataset
@@ -189,30 +180,22 @@ def export_valse(
     upstream_dir: str | Path,
     images_dir: str | Path,
     pieces: Sequence[str] | None = None,
-    skip_missing: bool = False,
-    cache_dir: str | Path | None = None,
-    max_shard_size: int | str = SHARD_SIZE,
-    repo_id_for_card: str | None = None,
-    verify: bool = True,
-    progress: bool = True,
+    **settings: Any,
 ) -> BuildReport:
     """Build ``hardpos/valse`` into ``output_dir``: one config per piece, split ``test``, file order.
 
     ``upstream_dir`` is a clone of the VALSE repository (``data/<piece>.json``); ``images_dir`` one
-    folder holding every image by file name.
+    folder holding every image by file name; ``settings`` the fields of :class:`BuildOptions`.
     """
-    pieces = list(pieces or PIECES)
-    unknown = [piece for piece in pieces if piece not in VALSE_COUNTS]
-    if unknown:
-        raise DataValidationError(f"unknown VALSE piece(s) {unknown}; expected {list(PIECES)}")
-    sources = Sources(upstream_dir, cache_dir, repo=VALSE_REPO)
+    options = BuildOptions(**settings)
+    pieces = selected("VALSE piece(s)", pieces, PIECES)
+    sources = Sources(upstream_dir, options.cache_dir, repo=VALSE_REPO)
     report = BuildReport(dataset="valse")
     rows_by_piece = {piece: read_valse_piece(sources.upstream_file(upstream_file(piece)), piece) for piece in pieces}
     report.sources.update(sources.provenance)
     return export_with_image_files(
         output_dir, rows_by_piece, folder=ImageFolder(images_dir, sources), features=valse_features(),
         expected_counts={piece: VALSE_COUNTS[piece][0] for piece in pieces}, flags=_flags,
-        facts=_facts(repo_id_for_card or "hardpos/valse"), report=report,
-        images_note="Visual7W, COCO, SWiG and VisDial images by file name", split=SPLIT, skip_missing=skip_missing,
-        progress=progress, max_shard_size=max_shard_size, cache_dir=cache_dir, verify=verify,
+        facts=_facts(options.repo_id_for_card or "hardpos/valse"), report=report,
+        images_note="Visual7W, COCO, SWiG and VisDial images by file name", split=SPLIT, options=options,
     )

@@ -27,14 +27,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import datasets
 import yaml
 
 from .. import columns
 from ..citations import CE_CLIP, VL_CHECKLIST, cite
-from .checks import DataValidationError, load_json
-from .hub_folder import SHARD_SIZE, BuildReport, CardFacts, export_with_image_files
+from .checks import DataValidationError, load_json, selected
+from .hub_folder import BuildOptions, BuildReport, CardFacts, count_flags, export_with_image_files, flag_table, row_features
 from .sources import GitHubRepo, ImageFolder, Sources
 
 SPLIT = "test"
@@ -117,22 +118,16 @@ def read_annotation_file(path: Path, name: str, image_root: str) -> list[dict]:
     return rows
 
 
+FLAG_NAMES = ("duplicate", "positive_equals_negative", "negative_broken")
+
+
 def vl_checklist_features() -> datasets.Features:
-    return datasets.Features(
-        {
-            columns.IMAGE_ID: datasets.Value("string"),
-            columns.CAPTION: datasets.Value("string"),
-            columns.HARD_NEGATIVE: datasets.Value("string"),
-            "positives": datasets.List(datasets.Value("string")),
-            "negatives": datasets.List(datasets.Value("string")),
-            "subset": datasets.Value("string"),
-            "aspect": datasets.Value("string"),
-            "type": datasets.Value("string"),
-            "upstream_index": datasets.Value("int64"),
-            "duplicate": datasets.Value("bool"),
-            "positive_equals_negative": datasets.Value("bool"),
-            "negative_broken": datasets.Value("bool"),
-        }
+    texts = datasets.List(datasets.Value("string"))
+    return row_features(
+        (columns.IMAGE_ID, columns.CAPTION, columns.HARD_NEGATIVE),
+        {"positives": texts, "negatives": texts},
+        ("subset", "aspect", "type"),
+        {"upstream_index": "int64", **dict.fromkeys(FLAG_NAMES, "bool")},
     )
 
 
@@ -152,25 +147,13 @@ VL_CHECKLIST_COLUMNS = {
     "negative_broken": "computed by this builder: NEG[0] has leading or trailing whitespace (a lost word)",
 }
 
-FLAG_NAMES = ("duplicate", "positive_equals_negative", "negative_broken")
-
-
 def _flags(rows: Sequence[dict]) -> dict[str, int]:
-    return {flag: sum(row[flag] for row in rows) for flag in FLAG_NAMES}
+    return count_flags(rows, FLAG_NAMES)
 
 
 def _defects(report: BuildReport) -> str:
-    lines = [
-        "No row is dropped or changed. Measured in this build:",
-        "",
-        "| config | rows | `duplicate` | `positive_equals_negative` | `negative_broken` |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    lines += [
-        f"| {name} | {report.counts.get(name, 0):,} | " + " | ".join(f"{flags[f]:,}" for f in FLAG_NAMES) + " |"
-        for name, flags in report.flags.items()
-    ]
-    return "\n".join(lines)
+    table = flag_table(report, {flag: f"`{flag}`" for flag in FLAG_NAMES}, with_rows=True)
+    return "\n".join(["No row is dropped or changed. Measured in this build:", "", *table])
 
 
 USAGE = """from datasets import load_dataset
@@ -211,26 +194,20 @@ def export_vl_checklist(
     upstream_dir: str | Path,
     images_dir: str | Path,
     files: Sequence[str] | None = None,
-    skip_missing: bool = False,
-    cache_dir: str | Path | None = None,
-    max_shard_size: int | str = SHARD_SIZE,
-    repo_id_for_card: str | None = None,
-    verify: bool = True,
-    progress: bool = True,
+    **settings: Any,
 ) -> BuildReport:
     """Build ``hardpos/vl_checklist`` into ``output_dir``: one config per corpus file, split ``test``.
 
     ``upstream_dir`` is a clone of the VL-CheckList repository (``corpus/v1`` and the ``data/`` files
     its yaml files name); ``images_dir`` holds the images under the yaml files' ``IMG_ROOT`` folders.
-    ``files`` picks configs by name (default: every corpus file whose annotations are present).
+    ``files`` picks configs by name (default: every corpus file whose annotations are present);
+    ``settings`` are the fields of :class:`BuildOptions`.
     """
+    options = BuildOptions(**settings)
     upstream_dir = Path(upstream_dir)
     available = discover_files(upstream_dir)
-    names = list(files or available)
-    unknown = [name for name in names if name not in available]
-    if unknown:
-        raise DataValidationError(f"unknown VL-CheckList file(s) {unknown}; expected some of {list(available)}")
-    sources = Sources(upstream_dir, cache_dir, repo=VL_CHECKLIST_REPO)
+    names = selected("VL-CheckList file(s)", files, list(available))
+    sources = Sources(upstream_dir, options.cache_dir, repo=VL_CHECKLIST_REPO)
     report = BuildReport(dataset="vl_checklist")
     rows_by_file = {}
     for name in names:
@@ -239,7 +216,7 @@ def export_vl_checklist(
     report.sources.update(sources.provenance)
     return export_with_image_files(
         output_dir, rows_by_file, folder=ImageFolder(images_dir, sources), features=vl_checklist_features(),
-        expected_counts={}, flags=_flags, facts=_facts(repo_id_for_card or "hardpos/vl_checklist"), report=report,
-        images_note="Visual Genome, HAKE and SWiG under each file's IMG_ROOT", split=SPLIT, skip_missing=skip_missing,
-        progress=progress, max_shard_size=max_shard_size, cache_dir=cache_dir, verify=verify,
+        expected_counts={}, flags=_flags, facts=_facts(options.repo_id_for_card or "hardpos/vl_checklist"),
+        report=report, images_note="Visual Genome, HAKE and SWiG under each file's IMG_ROOT", split=SPLIT,
+        options=options,
     )
