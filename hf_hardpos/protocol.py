@@ -24,12 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .conversion.facts import OPENAI_ARCHIVE
 from .errors import UserInputError
 
 PROTOCOLS = ("default", "paper")
 # Hub repositories holding OpenAI's own weights, which the paper loaded with `clip.load`.
 OPENAI_HUB_PREFIX = "openai/clip-"
-OPENAI_ARCHIVE = "OpenAI TorchScript archive"  # `conversion.state_dict.load_state_dict`'s kind
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import UserInputError
 from ..provenance import sha256_file
-from .facts import MARKER
+from .facts import MARKER, OPENAI_ARCHIVE
 from .lora import TSVLC_ALPHA, TSVLC_RANK, LoraMerge, has_lora, merge_tsvlc_lora
 from .open_clip_config import ACTIVATIONS, OpenClipConfig, config_from_openai_state_dict, load_open_clip_config
 from .state_dict import load_into_clip_model, load_state_dict, to_clip_state_dict
@@ -144,7 +144,7 @@ def convert_checkpoint(
         raise UserInputError(f"--output-dir {output_dir} is not empty; choose a new folder (or --overwrite)")
     state, kind = load_state_dict(checkpoint)
     if open_clip_config is None:
-        if kind != "OpenAI TorchScript archive":
+        if kind != OPENAI_ARCHIVE:
             raise UserInputError(
                 f"checkpoint {checkpoint}: --config is required for open_clip checkpoints (attention heads and the "
                 "activation cannot be read from the weights); e.g. --config ViT-B-32"

@@ -14,6 +14,12 @@ from ..errors import UserInputError
 
 MARKER = "conversion.json"
 
+# The kinds of checkpoint file (`checkpoint_kind` in `conversion.json`), as `state_dict.load_state_dict` names them.
+OPENAI_ARCHIVE = "OpenAI TorchScript archive"
+PLAIN_STATE_DICT = "plain state dict"
+TRAINING_CHECKPOINT = "open_clip training checkpoint"
+DDP_PREFIX_REMOVED = " (DDP, module. prefix removed)"  # appended to the kind when `module.` prefixes were dropped
+
 
 def load_conversion_facts(folder: str | Path) -> dict:
     """The `conversion.json` of a converted folder."""

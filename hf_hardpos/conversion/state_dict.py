@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from ..errors import UserInputError
+from .facts import DDP_PREFIX_REMOVED, OPENAI_ARCHIVE, PLAIN_STATE_DICT, TRAINING_CHECKPOINT
 from .open_clip_config import OpenClipConfig
 
 # Entries of a checkpoint that are not weights: the causal mask buffer (older open_clip saved it)
@@ -44,7 +45,7 @@ def load_state_dict(path: str | Path) -> tuple[dict[str, torch.Tensor], str]:
     if is_torchscript(path):
         from .openai import load_torchscript_state_dict
 
-        return load_torchscript_state_dict(path), "OpenAI TorchScript archive"
+        return load_torchscript_state_dict(path), OPENAI_ARCHIVE
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
@@ -59,9 +60,9 @@ def load_state_dict(path: str | Path) -> tuple[dict[str, torch.Tensor], str]:
 
 def unwrap(obj, where: str) -> tuple[dict[str, torch.Tensor], str]:
     """Take the state dict out of a training checkpoint and drop DDP's `module.` prefix."""
-    kind = "plain state dict"
+    kind = PLAIN_STATE_DICT
     if isinstance(obj, dict) and isinstance(obj.get("state_dict"), dict):
-        obj, kind = obj["state_dict"], "open_clip training checkpoint"
+        obj, kind = obj["state_dict"], TRAINING_CHECKPOINT
     if not isinstance(obj, dict) or not obj:
         raise UserInputError(f"checkpoint {where}: expected a state dict (a dict of tensors), got {type(obj).__name__}")
     not_tensors = [k for k, v in obj.items() if not isinstance(v, torch.Tensor)]
@@ -71,7 +72,7 @@ def unwrap(obj, where: str) -> tuple[dict[str, torch.Tensor], str]:
             "checkpoint with a 'state_dict' entry"
         )
     if all(k.startswith("module.") for k in obj):
-        obj, kind = {k[len("module.") :]: v for k, v in obj.items()}, kind + " (DDP, module. prefix removed)"
+        obj, kind = {k[len("module.") :]: v for k, v in obj.items()}, kind + DDP_PREFIX_REMOVED
     state = {
         k: v.float() if v.is_floating_point() else v for k, v in obj.items() if k.split(".")[-1] not in NON_WEIGHT_KEYS
     }
