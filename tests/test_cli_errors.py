@@ -58,18 +58,18 @@ def _fail_writes(monkeypatch, code):
 
 
 CASES = [
-    # (case id, model, dataset, extra args, words the one-line message must contain)
-    ("missing dataset path", "good_model", "./no/such/folder", [], ["dataset not found", "./no/such/folder"]),
+    # (case id, model, dataset, extra args, what the one-line message must name: file, folder, option, value)
+    ("missing dataset path", "good_model", "./no/such/folder", [], ["./no/such/folder"]),
     ("hub model while offline", "someone/not-cached-model", "good", [], ["someone/not-cached-model"]),
-    ("no tokenizer files", "no_tokenizer", "good", [], ["tokenizer.json"]),
-    ("no processor config", "no_processor", "good", [], ["preprocessor_config.json"]),
-    ("tokenizer ids beyond vocab", "small_vocab", "good", [], ["vocabulary of 300"]),
-    ("garbled parquet", "good_model", "garbled", [], ["test-00000-of-00001.parquet", "parquet"]),
-    ("disk full", "good_model", "good", ["--output", "{tmp}/out"], ["disk full"]),
-    ("read-only output", "good_model", "good", ["--output", "{tmp}/out"], ["cannot write"]),
+    ("no tokenizer files", "no_tokenizer", "good", [], ["no_tokenizer", "tokenizer.json"]),
+    ("no processor config", "no_processor", "good", [], ["no_processor", "preprocessor_config.json"]),
+    ("tokenizer ids beyond vocab", "small_vocab", "good", [], ["small_vocab", "300"]),
+    ("garbled parquet", "good_model", "garbled", [], ["garbled/data/attributes/test-00000-of-00001.parquet"]),
+    ("disk full", "good_model", "good", ["--output", "{tmp}/out"], ["out/metrics.json", "disk full"]),
+    ("read-only output", "good_model", "good", ["--output", "{tmp}/out"], ["out/metrics.json", "read-only"]),
 ]
 if not torch.cuda.is_available():
-    CASES.append(("cuda without cuda", "good_model", "good", ["--device", "cuda"], ["CUDA is not available"]))
+    CASES.append(("cuda without cuda", "good_model", "good", ["--device", "cuda"], ["--device cuda", "CUDA"]))
 
 
 @pytest.mark.parametrize("case, model, dataset, extra, words", CASES, ids=[c[0] for c in CASES])
