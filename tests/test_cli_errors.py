@@ -130,8 +130,20 @@ def test_parsers_import_no_heavy_library():
     import sys
 
     code = (
-        "import sys; from hf_hardpos.cli import build_parser; build_parser(['eval']); build_parser(['--help']); "
+        "import sys, hf_hardpos, hf_hardpos.conversion, hf_hardpos.training; from hf_hardpos.cli import build_parser; "
+        "build_parser(['eval']); build_parser(['--help']); "
         "print(sorted(m for m in ('torch', 'datasets', 'transformers') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("package", ["hf_hardpos", "hf_hardpos.conversion", "hf_hardpos.training"])
+def test_lazy_exports_resolve_and_unknown_names_fail(package):
+    """Every name a package exports lazily (`hf_hardpos.lazy.lazy_exports`) imports; others are AttributeError."""
+    import importlib
+
+    module = importlib.import_module(package)
+    assert module.__all__ == sorted(module.__all__) and all(getattr(module, name) is not None for name in module.__all__)
+    with pytest.raises(AttributeError, match=package):
+        module.no_such_name
