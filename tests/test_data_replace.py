@@ -288,12 +288,13 @@ def test_a_download_that_is_not_the_pinned_file_is_refused(tmp_path, monkeypatch
 def test_the_recorded_digests_are_those_of_the_upstream_files():
     """The copies in ../shared/data/hard_positives are the files at amitakamath/hard_positives @33addaa
     (their git blob ids are that commit's tree entries); their sha256 and blob ids are the recorded ones."""
-    from hf_hardpos.data.sources import HARD_POSITIVES_REPO, git_blob_of, sha256_of
+    from hf_hardpos.data.sources import HARD_POSITIVES_REPO, git_blob_of
+    from hf_hardpos.provenance import sha256_file
 
     for subset in ("attributes", "relations"):
         for name in (f"data/vl_checklist_{subset}.json", f"swapped_data/vl_checklist_{subset}.json"):
             digest = HARD_POSITIVES_REPO.files[name]
-            assert sha256_of(SHARED_HARD_POSITIVES / name) == digest.sha256
+            assert sha256_file(SHARED_HARD_POSITIVES / name) == digest.sha256
             assert git_blob_of(SHARED_HARD_POSITIVES / name) == digest.git_blob
 
 

@@ -37,18 +37,19 @@ from .. import columns
 from ..citations import ARO, COCO, cite
 from ..errors import UserInputError
 from .checks import DataValidationError, load_json_list, selected
-from .hub_folder import (
-    BuildOptions,
-    BuildReport,
-    CardFacts,
-    ConfigBuild,
+from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, export_folder, flag_table, row_features
+from .sources import (
+    ARO_FILES,
+    ARO_IMAGES_URL,
+    ImageFolder,
     ImageSpec,
-    export_folder,
-    flag_table,
+    Sources,
+    UnsafePathError,
+    VisualGenomeImages,
     locate_images,
-    row_features,
+    relative_name,
+    vg_part_of,
 )
-from .sources import ARO_FILES, ARO_IMAGES_URL, ImageFolder, Sources, UnsafePathError, VisualGenomeImages, relative_name, vg_part_of
 
 SPLIT = "test"
 CROP_FORMATS = {"png": ("PNG", {}), "jpeg": ("JPEG", {"quality": 95})}
@@ -145,7 +146,7 @@ def crop_to_bbox(image_bytes: bytes, row: dict, crop_format: str = "png") -> byt
 
 
 class BboxCrop:
-    """Image encoder for :class:`~hf_hardpos.data.hub_folder.ImageSpec`: the row's bbox crop."""
+    """Image encoder for :class:`~hf_hardpos.data.sources.ImageSpec`: the row's bbox crop."""
 
     def __init__(self, crop_format: str = "png"):
         if crop_format not in CROP_FORMATS:

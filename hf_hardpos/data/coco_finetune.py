@@ -41,11 +41,12 @@ from ..citations import CE_CLIP, COCO, HARD_POSITIVES, cite
 from ..errors import UserInputError
 from ..generation.resumable import input_fingerprint, manifest_path, parse_record, read_manifest
 from .checks import DataValidationError, MissingSourceError, load_json
-from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder
+from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, export_folder
 from .sources import (
     COCO_ANNOTATIONS_URL,
     COCO_CAPTIONS_FILE,
     ImageFolder,
+    ImageSpec,
     Sources,
     UnsafePathError,
     path_under,

@@ -31,20 +31,11 @@ from .. import columns
 from ..errors import UserInputError
 from ..provenance import versions
 from .checks import DataValidationError
-from .sources import ImageFolder, VisualGenomeImages, first_origins, resolve_images
+from .sources import ImageFolder, ImageSpec, locate_images
 
 SHARD_SIZE = "500MB"  # the default maximum parquet shard size (push_to_hub's default too)
 # Rows per Arrow record batch when images are embedded: bounds memory to ~100 images at a time.
 IMAGE_WRITER_BATCH_SIZE = 100
-
-# Reads a found image for a row: (local path, stored path, row) -> the Image feature's {bytes, path}.
-ImageEncoder = Callable[[Path, str, dict], dict]
-
-
-def original_bytes(path: Path, stored_path: str, row: dict) -> dict:
-    """The image file as it is (original JPEG bytes, not re-encoded)."""
-    return {"bytes": path.read_bytes(), "path": stored_path}
-
 
 @dataclass(frozen=True)
 class BuildOptions:
@@ -85,42 +76,6 @@ def flag_table(report: "BuildReport", labels: Mapping[str, str], *, with_rows: b
         cells = [name, *([f"{report.counts.get(name, 0):,}"] if with_rows else []), *(f"{flags[flag]:,}" for flag in labels)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
-
-
-@dataclass
-class ImageSpec:
-    """How a config's rows get their images: the images found (row key -> (local path, stored path)),
-    the keys that were missing (their rows are dropped, ``--skip-missing``), the row field holding the
-    key, and how a found image is stored."""
-
-    found: Mapping[str, tuple[Path, str]]
-    missing: Collection[str] = ()
-    key: str = columns.IMAGE_ID
-    encode: ImageEncoder = original_bytes
-
-
-def locate_images(
-    folder: ImageFolder | VisualGenomeImages,
-    rows: Iterable[dict],
-    options: BuildOptions,
-    *,
-    origin: Callable[[dict], str] | None = None,
-    hint: Callable[[dict], object] | None = None,
-    encode: ImageEncoder = original_bytes,
-) -> ImageSpec:
-    """Every image the rows name by ``image_id``, found and decoded before anything is built
-    (:func:`~hf_hardpos.data.sources.resolve_images`). ``origin(row)`` says where the first row of
-    an image id was read ("file: row N field F"), for the error about a missing image; ``hint(row)``
-    tells ``folder`` where to look (a Visual Genome part)."""
-    rows = list(rows)
-    wanted: dict = {}
-    for row in rows:
-        wanted.setdefault(row[columns.IMAGE_ID], hint(row) if hint is not None else None)
-    origins = first_origins(rows, columns.IMAGE_ID, origin) if origin is not None else None
-    found, missing = resolve_images(
-        folder, wanted, skip_missing=options.skip_missing, progress=options.progress, origins=origins
-    )
-    return ImageSpec(found, missing, encode=encode)
 
 
 # ---------------------------------------------------------------------------------------------------

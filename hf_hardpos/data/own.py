@@ -26,7 +26,8 @@ from PIL import Image, UnidentifiedImageError
 
 from .. import columns
 from ..errors import UserInputError
-from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, ImageSpec, export_folder, row_features
+from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, export_folder, row_features
+from .sources import ImageSpec
 
 REQUIRED = (columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS)
 OPTIONAL = (columns.IMAGE_ID, "config")

@@ -19,8 +19,8 @@ import datasets
 from .. import columns
 from ..citations import HARD_POSITIVES, VL_CHECKLIST, cite
 from .checks import load_aligned_pair, selected
-from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, count_flags, export_folder, locate_images, row_features
-from .sources import Sources, VisualGenomeImages, vg_part_of
+from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, count_flags, export_folder, row_features
+from .sources import Sources, VisualGenomeImages, locate_images, vg_part_of
 
 SPLIT = "test"
 UPSTREAM_FIELDS = ("image_id", "true_caption", "false_caption", "image_path")

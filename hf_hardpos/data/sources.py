@@ -16,11 +16,17 @@ digest recorded here for that commit before it is read.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import TYPE_CHECKING
 
+from .. import columns
+from ..provenance import sha256_file
 from .checks import DataValidationError, MissingImageError, MissingSourceError
+
+if TYPE_CHECKING:
+    from .hub_folder import BuildOptions
 
 
 @dataclass(frozen=True)
@@ -144,14 +150,6 @@ COCO_CAPTIONS_FILE = "annotations/captions_train2014.json"
 COCO_VAL2017_URL = "http://images.cocodataset.org/zips/val2017.zip"  # extracts to val2017/
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def git_blob_of(path: Path) -> str:
     """The git blob id of a file (what ``git hash-object`` prints)."""
     digest = hashlib.sha1(f"blob {Path(path).stat().st_size}\0".encode())
@@ -164,7 +162,7 @@ def git_blob_of(path: Path) -> str:
 def matches_digest(path: Path, expected: FileDigest) -> bool:
     """True when ``path`` is the file ``expected`` describes (sha256 when recorded, else git blob id)."""
     if expected.sha256 is not None:
-        return sha256_of(path) == expected.sha256
+        return sha256_file(path) == expected.sha256
     return git_blob_of(path) == expected.git_blob
 
 
@@ -254,7 +252,7 @@ class Sources:
 
     def record(self, name: str, path: Path, origin: str) -> Path:
         """Note where an input came from, with its sha256, for the dataset card's provenance."""
-        self.provenance[name] = f"{origin}, sha256 {sha256_of(path)}"
+        self.provenance[name] = f"{origin}, sha256 {sha256_file(path)}"
         return path
 
     def download(self, url: str) -> Path:
@@ -474,13 +472,52 @@ def vg_part_of(image_path: str) -> str | None:
     return None
 
 
-def first_origins(rows, key: str, describe) -> dict[str, str]:
-    """key -> where the first row with that key was read (``describe(row)``), for :func:`resolve_images`."""
+# Reads a found image for a row: (local path, stored path, row) -> the Image feature's {bytes, path}.
+ImageEncoder = Callable[[Path, str, dict], dict]
+
+
+def original_bytes(path: Path, stored_path: str, row: dict) -> dict:
+    """The image file as it is (original JPEG bytes, not re-encoded)."""
+    return {"bytes": path.read_bytes(), "path": stored_path}
+
+
+@dataclass
+class ImageSpec:
+    """How a config's rows get their images: the images found (row key -> (local path, stored path)),
+    the keys that were missing (their rows are dropped, ``--skip-missing``), the row field holding the
+    key, and how a found image is stored."""
+
+    found: Mapping[str, tuple[Path, str]]
+    missing: Collection[str] = ()
+    key: str = columns.IMAGE_ID
+    encode: ImageEncoder = original_bytes
+
+
+def locate_images(
+    folder: ImageFolder | VisualGenomeImages,
+    rows: Iterable[dict],
+    options: BuildOptions,
+    *,
+    origin: Callable[[dict], str] | None = None,
+    hint: Callable[[dict], object] | None = None,
+    encode: ImageEncoder = original_bytes,
+) -> ImageSpec:
+    """Every image the rows name by ``image_id``, found and decoded before anything is built
+    (:func:`resolve_images`). ``origin(row)`` says where the first row of
+    an image id was read ("file: row N field F"), for the error about a missing image; ``hint(row)``
+    tells ``folder`` where to look (a Visual Genome part)."""
+    wanted: dict = {}
     origins: dict[str, str] = {}
     for row in rows:
-        if row[key] not in origins:
-            origins[row[key]] = describe(row)
-    return origins
+        key = row[columns.IMAGE_ID]
+        if key not in wanted:
+            wanted[key] = hint(row) if hint is not None else None
+            if origin is not None:
+                origins[key] = origin(row)
+    found, missing = resolve_images(
+        folder, wanted, skip_missing=options.skip_missing, progress=options.progress, origins=origins
+    )
+    return ImageSpec(found, missing, encode=encode)
 
 
 def existing_cache_dir(cache_dir: str | Path | None) -> Path | None:

@@ -22,18 +22,8 @@ import datasets
 from .. import columns
 from ..citations import COCO, SUGARCREPE, SUGARCREPE_PP, cite
 from .checks import DataValidationError, check_rows, load_json, load_json_list, selected
-from .hub_folder import (
-    BuildOptions,
-    BuildReport,
-    CardFacts,
-    ConfigBuild,
-    count_flags,
-    export_folder,
-    flag_table,
-    locate_images,
-    row_features,
-)
-from .sources import COCO_VAL2017_URL, SUGARCREPE_PP_REPO, SUGARCREPE_REPO, GitHubRepo, ImageFolder, Sources
+from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, count_flags, export_folder, flag_table, row_features
+from .sources import COCO_VAL2017_URL, SUGARCREPE_PP_REPO, SUGARCREPE_REPO, GitHubRepo, ImageFolder, Sources, locate_images
 
 SPLIT = "test"
 # Rows per subset in the papers (checked against the upstream files at the pinned commits, docs/reference.md, Other benchmarks).
