@@ -71,21 +71,12 @@ def sweep_variant(weight: float) -> Variant:
     return Variant(f"hn_weight={weight:g}", weight, 1.0)
 
 
+# The tiny CLIP's architecture (keyword arguments of `build_tiny_clip`).
+_MODEL_FIELDS = ("image_size", "patch_size", "hidden_size", "projection_dim", "num_layers")
 # Settings the pretrained model depends on; a cached one is reused only when all of them match.
 _PRETRAIN_FIELDS = (
-    "pretrain_seed",
-    "pretrain_examples",
-    "pretrain_epochs",
-    "pretrain_learning_rate",
-    "pretrain_batch_size",
-    "weight_decay",
-    "warmup_ratio",
-    "image_size",
-    "patch_size",
-    "hidden_size",
-    "projection_dim",
-    "num_layers",
-    "torch_threads",
+    "pretrain_seed", "pretrain_examples", "pretrain_epochs", "pretrain_learning_rate", "pretrain_batch_size",
+    "weight_decay", "warmup_ratio", *_MODEL_FIELDS, "torch_threads",
 )
 
 
@@ -162,6 +153,12 @@ class DemoConfig:
     def pretrain_settings(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _PRETRAIN_FIELDS}
 
+    def schedule(self, pretraining: bool) -> tuple[float, float, int]:
+        """(epochs, learning rate, batch size) of the pretraining run, or of each fine-tuning run."""
+        if pretraining:
+            return self.pretrain_epochs, self.pretrain_learning_rate, self.pretrain_batch_size
+        return self.finetune_epochs, self.finetune_learning_rate, self.batch_size
+
 
 @dataclass
 class DemoResult:
@@ -224,7 +221,8 @@ def run_demo(
             finetune_set = world.make_finetune_dataset(config.finetune_examples, seed, image_size=config.image_size)
             for variant in config.variants():
                 began = time.perf_counter()
-                model = _finetune(pretrained_dir, variant, finetune_set, seed, output_dir, config, progress)
+                folder = output_dir / "models" / variant.name / f"seed-{seed}"
+                model = _train(*_load(pretrained_dir), finetune_set, variant, seed, folder, config, progress)
                 metrics, rows = evaluate_on_world(model, processor, eval_sets)
                 per_seed.setdefault(variant.name, {})[seed] = metrics
                 outcomes.setdefault(variant.name, {})[seed] = rows
@@ -281,83 +279,26 @@ def _pretrained_model(models_dir: Path, config: DemoConfig, progress: bool, log:
     return folder, False
 
 
-def _pretrain(models_dir: Path, dataset, config: DemoConfig, progress: bool) -> Path:
+def _pretrain(models_dir: Path, dataset, config: DemoConfig, progress: bool) -> None:
     """Build the tiny CLIP and train it with the CLIP loss only; save it as a Hub-style folder."""
-    from transformers import CLIPModel, CLIPProcessor
-
     from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
     from hf_hardpos.synthetic.world import tokenizer_corpus
 
-    init_dir = build_tiny_clip(
-        models_dir / "init",
-        tokenizer_corpus(),
-        image_size=config.image_size,
-        patch_size=config.patch_size,
-        hidden_size=config.hidden_size,
-        projection_dim=config.projection_dim,
-        num_layers=config.num_layers,
-        seed=config.pretrain_seed,
-    )
-    model, processor = CLIPModel.from_pretrained(init_dir), CLIPProcessor.from_pretrained(init_dir)
-    trainer = _trainer(
-        model,
-        processor,
-        dataset,
-        Variant(PRETRAINED, 0.0, 0.0),
-        seed=config.pretrain_seed,
-        epochs=config.pretrain_epochs,
-        learning_rate=config.pretrain_learning_rate,
-        batch_size=config.pretrain_batch_size,
-        output_dir=models_dir / PRETRAINED,
-        config=config,
-        progress=progress,
-    )
-    trainer.train()
-    trainer.save_model(str(models_dir / PRETRAINED))
-    return models_dir / PRETRAINED
+    architecture = {name: getattr(config, name) for name in _MODEL_FIELDS}
+    init_dir = build_tiny_clip(models_dir / "init", tokenizer_corpus(), seed=config.pretrain_seed, **architecture)
+    variant = Variant(PRETRAINED, 0.0, 0.0)
+    _train(*_load(init_dir), dataset, variant, config.pretrain_seed, models_dir / PRETRAINED, config, progress)
 
 
-def _finetune(pretrained_dir: Path, variant: Variant, dataset, seed: int, output_dir: Path, config: DemoConfig, progress: bool):
-    """Fine-tune a fresh copy of the pretrained model with `variant`'s loss weights; return the model."""
-    model, processor = _load(pretrained_dir)
-    trainer = _trainer(
-        model,
-        processor,
-        dataset,
-        variant,
-        seed=seed,
-        epochs=config.finetune_epochs,
-        learning_rate=config.finetune_learning_rate,
-        batch_size=config.batch_size,
-        output_dir=output_dir / "models" / variant.name / f"seed-{seed}",
-        config=config,
-        progress=progress,
-    )
-    trainer.train()
-    trainer.save_model(str(trainer.args.output_dir))
-    return trainer.model
-
-
-def _trainer(
-    model,
-    processor,
-    dataset,
-    variant: Variant,
-    *,
-    seed: int,
-    epochs: float,
-    learning_rate: float,
-    batch_size: int,
-    output_dir: Path,
-    config: DemoConfig,
-    progress: bool,
-):
-    """A `HardPosTrainer` for one run: only the caption columns the variant's loss reads are batched."""
+def _train(model, processor, dataset, variant: Variant, seed: int, output_dir: Path, config: DemoConfig, progress: bool):
+    """Train `model` with `variant`'s loss weights (the pretraining is the variant named `PRETRAINED`),
+    save it to `output_dir` and return it. Only the caption columns the variant's loss reads are batched."""
     import torch
 
     from hf_hardpos import columns
     from hf_hardpos.training import HardPosTrainer, HardPosTrainingArguments
 
+    epochs, learning_rate, batch_size = config.schedule(variant.name == PRETRAINED)
     uses_negatives = variant.hard_negative_weight > 0
     uses_positives = variant.hard_positive_weight > 0
     args = HardPosTrainingArguments(
@@ -387,7 +328,9 @@ def _trainer(
     if progress:
         trainer.remove_callback(ProgressCallback)
         trainer.add_callback(_BarOnlyProgressCallback())
-    return trainer
+    trainer.train()
+    trainer.save_model(str(output_dir))
+    return trainer.model
 
 
 class _BarOnlyProgressCallback(ProgressCallback):
@@ -421,8 +364,9 @@ def evaluate_on_world(model, processor, eval_sets: dict) -> tuple[dict[str, dict
     latter for bootstrap intervals over images. Scores come from the package's `ITMScorer` (fp32
     cosine similarity), metrics from `hf_hardpos.metrics` with its strict tie rule.
     """
-    from hf_hardpos.aggregation import REPLACE_POOLED, replace_aggregates
-    from hf_hardpos.evaluation import metrics_from_scores, score_eval_set
+    from ..evaluation.aggregation import REPLACE_POOLED, replace_aggregates
+    from ..evaluation.tasks.hard_positive import score_eval_set
+    from ..metrics import metrics_from_scores
     from hf_hardpos.metrics import augmented_correct, brittle, original_correct
     from hf_hardpos.scoring import ITMScorer
 
@@ -483,19 +427,12 @@ def _headline(metrics: dict[str, dict[str, float]]) -> str:
 
 def _environment() -> dict[str, Any]:
     """Versions and thread settings the numbers depend on (recorded in run_info.json and the cache key)."""
-    import accelerate
-    import PIL
-    import tokenizers
     import torch
 
     from hf_hardpos.provenance import environment
 
     return {
-        **environment(),
-        "numpy": np.__version__,
-        "pillow": PIL.__version__,
-        "tokenizers": tokenizers.__version__,
-        "accelerate": accelerate.__version__,
+        **environment("numpy", "pillow", "tokenizers", "accelerate"),
         "platform": platform.platform(),
         "machine": platform.machine(),
         "torch_num_threads": torch.get_num_threads(),
@@ -574,7 +511,8 @@ def _report_pages(output_dir: Path, eval_sets: dict, config: DemoConfig, log: Ca
     from hf_hardpos.reporting.compare import compare_runs, render
     from hf_hardpos.reporting.html import build_report
     from hf_hardpos.reporting.runs import load_run
-    from hf_hardpos.suite import HARD_POSITIVE, SuiteEntry, run_suite
+    from ..evaluation.tasks import HARD_POSITIVE
+    from ..evaluation.suite import SuiteEntry, run_suite
 
     data = output_dir / "eval_data"
     layout = {"replace": {subset: f"replace_{subset}" for subset in columns.REPLACE_SUBSETS}, "swap": {"default": "swap"}}
