@@ -7,6 +7,7 @@ import io
 import json
 from pathlib import Path
 
+import yaml
 from PIL import Image
 
 # (subset, image_id, VG part, c, c_n, c_p)
@@ -222,8 +223,38 @@ def make_aro_sources(aro_dir: Path) -> None:
     write_json(aro_dir / "flickr30k_test.json", KARPATHY_FLICKR)
 
 
+def card_section(readme: str, heading: str) -> str:
+    """The text of the card's ``## heading`` section."""
+    return readme.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def card_table(readme: str, heading: str) -> dict[str, dict[str, str]]:
+    """The first table of a card section: first cell -> {header: cell}, backticks stripped."""
+    lines = [line for line in card_section(readme, heading).splitlines() if line.startswith("|")]
+    header, _rule, *rows = ([cell.strip() for cell in line.strip().strip("|").split(" | ")] for line in lines)
+    header = [cell.replace("`", "") for cell in header]
+    return {cells[0].strip("`"): dict(zip(header[1:], cells[1:])) for cells in rows}
+
+
+def card_numbers(readme: str, heading: str) -> dict[str, dict[str, int]]:
+    """A card table whose cells are counts ("1,652"; "-" and text left out), as integers."""
+    return {
+        row: {name: int(cell.replace(",", "")) for name, cell in cells.items() if cell.replace(",", "").isdigit()}
+        for row, cells in card_table(readme, heading).items()
+    }
+
+
+def card_sources(readme: str) -> dict[str, str]:
+    """The card's Provenance list: input name -> where it came from (with its sha256)."""
+    items = [line[2:] for line in card_section(readme, "Provenance").splitlines() if line.startswith("- ")]
+    return dict(item.split(": ", 1) for item in items)
+
+
+def card_metadata(readme: str) -> dict:
+    """The card's YAML header."""
+    return yaml.safe_load(readme.split("---\n", 2)[1])
+
+
 def column_sources(readme: str) -> dict[str, str]:
     """The card's Columns table: column name -> its "source and meaning" cell."""
-    table = readme.split("## Columns", 1)[1].split("\n## ", 1)[0]
-    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| `")]
-    return {cells[0].strip("| `"): cells[-1].rstrip(" |") for cells in rows}
+    return {name: cells["source and meaning"] for name, cells in card_table(readme, "Columns").items()}

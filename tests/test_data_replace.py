@@ -9,14 +9,18 @@ from data_fixtures import (
     EXPECTED_ARTIFACTS,
     EXPECTED_DUPLICATE_OF,
     REPLACE_ROWS,
-    make_replace_upstream,
+    card_numbers,
+    card_section,
+    card_sources,
     column_sources,
+    make_replace_upstream,
     make_vg_images,
     replace_images,
     write_json,
 )
 
 from hf_hardpos.data.checks import AlignmentError, DataValidationError, MissingImageError
+from hf_hardpos.data.hub_folder import completeness_text
 from hf_hardpos.data.replace import export_replace, is_substring_artifact, phrase_diff
 
 
@@ -84,10 +88,20 @@ def test_build_export_load_gives_the_same_rows(sources, tmp_path):
 
     card = datasets.load_dataset_builder(str(out), "relations").info
     assert card.splits["test"].num_examples == 4
-    readme = (out / "README.md").read_text()
-    assert "ivory ivoryboard" in readme and "covecrimson" in readme
     saved = json.loads((out / "build_report.json").read_text())
     assert saved["flags"]["attributes"] == {"substring_artifact": 2, "is_duplicate": 1}
+    readme = (out / "README.md").read_text()
+    defects = "Known defects of the upstream data"
+    assert card_numbers(readme, defects) == {
+        subset: {"substring_artifact rows": len(EXPECTED_ARTIFACTS[subset]), "is_duplicate rows": len(EXPECTED_DUPLICATE_OF[subset])}
+        for subset in REPLACE_ROWS
+    }
+    listed = {line for line in card_section(readme, defects).splitlines() if line.startswith("- ")}
+    assert listed == {
+        f'- {subset}: "{REPLACE_ROWS[subset][index][2]}" -> "{REPLACE_ROWS[subset][index][4]}"'
+        for subset, indices in EXPECTED_ARTIFACTS.items()
+        for index in indices
+    }
 
 
 def test_build_without_images(sources, tmp_path):
@@ -150,10 +164,11 @@ def test_script_builds_and_reports_errors(sources, tmp_path, capsys):
     main = runpy.run_path(str(script))["main"]
     out = tmp_path / "out"
     assert main(["--upstream-dir", str(upstream), "--images-dir", str(images_dir), "--output-dir", str(out)]) == 0
-    assert "relations: 4 rows (paper: 16,868; DIFFERS by -16,864)" in capsys.readouterr().out
+    saved = json.loads((out / "build_report.json").read_text())
+    assert saved["counts"]["relations"] == 4 and saved["expected_counts"]["relations"] == 16_868
     assert datasets.load_dataset(str(out), "relations", split="test").num_rows == 4
     assert main(["--upstream-dir", str(tmp_path / "nowhere"), "--output-dir", str(out)]) == 2  # input error (issue 10)
-    assert "must be laid out like" in capsys.readouterr().err
+    assert str(tmp_path / "nowhere" / "data" / "vl_checklist_attributes.json") in capsys.readouterr().err
 
 
 def test_hardpos_eval_accepts_the_built_folder(sources, tmp_path, tiny_clip_dir, capsys):
@@ -251,8 +266,9 @@ def test_default_sources_download_from_the_pinned_commit_and_check_digests(tmp_p
     assert report.counts == {"relations": 4} and report.local_variants == []
     assert requested[:2] == [raw + "data/vl_checklist_relations.json", raw + "swapped_data/vl_checklist_relations.json"]
     assert sorted(requested[2:]) == sorted(sources_module_urls())
-    readme = (tmp_path / "out" / "README.md").read_text()
-    assert raw + "data/vl_checklist_relations.json (digest checked against amitakamath/hard_positives @33addaa)" in readme
+    provenance = card_sources((tmp_path / "out" / "README.md").read_text())
+    assert provenance == report.sources
+    assert provenance["data/vl_checklist_relations.json"].startswith(raw + "data/vl_checklist_relations.json")
 
     # Pinned inputs bind the paper's count: one row fewer than the paper is refused before writing.
     monkeypatch.setitem(replace_module.PAPER_COUNTS, "relations", 5)
@@ -279,9 +295,10 @@ def test_a_download_that_is_not_the_pinned_file_is_refused(tmp_path, monkeypatch
     report = export_replace(tmp_path / "local", upstream_dir=upstream, subsets=["relations"], embed_images=False,
                             progress=False)
     assert report.local_variants == ["data/vl_checklist_relations.json", "swapped_data/vl_checklist_relations.json"]
+    assert not report.counts_must_match
     readme = (tmp_path / "local" / "README.md").read_text()
-    assert "NOT the file of amitakamath/hard_positives @33addaa" in readme
-    assert "not the pinned upstream files** (data/vl_checklist_relations.json, swapped_data/" in readme
+    assert card_sources(readme) == report.sources
+    assert completeness_text(report) in readme
 
 
 @pytest.mark.skipif(not SHARED_HARD_POSITIVES.is_dir(), reason="needs ../shared/data/hard_positives")
@@ -305,15 +322,23 @@ def test_skip_missing_card_counts_distinct_images_and_says_rows_were_dropped(sou
     report = export_replace(tmp_path / "out", upstream_dir=upstream, images_dir=images_dir, skip_missing=True,
                             progress=False)
     assert report.distinct_missing_images == 1
+    assert report.skipped_rows == {"attributes": 1, "relations": 1}
+    assert report.skipped_missing_images == {"attributes": ["712954"], "relations": ["712954"]}
     readme = (tmp_path / "out" / "README.md").read_text()
-    assert "2 upstream row(s) were dropped" in readme and "1 distinct image(s) in all" in readme
-    assert "attributes: 1 row(s), 1 image(s)" in readme and "relations: 1 row(s), 1 image(s)" in readme
-    assert "rows are all kept" not in readme and "is here: no row was dropped" not in readme
+    assert completeness_text(report) in readme
+    # The one golden sentence: what a user of an incomplete build reads first.
+    assert completeness_text(report).endswith(
+        "**Not the complete benchmark: 2 upstream row(s) were dropped** because their image was missing or "
+        "unreadable at build time (`--skip-missing`): 1 distinct image(s) in all (attributes: 1 row(s), 1 image(s), "
+        "relations: 1 row(s), 1 image(s)). They are listed in `build_report.json`; results on this build are not "
+        "comparable with the paper's."
+    )
     complete = export_replace(tmp_path / "full", upstream_dir=upstream, images_dir=images_dir, subsets=["relations"],
                               skip_missing=True, progress=False)
     assert complete.counts == {"relations": 3}  # 712954 still missing: the relations row is dropped
     image_files["712954"].write_bytes(image_files["712956"].read_bytes())
-    export_replace(tmp_path / "full", upstream_dir=upstream, images_dir=images_dir, progress=False)
+    repaired = export_replace(tmp_path / "full", upstream_dir=upstream, images_dir=images_dir, progress=False)
+    assert repaired.skipped_rows == {} and repaired.skipped_missing_images == {}
     readme = (tmp_path / "full" / "README.md").read_text()
-    assert "Every row of the input files is here" in readme and "were dropped" not in readme  # a local variant
+    assert completeness_text(repaired) in readme
     assert all(column_sources(readme).values())
