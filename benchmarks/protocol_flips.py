@@ -31,7 +31,7 @@ import numpy as np
 from datasets import Dataset
 from PIL import Image
 
-from hf_hardpos.evaluation.hard_positive import score_eval_set
+from hf_hardpos.evaluation.tasks.hard_positive import score_eval_set
 from hf_hardpos.image_processing import PaperImageProcessor
 from hf_hardpos.metrics import augmented_correct, brittle, original_correct
 from hf_hardpos.scoring import ITMScorer

@@ -14,7 +14,7 @@ __getattr__, __all__ = lazy_exports(
     {
         "compute_metrics": "hf_hardpos.metrics",
         "ITMScorer": "hf_hardpos.scoring",
-        "evaluate_dataset": "hf_hardpos.evaluation.hard_positive",
+        "evaluate_dataset": "hf_hardpos.evaluation.tasks.hard_positive",
         "evaluate_model": "hf_hardpos.evaluation.run",
     },
 )

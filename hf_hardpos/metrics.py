@@ -163,3 +163,30 @@ def metric_with_interval(
         result[f"{name}_ci_low"] = low
         result[f"{name}_ci_high"] = high
     return result
+
+
+def metrics_from_scores(
+    original: np.ndarray,
+    negative: np.ndarray,
+    positive: np.ndarray,
+    bootstrap_samples: int = 0,
+    confidence_level: float = 0.95,
+    groups: Sequence | np.ndarray | None = None,
+) -> dict[str, float | int]:
+    """`compute_metrics`, plus bootstrap intervals of the three rates when asked for.
+
+    `groups` (the rows' image ids) makes the bootstrap resample images rather than rows.
+    """
+    result = compute_metrics(original, negative, positive)
+    if bootstrap_samples:
+        original, negative, positive = check_scores(
+            original_scores=original, negative_scores=negative, positive_scores=positive
+        )
+        per_row = {
+            "original_accuracy": original_correct(original, negative),
+            "augmented_accuracy": augmented_correct(original, negative, positive),
+            "brittleness": brittle(original, negative, positive),
+        }
+        for name, outcome in per_row.items():
+            result.update(metric_with_interval(name, outcome, bootstrap_samples, confidence_level, groups=groups))
+    return result

@@ -23,7 +23,6 @@ gets the embeddings it would get decoding alone: same values, same batches (see 
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass

@@ -7,7 +7,8 @@ from transformers import CLIPModel, CLIPProcessor
 
 from hf_hardpos.scoring import ITMScorer
 from hf_hardpos.evaluation.tasks.aro import ARO_TRUE_CAPTION_FIRST
-from hf_hardpos.evaluation.tasks.caption_selection import evaluate_caption_selection, selection_correct
+from hf_hardpos.evaluation.tasks.caption_selection import evaluate_caption_selection
+from hf_hardpos.evaluation.tasks.selection import selection_correct
 
 from test_tasks_caption_selection import make_selection_set
 

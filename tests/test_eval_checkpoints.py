@@ -159,7 +159,7 @@ def test_python_api_takes_the_same_options(tiny_tokenizer, hub_folder, cache, tm
                       output_dir=tmp_path / "suite", open_clip_config=QUICKGELU_JSON, tokenizer=tiny_tokenizer,
                       batch_size=4, progress=False, log=lambda message: None)
     assert suite.run["model_identity"] == report.run["model_identity"]  # the same cached conversion
-    assert suite.sections["replace"]["results"]["relations"] == pytest.approx(report.results["relations"])
+    assert suite.sections["replace"].results["relations"] == pytest.approx(report.results["relations"])
 
 
 def test_conversion_options_errors_are_one_line(tiny_tokenizer, tiny_clip_dir, hub_folder, cache, tmp_path, capsys):

@@ -8,7 +8,8 @@ import pytest
 from transformers import CLIPModel, CLIPProcessor
 
 from hf_hardpos.scoring import ITMScorer
-from hf_hardpos.evaluation.tasks import evaluate_winoground, evaluate_zeroshot_classification
+from hf_hardpos.evaluation.tasks.winoground import evaluate_winoground
+from hf_hardpos.evaluation.tasks.zeroshot_classification import evaluate_zeroshot_classification
 
 from test_suite import _parquet_folder
 from test_tasks_caption_selection import make_winoground

@@ -88,9 +88,9 @@ def test_known_model_report_adds_published_rows_and_delta(tiny_clip_dir, tmp_pat
     assert plain.published == {} and "paper:" not in plain.table()
 
     # A suite's hard-positive section carries and prints the same rows.
-    from hf_hardpos.evaluation.suite import HARD_POSITIVE, _hard_positive_section, format_section
+    from hf_hardpos.evaluation.tasks.hard_positive import hard_positive_section
 
-    section = {"task": HARD_POSITIVE, **_hard_positive_section(report)}
-    assert section["published"] == report.published
-    printed = format_section(section).splitlines()
+    section = hard_positive_section(str(folder), report.results, report.aggregates, report.provenance, report.published)
+    assert section.to_dict()["published"] == report.published
+    printed = section.table().splitlines()
     assert any(row.startswith(f"ours - paper: {REPLACE_POOLED}") for row in printed)

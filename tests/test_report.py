@@ -16,7 +16,8 @@ from hf_hardpos.cli import main
 from hf_hardpos.data.replace import phrase_diff
 from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.metrics import METRIC_NAMES
-from hf_hardpos.evaluation.suite import HARD_POSITIVE, SuiteEntry, run_suite
+from hf_hardpos.evaluation.tasks import HARD_POSITIVE
+from hf_hardpos.evaluation.suite import SuiteEntry, run_suite
 
 from run_fixtures import write_replace_folder, write_swap_folder
 

@@ -3,12 +3,14 @@
 import pytest
 
 from hf_hardpos.published import model_row
-from hf_hardpos.evaluation.suite import ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL, SuiteEntry, group_means
+from hf_hardpos.evaluation.tasks import ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL
+from hf_hardpos.evaluation.suite import SuiteEntry, group_means
+from hf_hardpos.evaluation.section import Section
 from hf_hardpos.evaluation.tables import RETENTION_COLUMNS, retention_table, retention_values
 
 
 def _section(task, **metrics):
-    return {"task": task, "results": {"all": metrics}}
+    return Section(task, results={"all": metrics})
 
 
 @pytest.fixture
@@ -20,7 +22,7 @@ def suite_sections():
         "mscoco_captions": _section(ZEROSHOT_RETRIEVAL, **{"image_retrieval_recall@1": 0.3,
                                                           "text_retrieval_recall@1": 0.5}),  # fmt: skip
     }
-    entries = [SuiteEntry(name, name, s["task"], group="vtab" if name.startswith("vtab/") else None)
+    entries = [SuiteEntry(name, name, s.task, group="vtab" if name.startswith("vtab/") else None)
                for name, s in sections.items()]  # fmt: skip
     return sections, group_means(sections, entries)
 

@@ -6,7 +6,7 @@ import torch
 from datasets import Dataset, Image
 from transformers import CLIPModel, CLIPProcessor
 
-from hf_hardpos.evaluation.hard_positive import evaluate_dataset
+from hf_hardpos.evaluation.tasks.hard_positive import evaluate_dataset
 from hf_hardpos.metrics import compute_metrics
 from hf_hardpos.scoring import ITMScorer
 

@@ -9,17 +9,16 @@ from transformers import CLIPModel
 
 from hf_hardpos.cli import main
 from hf_hardpos.errors import UserInputError
-from hf_hardpos.evaluation.suite import (
+from hf_hardpos.evaluation.tasks import (
     CAPTION_SELECTION,
     HARD_POSITIVE,
     WINOGROUND,
     ZEROSHOT_CLASSIFICATION,
     ZEROSHOT_RETRIEVAL,
     detect_task,
-    load_suite,
-    run_suite,
 )
-from hf_hardpos.evaluation.tasks import evaluate_zeroshot_classification
+from hf_hardpos.evaluation.suite import load_suite, run_suite
+from hf_hardpos.evaluation.tasks.zeroshot_classification import evaluate_zeroshot_classification
 
 from test_eval_provenance import _write_hub_folder
 from test_tasks_caption_selection import make_selection_set, make_winoground
@@ -94,12 +93,12 @@ def test_suite_end_to_end_resumes_and_encodes_each_image_once(tiny_clip_dir, fol
     # cifar_b's images are a subset of cifar_a's: the shared scorer never encodes an image twice.
     assert sum(images_encoded) == len({*_distinct_images(folders)})
     section = report.sections["cifar_a"]
-    assert section["task"] == ZEROSHOT_CLASSIFICATION and "tie_rule" in section and "aggregation" in section
+    assert section.task == ZEROSHOT_CLASSIFICATION and section.tie_rule and section.aggregation
     direct = evaluate_zeroshot_classification(_scorer(tiny_clip_dir), str(folders["cifar_a"]))
-    assert section["results"]["all"]["acc1"] == direct["acc1"]
+    assert section.results["all"]["acc1"] == direct["acc1"]
     mean = report.group_means["mini-vtab"]
-    assert mean["value"] == pytest.approx((section["results"]["all"]["acc1"] + report.sections["cifar_b"]["results"]["all"]["acc1"]) / 2)
-    assert "pooled(attributes,relations)" in report.sections["replace"]["aggregates"]
+    assert mean["value"] == pytest.approx((section.results["all"]["acc1"] + report.sections["cifar_b"].results["all"]["acc1"]) / 2)
+    assert "pooled(attributes,relations)" in report.sections["replace"].aggregates
     table = report.table()
     assert "tie rule" in table and "unweighted mean of acc1 over 2 datasets" in table
     saved = json.loads((out / "metrics.json").read_text())

@@ -33,12 +33,12 @@ def test_a_failing_dataset_is_recorded_and_the_rest_still_run(tiny_clip_dir, fol
     report = run_suite(str(tiny_clip_dir), entries, output_dir=out, **_quiet())
     assert list(report.sections) == ["missing", "cifar_a", "broken", "replace"]
     assert report.failed == ["missing", "broken"]
-    assert "error" in report.sections["missing"] and "results" in report.sections["replace"]
+    assert report.sections["missing"].failed and report.sections["replace"].results
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["run"]["failed"] == ["missing", "broken"] and saved["run"]["complete"] is False
     mean = saved["group_means"]["mini-vtab"]
     assert mean["num_datasets"] == 1 and mean["missing"] == ["broken"]
-    assert mean["value"] == report.sections["cifar_a"]["results"]["all"]["acc1"]
+    assert mean["value"] == report.sections["cifar_a"].results["all"]["acc1"]
 
 
 def test_complete_suite_is_marked_complete(tiny_clip_dir, folders, tmp_path):  # noqa: F811

@@ -15,17 +15,15 @@ from transformers import AutoModel, AutoProcessor
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.scoring import ITMScorer
 from hf_hardpos.evaluation.tasks.aro import ARO_MACRO, ARO_VG_RELATION_EXCLUDED
-from hf_hardpos.evaluation.tasks.caption_selection import (
-    SUGARCREPE_CATEGORIES,
+from hf_hardpos.evaluation.tasks.caption_selection import SUGARCREPE_CATEGORIES, evaluate_caption_selection
+from hf_hardpos.evaluation.tasks.selection import (
     MacroProtocol,
-    evaluate_caption_selection,
-    evaluate_winoground,
     macro_accuracy,
     negative_columns_of,
     selection_correct,
     selection_scores,
-    winoground_outcomes,
 )
+from hf_hardpos.evaluation.tasks.winoground import evaluate_winoground, winoground_outcomes
 
 WORDS = ["red", "blue", "cube", "sphere", "left", "right", "holding", "small", "large", "dog", "cat", "on"]
 

@@ -3,7 +3,7 @@
 A tiny CLIP trains two steps with hard-positive sets (in memory, and a two-config parquet folder),
 caption-selection sets (a SugarCrepe-style parquet folder and an in-memory table), Winoground and
 clip_benchmark zero-shot webdatasets (classification, retrieval) as eval sets. The logged numbers
-must equal what `hardpos eval`'s code (`suite.task_section`, `evaluation.evaluate_dataset`, and
+must equal what `hardpos eval`'s code (`tasks.run_task`, `evaluate_dataset`, and
 `suite.run_suite` on the saved model) gives for the same model; the card's model-index must carry
 every kind, each under its task type.
 """
@@ -19,24 +19,19 @@ from transformers import CLIPModel, CLIPProcessor
 
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.evaluation.aggregation import replace_aggregates
-from hf_hardpos.evaluation.hard_positive import evaluate_dataset
+from hf_hardpos.evaluation.tasks.hard_positive import evaluate_dataset
 from hf_hardpos.evaluation.eval_data import load_eval_sets
 from hf_hardpos.scoring import ITMScorer
-from hf_hardpos.evaluation.suite import (
-    CAPTION_SELECTION,
-    WINOGROUND,
-    ZEROSHOT_CLASSIFICATION,
-    ZEROSHOT_RETRIEVAL,
-    SuiteEntry,
-)
+from hf_hardpos.evaluation.tasks import CAPTION_SELECTION, WINOGROUND, ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL
+from hf_hardpos.evaluation.suite import SuiteEntry
 from hf_hardpos.evaluation.suite import run_suite
-from hf_hardpos.evaluation.suite import task_section
 from hf_hardpos.synthetic.world import make_finetune_dataset, make_replace_dataset
 from hf_hardpos.evaluation.tables import TIE_RULE
-from hf_hardpos.evaluation.tasks.caption_selection import SELECTION_TIE_RULE
+from hf_hardpos.evaluation.tasks.selection import SELECTION_TIE_RULE
 from hf_hardpos.evaluation.tasks.ranking import RANK_TIE_RULE
 from hf_hardpos.training import BenchmarkEvalSet, HardPosModelCardData, HardPosTrainer, HardPosTrainingArguments
-from hf_hardpos.evaluation.training_sets import flat_metrics, slug
+from hf_hardpos.evaluation.section import Section, slug
+from hf_hardpos.evaluation.tasks import TaskData, run_task
 from hf_hardpos.training.model_card import section_table
 from hf_hardpos.training.checkpointing import EVAL_SECTIONS_NAME
 
@@ -127,11 +122,11 @@ def _reference(trainer, folders) -> dict[str, dict]:
     eval_sets = _eval_sets(folders)
     return {
         "replace": evaluate_dataset(model, processor, eval_sets["replace"], batch_size=EVAL_BATCH, progress=False),
-        "sugarcrepe": task_section(CAPTION_SELECTION, scorer, SuiteEntry("sugarcrepe", str(folders["sugarcrepe"]))),
-        "selection": task_section(CAPTION_SELECTION, scorer, SuiteEntry("selection", eval_sets["selection"].source)),
-        "winoground": task_section(WINOGROUND, scorer, SuiteEntry("winoground", eval_sets["winoground"].source)),
-        "cifar10": task_section(ZEROSHOT_CLASSIFICATION, scorer, SuiteEntry("cifar10", str(folders["cifar"])), 8),
-        "coco": task_section(ZEROSHOT_RETRIEVAL, scorer, SuiteEntry("coco", str(folders["coco"]))),
+        "sugarcrepe": run_task(CAPTION_SELECTION, scorer, TaskData(str(folders["sugarcrepe"]))),
+        "selection": run_task(CAPTION_SELECTION, scorer, TaskData(eval_sets["selection"].source)),
+        "winoground": run_task(WINOGROUND, scorer, TaskData(eval_sets["winoground"].source)),
+        "cifar10": run_task(ZEROSHOT_CLASSIFICATION, scorer, TaskData(str(folders["cifar"])), 8),
+        "coco": run_task(ZEROSHOT_RETRIEVAL, scorer, TaskData(str(folders["coco"]))),
         "replace_hub": {config: evaluate_dataset(model, processor, eval_set.dataset, batch_size=EVAL_BATCH,
                                                  progress=False)
                         for config, eval_set in load_eval_sets(str(folders["replace"]), None, "test").items()},
@@ -144,9 +139,9 @@ def test_logged_metrics_equal_the_cli_code_for_every_benchmark(trained, folders)
     reference = _reference(trainer, folders)
     expected = {f"eval_replace_{k}": v for k, v in reference["replace"].items()}
     for name in ("cifar10", "coco"):
-        expected.update({f"eval_{name}_{k}": v for k, v in reference[name]["results"]["all"].items()})
+        expected.update({f"eval_{name}_{k}": v for k, v in reference[name].results["all"].items()})
     for name in ("selection", "sugarcrepe", "winoground"):
-        results, aggregates = reference[name]["results"], reference[name].get("aggregates", {})
+        results, aggregates = reference[name].results, reference[name].aggregates
         # A lone result row is logged as eval_<set>_<metric>; other rows and aggregates carry their name.
         named = {**({} if len(results) == 1 else results), **aggregates}
         lone = next(iter(results.values())) if len(results) == 1 else {}
@@ -181,9 +176,9 @@ def test_logged_metrics_equal_hardpos_eval_on_the_saved_model(trained, folders, 
     report = run_suite(str(output_dir), entries, output_dir=tmp_path / "suite", batch_size=EVAL_BATCH, max_rows=8,
                        progress=False, log=lambda message: None)  # fmt: skip
     for name, section in report.sections.items():
-        for key, value in flat_metrics(name, section).items():
+        for key, value in section.flat_metrics(name).items():
             assert logged[key] == pytest.approx(value, abs=1e-6), key
-    assert logged["eval_cifar10_acc1"] == report.sections["cifar10"]["results"]["all"]["acc1"]
+    assert logged["eval_cifar10_acc1"] == report.sections["cifar10"].results["all"]["acc1"]
 
 
 def test_card_model_index_carries_compositionality_and_retention(trained):
@@ -220,10 +215,11 @@ def test_card_model_index_carries_compositionality_and_retention(trained):
     assert "clip-benchmark/wds_vtab-cifar10" in front["datasets"] and "hardpos/sugarcrepe" in front["datasets"]
 
     # The body: each set's table with its tie rule and aggregation.
-    for name, section in trainer.eval_sections.items():
-        if section["task"] != "hard_positive":
+    for name, saved in trainer.eval_sections.items():
+        section = Section.from_dict(saved)
+        if section.task != "hard_positive":
             assert section_table(section) in text, name
-        assert section["tie_rule"] in text and section["step"] == 2
+        assert section.tie_rule in text and section.step == 2
     for rule in (TIE_RULE, SELECTION_TIE_RULE, RANK_TIE_RULE):
         assert rule in text
     assert f"{100 * logged['eval_cifar10_acc1']:.1f}" in text
@@ -244,11 +240,11 @@ def test_checkpoint_keeps_the_sections_and_a_resume_restores_them(trained, tiny_
 
 
 def test_flat_names_and_bad_eval_sets(tiny_clip_dir, tmp_path):
-    section = {"results": {"a(b)": {"accuracy": np.float64(0.5), "num_examples": np.int64(4), "note": "x"},
-                           "a_b": {"accuracy": 0.25}}}  # fmt: skip
+    section = Section(None, results={"a(b)": {"accuracy": np.float64(0.5), "num_examples": np.int64(4), "note": "x"},
+                                     "a_b": {"accuracy": 0.25}})  # fmt: skip
     with pytest.raises(ValueError, match="would both log 'eval_s_a_b_accuracy'"):
-        flat_metrics("s", section)
-    one = flat_metrics("s", {"results": {"all": section["results"]["a(b)"]}})
+        section.flat_metrics("s")
+    one = Section(None, results={"all": section.results["a(b)"]}).flat_metrics("s")
     assert one == {"eval_s_accuracy": 0.5, "eval_s_num_examples": 4} and type(one["eval_s_num_examples"]) is int
 
     model, processor = CLIPModel.from_pretrained(tiny_clip_dir), CLIPProcessor.from_pretrained(tiny_clip_dir)

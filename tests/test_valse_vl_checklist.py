@@ -31,7 +31,8 @@ from hf_hardpos.data.checks import MissingImageError
 from hf_hardpos.data.valse import PIECES, export_valse
 from hf_hardpos.data.vl_checklist import export_vl_checklist
 from hf_hardpos.scoring import ITMScorer
-from hf_hardpos.evaluation.suite import CAPTION_SELECTION, SuiteEntry, task_section
+from hf_hardpos.evaluation.tasks import CAPTION_SELECTION
+from hf_hardpos.evaluation.tasks import TaskData, run_task
 from hf_hardpos.evaluation.tasks.vl_checklist import vl_checklist_section
 
 WORDS = ["red", "blue", "cube", "sphere", "dog", "cat", "on", "two", "three", "holding", "small"]
@@ -99,8 +100,8 @@ def test_valse_build_flags_and_aggregations_equal_an_independent_computation(tmp
     assert list(existence["caption_equals_foil"]) == [False, False, True, False]
     assert list(existence["mturk_caption"]) == [3, 1, 1, 3]
 
-    section = task_section(CAPTION_SELECTION, ITMScorer(*model_and_processor, batch_size=3, progress=False),
-                           SuiteEntry("valse", str(tmp_path / "out")))
+    section = run_task(CAPTION_SELECTION, ITMScorer(*model_and_processor, batch_size=3, progress=False),
+                       TaskData(str(tmp_path / "out")))
     model, processor = model_and_processor
     expected = {}
     for piece, rows in written.items():
@@ -111,9 +112,9 @@ def test_valse_build_flags_and_aggregations_equal_an_independent_computation(tmp
             s_caption, s_foil = naive_scores(model, processor, images / row["image_file"], [row["caption"], row["foil"]])
             outcomes.append(s_caption > s_foil)
         expected[piece] = float(np.mean(outcomes))
-        assert section["results"][piece]["accuracy"] == pytest.approx(expected[piece], abs=1e-12)
-        assert section["results"][piece]["num_examples"] == len(outcomes)
-    aggregates = section["aggregates"]
+        assert section.results[piece]["accuracy"] == pytest.approx(expected[piece], abs=1e-12)
+        assert section.results[piece]["num_examples"] == len(outcomes)
+    aggregates = section.aggregates
     assert aggregates["avg"]["accuracy"] == pytest.approx(sum(expected.values()) / 11)
     assert aggregates["counting"]["accuracy"] == pytest.approx(
         (expected["counting-hard"] + expected["counting-small-quant"] + expected["counting-adversarial"]) / 3)
@@ -185,8 +186,8 @@ def test_vl_checklist_build_flags_and_table2_columns(tmp_path, tiny_clip_dir, mo
     assert list(color["negative_broken"]) == [False] * 5 + [True]
     assert color[5]["hard_negative"] == " frying pan" and color[5]["negatives"] == [" frying pan", "a cat"]
 
-    section = task_section(CAPTION_SELECTION, ITMScorer(*model_and_processor, batch_size=4, progress=False),
-                           SuiteEntry("vl_checklist", str(tmp_path / "out")))
+    section = run_task(CAPTION_SELECTION, ITMScorer(*model_and_processor, batch_size=4, progress=False),
+                       TaskData(str(tmp_path / "out")))
     model, processor = model_and_processor
     per_file = {}
     for corpus_file, (items, image_root) in written.items():
@@ -196,7 +197,7 @@ def test_vl_checklist_build_flags_and_table2_columns(tmp_path, tiny_clip_dir, mo
             s_pos, s_neg = naive_scores(model, processor, images / image_root / image, [texts["POS"][0], texts["NEG"][0]])
             outcomes.append(s_pos > s_neg)
         per_file[name] = float(np.mean(outcomes))
-        assert section["results"][name]["accuracy"] == pytest.approx(per_file[name], abs=1e-12)
+        assert section.results[name]["accuracy"] == pytest.approx(per_file[name], abs=1e-12)
     leaf = {
         "attribute_action": per_file["attribute_action_vaw"],
         "attribute_color": (per_file["attribute_color_vg"] + per_file["attribute_color_vaw"]) / 2,
@@ -208,7 +209,7 @@ def test_vl_checklist_build_flags_and_table2_columns(tmp_path, tiny_clip_dir, mo
         "relation_action": per_file["relation_action_swig"],
         "relation_spatial": per_file["relation_spatial_vg"],
     }
-    aggregates = section["aggregates"]
+    aggregates = section.aggregates
     for name, value in leaf.items():
         assert aggregates[f"official/{name}"]["accuracy"] == pytest.approx(value)
     assert aggregates["official/attribute"]["accuracy"] == pytest.approx(

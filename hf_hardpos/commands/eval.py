@@ -1,5 +1,9 @@
 """`hardpos eval`: score a model on one benchmark or a suite and print how every number was obtained.
 
+Recognises what --dataset is (our hard-positive schema, caption + negatives, Winoground, or
+clip_benchmark's webdataset layout) and runs its task; or runs a --suite. Prints tables that name their
+aggregation and tie rule; writes metrics.json (with provenance) and per-row scores to --output.
+
     hardpos eval --model openai/clip-vit-base-patch32 --dataset hardpos/replace --output out/clip
     hardpos eval --model negclip.pth --open-clip-config ViT-B-32 --activation both --suite compositional --output out/negclip
 
@@ -16,6 +20,8 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+from ..cli import add_command
 
 # Set before torch is loaded (the command line loads it only once a command runs): OpenMP threads wait
 # for each other passively instead of spinning. Evaluation runs many small parallel regions (text
@@ -36,14 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from ..image_processing import DEFAULT_IMAGE_BACKEND, IMAGE_BACKENDS
     from ..protocol import PROTOCOLS
 
-    parser = subparsers.add_parser(
-        "eval",
-        help="evaluate a model: hard positives (orig/aug accuracy, brittleness), SugarCrepe/ARO, Winoground, "
-        "zero-shot retention, or a whole suite",
-        description="Recognise what --dataset is (our hard-positive schema, caption + negatives, Winoground, or "
-        "clip_benchmark's webdataset layout) and run its task; or run a --suite. Prints tables that name their "
-        "aggregation and tie rule; writes metrics.json (with provenance) and per-row scores to --output.",
-    )
+    parser = add_command(subparsers, __name__, run)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--dataset", help="Hub id or local folder (parquet + README configs, or a clip_benchmark webdataset)")
     source.add_argument(
@@ -150,7 +149,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="no progress bars at all, datasets' and transformers' included (off a terminal, bars print one line "
         "every few seconds)",
     )
-    parser.set_defaults(func=run)
 
 
 def _conversion_options(args: argparse.Namespace) -> tuple[dict, list[str | None]]:
@@ -195,15 +193,8 @@ def _run(args: argparse.Namespace, workers) -> int:
     from ..evaluation.eval_data import require_dataset_exists
     from ..evaluation.multi_model import expand_models, scorer_factory
     from ..evaluation.run import check_run_options, evaluate_model
-    from ..evaluation.suite import (
-        HARD_POSITIVE,
-        TASKS,
-        SuiteEntry,
-        activation_comparison_suite_table,
-        detect_task,
-        load_suite,
-        run_suite,
-    )
+    from ..evaluation.tasks import HARD_POSITIVE, TASKS, detect_task
+    from ..evaluation.suite import SuiteEntry, activation_comparison_suite_table, load_suite, run_suite
     from ..model_source import require_model_exists
     from ..scoring import pick_device
 
@@ -345,14 +336,8 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
         scorer_factory,
     )
     from ..evaluation.run import evaluate_model
-    from ..evaluation.suite import (
-        HARD_POSITIVE,
-        TASKS,
-        SuiteEntry,
-        detect_task,
-        load_suite,
-        run_suite,
-    )
+    from ..evaluation.tasks import HARD_POSITIVE, TASKS, detect_task
+    from ..evaluation.suite import SuiteEntry, load_suite, run_suite
     from ..model_source import require_model_exists
     from ..scoring import pick_device
 

@@ -1,1 +1,23 @@
-"""Evaluation: every benchmark task, one typed result, aggregation and output folders in one package."""
+"""Evaluation: every benchmark task, one typed result, aggregation and output folders in one package.
+
+- `run.evaluate_model`: a model on a hard-positive dataset, resumable per config (`hardpos eval`);
+- `suite.run_suite`: a model on several benchmarks, each recognised by the task registry (`tasks`);
+- `section.Section`: one benchmark's result, which tables, `metrics.json`, model cards and reports render;
+- `aggregation`, `output_folder`, `tables`: how figures combine, where they are saved, how they print.
+
+Names load lazily so that `hardpos --help` does not import torch.
+"""
+
+from ..lazy import lazy_exports
+
+__getattr__, __all__ = lazy_exports(__name__, {
+    "EvaluationReport": ".report",
+    "Section": ".section",
+    "SuiteEntry": ".suite",
+    "SuiteReport": ".suite",
+    "evaluate_dataset": ".tasks.hard_positive",
+    "evaluate_model": ".run",
+    "load_suite": ".suite",
+    "run_suite": ".suite",
+    "run_task": ".tasks",
+})

@@ -32,14 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..columns import REPLACE_SUBSETS
-from ..metrics import (
-    METRIC_NAMES,
-    augmented_correct,
-    brittle,
-    compute_metrics,
-    metric_with_interval,
-    original_correct,
-)
+from ..metrics import METRIC_NAMES, metrics_from_scores
 
 REPLACE_POOLED = "pooled(attributes,relations)"
 REPLACE_MACRO_MEAN = "mean(attributes,relations)"
@@ -107,18 +100,11 @@ def pooled_from_scores(
     original = np.concatenate([np.asarray(scores[c]["original"], dtype=np.float64) for c in configs])
     negative = np.concatenate([np.asarray(scores[c]["negative"], dtype=np.float64) for c in configs])
     positive = np.concatenate([np.asarray(scores[c]["positive"], dtype=np.float64) for c in configs])
-    pooled = compute_metrics(original, negative, positive)
-    if not bootstrap_samples:
-        return pooled, None
     by_image = all("image_id" in scores[c] for c in configs)
     groups = np.concatenate([np.asarray(scores[c]["image_id"]).astype(str) for c in configs]) if by_image else None
-    outcomes = {
-        "original_accuracy": original_correct(original, negative),
-        "augmented_accuracy": augmented_correct(original, negative, positive),
-        "brittleness": brittle(original, negative, positive),
-    }
-    for name, outcome in outcomes.items():
-        pooled.update(metric_with_interval(name, outcome, bootstrap_samples, confidence_level, groups=groups))
+    pooled = metrics_from_scores(original, negative, positive, bootstrap_samples, confidence_level, groups)
+    if not bootstrap_samples:
+        return pooled, None
     unit = "images across both subsets (all rows of a drawn image_id)" if by_image else "rows of both subsets"
     return pooled, f"{confidence_level:.0%} percentile bootstrap, {bootstrap_samples} resamples over {unit}"
 

@@ -134,3 +134,13 @@ def load_eval_sets(
         loaded = load_dataset(dataset, name, split=split, revision=revision)
         sets[name] = EvalSet(name, loaded, {"hub_id": dataset, "config": name, "split": split, "revision": revision})
     return sets
+
+
+def dataset_identity(source: str, split: str) -> dict[str, Any]:
+    """A whole dataset's identity, for a task saved as one result: a local folder by the sha256 of its
+    files, a Hub id by its commit (None offline: nothing saved can then be proven the same)."""
+    folder = Path(source).expanduser()
+    if folder.exists():
+        files = [f for f in folder.rglob("*") if f.is_file() and ".cache" not in f.parts]
+        return {"path": str(folder.resolve()), "split": split, "sha256": sha256_files(files, root=folder)}
+    return {"hub_id": source, "split": split, "revision": hub_revision(source, "dataset")}

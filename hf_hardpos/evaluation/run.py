@@ -12,6 +12,7 @@ from .. import columns
 from ..embedding_cache import EmbeddingCache
 from ..errors import UserInputError
 from ..image_processing import DEFAULT_IMAGE_BACKEND
+from ..metrics import metrics_from_scores
 from ..model_source import ModelSource
 from ..protocol import resolve_protocol
 from ..provenance import digest_of, environment
@@ -21,14 +22,9 @@ from . import output_folder
 from .aggregation import replace_aggregates
 from .definitions import RESULT_VERSIONS
 from .eval_data import dataset_source, load_eval_sets
-from .hard_positive import (
-    bootstrap_description,
-    image_groups,
-    metrics_from_scores,
-    score_eval_set,
-)
 from .output_folder import check_output_writable, partial_run_folder, require_same_model
 from .report import EvaluationReport
+from .tasks.hard_positive import bootstrap_description, image_groups, score_eval_set
 
 
 def check_run_options(batch_size: int, num_workers: int, max_rows: int | None, bootstrap_samples: int = 0) -> None:

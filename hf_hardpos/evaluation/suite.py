@@ -14,66 +14,36 @@ the model's and the dataset's content and every score-changing setting (see `pro
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import yaml
 
-from .. import columns
 from ..errors import UserInputError
 from ..image_processing import DEFAULT_IMAGE_BACKEND
 from ..model_source import ModelSource
-from ..provenance import (
-    describe_model,
-    digest_of,
-    environment,
-    hub_revision,
-    sha256_files,
-)
+from ..provenance import describe_model, digest_of, environment
 from ..published import model_row
 from ..scoring import ITMScorer, pick_device
 from . import output_folder
 from .activations import difference_rule, rows_by_activation
-from .aggregation import describe_all
 from .definitions import RESULT_VERSIONS
-from .eval_data import load_eval_sets, require_dataset_exists
+from .eval_data import dataset_identity, load_eval_sets
 from .output_folder import check_output_writable
-from .report import EvaluationReport
 from .run import check_run_options, evaluate_model
-from .tables import (
-    TIE_RULE,
-    metrics_table,
-    published_table,
-    render_table,
-    retention_table,
-)
-from .tasks import (
-    caption_selection,
-    evaluate_caption_selection,
-    evaluate_text_only,
-    evaluate_valse,
-    evaluate_vl_checklist,
-    evaluate_winoground,
-    evaluate_zeroshot_classification,
-    evaluate_zeroshot_retrieval,
-    is_valse,
-    is_vl_checklist,
-    text_only,
-    webdataset,
-)
-from .tasks.aro import ARO_MACRO, ARO_TRUE_CAPTION_FIRST
-
-HARD_POSITIVE = "hard_positive"
-CAPTION_SELECTION = caption_selection.CAPTION_SELECTION
-WINOGROUND = caption_selection.WINOGROUND
-ZEROSHOT_CLASSIFICATION = webdataset.ZEROSHOT_CLASSIFICATION
-ZEROSHOT_RETRIEVAL = webdataset.ZEROSHOT_RETRIEVAL
-TASKS = (HARD_POSITIVE, CAPTION_SELECTION, WINOGROUND, ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL)
+from .section import HARD_POSITIVE, Section
+from .tables import retention_table
+from .tasks import TASKS, TaskData, detect_task, get_task, run_task
+from .tasks.caption_selection import CAPTION_SELECTION
+from .tasks.hard_positive import hard_positive_section
+from .tasks.text_only import TEXT_ONLY_TIE_RULE, evaluate_text_only
+from .tasks.zeroshot_classification import ZEROSHOT_CLASSIFICATION
+from .tasks.zeroshot_retrieval import ZEROSHOT_RETRIEVAL
 
 
 @dataclass
@@ -126,15 +96,6 @@ SUITES = {
     "ce_clip": CE_CLIP_SUITE,
 }
 
-# Which metric a group of entries is averaged on, per task.
-GROUP_METRIC = {ZEROSHOT_CLASSIFICATION: "acc1", ZEROSHOT_RETRIEVAL: "image_retrieval_recall@1"}
-# Every metric a group also reports the mean of (the paper's Table 10 gives VTAB's mean acc@1 and acc@5).
-GROUP_METRICS = {
-    ZEROSHOT_CLASSIFICATION: ("acc1", "acc5"),
-    ZEROSHOT_RETRIEVAL: ("image_retrieval_recall@1", "text_retrieval_recall@1"),
-}
-
-
 def load_suite(name_or_file: str) -> list[SuiteEntry]:
     """A named suite (`paper`, `compositional`, `retention`) or a YAML file listing datasets:
 
@@ -175,73 +136,23 @@ def load_suite(name_or_file: str) -> list[SuiteEntry]:
     return entries
 
 
-def task_of_columns(column_names: Sequence[str]) -> str | None:
-    """The task a table's columns call for, or None."""
-    names = set(column_names)
-    if {*caption_selection.WINOGROUND_IMAGES, *caption_selection.WINOGROUND_CAPTIONS} <= names:
-        return WINOGROUND
-    if {columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS} <= names:
-        return HARD_POSITIVE
-    negatives = {columns.HARD_NEGATIVE, caption_selection.NEGATIVES_LIST_COLUMN}
-    if {columns.IMAGE, columns.CAPTION} <= names and (
-        names & negatives or any(re.match(rf"^{columns.HARD_NEGATIVE}_\d+$", n) for n in names)
-    ):
-        return CAPTION_SELECTION
-    return None
-
-
-def detect_task(source: str, split: str = "test", configs: Sequence[str] | None = None) -> str:
-    """Recognise what `source` (a local folder or a Hub id) is: see the module docstring."""
-    require_dataset_exists(source)
-    if webdataset.is_clip_benchmark_webdataset(source):
-        task = webdataset.detect_webdataset_task(source, split)
-        if task is None:
-            raise UserInputError(f"{source}: clip_benchmark layout, but no {split}/nshards.txt (try --split)")
-        return task
-    if not Path(source).expanduser().exists():
-        try:
-            task = webdataset.detect_webdataset_task(source, split)
-        except UserInputError:
-            task = None
-        if task is not None:
-            return task
-    first = load_eval_sets(source, list(configs)[:1] if configs else None, split)
-    eval_set = next(iter(first.values())).dataset
-    task = task_of_columns(eval_set.column_names)
-    if task is None:
-        raise UserInputError(
-            f"cannot tell which benchmark {source} is from its columns {eval_set.column_names}: expected "
-            f"{list(columns.EVAL_CAPTION_COLUMNS)} + image (hard positives), image + caption + hard_negative "
-            "(caption selection), Winoground's columns, or clip_benchmark's webdataset files; pass --task"
-        )
-    return task
-
-
-def dataset_identity(source: str, split: str) -> dict[str, Any]:
-    """A local folder by the sha256 of its files, a Hub id by its commit (None offline: no reuse)."""
-    folder = Path(source).expanduser()
-    if folder.exists():
-        files = [f for f in folder.rglob("*") if f.is_file() and ".cache" not in f.parts]
-        return {"path": str(folder.resolve()), "split": split, "sha256": sha256_files(files, root=folder)}
-    return {"hub_id": source, "split": split, "revision": hub_revision(source, "dataset")}
-
-
 @dataclass
 class SuiteReport:
     """Every dataset's section (results, aggregates, tie rule, aggregation) and the run's provenance."""
 
     model: str
     run: dict = field(default_factory=dict)
-    sections: dict[str, dict] = field(default_factory=dict)
+    sections: dict[str, Section] = field(default_factory=dict)
     group_means: dict[str, dict] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"model": self.model, "run": self.run, "datasets": self.sections, "group_means": self.group_means}
+        datasets = {name: section.to_dict() for name, section in self.sections.items()}
+        return {"model": self.model, "run": self.run, "datasets": datasets, "group_means": self.group_means}
 
     @property
     def failed(self) -> list[str]:
         """The datasets whose section holds an error instead of results."""
-        return [name for name, section in self.sections.items() if "error" in section]
+        return [name for name, section in self.sections.items() if section.failed]
 
     def save(self, output_dir: Path) -> None:
         """`metrics.json`, atomically; `run.complete` is False until every dataset has a section, and
@@ -252,7 +163,7 @@ class SuiteReport:
 
     def table(self) -> str:
         """One block per dataset, each with the rule its numbers follow, then the group means."""
-        blocks = [section_block(name, section) for name, section in self.sections.items()]
+        blocks = [section.block(name) for name, section in self.sections.items()]
         blocks.extend(group_mean_line(group, mean) for group, mean in self.group_means.items())
         retention = retention_table(self.sections, self.group_means, model_row(self.model))
         if retention:
@@ -272,14 +183,6 @@ class SuiteReport:
 
     def model_line(self) -> str:
         return describe_model(self.model, self.run.get("model_identity", {}))
-
-
-def section_block(name: str, section: dict) -> str:
-    """A dataset's heading (name, task, source) and its table with tie rule and aggregation, or its error."""
-    heading = f"== {name} ({section['task']}; {section['source']}) ==\n"
-    if "error" in section:
-        return heading + f"FAILED: {section['error']}"
-    return heading + format_section(section)
 
 
 def group_mean_line(group: str, mean: dict) -> str:
@@ -303,10 +206,12 @@ def activation_comparison_suite_table(reports: Mapping[str, SuiteReport]) -> str
     blocks = []
     for name in names:
         sections = {a: r.sections[name] for a, r in reports.items() if name in r.sections}
-        merged = dict(next(iter(sections.values())))
-        for part in ("results", "aggregates"):
-            merged[part] = rows_by_activation({a: section.get(part, {}) for a, section in sections.items()})
-        blocks.append(section_block(name, merged))
+        merged = dataclasses.replace(
+            next(iter(sections.values())),
+            results=rows_by_activation({a: section.results for a, section in sections.items()}),
+            aggregates=rows_by_activation({a: section.aggregates for a, section in sections.items()}),
+        )
+        blocks.append(merged.block(name))
     for activation, report in reports.items():
         blocks.extend(f"[{activation}] " + group_mean_line(g, m) for g, m in report.group_means.items())
     first = next(iter(reports.values()))
@@ -322,41 +227,6 @@ def _json_default(value):
     if isinstance(value, (np.integer, np.floating)):
         return value.item()
     raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
-
-
-def _cell(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.4f}"
-    return str(value)
-
-
-def format_section(section: dict) -> str:
-    """A dataset's results as a table, with its tie rule and aggregation underneath."""
-    rows = {**section.get("results", {}), **section.get("aggregates", {})}
-    if section["task"] == HARD_POSITIVE:
-        text = metrics_table(rows)
-        extra = {k: v["text_only_accuracy"] for k, v in rows.items() if "text_only_accuracy" in v}
-        if extra:
-            text += "\ntext-only (TOT) accuracy %: " + ", ".join(f"{k} {100 * v:.1f}" for k, v in extra.items())
-        if section.get("published"):
-            text += "\n" + published_table(section["published"])
-    else:
-        metric_names = [k for k in dict.fromkeys(k for m in rows.values() for k in m) if not isinstance(
-            next((m[k] for m in rows.values() if k in m), None), (dict, list, str)) or k == "num_candidates"]
-        header = ["subset", *metric_names]
-        text = render_table(header, [[name, *(_cell(m.get(k, "")) for k in metric_names)] for name, m in rows.items()])
-    return text + f"\ntie rule: {section['tie_rule']}\naggregation: {section['aggregation']}"
-
-
-def _hard_positive_section(report: EvaluationReport) -> dict:
-    return {
-        "results": report.results,
-        "aggregates": report.aggregates,
-        "provenance": report.provenance,
-        "tie_rule": TIE_RULE,
-        "aggregation": "; ".join(["per config = fraction of its rows", *describe_all(report.aggregates)]),
-        "published": report.published,  # the paper's figures and ours minus them, for a known model
-    }
 
 
 def _slug(name: str) -> str:
@@ -457,16 +327,14 @@ def run_suite(
         return report
 
 
-def _failed_section(task: str | None, entry: SuiteEntry, err: Exception, log) -> dict:
+def _failed_section(task: str | None, entry: SuiteEntry, err: Exception, log) -> Section:
     """A dataset's section when it failed: its error in one line (the traceback's last frames too, for bugs)."""
     import traceback
 
     message = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}".rstrip(": ")
     log(f"[{entry.name}] FAILED ({message}); continuing with the other datasets")
-    section = {"task": task, "source": entry.dataset, "error": message}
-    if not isinstance(err, UserInputError):
-        section["traceback"] = traceback.format_exception(err)[-3:]
-    return section
+    trace = None if isinstance(err, UserInputError) else traceback.format_exception(err)[-3:]
+    return Section(task, entry.dataset, error=message, traceback=trace)
 
 
 def check_groups(entries: Sequence[SuiteEntry], tasks: Mapping[str, str]) -> None:
@@ -485,20 +353,19 @@ def check_groups(entries: Sequence[SuiteEntry], tasks: Mapping[str, str]) -> Non
             listed = "; ".join(f"{task}: {', '.join(names)}" for task, names in by_task.items())
             raise UserInputError(f"suite group {group!r} mixes tasks ({listed}); a group mean needs one task")
         for task in by_task:
-            if task not in GROUP_METRIC:
+            if not get_task(task).group_metrics:
+                averaged = ", ".join(f"{t.name}: {t.group_metrics[0]}" for t in TASKS.values() if t.group_metrics)
                 raise UserInputError(
-                    f"suite group {group!r} is of task {task}, which has no group metric "
-                    f"(groups average {', '.join(f'{t}: {m}' for t, m in GROUP_METRIC.items())})"
+                    f"suite group {group!r} is of task {task}, which has no group metric (groups average {averaged})"
                 )
 
 
 def _run_entry(
     entry, task, source, output_dir, settings, scorer, batch_size, num_workers, device, precision,
     allow_tf32, max_rows, resume, progress, image_backend, log,
-) -> dict:
+) -> Section:
     """One dataset's section: its task run (or resumed) in `output_dir/<name>/`."""
-    if task not in TASKS:
-        raise UserInputError(f"{entry.name}: unknown task {task!r}; known: {list(TASKS)}")
+    get_task(task)  # an unknown task is refused before its folder is made
     folder = output_dir / _slug(entry.name)
     folder.mkdir(parents=True, exist_ok=True)
     log(f"[{entry.name}] {task} on {entry.dataset}")
@@ -509,23 +376,22 @@ def _run_entry(
                             num_workers=num_workers, device=device, precision=precision, allow_tf32=allow_tf32,
                             max_rows=max_rows, output_dir=folder, resume=resume, progress=progress,
                             scorer_provider=scorer, log=log, image_backend=image_backend)
-        section = _hard_positive_section(hp)
+        section = hard_positive_section(entry.dataset, hp.results, hp.aggregates, hp.provenance, hp.published)
         if entry.text_only:
             _add_text_only(section, scorer, entry, max_rows)
-    else:
-        section = _run_other_task(task, entry, folder, source, settings, scorer, max_rows, resume, log)
-    return {"task": task, "source": entry.dataset, **section}
+        return section
+    return _run_other_task(task, entry, folder, source, settings, scorer, max_rows, resume, log)
 
 
-def _add_text_only(section: dict, scorer, entry: SuiteEntry, max_rows: int | None) -> None:
+def _add_text_only(section: Section, scorer, entry: SuiteEntry, max_rows: int | None) -> None:
     """SugarCrepe++'s TOT per config: text embeddings only (cached from the image-text pass)."""
     for name, eval_set in load_eval_sets(entry.dataset, entry.configs, entry.split).items():
         result = evaluate_text_only(scorer(), eval_set.dataset, max_rows=max_rows)
-        section["results"][name]["text_only_accuracy"] = result["text_only_accuracy"]
-    section["tie_rule"] += f"; text-only (TOT): {text_only.TEXT_ONLY_TIE_RULE}"
+        section.results[name]["text_only_accuracy"] = result["text_only_accuracy"]
+    section.tie_rule += f"; text-only (TOT): {TEXT_ONLY_TIE_RULE}"
 
 
-def _run_other_task(task, entry, folder, source: ModelSource, settings, scorer, max_rows, resume, log) -> dict:
+def _run_other_task(task, entry, folder, source: ModelSource, settings, scorer, max_rows, resume, log) -> Section:
     """Caption selection, Winoground or zero-shot: one saved result per dataset, keyed by content."""
     data_identity = dataset_identity(entry.dataset, entry.split)
     known = source.identity.get("revision", "local") is not None and data_identity.get("revision", "local") is not None
@@ -535,79 +401,40 @@ def _run_other_task(task, entry, folder, source: ModelSource, settings, scorer, 
         saved = json.loads(saved_file.read_text())
         if saved.get("key") == key:
             log(f"[{entry.name}] reusing {saved_file} (same model, data and settings)")
-            return saved["section"]
+            return Section.from_dict(saved["section"])
         log(f"[{entry.name}] {saved_file} came from other inputs or settings; recomputing")
-    section = task_section(task, scorer(), entry, max_rows)
-    section["provenance"] = {"key": key, "dataset": data_identity}
-    output_folder.write_json(saved_file, {"key": key, "section": section}, default=_json_default)
+    section = run_task(task, scorer(), TaskData(entry.dataset, entry.configs, entry.split), max_rows)
+    section.provenance = {"key": key, "dataset": data_identity}
+    output_folder.write_json(saved_file, {"key": key, "section": section.to_dict()}, default=_json_default)
     return section
 
 
-def task_section(task: str, scorer: ITMScorer, entry: SuiteEntry, max_rows: int | None = None) -> dict:
-    """Run one non-hard-positive task on `entry` and return its section: results (one row per subset,
-    or `all`), aggregates, tie rule and aggregation. No saving: callers decide (the suite, the trainer)."""
-    if task == CAPTION_SELECTION:
-        subsets = {name: s.dataset for name, s in load_eval_sets(entry.dataset, entry.configs, entry.split).items()}
-        first = next(iter(subsets.values()))
-        if is_valse(first):
-            return _section(evaluate_valse(scorer, subsets, max_rows))
-        if is_vl_checklist(first):
-            return _section(evaluate_vl_checklist(scorer, subsets, max_rows))
-        categories = caption_selection.SUGARCREPE_CATEGORIES if set(subsets) & {
-            m for members in caption_selection.SUGARCREPE_CATEGORIES.values() for m in members} else None
-        macro = {k: v for k, v in ARO_MACRO.items() if k in subsets} or None
-        result = evaluate_caption_selection(scorer, subsets, categories=categories, macro=macro, max_rows=max_rows,
-                                            true_caption_first=[n for n in subsets if n in ARO_TRUE_CAPTION_FIRST])
-    elif task == WINOGROUND:
-        result = evaluate_winoground(scorer, entry.dataset, entry.split, max_rows=max_rows)
-        result = {
-            "results": {"all": {k: result[k] for k in ("text_score", "image_score", "group_score", "num_examples") if k in result},
-                        **result.get(f"by_{caption_selection.WINOGROUND_TAG}", {})},
-            "tie_rule": result["tie_rule"],
-            "aggregation": result["aggregation"],
-        }
-    elif task == ZEROSHOT_CLASSIFICATION:
-        result = _single(evaluate_zeroshot_classification(scorer, entry.dataset, entry.split, max_rows=max_rows))
-    else:
-        result = _single(evaluate_zeroshot_retrieval(scorer, entry.dataset, entry.split, max_rows=max_rows))
-    return _section(result)
-
-
-def _section(result: dict) -> dict:
-    return {k: v for k, v in result.items() if k in ("results", "aggregates", "tie_rule", "aggregation")}
-
-
-def _single(result: dict) -> dict:
-    """A zero-shot result as a section with one row, `all`."""
-    metrics = {k: v for k, v in result.items() if k not in ("task", "tie_rule", "aggregation", "dataset", "split")
-               and isinstance(v, (int, float))}
-    return {"results": {"all": metrics}, "tie_rule": result["tie_rule"], "aggregation": result["aggregation"]}
-
-
-def _group_values(sections: dict[str, dict], done: Sequence[SuiteEntry], metrics: Sequence[str]) -> dict[str, float]:
+def _group_values(sections: dict[str, Section], done: Sequence[SuiteEntry], metrics: Sequence[str]) -> dict[str, float]:
     """The unweighted mean over `done` of each metric every one of them reports."""
-    rows = [sections[m.name]["results"]["all"] for m in done]
+    rows = [sections[m.name].results["all"] for m in done]
     return {k: float(np.mean([row[k] for row in rows])) for k in metrics if rows and all(k in row for row in rows)}
 
 
-def group_means(sections: dict[str, dict], entries: Sequence[SuiteEntry]) -> dict[str, dict]:
-    """Unweighted means over the entries of each `group` (e.g. the VTAB mean of the paper's Table 10)."""
+def group_means(sections: dict[str, Section], entries: Sequence[SuiteEntry]) -> dict[str, dict]:
+    """Unweighted means over the entries of each `group` (e.g. the VTAB mean of the paper's Table 10), on
+    the metrics its task's registry entry names (`Task.group_metrics`, the first one the headline)."""
     means = {}
     groups: dict[str, list[SuiteEntry]] = {}
     for entry in entries:
         if entry.group:
             groups.setdefault(entry.group, []).append(entry)
     for group, members in groups.items():
-        done = [m for m in members if m.name in sections and "error" not in sections[m.name]]
-        task = next((sections[m.name]["task"] for m in members if sections.get(m.name, {}).get("task")), None)
-        metric = GROUP_METRIC.get(task) or GROUP_METRIC.get(members[0].task) or "unknown (no member's task is known)"
-        values = [sections[m.name]["results"]["all"][metric] for m in done]
+        done = [m for m in members if m.name in sections and not sections[m.name].failed]
+        task = next((sections[m.name].task for m in members if m.name in sections and sections[m.name].task), None)
+        task = task or members[0].task
+        metrics = TASKS[task].group_metrics if task in TASKS else ()
+        metric = metrics[0] if metrics else "unknown (no member's task is known)"
+        values = [sections[m.name].results["all"][metric] for m in done]
         means[group] = {
             "metric": metric,
             "value": float(np.mean(values)) if values else None,
             "num_datasets": len(values),
             "missing": [m.name for m in members if m not in done],  # failed or not run: not in the mean
-            "values": _group_values(sections, done, GROUP_METRICS.get(task, (metric,))),
+            "values": _group_values(sections, done, metrics or (metric,)),
         }
     return means
-

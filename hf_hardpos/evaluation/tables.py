@@ -7,8 +7,12 @@ renderer keeps their layout (and the statement of how each figure was aggregated
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ..metrics import METRIC_NAMES
+
+if TYPE_CHECKING:
+    from .section import Section
 
 SCORE_NAMES = ("mean_original_score", "mean_negative_score", "mean_positive_score")
 
@@ -90,21 +94,22 @@ RETENTION_COLUMNS = (
 )
 
 
-def retention_values(sections: Mapping[str, Mapping], group_means: Mapping[str, Mapping]) -> dict[tuple[str, str], float]:
+def retention_values(sections: Mapping[str, Section], group_means: Mapping[str, Mapping]) -> dict[tuple[str, str], float]:
     """(dataset or group, metric) -> our fraction, for every `RETENTION_COLUMNS` cell that was measured."""
     values: dict[tuple[str, str], float] = {}
     for _, source, metric in RETENTION_COLUMNS:
         if source in group_means:
             value = group_means[source].get("values", {}).get(metric)
         else:
-            value = sections.get(source, {}).get("results", {}).get("all", {}).get(metric)
+            section = sections.get(source)
+            value = section.results.get("all", {}).get(metric) if section is not None else None
         if isinstance(value, float):
             values[(source, metric)] = value
     return values
 
 
 def retention_table(
-    sections: Mapping[str, Mapping], group_means: Mapping[str, Mapping], paper_row: str | None, *, markdown: bool = False
+    sections: Mapping[str, Section], group_means: Mapping[str, Mapping], paper_row: str | None, *, markdown: bool = False
 ) -> str:
     """Table 10's layout: our row, and the paper's row and ours minus it when `paper_row` has figures.
 

@@ -5,16 +5,14 @@ Why: hard-negative fine-tuning buys compositionality at some cost in zero-shot a
 hard-positive sets cannot show that cost while it trains, and a checkpoint chosen on REPLACE alone
 may have lost ImageNet accuracy. So `HardPosTrainer(eval_datasets=...)` takes, per name, either
 
-- a plain `Dataset` in the hard-positive schema (image, caption, hard_negative, hard_positive), as
-  before: scored with `hf_hardpos.evaluation.evaluate_dataset`; or
-- a `BenchmarkEvalSet`: a local folder, Hub id or in-memory table of any benchmark `hf_hardpos.suite`
+- a plain `Dataset` in the hard-positive schema (image, caption, hard_negative, hard_positive); or
+- a `BenchmarkEvalSet`: a local folder, Hub id or in-memory table of any benchmark the task registry
   recognises (hard positives, caption selection such as SugarCrepe and ARO, Winoground,
-  clip_benchmark's zero-shot classification and retrieval webdatasets), run by the same code as
-  `hardpos eval` (`suite.task_section`), so the numbers logged in training equal the CLI's.
+  clip_benchmark's zero-shot classification and retrieval webdatasets).
 
-Each evaluation of a set gives a *section*: `{"task", "results": {row: {metric: value}},
-"aggregates", "tie_rule", "aggregation"}`, rows being configs/subsets (or `all`). `flat_metrics`
-turns it into the names the Trainer logs:
+Either is run by the registry's `run_task`, the code `hardpos eval` runs, so the numbers logged in
+training equal the CLI's. Each evaluation gives a `Section`; `Section.flat_metrics` names what the
+Trainer logs:
 
 - `eval_<set>_<metric>` for the result row of a set that has only one (an in-memory set, a one-config
   set, a zero-shot set): `eval_cifar10_acc1`, `eval_toy_augmented_accuracy`;
@@ -31,10 +29,8 @@ name are an error, never a silent overwrite.
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from numbers import Integral, Real
 from pathlib import Path
 
 from datasets import Dataset
@@ -43,23 +39,13 @@ from .. import columns
 from ..errors import UserInputError
 from ..provenance import looks_like_hub_id
 from ..scoring import ITMScorer
-from .aggregation import describe_all, replace_aggregates
 from .eval_data import load_eval_sets
-from .hard_positive import evaluate_dataset
-from .suite import (
-    HARD_POSITIVE,
-    TASKS,
-    ZEROSHOT_CLASSIFICATION,
-    ZEROSHOT_RETRIEVAL,
-    SuiteEntry,
-    detect_task,
-    task_of_columns,
-    task_section,
-)
-from .tables import TIE_RULE
+from .section import HARD_POSITIVE, Section
+from .tasks import TASKS, TaskData, detect_task, run_task, task_of_columns
+from .tasks.zeroshot_classification import ZEROSHOT_CLASSIFICATION
+from .tasks.zeroshot_retrieval import ZEROSHOT_RETRIEVAL
 
-HARD_POSITIVE_AGGREGATION = "rates = fraction of each config's rows; s_c, s_n, s_p = mean cosine scores"
-SINGLE_ROW = "all"  # the row of a set evaluated as one table
+SINGLE_ROW = "all"  # the row of an in-memory hard-positive set, evaluated as one table
 
 
 @dataclass
@@ -70,8 +56,8 @@ class BenchmarkEvalSet:
         source: a local folder or Hub id (`clip-benchmark/wds_vtab-cifar10`, `hardpos/sugarcrepe`,
             a SugarCrepe/ARO-style parquet folder, `facebook/winoground`), or an in-memory `Dataset`
             (hard positives, caption selection or Winoground, recognised from its columns).
-        task: one of `hf_hardpos.suite.TASKS`; None recognises it (`suite.detect_task` for a
-            source, `suite.task_of_columns` for a `Dataset`).
+        task: one of `evaluation.tasks.TASKS`; None recognises it (`tasks.detect_task` for a
+            source, `tasks.task_of_columns` for a `Dataset`).
         configs: the configs of `source` to evaluate (None: all it declares).
         split: the split of `source` (ignored for a `Dataset`).
         max_rows: evaluate only the first N rows (images, for zero-shot sets) of each config: a
@@ -135,40 +121,14 @@ class BenchmarkEvalSet:
                 columns.require_columns(rows, [columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS], where)
         return resolved
 
-    def evaluate(
-        self,
-        name: str,
-        model,
-        processor,
-        scorer: Callable[[], ITMScorer],
-        *,
-        batch_size: int,
-        device: str,
-        progress: bool,
-    ) -> dict:
-        """This set's section for `model` as it is now (call `resolve` first).
-
-        Hard-positive configs go through `evaluate_dataset` (the trainer's evaluator since the
-        start); every other task through `suite.task_section` with `scorer()`, a scorer the caller
-        builds fresh for each evaluation, since its embedding cache is only valid for one model state.
-        """
+    def evaluate(self, name: str, scorer: Callable[[], ITMScorer]) -> Section:
+        """This set's section for the model as it is now (call `resolve` first), by the registry's
+        `run_task`; `scorer()` is built fresh by the caller for each evaluation, since its embedding
+        cache is only valid for one state of the model."""
         if self.task is None:
             raise ValueError(f"eval set {name!r} was not resolved: call .resolve(name) first")
-        if self.task != HARD_POSITIVE:
-            entry = SuiteEntry(name, self.source, self.task, self.configs, self.split)
-            section = task_section(self.task, scorer(), entry, self.max_rows)
-            return {"task": self.task, **section}
-        results = {}
-        for config, rows in self.subsets.items():
-            if self.max_rows is not None:
-                rows = rows.select(range(min(self.max_rows, len(rows))))
-            results[config] = evaluate_dataset(
-                model, processor, rows, batch_size=batch_size, device=device, progress=progress
-            )
-        aggregates = replace_aggregates(results)
-        aggregation = "; ".join([HARD_POSITIVE_AGGREGATION, *describe_all(aggregates)])
-        return {"task": HARD_POSITIVE, "results": results, "aggregates": aggregates, "tie_rule": TIE_RULE,
-                "aggregation": aggregation}  # fmt: skip
+        data = TaskData(self.subsets) if self.task == HARD_POSITIVE else TaskData(self.source, self.configs, self.split)
+        return run_task(self.task, scorer(), data, self.max_rows)
 
 
 def as_benchmark_eval_set(name: str, value: Dataset | BenchmarkEvalSet) -> BenchmarkEvalSet:
@@ -181,40 +141,3 @@ def as_benchmark_eval_set(name: str, value: Dataset | BenchmarkEvalSet) -> Bench
             "or a hf_hardpos.training.BenchmarkEvalSet"
         )
     return value.resolve(name)
-
-
-def slug(name: str) -> str:
-    """A set or row name as it appears in a logged metric name (see the module docstring)."""
-    return re.sub(r"[^A-Za-z0-9_.@-]+", "_", str(name)).strip("_")
-
-
-def section_rows(section: Mapping) -> dict[str, dict]:
-    """Results then aggregates, one mapping (the rows a section's table and its logged names show)."""
-    return {**section.get("results", {}), **section.get("aggregates", {})}
-
-
-def unnamed_row(section: Mapping) -> str | None:
-    """The row logged without its name: the only result row of a section, if it has one only.
-
-    Its aggregates (e.g. SugarCrepe's category mean over that one subset) keep their names.
-    """
-    results = section.get("results", {})
-    return next(iter(results)) if len(results) == 1 else None
-
-
-def flat_metrics(set_name: str, section: Mapping, prefix: str = "eval") -> dict[str, float | int]:
-    """`{prefix}_<set>[_<row>]_<metric>` -> number, for every numeric metric of every row of `section`."""
-    unnamed = unnamed_row(section)
-    flat: dict[str, float | int] = {}
-    origin: dict[str, str] = {}
-    for row, metrics in section_rows(section).items():
-        stem = f"{prefix}_{slug(set_name)}" + ("" if row == unnamed else f"_{slug(row)}")
-        for metric, value in metrics.items():
-            if isinstance(value, bool) or not isinstance(value, Real):
-                continue  # descriptions (e.g. ARO's macro protocol) and ranges are for the card, not the log
-            key = f"{stem}_{metric}"
-            if key in flat:
-                raise ValueError(f"eval set {set_name!r}: rows {origin[key]!r} and {row!r} would both log {key!r}")
-            flat[key] = int(value) if isinstance(value, Integral) else float(value)
-            origin[key] = row
-    return flat

@@ -188,7 +188,8 @@ def _examples(scored: Sequence[ScoredRows], count: int) -> str:
 def _with_intervals(bench: Benchmark, scored: Mapping[str, ScoredRows], resamples: int) -> tuple[dict[str, dict], list[str]]:
     """The table rows (configs, then aggregates) with 95% intervals: as saved, else bootstrapped here from the
     saved per-row outcomes over images (point values always exactly as saved)."""
-    from ..evaluation.hard_positive import bootstrap_description, metrics_from_scores
+    from ..evaluation.tasks.hard_positive import bootstrap_description
+    from ..metrics import metrics_from_scores
 
     rows = {name: dict(m) for name, m in {**bench.results, **bench.aggregates}.items()}
     notes = []

@@ -1,48 +1,101 @@
-"""Evaluation tasks beyond the hard-positive metrics: zero-shot retention and compositional benchmarks.
+"""The task registry: every benchmark task, how its data is recognised, and one way to run it.
 
-One public function per task, each taking an `ITMScorer` (so every distinct image and caption is
-encoded once) and returning a dict whose metric names follow the benchmark's own code, plus
-`tie_rule` and `aggregation` strings that say how each number was obtained:
+Each task is one module declaring a `TASK` (`base.Task`): its name, how it scores `TaskData` into a
+`Section`, how its data is recognised (from a table's columns, or from clip_benchmark's webdataset
+files), and what a suite group of its datasets averages.
 
-- `evaluate_zeroshot_classification`: clip_benchmark webdatasets (`acc1`, `acc5`, `mean_per_class_recall`)
-- `evaluate_zeroshot_retrieval`: clip_benchmark webdatasets (`image_retrieval_recall@k`, `text_retrieval_recall@k`)
-- `evaluate_caption_selection`: SugarCrepe, ARO (`accuracy` per subset, named aggregates; ARO's
-  macro accuracy with `macro=ARO_MACRO`)
-- `evaluate_winoground`: `text_score`, `image_score`, `group_score`
-- `evaluate_text_only`: SugarCrepe++'s text-only task (`text_only_accuracy`)
-- `evaluate_valse`, `evaluate_vl_checklist`: CE-CLIP's other benchmarks, with their seeds' aggregations
+- `hard_positive`: Original/Augmented Accuracy and Brittleness (REPLACE, SWAP, SugarCrepe++);
+- `caption_selection`: SugarCrepe, ARO, VALSE, VL-CheckList (accuracy per subset, their aggregates);
+- `winoground`: text, image and group scores;
+- `zeroshot_classification`, `zeroshot_retrieval`: clip_benchmark webdatasets (zero-shot retention).
+
+`hardpos eval --dataset`, the suites and the trainer's evaluations all go through `detect_task` and
+`run_task`, so a number logged in training equals the CLI's. SugarCrepe++'s text-only task
+(`text_only`) is an addition to a hard-positive section, not a task of its own.
 """
 
-from .aro import ARO_MACRO
-from .caption_selection import (
-    SUGARCREPE_CATEGORIES,
-    evaluate_caption_selection,
-    evaluate_winoground,
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from ... import columns
+from ...errors import UserInputError
+from ...scoring import ITMScorer
+from ..section import Section
+from . import (
+    caption_selection,
+    hard_positive,
+    webdataset,
+    winoground,
+    zeroshot_classification,
+    zeroshot_retrieval,
 )
-from .text_only import evaluate_text_only
-from .valse import evaluate_valse, is_valse
-from .vl_checklist import evaluate_vl_checklist, is_vl_checklist
-from .webdataset import (
-    detect_webdataset_task,
-    is_clip_benchmark_webdataset,
-    load_clip_benchmark_webdataset,
-)
-from .zeroshot_classification import evaluate_zeroshot_classification
-from .zeroshot_retrieval import evaluate_zeroshot_retrieval
+from .base import Task, TaskData
+from .caption_selection import CAPTION_SELECTION
+from .hard_positive import HARD_POSITIVE
+from .winoground import WINOGROUND
+from .zeroshot_classification import ZEROSHOT_CLASSIFICATION
+from .zeroshot_retrieval import ZEROSHOT_RETRIEVAL
+
+# In the order data is recognised: Winoground's columns are the most specific, and a hard-positive
+# table also has the caption and hard negative of a caption-selection one.
+_RECOGNITION_ORDER = (winoground.TASK, hard_positive.TASK, caption_selection.TASK,
+                      zeroshot_classification.TASK, zeroshot_retrieval.TASK)
+TASKS: dict[str, Task] = {task.name: task for task in (
+    hard_positive.TASK, caption_selection.TASK, winoground.TASK, zeroshot_classification.TASK, zeroshot_retrieval.TASK
+)}
+
+
+def get_task(name: str) -> Task:
+    """The registered task `name`; an unknown name is refused with the known ones."""
+    if name not in TASKS:
+        raise UserInputError(f"unknown task {name!r}; known: {list(TASKS)}")
+    return TASKS[name]
+
+
+def task_of_columns(column_names: Sequence[str]) -> str | None:
+    """The task a table's columns call for, or None."""
+    names = frozenset(column_names)
+    matching = (t.name for t in _RECOGNITION_ORDER if t.matches_columns is not None and t.matches_columns(names))
+    return next(matching, None)
+
+
+def detect_task(source: str, split: str = "test", configs: Sequence[str] | None = None) -> str:
+    """Recognise what `source` (a local folder or a Hub id) is: clip_benchmark's webdataset files
+    (zero-shot classification or retrieval), else the columns of its first config."""
+    from ..eval_data import load_eval_sets, require_dataset_exists
+
+    require_dataset_exists(source)
+    if webdataset.is_clip_benchmark_webdataset(source):
+        task = webdataset.detect_webdataset_task(source, split)
+        if task is None:
+            raise UserInputError(f"{source}: clip_benchmark layout, but no {split}/nshards.txt (try --split)")
+        return task
+    if not Path(source).expanduser().exists():
+        try:
+            task = webdataset.detect_webdataset_task(source, split)
+        except UserInputError:
+            task = None
+        if task is not None:
+            return task
+    first = load_eval_sets(source, list(configs)[:1] if configs else None, split)
+    eval_set = next(iter(first.values())).dataset
+    task = task_of_columns(eval_set.column_names)
+    if task is None:
+        raise UserInputError(
+            f"cannot tell which benchmark {source} is from its columns {eval_set.column_names}: expected "
+            f"{list(columns.EVAL_CAPTION_COLUMNS)} + image (hard positives), image + caption + hard_negative "
+            "(caption selection), Winoground's columns, or clip_benchmark's webdataset files; pass --task"
+        )
+    return task
+
+
+def run_task(name: str, scorer: ITMScorer, data: TaskData, max_rows: int | None = None) -> Section:
+    """Score `data` with the registered task `name`: the one entry point of the suite and the trainer."""
+    return get_task(name).score(scorer, data, max_rows)
+
 
 __all__ = [
-    "ARO_MACRO",
-    "SUGARCREPE_CATEGORIES",
-    "detect_webdataset_task",
-    "evaluate_caption_selection",
-    "evaluate_text_only",
-    "evaluate_valse",
-    "evaluate_vl_checklist",
-    "evaluate_winoground",
-    "evaluate_zeroshot_classification",
-    "evaluate_zeroshot_retrieval",
-    "is_valse",
-    "is_vl_checklist",
-    "is_clip_benchmark_webdataset",
-    "load_clip_benchmark_webdataset",
-]
+    "CAPTION_SELECTION", "HARD_POSITIVE", "WINOGROUND", "ZEROSHOT_CLASSIFICATION", "ZEROSHOT_RETRIEVAL",
+    "TASKS", "Task", "TaskData", "detect_task", "get_task", "run_task", "task_of_columns"]

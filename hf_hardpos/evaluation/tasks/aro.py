@@ -15,7 +15,7 @@ accuracy when a subset has the column.
 
 from __future__ import annotations
 
-from .caption_selection import MacroProtocol
+from .selection import MacroProtocol
 
 ARO_VG_RELATION_EXCLUDED = (
     'adjusting', 'attached to', 'between', 'bigger than', 'biting', 'boarding', 'brushing', 'chewing',

@@ -18,7 +18,7 @@ from datasets import Dataset
 from ... import columns
 from ...data.valse import PIECES
 from ...scoring import ITMScorer
-from .caption_selection import SELECTION_TIE_RULE, selection_correct, selection_scores
+from .selection import SELECTION_TIE_RULE, selection_correct, selection_scores
 
 MARKER_COLUMNS = frozenset({"mturk_caption", "valid"})  # what tells a VALSE config from other caption sets
 

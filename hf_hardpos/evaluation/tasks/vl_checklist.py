@@ -26,7 +26,7 @@ from datasets import Dataset
 from ... import columns
 from ...data.vl_checklist import aspect_and_type
 from ...scoring import ITMScorer
-from .caption_selection import SELECTION_TIE_RULE, selection_correct, selection_scores
+from .selection import SELECTION_TIE_RULE, selection_correct, selection_scores
 
 MARKER_COLUMNS = frozenset({"upstream_index", "aspect", "type"})  # what tells a VL-CheckList config apart
 

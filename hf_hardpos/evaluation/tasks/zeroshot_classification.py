@@ -23,6 +23,7 @@ from datasets import Dataset
 
 from ...errors import UserInputError
 from ...scoring import ITMScorer
+from .base import one_row_task
 from .ranking import RANK_TIE_RULE, chunked_strict_rank, hit_rate
 from .webdataset import (
     KEY_COLUMN,
@@ -131,3 +132,7 @@ def evaluate_zeroshot_classification(
         "tie_rule": RANK_TIE_RULE,
         "aggregation": CLASSIFICATION_AGGREGATION,
     }
+
+
+# A suite group (e.g. VTAB) averages the first metric.
+TASK = one_row_task(ZEROSHOT_CLASSIFICATION, evaluate_zeroshot_classification, ("acc1", "acc5"))

@@ -23,6 +23,7 @@ from datasets import Dataset
 
 from ...errors import UserInputError
 from ...scoring import ITMScorer
+from .base import one_row_task
 from .ranking import RANK_TIE_RULE, chunked_strict_rank, hit_rate
 from .webdataset import (
     CAPTIONS_COLUMN,
@@ -117,3 +118,9 @@ def evaluate_zeroshot_retrieval(
         "tie_rule": RANK_TIE_RULE,
         "aggregation": RETRIEVAL_AGGREGATION,
     }
+
+
+# A suite group (e.g. VTAB) averages the first metric.
+TASK = one_row_task(
+    ZEROSHOT_RETRIEVAL, evaluate_zeroshot_retrieval, ("image_retrieval_recall@1", "text_retrieval_recall@1")
+)
