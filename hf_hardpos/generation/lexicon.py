@@ -206,38 +206,38 @@ _COHYPONYM_GROUPS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("smiling", "frowning"),
     ),
 }
-# Antonym pairs (directed where the reverse would not be a clean opposite).
+
+
+def _opposites(*pairs: tuple[str, str]) -> dict[str, tuple[str, ...]]:
+    """Each word of each pair as the other's antonym."""
+    return {word: (other,) for a, b in pairs for word, other in ((a, b), (b, a))}
+
+
+# Antonyms: pairs of mutual opposites, then directed entries where the reverse would not be a clean
+# opposite ("big" -> "small", but "small" -> "large").
 _ANTONYMS: dict[str, dict[str, tuple[str, ...]]] = {
     "size": {
-        "large": ("small",), "big": ("small",), "huge": ("tiny",), "small": ("large",),
-        "tiny": ("huge",), "little": ("big",), "tall": ("short",), "long": ("short",),
-        "short": ("tall", "long"), "thin": ("thick",), "thick": ("thin",), "wide": ("narrow",),
-        "narrow": ("wide",),
+        **_opposites(("large", "small"), ("huge", "tiny"), ("thin", "thick"), ("wide", "narrow")),
+        "big": ("small",), "little": ("big",), "tall": ("short",), "long": ("short",), "short": ("tall", "long"),
     },
     "state": {
-        "open": ("closed",), "closed": ("open",), "empty": ("full",), "full": ("empty",),
-        "wet": ("dry",), "dry": ("wet",), "clean": ("dirty",), "dirty": ("clean",),
-        "old": ("new",), "new": ("old",), "young": ("old",), "light": ("dark",), "dark": ("light",),
-        "hot": ("cold",), "cold": ("hot",),
+        **_opposites(("open", "closed"), ("empty", "full"), ("wet", "dry"), ("clean", "dirty"), ("old", "new"),
+                     ("light", "dark"), ("hot", "cold")),
+        "young": ("old",),
     },
     "spatial": {
-        "on the left of": ("on the right of",), "on the right of": ("on the left of",),
-        "above": ("below",), "below": ("above",), "under": ("above",), "beneath": ("above",),
-        "underneath": ("on top of",), "on top of": ("underneath",), "in front of": ("behind",),
-        "behind": ("in front of",), "in back of": ("in front of",), "inside": ("outside",), "outside": ("inside",),
-        "near": ("far from",), "next to": ("far from",), "far from": ("next to",),
-        "to the left of": ("to the right of",), "to the right of": ("to the left of",),
-        "on the left": ("on the right",), "on the right": ("on the left",),
-        "left side": ("right side",), "right side": ("left side",),
-        "at the top of": ("at the bottom of",), "at the bottom of": ("at the top of",),
-        "into": ("out of",), "out of": ("into",), "up": ("down",), "down": ("up",),
+        **_opposites(("on the left of", "on the right of"), ("above", "below"), ("on top of", "underneath"),
+                     ("in front of", "behind"), ("inside", "outside"), ("next to", "far from"),
+                     ("to the left of", "to the right of"), ("on the left", "on the right"), ("left side", "right side"),
+                     ("at the top of", "at the bottom of"), ("into", "out of"), ("up", "down")),
+        "under": ("above",), "beneath": ("above",), "in back of": ("in front of",), "near": ("far from",),
     },
     "action": {
-        "holding": ("dropping",), "entering": ("leaving",), "leaving": ("entering",),
-        "riding": ("pushing",), "climbing": ("descending",), "sleeping": ("awake",),
+        **_opposites(("entering", "leaving")),
+        "holding": ("dropping",), "riding": ("pushing",), "climbing": ("descending",), "sleeping": ("awake",),
         "standing": ("sitting", "lying"),
     },
-}
+}  # fmt: skip
 # Negative-side guards for words that are also nouns/verbs in other senses.
 _NEGATIVE_GUARDS: dict[str, dict[str, Any]] = {
     "light": {"not_before": frozenset({"pole", "poles", "post", "bulb", "switch", "fixture"}), "needs_next": True},
