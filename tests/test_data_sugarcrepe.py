@@ -5,9 +5,18 @@ import json
 
 import datasets
 import pytest
-from data_fixtures import make_coco_placeholders, unpack_upstream, write_json
+from data_fixtures import (
+    card_numbers,
+    card_section,
+    card_sources,
+    column_sources,
+    make_coco_placeholders,
+    unpack_upstream,
+    write_json,
+)
 
 from hf_hardpos.data.checks import DataValidationError, MissingImageError
+from hf_hardpos.data.hub_folder import completeness_text
 from hf_hardpos.data.sugarcrepe import (
     SUGARCREPE_COUNTS,
     SUGARCREPE_PP_COUNTS,
@@ -66,12 +75,17 @@ def test_sugarcrepe_real_files_give_the_papers_counts(tmp_path):
     flags = {subset: report.flags[subset]["negative_same_words"] for subset in SUGARCREPE_COUNTS}
     assert flags["add_att"] == flags["add_obj"] == 0
     assert flags["swap_obj"] > SUGARCREPE_COUNTS["swap_obj"] // 2
+    assert report.skipped_rows == {} and report.local_variants == []
     readme = (out / "README.md").read_text()
-    assert "| `swap_obj` | `test` | 245 | 245 | 1 |" in readme
-    assert "Every upstream row is here" in readme
-    assert "raw.githubusercontent.com/RAIVNLab/sugar-crepe/0047054b243992f0fad63d6f64f7544862daf846/data/add_att.json" in readme
-    assert "sha256 012d88d729693d193760e6f3393b06a1cf874380a9db0062e937201199fe044d" in readme
-    assert "@inproceedings{hsieh2023sugarcrepe" in readme
+    configs = card_numbers(readme, "Configs and row counts")
+    assert configs == {name: {"rows": count, "paper": count, "shards": 1} for name, count in SUGARCREPE_COUNTS.items()}
+    provenance = card_sources(readme)
+    assert provenance == report.sources
+    assert provenance["data/add_att.json"].startswith(
+        "https://raw.githubusercontent.com/RAIVNLab/sugar-crepe/0047054b243992f0fad63d6f64f7544862daf846/data/add_att.json"
+    )
+    assert provenance["data/add_att.json"].endswith("sha256 012d88d729693d193760e6f3393b06a1cf874380a9db0062e937201199fe044d")
+    assert card_section(readme, "Citation").strip().startswith("```bibtex\n@inproceedings{hsieh2023sugarcrepe,")
 
 
 def test_sugarcrepe_pp_real_files_counts_alignment_and_defects(tmp_path):
@@ -104,10 +118,12 @@ def test_sugarcrepe_pp_real_files_counts_alignment_and_defects(tmp_path):
     }
     assert report.flags["swap_obj"] == {"negative_equals_caption": 2, "hard_positive_equals_caption": 0}
     readme = (out / "README.md").read_text()
-    assert "| swap_obj | 2 | 0 |" in readme and "| replace_att | 0 | 1 |" in readme
-    assert "| `replace_obj` | `test` | 1,652 | 1,652 | 1 |" in readme
-    assert "Sri-Harsha/scpp/c083bbf039a5ca215acaf25e7ee736d2ea6f3864/data/swap_obj.json" in readme
-    assert "`caption2`" in readme  # the card names the source of each column
+    assert card_numbers(readme, "Known defects of the upstream data") == report.flags
+    assert card_numbers(readme, "Configs and row counts")["replace_obj"] == {"rows": 1_652, "paper": 1_652, "shards": 1}
+    assert card_sources(readme)["data/swap_obj.json"].startswith(
+        "https://raw.githubusercontent.com/Sri-Harsha/scpp/c083bbf039a5ca215acaf25e7ee736d2ea6f3864/data/swap_obj.json"
+    )
+    assert "`caption2`" in column_sources(readme)["hard_positive"]  # the card names the source of each column
 
 
 def test_sugarcrepe_pp_skip_missing_counts_distinct_images_and_dropped_rows(tmp_path):
@@ -129,8 +145,10 @@ def test_sugarcrepe_pp_skip_missing_counts_distinct_images_and_dropped_rows(tmp_
     assert report.skipped_rows == dropped
     assert report.counts == {s: SUGARCREPE_PP_COUNTS[s] - dropped[s] for s in subsets}
     readme = (tmp_path / "out" / "README.md").read_text()
-    assert f"{sum(dropped.values())} upstream row(s) were dropped" in readme
-    assert "1 distinct image(s)" in readme and "Every upstream row is here" not in readme
+    assert completeness_text(report) in readme
+    assert card_numbers(readme, "Configs and row counts") == {
+        s: {"rows": report.counts[s], "paper": SUGARCREPE_PP_COUNTS[s], "shards": 1} for s in subsets
+    }
 
 
 def test_malformed_upstream_rows_name_file_and_row(tmp_path):
@@ -139,7 +157,7 @@ def test_malformed_upstream_rows_name_file_and_row(tmp_path):
     with pytest.raises(DataValidationError, match=r"swap_obj.json: row 0 lacks field\(s\) negative_caption"):
         export_sugarcrepe(tmp_path / "out", upstream_dir=root, subsets=["swap_obj"], embed_images=False)
     write_json(root / "data" / "swap_obj.json", [{"filename": "a.jpg"}])
-    with pytest.raises(DataValidationError, match="expected a JSON object keyed by row index"):
+    with pytest.raises(DataValidationError, match="swap_obj.json: expected a JSON object"):
         export_sugarcrepe(tmp_path / "out", upstream_dir=root, subsets=["swap_obj"], embed_images=False)
     with pytest.raises(DataValidationError, match="unknown sugarcrepe_pp subset"):
         export_sugarcrepe_pp(tmp_path / "out", upstream_dir=root, subsets=["add_att"], embed_images=False)
@@ -157,7 +175,8 @@ def test_scripts_and_hardpos_build(tmp_path, capsys):
     main = runpy.run_path(str(script))["main"]
     common = ["--upstream-dir", str(root), "--subsets", "swap_obj", "--no-progress"]
     assert main([*common, "--images-dir", str(images_dir), "--output-dir", str(tmp_path / "a")]) == 0
-    assert "swap_obj: 245 rows (paper: 245; matches the paper)" in capsys.readouterr().out
+    saved = json.loads((tmp_path / "a" / "build_report.json").read_text())
+    assert saved["counts"] == saved["expected_counts"] == {"swap_obj": 245}
     assert datasets.load_dataset(str(tmp_path / "a"), "swap_obj", split="test").num_rows == 245
     # Without images, through `hardpos build` directly.
     assert hardpos(["build", "sugarcrepe_pp", *common, "--no-images", "--output-dir", str(tmp_path / "b")]) == 0
