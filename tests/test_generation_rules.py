@@ -249,3 +249,18 @@ def test_no_replacement_inside_a_multiword_relation_of_the_replace_captions(shar
         # each candidate keeps "in back of" whole (another word changed) or replaces it whole
         assert all(" in back of " in f" {c.lower()} " or " behind " in f" {c.lower()} " for c in candidates)
         assert any(" behind " in f" {c.lower()} " for c in candidates)
+
+
+def test_paper_table_keeps_the_upstream_row_counts_and_merges_the_shared_sources():
+    """The paper's table as read off upstream: most frequent edit first in each subset; the three
+    sources in both subsets have one target, so each makes one rule (the attribute one)."""
+    targets = {subset: {s: t for s, t, _ in edits} for subset, edits in lexicon.PAPER_SYNONYMS.items()}
+    assert (len(targets["attribute"]), len(targets["relation"])) == (23, 16)
+    for edits in lexicon.PAPER_SYNONYMS.values():
+        counts = [rows for _, _, rows in edits]
+        assert counts == sorted(counts, reverse=True) and min(counts) > 0
+    shared = targets["attribute"].keys() & targets["relation"].keys()
+    assert shared == {"sitting", "walking", "hanging"}
+    rules = {rule.source: rule for rule in lexicon.hard_positive_rules(include_extra=False)}
+    assert len(rules) == 23 + 16 - 3
+    assert all(rules[w].targets == (targets["relation"][w],) and rules[w].category == "attribute" for w in shared)
