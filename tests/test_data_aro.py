@@ -1,12 +1,14 @@
 """ARO builder on ARO-shaped fixtures (ARO's own files are on Google Drive / BLIP's bucket, unreachable here):
 VG crops as ARO makes them, order sets as caption + 4 seeded perturbations in ARO's order, the CLI."""
 
+import json
 from collections import Counter
 
 import datasets
 import pytest
 from data_fixtures import (
     ARO_ATTRIBUTION_ROWS,
+    column_sources,
     ARO_RELATION_ROWS,
     KARPATHY_COCO,
     KARPATHY_FLICKR,
@@ -108,7 +110,8 @@ def test_build_all_four_configs(sources):
     }
     assert negatives["again"] == order["hard_negatives"] and negatives["other"] != order["hard_negatives"]
     readme = (out / "README.md").read_text()
-    assert "`hard_negatives`" in readme and "shuffle_nouns_and_adj" in readme and "seed 0" in readme
+    assert all(f"`{name}`" in column_sources(readme)["hard_negatives"] for name, _ in PERTURBATIONS)
+    assert "(seed 0)" in readme.split("\n## ", 1)[0]  # the summary names the seed of the perturbations
 
 
 def test_cli_vg_configs_and_clear_errors(sources, capsys):
@@ -122,11 +125,12 @@ def test_cli_vg_configs_and_clear_errors(sources, capsys):
     argv = [*common, "--images-dir", str(tmp_path / "aro" / "images"), "--output-dir", str(tmp_path / "out")]
     script = runpy.run_path(str(Path(__file__).resolve().parents[1] / "dataset_scripts" / "aro.py"))["main"]
     assert script([*argv[2:], "--configs", "vg_relation", "vg_attribution"]) == 0
-    assert "vg_relation: 2 rows (paper: 23,937; DIFFERS by -23,935)" in capsys.readouterr().out
+    saved = json.loads((tmp_path / "out" / "build_report.json").read_text())
+    assert saved["counts"]["vg_relation"] == 2 and saved["expected_counts"]["vg_relation"] == 23_937
     assert hardpos([*argv, "--configs", "flickr30k_order"]) == 2  # no Flickr30k folder, and it cannot be downloaded
     assert "--flickr-images-dir" in capsys.readouterr().err
     assert hardpos([*argv, "--configs", "vg_order"]) == 2
-    assert "unknown ARO config" in capsys.readouterr().err
+    assert "vg_order" in capsys.readouterr().err
     try:
         import spacy  # noqa: F401
     except ImportError:  # without spaCy, the order sets say what to install
