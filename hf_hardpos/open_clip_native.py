@@ -37,11 +37,12 @@ from PIL import Image
 
 from .conversion.open_clip_config import ACTIVATIONS
 from .errors import UserInputError
-from .provenance import digest_of, sha256_file
+from .provenance import digest_of, sha256_file, versions
 
 PREFIX = "open_clip:"
 HF_HUB = "hf-hub:"
 INSTALL_HINT = 'pip install -e ".[open_clip]"'
+OPEN_CLIP_DISTRIBUTION = "open_clip_torch"  # the name open_clip is installed under (its version is recorded)
 CLIP_TOKENIZER = "clip"  # open_clip's CLIP BPE (SimpleTokenizer) whatever the text tower
 TOKENIZERS = (CLIP_TOKENIZER,)
 _RESOLVED = PREFIX + "{"  # the JSON form `resolve` returns; users type the short forms above
@@ -152,7 +153,7 @@ class _Resolved:
         from open_clip.transform import PreprocessCfg, merge_preprocess_dict
 
         self.spec = spec
-        self.version = open_clip.__version__
+        self.version = versions(OPEN_CLIP_DISTRIBUTION)[OPEN_CLIP_DISTRIBUTION]
         self.name = _registered_name(open_clip, spec.model_name)
         preprocess = merge_preprocess_dict(PreprocessCfg(), {})
         try:

@@ -33,7 +33,7 @@ import torch
 
 from .evaluation import output_folder
 from .image_processing import describe_image_processor
-from .provenance import digest_of
+from .provenance import digest_of, versions
 from .scoring import ITMScorer, _DistinctImages, _ImageSource
 
 GIB = 1024**3
@@ -44,16 +44,9 @@ def pixel_settings(image_processor) -> dict:
     """What decides the pixels: the processor's backend and pixel settings (`describe_image_processor`)
     and the versions of the libraries that decode and resize. Its digest keys the stored pixels, and it
     is written beside them (`settings.json`)."""
-    import PIL
-    import transformers
-
-    versions = {"PIL": PIL.__version__, "transformers": transformers.__version__, "numpy": np.__version__}
     description = describe_image_processor(image_processor)
-    if description.get("backend") == "torchvision":
-        import torchvision
-
-        versions["torchvision"] = torchvision.__version__
-    return {"image_processor": description, "versions": versions}
+    libraries = ("pillow", "numpy", *(("torchvision",) if description.get("backend") == "torchvision" else ()))
+    return {"image_processor": description, "versions": versions(*libraries)}
 
 
 @dataclass

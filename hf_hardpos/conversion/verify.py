@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from ..open_clip_native import OPEN_CLIP_DISTRIBUTION
+from ..provenance import versions
 from .open_clip_config import OpenClipConfig
 
 VERIFY_SEED = 0
@@ -73,7 +75,6 @@ def verify_against_open_clip(
 
     `open_clip_state` is the (LoRA-merged) open_clip state dict the converted weights came from.
     """
-    import open_clip
     from open_clip.model import CLIP
 
     reference_model = CLIP(**config.to_open_clip_dict(quick_gelu=activation == "quick_gelu")).eval()
@@ -89,8 +90,8 @@ def verify_against_open_clip(
     }
     return {
         **max_abs_differences(model, inputs, reference),
-        "open_clip_version": open_clip.__version__,
-        "torch_version": str(torch.__version__),
+        "open_clip_version": versions(OPEN_CLIP_DISTRIBUTION)[OPEN_CLIP_DISTRIBUTION],
+        "torch_version": versions()["torch"],
         "inputs": f"2 random images and 3 random token sequences (seed {VERIFY_SEED}), float32, CPU",
         "activation": activation,
     }
