@@ -2,11 +2,16 @@
 
 import pytest
 
-from hf_hardpos.published import model_row
-from hf_hardpos.evaluation.tasks import ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL
-from hf_hardpos.evaluation.suite import SuiteEntry, group_means
 from hf_hardpos.evaluation.section import Section
-from hf_hardpos.evaluation.tables import RETENTION_COLUMNS, retention_table, retention_values
+from hf_hardpos.evaluation.suite import (
+    RETENTION_COLUMNS,
+    SuiteEntry,
+    group_means,
+    retention_table,
+    retention_values,
+)
+from hf_hardpos.evaluation.tasks import ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL
+from hf_hardpos.published import model_row
 
 
 def _section(task, **metrics):

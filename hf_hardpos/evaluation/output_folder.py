@@ -20,12 +20,8 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..errors import UserInputError
-
-if TYPE_CHECKING:
-    from ..model_source import ModelSource
 
 LOCK_NAME = ".hardpos.lock"
 
@@ -136,43 +132,3 @@ def check_output_writable(output_dir: str | Path) -> None:
         (output_dir / ".hardpos-write-test").unlink(missing_ok=True)  # another run may have removed it
     except OSError as err:
         raise UserInputError(f"--output {output_dir} is not writable ({err.strerror or err})") from err
-
-
-def require_same_model(output_dir: str | Path, source: ModelSource) -> None:
-    """Refuse to resume into a folder holding another model's results: merging would drop them (or, run
-    concurrently, file one model's scores under the other's name). One `--output` per model."""
-    from ..model_source import model_location
-
-    saved_file = Path(output_dir) / "metrics.json"
-    if not saved_file.exists():
-        return
-    try:
-        saved = json.loads(saved_file.read_text())
-    except (OSError, ValueError):
-        return
-    saved_identity = saved.get("run", {}).get("model_identity") or {}
-    if saved.get("results") and model_location(saved_identity) not in (None, source.location):
-        raise UserInputError(
-            f"--output {output_dir} holds the results of another model ({saved.get('model')}); use one --output per "
-            f"model, or --no-resume to replace them with {source.name}'s"
-        )
-
-
-def partial_run_folder(output_dir: str | Path, max_rows: int | None, log=print) -> Path:
-    """Where a `--max-rows N` run saves: `output_dir`, unless that holds a fuller result (all rows, or
-    more than N), which a partial run must never replace; then `output_dir/max-rows-N`, said in the log."""
-    output_dir = Path(output_dir)
-    saved_file = output_dir / "metrics.json"
-    if max_rows is None or not saved_file.exists():
-        return output_dir
-    try:
-        saved = json.loads(saved_file.read_text())
-    except (OSError, ValueError):
-        return output_dir
-    saved_rows = saved.get("run", {}).get("settings", {}).get("max_rows")
-    if saved.get("results") and (saved_rows is None or saved_rows > max_rows):
-        beside = output_dir / f"max-rows-{max_rows}"
-        held = "all rows" if saved_rows is None else f"the first {saved_rows} rows"
-        log(f"{output_dir} holds a result on {held}; this --max-rows {max_rows} run is saved in {beside} instead")
-        return beside
-    return output_dir

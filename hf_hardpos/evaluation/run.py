@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from ..embedding_cache import EmbeddingCache
 from ..errors import UserInputError
 from ..image_processing import DEFAULT_IMAGE_BACKEND
 from ..metrics import metrics_from_scores
-from ..model_source import ModelSource
+from ..model_source import ModelSource, model_location
 from ..protocol import resolve_protocol
 from ..provenance import digest_of, environment
 from ..published import beside_ours
@@ -22,7 +23,7 @@ from . import output_folder
 from .aggregation import replace_aggregates
 from .definitions import RESULT_VERSIONS
 from .eval_data import dataset_source, load_eval_sets
-from .output_folder import check_output_writable, partial_run_folder, require_same_model
+from .output_folder import check_output_writable
 from .report import EvaluationReport
 from .tasks.hard_positive import bootstrap_description, image_groups, score_eval_set
 
@@ -209,3 +210,41 @@ def _score_missing(
     report.published = beside_ours(report.model, report.dataset, {**report.results, **report.aggregates}, report.run.get("preset"))
     if output_dir is not None:
         report.save(output_dir)
+
+
+def require_same_model(output_dir: str | Path, source: ModelSource) -> None:
+    """Refuse to resume into a folder holding another model's results: merging would drop them (or, run
+    concurrently, file one model's scores under the other's name). One `--output` per model."""
+    saved_file = Path(output_dir) / "metrics.json"
+    if not saved_file.exists():
+        return
+    try:
+        saved = json.loads(saved_file.read_text())
+    except (OSError, ValueError):
+        return
+    saved_identity = saved.get("run", {}).get("model_identity") or {}
+    if saved.get("results") and model_location(saved_identity) not in (None, source.location):
+        raise UserInputError(
+            f"--output {output_dir} holds the results of another model ({saved.get('model')}); use one --output per "
+            f"model, or --no-resume to replace them with {source.name}'s"
+        )
+
+
+def partial_run_folder(output_dir: str | Path, max_rows: int | None, log=print) -> Path:
+    """Where a `--max-rows N` run saves: `output_dir`, unless that holds a fuller result (all rows, or
+    more than N), which a partial run must never replace; then `output_dir/max-rows-N`, said in the log."""
+    output_dir = Path(output_dir)
+    saved_file = output_dir / "metrics.json"
+    if max_rows is None or not saved_file.exists():
+        return output_dir
+    try:
+        saved = json.loads(saved_file.read_text())
+    except (OSError, ValueError):
+        return output_dir
+    saved_rows = saved.get("run", {}).get("settings", {}).get("max_rows")
+    if saved.get("results") and (saved_rows is None or saved_rows > max_rows):
+        beside = output_dir / f"max-rows-{max_rows}"
+        held = "all rows" if saved_rows is None else f"the first {saved_rows} rows"
+        log(f"{output_dir} holds a result on {held}; this --max-rows {max_rows} run is saved in {beside} instead")
+        return beside
+    return output_dir

@@ -7,12 +7,8 @@ renderer keeps their layout (and the statement of how each figure was aggregated
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from ..metrics import METRIC_NAMES
-
-if TYPE_CHECKING:
-    from .section import Section
 
 SCORE_NAMES = ("mean_original_score", "mean_negative_score", "mean_positive_score")
 
@@ -78,64 +74,3 @@ def published_table(published: Mapping, *, markdown: bool = False) -> str:
     sources = sorted({s for entry in published["rows"].values() for s in entry["sources"]})
     table = metrics_table(rows, label=f"published: {published['model_row']}", markdown=markdown)
     return f"{table}\npublished rows: {'; '.join(sources)}; ours - paper in percentage points"
-
-
-# The paper's Table 10 (Kamath et al., ECCV 2024): zero-shot retention, one column per (dataset or
-# group, metric), named as clip_benchmark names them (`hf_hardpos.suite.RETENTION`).
-RETENTION_COLUMNS = (
-    ("ImageNet acc@1", "imagenet1k", "acc1"),
-    ("ImageNet acc@5", "imagenet1k", "acc5"),
-    ("VTAB acc@1", "vtab", "acc1"),
-    ("VTAB acc@5", "vtab", "acc5"),
-    ("COCO image R@1", "mscoco_captions", "image_retrieval_recall@1"),
-    ("COCO text R@1", "mscoco_captions", "text_retrieval_recall@1"),
-    ("Flickr image R@1", "flickr30k", "image_retrieval_recall@1"),
-    ("Flickr text R@1", "flickr30k", "text_retrieval_recall@1"),
-)
-
-
-def retention_values(sections: Mapping[str, Section], group_means: Mapping[str, Mapping]) -> dict[tuple[str, str], float]:
-    """(dataset or group, metric) -> our fraction, for every `RETENTION_COLUMNS` cell that was measured."""
-    values: dict[tuple[str, str], float] = {}
-    for _, source, metric in RETENTION_COLUMNS:
-        if source in group_means:
-            value = group_means[source].get("values", {}).get(metric)
-        else:
-            section = sections.get(source)
-            value = section.results.get("all", {}).get(metric) if section is not None else None
-        if isinstance(value, float):
-            values[(source, metric)] = value
-    return values
-
-
-def retention_table(
-    sections: Mapping[str, Section], group_means: Mapping[str, Mapping], paper_row: str | None, *, markdown: bool = False
-) -> str:
-    """Table 10's layout: our row, and the paper's row and ours minus it when `paper_row` has figures.
-
-    Empty when no retention dataset was run. Cells are percent; VTAB is the unweighted mean over the
-    VTAB tasks run (the line above the table names how many).
-    """
-    from ..published import lookup
-
-    ours = retention_values(sections, group_means)
-    if not ours:
-        return ""
-    header = ["zero-shot retention", *(name for name, _, _ in RETENTION_COLUMNS)]
-    cells = {key: f"{100 * value:.2f}" for key, value in ours.items()}
-    rows = [["ours", *(cells.get((s, m), "") for _, s, m in RETENTION_COLUMNS)]]
-    sources = set()
-    if paper_row is not None:
-        figures = {(s, m): lookup(paper_row, s, m) for _, s, m in RETENTION_COLUMNS}
-        figures = {key: f for key, f in figures.items() if f is not None}
-        if figures:
-            rows.append([f"paper: {paper_row}", *(f"{figures[(s, m)].value:.2f}" if (s, m) in figures else ""
-                                                   for _, s, m in RETENTION_COLUMNS)])  # fmt: skip
-            rows.append(["ours - paper (pp)", *(f"{100 * ours[(s, m)] - figures[(s, m)].value:+.2f}"
-                                                if (s, m) in figures and (s, m) in ours else ""
-                                                for _, s, m in RETENTION_COLUMNS)])  # fmt: skip
-            sources = {f.source for f in figures.values()}
-    table = render_table(header, rows, markdown=markdown)
-    note = "layout of Kamath et al. 2024 Table 10; percent; empty cells: not run" + (
-        f"; paper row: {'; '.join(sorted(sources))}" if sources else "")
-    return f"{table}\n{note}"
