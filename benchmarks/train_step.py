@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from hf_hardpos.training.logit_scale import clamp_logit_scale
-from hf_hardpos.training.losses import ContrastiveLoss, EmbeddingBatch, HardPosObjective
+from hf_hardpos.training.losses import ContrastiveLoss, EmbeddingBatch, HardPosObjective, Slots
 
 from results import record  # benchmarks/results.py: one results file for every benchmark
 
@@ -69,7 +69,7 @@ def make_losses():
 
     def plain_loss(image, text, positive, negative, scale):
         extra = torch.stack([positive, negative], dim=1)  # the same 3B texts, as plain contrastive columns
-        return plain(EmbeddingBatch.build(image, text, negative_embeds=extra), scale)
+        return plain(EmbeddingBatch.build(image, text, negatives=Slots(extra)), scale)
 
     def full_loss(image, text, positive, negative, scale):
         return full(image, text, scale, positive[:, None], None, negative[:, None], None)["loss"]

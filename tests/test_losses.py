@@ -19,6 +19,7 @@ from hf_hardpos.training.losses import (
     HardPositiveLoss,
     HardPosObjective,
     IMCLoss,
+    Slots,
 )
 
 B, D, P, K = 5, 8, 2, 2
@@ -49,7 +50,7 @@ def inputs():
 
 def _batch(x) -> EmbeddingBatch:
     return EmbeddingBatch.build(
-        x["image"], x["text"], x["positives"], x["positive_mask"], x["negatives"], x["negative_mask"]
+        x["image"], x["text"], Slots(x["positives"], x["positive_mask"]), Slots(x["negatives"], x["negative_mask"])
     )
 
 

@@ -15,7 +15,7 @@ from test_trainer import eval_rows, finetune_rows, load_tiny, make_args
 from transformers import TrainerCallback
 
 from hf_hardpos.training import HardPosTrainer
-from hf_hardpos.training.eval_sets import flat_metrics
+from hf_hardpos.evaluation.section import Section
 
 # --- the best checkpoint survives a resume (load_best_model_at_end) ----------------------------------
 
@@ -101,7 +101,7 @@ def _truncate(path: Path, keep: float = 0.5) -> None:
 @pytest.mark.parametrize("damaged", ["model.safetensors", "optimizer.pt", "trainer_state.json"])
 def test_truncated_last_checkpoint_falls_back_to_the_previous_one(tiny_clip_dir, tmp_path, caplog, damaged):
     from hf_hardpos.errors import UserInputError
-    from hf_hardpos.training.checkpoints import corrupt_parts
+    from hf_hardpos.training.checkpointing import corrupt_parts
 
     _steps_run(tiny_clip_dir, tmp_path, max_steps=4)
     assert corrupt_parts(tmp_path / "checkpoint-4") == [] and corrupt_parts(tmp_path / "checkpoint-2") == []
@@ -109,7 +109,7 @@ def test_truncated_last_checkpoint_falls_back_to_the_previous_one(tiny_clip_dir,
     problems = corrupt_parts(tmp_path / "checkpoint-4")
     assert [p.split()[0] for p in problems] == [damaged]
 
-    with caplog.at_level("WARNING", logger="hf_hardpos.training.checkpoints"):
+    with caplog.at_level("WARNING", logger="hf_hardpos.training.checkpointing"):
         resumed = _steps_run(tiny_clip_dir, tmp_path, max_steps=6, resume="last")
     assert f"Resuming from checkpoint-2, the last complete checkpoint: skipped checkpoint-4 (corrupt: {damaged}" \
         in caplog.text
@@ -123,7 +123,7 @@ def test_truncated_last_checkpoint_falls_back_to_the_previous_one(tiny_clip_dir,
 def test_safetensors_damage_is_measured_against_its_header(tmp_path):
     from safetensors.torch import save_file
 
-    from hf_hardpos.training.checkpoints import corrupt_parts
+    from hf_hardpos.training.checkpointing import corrupt_parts
 
     save_file({"w": torch.arange(10.0)}, str(tmp_path / "model.safetensors"))
     size = (tmp_path / "model.safetensors").stat().st_size
@@ -142,7 +142,14 @@ def test_card_reports_the_loaded_best_checkpoints_evaluation(tiny_clip_dir, tmp_
     from huggingface_hub import ModelCard
 
     if not sections_saved:  # a best checkpoint without eval sections: the loaded model is evaluated again
-        monkeypatch.setattr(HardPosTrainer, "_save_eval_sections", lambda self, output_dir: None)
+        from hf_hardpos.training import trainer as trainer_module
+        from hf_hardpos.training.checkpointing import EVAL_SECTIONS_NAME, save_extras
+
+        def without_sections(folder, *args, **kwargs):  # as an older version wrote checkpoints
+            save_extras(folder, *args, **kwargs)
+            (Path(folder) / EVAL_SECTIONS_NAME).unlink()
+
+        monkeypatch.setattr(trainer_module, "save_extras", without_sections)
     trainer = _best_run(tiny_clip_dir, tmp_path / "run", max_steps=6)
     assert trainer.best_model_loaded["step"] == 2 and trainer.best_model_loaded["last_step"] == 6
     evals = {}  # the evaluations during training (a re-evaluation after loading the best one comes later)
@@ -153,7 +160,7 @@ def test_card_reports_the_loaded_best_checkpoints_evaluation(tiny_clip_dir, tmp_
     assert [evals[2][k] for k in scores] != [evals[6][k] for k in scores]  # the two evaluations differ
 
     # What the card is generated from is step 2's evaluation, and so is what the card says.
-    section = flat_metrics("toy", trainer.eval_sections["toy"], "eval")
+    section = Section.from_dict(trainer.eval_sections["toy"]).flat_metrics("toy", "eval")
     assert {k: section[k] for k in scores} == pytest.approx({k: evals[2][k] for k in scores}, rel=1e-6)
     assert trainer.eval_sections["toy"]["step"] == 2
     trainer.save_model(str(tmp_path / "final"))
@@ -239,7 +246,7 @@ class CtrlCDuring(TrainerCallback):
 
 def test_ctrl_c_saves_the_current_step_and_resume_continues_from_it(tiny_clip_dir, tmp_path):
     from hf_hardpos.training import TrainingInterrupted
-    from hf_hardpos.training.checkpoints import corrupt_parts, missing_parts
+    from hf_hardpos.training.checkpointing import corrupt_parts, missing_parts
 
     model, processor = load_tiny(tiny_clip_dir)
     trainer = HardPosTrainer(model=model, args=make_args(tmp_path, max_steps=5), train_dataset=finetune_rows(48),

@@ -11,10 +11,10 @@ __getattr__, __all__ = lazy_exports(
     __name__,
     {
         "HardPosTrainer": "hf_hardpos.training.trainer",
-        "BenchmarkEvalSet": "hf_hardpos.training.eval_sets",
+        "BenchmarkEvalSet": "hf_hardpos.evaluation.training_sets",
         "NonFiniteLossError": "hf_hardpos.training.loss_guard",
         "TrainingInterrupted": "hf_hardpos.training.interrupt",
-        "LOSS_STATE_NAME": "hf_hardpos.training.trainer",
+        "LOSS_STATE_NAME": "hf_hardpos.training.checkpointing",
         "HardPosTrainingArguments": "hf_hardpos.training.training_args",
         "HardPosDataCollator": "hf_hardpos.training.data_collator",
         "HardPosModelCardData": "hf_hardpos.training.model_card",

@@ -15,20 +15,80 @@ resumed run, any number of dataloader workers and any process layout draw the sa
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import numpy as np
 from PIL import Image
+from transformers.utils import ModelOutput
 
 from .. import columns
 from .augmentation import RandomResizedCrop, sample_generator
+from .options import one_of
 
 CLIP_CONTEXT_LENGTH = 77
-SAMPLING_MODES = ("all", "one_per_row")
+# How many of a row's hard positives / negatives enter a batch, with what each mode does.
+SAMPLING_MODES = {
+    "all": "every non-null hard-positive and hard-negative column of a row",
+    "one_per_row": "one hard positive and one hard negative per row and epoch, drawn uniformly among the row's "
+    "non-null columns, seeded by (seed, epoch, row) so a resume draws the same (the Hard Positive paper, "
+    "App. D.1, adds one of each per sample)",
+}
 # The training set's position of each row, added by `with_row_index` (the draws are seeded by it).
 ROW_INDEX = "__hardpos_row_index__"
 _POSITIVE, _NEGATIVE = 0, 1  # stream ids of the two draws of a row
+
+
+@dataclass
+class HardPosBatch(ModelOutput):
+    """One collated batch: B rows' images, and every text of the batch tokenised once (flat), with
+    where each row's hard positives and hard negatives sit among those texts.
+
+    A `ModelOutput` (a dict whose keys are these fields, in this order) because the Trainer moves a
+    batch to the device by rebuilding a mapping as `type(batch)({key: tensor on device})`, which a
+    `ModelOutput` accepts; `HardPosTrainer` reads the fields by name. `HardPosDataCollator` fills every
+    field (the `None` defaults are `ModelOutput`'s rule, not optional content).
+
+    Fields:
+        pixel_values: [B, 3, H, W], the rows' images.
+        input_ids, attention_mask: [T, L], T >= B texts: the B captions in row order, then the
+            present (or drawn) hard positives, then the hard negatives.
+        positive_index, positive_mask: [B, P]; for row b and slot j, the text at `positive_index[b, j]`
+            is its hard positive when `positive_mask[b, j]` is true (the index is 0 and meaningless
+            otherwise). Slot j is positive column j; with `sampling="one_per_row"`, P = 1 (the drawn
+            column; masked when the row has none).
+        negative_index, negative_mask: [B, K], the same for the hard negatives (slot j = negative column
+            j, i.e. hard-negative type j).
+    """
+
+    pixel_values: torch.Tensor | None = None
+    input_ids: torch.Tensor | None = None
+    attention_mask: torch.Tensor | None = None
+    positive_index: torch.Tensor | None = None
+    positive_mask: torch.Tensor | None = None
+    negative_index: torch.Tensor | None = None
+    negative_mask: torch.Tensor | None = None
+
+    def unflatten(self, text_embeds: torch.Tensor) -> dict[str, torch.Tensor | None]:
+        """Split the text tower's output over this batch's T texts ([T, D]) back into per-row tensors.
+
+        Returns the keyword arguments of `HardPosObjective`: `text_embeds` [B, D] (the captions),
+        `positive_embeds` [B, P, D] / `positive_mask` [B, P] and `negative_embeds` [B, K, D] /
+        `negative_mask` [B, K], zeros where a slot is masked; None for a layout without such columns.
+        """
+        out: dict[str, torch.Tensor | None] = {"text_embeds": text_embeds[: self.pixel_values.shape[0]]}
+        for kind, index, mask in (
+            ("positive", self.positive_index, self.positive_mask),
+            ("negative", self.negative_index, self.negative_mask),
+        ):
+            if index.shape[1] == 0:
+                out[f"{kind}_embeds"] = out[f"{kind}_mask"] = None
+                continue
+            slots = text_embeds[index]  # masked slots point at text 0; zeroed here
+            out[f"{kind}_embeds"] = slots * mask.unsqueeze(-1).to(slots.dtype)
+            out[f"{kind}_mask"] = mask
+        return out
 
 
 def with_row_index(dataset):
@@ -61,12 +121,7 @@ class HardPosDataCollator:
             negative per row, drawn per `seed`, epoch (`set_epoch`) and the row's `ROW_INDEX` cell).
         seed: the seed of the draws.
 
-    Returns a dict of tensors:
-        `pixel_values` [B, 3, H, W]; `input_ids`, `attention_mask` [T, L] where the first B texts are
-        the captions in row order; `positive_index`, `positive_mask` [B, P] and `negative_index`,
-        `negative_mask` [B, K]: for row b and slot j, the text at `positive_index[b, j]` is its hard
-        positive when `positive_mask[b, j]` is true (the index is 0 and meaningless otherwise). With
-        `sampling="one_per_row"`, P = K = 1 (the drawn column; masked when the row has none).
+    Returns a `HardPosBatch` (its fields and their layout are documented there).
     """
 
     def __init__(
@@ -81,8 +136,6 @@ class HardPosDataCollator:
         sampling: str = "all",
         seed: int = 0,
     ):
-        if sampling not in SAMPLING_MODES:
-            raise ValueError(f"sampling must be one of {SAMPLING_MODES}; got {sampling!r}")
         self.processor = processor
         self.image_column = image_column
         self.caption_column = caption_column
@@ -90,7 +143,7 @@ class HardPosDataCollator:
         self.negative_columns = tuple(negative_columns)
         self.max_length = max_length
         self.image_transform = image_transform
-        self.sampling = sampling
+        self.sampling = one_of("sampling", sampling, SAMPLING_MODES)
         self.seed = int(seed)
         self.epoch = 0
 
@@ -108,7 +161,7 @@ class HardPosDataCollator:
         """The epoch the next batches belong to (the trainer calls this at every epoch start)."""
         self.epoch = int(epoch)
 
-    def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+    def __call__(self, features: list[dict[str, Any]]) -> HardPosBatch:
         if not features:
             raise ValueError("HardPosDataCollator got an empty batch")
         images = [self._image(row, b) for b, row in enumerate(features)]
@@ -130,34 +183,15 @@ class HardPosDataCollator:
         tokens = self.processor.tokenizer(
             texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
         )
-        return {
-            "pixel_values": pixel_values,
-            "input_ids": tokens["input_ids"],
-            "attention_mask": tokens["attention_mask"],
-            "positive_index": positive_index,
-            "positive_mask": positive_mask,
-            "negative_index": negative_index,
-            "negative_mask": negative_mask,
-        }
-
-    def unflatten(self, text_embeds: torch.Tensor, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | None]:
-        """Split the text tower's output over `batch`'s texts back into per-row tensors.
-
-        Returns the keyword arguments of `HardPosObjective`: `text_embeds` [B, D] (the captions),
-        `positive_embeds` [B, P, D] / `positive_mask` [B, P] and `negative_embeds` [B, K, D] /
-        `negative_mask` [B, K], zeros where a slot is masked; None for a layout without such columns.
-        """
-        rows = batch["positive_index"].shape[0]
-        out: dict[str, torch.Tensor | None] = {"text_embeds": text_embeds[:rows]}
-        for kind in ("positive", "negative"):
-            index, mask = batch[f"{kind}_index"], batch[f"{kind}_mask"]
-            if index.shape[1] == 0:
-                out[f"{kind}_embeds"] = out[f"{kind}_mask"] = None
-                continue
-            slots = text_embeds[index]  # masked slots point at text 0; zeroed here
-            out[f"{kind}_embeds"] = slots * mask.unsqueeze(-1).to(slots.dtype)
-            out[f"{kind}_mask"] = mask
-        return out
+        return HardPosBatch(
+            pixel_values=pixel_values,
+            input_ids=tokens["input_ids"],
+            attention_mask=tokens["attention_mask"],
+            positive_index=positive_index,
+            positive_mask=positive_mask,
+            negative_index=negative_index,
+            negative_mask=negative_mask,
+        )
 
     # --- per-row checks -------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ Why: a bare `KeyboardInterrupt` lands anywhere (inside a save, between a backwar
 step) and loses every step since the last checkpoint. Here the first SIGINT only sets a flag; at the end
 of the current step every process agrees to stop (one small all-reduce per step under data parallelism,
 so no process is left waiting in a collective), the Trainer writes a checkpoint of that step (atomically,
-see `checkpoints`), and `HardPosTrainer.train` raises `TrainingInterrupted`, which the example script
+see `checkpointing`), and `HardPosTrainer.train` raises `TrainingInterrupted`, which the example script
 turns into one line and exit status 130 (128 + SIGINT, the shell's convention). A second Ctrl-C aborts
 at once, as usual.
 """

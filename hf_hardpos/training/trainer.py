@@ -5,7 +5,7 @@ What it adds to the stock Trainer, and why:
 - It trains a `CLIPModel` (or a peft wrapper of one) and refuses anything else at construction,
   with a message naming the class, rather than failing inside the first forward.
 - `compute_loss` runs the CLIP forward once per batch (images once, every present caption in one
-  text-tower call), asks the collator to split the text embeddings back into rows, and hands them to
+  text-tower call), has the batch (`HardPosBatch`) split the text embeddings back into rows, hands them to
   `HardPosObjective` in fp32 (re-normalised, autocast off) even under bf16/fp16 mixed precision; each
   loss term and each CMR threshold is logged, so a run shows *which* term moved, not only the total.
 - A non-finite loss stops every process together (`loss_guard`), naming the term and the step the
@@ -18,7 +18,7 @@ What it adds to the stock Trainer, and why:
 - The objective's state (CE-CLIP's adaptive thresholds) is saved into every checkpoint next to the
   optimizer state and restored on `resume_from_checkpoint`, so a resumed run computes the same loss.
 - Checkpoints are written atomically (a staging folder renamed when complete), and a resume uses the
-  last *complete* checkpoint, saying which incomplete ones it skipped (`checkpoints`).
+  last *complete* checkpoint, saying which incomplete ones it skipped (`checkpointing`).
 - Options that have no effect with the others chosen (`--save_steps` under `save_strategy=epoch`,
   LoRA options without `--use_lora`, ...) are reported at construction; an `eval_strategy` without
   eval sets is a clear error instead of the Trainer's.
@@ -31,12 +31,14 @@ What it adds to the stock Trainer, and why:
   model card and is saved into every checkpoint, so a resumed run's card still shows it.
 - Every save writes the processor and a model card generated from the run (`model_card.py`); with
   LoRA, checkpoints hold the adapter and `save_merged()` exports a plain `CLIPModel`.
+
+What can be a `TrainerCallback` is one (logit-scale clamp, epoch start, Ctrl-C); each method of the
+Trainer overridden here says in its docstring why no callback event or constructor argument does it.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import math
 import os
@@ -55,9 +57,18 @@ from .. import columns
 from ..errors import UserInputError
 from ..scoring import ITMScorer
 from .augmentation import RandomResizedCrop
-from .checkpoints import INCOMPLETE_PREFIX, final_checkpoint_path, repair_best_checkpoint, resolve_checkpoint
-from .data_collator import HardPosDataCollator, with_row_index
-from .eval_sets import BenchmarkEvalSet, as_benchmark_eval_set, flat_metrics
+from .checkpointing import (
+    final_checkpoint_path,
+    load_loss_state,
+    publish_staged,
+    read_eval_sections,
+    repair_best_checkpoint,
+    resolve_checkpoint,
+    save_extras,
+    staging_folder,
+)
+from .data_collator import HardPosBatch, HardPosDataCollator, with_row_index
+from ..evaluation.training_sets import BenchmarkEvalSet, as_benchmark_eval_set
 from .interrupt import InterruptCallback, TrainingInterrupted, stop_on_interrupt
 from .logit_scale import clamp_logit_scale, unwrap_model
 from .lora import apply_lora, is_peft_model, merge_lora
@@ -69,8 +80,6 @@ from .validation import check_numeric_arguments, validate_training_data
 
 logger = logging.getLogger(__name__)
 
-LOSS_STATE_NAME = "hardpos_loss_state.pt"
-EVAL_SECTIONS_NAME = "hardpos_eval_sections.json"  # the latest section of each eval set, per checkpoint
 MODEL_CARD_NAME = "README.md"
 # The one parameter name excluded from weight decay whatever its shape. open_clip (up to v3.3), TSVLC
 # and CE-CLIP exclude `p.ndim < 2 or "bn"/"ln"/"bias"/"logit_scale" in name`; every bn/ln/bias tensor
@@ -125,7 +134,7 @@ class HardPosTrainer(Trainer):
         processor: the model's `CLIPProcessor`; used by the collator and the evaluator, and saved
             with every checkpoint.
         data_collator: defaults to a `HardPosDataCollator` built from `args`' column names and
-            augmentation; a custom one must offer the same `unflatten(text_embeds, batch)`.
+            augmentation; a custom one must return a `HardPosBatch`.
         objective: defaults to `HardPosObjective` built from `args`' loss options.
         model_card_data: facts for the model card the trainer cannot know (dataset ids, recipe...).
         **kwargs: passed to `transformers.Trainer` (callbacks, optimizers, ...).
@@ -168,11 +177,6 @@ class HardPosTrainer(Trainer):
                 sampling=args.hard_example_sampling,
                 seed=args.seed,
             )
-        if not callable(getattr(data_collator, "unflatten", None)):
-            raise TypeError(
-                f"data_collator {type(data_collator).__name__} has no unflatten(text_embeds, batch): the trainer "
-                "asks the collator that made a batch to split the text embeddings back into rows"
-            )
         if isinstance(eval_datasets, (Dataset, BenchmarkEvalSet)):
             eval_datasets = {"eval": eval_datasets}
         # Fail before hours of training, not at the first batch or the first evaluation.
@@ -207,7 +211,7 @@ class HardPosTrainer(Trainer):
                 f"eval_strategy={strategy!r} but there are no eval sets: pass eval_datasets={{name: Dataset}} "
                 "(--eval_datasets) or set eval_strategy='no'"
             )
-        for message in args.inert_options():
+        for message in args.inert_options().values():
             logger.warning("%s.", message)
         if objective is None:
             objective = self.build_objective(args)
@@ -272,6 +276,9 @@ class HardPosTrainer(Trainer):
         A/B matrices are decayed; biases, norms and the class embedding (1-D) and the logit scale are
         not. The stock Trainer excludes only LayerNorm modules and names with "bias"/"norm", so it would
         decay CLIP's `logit_scale` (pulling the temperature towards 1) and `class_embedding`.
+
+        An override: the Trainer builds its optimizer's groups from this method, and no argument names
+        them (a whole `optimizers=` pair would also replace the Trainer's choice of optimizer).
         """
         return [
             name
@@ -289,18 +296,26 @@ class HardPosTrainer(Trainer):
         `image_embeds`/`text_embeds` of `pooler_output`. Under mixed precision those were normalised in
         half precision, so the loss starts from them cast to fp32 and re-normalised, and runs with
         autocast off: the strict comparisons the metrics make are decided by fp32 cosines.
+
+        An override, not a `compute_loss_func` argument: that function receives the outputs of
+        `model(**inputs)`, and CLIP's forward neither takes the batch's layout nor returns per-row texts.
         """
+        if not isinstance(inputs, HardPosBatch):
+            raise TypeError(
+                f"the data_collator returned {type(inputs).__name__}, not a HardPosBatch: the loss reads the "
+                "batch's layout (where each row's hard positives and negatives sit among its texts)"
+            )
         outputs = model(
-            input_ids=inputs["input_ids"],
-            attention_mask=inputs["attention_mask"],
-            pixel_values=inputs["pixel_values"],
+            input_ids=inputs.input_ids,
+            attention_mask=inputs.attention_mask,
+            pixel_values=inputs.pixel_values,
         )
         device_type = outputs.image_embeds.device.type
         with torch.autocast(device_type=device_type, enabled=False):
             image_embeds = F.normalize(outputs.image_embeds.float(), dim=-1)
             text_embeds = F.normalize(outputs.text_embeds.float(), dim=-1)
             logit_scale = unwrap_model(model).logit_scale.float().exp()
-            texts = self.data_collator.unflatten(text_embeds, inputs)
+            texts = inputs.unflatten(text_embeds)
             self.objective.train(model.training)  # loss state (CMR thresholds) moves on training steps only
             terms = self.objective(image_embeds=image_embeds, logit_scale=logit_scale, **texts)
         # The logged step of this batch: global_step counts the optimiser steps already completed.
@@ -322,7 +337,11 @@ class HardPosTrainer(Trainer):
         self._term_steps += 1
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        """Add the mean of each loss term, the CMR thresholds and the logit scale to training logs."""
+        """Add the mean of each loss term, the CMR thresholds and the logit scale to training logs.
+
+        An override, not an `on_log` callback: the Trainer records `logs` in `state.log_history` and
+        hands them to the reporting callbacks before any callback of ours could add to them.
+        """
         if "loss" in logs and self._term_steps:
             local = {k: float(v) / self._term_steps for k, v in self._term_sums.items()}
             logs.update(_mean_over_processes(local, self.args.world_size))
@@ -356,17 +375,15 @@ class HardPosTrainer(Trainer):
         metrics: dict[str, float] = {}
         try:
             for name, eval_set in sets.items():
-                section = eval_set.evaluate(
-                    name, model, self.processing_class, fresh_scorer,
-                    batch_size=self.args.per_device_eval_batch_size, device=device, progress=progress,
-                )  # fmt: skip
-                flat = flat_metrics(name, section, metric_key_prefix)
+                section = eval_set.evaluate(name, fresh_scorer)
+                flat = section.flat_metrics(name, metric_key_prefix)
                 clash = sorted(set(flat) & set(metrics))
                 if clash:
                     raise ValueError(f"eval set {name!r} would overwrite the logged metrics {clash} of another set")
                 metrics.update(flat)
                 if self.eval_datasets.get(name) is eval_set:
-                    self.eval_sections[name] = {**section, "step": self.state.global_step}
+                    # Kept in the JSON form: saved in every checkpoint, read back by the model card.
+                    self.eval_sections[name] = {**section.to_dict(), "step": self.state.global_step}
         finally:
             model.train(was_training)
         metrics[f"{metric_key_prefix}_runtime"] = round(time.time() - start, 4)
@@ -393,16 +410,26 @@ class HardPosTrainer(Trainer):
     # --- saving and resuming ---------------------------------------------------------------------
 
     def train(self, resume_from_checkpoint: str | bool | None = None, trial=None, ignore_keys_for_eval=None, **kwargs):
-        """`Trainer.train`, resuming only from a complete checkpoint.
+        """`Trainer.train`, resuming only from a complete checkpoint, with the loss state and eval sections it holds.
 
         `resume_from_checkpoint=True` (or "last") takes the last complete checkpoint of `output_dir`
-        and says which incomplete ones it skipped; a named folder must be complete (see `checkpoints`).
+        and says which incomplete ones it skipped; a named folder must be complete (see `checkpointing`).
         Ctrl-C saves a checkpoint after the current step and raises `TrainingInterrupted` (`interrupt`).
+
+        An override, not a callback: the checkpoint must be chosen before the Trainer loads it (its own
+        `get_last_checkpoint` takes incomplete folders), no callback event is told which checkpoint a
+        resume loads (so none can restore the loss state with it), and the Ctrl-C handler must be
+        installed around the whole run.
         """
         checkpoint = resolve_checkpoint(self.args.output_dir, resume_from_checkpoint)
         if checkpoint is not None and self.args.should_save:
             repair_best_checkpoint(checkpoint)  # written by an earlier version under the staging path
         self.accelerator.wait_for_everyone()
+        if checkpoint is not None:
+            sections = read_eval_sections(checkpoint)
+            if sections is not None:  # absent in checkpoints written before eval sections were saved
+                self.eval_sections = {k: v for k, v in sections.items() if k in self.eval_datasets}
+            load_loss_state(checkpoint, self.objective, self.args.device)
         interrupt = InterruptCallback()
         self.add_callback(interrupt)
         try:
@@ -418,14 +445,19 @@ class HardPosTrainer(Trainer):
         return result
 
     def _save_checkpoint(self, model, trial) -> None:
-        """Write `checkpoint-N` atomically: into `_incomplete-checkpoint-N/`, renamed once every part is there.
+        """Write `checkpoint-N` atomically, with the loss state and the eval sections beside the Trainer's files.
 
-        A kill during the save leaves only the `_incomplete-` folder, which neither a resume nor
-        `get_last_checkpoint` picks. Every process writes its RNG state before the rename.
+        The Trainer writes into `_incomplete-checkpoint-N/` (`_get_output_dir` points there meanwhile),
+        which is renamed once every part is there: a kill during the save leaves only the `_incomplete-`
+        folder, which neither a resume nor `get_last_checkpoint` picks. Every process writes its RNG
+        state before the rename.
+
+        An override, not an `on_save` callback: `on_save` runs after the Trainer has written the folder
+        under its final name, and the staging must begin before its first file.
         """
         run_dir = self._get_output_dir(trial=trial)
         name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-        staging = os.path.join(run_dir, INCOMPLETE_PREFIX + name)
+        staging = staging_folder(run_dir, name)
         if self.args.should_save and os.path.isdir(staging):
             shutil.rmtree(staging)  # left by an earlier interrupted save of this step
         self.accelerator.wait_for_everyone()
@@ -442,15 +474,11 @@ class HardPosTrainer(Trainer):
         staged_best = self.state.best_model_checkpoint
         self.state.best_model_checkpoint = final_checkpoint_path(staged_best)
         if self.args.should_save:
-            self._save_eval_sections(os.path.join(staging, name))
+            staged = os.path.join(staging, name)
+            save_extras(staged, self.objective, self.eval_sections, training_state=not self.args.save_only_model)
             if staged_best != self.state.best_model_checkpoint:
-                self.state.save_to_json(os.path.join(staging, name, TRAINER_STATE_NAME))
-            if os.path.isdir(final):  # a second save of the same step replaces the first
-                replaced = os.path.join(run_dir, INCOMPLETE_PREFIX + "replaced-" + name)
-                os.replace(final, replaced)
-                shutil.rmtree(replaced)
-            os.replace(os.path.join(staging, name), final)
-            os.rmdir(staging)
+                self.state.save_to_json(os.path.join(staged, TRAINER_STATE_NAME))
+            publish_staged(run_dir, name)
             rotate_checkpoints(
                 output_dir=run_dir,
                 save_total_limit=self.args.save_total_limit,
@@ -463,11 +491,20 @@ class HardPosTrainer(Trainer):
             self._push_from_checkpoint(final)
 
     def _get_output_dir(self, trial) -> str:
-        """While a checkpoint is being written, the Trainer's run folder is the staging folder."""
+        """While a checkpoint is being written, the Trainer's run folder is the staging folder.
+
+        An override: the Trainer's `_save_checkpoint` takes the checkpoint's parent folder from here,
+        not from an argument.
+        """
         return self._staging_dir if self._staging_dir is not None else super()._get_output_dir(trial)
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
-        """`save_pretrained` model (or adapter) + processor, then the model card of this run."""
+        """`save_pretrained` model (or adapter) + processor, then the model card of this run.
+
+        An override of the one method every model save goes through (checkpoints, `save_model`): the
+        card must be in a checkpoint before it is renamed, i.e. before `on_save`, and in a folder given
+        to `save_model` before that method pushes it to the Hub.
+        """
         output_dir = output_dir if output_dir is not None else self.args.output_dir
         super()._save(output_dir, state_dict)
         if self.args.should_save:
@@ -516,7 +553,9 @@ class HardPosTrainer(Trainer):
     def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
         """Mid-training pushes upload `output_dir`; give it the checkpoint's card (the Trainer copies weights only).
 
-        During an atomic save the push waits until the checkpoint has its final name.
+        During an atomic save the push waits until the checkpoint has its final name. An override: the
+        Trainer pushes from inside its `_save_checkpoint`, i.e. from the staging folder, which is renamed
+        while the upload (run in the background) still reads it; no callback event precedes that push.
         """
         if self._staging_dir is not None:
             self._pending_push = checkpoint_folder
@@ -543,18 +582,6 @@ class HardPosTrainer(Trainer):
         self.accelerator.wait_for_everyone()
         return output_dir
 
-    def _save_optimizer_and_scheduler(self, output_dir: str) -> None:
-        """Training state: the optimizer and scheduler, and the loss state (CMR thresholds)."""
-        super()._save_optimizer_and_scheduler(output_dir)
-        if self.args.should_save:
-            torch.save(self.objective.state_dict(), os.path.join(output_dir, LOSS_STATE_NAME))
-
-    def _save_eval_sections(self, output_dir: str) -> None:
-        """The latest eval sections, in every checkpoint (also with `save_only_model`): a resumed run's card
-        still shows the tables the log refers to, and `load_best_model_at_end` finds the best one's."""
-        with open(os.path.join(output_dir, EVAL_SECTIONS_NAME), "w", encoding="utf-8") as file:
-            json.dump(self.eval_sections, file, indent=2, default=_json_number)
-
     def _load_best_model(self) -> None:
         """Load the best checkpoint, and with it that checkpoint's evaluation, which the card then reports.
 
@@ -562,15 +589,15 @@ class HardPosTrainer(Trainer):
         `eval_sections`, so the card would describe the last step's model, not the one saved. When the
         best checkpoint holds no eval sections for every set (written by an older version), the loaded
         model is evaluated again, so the card's numbers are always the loaded weights'.
+
+        An override, not an `on_train_end` callback: it runs right after the Trainer loads the best
+        weights and before `on_train_end` (where reporting callbacks close), since the evaluation it may
+        run is logged; no callback event sits between the two.
         """
         super()._load_best_model()
         checkpoint = self.state.best_model_checkpoint
         step = self.state.best_global_step
-        path = os.path.join(checkpoint, EVAL_SECTIONS_NAME)
-        saved = {}
-        if os.path.isfile(path):
-            with open(path, encoding="utf-8") as file:
-                saved = json.load(file)
+        saved = read_eval_sections(checkpoint) or {}
         sections = {k: v for k, v in saved.items() if k in self.eval_datasets and v.get("step") == step}
         self.best_model_loaded = {
             "checkpoint": os.path.basename(os.path.normpath(checkpoint)),
@@ -583,40 +610,13 @@ class HardPosTrainer(Trainer):
             self.eval_sections = sections
         else:
             logger.warning("%s holds no evaluation of every eval set at step %s: evaluating the loaded model again.",
-                           path, step)  # fmt: skip
+                           checkpoint, step)  # fmt: skip
             self.eval_sections = {}
             self.evaluate()
             for section in self.eval_sections.values():
                 section["step"] = step  # the weights are step `step`'s, evaluated after training
         logger.info("Loaded the best checkpoint %s (step %s, %s = %s); the card reports its evaluation.",
                     checkpoint, step, self.args.metric_for_best_model, self.state.best_metric)  # fmt: skip
-
-    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
-        super()._load_optimizer_and_scheduler(checkpoint)
-        if checkpoint is None:
-            return
-        sections = os.path.join(checkpoint, EVAL_SECTIONS_NAME)
-        if os.path.isfile(sections):  # absent in checkpoints written before eval sections were saved
-            with open(sections, encoding="utf-8") as file:
-                self.eval_sections = {k: v for k, v in json.load(file).items() if k in self.eval_datasets}
-        path = os.path.join(checkpoint, LOSS_STATE_NAME)
-        if not os.path.isfile(path):
-            if self.objective.state_dict():
-                raise FileNotFoundError(
-                    f"{path} is missing: the checkpoint has no loss state (CMR thresholds), so resuming "
-                    "would change the loss. Was it written by HardPosTrainer?"
-                )
-            return
-        state = torch.load(path, map_location=self.args.device, weights_only=True)
-        self.objective.load_state_dict(state)
-        logger.info("Restored the loss state from %s", path)
-
-
-def _json_number(value):
-    """numpy scalars in a section, as Python numbers."""
-    if hasattr(value, "item"):
-        return value.item()
-    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
 
 
 def _require_clip(model: torch.nn.Module | None) -> None:

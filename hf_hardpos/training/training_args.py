@@ -14,13 +14,18 @@ from transformers import TrainingArguments
 
 from .. import columns
 from ..errors import UserInputError
+from .data_collator import SAMPLING_MODES
 from .losses.hard_positive import HARD_POSITIVE_MODES
 from .losses.imc import IMC_FORMS
-
-# How many of a row's hard positives / negatives enter a batch (`hard_example_sampling`).
-HARD_EXAMPLE_SAMPLING = ("all", "one_per_row")
+from .options import describe_choices, one_of
 
 DEFAULT_LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "out_proj")
+
+
+def _choice(default: str, choices: dict[str, str], what: str):
+    """A string option whose `--help` says what each choice does and whose command-line parsing knows
+    them (HfArgumentParser reads `choices` from the field's metadata)."""
+    return field(default=default, metadata={"help": describe_choices(what, choices), "choices": list(choices)})
 
 
 @dataclass
@@ -40,38 +45,16 @@ class HardPosTrainingArguments(TrainingArguments):
     hard_positive_weight: float = field(
         default=1.0, metadata={"help": "Weight of the hard-positive loss; 0 trains on hard negatives only."}
     )
-    hard_positive_mode: str = field(
-        default="contrastive",
-        metadata={
-            "help": "How the hard-positive loss is formed: 'contrastive' (image->c_p over the batch plus "
-            "c->c_p text contrastive, as SVLC) or 'ranking' (target c_p over [c_p, c_n] per image, which "
-            "directly optimises the augmented criterion).",
-            "choices": list(HARD_POSITIVE_MODES),
-        },
-    )
+    hard_positive_mode: str = _choice("contrastive", HARD_POSITIVE_MODES, "How the hard-positive loss is formed")
     imc_weight: float = field(
         default=0.0, metadata={"help": "Weight alpha of CE-CLIP's intra-modal contrastive loss (paper: 0.2)."}
     )
     cmr_weight: float = field(
         default=0.0, metadata={"help": "Weight beta of CE-CLIP's cross-modal rank loss (paper: 0.4)."}
     )
-    imc_form: str = field(
-        default="paper",
-        metadata={
-            "help": "CE-CLIP's IMC loss: 'paper' (eq. 3) or 'released_code' (the cross-entropy of CE-CLIP's "
-            "released get_imc_loss, target column 0 of the batch's negatives).",
-            "choices": list(IMC_FORMS),
-        },
-    )
-    hard_example_sampling: str = field(
-        default="all",
-        metadata={
-            "help": "'all': every non-null hard-positive and hard-negative column of a row enters the batch. "
-            "'one_per_row': one hard positive and one hard negative per row and epoch, drawn uniformly "
-            "among the row's non-null columns, seeded by (seed, epoch, row) so a resume draws the same "
-            "(the Hard Positive paper, App. D.1, adds one of each per sample).",
-            "choices": list(HARD_EXAMPLE_SAMPLING),
-        },
+    imc_form: str = _choice("paper", IMC_FORMS, "CE-CLIP's IMC loss")
+    hard_example_sampling: str = _choice(
+        "all", SAMPLING_MODES, "Which of a row's hard positives and hard negatives enter the batch"
     )
     cmr_upper_bound: float = field(
         default=10.0,
@@ -144,16 +127,13 @@ class HardPosTrainingArguments(TrainingArguments):
         # them because CLIPModel.forward does not name them (docs/reference.md, Installation notes).
         self.remove_unused_columns = False
         super().__post_init__()
-        if self.hard_positive_mode not in HARD_POSITIVE_MODES:
-            raise UserInputError(
-                f"hard_positive_mode must be one of {HARD_POSITIVE_MODES}, got {self.hard_positive_mode!r}"
-            )
-        if self.imc_form not in IMC_FORMS:
-            raise UserInputError(f"imc_form must be one of {IMC_FORMS}, got {self.imc_form!r}")
-        if self.hard_example_sampling not in HARD_EXAMPLE_SAMPLING:
-            raise UserInputError(
-                f"hard_example_sampling must be one of {HARD_EXAMPLE_SAMPLING}, got {self.hard_example_sampling!r}"
-            )
+        # HfArgumentParser checks the choices on the command line; this checks them from Python too.
+        for name, choices in (
+            ("hard_positive_mode", HARD_POSITIVE_MODES),
+            ("imc_form", IMC_FORMS),
+            ("hard_example_sampling", SAMPLING_MODES),
+        ):
+            one_of(name, getattr(self, name), choices, UserInputError)
         if self.hard_example_sampling == "one_per_row" and self.cmr_weight:
             raise UserInputError(
                 "hard_example_sampling='one_per_row' leaves one untyped hard negative per row, but CMR keeps a "
@@ -173,8 +153,9 @@ class HardPosTrainingArguments(TrainingArguments):
         if self.train_crop_scale is not None and len(self.train_crop_scale) != 2:
             raise UserInputError(f"train_crop_scale takes two numbers (low high), got {self.train_crop_scale}")
 
-    def inert_options(self) -> list[str]:
-        """Options set away from their default that have no effect with the other options chosen.
+    def inert_options(self) -> dict[str, str]:
+        """Options set away from their default that have no effect with the other options chosen:
+        `{option name: "<option>=<value> has no effect ..."}`, the message saying why.
 
         Why: `--save_steps 500` under `save_strategy=epoch` (or `--lora_r` without `--use_lora`) is
         silently ignored by the Trainer; a run should say so rather than let the user believe it.
@@ -184,28 +165,30 @@ class HardPosTrainingArguments(TrainingArguments):
         def changed(name: str) -> bool:
             return getattr(self, name) != defaults[name]
 
-        found = []
+        found: dict[str, str] = {}
         for kind in ("save", "eval", "logging"):
             strategy = getattr(self, f"{kind}_strategy")
             strategy = getattr(strategy, "value", strategy)
             steps = f"{kind}_steps"
             value = getattr(self, steps)
             if value is not None and changed(steps) and strategy != "steps":
-                found.append(f"{steps}={value:g} has no effect under {kind}_strategy={strategy!r}")
+                found[steps] = f"{steps}={value:g} has no effect under {kind}_strategy={strategy!r}"
         if self.max_steps > 0 and changed("num_train_epochs"):
-            found.append(
+            found["num_train_epochs"] = (
                 f"num_train_epochs={self.num_train_epochs:g} has no effect: max_steps={self.max_steps} sets the length"
             )
         if not self.use_lora:
-            found += [
-                f"{name}={getattr(self, name)} has no effect without use_lora"
+            found.update(
+                (name, f"{name}={getattr(self, name)} has no effect without use_lora")
                 for name in ("lora_r", "lora_alpha", "lora_dropout")
                 if changed(name)
-            ]
+            )
         if not self.imc_weight and changed("imc_form"):
-            found.append(f"imc_form={self.imc_form!r} has no effect with imc_weight=0")
+            found["imc_form"] = f"imc_form={self.imc_form!r} has no effect with imc_weight=0"
         if not self.cmr_weight and changed("cmr_upper_bound"):
-            found.append(f"cmr_upper_bound={self.cmr_upper_bound} has no effect with cmr_weight=0")
+            found["cmr_upper_bound"] = f"cmr_upper_bound={self.cmr_upper_bound} has no effect with cmr_weight=0"
         if not self.hard_positive_weight and changed("hard_positive_mode"):
-            found.append(f"hard_positive_mode={self.hard_positive_mode!r} has no effect with hard_positive_weight=0")
+            found["hard_positive_mode"] = (
+                f"hard_positive_mode={self.hard_positive_mode!r} has no effect with hard_positive_weight=0"
+            )
         return found

@@ -1,6 +1,6 @@
 """Loss terms of hf_hardpos training (docs/reference.md, Losses), one module per file, and the combined objective."""
 
-from hf_hardpos.training.losses.batch import EmbeddingBatch
+from hf_hardpos.training.losses.batch import EmbeddingBatch, Slots
 from hf_hardpos.training.losses.cmr import CMRLoss
 from hf_hardpos.training.losses.contrastive import ContrastiveLoss
 from hf_hardpos.training.losses.hard_negative import HardNegativeLoss
@@ -18,4 +18,5 @@ __all__ = [
     "HardPositiveLoss",
     "IMC_FORMS",
     "IMCLoss",
+    "Slots",
 ]

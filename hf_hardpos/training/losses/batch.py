@@ -13,12 +13,30 @@ the gradient that DDP averages; with one process it is simply the mean.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
 from hf_hardpos.training.distributed import all_gather, all_gather_with_grad, gather_sizes, world_info
 
-__all__ = ["EmbeddingBatch"]
+__all__ = ["EmbeddingBatch", "Slots"]
+
+
+class Slots(NamedTuple):
+    """One kind of extra caption per row (hard positives or hard negatives): `embeds` ``[b, S, D]`` and
+    `mask` ``[b, S]`` (``False`` = the row has no such caption; None = every slot is present)."""
+
+    embeds: torch.Tensor
+    mask: torch.Tensor | None = None
+
+    @classmethod
+    def of(cls, kind: str, embeds: torch.Tensor | None, mask: torch.Tensor | None) -> Slots | None:
+        """`Slots(embeds, mask)`, or None without `embeds`; a mask without embeds is an error."""
+        if embeds is None:
+            if mask is not None:
+                raise ValueError(f"{kind}_mask was given without {kind}_embeds")
+            return None
+        return cls(embeds, mask)
 
 
 @dataclass
@@ -54,10 +72,8 @@ class EmbeddingBatch:
         cls,
         image_embeds: torch.Tensor,
         text_embeds: torch.Tensor,
-        positive_embeds: torch.Tensor | None = None,
-        positive_mask: torch.Tensor | None = None,
-        negative_embeds: torch.Tensor | None = None,
-        negative_mask: torch.Tensor | None = None,
+        positives: Slots | None = None,
+        negatives: Slots | None = None,
         *,
         gather_across_processes: bool = True,
     ) -> EmbeddingBatch:
@@ -70,8 +86,8 @@ class EmbeddingBatch:
                 f"image_embeds and text_embeds must both be [batch, dim]; got {tuple(image_embeds.shape)} "
                 f"and {tuple(text_embeds.shape)}"
             )
-        positive_mask = _check_slots("positive", image_embeds, positive_embeds, positive_mask)
-        negative_mask = _check_slots("negative", image_embeds, negative_embeds, negative_mask)
+        positive_embeds, positive_mask = _check_slots("positive", image_embeds, positives)
+        negative_embeds, negative_mask = _check_slots("negative", image_embeds, negatives)
 
         rank, world_size = world_info()
         if not gather_across_processes or world_size == 1:
@@ -109,6 +125,11 @@ class EmbeddingBatch:
             offset=sum(sizes[:rank]), world_scale=world_size,
         )
 
+    def require(self, term: str, kind: str) -> None:
+        """Raise naming `term` when this batch has no `kind` ("positive" or "negative") embeddings."""
+        if getattr(self, f"{kind}s") is None:
+            raise ValueError(f"{term} needs {kind}_embeds")
+
     @property
     def local_rows(self) -> torch.Tensor:
         """Global indices of this process's rows (the contrastive targets)."""
@@ -124,17 +145,17 @@ class EmbeddingBatch:
 
 
 def _check_slots(
-    kind: str, image_embeds: torch.Tensor, embeds: torch.Tensor | None, mask: torch.Tensor | None
-) -> torch.Tensor | None:
-    if embeds is None:
-        if mask is not None:
-            raise ValueError(f"{kind}_mask was given without {kind}_embeds")
-        return None
+    kind: str, image_embeds: torch.Tensor, slots: Slots | None
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """`slots`' embeddings and boolean mask (all-valid when it has none), shapes checked against the images."""
+    if slots is None:
+        return None, None
+    embeds, mask = slots
     batch, dim = image_embeds.shape
     if embeds.ndim != 3 or embeds.shape[0] != batch or embeds.shape[2] != dim:
         raise ValueError(f"{kind}_embeds must be [{batch}, slots, {dim}]; got {tuple(embeds.shape)}")
     if mask is None:
-        return torch.ones(embeds.shape[:2], dtype=torch.bool, device=embeds.device)
+        return embeds, torch.ones(embeds.shape[:2], dtype=torch.bool, device=embeds.device)
     if mask.shape != embeds.shape[:2]:
         raise ValueError(f"{kind}_mask must be {tuple(embeds.shape[:2])}; got {tuple(mask.shape)}")
-    return mask.to(device=embeds.device, dtype=torch.bool)
+    return embeds, mask.to(device=embeds.device, dtype=torch.bool)

@@ -92,8 +92,7 @@ class CMRLoss(nn.Module):
         self._pending = None
 
     def forward(self, batch: EmbeddingBatch, logit_scale: torch.Tensor) -> torch.Tensor:
-        if batch.negatives is None:
-            raise ValueError("CMRLoss needs negative_embeds")
+        batch.require("CMRLoss", "negative")
         if batch.negatives.shape[1] != len(self.negative_types):
             raise ValueError(
                 f"negative_embeds has {batch.negatives.shape[1]} slots but CMR was configured with "

@@ -28,8 +28,7 @@ class HardNegativeLoss(nn.Module):
     """
 
     def forward(self, batch: EmbeddingBatch, logit_scale: torch.Tensor) -> torch.Tensor:
-        if batch.negatives is None:
-            raise ValueError("HardNegativeLoss needs negative_embeds")
+        batch.require("HardNegativeLoss", "negative")
         original = (batch.image * batch.text).sum(-1, keepdim=True)  # [b, 1]
         negative = torch.einsum("bd,bkd->bk", batch.image, batch.negatives)
         logits = logit_scale * torch.cat([original, negative], dim=1)  # [b, 1 + K], target column 0

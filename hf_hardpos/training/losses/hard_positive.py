@@ -15,10 +15,15 @@ from torch import nn
 
 from hf_hardpos.citations import HARD_POSITIVES, SVLC, cite
 from hf_hardpos.training.losses.batch import EmbeddingBatch
+from hf_hardpos.training.options import one_of
 
 __all__ = ["HARD_POSITIVE_MODES", "HardPositiveLoss"]
 
-HARD_POSITIVE_MODES = ("contrastive", "ranking")
+# Each way of forming the hard-positive loss, with what it does (`--help` of `hard_positive_mode`).
+HARD_POSITIVE_MODES = {
+    "contrastive": "image->c_p over the batch plus c->c_p text contrastive, as SVLC",
+    "ranking": "target c_p over [c_p, c_n] per image, which directly optimises the augmented criterion",
+}
 
 
 class HardPositiveLoss(nn.Module):
@@ -47,16 +52,11 @@ class HardPositiveLoss(nn.Module):
 
     def __init__(self, mode: Literal["contrastive", "ranking"] = "contrastive") -> None:
         super().__init__()
-        if mode not in HARD_POSITIVE_MODES:
-            raise ValueError(f"hard_positive_mode must be one of {HARD_POSITIVE_MODES}; got {mode!r}")
-        self.mode = mode
+        self.mode = one_of("hard_positive_mode", mode, HARD_POSITIVE_MODES)
 
     def forward(self, batch: EmbeddingBatch, logit_scale: torch.Tensor) -> torch.Tensor:
-        if batch.positives is None:
-            raise ValueError("HardPositiveLoss needs positive_embeds")
-        if self.mode == "ranking":
-            return self._ranking(batch, logit_scale)
-        return self._contrastive(batch, logit_scale)
+        batch.require("HardPositiveLoss", "positive")
+        return getattr(self, f"_{self.mode}")(batch, logit_scale)  # _contrastive or _ranking
 
     def _contrastive(self, batch: EmbeddingBatch, logit_scale: torch.Tensor) -> torch.Tensor:
         num_rows, num_slots = batch.global_positive_mask.shape

@@ -10,10 +10,15 @@ from torch import nn
 
 from hf_hardpos.citations import CE_CLIP, cite
 from hf_hardpos.training.losses.batch import EmbeddingBatch
+from hf_hardpos.training.options import one_of
 
 __all__ = ["IMC_FORMS", "IMCLoss"]
 
-IMC_FORMS = ("paper", "released_code")
+# Each form of the IMC loss, with what it is (`--help` of `imc_form`).
+IMC_FORMS = {
+    "paper": "eq. 3",
+    "released_code": "the cross-entropy of CE-CLIP's released get_imc_loss, target column 0 of the batch's negatives",
+}
 
 
 class IMCLoss(nn.Module):
@@ -41,13 +46,10 @@ class IMCLoss(nn.Module):
 
     def __init__(self, form: Literal["paper", "released_code"] = "paper") -> None:
         super().__init__()
-        if form not in IMC_FORMS:
-            raise ValueError(f"imc form must be one of {IMC_FORMS}; got {form!r}")
-        self.form = form
+        self.form = one_of("imc_form", form, IMC_FORMS)
 
     def forward(self, batch: EmbeddingBatch, logit_scale: torch.Tensor) -> torch.Tensor:
-        if batch.negatives is None:
-            raise ValueError("IMCLoss needs negative_embeds")
+        batch.require("IMCLoss", "negative")
         if self.form == "released_code":
             return self._released_code(batch, logit_scale)
         image_text = logit_scale * (batch.image * batch.text).sum(-1)  # [b]

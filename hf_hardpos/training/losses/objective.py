@@ -9,7 +9,8 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from hf_hardpos.training.losses.batch import EmbeddingBatch
+from hf_hardpos.training.losses.batch import EmbeddingBatch, Slots
+from hf_hardpos.training.options import one_of
 from hf_hardpos.training.losses.cmr import CMRLoss
 from hf_hardpos.training.losses.contrastive import ContrastiveLoss
 from hf_hardpos.training.losses.hard_negative import HardNegativeLoss
@@ -75,10 +76,8 @@ class HardPosObjective(nn.Module):
         for name, value in weights.items():
             if not math.isfinite(float(value)) or float(value) < 0:
                 raise ValueError(f"{name} must be a finite number >= 0; got {value!r}")
-        if hard_positive_mode not in HARD_POSITIVE_MODES:
-            raise ValueError(f"hard_positive_mode must be one of {HARD_POSITIVE_MODES}; got {hard_positive_mode!r}")
-        if imc_form not in IMC_FORMS:
-            raise ValueError(f"imc_form must be one of {IMC_FORMS}; got {imc_form!r}")
+        one_of("hard_positive_mode", hard_positive_mode, HARD_POSITIVE_MODES)
+        one_of("imc_form", imc_form, IMC_FORMS)
         negative_types = tuple(negative_types)
         if len(set(negative_types)) != len(negative_types):
             raise ValueError(f"negative_types must be unique; got {negative_types}")
@@ -172,10 +171,8 @@ class HardPosObjective(nn.Module):
         batch = EmbeddingBatch.build(
             image_embeds,
             text_embeds,
-            positive_embeds,
-            positive_mask,
-            negative_embeds,
-            negative_mask,
+            Slots.of("positive", positive_embeds, positive_mask),
+            Slots.of("negative", negative_embeds, negative_mask),
             gather_across_processes=self.gather_across_processes,
         )
         thresholds = self.terms["cmr"].threshold_dict() if "cmr" in self.terms else {}

@@ -1,11 +1,22 @@
-"""Which checkpoint a resume may use: only complete ones, and it says which it skipped.
+"""Checkpoint folders of `HardPosTrainer`: how one is written, what it holds beside the Trainer's files,
+and which one a resume may use.
 
-Why: a kill during a save used to leave `checkpoint-N/` with only `config.json`;
+Written atomically. A kill during a save used to leave `checkpoint-N/` with only `config.json`;
 `transformers.trainer_utils.get_last_checkpoint` picks the highest N whatever it holds, so
-`--resume_from_checkpoint True` failed instead of falling back. `HardPosTrainer` now writes each
-checkpoint under `_incomplete-checkpoint-N/` and renames it when every part is written (a leading
-"_" keeps it out of Hub pushes and out of the Trainer's `checkpoint-*` rotation), and a resume checks
-the parts before it trusts a folder (which also covers folders written by older versions): every
+`--resume_from_checkpoint True` failed instead of falling back. `HardPosTrainer` writes each checkpoint
+under `_incomplete-checkpoint-N/checkpoint-N` (`staging_folder`) and renames it when every part is
+written (`publish_staged`); a leading "_" keeps it out of Hub pushes and out of the Trainer's
+`checkpoint-*` rotation.
+
+What it holds beside the Trainer's files (`save_extras` / `load_extras`): the loss state
+(`LOSS_STATE_NAME`: CE-CLIP's CMR thresholds, with the optimizer state, so a resumed run computes the
+same loss) and the latest section of each eval set (`EVAL_SECTIONS_NAME`, in every checkpoint, so a
+resumed run's card still shows it and `load_best_model_at_end` finds the best one's). The epoch and the
+sampler need nothing of their own: the collator's draws and crops are seeded by (seed, epoch, row
+index) and the epoch is the Trainer's `state.epoch`.
+
+Which one a resume may use (`resolve_checkpoint`): only complete ones, saying which it skipped. A
+folder is checked before it is trusted (which also covers folders written by older versions): every
 part present, and none corrupt or truncated (a disk that filled up, a copy cut short), checked cheaply
 from each file's own framing (safetensors header offsets, zip central directory, JSON syntax) without
 loading any tensor.
@@ -21,10 +32,13 @@ import json
 import logging
 import os
 import re
+import shutil
 import struct
 import zipfile
 from pathlib import Path
+from typing import Any
 
+import torch
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..errors import UserInputError
@@ -32,6 +46,8 @@ from ..errors import UserInputError
 logger = logging.getLogger(__name__)
 
 INCOMPLETE_PREFIX = "_incomplete-"
+LOSS_STATE_NAME = "hardpos_loss_state.pt"
+EVAL_SECTIONS_NAME = "hardpos_eval_sections.json"  # the latest section of each eval set, per checkpoint
 TRAINER_STATE = "trainer_state.json"
 # Any one of these holds the weights: full model (single or sharded) or a peft adapter.
 WEIGHT_FILES = (
@@ -49,6 +65,67 @@ _LAST = ("true", "last")
 # What a resume takes from the checkpoint, said in the log.
 _REUSED = "weights, optimizer and scheduler, RNG states, step and log, loss state, latest eval sections"
 _ZIP_MAGIC = b"PK\x03\x04"  # torch.save's format since torch 1.6 is a zip archive
+
+
+def staging_folder(run_dir: str, name: str) -> str:
+    """`run_dir/_incomplete-<name>`: where checkpoint `name` is written before `publish_staged` names it."""
+    return os.path.join(run_dir, INCOMPLETE_PREFIX + name)
+
+
+def publish_staged(run_dir: str, name: str) -> str:
+    """Rename the staged `_incomplete-<name>/<name>` to `run_dir/<name>` (a second save of the same step
+    replaces the first); returns the final folder. Called on the saving process once every part is there."""
+    staging = staging_folder(run_dir, name)
+    final = os.path.join(run_dir, name)
+    if os.path.isdir(final):
+        replaced = os.path.join(run_dir, INCOMPLETE_PREFIX + "replaced-" + name)
+        os.replace(final, replaced)
+        shutil.rmtree(replaced)
+    os.replace(os.path.join(staging, name), final)
+    os.rmdir(staging)
+    return final
+
+
+def save_extras(folder: str, objective: torch.nn.Module, eval_sections: dict[str, dict], training_state: bool) -> None:
+    """Write what a checkpoint holds beside the Trainer's files: the latest eval sections always (also
+    with `save_only_model`), the loss state when `training_state` (the optimizer state is saved too)."""
+    with open(os.path.join(folder, EVAL_SECTIONS_NAME), "w", encoding="utf-8") as file:
+        json.dump(eval_sections, file, indent=2, default=_json_number)
+    if training_state:
+        torch.save(objective.state_dict(), os.path.join(folder, LOSS_STATE_NAME))
+
+
+def read_eval_sections(folder: str) -> dict[str, dict] | None:
+    """The eval sections saved in `folder`, or None for a checkpoint written before they were saved."""
+    path = os.path.join(folder, EVAL_SECTIONS_NAME)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as file:
+        return json.load(file)
+
+
+def load_loss_state(folder: str, objective: torch.nn.Module, device: torch.device | str) -> None:
+    """Restore `objective`'s state (CMR thresholds) from `folder`, so a resumed run computes the same loss.
+
+    A stateless objective resumes from any checkpoint; one with state refuses a checkpoint without it.
+    """
+    path = os.path.join(folder, LOSS_STATE_NAME)
+    if not os.path.isfile(path):
+        if objective.state_dict():
+            raise FileNotFoundError(
+                f"{path} is missing: the checkpoint has no loss state (CMR thresholds), so resuming "
+                "would change the loss. Was it written by HardPosTrainer?"
+            )
+        return
+    objective.load_state_dict(torch.load(path, map_location=device, weights_only=True))
+    logger.info("Restored the loss state from %s", path)
+
+
+def _json_number(value: Any) -> Any:
+    """numpy scalars in a section, as Python numbers."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
 
 
 def missing_parts(folder: str | os.PathLike) -> list[str]:
