@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import yaml
@@ -12,7 +14,10 @@ from PIL import Image as PILImage
 from hf_hardpos import columns
 from hf_hardpos.training import HardPosModelCardData, HardPosTrainer, HardPosTrainingArguments
 from hf_hardpos.provenance import looks_like_hub_id
+from hf_hardpos.citations import cite
 from hf_hardpos.training.model_card import (
+    PAPER_CITATIONS,
+    card_contents,
     non_default_hyperparameters,
     template_path,
     training_log_table,
@@ -96,21 +101,29 @@ def test_card_yaml_parses_and_holds_the_measured_metrics(trained):
     assert {r.metric_type for r in card.data.eval_results} == set(metrics)
 
 
-def test_card_body_states_what_happened(trained):
+def test_card_contents_state_what_happened(trained):
     trainer, output_dir = trained
+    _, contents = card_contents(trainer, trainer.model_card_data)
+    hyperparameters = contents["hyperparameters"]
+    assert (hyperparameters["learning_rate"], hyperparameters["max_steps"]) == ("0.0005", "3")  # non-default ones
+    assert "per_device_eval_batch_size" not in hyperparameters  # defaults are not listed
+    config = json.loads(contents["objective_config"])
+    assert (config["cmr_weight"], config["hard_negative_weight"]) == (0.4, 1.0)
+    assert contents["loss_formula"] == "`L_clip + 1 * L_hn + 1 * L_hp + 0.4 * L_cmr`"
+    assert contents["training_signal"] == "hard positives and hard negatives"
+    facts = contents["train_datasets"][0]["description"].split("; ")
+    assert "8 rows" in facts and "`hard_positive_swap` present in 0" in facts
+    header = contents["training_log"].splitlines()[0]
+    assert {"loss_clip", "loss_hn", "loss_hp", "loss_cmr", "logit_scale"} <= {c.strip() for c in header.split("|")}
+    citations = contents["citations"]
+    assert citations[:2] == cite(*PAPER_CITATIONS).split("\n\n")  # both papers first
+    assert set(trainer.objective.citation.split("\n\n")) <= set(citations)  # then every loss term's paper
+    assert len(set(citations)) == len(citations)  # each entry once
+    # The rendered card (the product): its sections, and the formula where the template puts it.
     text = (output_dir / "README.md").read_text()
-    assert "`learning_rate`: `0.0005`" in text and "`max_steps`: `3`" in text  # non-default hyperparameters
-    assert "`per_device_eval_batch_size`" not in text  # defaults are not listed
-    assert '"cmr_weight": 0.4' in text and '"hard_negative_weight": 1.0' in text  # loss config
-    assert "L_clip + 1 * L_hn + 1 * L_hp + 0.4 * L_cmr" in text
-    assert "using **hard positives and hard negatives**" in text
-    assert "8 rows" in text and "`hard_positive_swap` present in 0" in text  # dataset facts
-    for term in ("loss_clip", "loss_hn", "loss_hp", "loss_cmr", "logit_scale"):
-        assert f" {term} |" in text  # training-log table header
-    assert "The Hard Positive Truth about Vision-Language Compositionality" in text
-    assert "Contrasting Intra-Modal and Ranking Cross-Modal Hard Negatives" in text
-    assert text.count("The Hard Positive Truth") == 1  # citations deduplicated
-    assert "Intended use" in text and "Limitations" in text
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings == ["## Evaluation", "## Training", "## Intended use", "## Limitations", "## Citation"]
+    assert contents["loss_formula"] in text
 
 
 def test_push_to_hub_uploads_the_generated_card(tiny_clip_dir, tmp_path, monkeypatch):
@@ -145,8 +158,8 @@ def test_push_to_hub_uploads_the_generated_card(tiny_clip_dir, tmp_path, monkeyp
     repo_id, files, card = uploads[-1]
     assert repo_id == "someone/clip-hardpos"
     assert {"README.md", "model.safetensors", "config.json", "processor_config.json"} <= set(files)
-    assert 'CLIPModel.from_pretrained("someone/clip-hardpos")' in card
-    assert "base_model: example-org/tiny-clip" in card
+    assert 'CLIPModel.from_pretrained("someone/clip-hardpos")' in card  # the usage snippet names the repo
+    assert ModelCard(card).data.base_model == "example-org/tiny-clip"
 
 
 def test_non_default_hyperparameters_diff_against_field_defaults(tmp_path):
@@ -181,7 +194,7 @@ def test_card_eval_table_is_the_package_table_with_its_tie_rule(trained):
     table = metrics_table({"toy_replace": metrics}, label="eval set", markdown=True)
     assert table in text and f"{100 * metrics['augmented_accuracy']:.1f}" in table
     assert TIE_RULE in text
-    assert "No recipe file was followed" in text  # this run had no recipe file
+    assert card_contents(trainer, trainer.model_card_data)[1]["recipe"] is None  # this run had no recipe file
 
 
 def test_global_batch_counts_processes_and_accumulation():
@@ -206,18 +219,19 @@ def test_card_records_global_batch_and_the_training_sets_config_split_revision(t
     trainer, _ = trained
     data = HardPosModelCardData(train_dataset_id="example-org/hardpos-coco", train_dataset_config="ce_clip",
                                 train_dataset_split="train", train_dataset_revision="commit 0123abcd")
-    single = model_card.generate_model_card(trainer, data).text
+    single = model_card.card_contents(trainer, data)[1]
     monkeypatch.setattr(model_card, "batch_layout", lambda args: (8, 2, 4))
-    double = model_card.generate_model_card(trainer, data).text
-    numbers = r"Global batch (\d+) = (\d+) per device x (\d+)\s+process\(es\) x (\d+) gradient"
-    assert re.search(numbers, single).groups() == ("8", "8", "1", "1")
-    assert re.search(numbers, double).groups() == ("64", "8", "2", "4")
-    identity = re.search(r"training set: `example-org/hardpos-coco`, config `(.*?)`, split `(.*?)`, revision `(.*?)`",
-                         double)
-    assert identity.groups() == ("ce_clip", "train", "commit 0123abcd")
+    double = model_card.card_contents(trainer, data)[1]
+    layout = ("size", "per_device", "processes", "accumulation", "padded_rows")
+    assert [single["global_batch"][k] for k in layout] == [8, 8, 1, 1, 0]
     # 8 training rows in rounds of 8 x 2 processes: the round is completed with 8 rows trained twice.
-    padded = r"last round of batches was completed with (\d+) rows"
-    assert re.search(padded, double).group(1) == "8" and re.search(padded, single) is None
+    assert [double["global_batch"][k] for k in layout] == [64, 8, 2, 4, 8]
+    identity = re.search(r"`example-org/hardpos-coco`, config `(.*?)`, split `(.*?)`, revision `(.*?)`",
+                         double["train_datasets"][0]["description"])
+    assert identity.groups() == ("ce_clip", "train", "commit 0123abcd")
+    # The rendered card (the product) states the layout of the 2-process run.
+    text = model_card.generate_model_card(trainer, data).text
+    assert "Global batch 64 = 8 per device x 2" in text
 
 
 def test_padded_rows_per_epoch_follow_accelerates_even_batches():

@@ -20,8 +20,8 @@ from hf_hardpos.training import HardPosDataCollator, RandomResizedCrop, read_arg
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = REPO / "examples" / "recipes"
 
-# The reference settings (../shared/CHECKPOINTS.md section 5 and SPEC section 5), typed in again: a recipe
-# file that drifts from the table fails here. svlc's warmup is ours (TSVLC's 10,000 never ends, see below).
+# The published settings (each recipe file's `source`: the paper and upstream code it follows), typed in
+# again: a recipe file that drifts from the table fails here. svlc's warmup is ours (TSVLC's 10,000 never ends, see below).
 TABLE = {
     "svlc": {"learning_rate": 5e-6, "num_train_epochs": 5, "warmup_steps": 2500, "weight_decay": 0.1,
              "use_lora": True, "global_batch": 512},
@@ -89,11 +89,12 @@ def test_recipe_runs_with_overrides_and_the_card_names_every_deviation(tiny_clip
     make_finetune_dataset(32, seed=0).to_parquet(str(data_dir / "train.parquet"))
     output = tmp_path / "run"
     example = _example()
-    metrics = example.main([
+    argv = [
         str(RECIPES / "svlc.yaml"), "--dataset", str(data_dir), "--model_name_or_path", str(tiny_clip_dir),
         "--output_dir", str(output), "--max_steps", "2", "--per_device_train_batch_size", "8", "--fp16", "false",
         "--use_cpu", "--report_to", "none", "--disable_tqdm", "true", "--logging_steps", "1", "--save_strategy", "no",
-    ])  # fmt: skip
+    ]  # fmt: skip
+    metrics = example.main(argv)
     assert metrics["train_runtime"] > 0 and not any(k.startswith("eval_") for k in metrics)  # no eval sets
     state = json.loads((output / "trainer_state.json").read_text())
     assert state["global_step"] == 2
@@ -101,17 +102,27 @@ def test_recipe_runs_with_overrides_and_the_card_names_every_deviation(tiny_clip
     assert adapter["r"] == 4 and adapter["lora_alpha"] == 1 and "patch_embedding" in adapter["target_modules"]
     assert (output / "merged" / "model.safetensors").is_file()
 
+    # What the card reports about the recipe, as the run computed it.
+    model_args, data_args, args, recipe = example.parse_arguments(argv)
+    report = recipe.report(example.all_arguments(model_args, data_args, args), per_device=8, processes=1,
+                           accumulation=1)  # fmt: skip
+    assert (report.name, report.version) == ("svlc", 2)
+    assert report.deviations == [
+        f"`model_name_or_path`: '{tiny_clip_dir}' (recipe: 'openai/clip-vit-base-patch32')",
+        "`per_device_train_batch_size`: 8 (recipe: 128)",
+        "`fp16`: False (recipe: True)",
+        "`max_steps`: 2 sets the length instead of the recipe's 5 epochs",
+        "global batch 8 instead of the recipe's 512 (-504; 8 = 8 per device x 1 process(es) x 1 accumulation step(s))",
+    ]
+    assert report.notes and report.notes == list(recipe.notes)  # what the recipe itself cannot reproduce
+    assert (args.hard_example_sampling, args.learning_rate, args.adam_beta2) == ("one_per_row", 5e-6, 0.98)
+    # The card (the product) carries every deviation and note, and the recipe's hyperparameters.
     card = (output / "README.md").read_text()
-    assert "Follows the recipe **svlc** (version 2" in card
-    assert "- `fp16`: False (recipe: True)" in card
-    assert "- `per_device_train_batch_size`: 8 (recipe: 128)" in card
-    assert f"- `model_name_or_path`: '{tiny_clip_dir}' (recipe: 'openai/clip-vit-base-patch32')" in card
-    assert "- `max_steps`: 2 sets the length instead of the recipe's 5 epochs" in card
-    assert "global batch 8 instead of the recipe's 512 (-504; 8 = 8 per device x 1 process(es)" in card
-    assert "one hard positive (of ['hard_positive_replace', 'hard_positive_swap']) and one hard negative" in card
-    assert "shares one A matrix" in card  # what the recipe itself cannot reproduce
+    assert all(f"- {line}\n" in card for line in [*report.deviations, *report.notes])
     assert "- `learning_rate`: `5e-06`" in card and "- `adam_beta2`: `0.98`" in card
-    assert "No evaluation was run during this training." in card
+    draw = HardPosDataCollator(None, positive_columns=args.positive_columns, negative_columns=args.negative_columns,
+                               sampling=args.hard_example_sampling, seed=args.seed).describe_sampling()
+    assert draw in card
 
 
 def test_recipe_file_errors_name_the_file_and_key(tmp_path):

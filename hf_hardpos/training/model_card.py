@@ -19,7 +19,6 @@ import json
 import math
 from dataclasses import dataclass, field
 from enum import Enum
-from importlib import metadata
 from numbers import Real
 from pathlib import Path
 from typing import Any
@@ -29,11 +28,11 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from ..citations import CE_CLIP, HARD_POSITIVES, cite
 from ..metrics import METRIC_NAMES
-from ..provenance import looks_like_hub_id
-from ..suite import CAPTION_SELECTION, HARD_POSITIVE, WINOGROUND, ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL
-from ..tables import metrics_table, render_table
-from ..tasks.zeroshot_retrieval import RECALL_KS
-from .eval_sets import section_rows, unnamed_row
+from ..provenance import looks_like_hub_id, versions
+from ..evaluation.tasks import CAPTION_SELECTION, HARD_POSITIVE, WINOGROUND, ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL
+from ..evaluation.tables import metrics_table, render_table
+from ..evaluation.tasks.zeroshot_retrieval import RECALL_KS
+from ..evaluation.section import Section
 from .recipe import RecipeReport, batch_layout
 
 TEMPLATE_NAME = "model_card.md"
@@ -170,14 +169,15 @@ def model_index_results(sections: dict[str, dict], eval_sets: dict, dataset_ids:
     the unnamed row of a set of one config of a source has that config: two sets of one Hub id never merge.
     """
     results = []
-    for set_name, section in sections.items():
-        task_type, task_name = CARD_TASKS[section["task"]]
+    for set_name, saved in sections.items():
+        section = Section.from_dict(saved)
+        task_type, task_name = CARD_TASKS[section.task]
         eval_set = eval_sets[set_name]
         split = None if eval_set.in_memory else eval_set.split
-        unnamed = unnamed_row(section)
+        unnamed = section.unnamed_row()
         given_config = eval_set.configs[0] if eval_set.configs else None
-        for row, metrics in section_rows(section).items():
-            for metric in CARD_METRICS[section["task"]]:
+        for row, metrics in section.rows().items():
+            for metric in CARD_METRICS[section.task]:
                 if _is_number(metrics.get(metric)):
                     results.append(
                         EvalResult(
@@ -205,10 +205,10 @@ def _cell(metric: str, value: Any, rates: tuple[str, ...]) -> str:
     return _fmt(value)
 
 
-def section_table(section: dict) -> str:
+def section_table(section: Section) -> str:
     """One benchmark set as a markdown table: a row per config/aggregate, its rates in percent."""
-    rows = section_rows(section)
-    rates = CARD_METRICS[section["task"]]
+    rows = section.rows()
+    rates = CARD_METRICS[section.task]
     names = list(dict.fromkeys(k for m in rows.values() for k, v in m.items() if _is_number(v) or isinstance(v, str)))
     header = ["row", *(f"{n} %" if n in rates else n for n in names)]
     cells = [[row, *(_cell(n, m[n], rates) if n in m else "" for n in names)] for row, m in rows.items()]
@@ -220,33 +220,32 @@ def eval_card_sections(sections: dict[str, dict], eval_sets: dict, card_data: Ha
     every other set's own table, each with the tie rule and aggregation its numbers follow.
 
     `sections` are `trainer.eval_sections` of the sets in `eval_sets` (the trainer's resolved sets)."""
-    hard_positive = {n: s for n, s in sections.items() if s["task"] == HARD_POSITIVE}
+    typed = {n: Section.from_dict(s) for n, s in sections.items()}
+    hard_positive = {n: s for n, s in typed.items() if s.task == HARD_POSITIVE}
     table_rows = {}
     for set_name, section in hard_positive.items():
-        unnamed = unnamed_row(section)
-        table_rows.update({_row_label(set_name, r, unnamed): m for r, m in section_rows(section).items()})
+        unnamed = section.unnamed_row()
+        table_rows.update({_row_label(set_name, r, unnamed): m for r, m in section.rows().items()})
     others = []
-    for set_name, section in sections.items():
-        if section["task"] == HARD_POSITIVE:
+    for set_name, section in typed.items():
+        if section.task == HARD_POSITIVE:
             continue
         others.append({
             "name": set_name,
-            "task": CARD_TASKS[section["task"]][1],
+            "task": CARD_TASKS[section.task][1],
             "source": _eval_set_description(set_name, eval_sets[set_name], card_data),
-            "step": section.get("step"),
+            "step": section.step,
             "table": section_table(section),
-            "tie_rule": section["tie_rule"],
-            "aggregation": section["aggregation"],
+            "tie_rule": section.tie_rule,
+            "aggregation": section.aggregation,
         })  # fmt: skip
     return {
         "hard_positive_table": metrics_table(table_rows, label="eval set", markdown=True) if table_rows else "",
-        "hard_positive_steps": sorted({s.get("step") for s in hard_positive.values()}),
-        "hard_positive_tie_rule": next((s["tie_rule"] for s in hard_positive.values()), ""),
-        "hard_positive_aggregation": sorted({s["aggregation"] for s in hard_positive.values()}),
+        "hard_positive_steps": sorted({s.step for s in hard_positive.values()}),
+        "hard_positive_tie_rule": next((s.tie_rule for s in hard_positive.values()), ""),
+        "hard_positive_aggregation": sorted({s.aggregation for s in hard_positive.values()}),
         "benchmark_sections": others,
-        "measures_retention": any(
-            s["task"] in (ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL) for s in sections.values()
-        ),
+        "measures_retention": any(s.task in (ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL) for s in typed.values()),
     }
 
 
@@ -357,16 +356,6 @@ def _best_model(trainer) -> dict[str, Any] | None:
     return {**loaded, "value": _fmt(loaded["value"])}
 
 
-def _versions() -> dict[str, str]:
-    out = {}
-    for name in ("hf_hardpos", "transformers", "torch", "peft", "datasets", "accelerate", "huggingface_hub"):
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
-
-
 def _citations(objective) -> list[str]:
     """Both papers, plus every other paper the objective cites, each entry once."""
     entries = cite(*PAPER_CITATIONS).split("\n\n")
@@ -408,6 +397,19 @@ def _loss_formula(config: dict) -> str:
     return "`" + " + ".join(parts) + "`"
 
 
+def _identity(args, card_data: HardPosModelCardData, model, model_name: str | None) -> dict[str, Any]:
+    """The card's names: the model's (a checkpoint folder is a snapshot of the run: it carries the run's
+    name, not "checkpoint-N"), its Hub repository's, and its base model's (a Hub id or a local path)."""
+    name = model_name or card_data.model_name or Path(args.output_dir).name
+    base_model = card_data.base_model or getattr(model.config, "_name_or_path", None) or None
+    return {
+        "model_name": name,
+        "repo_id": args.hub_model_id or name,
+        "base_model": base_model,
+        "base_model_is_hub_id": looks_like_hub_id(base_model),
+    }
+
+
 def generate_model_card(
     trainer,
     card_data: HardPosModelCardData | None = None,
@@ -416,6 +418,21 @@ def generate_model_card(
     is_adapter: bool | None = None,
 ) -> ModelCard:
     """Render the card of `trainer`'s current model (a `HardPosTrainer`, read duck-typed)."""
+    data, variables = card_contents(trainer, card_data, model_name=model_name, is_adapter=is_adapter)
+    template = template_path(getattr(trainer.args, "model_card_template", None))
+    return ModelCard.from_template(data, template_path=str(template), **variables)
+
+
+def card_contents(
+    trainer,
+    card_data: HardPosModelCardData | None = None,
+    *,
+    model_name: str | None = None,
+    is_adapter: bool | None = None,
+) -> tuple[ModelCardData, dict[str, Any]]:
+    """What the card of `trainer`'s current model says, as data: its YAML metadata, and the template's
+    variables (hyperparameters, loss configuration and formula, dataset facts, eval tables, training log,
+    versions, citations). `generate_model_card` renders them."""
     from peft import PeftModel
 
     from .logit_scale import unwrap_model
@@ -425,12 +442,7 @@ def generate_model_card(
     wrapped = extract_model_from_parallel(trainer.model, keep_torch_compile=False)
     if is_adapter is None:
         is_adapter = isinstance(wrapped, PeftModel)
-    model = unwrap_model(wrapped)
-    # A checkpoint folder is a snapshot of the run: it carries the run's name, not "checkpoint-N".
-    name = model_name or card_data.model_name or Path(args.output_dir).name
-    base_model = card_data.base_model or getattr(model.config, "_name_or_path", None) or None
-    base_is_hub = looks_like_hub_id(base_model)
-    repo_id = args.hub_model_id or name
+    identity = _identity(args, card_data, unwrap_model(wrapped), model_name)
 
     eval_sets = getattr(trainer, "eval_datasets", {}) or {}
     sections = {n: s for n, s in (getattr(trainer, "eval_sections", {}) or {}).items() if n in eval_sets}
@@ -440,13 +452,13 @@ def generate_model_card(
     dataset_ids = [d for d in candidates if looks_like_hub_id(d)]
     tags = list(card_data.tags) + (["lora", "peft"] if is_adapter else ["lora"] if isinstance(wrapped, PeftModel) else [])
     data = ModelCardData(
-        model_name=name,
+        model_name=identity["model_name"],
         language=card_data.language,
         license=card_data.license,
         library_name="peft" if is_adapter else "transformers",
         pipeline_tag="zero-shot-image-classification",
         tags=list(dict.fromkeys(tags)),
-        base_model=base_model if base_is_hub else None,
+        base_model=identity["base_model"] if identity["base_model_is_hub_id"] else None,
         datasets=list(dict.fromkeys(dataset_ids)) or None,
         eval_results=eval_results or None,
     )
@@ -487,13 +499,8 @@ def generate_model_card(
             "total_parameters": f"{total:,}",
         }
 
-    return ModelCard.from_template(
-        data,
-        template_path=str(template_path(getattr(args, "model_card_template", None))),
-        model_name=name,
-        repo_id=repo_id,
-        base_model=base_model,
-        base_model_is_hub_id=base_is_hub,
+    return data, dict(
+        **identity,
         lora=lora,
         is_adapter=is_adapter,
         has_eval=bool(sections),
@@ -510,6 +517,6 @@ def generate_model_card(
         training_signal=_training_signal(objective_config),
         hyperparameters={k: _fmt(v) for k, v in non_default_hyperparameters(args).items()},
         training_log=training_log_table(trainer.state.log_history),
-        versions=_versions(),
+        versions=versions("peft", "accelerate", "huggingface_hub"),
         citations=_citations(objective),
     )
