@@ -366,7 +366,7 @@ def test_example_arguments_cli_config_file_and_mode_defaults(tmp_path):
 
 @pytest.mark.slow
 def test_finetune_example_runs_on_two_cpu_processes(tmp_path):
-    """`torchrun` with 2 processes (SPEC section 8): the example trains, evaluates and saves."""
+    """`torchrun` with 2 processes: the example trains, evaluates and saves."""
     output_dir = tmp_path / "ddp"
     command = [
         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
