@@ -34,10 +34,9 @@ from typing import Any
 import datasets
 
 from .. import columns
-from ..citations import ARO, COCO, cite
 from ..errors import UserInputError
 from .checks import DataValidationError, load_json_list, selected
-from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, export_folder, flag_table, row_features
+from .hub_folder import BuildOptions, BuildReport, ConfigBuild, card_facts, export_folder, flag_table, row_features
 from .sources import (
     ARO_FILES,
     ARO_IMAGES_URL,
@@ -340,33 +339,6 @@ def order_features() -> datasets.Features:
 
 # --- card ---------------------------------------------------------------------------------------------
 
-COLUMN_MEANINGS = {
-    columns.IMAGE: "VG configs: the Visual Genome image cropped to ARO's bbox by this builder (PNG, lossless, "
-    "unless `--crop-format jpeg`); order configs: the COCO val2014 / Flickr30k image, original bytes",
-    columns.IMAGE_ID: "VG configs: Visual Genome id (ARO `image_id`); order configs: the Karpathy `image` path",
-    "image_path": "VG configs: where the source image was found (ARO `image_path` inside ARO's `images/` or VG)",
-    **{name: f"VG configs: ARO `{name}`" for name in BBOX_FIELDS},
-    columns.CAPTION: "VG configs: ARO `true_caption`; order configs: the Karpathy caption normalised as ARO's "
-    "`pre_caption` (lower case, punctuation to spaces, at most 30 words)",
-    columns.HARD_NEGATIVE: "VG configs: ARO `false_caption`",
-    "relation_name": "vg_relation: ARO `relation_name`",
-    "attributes": "vg_attribution: ARO `attributes` (the two attributes)",
-    "hard_negatives": "order configs: made by this builder, ARO's four perturbations of the caption in ARO's "
-    "order (" + ", ".join(f"`{name}`" for name, _ in PERTURBATIONS) + "), each normalised like `caption`",
-    "original_caption": "order configs: the Karpathy caption as published",
-    "caption_index": "order configs: which of the image's captions (0-based)",
-    "upstream_index": "row index in the ARO file (VG) or entry index in the Karpathy file (order)",
-    "unchanged_negatives": "order configs: computed by this builder: how many of `hard_negatives` equal `caption` "
-    "(a perturbation with nothing to move)",
-}
-
-USAGE = """from datasets import load_dataset
-
-relation = load_dataset("{repo}", "vg_relation", split="test")  # image crop, caption, hard_negative
-order = load_dataset("{repo}", "coco_order", split="test")
-row = order[0]  # caption (true) and hard_negatives (4 perturbations): correct if s(caption) > every s(negative)"""
-
-
 UNCHANGED = "rows with an unchanged negative"  # the one flag, counted on the order configs only
 
 
@@ -448,32 +420,7 @@ def export_aro(
         flags = {UNCHANGED: sum(row["unchanged_negatives"] > 0 for row in rows)}
         builds.append(ConfigBuild(name, rows, order_features(), None, flags, images))
     report.record_sources(sources)
-    facts = CardFacts(
-        title="ARO: Attribution, Relation and Order",
-        pretty_name="ARO (Yuksekgonul et al. 2023)",
-        summary=(
-            "ARO (*When and Why Vision-Language Models Behave like Bags-Of-Words*, Yuksekgonul et al., "
-            "ICLR 2023) as ready-made parquet. VG-Relation and VG-Attribution: a Visual Genome crop, its "
-            "true caption and a false caption with two words swapped. COCO-Order and Flickr30k-Order: "
-            "each Karpathy test caption with four word-order perturbations; ARO draws these at random "
-            "at every run, so here they were drawn once, seeded per caption (seed "
-            f"{seed}), with ARO's four operations: figures are comparable with ARO's in protocol, not "
-            "row by row. Correct = the true caption scores strictly higher than every negative."
-        ),
-        builder="hf_hardpos.data.aro.export_aro",
-        usage=USAGE.format(repo=options.repo_id_for_card or "hardpos/aro"),
-        column_meanings=COLUMN_MEANINGS,
-        defects=_defects_text,
-        license_id="other",
-        license_text=(
-            "ARO code and annotations: MIT (github.com/mertyg/vision-language-models-are-bows). Images: "
-            "Visual Genome (CC BY 4.0), COCO (CC BY 4.0 annotations, Flickr terms for images), Flickr30k "
-            "(non-commercial research terms of its authors). Karpathy splits as published by BLIP "
-            "(Salesforce). Check each source's terms before redistribution."
-        ),
-        citation=cite(ARO, COCO),
-        tags=["compositionality", "hard-negatives", "clip", "aro", "visual-genome", "coco", "flickr30k"],
-    )
+    facts = card_facts("aro", repo=options.repo_id_for_card or "hardpos/aro", defects=_defects_text, seed=seed)
     return export_folder(output_dir, builds, facts, report, split=SPLIT, options=options)
 
 

@@ -21,13 +21,16 @@ import tempfile
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from importlib.resources import files
 from pathlib import Path
 
 import datasets
+import yaml
 from datasets.exceptions import DatasetGenerationError
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from .. import columns
+from ..citations import cite
 from ..errors import UserInputError
 from ..provenance import versions
 from .checks import DataValidationError
@@ -480,6 +483,21 @@ class CardFacts:
     citation: str
     tags: Sequence[str] = ()
     task_categories: Sequence[str] = ("zero-shot-image-classification",)
+
+
+def card_facts(dataset: str, *, repo: str, defects: str | Callable[[BuildReport], str] | None = None, **fields) -> CardFacts:
+    """The card text of a benchmark, kept as data in ``cards/<dataset>.yaml`` (the card's prose is
+    edited there, not in code): ``repo`` (the repository its usage example loads) and ``fields`` fill
+    the ``{...}`` of its summary and usage; ``defects`` is the builder's measured text unless the file
+    states it."""
+    text = yaml.safe_load(files(__package__).joinpath("cards", f"{dataset}.yaml").read_text(encoding="utf-8"))
+    return CardFacts(
+        **{name: value for name, value in text.items() if name not in ("summary", "usage", "citations", "defects")},
+        summary=text["summary"].format(**fields),
+        usage=text["usage"].format(repo=repo, **fields),
+        defects=defects if defects is not None else text["defects"],
+        citation=cite(*text["citations"]),
+    )
 
 
 def _dtype(feature) -> str:

@@ -17,9 +17,8 @@ from typing import Any
 import datasets
 
 from .. import columns
-from ..citations import HARD_POSITIVES, VL_CHECKLIST, cite
 from .checks import load_aligned_pair, selected
-from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, count_flags, export_folder, row_features
+from .hub_folder import BuildOptions, BuildReport, ConfigBuild, card_facts, count_flags, export_folder, row_features
 from .sources import Sources, VisualGenomeImages, locate_images, vg_part_of
 
 SPLIT = "test"
@@ -161,42 +160,6 @@ def read_replace_subset(sources: Sources, subset: str) -> list[dict]:
     return rows
 
 
-COLUMN_MEANINGS = {
-    columns.IMAGE: "the whole Visual Genome image, original JPEG bytes (not re-encoded); from Visual Genome 1.2",
-    columns.IMAGE_ID: "Visual Genome image id (upstream `image_id`)",
-    "image_path": "path of the image inside Visual Genome (`VG_100K/` or `VG_100K_2/`), from upstream `image_path`",
-    columns.CAPTION: "c: the true caption, upstream `data/` `true_caption` (VL-CheckList)",
-    columns.HARD_NEGATIVE: "c_n: hard negative, upstream `data/` `false_caption` (VL-CheckList replacement that "
-    "changes the meaning)",
-    columns.HARD_POSITIVE: "c_p: hard positive, upstream `swapped_data/` `true_caption` (Kamath et al.: a "
-    "replacement that keeps the meaning)",
-    "subset": "`attributes` or `relations` (the upstream file)",
-    "replaced_phrase": "computed by this builder: the words of c that c_p changed (word-level diff)",
-    "replacement": "computed by this builder: the words c_p has instead (empty for a deletion)",
-    "substring_artifact": "computed by this builder: c_p was made by substring replacement inside a longer "
-    "word (defect)",
-    "is_duplicate": "computed by this builder: this (image_id, c, c_n) triple already occurred earlier in the subset",
-    "duplicate_of": "computed by this builder: `upstream_index` of that earlier row, null if none",
-    "upstream_index": "row index in the upstream JSON files",
-}
-
-USAGE = """from datasets import load_dataset
-
-relations = load_dataset("{repo}", "relations", split="test")
-row = relations[0]  # row["image"] is a PIL image; caption / hard_negative / hard_positive are c, c_n, c_p
-# Upstream defects are flagged, not dropped; to drop them:
-clean = relations.filter(lambda r: not r["substring_artifact"] and not r["is_duplicate"])
-# The paper's REPLACE figure pools both subsets' rows (27,443, each once), not the mean of the two results;
-# `hardpos eval` reports it as pooled(attributes,relations)."""
-
-LICENSE_TEXT = (
-    "Images: Visual Genome (CC BY 4.0). Captions and hard negatives: VL-CheckList via the hard_positives "
-    "repository; hard positives: Kamath et al. 2024 (github.com/amitakamath/hard_positives). Check the "
-    "upstream repositories for their terms before redistribution; this card's `cc-by-4.0` tag refers to "
-    "the images."
-)
-
-
 def _defects_text(rows_by_subset: dict[str, list[dict]]) -> str:
     lines = [
         "Kept as upstream has them (the paper's rows), flagged so they can be filtered:",
@@ -276,27 +239,8 @@ def export_replace(
         )
         for subset, rows in rows_by_subset.items()
     ]
-    facts = CardFacts(
-        title="REPLACE: hard negatives and hard positives by word replacement",
-        pretty_name="REPLACE (Hard Positive benchmark)",
-        summary=(
-            "The REPLACE benchmark of *The Hard Positive Truth about Vision-Language Compositionality* "
-            "(Kamath et al., ECCV 2024): each Visual Genome image comes with its caption c, a hard "
-            "negative c_n (VL-CheckList replacement that changes the meaning) and a hard positive c_p "
-            "(a synonym replacement that keeps it). A model is correct when s(c|i) > s(c_n|i) (original "
-            "accuracy) and also s(c_p|i) > s(c_n|i) (augmented accuracy); it is brittle when c_n falls "
-            "between c and c_p. The paper reports the subsets separately (Table 7) and, as its REPLACE column "
-            "(Tables 1 and 8), the fraction over all rows of both subsets pooled (each row once); the "
-            "unweighted mean of the two subsets is not the paper's figure."
-        ),
-        builder="hf_hardpos.data.replace.export_replace",
-        usage=USAGE.format(repo=options.repo_id_for_card or "hardpos/replace"),
-        column_meanings=COLUMN_MEANINGS,
-        defects=_defects_text(rows_by_subset),
-        license_id="cc-by-4.0",
-        license_text=LICENSE_TEXT,
-        citation=cite(HARD_POSITIVES, VL_CHECKLIST),
-        tags=["compositionality", "hard-positives", "hard-negatives", "clip", "visual-genome"],
+    facts = card_facts(
+        "replace", repo=options.repo_id_for_card or "hardpos/replace", defects=_defects_text(rows_by_subset)
     )
     return export_folder(
         output_dir, configs, facts, report, split=SPLIT, options=options, union_config_name=union_config_name

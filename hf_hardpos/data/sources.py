@@ -123,7 +123,6 @@ SUGARCREPE_PP_REPO = GitHubRepo(
         ),
     },
 )
-ARO_REPO = "mertyg/vision-language-models-are-bows"
 
 
 def google_drive_url(file_id: str) -> str:

@@ -20,9 +20,17 @@ from typing import Any
 import datasets
 
 from .. import columns
-from ..citations import COCO, SUGARCREPE, SUGARCREPE_PP, cite
 from .checks import DataValidationError, check_rows, load_json, load_json_list, selected
-from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, count_flags, export_folder, flag_table, row_features
+from .hub_folder import (
+    BuildOptions,
+    BuildReport,
+    ConfigBuild,
+    card_facts,
+    count_flags,
+    export_folder,
+    flag_table,
+    row_features,
+)
 from .sources import COCO_VAL2017_URL, SUGARCREPE_PP_REPO, SUGARCREPE_REPO, GitHubRepo, ImageFolder, Sources, locate_images
 
 SPLIT = "test"
@@ -87,18 +95,6 @@ def sugarcrepe_features() -> datasets.Features:
     )
 
 
-SUGARCREPE_COLUMNS = {
-    columns.IMAGE: "the COCO val2017 image named by upstream `filename`, original JPEG bytes",
-    columns.IMAGE_ID: "COCO val2017 file name (upstream `filename`)",
-    columns.CAPTION: "c: the positive caption (upstream `caption`, a COCO caption)",
-    columns.HARD_NEGATIVE: "c_n: the hard negative (upstream `negative_caption`)",
-    "subset": "the upstream file (`data/<subset>.json`)",
-    "upstream_key": "the row's key in the upstream file (row index; upstream `swap_obj` has no key 108)",
-    "negative_same_words": "computed by this builder: c_n uses exactly the words of c, reordered "
-    "(case and punctuation ignored)",
-}
-
-
 SUGARCREPE_FLAGS = {"negative_same_words": "`negative_same_words` rows"}
 
 
@@ -143,19 +139,6 @@ def sugarcrepe_pp_features() -> datasets.Features:
     )
 
 
-SUGARCREPE_PP_COLUMNS = {
-    columns.IMAGE: "the COCO val2017 image named by upstream `filename`, original JPEG bytes",
-    columns.IMAGE_ID: "COCO val2017 file name (upstream `filename`)",
-    columns.CAPTION: "c: the first positive caption (upstream `caption`)",
-    columns.HARD_POSITIVE: "c_p: the second positive caption (upstream `caption2`, a human-validated paraphrase)",
-    columns.HARD_NEGATIVE: "c_n: the hard negative (upstream `negative_caption`)",
-    "subset": "the upstream file (`data/<subset>.json`)",
-    "upstream_id": "the row's `id` in the upstream file",
-    "negative_equals_caption": "computed by this builder: c_n equals c (defect: no model can rank c above c_n)",
-    "hard_positive_equals_caption": "computed by this builder: c_p equals c (defect: the row tests no paraphrase)",
-}
-
-
 def _sugarcrepe_pp_defects(report: BuildReport) -> str:
     return "\n".join([
         "Kept as upstream has them and flagged, so results stay comparable with the paper's and the "
@@ -181,69 +164,7 @@ class CocoBenchmark:
     read: Callable[[Path, str], list[dict]]
     features: Callable[[], datasets.Features]
     flags: Sequence[str]  # the per-row flags the card counts
-    facts: Callable[[str], CardFacts]
-
-
-COCO_LICENSE = "Images: COCO val2017 (annotations CC BY 4.0; images under the Flickr terms of use)."
-
-USAGE_SUGARCREPE = """from datasets import load_dataset
-
-swap_obj = load_dataset("{repo}", "swap_obj", split="test")
-row = swap_obj[0]  # image, caption (c), hard_negative (c_n)
-# SugarCrepe's metric: accuracy of s(c|i) > s(c_n|i) per subset (strict inequality)."""
-
-USAGE_SUGARCREPE_PP = """from datasets import load_dataset
-
-replace_att = load_dataset("{repo}", "replace_att", split="test")
-row = replace_att[0]  # image, caption (c), hard_positive (c_p = caption2), hard_negative (c_n)
-# Defective rows are flagged, not dropped; to drop them:
-clean = replace_att.filter(lambda r: not r["negative_equals_caption"] and not r["hard_positive_equals_caption"])"""
-
-
-def _sugarcrepe_facts(repo_id: str) -> CardFacts:
-    return CardFacts(
-        title="SugarCrepe: image-text compositionality with fluent hard negatives",
-        pretty_name="SugarCrepe",
-        summary=(
-            "SugarCrepe (Hsieh et al., NeurIPS 2023 Datasets and Benchmarks): COCO val2017 images, each "
-            "with a caption c and a hard negative c_n made by adding, replacing or swapping an object, "
-            "attribute or relation, then filtered for fluency and against text-only shortcuts. Seven "
-            "subsets, 7,511 rows. A model is correct on a row when s(c|i) > s(c_n|i) (strict)."
-        ),
-        builder="hf_hardpos.data.sugarcrepe.export_sugarcrepe",
-        usage=USAGE_SUGARCREPE.format(repo=repo_id),
-        column_meanings=SUGARCREPE_COLUMNS,
-        defects=_sugarcrepe_defects,
-        license_id="mit",
-        license_text="Captions and hard negatives: SugarCrepe, MIT License (github.com/RAIVNLab/sugar-crepe). "
-        + COCO_LICENSE,
-        citation=cite(SUGARCREPE, COCO),
-        tags=["compositionality", "hard-negatives", "clip", "coco", "sugarcrepe"],
-    )
-
-
-def _sugarcrepe_pp_facts(repo_id: str) -> CardFacts:
-    return CardFacts(
-        title="SugarCrepe++: two positive captions and a hard negative per image",
-        pretty_name="SugarCrepe++",
-        summary=(
-            "SugarCrepe++ (Dumpala et al., NeurIPS 2024 Datasets and Benchmarks): the replace and swap "
-            "subsets of SugarCrepe with a second positive caption, a human-validated paraphrase of the "
-            "first. In the Hard Positive paper's terms each row is (c, c_p, c_n): SC++'s image-to-text "
-            "metric ITT is augmented accuracy, s(c|i) > s(c_n|i) and s(c_p|i) > s(c_n|i) (strict), and "
-            "brittleness applies unchanged. Five subsets, 4,757 rows."
-        ),
-        builder="hf_hardpos.data.sugarcrepe.export_sugarcrepe_pp",
-        usage=USAGE_SUGARCREPE_PP.format(repo=repo_id),
-        column_meanings=SUGARCREPE_PP_COLUMNS,
-        defects=_sugarcrepe_pp_defects,
-        license_id="cc-by-4.0",
-        license_text="Captions: SugarCrepe++ (github.com/Sri-Harsha/scpp), whose LICENSE file is MIT and whose "
-        "README states CC BY 4.0 for the dataset (the card's tag follows the README); built on SugarCrepe "
-        "(MIT). " + COCO_LICENSE,
-        citation=cite(SUGARCREPE_PP, SUGARCREPE, COCO),
-        tags=["compositionality", "hard-positives", "hard-negatives", "clip", "coco", "sugarcrepe"],
-    )
+    defects: Callable[[BuildReport], str]  # the card's text about them, from the counts
 
 
 SUGARCREPE_BENCHMARK = CocoBenchmark(
@@ -253,7 +174,7 @@ SUGARCREPE_BENCHMARK = CocoBenchmark(
     read_sugarcrepe_subset,
     sugarcrepe_features,
     tuple(SUGARCREPE_FLAGS),
-    _sugarcrepe_facts,
+    _sugarcrepe_defects,
 )
 SUGARCREPE_PP_BENCHMARK = CocoBenchmark(
     "sugarcrepe_pp",
@@ -262,7 +183,7 @@ SUGARCREPE_PP_BENCHMARK = CocoBenchmark(
     read_sugarcrepe_pp_subset,
     sugarcrepe_pp_features,
     tuple(SUGARCREPE_PP_FLAGS),
-    _sugarcrepe_pp_facts,
+    _sugarcrepe_pp_defects,
 )
 
 
@@ -304,7 +225,8 @@ def export_coco_benchmark(
         ConfigBuild(subset, rows, benchmark.features(), benchmark.counts[subset], count_flags(rows, benchmark.flags), images)
         for subset, rows in rows_by_subset.items()
     ]
-    facts = benchmark.facts(options.repo_id_for_card or f"hardpos/{benchmark.name}")
+    repo = options.repo_id_for_card or f"hardpos/{benchmark.name}"
+    facts = card_facts(benchmark.name, repo=repo, defects=benchmark.defects)
     return export_folder(output_dir, configs, facts, report, split=SPLIT, options=options)
 
 

@@ -31,9 +31,16 @@ from typing import Any
 import datasets
 
 from .. import columns
-from ..citations import CE_CLIP, VALSE, cite
 from .checks import DataValidationError, load_json, selected
-from .hub_folder import BuildOptions, BuildReport, CardFacts, count_flags, export_with_image_files, flag_table, row_features
+from .hub_folder import (
+    BuildOptions,
+    BuildReport,
+    card_facts,
+    count_flags,
+    export_with_image_files,
+    flag_table,
+    row_features,
+)
 from .sources import GitHubRepo, ImageFolder, Sources
 
 SPLIT = "test"
@@ -106,20 +113,6 @@ def valse_features() -> datasets.Features:
     )
 
 
-VALSE_COLUMNS = {
-    columns.IMAGE: "the image named by upstream `image_file`, original bytes",
-    columns.IMAGE_ID: "upstream `image_file`",
-    columns.CAPTION: "the caption (upstream `caption`)",
-    columns.HARD_NEGATIVE: "the foil (upstream `foil`)",
-    "subset": "the VALSE piece (upstream file `data/<piece>.json`)",
-    "upstream_id": "the row's key in the upstream file",
-    "source_dataset": "where the image comes from (upstream `dataset`)",
-    "mturk_caption": "annotators (of 3) who chose the caption and not the foil (upstream `mturk.caption`)",
-    "valid": "mturk_caption >= 2: VALSE's valid rows, the only ones its metric counts",
-    "caption_equals_foil": "computed by this builder: the foil equals the caption (an upstream defect)",
-}
-
-
 def _flags(rows: Sequence[dict]) -> dict[str, int]:
     return {
         **count_flags(rows, ("valid", "caption_equals_foil")),
@@ -141,37 +134,6 @@ def _defects(report: BuildReport) -> str:
         "",
         *flag_table(report, FLAG_COLUMNS, with_rows=True),
     ])
-
-
-USAGE = """from datasets import load_dataset
-
-existence = load_dataset("{repo}", "existence", split="test")
-valid = existence.filter(lambda r: r["valid"])  # VALSE's metric counts only these rows
-# acc_r: share of valid rows with s(caption|i) > s(foil|i) (strict); CE-CLIP's Avg is the plain mean of the 11 pieces."""
-
-
-def _facts(repo_id: str) -> CardFacts:
-    return CardFacts(
-        title="VALSE: vision-and-language models on linguistic phenomena",
-        pretty_name="VALSE",
-        summary=(
-            "VALSE (Parcalabescu et al., ACL 2022): 11 pieces testing existence, plurality, counting, spatial "
-            "relations, actions, coreference and nouns (FOIL-it), each row an image with a caption and a foil. "
-            "A model is correct on a valid row when s(caption|i) > s(foil|i) (strict). CE-CLIP (Zhang et al., "
-            "CVPR 2024) reports it in its Table 1."
-        ),
-        builder="hf_hardpos.data.valse.export_valse",
-        usage=USAGE.format(repo=repo_id),
-        column_meanings=VALSE_COLUMNS,
-        defects=_defects,
-        license_id="mit",
-        license_text=(
-            "Annotations: MIT (github.com/Heidelberg-NLP/VALSE). Images keep the terms of their sources: "
-            "Visual7W, COCO (Flickr terms of use), SWiG (imSitu), VisDial."
-        ),
-        citation=cite(VALSE, CE_CLIP),
-        tags=["valse", "compositionality", "linguistic-phenomena"],
-    )
 
 
 def export_valse(
@@ -196,6 +158,6 @@ def export_valse(
     return export_with_image_files(
         output_dir, rows_by_piece, folder=ImageFolder(images_dir, sources), features=valse_features(),
         expected_counts={piece: VALSE_COUNTS[piece][0] for piece in pieces}, flags=_flags,
-        facts=_facts(options.repo_id_for_card or "hardpos/valse"), report=report,
+        facts=card_facts("valse", repo=options.repo_id_for_card or "hardpos/valse", defects=_defects), report=report,
         images_note="Visual7W, COCO, SWiG and VisDial images by file name", split=SPLIT, options=options,
     )

@@ -33,9 +33,16 @@ import datasets
 import yaml
 
 from .. import columns
-from ..citations import CE_CLIP, VL_CHECKLIST, cite
 from .checks import DataValidationError, load_json, selected
-from .hub_folder import BuildOptions, BuildReport, CardFacts, count_flags, export_with_image_files, flag_table, row_features
+from .hub_folder import (
+    BuildOptions,
+    BuildReport,
+    card_facts,
+    count_flags,
+    export_with_image_files,
+    flag_table,
+    row_features,
+)
 from .sources import GitHubRepo, ImageFolder, Sources
 
 SPLIT = "test"
@@ -131,22 +138,6 @@ def vl_checklist_features() -> datasets.Features:
     )
 
 
-VL_CHECKLIST_COLUMNS = {
-    columns.IMAGE: "the image at IMG_ROOT/<upstream image path>, original bytes",
-    columns.IMAGE_ID: "IMG_ROOT of the corpus file joined with the row's image path",
-    columns.CAPTION: "POS[0], the caption the official metric uses",
-    columns.HARD_NEGATIVE: "NEG[0], the negative the official metric uses",
-    "positives": "every POS entry of the row",
-    "negatives": "every NEG entry of the row",
-    "subset": "the corpus file: <aspect>_<type>[_<sub>]_<source>",
-    "aspect": "attribute, object or relation",
-    "type": "the column of CE-CLIP's Table 2 the file belongs to (e.g. color, location, spatial)",
-    "upstream_index": "the row's position in the upstream file (the official metric reads the first 1,000)",
-    "duplicate": "computed by this builder: the row repeats an earlier row of the same file exactly",
-    "positive_equals_negative": "computed by this builder: POS[0] equals NEG[0] (no model can be right)",
-    "negative_broken": "computed by this builder: NEG[0] has leading or trailing whitespace (a lost word)",
-}
-
 def _flags(rows: Sequence[dict]) -> dict[str, int]:
     return count_flags(rows, FLAG_NAMES)
 
@@ -154,38 +145,6 @@ def _flags(rows: Sequence[dict]) -> dict[str, int]:
 def _defects(report: BuildReport) -> str:
     table = flag_table(report, {flag: f"`{flag}`" for flag in FLAG_NAMES}, with_rows=True)
     return "\n".join(["No row is dropped or changed. Measured in this build:", "", *table])
-
-
-USAGE = """from datasets import load_dataset
-
-color = load_dataset("{repo}", "attribute_color_vg", split="test")
-official = color.select(range(min(1000, len(color))))  # the official protocol reads each file's first 1,000 rows
-clean = color.filter(lambda r: not (r["duplicate"] or r["positive_equals_negative"] or r["negative_broken"]))"""
-
-
-def _facts(repo_id: str) -> CardFacts:
-    return CardFacts(
-        title="VL-CheckList: objects, attributes and relations, file by file",
-        pretty_name="VL-CheckList",
-        summary=(
-            "VL-CheckList (Zhao et al., 2022): images from Visual Genome, HAKE and SWiG, each with a positive "
-            "and a negative caption, in one file per aspect, type and source. The official image-text metric: "
-            "s(POS[0]|i) > s(NEG[0]|i) (strict), one accuracy per file over its first 1,000 rows. CE-CLIP "
-            "(Zhang et al., CVPR 2024) reports it in its Table 2."
-        ),
-        builder="hf_hardpos.data.vl_checklist.export_vl_checklist",
-        usage=USAGE.format(repo=repo_id),
-        column_meanings=VL_CHECKLIST_COLUMNS,
-        defects=_defects,
-        license_id="other",
-        license_text=(
-            "Non-commercial use only: github.com/om-ai-lab/VL-CheckList has no licence file and its setup.py "
-            "says \"free for non-commercial use\". Images keep the terms of Visual Genome, HAKE's sources "
-            "(HICO-DET, HCVRD, V-COCO, OpenImages, PIC) and SWiG."
-        ),
-        citation=cite(VL_CHECKLIST, CE_CLIP),
-        tags=["vl-checklist", "compositionality"],
-    )
 
 
 def export_vl_checklist(
@@ -216,7 +175,8 @@ def export_vl_checklist(
     report.sources.update(sources.provenance)
     return export_with_image_files(
         output_dir, rows_by_file, folder=ImageFolder(images_dir, sources), features=vl_checklist_features(),
-        expected_counts={}, flags=_flags, facts=_facts(options.repo_id_for_card or "hardpos/vl_checklist"),
+        expected_counts={}, flags=_flags,
+        facts=card_facts("vl_checklist", repo=options.repo_id_for_card or "hardpos/vl_checklist", defects=_defects),
         report=report, images_note="Visual Genome, HAKE and SWiG under each file's IMG_ROOT", split=SPLIT,
         options=options,
     )
