@@ -343,17 +343,17 @@ UNCHANGED = "rows with an unchanged negative"  # the one flag, counted on the or
 
 
 def _defects_text(report: BuildReport) -> str:
-    lines = ["No row is dropped or changed."]
-    if report.flags:
-        lines += [
-            "",
-            "Order configs, measured in this build: a perturbation can leave a caption as it was (one noun, "
-            "or fewer than two movable words). Such a negative ties with the caption; under a strict "
-            "inequality the row cannot count as correct (ARO's argmax counts a tie as correct).",
-            "",
-            *flag_table(report, {UNCHANGED: UNCHANGED}),
-        ]
-    return "\n".join(lines)
+    if not report.flags:  # no order config in this build
+        return "No row is dropped or changed."
+    return "\n".join([
+        "No row is dropped or changed.",
+        "",
+        "Order configs, measured in this build: a perturbation can leave a caption as it was (one noun, "
+        "or fewer than two movable words). Such a negative ties with the caption; under a strict "
+        "inequality the row cannot count as correct (ARO's argmax counts a tie as correct).",
+        "",
+        *flag_table(report, {UNCHANGED: UNCHANGED}),
+    ])
 
 
 def export_aro(

@@ -34,15 +34,7 @@ import yaml
 
 from .. import columns
 from .checks import DataValidationError, load_json, selected
-from .hub_folder import (
-    BuildOptions,
-    BuildReport,
-    card_facts,
-    count_flags,
-    export_with_image_files,
-    flag_table,
-    row_features,
-)
+from .hub_folder import BuildOptions, BuildReport, card_facts, count_flags, export_with_image_files, flag_table, row_features
 from .sources import GitHubRepo, ImageFolder, Sources
 
 SPLIT = "test"
