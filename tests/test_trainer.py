@@ -82,6 +82,14 @@ def make_args(output_dir, **overrides) -> HardPosTrainingArguments:
     return HardPosTrainingArguments(**settings)
 
 
+def logged_args(caplog, message: str) -> list[tuple]:
+    """The arguments of every record logged with the format `message`: the values a warning reports."""
+    return [record.args for record in caplog.records if record.msg == message]
+
+
+SKIPPED = "Resuming from %s, the last complete checkpoint: skipped %s."  # checkpointing.resolve_checkpoint's warning
+
+
 def load_tiny(tiny_clip_dir):
     from transformers import CLIPModel, CLIPProcessor
 
@@ -532,7 +540,8 @@ def test_interrupted_save_leaves_nothing_resume_picks_and_resume_falls_back(tiny
     with caplog.at_level("WARNING", logger="hf_hardpos.training.checkpointing"):
         resumed = trainer_for(4)
         resumed.train(resume_from_checkpoint=True)
-    assert "_incomplete-checkpoint-4: left by a save that was interrupted" in caplog.text
+    ignored = "Ignoring %s: left by a save that was interrupted (safe to delete)."
+    assert logged_args(caplog, ignored) == [("_incomplete-checkpoint-4",)]
     assert resumed.state.global_step == 4 and (tmp_path / "checkpoint-4" / LOSS_STATE_NAME).is_file()
     assert not (tmp_path / "_incomplete-checkpoint-4").exists()  # the next save of that step replaced it
 
@@ -544,8 +553,9 @@ def test_interrupted_save_leaves_nothing_resume_picks_and_resume_falls_back(tiny
     with caplog.at_level("WARNING", logger="hf_hardpos.training.checkpointing"):
         again = trainer_for(6)
         again.train(resume_from_checkpoint="last")
-    assert "Resuming from checkpoint-4, the last complete checkpoint: skipped checkpoint-5 (incomplete: no " \
-           "trainer_state.json, model weights" in caplog.text
+    [(resumed_from, skipped)] = logged_args(caplog, SKIPPED)
+    assert resumed_from == "checkpoint-4"
+    assert skipped.startswith("checkpoint-5 (incomplete: no trainer_state.json, model weights")
     assert again.state.global_step == 6
     with pytest.raises(UserInputError, match=r"checkpoint-5 is unusable \(incomplete: no .*The last complete one there is checkpoint-6"):  # noqa: E501
         trainer_for(6).train(resume_from_checkpoint=str(broken))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from test_trainer import eval_rows, finetune_rows, load_tiny, make_args
+from test_trainer import SKIPPED, eval_rows, finetune_rows, load_tiny, logged_args, make_args
 from transformers import TrainerCallback
 
 from hf_hardpos.training import HardPosTrainer
@@ -111,8 +111,8 @@ def test_truncated_last_checkpoint_falls_back_to_the_previous_one(tiny_clip_dir,
 
     with caplog.at_level("WARNING", logger="hf_hardpos.training.checkpointing"):
         resumed = _steps_run(tiny_clip_dir, tmp_path, max_steps=6, resume="last")
-    assert f"Resuming from checkpoint-2, the last complete checkpoint: skipped checkpoint-4 (corrupt: {damaged}" \
-        in caplog.text
+    [(resumed_from, skipped)] = logged_args(caplog, SKIPPED)
+    assert resumed_from == "checkpoint-2" and skipped.startswith(f"checkpoint-4 (corrupt: {damaged}")
     assert _trained_steps(resumed) == [3, 4, 5, 6]  # this run started from step 2
 
     _truncate(tmp_path / "checkpoint-6" / damaged)
