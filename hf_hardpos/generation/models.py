@@ -12,12 +12,13 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
-from hf_hardpos.errors import UserInputError
+from hf_hardpos.errors import UserInputError, first_line
+from hf_hardpos.provenance import looks_like_path
 
 
 def require_model_exists(name: str) -> None:
     """Refuse a path-like name ("./x", "/x", "~/x", "a/b/c") that is not a folder: "not found", not a Hub error."""
-    if not Path(name).expanduser().exists() and (name.startswith(("/", ".", "~")) or name.count("/") > 1):
+    if looks_like_path(name) and not Path(name).expanduser().exists():
         raise UserInputError(f"model not found: {name} (no such folder)")
 
 
@@ -36,8 +37,7 @@ def load_model_and_tokenizer(
         model = auto_class.from_pretrained(name, dtype=dtype, **kwargs)
     except (OSError, ValueError, KeyError) as error:
         where = "local folder" if path.exists() else "Hub id (offline: it must be in the local cache)"
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise UserInputError(f"cannot load {auto_class.__name__} {name!r} as a {where}: {first_line}") from None
+        raise UserInputError(f"cannot load {auto_class.__name__} {name!r} as a {where}: {first_line(error)}") from None
     if "device_map" not in kwargs:
         model = model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     return model, tokenizer
