@@ -40,6 +40,7 @@ SHARD_SIZE = "500MB"  # the default maximum parquet shard size (push_to_hub's de
 # Rows per Arrow record batch when images are embedded: bounds memory to ~100 images at a time.
 IMAGE_WRITER_BATCH_SIZE = 100
 
+
 @dataclass(frozen=True)
 class BuildOptions:
     """How a build runs, the same for every builder: each ``export_*`` takes these as keyword
@@ -408,63 +409,7 @@ def _config_patterns(entry) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Dataset card
-
-TEMPLATE = """---
-{{ card_data }}
----
-
-# {{ title }}
-
-{{ summary }}
-
-Built with `hf_hardpos` ({{ builder }}) on {{ built_on }}. No loading script: the data are parquet
-shards and the configs are declared in this card's YAML header, so the same call works on a local copy
-of this folder and on the Hub.
-
-## Configs and row counts
-
-| config | split | rows | paper | shards |
-|---|---|---:|---:|---:|
-{% for row in config_rows -%}
-| `{{ row.name }}` | `{{ row.split }}` | {{ row.rows }} | {{ row.paper }} | {{ row.shards }} |
-{% endfor %}
-{{ completeness }}
-
-## Usage
-
-```python
-{{ usage }}
-```
-
-## Columns
-
-| column | type | source and meaning |
-|---|---|---|
-{% for name, dtype, meaning in column_rows -%}
-| `{{ name }}` | {{ dtype }} | {{ meaning }} |
-{% endfor %}
-
-## Known defects of the upstream data
-
-{{ defects }}
-
-## Provenance
-
-{% for name, origin in sources -%}
-- {{ name }}: {{ origin }}
-{% endfor %}
-
-## License
-
-{{ license_text }}
-
-## Citation
-
-```bibtex
-{{ citation }}
-```
-"""
+# Dataset card (its Jinja template: cards/dataset_card.md)
 
 
 @dataclass
@@ -576,7 +521,7 @@ def render_card(output_dir: Path, configs: Sequence[ExportedConfig], facts: Card
     )
     card = DatasetCard.from_template(
         metadata,
-        template_str=TEMPLATE,
+        template_str=files(__package__).joinpath("cards", "dataset_card.md").read_text(encoding="utf-8"),
         title=facts.title,
         summary=facts.summary,
         builder=f"{facts.builder}, hf_hardpos {versions().get('hf_hardpos', 'unknown version')}",
