@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from data_fixtures import card_metadata
 from PIL import Image
 
 from hf_hardpos.data.own import export_own
@@ -44,7 +45,8 @@ def test_table_becomes_a_folder_eval_scores(kind, tiny_clip_dir, tmp_path):
     out = tmp_path / "own"
     report = export_own(table, out)
     assert report.counts == {"attributes": 2, "relations": 1}
-    assert "configs:" in (out / "README.md").read_text()
+    configs = card_metadata((out / "README.md").read_text())["configs"]
+    assert [config["config_name"] for config in configs] == ["attributes", "relations"]
     result = evaluate_model(str(tiny_clip_dir), str(out), progress=False, log=lambda m: None)
     assert result.results["attributes"]["num_examples"] == 2 and result.results["relations"]["num_examples"] == 1
 
