@@ -16,7 +16,7 @@ import datasets
 import numpy as np
 import pytest
 import torch
-from data_fixtures import COCO_CAPTIONS, column_sources, make_coco_sources
+from data_fixtures import COCO_CAPTIONS, card_numbers, column_sources, make_coco_sources
 from test_recipes import RECIPES, _example
 
 from hf_hardpos import cli, columns
@@ -103,7 +103,7 @@ def test_ce_clip_config_built_loaded_and_trained_with_one_cmr_threshold_per_type
         assert f"masked LM `{tiny_mlm_dir}`, dtype float32, spaCy pipeline `" in source
         present = sum(v is not None for v in expected[name])
         assert f"| `{name}` | {present:,} | 0 |" in readme  # the measured non-null count per type
-    assert "| `ce_clip` | `train` | 4 |" in readme
+    assert card_numbers(readme, "Configs and row counts")["ce_clip"]["rows"] == 4
     assert 'load_dataset("hardpos/coco", "ce_clip", split="train")' in readme
     assert "CE-CLIP used distilroberta-base" in readme and "with a masked LM at spaCy part-of-speech" in readme
     provenance = readme.split("## Provenance", 1)[1]
