@@ -223,6 +223,28 @@ def make_aro_sources(aro_dir: Path) -> None:
     write_json(aro_dir / "flickr30k_test.json", KARPATHY_FLICKR)
 
 
+def fake_downloads(monkeypatch, raw: str, upstream: Path, archives: dict[str, Path]) -> list[str]:
+    """Serve a pinned repository's raw URLs (prefix ``raw``) from ``upstream`` and each archive URL from
+    its extracted folder, through the builders' download manager (tests never touch the network);
+    returns the URLs requested, in order."""
+    from hf_hardpos.data import sources
+
+    requested: list[str] = []
+
+    class FakeDownloadManager:
+        def download(self, url):
+            requested.append(url)
+            assert url.startswith(raw), url
+            return str(upstream / url[len(raw) :])
+
+        def download_and_extract(self, url):
+            requested.append(url)
+            return str(archives[url])
+
+    monkeypatch.setattr(sources.Sources, "dl_manager", property(lambda self: FakeDownloadManager()))
+    return requested
+
+
 def card_section(readme: str, heading: str) -> str:
     """The text of the card's ``## heading`` section."""
     return readme.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]

@@ -13,6 +13,7 @@ from data_fixtures import (
     card_section,
     card_sources,
     column_sources,
+    fake_downloads,
     make_replace_upstream,
     make_vg_images,
     replace_images,
@@ -226,26 +227,14 @@ def test_shared_upstream_data(shared_data, tmp_path):
 
 def _fake_downloads(monkeypatch, tmp_path, upstream):
     """Serve the pinned raw URLs from ``upstream`` and the VG archives from folders; returns the log."""
-    from hf_hardpos.data import sources as sources_module
+    from hf_hardpos.data.sources import VG_PART_URLS
 
-    archives = {part: tmp_path / "extracted" / part for part in ("VG_100K", "VG_100K_2")}
-    for part, root in archives.items():
-        make_vg_images(root, {i: p for i, p in replace_images().items() if p == part})
+    archives = {}
+    for part, url in VG_PART_URLS.items():
+        archives[url] = tmp_path / "extracted" / part
+        make_vg_images(archives[url], {i: p for i, p in replace_images().items() if p == part})
     raw = "https://raw.githubusercontent.com/amitakamath/hard_positives/33addaae84b58d96dc8e9251b61d497c536ed23d/"
-    requested = []
-
-    class FakeDownloadManager:
-        def download(self, url):
-            requested.append(url)
-            assert url.startswith(raw), url
-            return str(upstream / url[len(raw) :])
-
-        def download_and_extract(self, url):
-            requested.append(url)
-            part = {v: k for k, v in sources_module.VG_PART_URLS.items()}[url]
-            return str(archives[part])
-
-    monkeypatch.setattr(sources_module.Sources, "dl_manager", property(lambda self: FakeDownloadManager()))
+    requested = fake_downloads(monkeypatch, raw, upstream, archives)
     return raw, requested
 
 

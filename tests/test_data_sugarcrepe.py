@@ -10,6 +10,7 @@ from data_fixtures import (
     card_section,
     card_sources,
     column_sources,
+    fake_downloads,
     make_coco_placeholders,
     unpack_upstream,
     write_json,
@@ -57,14 +58,20 @@ def check_rows_and_images(out, root, subset, image_bytes, *, with_positive):
     return loaded
 
 
+def build_from_real_files(tmp_path, name: str, counts: dict[str, int]):
+    """Build a benchmark from its real upstream files (tests/fixtures/upstream) with placeholder COCO
+    images; returns the folder, the upstream root, the report and the image bytes by file name."""
+    root = unpack_upstream(name, tmp_path / name)
+    images_dir, image_bytes = coco_images(root, tmp_path, counts)
+    export = {"sugarcrepe": export_sugarcrepe, "sugarcrepe_pp": export_sugarcrepe_pp}[name]
+    report = export(tmp_path / "out", upstream_dir=root, images_dir=images_dir, progress=False)
+    assert report.counts == counts == report.expected_counts
+    return tmp_path / "out", root, report, image_bytes
+
+
 @pytest.mark.slow
 def test_sugarcrepe_real_files_give_the_papers_counts(tmp_path):
-    root = unpack_upstream("sugarcrepe", tmp_path / "sugar-crepe")
-    images_dir, image_bytes = coco_images(root, tmp_path, SUGARCREPE_COUNTS)
-    out = tmp_path / "out"
-    report = export_sugarcrepe(out, upstream_dir=root, images_dir=images_dir, progress=False)
-
-    assert report.counts == SUGARCREPE_COUNTS == report.expected_counts
+    out, root, report, image_bytes = build_from_real_files(tmp_path, "sugarcrepe", SUGARCREPE_COUNTS)
     assert sum(report.counts.values()) == 7_511  # SugarCrepe paper
     assert datasets.get_dataset_config_names(str(out)) == list(SUGARCREPE_COUNTS)
     for subset in SUGARCREPE_COUNTS:
@@ -89,12 +96,7 @@ def test_sugarcrepe_real_files_give_the_papers_counts(tmp_path):
 
 
 def test_sugarcrepe_pp_real_files_counts_alignment_and_defects(tmp_path):
-    root = unpack_upstream("sugarcrepe_pp", tmp_path / "scpp")
-    images_dir, image_bytes = coco_images(root, tmp_path, SUGARCREPE_PP_COUNTS)
-    out = tmp_path / "out"
-    report = export_sugarcrepe_pp(out, upstream_dir=root, images_dir=images_dir, progress=False)
-
-    assert report.counts == SUGARCREPE_PP_COUNTS == report.expected_counts
+    out, root, report, image_bytes = build_from_real_files(tmp_path, "sugarcrepe_pp", SUGARCREPE_PP_COUNTS)
     assert sum(report.counts.values()) == 4_757  # SugarCrepe++ paper
     defective = {}
     for subset in SUGARCREPE_PP_COUNTS:
@@ -200,26 +202,11 @@ def test_scripts_and_hardpos_build(tmp_path, capsys):
 def test_default_sources_are_the_pinned_upstream_files_and_coco_val2017(tmp_path, monkeypatch):
     """Without local folders: the JSON comes from the pinned commit's raw URL and the images from COCO's
     val2017.zip, both through the download manager (faked: tests never touch the network)."""
-    from hf_hardpos.data import sources as sources_module
-
     root = unpack_upstream("sugarcrepe_pp", tmp_path / "scpp")
     extracted = tmp_path / "extracted"
     coco_images(root, extracted, ["swap_obj"])  # -> extracted/val2017/<file name>
     raw = "https://raw.githubusercontent.com/Sri-Harsha/scpp/c083bbf039a5ca215acaf25e7ee736d2ea6f3864/"
-    requested = []
-
-    class FakeDownloadManager:
-        def download(self, url):
-            requested.append(url)
-            assert url.startswith(raw), url
-            return str(root / url[len(raw) :])
-
-        def download_and_extract(self, url):
-            requested.append(url)
-            assert url == "http://images.cocodataset.org/zips/val2017.zip"
-            return str(extracted)
-
-    monkeypatch.setattr(sources_module.Sources, "dl_manager", property(lambda self: FakeDownloadManager()))
+    requested = fake_downloads(monkeypatch, raw, root, {"http://images.cocodataset.org/zips/val2017.zip": extracted})
     report = export_sugarcrepe_pp(tmp_path / "out", subsets=["swap_obj"], progress=False)
     assert report.counts == {"swap_obj": 245}
     assert requested == [raw + "data/swap_obj.json", "http://images.cocodataset.org/zips/val2017.zip"]
