@@ -17,6 +17,7 @@ __getattr__, __all__ = lazy_exports(
         "LOSS_STATE_NAME": "hf_hardpos.training.checkpointing",
         "HardPosTrainingArguments": "hf_hardpos.training.training_args",
         "HardPosDataCollator": "hf_hardpos.training.data_collator",
+        "HardPosBatch": "hf_hardpos.training.data_collator",
         "HardPosModelCardData": "hf_hardpos.training.model_card",
         "generate_model_card": "hf_hardpos.training.model_card",
         "apply_lora": "hf_hardpos.training.lora",
