@@ -1,9 +1,11 @@
 """`hardpos build <dataset>`: build a benchmark or training set as a Hub dataset folder, optionally push it.
 
-One place for the command-line glue of every builder in `hf_hardpos.data` (the scripts in
-`dataset_scripts/` call this command): the options every builder shares (`--output-dir`,
-`--upstream-dir`, `--cache-dir`, `--skip-missing`, `--max-shard-size`, `--push-to-hub`) are declared
-once, the output folder is checked before any work, and bad input is a one-line error (exit 2).
+Writes the Hub repository folder of a dataset (parquet shards, a README whose YAML declares the
+configs, and a card with the counts and each source's sha256) into --output-dir; --push-to-hub then
+uploads it. Every dataset takes --output-dir, --cache-dir, --skip-missing, --max-shard-size and
+--push-to-hub (and --upstream-dir where it has upstream files); `hardpos build DATASET --help` lists
+its own options. The output folder is checked before any work, and bad input is a one-line error
+(exit 2). The scripts in dataset_scripts/ run this command.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cli import add_command
 from ..columns import REPLACE_SUBSETS
 from ..errors import UserInputError
 
@@ -81,8 +84,8 @@ DATASETS: dict[str, Buildable] = {
         "github.com/amitakamath/hard_positives (swapped_data/)",
     ),
     "finetune": Buildable(
-        "COCO train 2014 captions with the paper's hard positives and rule-made hard negatives "
-        "(+ CE-CLIP's typed masked-LM negatives with --mlm-negatives)",
+        "COCO fine-tuning set: train2017 captions with the paper's hard positives (or train2014, CE-CLIP's), "
+        "rule-made hard negatives (+ CE-CLIP's typed masked-LM negatives with --mlm-negatives)",
         "coco_finetune:export_finetune",
         (
             _option(
@@ -199,12 +202,7 @@ def build(args: argparse.Namespace):
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "build",
-        help="build a dataset (REPLACE, SWAP, COCO fine-tuning, SugarCrepe, SugarCrepe++, ARO) as a Hub folder",
-        description="Write the Hub repository folder of a dataset (parquet shards, README with `configs:` and "
-        "a card with counts and source sha256) into --output-dir, and optionally push it.",
-    )
+    parser = add_command(subparsers, __name__, run)
     datasets_parsers = parser.add_subparsers(dest="dataset", required=True, metavar="DATASET")
     for name, dataset in DATASETS.items():
         sub = datasets_parsers.add_parser(name, help=dataset.help, description=dataset.help)

@@ -430,7 +430,9 @@ class CardFacts:
     task_categories: Sequence[str] = ("zero-shot-image-classification",)
 
 
-def card_facts(dataset: str, *, repo: str, defects: str | Callable[[BuildReport], str] | None = None, **fields) -> CardFacts:
+def card_facts(
+    dataset: str, *, repo: str, defects: str | Callable[[BuildReport], str] | None = None, **fields: object
+) -> CardFacts:
     """The card text of a benchmark, kept as data in ``cards/<dataset>.yaml`` (the card's prose is
     edited there, not in code): ``repo`` (the repository its usage example loads) and ``fields`` fill
     the ``{...}`` of its summary and usage; ``defects`` is the builder's measured text unless the file
