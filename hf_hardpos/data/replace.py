@@ -202,10 +202,11 @@ def export_replace(
 ) -> BuildReport:
     """Build REPLACE into ``output_dir`` as a Hub repository folder and return the build report.
 
-    One config per subset (default: both). ``union_config_name`` (e.g. ``"all"``) adds a config reading both subsets'
-    shards (not stored twice); it is off by default because ``hardpos eval`` scores every declared
-    config and already reports the pooled figure, the paper's REPLACE column (``hf_hardpos.aggregation``),
-    from the two subsets: a union config would score every row a second time.
+    One config per subset (default: both). ``union_config_name`` (e.g. ``"all"``) adds a config
+    reading both subsets' shards (not stored twice); it is off by default because ``hardpos eval``
+    scores every declared config and already reports the pooled figure, the paper's REPLACE column
+    (``hf_hardpos.evaluation.aggregation``), from the two subsets: a union config would score every
+    row a second time.
     ``embed_images=False`` builds the rows without the image column (for checking the annotations
     without the Visual Genome images). ``settings``: the fields of :class:`BuildOptions`.
     """
