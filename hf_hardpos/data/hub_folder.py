@@ -77,7 +77,8 @@ def flag_table(report: "BuildReport", labels: Mapping[str, str], *, with_rows: b
     header = ["config", *(["rows"] if with_rows else []), *labels.values()]
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     for name, flags in report.flags.items():
-        cells = [name, *([f"{report.counts.get(name, 0):,}"] if with_rows else []), *(f"{flags[flag]:,}" for flag in labels)]
+        counts = [report.counts.get(name, 0)] if with_rows else []
+        cells = [name, *(f"{count:,}" for count in [*counts, *(flags[flag] for flag in labels)])]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -646,7 +647,8 @@ def check_paper_counts(configs: Sequence[ConfigBuild], report: BuildReport) -> N
             continue
         if config.upstream_rows != config.expected_count:
             raise DataValidationError(
-                f"config {config.name}: the upstream files hold {config.upstream_rows:,} rows, the paper {config.expected_count:,}; "
+                f"config {config.name}: the upstream files hold {config.upstream_rows:,} rows, "
+                f"the paper {config.expected_count:,}; "
                 "the sources are not the paper's (build from a local copy with --upstream-dir to build other rows "
                 "on purpose; the card then says so)"
             )

@@ -222,7 +222,9 @@ def export_coco_benchmark(
         )
         report.sources["images"] = f"COCO val2017: {folder.description}"
     configs = [
-        ConfigBuild(subset, rows, benchmark.features(), benchmark.counts[subset], count_flags(rows, benchmark.flags), images)
+        ConfigBuild(
+            subset, rows, benchmark.features(), benchmark.counts[subset], count_flags(rows, benchmark.flags), images
+        )
         for subset, rows in rows_by_subset.items()
     ]
     repo = options.repo_id_for_card or f"hardpos/{benchmark.name}"
