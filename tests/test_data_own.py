@@ -64,3 +64,18 @@ def test_bad_rows_and_images_are_named(tmp_path):
     table.write_text(json.dumps(ROWS[1]) + "\n")
     with pytest.raises(UserInputError, match="line 1: image .*1.png cannot be read"):
         export_own(table, tmp_path / "out")
+
+
+@pytest.mark.parametrize("name", ["../outside.png", "/etc/hostname", "img/../../outside.png", "img/link.png"])
+def test_image_paths_never_leave_the_image_folder(name, tmp_path):
+    """An absolute path, a `..` or a symlink out of the image folder is refused with the table's line and field,
+    before any file is read (a shared table must not embed other files of the machine)."""
+    _write_images(tmp_path / "data" / "img", 1)
+    _write_images(tmp_path, 1)  # a readable image outside the folder: refused for where it is, not for what it is
+    (tmp_path / "outside.png").write_bytes((tmp_path / "0.png").read_bytes())
+    (tmp_path / "data" / "img" / "link.png").symlink_to(tmp_path / "outside.png")
+    table = tmp_path / "data" / "rows.jsonl"
+    table.write_text(json.dumps({**ROWS[0], "image": name}) + "\n")
+    with pytest.raises(UserInputError, match=r"line 1, field 'image'") as refused:
+        export_own(table, tmp_path / "out")
+    assert isinstance(refused.value, UserInputError) and not (tmp_path / "out").exists()

@@ -27,7 +27,7 @@ from PIL import Image, UnidentifiedImageError
 from .. import columns
 from ..errors import UserInputError
 from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, export_folder, row_features
-from .sources import ImageSpec
+from .sources import ImageSpec, UnsafePathError, path_under
 
 REQUIRED = (columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS)
 OPTIONAL = (columns.IMAGE_ID, "config")
@@ -87,7 +87,10 @@ def _images(rows: Sequence[dict], images_dir: Path, table: Path, skip_missing: b
     missing: list[str] = []
     for row in rows:
         key = row[columns.IMAGE_ID]
-        local = images_dir / row[columns.IMAGE]
+        try:  # the table may be anyone's: no path of it leaves the image folder
+            local = path_under(images_dir, row[columns.IMAGE])
+        except UnsafePathError as err:
+            raise UserInputError(f"{table}: line {row['line']}, field {columns.IMAGE!r}: {err}") from None
         if key in found:
             if found[key][0] != local:
                 raise UserInputError(f"{table}: line {row['line']}: image_id {key!r} names two files "
