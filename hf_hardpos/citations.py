@@ -2,9 +2,9 @@
 (`references.bib` beside this module: the bibliography is data, in the format it is cited in).
 
 Cards (dataset, model, metric) and loss modules pick entries by key with `cite`, so one paper is
-always cited under one key with one text. The `metrics/<name>/` folders are the exception by
-design: each must build as a Hub Space without this package, so they carry their own copy
-(`tests/test_metric_modules.py` checks that copy equals the entry here).
+always cited under one key with one text. The `metrics/<name>/` folders must build as Hub Spaces
+without this package, so `metrics/generate.py` writes the entries they cite into them from here
+(`tests/test_metric_modules.py` regenerates them and checks the committed files are equal).
 """
 
 from __future__ import annotations

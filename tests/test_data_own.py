@@ -1,7 +1,6 @@
 """`hardpos build own`: a CSV/JSONL table of image paths and captions becomes a folder `hardpos eval` scores."""
 
 import csv
-import io
 import json
 
 import numpy as np

@@ -4,7 +4,6 @@ import io
 import json
 
 import numpy as np
-import torch
 from PIL import Image
 
 from hf_hardpos.scoring import EXIF_ORIENTATION, open_image

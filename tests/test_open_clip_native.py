@@ -13,7 +13,6 @@ directly (`tests/fixtures/open_clip/native_goldens.pt`, written by `make_native_
 from __future__ import annotations
 
 import importlib.util
-import io
 import json
 import sys
 from pathlib import Path

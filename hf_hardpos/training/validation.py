@@ -29,7 +29,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import columns
 from ..errors import UserInputError
 
 __all__ = ["check_numeric_arguments", "validate_training_data"]
