@@ -19,14 +19,11 @@ import hashlib
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .. import columns
 from ..provenance import sha256_file
 from .checks import DataValidationError, MissingImageError, MissingSourceError
-
-if TYPE_CHECKING:
-    from .hub_folder import BuildOptions
 
 
 @dataclass(frozen=True)
@@ -492,10 +489,17 @@ class ImageSpec:
     encode: ImageEncoder = original_bytes
 
 
+class ImageSearchOptions(Protocol):
+    """What `locate_images` reads of a build's options (`hub_folder.BuildOptions` has both)."""
+
+    skip_missing: bool
+    progress: bool
+
+
 def locate_images(
     folder: ImageFolder | VisualGenomeImages,
     rows: Iterable[dict],
-    options: BuildOptions,
+    options: ImageSearchOptions,
     *,
     origin: Callable[[dict], str] | None = None,
     hint: Callable[[dict], object] | None = None,
