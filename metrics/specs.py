@@ -9,6 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from hf_hardpos.published import lookup
+from hf_hardpos.published.hard_positive import CLIP_B32, HP_HN
+
+
+def _table1(model_row: str, metric: str) -> str:
+    """`REPLACE / SWAP` of one Table 1 row, in percent as the paper prints it."""
+    return " / ".join(f"{lookup(model_row, benchmark, metric).value:.1f}" for benchmark in ("replace", "swap"))
+
 
 @dataclass(frozen=True)
 class Input:
@@ -71,13 +79,12 @@ def hard_positive(
     formula: str,
     example: str,
     intro: str,
-    table1: tuple[str, str],
     ignores_positive: bool = False,
 ) -> Spec:
     """A metric of Kamath et al. (2024): three image-text scores per example, one card and one
-    citation shared with its two siblings; `table1` is (CLIP ViT-B/32, their HP+HN model) in percent,
-    REPLACE / SWAP."""
-    clip, finetuned = table1
+    citation shared with its two siblings; the card quotes the paper's Table 1 (CLIP ViT-B/32 and their
+    HP+HN model, REPLACE / SWAP) from `hf_hardpos.published`, where the package keeps published figures."""
+    clip, finetuned = (_table1(row, name) for row in (CLIP_B32, HP_HN))
     return Spec(
         name=name,
         class_name=class_name,
@@ -142,7 +149,6 @@ inputs.""",
 {'original_accuracy': 0.6666666666666666}""",
         intro="""The score compositionality benchmarks report. Alone it rewards a model that rejects every edited
 caption, including meaning-preserving ones: read it together with augmented accuracy and brittleness.""",
-        table1=("61.6 / 60.5", "69.0 / 73.2"),
         ignores_positive=True,
     ),
     hard_positive(
@@ -166,7 +172,6 @@ model cannot earn it by rejecting every edited caption. Chance is 1/3.""",
 {'augmented_accuracy': 0.3333333333333333}""",
         intro="""Adds a hard positive c_p (a minimal edit that keeps the meaning): the model must rank both the
 original and the hard positive above the hard negative.""",
-        table1=("46.8 / 49.6", "58.0 / 61.1"),
     ),
     hard_positive(
         name="brittleness",
@@ -189,7 +194,6 @@ flips its decision under a meaning-preserving edit. Lower is better; chance is 1
 {'brittleness': 0.6666666666666666}""",
         intro="""The fraction of examples where a meaning-preserving edit flips the model's decision against the
 hard negative: the hard negative lands strictly between the original and the hard positive.""",
-        table1=("23.2 / 21.7", "16.9 / 22.9"),
     ),
     Spec(
         name="text_only_accuracy",
