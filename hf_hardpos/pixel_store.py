@@ -12,7 +12,7 @@ Two tiers:
   `memory_bytes` (beyond it, images are decoded again for each model: slower, never different);
 * an optional folder (`--pixel-cache DIR`), so a later run with new checkpoints skips decoding too,
   bounded by `max_disk_bytes`: once full, new pixels are not written (reported, never evicted behind
-  the user's back). Processes sharing a folder (`distributed_eval`) each count it as they found it
+  the user's back). Processes sharing a folder (`evaluation.distributed`) each count it as they found it
   plus their own writes, so together they may pass the bound by what each wrote. Files are written atomically (`output_folder.atomic_path`), one `.npy` per
   image, under a folder named by the settings digest, which also holds `settings.json` saying what
   produced them.

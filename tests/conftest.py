@@ -20,7 +20,7 @@ def _private_datasets_cache(tmp_path, monkeypatch):
 
     `datasets` keys a local folder's cache on the folder's name and card, not on its files, so a
     builder test reading back its `tmp_path/"out"` could be served another test's rows and pass on
-    stale data. (The package itself reads local folders by content: `evaluation.load_local_split`.)
+    stale data. (The package itself reads local folders by content: `evaluation.eval_data.load_local_split`.)
     """
     import datasets
 

@@ -1,7 +1,7 @@
 """`torchrun --nproc_per_node 2 -m hf_hardpos eval` (two CPU processes, gloo) equals one process.
 
 Process 0 reads, resumes and writes; both encode whole batches of the distinct images and captions
-(`distributed_eval`). The per-row scores must be bit-identical to a single-process run, for one model
+(`evaluation.distributed`). The per-row scores must be bit-identical to a single-process run, for one model
 and for several models in one run; a process that fails stops both, and nothing half-done is saved.
 """
 

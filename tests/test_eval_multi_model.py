@@ -1,4 +1,4 @@
-"""Several models in one `hardpos eval` run (`multi_eval`) and shared decoded pixels (`pixel_store`).
+"""Several models in one `hardpos eval` run (`evaluation.multi_model`) and shared decoded pixels (`pixel_store`).
 
 Each model's outputs must equal those of a run of that model alone; models with the same image
 processor decode each image once; a pixel folder serves a later run and respects its bound.

@@ -177,7 +177,7 @@ def _conversion_options(args: argparse.Namespace) -> tuple[dict, list[str | None
 
 def run(args: argparse.Namespace) -> int:
     """Under `torchrun` / `accelerate launch` (WORLD_SIZE > 1) process 0 runs the command and the others
-    encode their share of its inputs (`distributed_eval`); otherwise the command runs here alone."""
+    encode their share of its inputs (`evaluation.distributed`); otherwise the command runs here alone."""
     from ..evaluation.distributed import process_group
 
     with process_group(args.device) as workers:
@@ -301,7 +301,7 @@ def _pixel_line(pixels, workers) -> str:
 
 
 def _model_spec(model: str, conversion: dict, activation: str | None) -> dict:
-    """What another process needs to load the same model (`distributed_eval`): the user's model and options."""
+    """What another process needs to load the same model (`evaluation.distributed`): the user's model and options."""
     return {"model": model, "activation": activation, **conversion}
 
 
@@ -326,7 +326,7 @@ def _pixel_store(args: argparse.Namespace, several: bool):
 
 
 def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) -> int:
-    """Several models, one run (`multi_eval`): each model's usual outputs in OUT/<name>/, then one table."""
+    """Several models, one run (`evaluation.multi_model`): each model's usual outputs in OUT/<name>/, then one table."""
     from ..conversion.cache import check_model_options
     from ..errors import UserInputError
     from ..evaluation.eval_data import require_dataset_exists

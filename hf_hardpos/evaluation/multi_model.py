@@ -148,7 +148,7 @@ def evaluate_models(
 
 def scorer_factory(pixels, workers=None, spec: dict | None = None) -> Callable[..., ITMScorer] | None:
     """What `evaluate_model(make_scorer=...)` gets: a scorer sharing `pixels` (a `PixelStore`, or None),
-    sharded over `workers` (a `distributed_eval.Workers`, or None) for the model `spec` names."""
+    sharded over `workers` (a `distributed.Workers`, or None) for the model `spec` names."""
     if workers is not None:
         from .distributed import DistributedScorer
 

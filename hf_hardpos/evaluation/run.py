@@ -90,7 +90,7 @@ def evaluate_model(
     `scorer_provider` lets a caller that scores several datasets with one model (a benchmark suite)
     share one scorer and its cache; it is called only if something must be scored, and its scorer
     must have been built with the same `precision`, `allow_tf32` and `device`. `make_scorer` (called
-    as `ITMScorer` is) builds the scorer otherwise: `multi_eval` passes one that shares decoded pixels
+    as `ITMScorer` is) builds the scorer otherwise: `evaluation.multi_model` passes one that shares decoded pixels
     between models, or shards the work across processes.
     """
     check_run_options(batch_size, num_workers, max_rows, bootstrap_samples)

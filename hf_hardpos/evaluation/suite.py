@@ -198,7 +198,7 @@ def activation_comparison_suite_table(reports: Mapping[str, SuiteReport]) -> str
     """`hardpos eval --suite S --activation both`: every dataset's rows per activation and their difference.
 
     `reports` maps activation -> the suite report of the checkpoint converted with it. Each dataset
-    keeps its own table layout, tie rule and aggregation (`format_section`), with rows labelled
+    keeps its own table layout, tie rule and aggregation (`Section.table`), with rows labelled
     `name [activation]` and `name [other - first]` (see `rows_by_activation`).
     """
     activations = list(reports)

@@ -24,7 +24,7 @@ What it adds to the stock Trainer, and why:
   eval sets is a clear error instead of the Trainer's.
 - `evaluate()` runs each eval set's benchmark: hard-positive sets through the package's evaluator
   (augmented accuracy, brittleness, ...), and any other benchmark `hardpos eval` knows (caption
-  selection, Winoground, zero-shot classification and retrieval: `eval_sets.BenchmarkEvalSet`)
+  selection, Winoground, zero-shot classification and retrieval: `evaluation.training_sets.BenchmarkEvalSet`)
   through the same code as the CLI, so compositionality and zero-shot retention are logged side by
   side as `eval_<set>[_<row>]_<metric>` (naming: `eval_sets`). There is no eval *loss*, since the
   metrics are what matters. The latest section of each set (table, tie rule, aggregation) feeds the

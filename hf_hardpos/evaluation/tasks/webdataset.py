@@ -177,7 +177,7 @@ def _image_column(dataset: Dataset, source: str) -> str:
 def _load_shards(source: str | Path, split: str, files: list[str], cache_dir: str | None) -> Dataset:
     """The shards through `datasets`' `webdataset` builder (downloaded once and cached for Hub files).
 
-    Local shards are cached by content (`evaluation.content_cache_dir` of their sha256), never by
+    Local shards are cached by content (`eval_data.content_cache_dir` of their sha256), never by
     path and modification time: a folder rebuilt and copied with its times kept would otherwise
     return the previous shards' rows.
     """
