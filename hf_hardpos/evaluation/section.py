@@ -24,6 +24,9 @@ from typing import Any
 from .tables import metrics_table, published_table, render_table
 
 HARD_POSITIVE = "hard_positive"  # the task whose rows are Original/Augmented Accuracy and Brittleness
+# The file in each training checkpoint holding the latest section of every eval set (`to_dict` form,
+# plus the step), written by `training.checkpointing` and read back by `reporting`.
+EVAL_SECTIONS_NAME = "hardpos_eval_sections.json"
 
 # Keys written only when set: older metrics.json files without them read back unchanged.
 _OPTIONAL = ("provenance", "published", "step", "error", "traceback")

@@ -24,13 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from ..evaluation.aggregation import describe, replace_aggregates
 from ..columns import REPLACE_SUBSETS
 from ..errors import UserInputError
+from ..evaluation.aggregation import describe, replace_aggregates
+from ..evaluation.section import EVAL_SECTIONS_NAME
 
 METRICS_FILE = "metrics.json"
 TRAINER_STATE = "trainer_state.json"
-EVAL_SECTIONS = "hardpos_eval_sections.json"  # the trainer's latest eval sections (training.trainer)
 OUTCOME_COLUMNS = {"original_accuracy": "original_correct", "augmented_accuracy": "augmented_correct",
                    "brittleness": "brittle"}
 KNOWN_NAMES = {"replace": "REPLACE", "swap": "SWAP"}  # the paper's column names
@@ -285,9 +285,9 @@ def _load_finetune(folder: Path, state_file: Path) -> Run:
     run = Run(folder, "finetune", folder.name, {}, log_history=list(state.get("log_history", [])),
               trainer_state_file=state_file)
     # The trainer saves its latest eval sections with each checkpoint; the newest is the latest evaluation.
-    checkpoints = sorted((p for p in folder.glob("checkpoint-*") if (p / EVAL_SECTIONS).is_file()), key=_checkpoint_step)
+    checkpoints = sorted((p for p in folder.glob("checkpoint-*") if (p / EVAL_SECTIONS_NAME).is_file()), key=_checkpoint_step)
     candidates = [*reversed(checkpoints), folder]
-    sections_file = next((p / EVAL_SECTIONS for p in candidates if (p / EVAL_SECTIONS).is_file()), None)
+    sections_file = next((p / EVAL_SECTIONS_NAME for p in candidates if (p / EVAL_SECTIONS_NAME).is_file()), None)
     if sections_file is not None:
         for name, section in _read_json(sections_file).items():
             task = "hard_positive" if _is_hard_positive_section(section) else section.get("task", "other")

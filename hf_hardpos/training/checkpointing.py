@@ -39,16 +39,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..errors import UserInputError
+from ..evaluation.section import EVAL_SECTIONS_NAME
 
 logger = logging.getLogger(__name__)
 
 INCOMPLETE_PREFIX = "_incomplete-"
 LOSS_STATE_NAME = "hardpos_loss_state.pt"
-EVAL_SECTIONS_NAME = "hardpos_eval_sections.json"  # the latest section of each eval set, per checkpoint
-TRAINER_STATE = "trainer_state.json"
 # Any one of these holds the weights: full model (single or sharded) or a peft adapter.
 WEIGHT_FILES = (
     "model.safetensors",
@@ -132,8 +132,8 @@ def missing_parts(folder: str | os.PathLike) -> list[str]:
     """What a resume needs that `folder` lacks (empty for a complete checkpoint)."""
     folder = Path(folder)
     missing = []
-    if not (folder / TRAINER_STATE).is_file():
-        missing.append(TRAINER_STATE)
+    if not (folder / TRAINER_STATE_NAME).is_file():
+        missing.append(TRAINER_STATE_NAME)
     if not any((folder / name).is_file() for name in WEIGHT_FILES):
         missing.append("model weights (" + " or ".join(WEIGHT_FILES[::2]) + ")")
     return missing
@@ -215,7 +215,7 @@ def repair_best_checkpoint(checkpoint: str | os.PathLike) -> None:
     not exist on resume, after which checkpoint rotation deletes the real best one and
     `load_best_model_at_end` loads nothing.
     """
-    path = Path(checkpoint) / TRAINER_STATE
+    path = Path(checkpoint) / TRAINER_STATE_NAME
     state = json.loads(path.read_text(encoding="utf-8"))
     recorded = state.get("best_model_checkpoint")
     fixed = final_checkpoint_path(recorded)
