@@ -18,6 +18,7 @@ import ast
 import importlib
 import os
 import pkgutil
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -108,6 +109,11 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"hardpos {args.command}: interrupted (what was complete is saved)", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of our output went away (`hardpos zoo | head`): nothing failed, so no traceback; what
+        # is left to print goes nowhere, and the status is the shell's for a process ended by SIGPIPE.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except Exception as err:  # noqa: BLE001 - the known environment failures become one line, bugs re-raise
         user_error = err if isinstance(err, UserInputError) else user_error_from(err, args)
         if user_error is None or debug:

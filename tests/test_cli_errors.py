@@ -99,6 +99,24 @@ def test_debug_shows_the_traceback(data_folders, tiny_clip_dir, monkeypatch):
         cli.main(["eval", "--model", str(tiny_clip_dir), "--dataset", "./no/such/folder"])
 
 
+def test_a_closed_pipe_ends_quietly():
+    """`hardpos zoo | head -1` once `head` has exited: writing fails with EPIPE; no traceback, and the shell's
+    status for a process ended by SIGPIPE."""
+    import signal
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first line is written
+    try:
+        done = subprocess.run([sys.executable, "-m", "hf_hardpos", "zoo"], stdout=write_end,
+                              stderr=subprocess.PIPE, timeout=120)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 128 + signal.SIGPIPE
+    assert done.stderr == b""
+
+
 def test_ctrl_c_exits_130_with_one_line(tiny_clip_dir, data_folders, monkeypatch, capsys):
     from hf_hardpos.evaluation import run
 
