@@ -44,6 +44,7 @@ from tqdm.auto import tqdm
 
 from hf_hardpos import __version__
 from hf_hardpos.errors import UserInputError
+from hf_hardpos.evaluation import output_folder
 from hf_hardpos.generation.validation import EMPTY_INPUT
 
 logger = logging.getLogger(__name__)
@@ -417,10 +418,7 @@ class GenerationOutput:
             self._lock_handle = None
 
     def _write_manifest(self) -> None:
-        manifest_file = manifest_path(self.path)
-        temporary = manifest_file.with_name(manifest_file.name + ".tmp")
-        temporary.write_text(json.dumps(self.manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(temporary, manifest_file)
+        output_folder.write_text(manifest_path(self.path), json.dumps(self.manifest, indent=2, ensure_ascii=False) + "\n")
         self._manifest_written = True
 
     def append(self, records: Sequence[dict]) -> None:

@@ -43,6 +43,7 @@ from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..errors import UserInputError
+from ..evaluation import output_folder
 from ..evaluation.section import EVAL_SECTIONS_NAME
 
 logger = logging.getLogger(__name__)
@@ -222,9 +223,7 @@ def repair_best_checkpoint(checkpoint: str | os.PathLike) -> None:
     if fixed == recorded:
         return
     state["best_model_checkpoint"] = fixed
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    output_folder.write_text(path, json.dumps(state, indent=2, sort_keys=True) + "\n")
     logger.warning("%s named the best checkpoint by its staging path %s; corrected to %s.", path, recorded, fixed)
 
 
