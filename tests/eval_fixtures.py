@@ -1,6 +1,8 @@
-"""A small eval set in the shared schema, with images shared between rows like REPLACE."""
+"""A small eval set in the shared schema, with images shared between rows like REPLACE, and the Hub-style
+folder `hardpos eval --dataset` reads."""
 
 import io
+from pathlib import Path
 
 import numpy as np
 from datasets import Dataset, Features, Image, Value
@@ -29,3 +31,14 @@ def make_eval_set(num_images=7, rows_per_image=3, seed=0) -> Dataset:
     features = Features({"image": Image(), "image_id": Value("string"), "caption": Value("string"),
                          "hard_negative": Value("string"), "hard_positive": Value("string")})
     return Dataset.from_dict(rows, features=features)
+
+
+def write_hub_folder(root: Path, sets: dict[str, Dataset]) -> Path:
+    """A folder laid out as a Hub dataset repository: one parquet shard per config under `data/<config>/`,
+    each declared in the README's `configs:` (what `hardpos eval --dataset` and `load_dataset` read)."""
+    for config, dataset in sets.items():
+        dataset.to_parquet(str(root / "data" / config / "test-00000-of-00001.parquet"))
+    (root / "README.md").write_text("---\nconfigs:\n" + "".join(
+        f"- config_name: {c}\n  data_files:\n  - split: test\n    path: data/{c}/test-*.parquet\n" for c in sets
+    ) + "---\n")
+    return root

@@ -5,17 +5,16 @@ import json
 import numpy as np
 import pytest
 from datasets import Dataset
+from eval_fixtures import make_eval_set, write_hub_folder
 
+from hf_hardpos.cli import main
 from hf_hardpos.evaluation.aggregation import (
     REPLACE_MACRO_MEAN,
     REPLACE_POOLED,
     pooled_from_results,
     replace_aggregates,
 )
-from hf_hardpos.cli import main
 from hf_hardpos.metrics import METRIC_NAMES, bootstrap_interval, compute_metrics
-
-from eval_fixtures import make_eval_set
 
 RATES = {"original_accuracy": "original_correct", "augmented_accuracy": "augmented_correct", "brittleness": "brittle"}
 
@@ -31,17 +30,7 @@ def unequal_replace(tmp_path_factory):
     attributes = make_eval_set(num_images=10, rows_per_image=3, seed=1)
     relations = make_eval_set(num_images=30, rows_per_image=3, seed=2)
     relations = relations.map(lambda row: {"hard_negative": row["caption"]})
-    for config, rows in (("attributes", attributes), ("relations", relations)):
-        rows.to_parquet(str(root / "data" / config / "test-00000-of-00001.parquet"))
-    (root / "README.md").write_text(
-        "---\nconfigs:\n"
-        + "".join(
-            f"- config_name: {c}\n  data_files:\n  - split: test\n    path: data/{c}/test-*.parquet\n"
-            for c in ("attributes", "relations")
-        )
-        + "---\n"
-    )
-    return root
+    return write_hub_folder(root, {"attributes": attributes, "relations": relations})
 
 
 def test_pooled_aggregate_equals_pooled_fraction_of_written_scores(tiny_clip_dir, unequal_replace, tmp_path):

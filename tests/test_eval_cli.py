@@ -5,32 +5,20 @@ import json
 import numpy as np
 import pytest
 from datasets import load_dataset
+from eval_fixtures import make_eval_set, write_hub_folder
 
 from hf_hardpos.cli import main
 from hf_hardpos.evaluation.aggregation import REPLACE_MACRO_MEAN, REPLACE_POOLED
 from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.metrics import compute_metrics
 
-from eval_fixtures import make_eval_set
-
 
 @pytest.fixture(scope="module")
 def hub_folder(tmp_path_factory):
     """parquet shards + README `configs:`, as a Hub dataset repo is stored."""
-    root = tmp_path_factory.mktemp("replace_repo")
-    for seed, config in enumerate(("attributes", "relations")):
-        make_eval_set(num_images=4 + seed, rows_per_image=2, seed=seed).to_parquet(
-            str(root / "data" / config / "test-00000-of-00001.parquet")
-        )
-    (root / "README.md").write_text(
-        "---\nconfigs:\n"
-        + "".join(
-            f"- config_name: {c}\n  data_files:\n  - split: test\n    path: data/{c}/test-*.parquet\n"
-            for c in ("attributes", "relations")
-        )
-        + "---\n# tiny replace\n"
-    )
-    return root
+    sets = {config: make_eval_set(num_images=4 + seed, rows_per_image=2, seed=seed)
+            for seed, config in enumerate(("attributes", "relations"))}
+    return write_hub_folder(tmp_path_factory.mktemp("replace_repo"), sets)
 
 
 def test_cli_prints_table_and_writes_outputs(tiny_clip_dir, hub_folder, tmp_path, capsys):

@@ -14,23 +14,14 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 from datasets import Dataset, Features, Image, Value
+from eval_fixtures import make_eval_set, write_hub_folder
 
 from hf_hardpos.cli import main
 from hf_hardpos.evaluation.distributed import deal_batches
 from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
 
-from eval_fixtures import make_eval_set
-
 CONFIGS = ("attributes", "relations")
 
-
-def _hub_folder(root, sets):
-    for config, dataset in sets.items():
-        dataset.to_parquet(str(root / "data" / config / "test-00000-of-00001.parquet"))
-    (root / "README.md").write_text("---\nconfigs:\n" + "".join(
-        f"- config_name: {c}\n  data_files:\n  - split: test\n    path: data/{c}/test-*.parquet\n" for c in sets
-    ) + "---\n")
-    return root
 
 
 def _torchrun(*args, cwd):
@@ -50,7 +41,7 @@ def test_batches_are_dealt_whole_and_round_robin():
 
 
 def test_two_processes_equal_one_for_one_and_several_models(tmp_path):
-    data = _hub_folder(tmp_path / "replace", {c: make_eval_set(num_images=5 + i, rows_per_image=2, seed=i)
+    data = write_hub_folder(tmp_path / "replace", {c: make_eval_set(num_images=5 + i, rows_per_image=2, seed=i)
                                               for i, c in enumerate(CONFIGS)})
     models = [build_tiny_clip(tmp_path / "a", seed=1), build_tiny_clip(tmp_path / "b", seed=2, image_size=16)]
     done = _torchrun(*(x for m in models for x in ("--model", str(m))), "--dataset", str(data), "--output",
@@ -69,8 +60,8 @@ def test_two_processes_equal_one_for_one_and_several_models(tmp_path):
 
 
 def _png(seed: int) -> bytes:
-    from PIL import Image as PILImage
     import numpy as np
+    from PIL import Image as PILImage
 
     buffer = io.BytesIO()
     PILImage.fromarray(np.random.default_rng(seed).integers(0, 255, (20, 24, 3), dtype=np.uint8)).save(buffer, "PNG")
@@ -82,7 +73,7 @@ def test_a_failing_process_stops_both_and_the_rerun_resumes(tmp_path):
     """Six distinct images in batches of 3: the broken one (the fifth) is process 1's to decode. The config
     before it is saved; once the image is fixed, a rerun reuses that config and scores the other."""
     good, broken = _six_images(None), _six_images(4)
-    data = _hub_folder(tmp_path / "data", {"attributes": good, "relations": broken})
+    data = write_hub_folder(tmp_path / "data", {"attributes": good, "relations": broken})
     model = build_tiny_clip(tmp_path / "m", seed=1)
     out = tmp_path / "out"
     done = _torchrun("--model", str(model), "--dataset", str(data), "--output", str(out), cwd=tmp_path)
@@ -91,7 +82,7 @@ def test_a_failing_process_stops_both_and_the_rerun_resumes(tmp_path):
     assert (out / "scores-attributes.parquet").exists() and not (out / "scores-relations.parquet").exists()
     saved = (out / "scores-attributes.parquet").stat().st_mtime_ns
 
-    _hub_folder(data, {"attributes": good, "relations": _six_images(None, seed=10)})
+    write_hub_folder(data, {"attributes": good, "relations": _six_images(None, seed=10)})
     done = _torchrun("--model", str(model), "--dataset", str(data), "--output", str(out), cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (out / "scores-attributes.parquet").stat().st_mtime_ns == saved

@@ -9,6 +9,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 import torch
+from eval_fixtures import make_eval_set, write_hub_folder
 from transformers import CLIPModel, CLIPProcessor
 
 from hf_hardpos.cli import main
@@ -17,22 +18,14 @@ from hf_hardpos.pixel_store import PixelStore, SharedPixelScorer
 from hf_hardpos.scoring import ITMScorer
 from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
 
-from eval_fixtures import make_eval_set
-
 CONFIGS = ("attributes", "relations")
 
 
 @pytest.fixture(scope="module")
 def hub_folder(tmp_path_factory):
     """Two configs sharing no images, laid out as a Hub dataset repo (parquet + README configs)."""
-    root = tmp_path_factory.mktemp("replace_repo")
-    for seed, config in enumerate(CONFIGS):
-        make_eval_set(num_images=4 + seed, rows_per_image=2, seed=seed).to_parquet(
-            str(root / "data" / config / "test-00000-of-00001.parquet"))
-    (root / "README.md").write_text("---\nconfigs:\n" + "".join(
-        f"- config_name: {c}\n  data_files:\n  - split: test\n    path: data/{c}/test-*.parquet\n" for c in CONFIGS
-    ) + "---\n")
-    return root
+    sets = {config: make_eval_set(num_images=4 + seed, rows_per_image=2, seed=seed) for seed, config in enumerate(CONFIGS)}
+    return write_hub_folder(tmp_path_factory.mktemp("replace_repo"), sets)
 
 
 @pytest.fixture(scope="module")

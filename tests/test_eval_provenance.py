@@ -5,28 +5,15 @@ import shutil
 
 import pytest
 from datasets import Dataset
+from eval_fixtures import make_eval_set, write_hub_folder
 
 from hf_hardpos.cli import main
 from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
 
-from eval_fixtures import make_eval_set
-
 
 def _write_hub_folder(root, seeds=(0, 1), configs=("attributes", "relations")):
-    for seed, config in zip(seeds, configs):
-        make_eval_set(num_images=4, rows_per_image=2, seed=seed).to_parquet(
-            str(root / "data" / config / "test-00000-of-00001.parquet")
-        )
-    (root / "README.md").write_text(
-        "---\nconfigs:\n"
-        + "".join(
-            f"- config_name: {c}\n  data_files:\n  - split: test\n    path: data/{c}/test-*.parquet\n"
-            for c in configs
-        )
-        + "---\n# tiny replace\n"
-    )
-    return root
+    return write_hub_folder(root, {c: make_eval_set(num_images=4, rows_per_image=2, seed=s) for s, c in zip(seeds, configs)})
 
 
 @pytest.fixture()

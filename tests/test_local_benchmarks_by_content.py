@@ -5,15 +5,16 @@ import os
 
 import numpy as np
 import pytest
-from transformers import CLIPModel, CLIPProcessor
-
-from hf_hardpos.scoring import ITMScorer
-from hf_hardpos.evaluation.tasks.winoground import evaluate_winoground
-from hf_hardpos.evaluation.tasks.zeroshot_classification import evaluate_zeroshot_classification
-
-from test_suite import _parquet_folder
+from eval_fixtures import write_hub_folder
 from test_tasks_caption_selection import make_winoground
 from test_tasks_zeroshot import CLASSNAMES, TEMPLATES, _image_bytes, write_webdataset
+from transformers import CLIPModel, CLIPProcessor
+
+from hf_hardpos.evaluation.tasks.winoground import evaluate_winoground
+from hf_hardpos.evaluation.tasks.zeroshot_classification import (
+    evaluate_zeroshot_classification,
+)
+from hf_hardpos.scoring import ITMScorer
 
 
 @pytest.fixture(scope="module")
@@ -53,12 +54,12 @@ def test_rebuilt_webdataset_with_old_times_is_read_anew(scorer, tmp_path):
 
 
 def test_rebuilt_winoground_folder_with_old_times_is_read_anew(scorer, tmp_path):
-    folder = _parquet_folder(tmp_path / "wino", {"default": make_winoground(4, seed=1)})
+    folder = write_hub_folder(tmp_path / "wino", {"default": make_winoground(4, seed=1)})
     times = _times(folder)
     evaluate_winoground(scorer, str(folder))  # fills the datasets cache with the first build's rows
     rebuilt = make_winoground(4, seed=2)
-    _parquet_folder(folder, {"default": rebuilt})
+    write_hub_folder(folder, {"default": rebuilt})
     _same_times(folder, times)
-    fresh = _parquet_folder(tmp_path / "fresh", {"default": rebuilt})
+    fresh = write_hub_folder(tmp_path / "fresh", {"default": rebuilt})
     again, expected = evaluate_winoground(scorer, str(folder)), evaluate_winoground(scorer, str(fresh))
     assert again["text_score"] == expected["text_score"] and again["image_score"] == expected["image_score"]

@@ -5,10 +5,21 @@ import json
 import numpy as np
 import pytest
 import yaml
+from eval_fixtures import write_hub_folder
+from test_eval_provenance import _write_hub_folder
+from test_tasks_caption_selection import make_selection_set, make_winoground
+from test_tasks_zeroshot import (
+    CLASSNAMES,
+    TEMPLATES,
+    WORDS,
+    _image_bytes,
+    write_webdataset,
+)
 from transformers import CLIPModel
 
 from hf_hardpos.cli import main
 from hf_hardpos.errors import UserInputError
+from hf_hardpos.evaluation.suite import load_suite, run_suite
 from hf_hardpos.evaluation.tasks import (
     CAPTION_SELECTION,
     HARD_POSITIVE,
@@ -17,21 +28,9 @@ from hf_hardpos.evaluation.tasks import (
     ZEROSHOT_RETRIEVAL,
     detect_task,
 )
-from hf_hardpos.evaluation.suite import load_suite, run_suite
-from hf_hardpos.evaluation.tasks.zeroshot_classification import evaluate_zeroshot_classification
-
-from test_eval_provenance import _write_hub_folder
-from test_tasks_caption_selection import make_selection_set, make_winoground
-from test_tasks_zeroshot import CLASSNAMES, TEMPLATES, WORDS, _image_bytes, write_webdataset
-
-
-def _parquet_folder(root, datasets: dict):
-    for config, dataset in datasets.items():
-        dataset.to_parquet(str(root / "data" / config / "test-00000-of-00001.parquet"))
-    (root / "README.md").write_text("---\nconfigs:\n" + "".join(
-        f"- config_name: {c}\n  data_files:\n  - split: test\n    path: data/{c}/test-*.parquet\n" for c in datasets
-    ) + "---\n")
-    return root
+from hf_hardpos.evaluation.tasks.zeroshot_classification import (
+    evaluate_zeroshot_classification,
+)
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +41,9 @@ def folders(tmp_path_factory):
     ret = [{"jpg": _image_bytes(rng, "JPEG"), "txt": "\n".join(rng.choice(WORDS, 3)).encode()} for i in range(6)]
     return {
         "replace": _write_hub_folder(root / "replace"),
-        "sugarcrepe": _parquet_folder(root / "sugarcrepe", {
+        "sugarcrepe": write_hub_folder(root / "sugarcrepe", {
             "replace_att": make_selection_set(6, 1, seed=1), "swap_obj": make_selection_set(4, 1, seed=2)}),
-        "winoground": _parquet_folder(root / "winoground", {"default": make_winoground(4)}),
+        "winoground": write_hub_folder(root / "winoground", {"default": make_winoground(4)}),
         "cifar_a": write_webdataset(root / "cifar_a", cls, nshards=2, classnames="\n".join(CLASSNAMES),
                                     zeroshot_classification_templates="\n".join(TEMPLATES)),
         "cifar_b": write_webdataset(root / "cifar_b", cls[:5], nshards=1, classnames="\n".join(CLASSNAMES),
@@ -126,9 +125,9 @@ def _distinct_images(folders):
     import hashlib
 
     from datasets import Image
+    from test_tasks_zeroshot import read_webdataset
 
     from hf_hardpos.evaluation.eval_data import load_eval_sets
-    from test_tasks_zeroshot import read_webdataset
 
     keys = set()
     for name, image_columns in (("replace", ["image"]), ("sugarcrepe", ["image"]), ("winoground", ["image_0", "image_1"])):

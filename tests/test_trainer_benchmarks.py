@@ -15,40 +15,47 @@ import json
 import numpy as np
 import pytest
 import yaml
+from eval_fixtures import write_hub_folder
+from test_tasks_caption_selection import make_selection_set, make_winoground
+from test_tasks_zeroshot import (
+    CLASSNAMES,
+    TEMPLATES,
+    WORDS,
+    _image_bytes,
+    write_webdataset,
+)
 from transformers import CLIPModel, CLIPProcessor
 
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.evaluation.aggregation import replace_aggregates
-from hf_hardpos.evaluation.tasks.hard_positive import evaluate_dataset
 from hf_hardpos.evaluation.eval_data import load_eval_sets
-from hf_hardpos.scoring import ITMScorer
-from hf_hardpos.evaluation.tasks import CAPTION_SELECTION, WINOGROUND, ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL
-from hf_hardpos.evaluation.suite import SuiteEntry
-from hf_hardpos.evaluation.suite import run_suite
-from hf_hardpos.synthetic.world import make_finetune_dataset, make_replace_dataset
-from hf_hardpos.evaluation.tables import TIE_RULE
-from hf_hardpos.evaluation.tasks.selection import SELECTION_TIE_RULE
-from hf_hardpos.evaluation.tasks.ranking import RANK_TIE_RULE
-from hf_hardpos.training import BenchmarkEvalSet, HardPosModelCardData, HardPosTrainer, HardPosTrainingArguments
 from hf_hardpos.evaluation.section import Section, slug
-from hf_hardpos.evaluation.tasks import TaskData, run_task
-from hf_hardpos.training.model_card import section_table
+from hf_hardpos.evaluation.suite import SuiteEntry, run_suite
+from hf_hardpos.evaluation.tables import TIE_RULE
+from hf_hardpos.evaluation.tasks import (
+    CAPTION_SELECTION,
+    WINOGROUND,
+    ZEROSHOT_CLASSIFICATION,
+    ZEROSHOT_RETRIEVAL,
+    TaskData,
+    run_task,
+)
+from hf_hardpos.evaluation.tasks.hard_positive import evaluate_dataset
+from hf_hardpos.evaluation.tasks.ranking import RANK_TIE_RULE
+from hf_hardpos.evaluation.tasks.selection import SELECTION_TIE_RULE
+from hf_hardpos.scoring import ITMScorer
+from hf_hardpos.synthetic.world import make_finetune_dataset, make_replace_dataset
+from hf_hardpos.training import (
+    BenchmarkEvalSet,
+    HardPosModelCardData,
+    HardPosTrainer,
+    HardPosTrainingArguments,
+)
 from hf_hardpos.training.checkpointing import EVAL_SECTIONS_NAME
-
-from test_tasks_caption_selection import make_selection_set, make_winoground
-from test_tasks_zeroshot import CLASSNAMES, TEMPLATES, WORDS, _image_bytes, write_webdataset
+from hf_hardpos.training.model_card import section_table
 
 EVAL_BATCH = 16
 
-
-def _parquet_folder(root, datasets: dict):
-    """A Hub-ready folder: one parquet per config, declared in the README's `configs:`."""
-    for config, dataset in datasets.items():
-        dataset.to_parquet(str(root / "data" / config / "test-00000-of-00001.parquet"))
-    (root / "README.md").write_text("---\nconfigs:\n" + "".join(
-        f"- config_name: {c}\n  data_files:\n  - split: test\n    path: data/{c}/test-*.parquet\n" for c in datasets
-    ) + "---\n")  # fmt: skip
-    return root
 
 
 @pytest.fixture(scope="module")
@@ -61,9 +68,9 @@ def folders(tmp_path_factory):
         "coco": write_webdataset(root / "coco", captioned, nshards=2, dataset_type="retrieval"),
         "cifar": write_webdataset(root / "cifar", samples, nshards=2, classnames="\n".join(CLASSNAMES),
                                   zeroshot_classification_templates="\n".join(TEMPLATES)),
-        "sugarcrepe": _parquet_folder(root / "sugarcrepe", {
+        "sugarcrepe": write_hub_folder(root / "sugarcrepe", {
             "replace_att": make_selection_set(6, 1, seed=1), "swap_obj": make_selection_set(4, 1, seed=2)}),
-        "replace": _parquet_folder(root / "replace", {
+        "replace": write_hub_folder(root / "replace", {
             "attributes": make_replace_dataset(4, 5, "attributes"),
             "relations": make_replace_dataset(4, 6, "relations")}),
     }  # fmt: skip
