@@ -167,6 +167,67 @@ def test_collator_draws_one_hard_positive_and_one_hard_negative_per_row_and_epoc
         HardPosDataCollator(processor, sampling="both")
 
 
+def _pinning_without_a_gpu(monkeypatch) -> list[torch.Tensor]:
+    """Make torch take its CUDA pin-memory path on this machine: the DataLoader believes an accelerator
+    is there, and `Tensor.pin_memory` returns a copy (what it does on CUDA, minus page-locking).
+    Returns the list of tensors "pinned", so a test can see the step really ran."""
+    pinned: list[torch.Tensor] = []
+
+    def pin(tensor, *args, **kwargs):
+        pinned.append(tensor)
+        return tensor.clone()
+
+    monkeypatch.setattr(torch.Tensor, "pin_memory", pin)
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a, **k: None)
+    monkeypatch.setattr(torch.accelerator, "current_device_index", lambda: 0)
+    monkeypatch.setattr(torch.accelerator, "set_device_index", lambda index: None)  # the pin thread's first call
+    return pinned
+
+
+def test_a_collated_batch_survives_torchs_pin_memory_step_with_the_same_loss(tiny_clip_dir, tmp_path, monkeypatch):
+    """Every CUDA fine-tune pins its batches (`dataloader_pin_memory=True` is the Trainer's default):
+    torch's `pin_memory` copies a mapping and calls `.update`, which `ModelOutput` forbids. The pinned
+    batch must stay a `HardPosBatch`, move to the device whole and give the same loss."""
+    from torch.utils.data._utils.pin_memory import pin_memory
+
+    model, processor = load_tiny(tiny_clip_dir)
+    trainer = HardPosTrainer(model=model, args=make_args(tmp_path), train_dataset=finetune_rows(8), processor=processor)
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(8)])
+    pinned_tensors = _pinning_without_a_gpu(monkeypatch)
+
+    pinned = pin_memory(batch)
+    assert type(pinned) is HardPosBatch and list(pinned) == list(batch)
+    assert len(pinned_tensors) == len(batch)  # every field went through the pinning step
+    for key in batch:
+        assert pinned[key] is getattr(pinned, key) and pinned[key] is not batch[key]  # attribute and key agree
+        torch.testing.assert_close(pinned[key], batch[key], rtol=0, atol=0)
+    on_device = trainer._prepare_inputs(pinned)
+    assert type(on_device) is HardPosBatch
+
+    model.eval()  # no dropout in the tiny CLIP either way; eval() makes that explicit
+    with torch.no_grad():
+        before = trainer.compute_loss(model, batch)
+        after = trainer.compute_loss(model, on_device)
+    torch.testing.assert_close(after, before, rtol=0, atol=0)
+    with pytest.raises(KeyError, match="no field"):
+        pinned.update(not_a_field=torch.zeros(1))
+
+
+def test_training_runs_through_the_dataloaders_pin_memory_thread(tiny_clip_dir, tmp_path, monkeypatch):
+    """The step-1 crash of every CUDA fine-tune, reproduced on the CPU: pinned memory (the Trainer's
+    default) with a DataLoader worker, so the batch crosses torch's pin-memory thread."""
+    pinned_tensors = _pinning_without_a_gpu(monkeypatch)
+    model, processor = load_tiny(tiny_clip_dir)
+    args = make_args(tmp_path, max_steps=2, dataloader_num_workers=1)
+    args.dataloader_pin_memory = True  # transformers >= 5.2x turns it off under use_cpu; 5.17 did not
+    trainer = HardPosTrainer(model=model, args=args, train_dataset=finetune_rows(16), processor=processor)
+    trainer.train()
+    losses = [e["loss"] for e in trainer.state.log_history if "loss" in e and "train_runtime" not in e]
+    assert len(losses) == 2 and all(np.isfinite(losses))
+    assert len(pinned_tensors) >= 2 * len(HardPosBatch.__dataclass_fields__)  # both steps' batches were pinned
+
+
 def test_collator_eval_schema_and_pixel_values_match_processor(tiny_clip_dir):
     _, processor = load_tiny(tiny_clip_dir)
     data = eval_rows(3)

@@ -15,7 +15,7 @@ resumed run, any number of dataloader workers and any process layout draw the sa
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
@@ -50,6 +50,11 @@ class HardPosBatch(ModelOutput):
     `ModelOutput` accepts; `HardPosTrainer` reads the fields by name. `HardPosDataCollator` fills every
     field (the `None` defaults are `ModelOutput`'s rule, not optional content).
 
+    It also survives the DataLoader's pin-memory step, which every CUDA run takes (the Trainer's
+    `dataloader_pin_memory=True` default): torch pins a mutable mapping as `copy.copy(batch)` followed
+    by `.update({key: pinned tensor})`, and `ModelOutput` forbids `update`; `update` is therefore
+    allowed here for this batch's own fields, each assignment kept in step with its attribute.
+
     Fields:
         pixel_values: [B, 3, H, W], the rows' images.
         input_ids, attention_mask: [T, L], T >= B texts: the B captions in row order, then the
@@ -69,6 +74,15 @@ class HardPosBatch(ModelOutput):
     positive_mask: torch.Tensor | None = None
     negative_index: torch.Tensor | None = None
     negative_mask: torch.Tensor | None = None
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        """Replace field values (a dict's `update`, restricted to the fields): what torch's
+        `pin_memory` calls on a copy of the batch. An unknown key is a `KeyError`, not a new field."""
+        names = {f.name for f in fields(self)}
+        for key, value in dict(*args, **kwargs).items():
+            if key not in names:
+                raise KeyError(f"{type(self).__name__} has no field {key!r}; its fields are {sorted(names)}")
+            self[key] = value
 
     def unflatten(self, text_embeds: torch.Tensor) -> dict[str, torch.Tensor | None]:
         """Split the text tower's output over this batch's T texts ([T, D]) back into per-row tensors.
