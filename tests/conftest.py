@@ -27,6 +27,35 @@ def _private_datasets_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf_datasets_cache")
 
 
+def cuda_available() -> bool:
+    """Whether this machine really has CUDA (read before any test hides it)."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
+HAS_CUDA = cuda_available()
+
+
+@pytest.fixture(autouse=True)
+def _cpu_unless_marked_gpu(request, monkeypatch):
+    """Tests without the `gpu` marker run on the CPU even where CUDA is visible.
+
+    Why: those tests compare against references computed on the CPU in the same process (float64
+    restatements, bit-identical resumes, golden CLI tables), and the package picks CUDA by default
+    wherever it exists, as a user wants. Each CUDA path (AMP training, `--dtype`, `--allow-tf32`,
+    `--protocol paper`, several models, torchrun with NCCL) is exercised by the tests marked `gpu`
+    (tests/test_gpu.py), which see the device. Subprocesses inherit `CUDA_VISIBLE_DEVICES=""`.
+    """
+    if request.node.get_closest_marker("gpu") or not HAS_CUDA:
+        return
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
+
 @pytest.fixture(scope="session")
 def tiny_clip_dir(tmp_path_factory) -> Path:
     """A tiny random CLIP saved like a Hub repo (model + processor), built once per session."""
