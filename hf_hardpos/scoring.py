@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -28,6 +29,25 @@ from tqdm.auto import tqdm
 from . import columns
 from .image_processing import describe_image_processor
 from .embedding_cache import EmbeddingCache, token_key
+
+
+# At most this many image workers by default: past it, decoding outruns any one model's forward passes.
+MAX_DEFAULT_WORKERS = 16
+
+
+def default_num_workers() -> int:
+    """Image-decoding DataLoader workers when none are asked for: the CPU cores this process may use
+    (its affinity mask, as a container or `taskset` sets it), at most `MAX_DEFAULT_WORKERS`.
+
+    Why not 0: decoding and preprocessing a 500x375 JPEG costs about 4.7 ms, a ViT-B/32 forward pass
+    on an H100 about 0.5 ms per image, so decoding in the main process leaves the device idle most of
+    the time; with workers it overlaps the forward passes. Scores do not depend on the number.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_DEFAULT_WORKERS))
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
@@ -95,6 +115,37 @@ def _image_key(value, row: int) -> str:
     raise ValueError(f"row {row}: unsupported image value of type {type(value).__name__}")
 
 
+class _RecentImages:
+    """The content keys of the last few images, by image id, so that rows repeating an image (REPLACE
+    has 2.3 rows per image, mostly adjacent) compare bytes (a memcmp) instead of hashing them again.
+
+    A key is reused only when the cell's bytes equal the remembered ones: an id is a hint, never trusted
+    (SWAP crops several boxes out of one image id). Bounded, so memory stays a few MB."""
+
+    SIZE = 256
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[bytes, str]] = {}
+
+    @staticmethod
+    def _bytes(value) -> bytes | None:
+        return value.get("bytes") if isinstance(value, dict) else None
+
+    def key_of(self, image_id: str | None, value) -> str | None:
+        data = self._bytes(value)
+        known = self._seen.get(image_id) if image_id is not None and data is not None else None
+        return known[1] if known is not None and known[0] == data else None
+
+    def remember(self, image_id: str | None, value, key: str) -> None:
+        data = self._bytes(value)
+        if image_id is None or data is None:
+            return
+        self._seen.pop(image_id, None)
+        self._seen[image_id] = (data, key)
+        if len(self._seen) > self.SIZE:
+            del self._seen[next(iter(self._seen))]  # the least recently stored
+
+
 # One orientation policy for scoring and training: pixels as stored, EXIF orientation ignored, as the
 # reference code opens images (amitakamath/hard_positives: `Image.open(path).convert("RGB")`).
 # `datasets`' Image decoding applies the EXIF rotation instead, so images are opened here, not there.
@@ -116,7 +167,7 @@ class _DistinctImages(torch.utils.data.Dataset):
     """Decodes and preprocesses the distinct images; runs inside DataLoader workers."""
 
     def __init__(self, dataset: Dataset, image_column: str, sources: list[_ImageSource], image_processor):
-        self.dataset = dataset
+        self.dataset = dataset.select_columns([image_column])  # a worker reads a row's image, not its captions
         self.image_column = image_column
         self.sources = sources
         self.image_processor = image_processor
@@ -310,31 +361,37 @@ class ITMScorer:
             return {"input_ids": input_ids}  # SigLIP attends to its padding, as it was trained
         return {"input_ids": input_ids, "attention_mask": attention_mask}
 
-    def _tokenize(self, texts: Sequence[str]):
-        return self.processor.tokenizer(
-            list(texts),
-            padding=self.text_padding,
-            truncation=True,
-            max_length=self.max_length,
-            return_tensors="pt",
-        )
+    def tokenize(self, texts: Sequence[str]) -> tuple[list[list[int]], np.ndarray]:
+        """Each text's token ids as the model reads them (cut to the text context, as the tokenizer cuts
+        with `truncation=True`) and its untruncated token count (special tokens included).
 
-    def token_counts(self, texts: Sequence[str]) -> np.ndarray:
-        """Untruncated token counts (special tokens included), to find captions the context cuts."""
-        ids = self.processor.tokenizer(list(texts), truncation=False, verbose=False)["input_ids"]
-        return np.fromiter((len(i) for i in ids), dtype=np.int64, count=len(texts))
+        One tokenizer call over every text, and a second over only the texts the context cuts: the
+        Python side of a tokenizer call costs about as much as the text tower of a small model, and the
+        ids, the counts and the truncation report all come from these two calls.
+        """
+        tokenizer = self.processor.tokenizer
+        ids = tokenizer(list(texts), truncation=False, verbose=False, return_attention_mask=False)["input_ids"]
+        counts = np.fromiter((len(i) for i in ids), dtype=np.int64, count=len(ids))
+        cut = np.flatnonzero(counts > self.max_length)
+        if len(cut):
+            kept = tokenizer([texts[i] for i in cut], truncation=True, max_length=self.max_length,
+                             return_attention_mask=False)["input_ids"]  # fmt: skip
+            for index, sequence in zip(cut, kept):
+                ids[index] = sequence
+        return ids, counts
 
-    def encode_texts(self, texts: Sequence[str]) -> torch.Tensor:
+    def encode_texts(self, texts: Sequence[str], token_ids: Sequence[Sequence[int]] | None = None) -> torch.Tensor:
         """L2-normalised text embeddings (float32, CPU), in the order given; cached texts are not re-encoded.
 
         Texts are keyed and deduplicated by their (truncated) token ids, not their characters:
         "red cube" and "Red  cube " tokenize alike for CLIP, and encoded apart (in other batches,
         under other padding) they would differ by ~1e-7 and break what is an exact tie for the
         model, so outcomes would depend on `batch_size`. One token sequence, one embedding.
+        `token_ids`: the texts' ids from `tokenize`, when the caller has them already.
         """
         if not texts:
             return torch.empty(0, 0)
-        ids = self.processor.tokenizer(list(texts), truncation=True, max_length=self.max_length)["input_ids"]
+        ids = self.tokenize(texts)[0] if token_ids is None else token_ids
         keys = [token_key(i) for i in ids]
         todo = sorted({keys[i]: i for i in self.cache.missing("text", keys)}.values())
         if todo:
@@ -405,10 +462,15 @@ class ITMScorer:
         image_slot = np.empty(len(dataset), dtype=np.int64)
         images_only = dataset.select_columns([image_column])
         cells = (cell for batch in images_only.iter(batch_size=1024) for cell in batch[image_column])
+        recent = _RecentImages()
         for row, value in enumerate(cells):  # streamed: never all image bytes in memory at once
             if value is None:
                 raise ValueError(f"row {row} has no image (column {image_column!r} is null)")
-            key = _image_key(value, row)
+            image_id = image_ids[row] if image_ids else None
+            key = recent.key_of(image_id, value)
+            if key is None:
+                key = _image_key(value, row)
+                recent.remember(image_id, value, key)
             if key not in key_to_slot:
                 key_to_slot[key] = len(sources)
                 sources.append(_ImageSource(row, image_ids[row] if image_ids else str(row), key))
@@ -455,7 +517,8 @@ class ITMScorer:
 
         image_emb, image_slot = self.embed_images(dataset, image_column)
         texts = list(text_to_slot)
-        text_emb = self.encode_texts(texts)
+        token_ids, token_counts = self.tokenize(texts)
+        text_emb = self.encode_texts(texts, token_ids)
 
         scores = Scores()
         row_images = image_emb[torch.from_numpy(image_slot)]
@@ -465,20 +528,21 @@ class ITMScorer:
             chosen = text_emb[torch.from_numpy(slots[slots >= 0])]
             values[present] = (row_images[present] * chosen).sum(-1).double()
             scores[column] = values.numpy()
-        scores.truncation = self._truncation_report(texts, caption_slots)
+        scores.truncation = self._truncation_report(token_ids, token_counts, caption_slots)
         return scores
 
-    def _truncation_report(self, texts: list[str], caption_slots: dict[str, np.ndarray]) -> TruncationReport:
+    def _truncation_report(self, token_ids: list[list[int]], token_counts: np.ndarray,
+                           caption_slots: dict[str, np.ndarray]) -> TruncationReport:  # fmt: skip
+        """Which caption cells the context cut, and the rows where two different texts became one."""
         report = TruncationReport(self.max_length)
-        cut = self.token_counts(texts) > self.max_length if texts else np.zeros(0, dtype=bool)
+        cut = token_counts > self.max_length
         if not cut.any():
             return report
         # Texts whose kept tokens coincide share one id in `kept`, so equal ids on a row = one score.
-        kept = np.arange(len(texts))
+        kept = np.arange(len(token_ids))
         first_with: dict[tuple, int] = {}
-        kept_ids = self._tokenize([texts[i] for i in np.flatnonzero(cut)])["input_ids"].tolist()
-        for text_index, ids in zip(np.flatnonzero(cut), kept_ids):
-            kept[text_index] = first_with.setdefault(tuple(ids), int(text_index))
+        for text_index in np.flatnonzero(cut):
+            kept[text_index] = first_with.setdefault(tuple(token_ids[text_index]), int(text_index))
         slots = np.stack(list(caption_slots.values()), axis=1)  # rows x columns, -1 = missing
         present = slots >= 0
         safe = np.where(present, slots, 0)

@@ -73,6 +73,24 @@ def test_same_image_id_different_pixels_are_different_images(model_and_processor
     np.testing.assert_allclose(scores["caption"], expected, atol=1e-5)
 
 
+def test_repeated_images_are_hashed_once_and_an_id_is_only_a_hint(model_and_processor, monkeypatch):
+    """Rows repeating an image compare bytes with the last rows of that id instead of hashing again; a
+    row with that id but other bytes (a SWAP crop) is still hashed and kept apart."""
+    import hf_hardpos.scoring as scoring
+
+    model, processor = model_and_processor
+    dataset = make_eval_set(num_images=3, rows_per_image=4)
+    other = make_eval_set(num_images=1, rows_per_image=1, seed=5)[0]["image"]
+    dataset = dataset.map(lambda row, i: {"image_id": "1000"} if i == 5 else {}, with_indices=True)
+    dataset = dataset.map(lambda row, i: {"image": other} if i == 5 else {}, with_indices=True)
+    hashed: list[int] = []
+    original = scoring._image_key
+    monkeypatch.setattr(scoring, "_image_key", lambda value, row: hashed.append(row) or original(value, row))
+    embeddings, slots = ITMScorer(model, processor, progress=False).embed_images(dataset)
+    assert hashed == [0, 4, 5, 8]  # the first row of each image, and the odd one out
+    assert len(embeddings) == 4 and len(set(slots[[0, 1, 2, 3]])) == 1 and slots[5] not in slots[[0, 4, 8]]
+
+
 def test_several_negatives_and_missing_captions(model_and_processor):
     model, processor = model_and_processor
     dataset = make_eval_set(num_images=2, rows_per_image=2)
@@ -177,7 +195,10 @@ def test_max_length_comes_from_the_model_and_truncation_is_counted(model_and_pro
     assert report.truncated_captions == 3 and report.truncated_rows == [1, 3]
     assert report.identical_rows == [1]
     assert scores["caption"][1] == scores["hard_positive"][1]
-    assert scorer._tokenize([captions[1]])["input_ids"].shape[1] == scorer.max_length
+    ids, counts = scorer.tokenize([captions[1], captions[0]])
+    assert len(ids[0]) == scorer.max_length < counts[0] and len(ids[1]) == counts[1] <= scorer.max_length
+    expected = processor.tokenizer([captions[1], captions[0]], truncation=True, max_length=scorer.max_length)
+    assert ids == expected["input_ids"]  # the tokenizer's own cut, special tokens included
 
 
 @pytest.mark.parametrize(

@@ -111,7 +111,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--split", default="test")
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--num-workers", type=int, default=0, help="DataLoader workers decoding images")
+    parser.add_argument(
+        "--num-workers", type=int, default=None,
+        help="DataLoader workers decoding images (default: the CPU cores this process may use, at most 16; "
+        "scores do not depend on it)",
+    )
     parser.add_argument("--device", default=None, help="default: cuda, then mps, then cpu")
     parser.add_argument(
         "--dtype",
@@ -196,8 +200,10 @@ def _run(args: argparse.Namespace, workers) -> int:
     from ..evaluation.tasks import HARD_POSITIVE, TASKS, detect_task
     from ..evaluation.suite import SuiteEntry, activation_comparison_suite_table, load_suite, run_suite
     from ..model_source import require_model_exists
-    from ..scoring import pick_device
+    from ..scoring import default_num_workers, pick_device
 
+    if args.num_workers is None:
+        args.num_workers = default_num_workers()
     check_run_options(args.batch_size, args.num_workers, args.max_rows, args.bootstrap)
     models = expand_models(args.model or [], args.models or [])
     pixels = _pixel_store(args, several=len(models) > 1 or bool(args.models))

@@ -18,7 +18,7 @@ from ..model_source import ModelSource, model_location
 from ..protocol import resolve_protocol
 from ..provenance import digest_of, environment
 from ..published import beside_ours
-from ..scoring import EXIF_ORIENTATION, ITMScorer, pick_device
+from ..scoring import EXIF_ORIENTATION, ITMScorer, default_num_workers, pick_device
 from . import output_folder
 from .aggregation import replace_aggregates
 from .definitions import RESULT_VERSIONS
@@ -47,7 +47,7 @@ def evaluate_model(
     split: str = "test",
     *,
     batch_size: int = 64,
-    num_workers: int = 0,
+    num_workers: int | None = None,
     device: str | None = None,
     precision: str = "fp32",
     allow_tf32: bool = False,
@@ -93,6 +93,7 @@ def evaluate_model(
     as `ITMScorer` is) builds the scorer otherwise: `evaluation.multi_model` passes one that shares decoded pixels
     between models, or shards the work across processes.
     """
+    num_workers = default_num_workers() if num_workers is None else num_workers
     check_run_options(batch_size, num_workers, max_rows, bootstrap_samples)
     if output_dir is not None:
         check_output_writable(output_dir)

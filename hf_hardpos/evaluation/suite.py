@@ -29,7 +29,7 @@ from ..image_processing import DEFAULT_IMAGE_BACKEND
 from ..model_source import ModelSource
 from ..provenance import describe_model, digest_of, environment
 from ..published import lookup, model_row
-from ..scoring import ITMScorer, pick_device
+from ..scoring import ITMScorer, default_num_workers, pick_device
 from . import output_folder
 from .activations import difference_rule, rows_by_activation
 from .definitions import RESULT_VERSIONS
@@ -253,7 +253,7 @@ def run_suite(
     *,
     output_dir: str | Path,
     batch_size: int = 64,
-    num_workers: int = 0,
+    num_workers: int | None = None,
     device: str | None = None,
     precision: str = "fp32",
     allow_tf32: bool = False,
@@ -281,6 +281,7 @@ def run_suite(
     before anything is scored. `make_scorer` builds the scorer in place of `ITMScorer` (see
     `evaluate_model`).
     """
+    num_workers = default_num_workers() if num_workers is None else num_workers
     check_run_options(batch_size, num_workers, max_rows)
     output_dir = Path(output_dir)
     check_output_writable(output_dir)

@@ -1,0 +1,166 @@
+"""`hardpos eval` end to end against its floor, both measured in one run, on the CPU or a GPU.
+
+Workload (as `eval_throughput.py`): `--rows` REPLACE-shaped rows in its two configs (the real rows with
+`--upstream-dir`, a clone of amitakamath/hard_positives; else a synthetic stand-in with REPLACE's 2.34
+rows per image), one generated 500x375 JPEG (about 55 KB, Visual Genome's typical size) per distinct
+image, written as a local Hub folder and read through the datasets cache (warmed once, untimed).
+
+Model: `--model tiny` (a 2-layer CLIP at 32 px: its forward passes are nearly free, so what remains is
+the pipeline) or `--model vit-b-32` (`CLIPConfig()` defaults, random weights: ViT-B/32's shape).
+
+Timed, each a fresh process where the user would start one:
+- run: `python -m hf_hardpos eval --model M --dataset D --output O --device DEV` at the default flags
+  (workers, batch size), fp32; then `--dtype bf16` (on CUDA); then `--models` models in one run;
+- start: a fresh process that imports what `hardpos eval` imports and exits (interpreter and imports);
+- decode floor: every distinct image decoded and preprocessed once by the model's image processor, in
+  as many processes as the run's default workers (a process pool; the pool's start included);
+- forward floor: the forward passes alone of the distinct images and token sequences, in the batches
+  the scorer forms (inputs prepared beforehand, untimed) — `eval_sweep.forward_floor`.
+
+Targets (printed beside each figure):
+- end to end <= 1.5 x (decode floor + forward floor) + start;
+- on CUDA, `--dtype bf16` end to end <= fp32 end to end (wherever its forward passes are faster);
+- each additional model of a `--model A --model B ...` run <= 1.5 x its forward floor + its load;
+- on the CPU with the tiny model: end to end (less the start) <= 1.5 x the decode floor.
+
+    python benchmarks/eval_floor.py [--rows 12001] [--model tiny|vit-b-32] [--device cpu|cuda]
+        [--upstream-dir DIR] [--models 2]
+
+Figures go to `benchmarks/results.json` under `eval_floor_<device>_<model>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import torch
+from datasets import Image as ImageFeature
+from PIL import Image
+
+from eval_sweep import forward_floor
+from eval_throughput import build_processor, jpeg, replace_rows, write_hub_folder
+from results import record
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def timed(command: list[str]) -> float:
+    """Wall seconds of a fresh process; a failure stops the benchmark with its stderr."""
+    start = time.perf_counter()
+    done = subprocess.run(command, env=ENV, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+    return time.perf_counter() - start
+
+
+def hardpos_eval(models: list[Path], dataset: Path, output: Path, device: str, *flags: str) -> float:
+    return timed([sys.executable, "-m", "hf_hardpos", "eval", *(x for m in models for x in ("--model", str(m))),
+                  "--dataset", str(dataset), "--output", str(output), "--device", device, "--no-progress", *flags])
+
+
+def run_settings(output: Path) -> dict:
+    return json.loads((output / "metrics.json").read_text())["run"]["settings"]
+
+
+def _decode_chunk(args: tuple[Path, list[bytes]]) -> int:
+    from transformers import CLIPImageProcessor
+
+    processor_dir, chunk = args
+    processor = CLIPImageProcessor.from_pretrained(processor_dir)
+    for data in chunk:
+        processor(images=Image.open(io.BytesIO(data)).convert("RGB"), return_tensors="pt")
+    return len(chunk)
+
+
+def decode_floor(model_dir: Path, dataset: Path, processes: int) -> tuple[float, int]:
+    """Seconds to decode and preprocess each distinct image once in `processes` processes."""
+    from hf_hardpos.evaluation.eval_data import load_eval_sets
+
+    distinct: dict[bytes, None] = {}
+    for eval_set in load_eval_sets(str(dataset), None, "test").values():
+        for cell in eval_set.dataset.cast_column("image", ImageFeature(decode=False))["image"]:
+            distinct.setdefault(cell["bytes"], None)
+    images = list(distinct)
+    chunks = [(model_dir, images[i::processes * 4]) for i in range(processes * 4)]
+    start = time.perf_counter()
+    with ProcessPoolExecutor(processes) as pool:
+        assert sum(pool.map(_decode_chunk, chunks)) == len(images)
+    return time.perf_counter() - start, len(images)
+
+
+def build_model(kind: str, folder: Path, rows: list[dict], seed: int) -> Path:
+    from transformers import CLIPConfig, CLIPModel
+
+    from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
+
+    if kind == "tiny":
+        corpus = [r[c] for r in rows for c in ("caption", "hard_negative", "hard_positive")]
+        return build_tiny_clip(folder, corpus, seed=seed)
+    torch.manual_seed(seed)
+    CLIPModel(CLIPConfig()).save_pretrained(folder)
+    build_processor(rows, None).save_pretrained(folder)
+    return folder
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=12001)
+    parser.add_argument("--model", choices=["tiny", "vit-b-32"], default="tiny")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--models", type=int, default=2, help="models of the one-run sweep (0: skip it)")
+    parser.add_argument("--upstream-dir", type=Path, help="a clone of amitakamath/hard_positives (real REPLACE rows)")
+    args = parser.parse_args()
+
+    from hf_hardpos.evaluation.defaults import default_num_workers
+
+    rows = replace_rows(args.rows, args.upstream_dir)
+    ids = sorted({r["image_id"] for r in rows})
+    work = Path(tempfile.mkdtemp(prefix="hardpos-floor-"))
+    dataset = work / "replace"
+    write_hub_folder(rows, {image_id: jpeg(i) for i, image_id in enumerate(ids)}, dataset)
+    models = [build_model(args.model, work / f"model{i}", rows, seed=i) for i in range(max(1, args.models))]
+    hardpos_eval(models[:1], dataset, work / "warm", args.device, "--max-rows", "2")  # datasets cache, untimed
+
+    workers = default_num_workers()
+    e2e = hardpos_eval(models[:1], dataset, work / "fp32", args.device)
+    settings = run_settings(work / "fp32")
+    start = timed([sys.executable, "-c", "import hf_hardpos.cli, hf_hardpos.evaluation.run, transformers, datasets"])
+    decode, images = decode_floor(models[0], dataset, workers)
+    forward = forward_floor(models[0], dataset, settings.get("batch_size", 64) if isinstance(settings, dict) else 64)
+    bound = 1.5 * (decode + forward) + start
+    print(f"workload: {len(rows)} rows, {images} distinct 500x375 JPEGs "
+          f"({'upstream REPLACE' if args.upstream_dir else 'synthetic'}); model {args.model}; device {args.device}; "
+          f"default workers {workers}")
+    print(f"end to end {e2e:.2f} s | floor: decode {decode:.2f} s in {workers} processes + forward {forward:.2f} s "
+          f"+ start {start:.2f} s | target <= {bound:.2f} s: {'met' if e2e <= bound else 'MISSED'}")
+    figures = {"rows": len(rows), "images": images, "workers": workers, "model": args.model,
+               "e2e_s": round(e2e, 2), "decode_floor_s": round(decode, 2), "forward_floor_s": round(forward, 2),
+               "start_s": round(start, 2), "e2e_bound_s": round(bound, 2),
+               "e2e_over_floor": round((e2e - start) / (decode + forward), 2)}
+    if args.device == "cpu" and args.model == "tiny":
+        print(f"CPU bar: end to end less start {e2e - start:.2f} s vs 1.5 x decode {1.5 * decode:.2f} s: "
+              f"{'met' if e2e - start <= 1.5 * decode else 'MISSED'}")
+    if torch.device(args.device).type == "cuda":
+        bf16 = hardpos_eval(models[:1], dataset, work / "bf16", args.device, "--dtype", "bf16")
+        print(f"--dtype bf16 end to end {bf16:.2f} s vs fp32 {e2e:.2f} s")
+        figures["e2e_bf16_s"] = round(bf16, 2)
+    if args.models > 1:
+        together = hardpos_eval(models, dataset, work / "together", args.device)
+        extra = (together - e2e) / (len(models) - 1)
+        print(f"{len(models)} models in one run {together:.2f} s: each extra model {extra:.2f} s vs its forward "
+              f"floor {forward:.2f} s (target <= 1.5 x forward + its load)")
+        figures.update({"sweep_models": len(models), "sweep_s": round(together, 2), "extra_model_s": round(extra, 2)})
+    record(f"eval_floor_{torch.device(args.device).type}_{args.model}", {k: str(v) for k, v in figures.items()})
+
+
+if __name__ == "__main__":
+    main()
