@@ -46,16 +46,21 @@ def test_table7_pools_into_table1_for_clip():
 
 
 def test_figures_are_unique_and_sourced():
-    keys = [(f.model, f.benchmark, f.metric) for f in all_figures()]
+    keys = [(f.paper, f.table, f.row, f.column) for f in all_figures()]
     assert len(keys) == len(set(keys))
-    assert all("Table" in f.source and "2409.17958" in f.source for f in all_figures())
+    assert all(f.source == f"{f.paper}, {f.table}" and f.table.startswith("Table ") for f in all_figures())
+    assert {f.paper for f in all_figures()} == {"Kamath et al., ECCV 2024 (arXiv 2409.17958)",
+                                                "Zhang, Awal, Agrawal, CVPR 2024 (arXiv 2306.08832)"}
     assert lookup(CLIP_B32, "replace", "no_such_metric") is None
+    # A figure printed twice (Table 3 repeats Table 1's rows) is looked up from the first table.
+    assert lookup(CLIP_B32, "replace", "brittleness").table == "Table 1"
 
 
 def test_model_rows_and_benchmarks():
     assert model_row("openai/clip-vit-base-patch32") == CLIP_B32
     assert model_row("/some/folder/openai/clip-vit-base-patch32") is None  # folders are never matched by name
-    assert model_row("anything", preset="clip") == CLIP_B32 and model_row("x", preset="negclip") is None
+    assert model_row("anything", preset="clip") == CLIP_B32 and model_row("x", preset="no-such-preset") is None
+    assert model_row("x", preset="negclip") == "NegCLIP" and model_row("x", preset="ce-clip") == "CE-CLIP"
     assert benchmark_of("hardpos/replace", REPLACE_POOLED) == "replace"
     assert benchmark_of("out/swap", "default") == "swap" and benchmark_of("out/other", "default") is None
     assert beside_ours("my/model", "hardpos/swap", {"default": {"brittleness": 0.2}}) == {}
