@@ -202,10 +202,12 @@ def benchmarks_of(dataset: str, rows: Mapping[str, Mapping], task: str | None) -
 
     found = {}
     for row, metrics in rows.items():
-        benchmark = (
-            hard_positive.benchmark_of(dataset, row) if task in (None, hard_positive.TASK)
-            else ce_clip.benchmark_of(row, metrics) if task == ce_clip.TASK else None
-        )  # fmt: skip
+        if task in (None, hard_positive.TASK):
+            benchmark = hard_positive.benchmark_of(dataset, row)
+        elif task in hard_positive.RETENTION_TASKS:
+            benchmark = hard_positive.retention_benchmark_of(dataset, row)
+        else:
+            benchmark = ce_clip.benchmark_of(row, metrics) if task == ce_clip.TASK else None
         if benchmark is not None:
             found[row] = benchmark
     return found

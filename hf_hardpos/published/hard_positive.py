@@ -14,8 +14,13 @@ from pathlib import Path
 
 from ..evaluation.aggregation import REPLACE_POOLED
 from ..evaluation.section import HARD_POSITIVE
+from ..evaluation.tasks.webdataset import ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL
 
 TASK = HARD_POSITIVE
+RETENTION_TASKS = (ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL)
+# Table 10's single datasets as clip_benchmark's Hub webdatasets name them (`clip-benchmark/wds_<name>`);
+# its VTAB column is a mean over tasks, laid out by `evaluation.suite.retention_table`.
+RETENTION_DATASETS = ("imagenet1k", "mscoco_captions", "flickr30k")
 
 # Systems (the `model` of their figures) that other modules name.
 CLIP_B32 = "CLIP ViT-B/32"
@@ -47,3 +52,10 @@ def benchmark_of(dataset: str, row: str) -> str | None:
     if row == "default" and Path(str(dataset).rstrip("/")).name.lower() == "swap":
         return "swap"
     return None
+
+
+def retention_benchmark_of(dataset: str, row: str) -> str | None:
+    """Table 10's benchmark a zero-shot result measures: the dataset's name (without clip_benchmark's
+    `wds_` prefix) when it is one of `RETENTION_DATASETS`, for its one row `all`; else None."""
+    name = Path(str(dataset).rstrip("/")).name.lower().removeprefix("wds_")
+    return name if row == "all" and name in RETENTION_DATASETS else None
