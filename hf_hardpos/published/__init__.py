@@ -13,7 +13,7 @@ header says how). This module reads it once and hands out flat records:
     >>> (f.paper, f.row, f.benchmark, f.metric, f.column, f.value)   # doctest: +SKIP
 
 Which published row a run is: `model_row` maps a Hub id or a `hardpos zoo` preset to the row's
-`model` key (`models.HUB_ROWS`, `models.PRESET_ROWS`), never a local folder's name. Which of our
+`model` key (`weights.HUB_ROWS`, `weights.PRESET_ROWS`), never a local folder's name. Which of our
 result rows a figure stands beside: `hard_positive.benchmark_of` (REPLACE, SWAP) and
 `ce_clip.benchmark_of` (ARO, VALSE, VL-CheckList, SugarCrepe); zero-shot retention is laid out by
 `evaluation.suite.retention_table`. Printed figures that contradict the paper's own other cells are
@@ -143,7 +143,7 @@ def lookup(model: str, benchmark: str, metric: str) -> PublishedFigure | None:
     return next((f for f in _load()[0] if (f.model, f.benchmark, f.metric) == (model, benchmark, metric)), None)
 
 
-def models() -> list[str]:
+def systems() -> list[str]:
     """Every system with a printed figure, in order of first appearance."""
     return list(dict.fromkeys(f.model for f in _load()[0]))
 
@@ -163,7 +163,7 @@ def model_row(model: str, preset: str | None = None) -> str | None:
 
     A local folder is never matched by its name: only a preset or a Hub id says which weights it holds.
     """
-    from .models import HUB_ROWS, PRESET_ROWS
+    from .weights import HUB_ROWS, PRESET_ROWS
 
     if preset is not None:
         return PRESET_ROWS.get(preset)

@@ -1,6 +1,6 @@
 """Which published system a run's weights are: by Hub id or by `hardpos zoo` preset, never by a folder's name.
 
-Values are the `model` keys of the figures in ``figures.yaml`` (`hf_hardpos.published.models()`).
+Values are the `model` keys of the figures in ``figures.yaml`` (`hf_hardpos.published.systems()`).
 """
 
 from __future__ import annotations
