@@ -124,6 +124,8 @@ def test_valse_vl_checklist_aro_and_retention_results_stand_beside_the_printed_r
     assert {row: c[1]["accuracy"] for row, c in cells.items()} == {
         "existence": 68.7, "plurals": 57.1, "counting": 61.0, "relations": 65.4, "action-replacement": 77.8,
         "actant-swap": 71.8, "coreference-standard": 54.1, "coreference-hard": 51.0, "foil-it": 89.8, "avg": 65.3}
+    assert list(cells) == ["existence", "plurals", "counting", "relations", "action-replacement", "actant-swap",
+                           "coreference-standard", "coreference-hard", "foil-it", "avg"]  # the printed column order
     assert published["rows"]["avg"]["delta"]["accuracy"] == round(100 * rows["avg"]["accuracy"] - 65.3, 2)
     assert "Table 1" in published["rows"]["avg"]["sources"][0]
 

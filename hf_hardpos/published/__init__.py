@@ -180,7 +180,9 @@ def comparison(model: str, rows: Mapping[str, Mapping], benchmarks: Mapping[str,
     to 0.01 points (0.0001 cosine), the figures' own precision being 0.1 (0.001).
     """
     compared: dict[str, dict] = {}
-    for row, benchmark in benchmarks.items():
+    order = {b: i for i, b in reversed(list(enumerate(f.benchmark for f in _load()[0])))}
+    # In the paper's column order (CE-CLIP Table 1's nine VALSE columns, then its Avg, ...).
+    for row, benchmark in sorted(benchmarks.items(), key=lambda item: order.get(item[1], len(order))):
         published, delta, units, sources = {}, {}, {}, []
         for metric, value in rows.get(row, {}).items():
             figure = lookup(model, benchmark, metric) if isinstance(value, float) else None
