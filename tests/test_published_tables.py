@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from hf_hardpos.evaluation.tasks.caption_selection import SUGARCREPE_CATEGORIES, SUGARCREPE_SUBSETS, mean_of_subsets
+from hf_hardpos.evaluation.tasks.caption_selection import (
+    SUGARCREPE_CATEGORIES,
+    SUGARCREPE_SUBSETS,
+    mean_of_subsets,
+)
 from hf_hardpos.evaluation.tasks.valse import AVG, COLUMNS, aggregate_pieces
 from hf_hardpos.evaluation.tasks.vl_checklist import LEAVES, OVERALL, aggregate_leaves
 from hf_hardpos.published import all_figures, lookup, slips, table_rows

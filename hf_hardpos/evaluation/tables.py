@@ -72,12 +72,8 @@ def published_table(published: Mapping, *, markdown: bool = False) -> str:
     rows: dict[str, dict] = {}
     for row, entry in published["rows"].items():
         units = entry.get("units", {})  # absent in older metrics.json: every figure was a percentage
-
-        def scaled(values: Mapping[str, float]) -> dict[str, float]:
-            return {k: v if units.get(k) == "cosine" else v / 100 for k, v in values.items()}
-
-        rows[f"paper: {row}"] = scaled(entry["published"])
-        rows[f"ours - paper: {row}"] = scaled(entry["delta"])
+        for label, values in ((f"paper: {row}", entry["published"]), (f"ours - paper: {row}", entry["delta"])):
+            rows[label] = {k: v if units.get(k) == "cosine" else v / 100 for k, v in values.items()}
     sources = sorted({s for entry in published["rows"].values() for s in entry["sources"]})
     label = f"published: {published['model_row']}"
     metrics = list(dict.fromkeys(k for m in rows.values() for k in m))

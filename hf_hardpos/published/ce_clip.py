@@ -20,7 +20,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..evaluation.tasks.aro import ARO_MACRO
-from ..evaluation.tasks.caption_selection import CAPTION_SELECTION, SUGARCREPE_CATEGORIES, SUGARCREPE_SUBSETS
+from ..evaluation.tasks.caption_selection import (
+    CAPTION_SELECTION,
+    SUGARCREPE_CATEGORIES,
+    SUGARCREPE_SUBSETS,
+)
 from ..evaluation.tasks.valse import AVG, COLUMNS, COUNTING
 from ..evaluation.tasks.vl_checklist import LEAVES, OVERALL
 
