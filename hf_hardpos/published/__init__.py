@@ -122,8 +122,9 @@ def slips() -> list[Slip]:
 def table_rows(paper: str, table: str) -> dict[str, dict[str, float]]:
     """One printed table as {printed row: {printed column: value}} (columns the paper left "-" absent).
 
-    `paper` may be the citation or any part of it ("Kamath", "CE-CLIP" do not match: use "Kamath et
-    al." or "Zhang"); raises KeyError when no figure of that table exists.
+    `paper` is the citation or a part of it ("Kamath et al.", "Zhang": CE-CLIP's citation names its
+    authors, not the model); the printed gains of CE-CLIP's Table 5 appear as columns "<column> gain".
+    Raises KeyError when no figure of that table exists.
     """
     rows: dict[str, dict[str, float]] = {}
     for f in _load()[0]:
