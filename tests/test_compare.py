@@ -223,6 +223,28 @@ def test_paper_rows_for_a_known_model(runs, capsys, tmp_path):
     assert [r for r in json.loads(out)["records"] if r["kind"] == "published"] == []
 
 
+def test_paper_accepts_any_printed_row(runs, capsys):
+    """`--paper ROW`: any printed row of either paper beside every run, here Kamath et al. Table 1's NegCLIP and
+    "Our HP+HN" (models the package cannot download) beside a local suite run of REPLACE and SWAP."""
+    code, out, _ = _compare(capsys, runs["suite_a"], "--paper", "negclip", "--paper", "Our HP+HN", "--format", "json")
+    assert code == 0
+    records = json.loads(out)["records"]
+    printed = {("NegCLIP", "REPLACE"): (68.6, 52.1, 21.5), ("NegCLIP", "SWAP"): (70.9, 56.7, 26.4),
+               ("HP+HN (Kamath et al.)", "REPLACE"): (69.0, 58.0, 16.9), ("HP+HN (Kamath et al.)", "SWAP"): (73.2, 61.1, 22.9)}
+    saved = _metrics(runs["suite_a"])["datasets"]
+    ours = {"REPLACE": saved["replace"]["aggregates"][REPLACE_POOLED], "SWAP": saved["swap"]["results"]["default"]}
+    for (system, group), values in printed.items():
+        for metric, value in zip(METRIC_NAMES, values):
+            published = next(r for r in records if r["kind"] == "published" and r["row"] == f"{system} (published)"
+                             and r["benchmark"] == group and r["metric"] == metric)  # fmt: skip
+            assert published["value"] == pytest.approx(value / 100)
+            delta = next(r for r in records if r["kind"] == "difference" and system in r["row"]
+                         and r["benchmark"] == group and r["metric"] == metric)  # fmt: skip
+            assert delta["value"] == pytest.approx(ours[group][metric] - value / 100)
+    code, _, err = _compare(capsys, runs["suite_a"], "--paper", "no such model")
+    assert code == 2 and "--paper 'no such model'" in err and "NegCLIP" in err
+
+
 def test_text_markdown_and_latex_show_the_same_figures(runs, capsys):
     pooled = _metrics(runs["a"])["aggregates"][REPLACE_POOLED]
     shown = f"{100 * pooled['augmented_accuracy']:.1f}"

@@ -30,6 +30,8 @@ TABLE = {
     "ce-clip": {"learning_rate": 5e-6, "num_train_epochs": 5, "warmup_steps": 50, "weight_decay": 0.1,
                 "use_lora": False, "global_batch": 256},
 }  # fmt: skip
+# svlc 3: contrastive_hard_negatives follows the HN weight, so --hard_negative_weight 0 is Table 3's "0 HN".
+VERSIONS = {"svlc": 3, "negclip": 2, "ce-clip": 2}
 
 
 def _example():
@@ -45,7 +47,7 @@ def test_recipe_files_pin_the_published_settings(name, tmp_path):
     example = _example()
     path = RECIPES / f"{name}.yaml"
     _, recipe = read_arguments_file(path)
-    assert recipe.name == name and recipe.version == 2 and "@" in recipe.source and recipe.data
+    assert recipe.name == name and recipe.version == VERSIONS[name] and "@" in recipe.source and recipe.data
     _, data_args, args, parsed = example.parse_arguments([str(path), "--output_dir", str(tmp_path), "--dataset", "d"])
     expected = TABLE[name]
     assert parsed == recipe and recipe.global_batch_size == expected["global_batch"]
@@ -106,7 +108,7 @@ def test_recipe_runs_with_overrides_and_the_card_names_every_deviation(tiny_clip
     model_args, data_args, args, recipe = example.parse_arguments(argv)
     report = recipe.report(example.all_arguments(model_args, data_args, args), per_device=8, processes=1,
                            accumulation=1)  # fmt: skip
-    assert (report.name, report.version) == ("svlc", 2)
+    assert (report.name, report.version) == ("svlc", 3)
     assert report.deviations == [
         f"`model_name_or_path`: '{tiny_clip_dir}' (recipe: 'openai/clip-vit-base-patch32')",
         "`per_device_train_batch_size`: 8 (recipe: 128)",
@@ -249,6 +251,48 @@ def test_svlc_recipe_objective_is_tsvlcs_loss_over_several_steps(tmp_path):
         scale = torch.tensor(100.0 * torch.rand((), generator=g).item() + 1, dtype=torch.float64)
         out = objective(image, text, scale, positive[:, None], None, negative[:, None], None)
         torch.testing.assert_close(out["loss"], tsvlc_total(image, text, positive, negative, scale))
+
+
+def _grads(objective, negative, image, text, positive, scale):
+    """The loss and its gradients with respect to every input embedding, for one set of negatives."""
+    leaves = [t.clone().requires_grad_(True) for t in (image, text, positive, negative)]
+    out = objective(leaves[0], leaves[1], scale, leaves[2][:, None], None, leaves[3][:, None], None)
+    grads = torch.autograd.grad(out["loss"], leaves[:3], allow_unused=True)
+    return out["loss"].detach(), grads
+
+
+@pytest.mark.parametrize("weight", [0.25, 0.5, 0.75])
+def test_svlc_recipe_table3_ratios_are_one_argument_away(tmp_path, weight):
+    """Kamath et al. 2024 Table 3: HP weight 1, HN weight swept; `--hard_negative_weight w` on the svlc recipe."""
+    objective = _recipe_objective("svlc", tmp_path, "--hard_negative_weight", str(weight))
+    g = torch.Generator().manual_seed(5)
+    image, text, positive, negative = (_unit(g, 6, 8) for _ in range(4))
+    scale = torch.tensor(30.0, dtype=torch.float64)
+    out = objective(image, text, scale, positive[:, None], None, negative[:, None], None)
+    torch.testing.assert_close(out["loss"], tsvlc_total(image, text, positive, negative, scale, neg_w=weight))
+
+
+def test_svlc_recipe_at_hard_negative_weight_0_sees_no_hard_negative(tmp_path):
+    """Table 3's "0 HN" is hard positives only: with `--hard_negative_weight 0` two different sets of
+    negatives give the same loss and the same gradients, and the loss is CLIP's plus the hard-positive
+    term, restated (TSVLC's `total` with no negative anywhere, contrastive columns included)."""
+    objective = _recipe_objective("svlc", tmp_path, "--hard_negative_weight", "0")
+    g = torch.Generator().manual_seed(6)
+    image, text, positive, first, second = (_unit(g, 6, 8) for _ in range(5))
+    scale = torch.tensor(30.0, dtype=torch.float64)
+    loss_first, grads_first = _grads(objective, first, image, text, positive, scale)
+    loss_second, grads_second = _grads(objective, second, image, text, positive, scale)
+    torch.testing.assert_close(loss_first, loss_second, rtol=0, atol=0)
+    for a, b in zip(grads_first, grads_second):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    ce, labels = torch.nn.functional.cross_entropy, torch.arange(6)
+    clip = (ce(scale * image @ text.T, labels) + ce(scale * text @ image.T, labels)) / 2
+    hp = (ce(scale * image @ positive.T, labels) + ce(scale * text @ positive.T, labels)) / 2
+    torch.testing.assert_close(loss_first, clip + hp)
+    # At weight 1 (the recipe as written) the negatives are contrastive columns again: the loss moves with them.
+    full = _recipe_objective("svlc", tmp_path)
+    assert not torch.equal(_grads(full, first, image, text, positive, scale)[0],
+                           _grads(full, second, image, text, positive, scale)[0])  # fmt: skip
 
 
 def ce_clip_step(image, text, negatives, mask, scale, thresholds, imc_form, upper=10.0):

@@ -51,8 +51,20 @@ def test_table10_rows_ours_paper_and_difference(suite_sections):
     ours = lines["ours"][1:]
     assert ours[:6] == ["60.00", "85.00", "60.00", "84.50", "30.00", "50.00"]
     paper = next(cells for label, cells in lines.items() if label.startswith("paper:"))
-    assert paper[-2:] == ["63.33", "39.00"]  # ImageNet acc@1 and VTAB acc@1: the figures the paper prints
-    delta = lines["ours - paper (pp)"][-2:]
-    assert delta == [f"{60 - 63.33:+.2f}", f"{60 - 39.00:+.2f}"]
+    # Table 10's CLIP ViT-B/32 row, every column, in this table's column order.
+    assert paper[-8:] == ["63.33", "88.83", "39.00", "70.90", "30.46", "50.14", "58.82", "77.40"]
+    delta = lines["ours - paper (pp)"][-6:]  # Flickr30k was not run: no difference there
+    assert delta == [f"{a - b:+.2f}" for a, b in zip((60, 85, 60, 84.5, 30, 50), (63.33, 88.83, 39.00, 70.90, 30.46, 50.14))]
     assert retention_table(sections, means, None).count("\n") == 3  # no paper row for an unknown model
     assert retention_table({}, {}, None) == ""
+
+
+def test_a_preset_names_the_paper_row_of_a_local_checkpoint(suite_sections):
+    """A converted checkpoint is a local folder: its `hardpos zoo` preset, recorded by the run, names its row."""
+    from hf_hardpos.evaluation.suite import SuiteReport
+
+    sections, means = suite_sections
+    report = SuiteReport("out/converted", run={"preset": "hp-hn"}, sections=sections, group_means=means)
+    paper = next(line.split() for line in report.table().splitlines() if line.startswith("paper: "))
+    assert paper[-8:] == ["49.85", "79.70", "33.24", "67.75", "49.67", "65.02", "67.52", "80.60"]  # Table 10, HP+HN
+    assert "paper: " not in SuiteReport("out/converted", sections=sections, group_means=means).table()

@@ -8,6 +8,7 @@ Runs whose data, dtype or protocol differ are refused unless --allow-mismatch. R
 `metrics.json` (and, for the paired tests, its per-row scores); nothing is re-scored.
 
     hardpos compare out/clip out/negclip --paper
+    hardpos compare out/my-model --paper NegCLIP --paper "Our HP+HN"
     hardpos compare out/clip out/negclip --format latex --output table1.tex
 """
 
@@ -24,8 +25,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     parser = add_command(subparsers, __name__, run)
     parser.add_argument("runs", nargs="+", metavar="RUN", help="output folder of hardpos eval / --suite / fine-tuning")
-    parser.add_argument("--paper", action="store_true",
-                        help="add the published rows of the models the paper reports, and each run's delta to them")
+    parser.add_argument("--paper", nargs="?", action="append", const="", metavar="ROW",
+                        help="add published rows and each run's delta to them: alone, the row of each run whose "
+                        "weights a paper reports (Hub id or --preset); with ROW (repeatable), that printed row of "
+                        "Kamath et al. or CE-CLIP for every run, e.g. --paper NegCLIP --paper CE-CLIP")
     parser.add_argument("--format", choices=FORMATS, default="text",
                         help="text (default), markdown, latex; csv and json give one record per number, as fractions")
     parser.add_argument("--output", default=None, help="write the table to this file instead of printing it")
@@ -43,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     if args.bootstrap < 1:
         raise UserInputError(f"--bootstrap must be >= 1, got {args.bootstrap}")
     runs = [load_run(folder) for folder in args.runs]
-    extra = published_rows(runs) if args.paper else []
+    extra = published_rows(runs, [name for name in args.paper if name]) if args.paper else []
     text = render(compare_runs(runs, allow_mismatch=args.allow_mismatch, resamples=args.bootstrap,
                                published=extra), args.format)
     if args.output is None:

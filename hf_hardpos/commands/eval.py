@@ -280,7 +280,8 @@ def _run(args: argparse.Namespace, workers) -> int:
     suite_reports = {
         activation: run_suite(
             args.model, entries, output_dir=output_for(activation), activation=activation, log=log_for(activation),
-            make_scorer=scorer_factory(pixels, workers, _model_spec(args.model, conversion, activation)), **common,
+            make_scorer=scorer_factory(pixels, workers, _model_spec(args.model, conversion, activation)),
+            preset=_paper_preset(args.preset, activation), **common,
         )
         for activation in activations
     }

@@ -560,7 +560,29 @@ def _counts_table(flags: Mapping[str, int], names: Sequence[str]) -> list[str]:
     ]
 
 
-def _defects_text(report: BuildReport) -> str:
+# How the `ce_clip` config's typed negatives may be null or odd, per generator (a manifest's `procedure`).
+_TYPED_DEFECTS = {
+    "ce-clip": (
+        "As CE-CLIP's released generator (lezhang7/Enhance-FineGrained data/dataset.py @ef87eb7, TextAugment) "
+        "makes them, a typed negative is null only where it writes its '###' placeholder: the relation negative "
+        "of a caption with two nouns or fewer. The adjective, verb and noun negatives are always filled: a "
+        "caption without a word of that part of speech is masked whole, so its negative is the masked LM's "
+        "fill alone (one word), and the 4th of the top-5 fills is taken with no check that it differs from "
+        "the masked word, so a negative can equal its caption. The relation swap replaces every occurrence "
+        "of the first two nouns, inside other words too. The generation output keeps the masked text and "
+        "the five ranked fills of every row."
+    ),
+    "ours": (
+        "A typed negative is null where the caption has no word of that part of speech (no adjective, "
+        "no verb, fewer than two different nouns for a relation swap), where no masked-LM fill passed "
+        "the checks (whole word, not the word itself, not a synonym), or where the candidate failed "
+        "validation; the generation output keeps every rejected candidate with its reason."
+    ),
+}
+
+
+def _defects_text(report: BuildReport, procedures: tuple[str, ...] = ()) -> str:
+    """The card's measured defects; `procedures` names the generator(s) of the `ce_clip` config's negatives."""
     text = (
         ["Measured in this build (rows):", ""]
         + _counts_table(report.flags[CONFIG], (*columns.FINETUNE_POSITIVE_COLUMNS, *columns.FINETUNE_NEGATIVE_COLUMNS))
@@ -584,13 +606,7 @@ def _defects_text(report: BuildReport) -> str:
             ["", f"The `{CE_CLIP_CONFIG}` config's typed hard negatives, non-null values per type (rows):", ""]
             + _counts_table(report.flags[CE_CLIP_CONFIG], columns.CE_CLIP_NEGATIVE_COLUMNS)
             + [
-                "",
-                (
-                    "A typed negative is null where the caption has no word of that part of speech (no adjective, "
-                    "no verb, fewer than two different nouns for a relation swap), where no masked-LM fill passed "
-                    "the checks (whole word, not the word itself, not a synonym), or where the candidate failed "
-                    "validation; the generation output keeps every rejected candidate with its reason."
-                ),
+                *(line for procedure in procedures for line in ("", _TYPED_DEFECTS[procedure])),
             ]
         )
     return "\n".join(text)
@@ -710,6 +726,7 @@ def export_finetune(
     usage = USAGE.format(repo=repo_id, split=split.name)
     column_meanings = column_meanings_for(split)
     citation = cite(HARD_POSITIVES, COCO)
+    procedures: tuple[str, ...] = ()  # the typed negatives' generator(s), named on the card
     if typed is not None:
         configs.append(
             ConfigBuild(
@@ -718,14 +735,24 @@ def export_finetune(
             )
         )
         models = sorted({str(source.options.get("model", "not recorded")) for source in typed.sources.values()})
+        # `procedure` in the manifest: "ce-clip" (the default) or "ours"; outputs older than the key: ours
+        procedures = tuple(sorted({"ce-clip" if s.options.get("procedure") == "ce-clip" else "ours"
+                                   for s in typed.sources.values()}))  # fmt: skip
+        how = {
+            "ce-clip": "a re-implementation of CE-CLIP's released generator (lezhang7/Enhance-FineGrained "
+            "data/dataset.py @ef87eb7, TextAugment; seeded): the first two nouns exchanged for a relation negative "
+            "when the caption has more than two nouns, and for an adjective, verb or noun one drawn word masked "
+            "and the 4th of the masked LM's top-5 fills taken",
+            "ours": "hf_hardpos's filtered procedure: fills of an adjective, a verb or a noun that pass whole-word, "
+            "not-the-word and not-a-synonym checks, and noun swaps ranked by the masked LM for relations",
+        }
         summary += (
             f" The `{CE_CLIP_CONFIG}` config holds the same rows plus CE-CLIP's four typed hard negatives "
             f"(Zhang et al., CVPR 2024): {', '.join(f'`{n}`' for n in columns.CE_CLIP_NEGATIVE_COLUMNS)}, made "
-            "for this build with a masked LM at spaCy part-of-speech positions (masked-LM fills of an adjective, "
-            "a verb or a noun; noun swaps ranked by the masked LM for relations; masked LM "
-            f"{', '.join(f'`{m}`' for m in models)}; CE-CLIP used distilroberta-base) with hf_hardpos's "
-            "implementation of CE-CLIP's procedure (`hardpos generate --negative --method mlm`); they are not "
-            "CE-CLIP's released negatives."
+            "for this build (`hardpos generate --negative --method mlm`) with a masked LM at spaCy part-of-speech "
+            f"positions by {'; and by '.join(how[p] for p in procedures)} (masked LM "
+            f"{', '.join(f'`{m}`' for m in models)}; CE-CLIP used distilroberta-base); they are not CE-CLIP's "
+            "released negatives."
         )
         usage += CE_CLIP_USAGE.format(repo=repo_id)
         column_meanings.update(_typed_column_meanings(typed))
@@ -738,7 +765,7 @@ def export_finetune(
         builder="hf_hardpos.data.coco_finetune.export_finetune",
         usage=usage,
         column_meanings=column_meanings,
-        defects=_defects_text,
+        defects=partial(_defects_text, procedures=procedures),
         license_id="cc-by-4.0",
         license_text=LICENSE_TEXT,
         citation=citation,

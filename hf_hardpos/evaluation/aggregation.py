@@ -7,7 +7,7 @@ and the column is those counts **pooled**: the fraction over all 27,443 rows, ea
 paper's own tables show it: pooling Table 7's per-subset figures by row count gives Table 1 (CLIP
 ViT-B/32: relations 57.6 / 45.3 / 21.7 and attributes 68.1 / 49.0 / 25.5 pool to 61.6 / 46.7 / 23.2;
 Table 1 prints 61.6 / 46.8 / 23.2), while their unweighted mean (62.8 / 47.1 / 23.6) misses by up to
-1.3 points. `hf_hardpos.published.hard_positive` holds those figures and the tests redo that sum.
+1.3 points. `hf_hardpos.published` holds those figures and the tests redo that sum.
 
 So this module computes, from the subsets' results:
 

@@ -85,12 +85,12 @@ class Section:
             extra = {k: v["text_only_accuracy"] for k, v in rows.items() if "text_only_accuracy" in v}
             if extra:
                 text += "\ntext-only (TOT) accuracy %: " + ", ".join(f"{k} {100 * v:.1f}" for k, v in extra.items())
-            if self.published:
-                text += "\n" + published_table(self.published)
         else:
             names = [k for k in dict.fromkeys(k for m in rows.values() for k in m) if k == "num_candidates" or not
                      isinstance(next((m[k] for m in rows.values() if k in m), None), (dict, list, str))]
             text = render_table(["subset", *names], [[row, *(_cell(m.get(k, "")) for k in names)] for row, m in rows.items()])
+        if self.published:  # a known published model: the paper's rows and ours minus them
+            text += "\n" + published_table(self.published)
         return text + f"\ntie rule: {self.tie_rule}\naggregation: {self.aggregation}"
 
     def block(self, name: str) -> str:

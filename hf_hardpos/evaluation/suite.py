@@ -28,7 +28,7 @@ from ..errors import UserInputError
 from ..image_processing import DEFAULT_IMAGE_BACKEND
 from ..model_source import ModelSource
 from ..provenance import describe_model, digest_of, environment
-from ..published import lookup, model_row
+from ..published import beside_ours, lookup, model_row
 from ..scoring import ITMScorer, default_num_workers, pick_device
 from . import output_folder
 from .activations import difference_rule, rows_by_activation
@@ -165,7 +165,7 @@ class SuiteReport:
         """One block per dataset, each with the rule its numbers follow, then the group means."""
         blocks = [section.block(name) for name, section in self.sections.items()]
         blocks.extend(group_mean_line(group, mean) for group, mean in self.group_means.items())
-        retention = retention_table(self.sections, self.group_means, model_row(self.model))
+        retention = retention_table(self.sections, self.group_means, model_row(self.model, self.run.get("preset")))
         if retention:
             blocks.append(retention)
         blocks.append(f"{self.settings_line()}\nmodel: {self.model_line()}")
@@ -267,6 +267,7 @@ def run_suite(
     image_backend: str = DEFAULT_IMAGE_BACKEND,
     log=print,
     make_scorer: Callable[..., ITMScorer] | None = None,
+    preset: str | None = None,
 ) -> SuiteReport:
     """Evaluate `model` on every entry; one `metrics.json` and one table in `output_dir`.
 
@@ -279,7 +280,9 @@ def run_suite(
     in `run.failed` (`run.complete` stays False), group means list what they miss, and `hardpos
     eval` exits non-zero at the end. Groups are checked (one task each, with a group metric)
     before anything is scored. `make_scorer` builds the scorer in place of `ITMScorer` (see
-    `evaluate_model`).
+    `evaluate_model`). `preset` (a `hardpos zoo` name) or a Hub id with published rows adds, to each
+    dataset whose benchmark the papers print, the printed row and ours minus it (`Section.published`,
+    `hf_hardpos.published.beside_ours`), and the paper's row to the Table 10 layout.
     """
     num_workers = default_num_workers() if num_workers is None else num_workers
     check_run_options(batch_size, num_workers, max_rows)
@@ -295,6 +298,7 @@ def run_suite(
             "settings": {**settings, "batch_size": batch_size},
             "environment": environment(),
             "num_datasets": len(entries),
+            "preset": preset,  # the `hardpos zoo` preset the weights are, when given (published rows)
         })
         # Every dataset's task first, so a group that mixes tasks is refused before anything is scored.
         tasks: dict[str, str] = {}
@@ -321,6 +325,9 @@ def run_suite(
                 )
             except Exception as err:  # one dataset's failure must not lose the others' results
                 report.sections[entry.name] = _failed_section(tasks[entry.name], entry, err, log)
+            section = report.sections[entry.name]
+            if not section.failed:  # not part of the saved result's key: recomputed on a resumed run too
+                section.published = beside_ours(source.name, entry.dataset, section.rows(), preset, section.task)
             report.save(output_dir)
         report.sections = {e.name: report.sections[e.name] for e in entries if e.name in report.sections}
         report.group_means = group_means(report.sections, entries)

@@ -62,15 +62,24 @@ def _rate(metrics: Mapping, name: str) -> str:
 def published_table(published: Mapping, *, markdown: bool = False) -> str:
     """A paper's rows beside ours (`hf_hardpos.published.beside_ours`): the printed figure and ours minus it.
 
-    Same columns as `metrics_table`: `paper: <row>` holds the published percentages, `ours - paper:
-    <row>` the difference in percentage points; the sources (paper, table) follow on one line.
+    `paper: <row>` holds the published figures, `ours - paper: <row>` our difference (percentage points
+    for rates, cosine for mean scores); the sources (paper, table) follow on one line. Hard-positive rows
+    keep `metrics_table`'s columns; other tasks' rows (accuracy, ARO's macro accuracy) get one column per
+    metric, in percent.
     """
     if not published:
         return ""
     rows: dict[str, dict] = {}
     for row, entry in published["rows"].items():
-        rows[f"paper: {row}"] = {k: v / 100 for k, v in entry["published"].items()}
-        rows[f"ours - paper: {row}"] = {k: v / 100 for k, v in entry["delta"].items()}
+        units = entry.get("units", {})  # absent in older metrics.json: every figure was a percentage
+        for label, values in ((f"paper: {row}", entry["published"]), (f"ours - paper: {row}", entry["delta"])):
+            rows[label] = {k: v if units.get(k) == "cosine" else v / 100 for k, v in values.items()}
     sources = sorted({s for entry in published["rows"].values() for s in entry["sources"]})
-    table = metrics_table(rows, label=f"published: {published['model_row']}", markdown=markdown)
-    return f"{table}\npublished rows: {'; '.join(sources)}; ours - paper in percentage points"
+    label = f"published: {published['model_row']}"
+    metrics = list(dict.fromkeys(k for m in rows.values() for k in m))
+    if set(metrics) <= {*METRIC_NAMES, *SCORE_NAMES}:
+        table = metrics_table(rows, label=label, markdown=markdown)
+    else:
+        body = [[name, *(f"{100 * m[k]:.1f}" if k in m else "" for k in metrics)] for name, m in rows.items()]
+        table = render_table([label, *(f"{k} %" for k in metrics)], body, markdown=markdown)
+    return f"{table}\npublished rows: {'; '.join(sources)}; ours - paper in percentage points (cosine for mean scores)"

@@ -1,95 +1,234 @@
-"""Published figures from the papers this package reproduces, with their source (paper, table, page).
+"""Published figures of the two papers this package reproduces, with their source (paper, table).
 
-This package is the only place a published number is typed. Each paper's figures live in a module of
-their own (``hard_positive`` for Kamath et al., ECCV 2024; ``ce_clip`` for Zhang et al., CVPR 2024)
-as tuples of :class:`PublishedFigure`; every table, ``metrics.json`` and report that shows a published
-row beside ours reads it from here.
+Kamath et al., ECCV 2024 ("The Hard Positive Truth about Vision-Language Compositionality", Tables 1,
+2, 3, 9, 10, and the rows of Tables 7 and 8 this package carries) and Zhang, Awal, Agrawal, CVPR 2024
+(CE-CLIP, Tables 1, 2, 3, 5). Every printed row is here, including rows of models the package cannot
+download: they still serve `hardpos compare --paper ROW` and the reports.
+
+The figures are data, not code: ``figures.yaml`` beside this module holds each table as printed (its
+header says how). This module reads it once and hands out flat records:
+
+    >>> from hf_hardpos.published import all_figures
+    >>> f = next(f for f in all_figures() if f.table == "Table 1" and f.row == "NegCLIP")
+    >>> (f.paper, f.row, f.benchmark, f.metric, f.column, f.value)   # doctest: +SKIP
+
+Which published row a run is: `model_row` maps a Hub id or a `hardpos zoo` preset to the row's
+`model` key (`weights.HUB_ROWS`, `weights.PRESET_ROWS`), never a local folder's name. Which of our
+result rows a figure stands beside: `hard_positive.benchmark_of` (REPLACE, SWAP) and
+`ce_clip.benchmark_of` (ARO, VALSE, VL-CheckList, SugarCrepe); zero-shot retention is laid out by
+`evaluation.suite.retention_table`. Printed figures that contradict the paper's own other cells are
+listed in `slips()`, kept as printed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+import yaml
+
+PERCENT = "percent"
+COSINE = "cosine"
+UNITS = (PERCENT, COSINE)
 
 
 @dataclass(frozen=True)
 class PublishedFigure:
-    """One number as printed in a paper.
+    """One number as printed in a paper's table.
 
-    ``value`` is exactly as printed (percent for rates, cosine for mean scores); ``source`` names the
-    paper, table and page, so a reader can check it.
+    `row` is the printed row name, `column` the printed column heading; `model` the system the row is
+    (shared by a system's rows across tables and papers: `model_row` returns it), `benchmark` and
+    `metric` the names a row of our results carries (e.g. ``"replace"`` / ``"brittleness"``,
+    ``"valse/avg"`` / ``"accuracy"``). `value` is as printed, in `unit` (percent for rates, cosine
+    for mean scores); `source` names the paper and table.
     """
 
-    model: str  # the paper's row name, e.g. "CLIP ViT-B/32"
-    benchmark: str  # e.g. "replace", "replace/attributes", "swap", "valse/existence", "imagenet1k"
-    metric: str  # e.g. "original_accuracy", "augmented_accuracy", "brittleness", "acc1"
+    paper: str  # e.g. "Kamath et al., ECCV 2024 (arXiv 2409.17958)"
+    table: str  # e.g. "Table 1"
+    row: str  # the printed row name, e.g. "Our HP+HN"
+    model: str  # the system, e.g. "HP+HN (Kamath et al.)"
+    benchmark: str
+    metric: str
+    column: str  # the printed column heading, e.g. "REPLACE brittle"
     value: float
-    source: str  # e.g. "Kamath et al., ECCV 2024, Table 1 (p. 9)"
+    unit: str = PERCENT
+
+    @property
+    def source(self) -> str:
+        """Paper and table, e.g. "Kamath et al., ECCV 2024 (arXiv 2409.17958), Table 1"."""
+        return f"{self.paper}, {self.table}"
 
 
-def all_figures() -> tuple[PublishedFigure, ...]:
-    """Every figure of every paper module."""
-    from . import hard_positive
+@dataclass(frozen=True)
+class Slip:
+    """A printed figure that the paper's own rule does not give from its other printed cells (kept as printed)."""
 
-    return hard_positive.FIGURES
+    paper: str
+    table: str
+    row: str
+    column: str
+    printed: float
+    derived: float  # what the rule gives from the printed cells (two decimals)
+    why: str
+
+
+@lru_cache(maxsize=1)
+def _load() -> tuple[tuple[PublishedFigure, ...], tuple[Slip, ...]]:
+    """`figures.yaml` as records, checked: every row has one value per column, units and papers are known."""
+    text = resources.files(__package__).joinpath("figures.yaml").read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    papers: dict[str, str] = data["papers"]
+    figures: list[PublishedFigure] = []
+    for entry in data["tables"]:
+        paper, table, unit = papers[entry["paper"]], entry["table"], entry.get("unit", PERCENT)
+        if unit not in UNITS:
+            raise ValueError(f"figures.yaml {entry['paper']} {table}: unknown unit {unit!r}")
+        models = entry.get("models", {})
+        for printed_row, *values in entry["rows"]:
+            if len(values) != len(entry["columns"]):
+                raise ValueError(f"figures.yaml {entry['paper']} {table} row {printed_row!r}: {len(values)} "
+                                 f"values for {len(entry['columns'])} columns")  # fmt: skip
+            for (column, benchmark, metric), value in zip(entry["columns"], values):
+                if value is not None:  # "-": not reported
+                    figures.append(PublishedFigure(paper, table, printed_row, models.get(printed_row, printed_row),
+                                                   benchmark, metric, column, float(value), unit))  # fmt: skip
+        gains = entry.get("gains")
+        if gains:  # printed "(+x)" beside a row: that row minus another, in percentage points
+            row = gains["row"]
+            for (column, benchmark, metric), value in zip(entry["columns"], gains["values"]):
+                figures.append(PublishedFigure(paper, table, row, models.get(row, row), benchmark,
+                                               f"{metric} gain over {gains['over']}", f"{column} gain",
+                                               float(value), unit))  # fmt: skip
+    slips = tuple(Slip(**{**s, "paper": papers[s["paper"]]}) for s in data.get("slips", ()))
+    return tuple(figures), slips
+
+
+def all_figures() -> list[PublishedFigure]:
+    """Every printed figure of every table, one record each, in the order of the papers' tables and rows.
+
+    Each record has `paper`, `table`, `row` (as printed), `model` (the system), `benchmark`, `metric`,
+    `column` (as printed), `value` (as printed) and `unit`; `source` is "<paper>, <table>".
+    """
+    return list(_load()[0])
+
+
+def slips() -> list[Slip]:
+    """The printed figures that do not follow from the paper's other cells (see `Slip`)."""
+    return list(_load()[1])
+
+
+def table_rows(paper: str, table: str) -> dict[str, dict[str, float]]:
+    """One printed table as {printed row: {printed column: value}} (columns the paper left "-" absent).
+
+    `paper` is the citation or a part of it ("Kamath et al.", "Zhang": CE-CLIP's citation names its
+    authors, not the model); the printed gains of CE-CLIP's Table 5 appear as columns "<column> gain".
+    Raises KeyError when no figure of that table exists.
+    """
+    rows: dict[str, dict[str, float]] = {}
+    for f in _load()[0]:
+        if paper in f.paper and f.table == table:
+            rows.setdefault(f.row, {})[f.column] = f.value
+    if not rows:
+        raise KeyError(f"no published table {table!r} of a paper matching {paper!r}")
+    return rows
 
 
 def lookup(model: str, benchmark: str, metric: str) -> PublishedFigure | None:
-    """The figure printed for the paper row `model` on `benchmark` / `metric`, or None if none is typed."""
-    found = [f for f in all_figures() if (f.model, f.benchmark, f.metric) == (model, benchmark, metric)]
-    if len(found) > 1:
-        raise ValueError(f"two published figures for {model!r} / {benchmark!r} / {metric!r}: {found}")
-    return found[0] if found else None
+    """The figure printed for system `model` on `benchmark` / `metric`, or None if none is printed.
+
+    A figure printed in several tables (Kamath et al. repeat Table 1's rows in Table 3; CE-CLIP's
+    Table 5 repeats Tables 1-2) is returned from the first table of `figures.yaml` that prints it.
+    """
+    return next((f for f in _load()[0] if (f.model, f.benchmark, f.metric) == (model, benchmark, metric)), None)
+
+
+def systems() -> list[str]:
+    """Every system with a printed figure, in order of first appearance."""
+    return list(dict.fromkeys(f.model for f in _load()[0]))
+
+
+def find_model(name: str) -> str | None:
+    """The system a user's name for a printed row means: a `model` key or a printed row name
+    (case-insensitive), e.g. "negclip", "Our HP+HN", "CE-CLIP"; None when nothing matches."""
+    wanted = name.strip().casefold()
+    for f in _load()[0]:
+        if wanted in (f.model.casefold(), f.row.casefold()):
+            return f.model
+    return None
 
 
 def model_row(model: str, preset: str | None = None) -> str | None:
-    """The paper row whose weights `model` is: a `hardpos zoo` preset first, else a Hub id; None if unknown.
+    """The system whose weights `model` is: a `hardpos zoo` preset first, else a Hub id; None if unknown.
 
     A local folder is never matched by its name: only a preset or a Hub id says which weights it holds.
     """
-    from . import hard_positive
+    from .weights import HUB_ROWS, PRESET_ROWS
 
     if preset is not None:
-        return hard_positive.PRESET_ROWS.get(preset)
-    return hard_positive.HUB_ROWS.get(str(model))
+        return PRESET_ROWS.get(preset)
+    return HUB_ROWS.get(str(model))
 
 
-def comparison(model: str, rows: dict[str, dict], benchmarks: dict[str, str]) -> dict[str, dict]:
-    """Published figures beside ours: per row of ours whose benchmark has figures for paper row `model`.
+def comparison(model: str, rows: Mapping[str, Mapping], benchmarks: Mapping[str, str]) -> dict[str, dict]:
+    """Published figures beside ours: per row of ours whose benchmark has figures for system `model`.
 
-    `rows` maps our row names to metrics (rates as fractions); `benchmarks` maps the same names to the
-    paper's benchmark. Returns `{row: {"benchmark", "published": {metric: percent}, "delta": {metric:
-    ours - published, percentage points}, "sources": [...]}}` (delta rounded to 0.01 points, the
-    figures' own precision being 0.1).
+    `rows` maps our row names to metrics (rates as fractions, mean scores as cosines); `benchmarks`
+    maps the same names to the paper's benchmark. Returns `{row: {"benchmark", "published": {metric:
+    value as printed}, "delta": {metric: ours - published}, "units": {metric: unit}, "sources": [...]}}`:
+    a percent figure's delta is in percentage points, a cosine figure's in cosine; deltas are rounded
+    to 0.01 points (0.0001 cosine), the figures' own precision being 0.1 (0.001).
     """
     compared: dict[str, dict] = {}
-    for row, benchmark in benchmarks.items():
-        published, delta, sources = {}, {}, []
+    order = {b: i for i, b in reversed(list(enumerate(f.benchmark for f in _load()[0])))}
+    # In the paper's column order (CE-CLIP Table 1's nine VALSE columns, then its Avg, ...).
+    for row, benchmark in sorted(benchmarks.items(), key=lambda item: order.get(item[1], len(order))):
+        published, delta, units, sources = {}, {}, {}, []
         for metric, value in rows.get(row, {}).items():
             figure = lookup(model, benchmark, metric) if isinstance(value, float) else None
             if figure is None:
                 continue
             published[metric] = figure.value
-            delta[metric] = round(100 * value - figure.value, 2)
+            units[metric] = figure.unit
+            delta[metric] = round(100 * value - figure.value, 2) if figure.unit == PERCENT else round(value - figure.value, 4)
             sources.append(figure.source)
         if published:
-            compared[row] = {"benchmark": benchmark, "published": published, "delta": delta,
+            compared[row] = {"benchmark": benchmark, "published": published, "delta": delta, "units": units,
                              "sources": sorted(set(sources))}  # fmt: skip
     return compared
 
 
-def beside_ours(model: str, dataset: str, rows: dict[str, dict], preset: str | None = None) -> dict:
-    """What `hardpos eval` stores and prints about a known published model: its paper row and `comparison`.
+def benchmarks_of(dataset: str, rows: Mapping[str, Mapping], task: str | None) -> dict[str, str]:
+    """Our row -> the papers' benchmark it measures, for every row of one result that has one."""
+    from . import ce_clip, hard_positive
 
-    Empty when `model` (or `preset`) is no known paper row, or no row of ours has a published figure.
+    found = {}
+    for row, metrics in rows.items():
+        if task in (None, hard_positive.TASK):
+            benchmark = hard_positive.benchmark_of(dataset, row)
+        elif task in hard_positive.RETENTION_TASKS:
+            benchmark = hard_positive.retention_benchmark_of(dataset, row)
+        else:
+            benchmark = ce_clip.benchmark_of(row, metrics) if task == ce_clip.TASK else None
+        if benchmark is not None:
+            found[row] = benchmark
+    return found
+
+
+def beside_ours(
+    model: str, dataset: str, rows: Mapping[str, Mapping], preset: str | None = None, task: str | None = None
+) -> dict:
+    """What a report stores and prints about a known published model: its system and `comparison`.
+
+    `task` is the result's task (None: a hard-positive result, as `hardpos eval` on REPLACE/SWAP).
+    Empty when `model` (or `preset`) is no known system, or no row of ours has a published figure.
     """
-    from .hard_positive import benchmark_of
-
-    paper_row = model_row(model, preset)
-    if paper_row is None:
+    system = model_row(model, preset)
+    if system is None:
         return {}
-    benchmarks = {row: b for row in rows if (b := benchmark_of(dataset, row)) is not None}
-    compared = comparison(paper_row, rows, benchmarks)
+    compared = comparison(system, rows, benchmarks_of(dataset, rows, task))
     if not compared:
         return {}
-    return {"model_row": paper_row, "units": "published: percent as printed; delta: ours - published, "
-            "percentage points", "rows": compared}  # fmt: skip
+    return {"model_row": system, "units": "published: as printed (percent, or cosine for mean scores); delta: "
+            "ours - published (percentage points, or cosine)", "rows": compared}  # fmt: skip

@@ -234,42 +234,65 @@ def compare_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, resamples
     return Comparison(groups, rows, captions)
 
 
-def published_rows(runs: Sequence[Run]) -> list[Row]:
-    """`--paper`: for each run whose weights are a row of the paper, that published row and the run minus it.
+def published_rows(runs: Sequence[Run], paper_rows: Sequence[str] = ()) -> list[Row]:
+    """`--paper [ROW]`: printed rows of the papers (`hf_hardpos.published`) and each run minus them.
 
-    The paper row is found from the Hub id (or a `hardpos zoo` preset recorded by the run), never from a
-    local folder's name (`hf_hardpos.published.model_row`); figures are only those typed in
-    `hf_hardpos.published`. Differences to a published row have no interval: the paper's rows are not
-    available to pair.
+    Without `paper_rows`, each run whose weights are a published system gets that system's rows: the
+    system is found from the Hub id or a `hardpos zoo` preset recorded by the run, never from a local
+    folder's name (`hf_hardpos.published.model_row`). With `paper_rows` (any printed row or system name
+    of either paper, e.g. "NegCLIP", "Our HP+HN", "CE-CLIP", "DAC-LLM"; case-insensitive), every run is
+    put beside each named row, whatever its weights. Cells are the figures printed for the benchmark and
+    metric of each column group (`published.benchmarks_of`). Differences to a published row have no
+    interval: the paper's per-row outcomes are not available to pair.
     """
-    from ..published import lookup, model_row
-    from ..published.hard_positive import benchmark_of
+    from ..published import find_model, model_row, systems
 
+    named = []
+    for name in paper_rows:
+        system = find_model(name)
+        if system is None:
+            raise UserInputError(f"--paper {name!r}: no printed row of that name; the printed systems are: "
+                                 + "; ".join(systems()))  # fmt: skip
+        named.append(system)
     rows, seen = [], set()
     for run, label in zip(runs, run_labels(runs)):
-        paper_row = model_row(run.model, run.run.get("preset"))
-        if paper_row is None:
+        own = model_row(run.model, run.run.get("preset"))
+        for system in named or ([own] if own is not None else []):
+            published, delta = _published_pair(run, system, f"{label} - {system} (published)")
+            if not published.cells:
+                continue
+            if system not in seen:
+                rows.append(published)
+                seen.add(system)
+            rows.append(delta)
+    return rows
+
+
+def _published_pair(run: Run, system: str, delta_label: str) -> tuple[Row, Row]:
+    """The printed row of `system` over `run`'s column groups, and `run` minus it, as fractions (cosine for
+    mean scores)."""
+    from ..published import PERCENT, benchmarks_of, lookup
+
+    published, delta, sources = Row(f"{system} (published)", "published"), Row(delta_label, "difference"), set()
+    for g, (bench, fig) in _figures(run).items():
+        dataset = str(bench.data.get("dataset") or bench.data.get("source") or bench.name)
+        benchmark = benchmarks_of(dataset, {fig.row: fig.metrics}, bench.task).get(fig.row)
+        if benchmark is None:
             continue
-        published, delta, sources = Row(f"{paper_row} (published)", "published"), Row(f"{label} - published", "difference"), set()
-        for g, (bench, fig) in _figures(run).items():
-            benchmark = benchmark_of(str(bench.data.get("dataset") or bench.data.get("source") or bench.name), fig.row)
-            for metric in METRIC_NAMES:
-                figure = lookup(paper_row, benchmark, metric) if benchmark else None
-                if figure is None:
-                    continue
-                published.cells.setdefault(g, {})[metric] = Cell(figure.value / 100)
-                if metric in fig.metrics:
-                    delta.cells.setdefault(g, {})[metric] = Cell(float(fig.metrics[metric]) - figure.value / 100)
-                sources.add(figure.source)
-        if not published.cells:
-            continue
+        metrics = METRIC_NAMES if bench.is_hard_positive else [k for k, v in fig.metrics.items() if isinstance(v, float)]
+        for metric in metrics:
+            figure = lookup(system, benchmark, metric)
+            if figure is None:
+                continue
+            value = figure.value / 100 if figure.unit == PERCENT else figure.value
+            published.cells.setdefault(g, {})[metric] = Cell(value)
+            if metric in fig.metrics:
+                delta.cells.setdefault(g, {})[metric] = Cell(float(fig.metrics[metric]) - value)
+            sources.add(figure.source)
+    if published.cells:
         published.notes.append("as printed in " + "; ".join(sorted(sources)))
         delta.notes.append("difference to the published row, no interval (the paper's per-row outcomes are not public)")
-        if paper_row not in seen:
-            rows.append(published)
-            seen.add(paper_row)
-        rows.append(delta)
-    return rows
+    return published, delta
 
 
 # --- renderings --------------------------------------------------------------------------------------------

@@ -44,6 +44,13 @@ SUGARCREPE_CATEGORIES = {
     "replace": ("replace_att", "replace_obj", "replace_rel"),
     "swap": ("swap_att", "swap_obj"),
 }
+SUGARCREPE_SUBSETS = tuple(m for members in SUGARCREPE_CATEGORIES.values() for m in members)
+
+
+def mean_of_subsets(accuracies: Mapping[str, float], members: Sequence[str]) -> float:
+    """The unweighted mean of the listed subsets' accuracies: SugarCrepe's category means (Hsieh et al.
+    2023; CE-CLIP Table 3's group Avg) and CE-CLIP Table 5's SugarCrepe column (all 7 subsets)."""
+    return float(np.mean([accuracies[m] for m in members]))
 
 
 def evaluate_caption_selection(
@@ -97,9 +104,10 @@ def evaluate_caption_selection(
 
     aggregates: dict[str, dict] = {}
     names = list(results)
+    accuracies = {n: r["accuracy"] for n, r in results.items()}
     if len(names) > 1:
         aggregates[f"mean({','.join(names)})"] = {
-            "accuracy": float(np.mean([results[n]["accuracy"] for n in names])),
+            "accuracy": mean_of_subsets(accuracies, names),
             "num_examples": int(sum(results[n]["num_examples"] for n in names)),
         }
         pooled = np.concatenate([outcomes[n] for n in names])
@@ -108,7 +116,7 @@ def evaluate_caption_selection(
         present = [m for m in members if m in results]
         if present:
             aggregates[f"{category}=mean({','.join(present)})"] = {
-                "accuracy": float(np.mean([results[m]["accuracy"] for m in present])),
+                "accuracy": mean_of_subsets(accuracies, present),
                 "num_examples": int(sum(results[m]["num_examples"] for m in present)),
             }
     aggregation = (
@@ -143,7 +151,7 @@ def score_caption_selection(scorer: ITMScorer, data: TaskData, max_rows: int | N
     elif vl_checklist.is_vl_checklist(first):
         result = vl_checklist.evaluate_vl_checklist(scorer, subsets, max_rows)
     else:
-        sugarcrepe = set(subsets) & {m for members in SUGARCREPE_CATEGORIES.values() for m in members}
+        sugarcrepe = set(subsets) & set(SUGARCREPE_SUBSETS)
         result = evaluate_caption_selection(
             scorer, subsets, categories=SUGARCREPE_CATEGORIES if sugarcrepe else None,
             macro={k: v for k, v in ARO_MACRO.items() if k in subsets} or None, max_rows=max_rows,

@@ -24,11 +24,15 @@ class HardPosObjective(nn.Module):
     """Combines the loss terms on one step's embeddings and reports each term separately.
 
     Only terms with a non-zero weight are built and computed. The contrastive term is always on; by default
-    it uses the hard negatives as extra image->text columns whenever another term uses hard negatives
-    (``hard_negative_weight``, ``imc_weight`` or ``cmr_weight`` > 0, or a ranking-mode hard-positive term).
-    So the paper's "HN weight 0" (hard-positive-only) setting really sees no hard-negative signal, which is
-    what its Table 3 sweep compares. ``contrastive_hard_negatives`` overrides that choice: NegCLIP's loss is
-    the contrastive term with hard-negative columns and nothing else.
+    (``contrastive_hard_negatives=None``) it uses the hard negatives as extra image->text columns exactly when
+    another term uses hard negatives (``hard_negative_weight``, ``imc_weight`` or ``cmr_weight`` > 0, or a
+    ranking-mode hard-positive term). So ``hard_negative_weight=0`` with the other negative terms off means
+    no hard negative reaches the loss in any form: the negatives passed in are dropped before anything reads
+    them, and two different sets give the same loss and gradients. That is Kamath et al. (ECCV 2024)
+    Table 3's "0 HN" row (hard positives only), and the svlc recipe leaves the flag unset so that
+    ``--hard_negative_weight 0 / 0.25 / 0.5 / 0.75`` give the table's ratios. ``contrastive_hard_negatives``
+    set explicitly overrides that choice: ``True`` at weight 0 is NegCLIP's loss (the contrastive term with
+    hard-negative columns and nothing else), *not* "0 HN".
 
     With ``gather_across_processes`` and an initialised process group, features of all processes are
     gathered with gradient once per step, so the contrastive candidates are the global batch; every term
