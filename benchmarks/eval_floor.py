@@ -50,6 +50,9 @@ from eval_sweep import forward_floor
 from eval_throughput import build_processor, jpeg, replace_rows, write_hub_folder
 from results import record
 
+# What every `hardpos eval` process imports before it reads a row: the start term of the bound.
+IMPORTS = ("import hf_hardpos.cli, hf_hardpos.evaluation.run, datasets; "
+           "from transformers import AutoImageProcessor, AutoModel, AutoTokenizer, CLIPModel")
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
@@ -120,7 +123,7 @@ def main() -> None:
     parser.add_argument("--upstream-dir", type=Path, help="a clone of amitakamath/hard_positives (real REPLACE rows)")
     args = parser.parse_args()
 
-    from hf_hardpos.evaluation.defaults import default_num_workers
+    from hf_hardpos.scoring import default_num_workers
 
     rows = replace_rows(args.rows, args.upstream_dir)
     ids = sorted({r["image_id"] for r in rows})
@@ -133,7 +136,7 @@ def main() -> None:
     workers = default_num_workers()
     e2e = hardpos_eval(models[:1], dataset, work / "fp32", args.device)
     settings = run_settings(work / "fp32")
-    start = timed([sys.executable, "-c", "import hf_hardpos.cli, hf_hardpos.evaluation.run, transformers, datasets"])
+    start = timed([sys.executable, "-c", IMPORTS])
     decode, images = decode_floor(models[0], dataset, workers)
     forward = forward_floor(models[0], dataset, settings.get("batch_size", 64) if isinstance(settings, dict) else 64)
     bound = 1.5 * (decode + forward) + start

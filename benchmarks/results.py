@@ -37,6 +37,13 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def gpu_model() -> str:
+    """The CUDA device's name, or "none": a GPU timing is meaningless without it."""
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
+
+
 def machine() -> dict[str, str]:
     """The facts that make an absolute timing meaningful."""
     from importlib.metadata import PackageNotFoundError, version
@@ -48,6 +55,7 @@ def machine() -> dict[str, str]:
             return "absent"
 
     return {
+        "gpu": gpu_model(),
         "cpu": cpu_model(),
         "cores": str(os.cpu_count()),
         "python": platform.python_version(),
@@ -84,7 +92,8 @@ def figure_text(results: dict, key: str) -> str:
     entry = results[benchmark]
     if name == "@machine":
         m = entry["machine"]
-        return f"{m['cpu']}, {m['cores']} cores, torch {m['torch']}, hf_hardpos {m['hf_hardpos']}"
+        gpu = f"{m['gpu']}, " if m.get("gpu", "none") != "none" else ""
+        return f"{gpu}{m['cpu']}, {m['cores']} cores, torch {m['torch']}, hf_hardpos {m['hf_hardpos']}"
     if name in ("@date", "@command"):
         return entry[name[1:]]
     if name not in entry["figures"]:

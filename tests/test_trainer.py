@@ -211,6 +211,24 @@ def test_training_arguments_force_remove_unused_columns_false(tmp_path):
         make_args(tmp_path, hard_positive_mode="bogus")
 
 
+@pytest.mark.parametrize("cores, local_processes, expected", [(16, None, 16), (64, None, 16), (32, "4", 8), (2, "4", 1)])
+def test_auto_workers_share_the_cores_among_the_processes_of_a_machine(tmp_path, monkeypatch, cores, local_processes,
+                                                                       expected):
+    """`dataloader_num_workers: -1` (the recipes' value): the cores this process may use, divided among the
+    processes a launcher started on this machine, at most 16 — the same rule as `hardpos eval`'s default."""
+    from hf_hardpos.scoring import default_num_workers
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False)
+    if local_processes is None:
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", local_processes)
+    assert default_num_workers() == expected
+    assert make_args(tmp_path, dataloader_num_workers=-1).dataloader_num_workers == expected
+    with pytest.raises(ValueError, match="dataloader_num_workers"):
+        make_args(tmp_path, dataloader_num_workers=-2)
+
+
 # --- training ------------------------------------------------------------------------------------
 
 

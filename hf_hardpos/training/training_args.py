@@ -20,6 +20,8 @@ from .losses.imc import IMC_FORMS
 from .options import describe_choices, one_of
 
 DEFAULT_LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "out_proj")
+# `--dataloader_num_workers` value meaning "as many as this machine gives this process" (the recipes' choice).
+AUTO_WORKERS = -1
 
 
 def _choice(default: str, choices: dict[str, str], what: str):
@@ -36,6 +38,15 @@ class HardPosTrainingArguments(TrainingArguments):
     # (/proc/<pid>/cmdline). huggingface_hub resolves it from HF_TOKEN or the stored login instead;
     # init=False keeps `--hub_token` out of HfArgumentParser and out of the saved arguments.
     hub_token: str | None = field(default=None, init=False, repr=False)
+
+    # The Trainer's option, with one more value: a recipe cannot know the machine it runs on, and a loader
+    # short of workers starves the GPU (decode + crop + normalise cost ~10 ms of CPU per COCO image:
+    # benchmarks/train_loader.py measures the loader against the step).
+    dataloader_num_workers: int = field(
+        default=0,
+        metadata={"help": f"DataLoader worker processes; {AUTO_WORKERS}: the CPU cores this process may use, "
+                  "shared among the processes launched on this machine (LOCAL_WORLD_SIZE), at most 16"},
+    )
 
     # --- loss: L = L_clip + w_hn L_hn + w_hp L_hp + alpha L_imc + beta L_cmr (docs/reference.md, Losses) ---
     hard_negative_weight: float = field(
@@ -126,6 +137,13 @@ class HardPosTrainingArguments(TrainingArguments):
         # The collator needs the image and every caption column; the Trainer would otherwise drop
         # them because CLIPModel.forward does not name them (docs/reference.md, Installation notes).
         self.remove_unused_columns = False
+        if self.dataloader_num_workers == AUTO_WORKERS:
+            from ..scoring import default_num_workers
+
+            self.dataloader_num_workers = default_num_workers()
+        elif self.dataloader_num_workers < 0:
+            raise UserInputError(f"dataloader_num_workers must be >= 0 or {AUTO_WORKERS} (auto), got "
+                                 f"{self.dataloader_num_workers}")
         super().__post_init__()
         # HfArgumentParser checks the choices on the command line; this checks them from Python too.
         for name, choices in (

@@ -1,0 +1,42 @@
+"""`benchmarks/gpu_check.py` drives the other benchmarks with flags they must keep accepting: each step's
+script exists and its `--help` lists every option the step passes (a drift would only show on a GPU
+machine, in the few minutes a session has one)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+from gpu_check import run_step, steps  # noqa: E402
+
+
+@pytest.mark.parametrize("name", list(steps(None, Path("report.json"))))
+def test_every_step_passes_only_options_its_script_knows(name):
+    commands, limit = steps(Path("upstream"), Path("report.json"))[name]
+    assert 0 < limit <= 300
+    for command in commands:
+        script = Path(command[1]) if command[1] != "-m" else None
+        if script is None:  # pytest
+            assert "-m" in command[3:] and command[command.index("-m", 3) + 1] == "gpu"
+            assert all(Path(c).is_file() for c in command if c.endswith(".py"))
+            continue
+        assert script.is_file(), script
+        options = [c for c in command[2:] if c.startswith("--")]
+        if not options:
+            continue
+        usage = subprocess.run([sys.executable, str(script), "--help"], cwd=BENCHMARKS, capture_output=True, text=True,
+                               timeout=120)
+        assert usage.returncode == 0, usage.stderr[-2000:]
+        for option in options:
+            assert option in usage.stdout, (script.name, option)
+
+
+def test_a_step_reports_failure_and_timeout(tmp_path):
+    fail = run_step([[sys.executable, "-c", "print('x'); raise SystemExit(3)"]], 30, {})
+    assert fail[0] == "exit status 3" and fail[2] == "x"
+    slow = run_step([[sys.executable, "-c", "import time; time.sleep(5)"]], 1, {})
+    assert slow[0] == "timed out after 1 s"
