@@ -26,7 +26,6 @@ from another caption list would otherwise pair every caption with another captio
 from __future__ import annotations
 
 import json
-import re
 from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from .. import columns
 from ..citations import CE_CLIP, COCO, HARD_POSITIVES, cite
 from ..errors import UserInputError
 from ..generation.resumable import input_fingerprint, manifest_path, parse_record, read_manifest
+from ..generation.swap_rule import PAPER_SWAP_ELIGIBLE, swap_eligible
 from .checks import DataValidationError, MissingSourceError, load_json
 from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, export_folder
 from .sources import (
@@ -59,8 +59,7 @@ SPLIT = "train"
 HP_FILES = {"replace": "hard_positives_ft/replace_hp.jsonl", "swap": "hard_positives_ft/swap_hp.jsonl"}
 NEGATIVE_TYPES = ("replace", "swap")
 PAPER_CAPTIONS = 591_753  # COCO train2017 captions, the paper's count (docs/reference.md, COCO fine-tuning set)
-PAPER_SWAP_HARD_POSITIVES = 119_071  # captions with "and" and fewer than 15 words
-SWAP_MAX_WORDS = 14  # SWAP hard positives exist only for captions with "and" and fewer than 15 words
+PAPER_SWAP_HARD_POSITIVES = PAPER_SWAP_ELIGIBLE  # captions with "and" and fewer than 15 words (swap_rule)
 
 
 @dataclass(frozen=True)
@@ -154,12 +153,6 @@ def coco_captions_file(
             return sources.record(name, candidate, f"COCO {spec.captions_file} (read from a local copy)")
     looked = ", ".join(map(str, candidates))
     raise MissingSourceError(f"{name} not found at {path} (looked for {looked})")
-
-
-def swap_eligible(caption: str) -> bool:
-    """Whether the paper made a SWAP hard positive for this caption: it contains the word "and" and has
-    fewer than 15 words (whitespace-separated)."""
-    return len(caption.split()) <= SWAP_MAX_WORDS and "and" in re.findall(r"[a-z]+", caption.lower())
 
 
 def read_coco_captions(path: Path) -> tuple[list[dict], dict[int, str]]:
