@@ -113,3 +113,19 @@ def test_weight_files_are_hashed_once_per_path_size_and_mtime(tmp_path, monkeypa
     assert models.model_fingerprint(str(folder)) == changed
     with pytest.raises(UserInputError, match="rewritten in place"):
         models.model_fingerprint(str(folder), verify=True)
+
+
+def test_throughput_benchmark_measures_prompts_per_second_at_each_batch(monkeypatch):
+    """`benchmarks/generation_batches.py --throughput` (run on a GPU with --device cuda): one figure per
+    batch size, computed from the rows and the measured seconds; here tiny, on the CPU, not recorded."""
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import generation_batches
+
+    figures = generation_batches.throughput([2, 4], "cpu", rows=4, hidden_size=32, layers=1)
+    for batch in (2, 4):
+        seconds = float(figures[f"batch_{batch}_seconds"])
+        assert seconds > 0
+        assert float(figures[f"batch_{batch}_prompts_per_second"]) == pytest.approx(4 / seconds, rel=0.05, abs=0.05)
+    assert figures["dtype"] == "float32" and figures["device"] == "cpu" and "gpu" not in figures
