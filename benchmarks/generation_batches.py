@@ -18,6 +18,13 @@ Prints and records (``benchmarks/results.json``): model calls and rows per call 
 seconds of each arm (median of ``--repeats``), and the ratio cut_first / full_batches. On a GPU the
 ratio approaches B over the mean rows per call of ``cut_first`` (a batch costs about the same whatever
 its size); on a CPU it is smaller, since the work grows with the rows.
+
+``--throughput`` measures prompts per second of the LLM path as `hardpos generate` runs it (the
+paper's REPLACE prompt, every row to the model, `max_new_tokens` 20, float16 on CUDA) at each
+``--throughput-batches`` (default 8, the old default, and 32, the paper's), with a larger random Llama
+(``--hidden-size``, ``--layers``), and records it as ``generation_throughput``:
+
+    python benchmarks/generation_batches.py --throughput --device cuda [--rows 512]
 """
 
 from __future__ import annotations
@@ -34,8 +41,9 @@ import torch
 from results import record  # benchmarks/results.py: one results file for every benchmark
 
 
-def build_generator(batch_size: int, device: str):
-    """A random tiny Llama over a word-level vocabulary of the prompt and the captions' words."""
+def build_generator(batch_size: int, device: str, kind: str = "swap", hidden_size: int = 64, layers: int = 2,
+                    max_new_tokens: int = 8):
+    """A random Llama over a word-level vocabulary of the prompt and the captions' words (greedy; float16 on CUDA)."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
@@ -47,14 +55,14 @@ def build_generator(batch_size: int, device: str):
     tokenizer.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=["<unk>", "<s>", "</s>"]))
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
     config = LlamaConfig(
-        vocab_size=len(fast), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=4, max_position_embeddings=512, bos_token_id=fast.bos_token_id,
+        vocab_size=len(fast), hidden_size=hidden_size, intermediate_size=2 * hidden_size, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=1024, bos_token_id=fast.bos_token_id,
         eos_token_id=fast.eos_token_id,
     )
     torch.manual_seed(0)
-    model = LlamaForCausalLM(config).to(device)
-    return llm.LLMGenerator(model, fast, "swap", batch_size=batch_size, max_new_tokens=8, decoding="greedy",
-                            progress=False)  # fmt: skip
+    model = LlamaForCausalLM(config).to(device=device, dtype=llm.default_dtype(device))
+    return llm.LLMGenerator(model, fast, kind, batch_size=batch_size, max_new_tokens=max_new_tokens,
+                            decoding="greedy", progress=False)  # fmt: skip
 
 
 WORDS = ["a", "the", "dog", "cat", "man", "woman", "red", "blue", "car", "bus", "on", "near", "table", "and",
@@ -80,9 +88,9 @@ def timed(generator) -> dict:
     stats = {"calls": 0, "rows": 0, "seconds": 0.0}
     real = generator.generate
 
-    def generate(captions):
+    def generate(captions, rows=None):
         start = time.perf_counter()
-        result = real(captions)
+        result = real(captions) if rows is None else real(captions, rows)
         stats["seconds"] += time.perf_counter() - start
         stats["calls"] += 1
         stats["rows"] += len(captions)
@@ -105,6 +113,31 @@ def full_batches(generator, captions: list[str]) -> None:
         generator.generate_to_jsonl(captions, Path(folder) / "out.jsonl")
 
 
+def throughput(batch_sizes: list[int], device: str, rows: int, hidden_size: int, layers: int) -> dict[str, str]:
+    """Prompts per second of `generate_to_jsonl` (REPLACE: every row goes to the model) at each batch size;
+    a warm-up batch first, and on CUDA the clock read after `torch.cuda.synchronize()`."""
+    captions = make_captions(rows, 0.2)
+    figures = {"rows": str(rows), "device": device, "hidden_size": str(hidden_size), "layers": str(layers),
+               "max_new_tokens": "20"}  # fmt: skip
+    if device.startswith("cuda"):
+        figures["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    for batch_size in batch_sizes:
+        generator = build_generator(batch_size, device, "replace", hidden_size, layers, max_new_tokens=20)
+        figures["dtype"] = str(generator.model.dtype).removeprefix("torch.")
+        generator.generate(captions[:batch_size], list(range(batch_size)))  # warm-up: kernels, allocator
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        full_batches(generator, captions)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        figures[f"batch_{batch_size}_seconds"] = f"{seconds:.2f}"
+        figures[f"batch_{batch_size}_prompts_per_second"] = f"{rows / seconds:.1f}"
+        print(f"batch {batch_size:>3}: {rows} prompts in {seconds:.2f} s = {rows / seconds:.1f} prompts/s ({device})")
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=400)
@@ -113,8 +146,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--throughput", action="store_true", help="prompts/s at --throughput-batches instead")
+    parser.add_argument("--throughput-batches", type=int, nargs="+", default=[8, 32])
+    parser.add_argument("--hidden-size", type=int, default=512)
+    parser.add_argument("--layers", type=int, default=8)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.throughput:
+        figures = throughput(args.throughput_batches, args.device, args.rows, args.hidden_size, args.layers)
+        record("generation_throughput", figures)
+        return
     captions = make_captions(args.rows, args.share_with_and)
     arms = {"cut_first": cut_first, "full_batches": full_batches}
     seconds: dict[str, list[float]] = {name: [] for name in arms}

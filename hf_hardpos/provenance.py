@@ -12,7 +12,7 @@ import hashlib
 import json
 import platform
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +48,16 @@ def sha256_file(path: str | Path, progress: bool = False, chunk_size: int = 1 <<
     return _FILE_DIGESTS[key]
 
 
-def sha256_files(paths: Iterable[str | Path], root: str | Path | None = None) -> str:
-    """One digest over several files: their paths (relative to `root`) and contents, in sorted order."""
+def sha256_files(
+    paths: Iterable[str | Path], root: str | Path | None = None, file_digest: Callable[[Path], str] = sha256_file
+) -> str:
+    """One digest over several files: their paths (relative to `root`) and contents, in sorted order.
+
+    `file_digest` gives one file's sha256 (e.g. from a cache that outlives the process)."""
     digest = hashlib.sha256()
     for path in sorted(Path(p) for p in paths):
         name = str(path.relative_to(root)) if root is not None else path.name
-        digest.update(name.encode() + b"\0" + sha256_file(path).encode() + b"\0")
+        digest.update(name.encode() + b"\0" + file_digest(path).encode() + b"\0")
     return digest.hexdigest()
 
 

@@ -207,3 +207,87 @@ def test_train2014_is_an_option_without_hard_positives(tmp_path):
     with pytest.raises(DataValidationError, match="pass --coco-split train2014"):
         export_finetune(tmp_path / "out", upstream_dir=upstream, **dict(common, coco_annotations=coco / "annotations" /
                                                                         "captions_train2014.json"))  # fmt: skip
+
+
+# ---- your own hard positives (`--hard-positives`) --------------------------------------------------
+
+
+def _generate_hard_positives(tmp_path, kind: str, captions: list[str]) -> "Path":
+    """`hardpos generate --method rules --kind KIND` over the captions in annotation order (as exported from a build)."""
+    from hf_hardpos.cli import main
+
+    source = tmp_path / "captions.jsonl"
+    source.write_text("".join(json.dumps({"caption": c}) + "\n" for c in captions))
+    output = tmp_path / f"{kind}_generated.jsonl"
+    assert main(["generate", "--kind", kind, "--method", "rules", "--input", str(source), "--output", str(output),
+                 "--no-progress"]) == 0  # fmt: skip
+    return output
+
+
+def test_build_from_generated_hard_positives_joined_by_caption(tmp_path, capsys):
+    from hf_hardpos.cli import main
+
+    coco = tmp_path / "coco"
+    make_coco_sources(tmp_path / "upstream_unused", coco)
+    captions = [c for _, _, c, _, _ in COCO_CAPTIONS]
+    replace, swap = (_generate_hard_positives(tmp_path, kind, captions) for kind in ("replace", "swap"))
+    capsys.readouterr()
+    out = tmp_path / "out"
+    argv = ["build", "coco_finetune", "--coco-annotations", str(coco), "--output-dir", str(out), "--no-progress",
+            "--hard-positives", str(replace), str(swap)]  # fmt: skip
+    assert main(argv) == 0
+    loaded = datasets.load_dataset(str(out), split="train")
+    records = {kind: [json.loads(line) for line in path.read_text().splitlines()] for kind, path in
+               (("replace", replace), ("swap", swap))}  # fmt: skip
+    for row, (caption_id, _, caption, _, _) in zip(loaded, COCO_CAPTIONS):
+        assert row["caption_id"] == caption_id and row["caption"] == caption
+    for kind, column in (("replace", "hard_positive_replace"), ("swap", "hard_positive_swap")):
+        expected = [r["output"] if r["valid"] else None for r in records[kind]]
+        assert loaded[column] == expected
+    assert loaded["hard_positive_swap"][1] == "A cat and a dog on a sofa"  # made by the rule, not upstream's file
+    assert any(value is not None for value in loaded["hard_positive_replace"])
+    readme = (out / "README.md").read_text()
+    assert "replace_generated.jsonl" in readme and "not the paper's released ones" in readme
+
+
+def test_generated_hard_positives_that_do_not_match_are_refused_naming_file_and_line(tmp_path):
+    coco = tmp_path / "coco"
+    make_coco_sources(tmp_path / "upstream_unused", coco)
+    captions = [c for _, _, c, _, _ in COCO_CAPTIONS]
+    common = dict(coco_annotations=coco, negative_generators=NEGATIVES)
+    other = tmp_path / "other"
+    other.mkdir()
+    fewer = _generate_hard_positives(other, "replace", captions[:3])
+    with pytest.raises(DataValidationError, match=r"replace_generated.jsonl: generated from 3 captions .* has 4"):
+        export_finetune(tmp_path / "out", hard_positives=[fewer], **common)
+    replace = _generate_hard_positives(tmp_path, "replace", captions)
+    lines = replace.read_text().splitlines(keepends=True)
+    tampered = json.loads(lines[2])
+    tampered["input"] = "another caption"
+    replace.write_text("".join([*lines[:2], json.dumps(tampered) + "\n", *lines[3:]]))
+    with pytest.raises(DataValidationError, match=r"replace_generated.jsonl line 3: written for input 'another caption'"):
+        export_finetune(tmp_path / "out", hard_positives=[replace], **common)
+    replace.write_text("".join(lines[:3]))
+    with pytest.raises(DataValidationError, match=r"no record for 1 of the 4 captions for type replace"):
+        export_finetune(tmp_path / "out", hard_positives=[replace], **common)
+    replace.write_text("".join(lines + lines[:1]))
+    with pytest.raises(DataValidationError, match=r"replace_generated.jsonl line 5: a second record for caption index 0"):
+        export_finetune(tmp_path / "out", hard_positives=[replace], **common)
+
+
+def test_upstream_format_files_are_accepted_with_their_line_count_checked(tmp_path):
+    upstream, coco = tmp_path / "upstream", tmp_path / "coco"
+    make_coco_sources(upstream, coco)
+    mine = tmp_path / "mine_swap_hp.jsonl"
+    mine.write_text("".join(json.dumps(s) + "\n" for *_, s in COCO_CAPTIONS))
+    export_finetune(tmp_path / "out", hard_positives=[mine], coco_annotations=coco, negative_generators=NEGATIVES)
+    loaded = datasets.load_dataset(str(tmp_path / "out"), split="train")
+    assert loaded["hard_positive_swap"] == [None if s == "None" else s.strip() for *_, s in COCO_CAPTIONS]
+    assert loaded["hard_positive_replace"] == [None] * 4  # no file supplied it: null, upstream's not read
+    mine.write_text("".join(json.dumps(s) + "\n" for *_, s in COCO_CAPTIONS[:3]))
+    with pytest.raises(DataValidationError, match=r"mine_swap_hp.jsonl has 3 lines but .* has 4 captions"):
+        export_finetune(tmp_path / "out", hard_positives=[mine], coco_annotations=coco, negative_generators=NEGATIVES)
+    unnamed = tmp_path / "positives.jsonl"
+    unnamed.write_text("".join(json.dumps(s) + "\n" for *_, s in COCO_CAPTIONS))
+    with pytest.raises(DataValidationError, match="positives.jsonl: no manifest beside it"):
+        export_finetune(tmp_path / "out", hard_positives=[unnamed], coco_annotations=coco, negative_generators=NEGATIVES)

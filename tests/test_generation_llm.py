@@ -92,20 +92,13 @@ def test_prompts_are_the_released_scripts():
 
 def test_default_is_the_released_script_protocol(tiny_lm_dir):
     """No chat template, no decoding arguments (the model's generation_config samples here), EOS as
-    left pad: the same text as a transformers text-generation pipeline called as the script calls it
-    (`pipe(prompts, return_full_text=False, max_new_tokens=n)`), under the same torch seed."""
-    from transformers import pipeline
-
+    left pad, the 2024 pipeline's inputs (tests/test_generation_fidelity.py compares them with a
+    restatement of the script's call), sampling seeded per (seed, row)."""
     generator = _generator(tiny_lm_dir, "replace", max_new_tokens=10, seed=3)
-    assert not generator.use_chat_template and generator.decoding == "model"
+    assert not generator.use_chat_template and generator.decoding == "model" and generator.fidelity == "paper"
     assert set(generator.decoding_arguments()) == {"max_new_tokens", "pad_token_id"}
     assert generator.tokenizer.pad_token == generator.tokenizer.eos_token and generator.tokenizer.padding_side == "left"
     caption = "a white cat"
-    pipe = pipeline("text-generation", model=generator.model, tokenizer=generator.tokenizer)
-    torch.manual_seed(llm._batch_seed(3, [caption]))
-    # one prompt as a string: a list goes through a DataLoader, which draws from the RNG first
-    expected = pipe(llm.build_prompt("replace", caption), return_full_text=False, max_new_tokens=10)
-    assert generator.generate_raw([caption]) == [expected[0]["generated_text"]]
     # sampled (the fixture's config says do_sample=True) and seeded: the seed decides, and is recorded
     assert generator.generate_raw([caption]) == generator.generate_raw([caption])
     other_seed = _generator(tiny_lm_dir, "replace", max_new_tokens=10, seed=4)
@@ -136,7 +129,9 @@ def test_batched_left_padded_generation_equals_one_by_one(tiny_lm_dir):
 
 
 def test_greedy_option_decodes_greedily_and_returns_only_new_tokens(tiny_lm_dir):
-    generator = _generator(tiny_lm_dir, "replace", max_new_tokens=6, decoding="greedy")
+    # current-pipeline: the new tokens decoded on their own (the paper's fidelity keeps the 2024
+    # pipeline's leading space, tested in test_generation_fidelity.py)
+    generator = _generator(tiny_lm_dir, "replace", max_new_tokens=6, decoding="greedy", fidelity="current-pipeline")
     caption = "a white cat"
     prompt_ids = generator.tokenizer(generator.render(caption), return_tensors="pt")["input_ids"]
     ids = prompt_ids
@@ -153,12 +148,17 @@ def test_greedy_option_decodes_greedily_and_returns_only_new_tokens(tiny_lm_dir)
 
 
 def test_an_answer_cut_off_by_the_token_limit_is_refused(tiny_lm_dir, tmp_path):
-    generator = _generator(tiny_lm_dir, "replace", max_new_tokens=3, decoding="greedy")
+    generator = _generator(tiny_lm_dir, "replace", max_new_tokens=3, decoding="greedy", acceptance="strict")
     (text, truncated), = generator.decode_batch(["a white cat"])
     assert truncated and len(generator.tokenizer(text, add_special_tokens=False)["input_ids"]) <= 3
     generator.generate_to_jsonl(["a white cat"], tmp_path / "cut.jsonl")
     (row,) = _lines(tmp_path / "cut.jsonl")
-    assert row["reason"] == validation.TRUNCATED and not row["valid"]
+    assert row["reason"] == validation.TRUNCATED and not row["valid"] and row["truncated"]
+    # the paper's acceptance does not name a cut-off answer as a failure; the record still says it was cut
+    paper = _generator(tiny_lm_dir, "replace", max_new_tokens=3, decoding="greedy")
+    paper.generate_to_jsonl(["a white cat"], tmp_path / "paper.jsonl")
+    (row,) = _lines(tmp_path / "paper.jsonl")
+    assert row["truncated"] and row["reason"] != validation.TRUNCATED
 
 
 def test_chat_template_wraps_the_prompt(tiny_lm_dir):
@@ -194,11 +194,11 @@ def test_jsonl_resume_after_interruption_has_no_duplicates_and_no_losses(tiny_lm
     real_generate = generator.generate
     calls = {"n": 0}
 
-    def dies_on_second_batch(captions):
+    def dies_on_second_batch(captions, rows=None):
         calls["n"] += 1
         if calls["n"] == 2:
             raise KeyboardInterrupt
-        return real_generate(captions)
+        return real_generate(captions, rows)
 
     generator.generate = dies_on_second_batch
     with pytest.raises(KeyboardInterrupt):
@@ -230,11 +230,11 @@ def test_resume_refuses_an_output_written_for_other_inputs(tmp_path):
 class _CannedGenerator(LLMGenerator):
     """The real cleaning/validation/JSONL path with fixed model answers instead of a model."""
 
-    def __init__(self, model, tokenizer, kind, answers):
-        super().__init__(model, tokenizer, kind, batch_size=3, progress=False)
+    def __init__(self, model, tokenizer, kind, answers, acceptance="strict"):
+        super().__init__(model, tokenizer, kind, batch_size=3, acceptance=acceptance, progress=False)
         self.answers = answers
 
-    def decode_batch(self, captions):
+    def decode_batch(self, captions, rows=None):
         return [(self.answers[c], False) for c in captions]
 
 
@@ -271,6 +271,11 @@ def test_filtering_reasons_written_per_row(tiny_lm_dir, tmp_path):
     }
     assert rows["a dog in a car"]["output"] == "a dog within a car"
     assert summary["valid"] == 4 and all(r["valid"] == (r["reason"] is None) for r in rows.values())
+    # the default, the paper's acceptance, refuses only the failure modes the paper names
+    paper = _CannedGenerator(model, tokenizer, "replace", replace_answers, acceptance="paper")
+    paper.generate_to_jsonl(list(replace_answers), tmp_path / "paper.jsonl")
+    paper_reasons = {r["input"]: r["reason"] for r in _lines(tmp_path / "paper.jsonl")}
+    assert paper_reasons == {**{c: r["reason"] for c, r in rows.items()}, "a tall tree": None, "a small cat on a mat": None}
 
     swap_answers = {
         "a red car and a blue bus": "a blue car and a red bus",  # moves the colours: a negative

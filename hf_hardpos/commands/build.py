@@ -43,6 +43,7 @@ class Buildable:
     options: tuple[Option, ...]
     upstream: str | None = None  # what --upstream-dir is a copy of; None: the dataset has no such option
     upstream_required: bool = False
+    aliases: tuple[str, ...] = ()  # other names of the same command
 
 
 def _images_dir(help_text: str, required: bool = False) -> Option:
@@ -107,8 +108,16 @@ DATASETS: dict[str, Buildable] = {
                 "over this build's captions in row order (or four single --kind outputs); its manifest must sit beside "
                 "it. With --coco-images-dir the images are embedded in both configs",
             ),
+            _option(
+                "--hard-positives", nargs="+", type=Path, default=None, metavar="FILE.jsonl",
+                help="your own hard positives instead of the paper's: `hardpos generate` outputs (--kind replace and/or "
+                "swap, manifest beside each) run over this build's captions in row order, or files in upstream's "
+                "{replace,swap}_hp.jsonl format (one JSON string per caption); joined by caption, every caption "
+                "checked; a column no file supplies is null",
+            ),
         ),
         "github.com/amitakamath/hard_positives (hard_positives_ft/)",
+        aliases=("coco_finetune",),
     ),
     **{
         name: Buildable(
@@ -205,7 +214,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(subparsers, __name__, run)
     datasets_parsers = parser.add_subparsers(dest="dataset", required=True, metavar="DATASET")
     for name, dataset in DATASETS.items():
-        sub = datasets_parsers.add_parser(name, help=dataset.help, description=dataset.help)
+        sub = datasets_parsers.add_parser(name, aliases=dataset.aliases, help=dataset.help, description=dataset.help)
         sub.add_argument("--output-dir", type=Path, required=True, help="folder to write the Hub repository into")
         if dataset.upstream is not None:
             sub.add_argument(
@@ -234,7 +243,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         )
         sub.add_argument("--private", action="store_true", help="create the Hub repo as private")
         sub.add_argument("--no-progress", action="store_true", help="no progress bars")
-        sub.set_defaults(func=run, builder_keywords=keywords)
+        sub.set_defaults(func=run, builder_keywords=keywords, dataset=name)  # an alias builds `name`
 
 
 def check_output_dir(output_dir: Path) -> None:

@@ -8,7 +8,9 @@ validates each and appends one JSON line per caption and kind ({"index", "input"
 "reason", "raw", "method", "kind", "polarity"}) to --output.
 
 The output is append-only, keyed by input index, and owns its run (under `accelerate launch` /
-`torchrun`, one shard per rank, merged at the end): a manifest of the options and the input's sha256,
+`torchrun`, one shard per rank, merged at the end; with `--num-shards N --shard-index I`, one shard
+per process started by hand, e.g. one per machine for a model that needs a machine, merged by a
+later run without those options): a manifest of the options and the input's sha256,
 and a lock against a second writer. Every check that can fail (options, input, output, lock,
 manifest) runs before a model is loaded; re-running the same command after an interruption continues
 where it stopped, and a different command on the same --output is refused.
@@ -58,7 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--batch-size", type=int, default=None,
-        help="captions per model call and per flush of --output (default: 8 with llm, 32 with mlm, 256 with rules)",
+        help="captions per model call and per flush of --output (default: 32 with llm, the released script's; 32 with "
+        "mlm, 256 with rules); the records do not depend on it",
     )
     parser.add_argument(
         "--max-new-tokens", type=int, default=None,
@@ -70,7 +73,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="model dtype: auto (the checkpoint's), bfloat16, float16, float32; default: llm float16 on CUDA "
         "(as the released script) and float32 on CPU, mlm auto",
     )
-    parser.add_argument("--device-map", default=None, help='llm: e.g. "auto" to shard a large model over GPUs')
+    parser.add_argument(
+        "--device-map", default=None,
+        help='llm: "auto" spreads a model too large for one GPU over this machine\'s GPUs (one process per machine; '
+        "see --num-shards to spread the captions over machines)",
+    )
+    parser.add_argument(
+        "--attn-implementation", default=None,
+        help="llm: the model's attention (e.g. sdpa, eager, flash_attention_2 as the released script; default: "
+        "transformers' choice)",
+    )
+    parser.add_argument(
+        "--fidelity", choices=("paper", "current-pipeline"), default="paper",
+        help="llm: paper (default: the token ids and text of the released script's pipeline call in transformers "
+        "4.36-4.42: no special tokens, so no <s> for Llama-2; tokenisation spaces cleaned up) or current-pipeline "
+        "(the same call in transformers >= 4.45: the tokenizer's special tokens)",
+    )
+    parser.add_argument(
+        "--acceptance", choices=("paper", "strict"), default="paper",
+        help="llm: paper (default: refuse only the failure modes the paper names: empty, chatter, several "
+        "sentences, identical, an and-swap that moved attributes) or strict (ours: one short replacement, "
+        "exactly the same words swapped, symbols and names kept, no cut-off answer); --report gives both shares",
+    )
+    parser.add_argument(
+        "--num-shards", type=int, default=None,
+        help="spread the captions over N independent processes (e.g. one per machine with --device-map auto): "
+        "with --shard-index I this process generates rows I, I+N, ... into --output's shard folder; a run "
+        "without them (any machine, after all shards) merges the shards into --output",
+    )
+    parser.add_argument("--shard-index", type=int, default=None, help="this process's shard, 0 .. N-1 (with --num-shards)")
+    parser.add_argument(
+        "--verify-weights", action="store_true",
+        help="re-hash every weight file of a local --model instead of trusting the digest cached by "
+        "(path, size, mtime) from an earlier run",
+    )
     parser.add_argument(
         "--chat-template", choices=("off", "on"), default="off",
         help="llm: off (default, the released script: the raw prompt) or on (ours: the tokenizer's chat template)",
@@ -83,7 +119,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--negative", action="store_true", help="hard negatives (rules, mlm) instead of positives")
     parser.add_argument(
         "--seed", type=int, default=0,
-        help="seed of every random choice: rules/mlm per-caption draws, llm sampling per batch (and --report's sample)",
+        help="seed of every random choice: rules/mlm per-caption draws, llm sampling per row (seed, row index) "
+        "(and --report's sample)",
     )
     parser.add_argument(
         "--mlm-procedure", choices=MLM_PROCEDURES, default="ce-clip",
@@ -107,6 +144,7 @@ def check_arguments(args: argparse.Namespace) -> str:
     from ..errors import UserInputError
     from ..generation.mlm import MLM_KINDS
     from ..generation.rule_generator import NEGATIVE_KINDS
+    from ..generation.sharding import world_size
 
     method = args.method or ("llm" if args.model else "rules")
     for option, value in (("--batch-size", args.batch_size), ("--max-new-tokens", args.max_new_tokens),
@@ -119,6 +157,20 @@ def check_arguments(args: argparse.Namespace) -> str:
         raise UserInputError(
             "--num-candidates applies to --method mlm --mlm-procedure ours (CE-CLIP's procedure keeps its top 5)"
         )
+    if (args.num_shards is None) != (args.shard_index is None):
+        raise UserInputError("--num-shards and --shard-index go together (this process's shard I of N)")
+    if args.num_shards is not None:
+        if args.num_shards < 1 or not 0 <= args.shard_index < args.num_shards:
+            raise UserInputError(
+                f"--shard-index must be 0 .. {args.num_shards - 1} for --num-shards {args.num_shards}, got {args.shard_index}"
+            )
+        if world_size() > 1:
+            raise UserInputError("--num-shards is for processes started one by one; under accelerate launch / torchrun "
+                                 "each rank already takes its shard")
+    llm_only = [flag for flag, given in (("--attn-implementation", args.attn_implementation),
+                                          ("--device-map", args.device_map)) if given]  # fmt: skip
+    if method != "llm" and llm_only:
+        raise UserInputError(f"{', '.join(llm_only)} apply to --method llm")
     if method == "llm" and not args.model:
         raise UserInputError("--method llm needs --model (a causal LM: Hub id or local folder)")
     if method == "llm" and args.negative:
@@ -143,10 +195,14 @@ def command_options(args: argparse.Namespace, method: str) -> dict:
 
         dtype = args.dtype or str(default_dtype(None if args.device_map else args.device)).removeprefix("torch.")
         options.update(
-            model=args.model, model_fingerprint=model_fingerprint(args.model), dtype=dtype,
-            max_new_tokens=args.max_new_tokens or MAX_NEW_TOKENS[args.kind], chat_template=args.chat_template == "on",
-            decoding=args.decoding, seed=args.seed,
+            model=args.model, model_fingerprint=model_fingerprint(args.model, verify=args.verify_weights,
+                                                                  progress=not args.no_progress),
+            dtype=dtype, max_new_tokens=args.max_new_tokens or MAX_NEW_TOKENS[args.kind],
+            chat_template=args.chat_template == "on", decoding=args.decoding, fidelity=args.fidelity,
+            acceptance=args.acceptance, seed=args.seed,
         )
+        if args.attn_implementation:
+            options.update(attn_implementation=args.attn_implementation)
     elif method == "mlm":
         from ..generation.models import model_fingerprint
 
@@ -189,18 +245,21 @@ def build_generator(args: argparse.Namespace, method: str, device: str | None = 
         from ..generation.ce_clip import CEClipNegativeGenerator
 
         return CEClipNegativeGenerator.from_pretrained(args.model or MLM_DEFAULT_MODEL, args.kind, **common)
-    from ..generation.llm import LLMGenerator
+    from ..generation.llm import DEFAULT_BATCH_SIZE, LLMGenerator
 
+    model_kwargs = {"device_map": args.device_map, "attn_implementation": args.attn_implementation}
     return LLMGenerator.from_pretrained(
         args.model,
         args.kind,
         device=device,
         dtype=args.dtype,
-        model_kwargs={"device_map": args.device_map} if args.device_map else {},
-        batch_size=args.batch_size or 8,
+        model_kwargs={key: value for key, value in model_kwargs.items() if value},
+        batch_size=args.batch_size or DEFAULT_BATCH_SIZE,
         max_new_tokens=args.max_new_tokens,
         use_chat_template=args.chat_template == "on",
         decoding=args.decoding,
+        fidelity=args.fidelity,
+        acceptance=args.acceptance,
         seed=args.seed,
         progress=progress,
     )
@@ -209,12 +268,19 @@ def build_generator(args: argparse.Namespace, method: str, device: str | None = 
 def run(args: argparse.Namespace) -> int:
     from ..generation.report import quality_report
     from ..generation.resumable import GenerationOutput, generate_into, read_captions
-    from ..generation.sharding import adopt_shards, generate_sharded, shard_dir, world_size
+    from ..generation.sharding import adopt_shards, generate_sharded, run_shard, shard_dir, world_size
 
     method = check_arguments(args)
     captions = read_captions(args.input, field=args.field)
     options = command_options(args, method)
-    if world_size() > 1:
+    if args.num_shards is not None:
+        # one process of many started by hand (e.g. one per machine): this shard only; a later run
+        # without --num-shards merges the shards
+        summary, _ = run_shard(
+            lambda: build_generator(args, method), captions, args.output, options, args.shard_index,
+            args.num_shards, overwrite=args.overwrite,
+        )
+    elif world_size() > 1:
         # accelerate launch / torchrun: one resumable shard per rank, merged by the main process
         summary = generate_sharded(
             lambda state: build_generator(args, method, device=str(state.device) if method != "rules" else None),
@@ -238,6 +304,8 @@ def run(args: argparse.Namespace) -> int:
         )
     summary.update(method=method, kind=args.kind, output=str(args.output), empty_inputs=len(empty))
     print(json.dumps(summary, indent=2))
-    if args.report and summary.get("rank", 0) == 0:
+    if args.num_shards is not None and args.report:  # this shard's records (the merge comes later)
+        print(quality_report(summary["shard"], samples=args.report_samples, seed=args.seed))
+    elif args.report and summary.get("rank", 0) == 0:
         print(quality_report(args.output, samples=args.report_samples, seed=args.seed))
     return 0

@@ -26,8 +26,6 @@ from another caption list would otherwise pair every caption with another captio
 from __future__ import annotations
 
 import json
-import re
-from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -39,8 +37,10 @@ import datasets
 from .. import columns
 from ..citations import CE_CLIP, COCO, HARD_POSITIVES, cite
 from ..errors import UserInputError
-from ..generation.resumable import input_fingerprint, manifest_path, parse_record, read_manifest
+from ..generation.swap_rule import PAPER_SWAP_ELIGIBLE, swap_eligible
 from .checks import DataValidationError, MissingSourceError, load_json
+from .coco_hard_positives import HardPositiveSource, check_line_count, load_hard_positives
+from .generation_outputs import checked_manifest, read_records
 from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, export_folder
 from .sources import (
     COCO_ANNOTATIONS_URL,
@@ -59,8 +59,7 @@ SPLIT = "train"
 HP_FILES = {"replace": "hard_positives_ft/replace_hp.jsonl", "swap": "hard_positives_ft/swap_hp.jsonl"}
 NEGATIVE_TYPES = ("replace", "swap")
 PAPER_CAPTIONS = 591_753  # COCO train2017 captions, the paper's count (docs/reference.md, COCO fine-tuning set)
-PAPER_SWAP_HARD_POSITIVES = 119_071  # captions with "and" and fewer than 15 words
-SWAP_MAX_WORDS = 14  # SWAP hard positives exist only for captions with "and" and fewer than 15 words
+PAPER_SWAP_HARD_POSITIVES = PAPER_SWAP_ELIGIBLE  # captions with "and" and fewer than 15 words (swap_rule)
 
 
 @dataclass(frozen=True)
@@ -156,12 +155,6 @@ def coco_captions_file(
     raise MissingSourceError(f"{name} not found at {path} (looked for {looked})")
 
 
-def swap_eligible(caption: str) -> bool:
-    """Whether the paper made a SWAP hard positive for this caption: it contains the word "and" and has
-    fewer than 15 words (whitespace-separated)."""
-    return len(caption.split()) <= SWAP_MAX_WORDS and "and" in re.findall(r"[a-z]+", caption.lower())
-
-
 def read_coco_captions(path: Path) -> tuple[list[dict], dict[int, str]]:
     """COCO caption annotations in file order and the image id -> file name map."""
     data = load_json(path)
@@ -177,35 +170,6 @@ def read_coco_captions(path: Path) -> tuple[list[dict], dict[int, str]]:
     return data["annotations"], file_names
 
 
-def parse_hard_positive(line: str, path: Path, line_number: int) -> str | None:
-    """One jsonl line -> the hard positive, or ``None`` where upstream wrote "None" (as a JSON string or
-    bare), null, or nothing (a blank line)."""
-    if line.strip() in ("", "None"):
-        return None
-    try:
-        value = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise DataValidationError(f"{path}: line {line_number} is not valid JSON ({error})") from error
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise DataValidationError(f"{path}: line {line_number} holds a {type(value).__name__}, expected a JSON string")
-    value = value.strip()
-    return None if value in ("", "None") else value
-
-
-def count_hard_positives(path: Path) -> int:
-    """Parse every line once (so a bad line fails before the build, naming its number) and count them,
-    blank lines included: each line is one caption."""
-    return sum(1 for _ in _read_hard_positives(path))
-
-
-def _read_hard_positives(path: Path) -> Iterator[str | None]:
-    with open(path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            yield parse_hard_positive(line, path, line_number)
-
-
 def _no_hard_positives() -> Iterator[None]:
     while True:
         yield None
@@ -213,15 +177,15 @@ def _no_hard_positives() -> Iterator[None]:
 
 def _caption_rows(
     captions_path: Path,
-    replace_path: Path | None,
-    swap_path: Path | None,
+    positives: Mapping[str, HardPositiveSource],
     negative_generators: Mapping[str, HardNegativeFn],
 ) -> Iterator[dict]:
-    """Stream the rows in COCO annotation order (591k captions: never all in memory); no hard-positive
-    file (a train2014 build): null hard positives."""
+    """Stream the rows in COCO annotation order (591k captions: never all in memory); a hard-positive
+    column without a source (a train2014 build, or --hard-positives without it): nulls."""
     annotations, file_names = read_coco_captions(captions_path)
     replace_hp, swap_hp = (
-        _read_hard_positives(path) if path is not None else _no_hard_positives() for path in (replace_path, swap_path)
+        positives[column].rows() if column in positives else _no_hard_positives()
+        for column in columns.FINETUNE_POSITIVE_COLUMNS
     )
     for annotation, positive_replace, positive_swap in zip(annotations, replace_hp, swap_hp):
         caption = annotation["caption"].strip()
@@ -240,13 +204,12 @@ def _caption_rows(
 
 def _ce_clip_rows(
     captions_path: Path,
-    replace_path: Path | None,
-    swap_path: Path | None,
+    positives: Mapping[str, HardPositiveSource],
     negative_generators: Mapping[str, HardNegativeFn],
     typed_negatives: Mapping[str, Sequence[str | None]],
 ) -> Iterator[dict]:
     """The default config's rows, each with its typed negatives (looked up by caption index)."""
-    rows = _caption_rows(captions_path, replace_path, swap_path, negative_generators)
+    rows = _caption_rows(captions_path, positives, negative_generators)
     for index, row in enumerate(rows):
         yield {**row, **{name: values[index] for name, values in typed_negatives.items()}}
 
@@ -303,90 +266,6 @@ class TypedNegatives:
     sources: dict[str, TypedNegativesSource]  # type -> the file that supplied it
 
 
-def _mlm_manifest(path: Path, inputs: Sequence[str | None], captions_path: Path) -> dict:
-    """The options of a masked-LM generation output, after checking it was made from these captions."""
-    if not path.is_file():
-        raise MissingSourceError(f"--mlm-negatives {path}: file not found")
-    manifest_file = manifest_path(path)
-    if not manifest_file.is_file():
-        raise DataValidationError(
-            f"{path}: no manifest beside it ({manifest_file.name}), so which captions it was generated from cannot "
-            "be checked; keep the manifest `hardpos generate` writes next to its output"
-        )
-    manifest = read_manifest(manifest_file, "keep the manifest `hardpos generate` wrote beside this output")
-    options = manifest.get("options") if isinstance(manifest.get("options"), dict) else {}
-    if (options.get("method"), options.get("polarity")) != ("mlm", "negative"):
-        raise DataValidationError(
-            f"{path}: written by `hardpos generate` with method {options.get('method')!r} and polarity "
-            f"{options.get('polarity')!r} (its manifest); the {CE_CLIP_CONFIG} columns need masked-LM typed "
-            "negatives: hardpos generate --negative --method mlm --kind all"
-        )
-    if "shard" in options:
-        raise DataValidationError(
-            f"{path}: one shard of a sharded run ({options['shard']}); pass the merged output the launch writes"
-        )
-    source = manifest.get("input") if isinstance(manifest.get("input"), dict) else {}
-    if source.get("rows") != len(inputs):
-        raise DataValidationError(
-            f"{path}: generated from {source.get('rows')} captions (its manifest) but {captions_path} has "
-            f"{len(inputs)}; it belongs to another caption file. To make the right one, {CAPTIONS_FOR_GENERATE}"
-        )
-    expected = input_fingerprint(inputs)
-    if source.get("sha256") != expected:
-        raise DataValidationError(
-            f"{path}: generated from other captions than those of {captions_path} in annotation order (input "
-            f"sha256 {str(source.get('sha256'))[:12]}... in its manifest, {expected[:12]}... here). To make the "
-            f"right one, {CAPTIONS_FOR_GENERATE}"
-        )
-    return options
-
-
-def _read_mlm_records(
-    path: Path, types: Sequence[str], inputs: Sequence[str | None], values: Mapping[str, list[str | None]]
-) -> None:
-    """Fill ``values`` (column -> per caption) from the records of one output; every (caption, type) of
-    ``types`` must appear exactly once. Only a record marked valid gives a value (its ``output`` holds the
-    rejected candidate otherwise)."""
-    first_line = {kind: array("q", bytes(8 * len(inputs))) for kind in types}  # 0: no record yet
-    advice = f"the file was generated from other captions. To make the right one, {CAPTIONS_FOR_GENERATE}"
-    with path.open("rb") as handle:  # streamed: a full COCO run with ranked candidates is over a gigabyte
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            if not line.endswith(b"\n"):
-                raise DataValidationError(
-                    f"{path} line {number}: incomplete last line (the run was interrupted); rerun the same "
-                    "`hardpos generate` command to finish it"
-                )
-            try:
-                record = parse_record(path, number, line, inputs, advice=advice)
-            except UserInputError as error:  # the builder's own error type, same message
-                raise DataValidationError(str(error)) from None
-            kind, index = record.get("kind"), record["index"]
-            if kind not in first_line:
-                raise DataValidationError(
-                    f"{path} line {number}: a record of type {kind!r}, but its manifest says it holds "
-                    f"{', '.join(types)}"
-                )
-            if first_line[kind][index]:
-                raise DataValidationError(
-                    f"{path} line {number}: a second record for caption index {index}, type {kind} (the first is "
-                    f"on line {first_line[kind][index]}); the file is not one run's output"
-                )
-            first_line[kind][index] = number
-            output = record.get("output")
-            if record.get("valid") is True and not (isinstance(output, str) and output.strip()):
-                raise DataValidationError(f"{path} line {number}: marked valid but its output is {output!r}")
-            values[columns.CE_CLIP_NEGATIVE_TYPES[kind]][index] = output if record.get("valid") is True else None
-    for kind, lines_of in first_line.items():
-        missing = [i for i, number in enumerate(lines_of) if not number]
-        if missing:
-            raise DataValidationError(
-                f"{path}: no record for {len(missing)} of the {len(inputs)} captions for type {kind} (first: caption "
-                f"index {missing[0]}); the run did not finish: rerun the same `hardpos generate` command to resume it"
-            )
-
-
 def read_mlm_negatives(
     paths: Sequence[str | Path], captions: Sequence[str], captions_path: Path
 ) -> TypedNegatives:
@@ -402,7 +281,13 @@ def read_mlm_negatives(
     sources: dict[str, TypedNegativesSource] = {}
     for raw_path in paths:
         path = Path(raw_path)
-        options = _mlm_manifest(path, inputs, captions_path)
+        options = checked_manifest(path, inputs, captions_path, "--mlm-negatives", CAPTIONS_FOR_GENERATE)
+        if (options.get("method"), options.get("polarity")) != ("mlm", "negative"):
+            raise DataValidationError(
+                f"{path}: written by `hardpos generate` with method {options.get('method')!r} and polarity "
+                f"{options.get('polarity')!r} (its manifest); the {CE_CLIP_CONFIG} columns need masked-LM typed "
+                "negatives: hardpos generate --negative --method mlm --kind all"
+            )
         kind = options.get("kind")
         types = tuple(columns.CE_CLIP_NEGATIVE_TYPES) if kind == "all" else (kind,)
         if any(t not in columns.CE_CLIP_NEGATIVE_TYPES for t in types):
@@ -412,7 +297,7 @@ def read_mlm_negatives(
                 raise DataValidationError(
                     f"{path}: supplies type {t}, which {sources[t].path} supplies too; pass one file per type"
                 )
-        _read_mlm_records(path, types, inputs, values)
+        read_records(path, {t: columns.CE_CLIP_NEGATIVE_TYPES[t] for t in types}, inputs, values, CAPTIONS_FOR_GENERATE)
         source = TypedNegativesSource(path, types, dict(options))
         sources.update(dict.fromkeys(types, source))
     missing = [t for t in columns.CE_CLIP_NEGATIVE_TYPES if t not in sources]
@@ -612,12 +497,40 @@ def _defects_text(report: BuildReport, procedures: tuple[str, ...] = ()) -> str:
     return "\n".join(text)
 
 
-def _count_swap_hard_positives(split: CocoSplit, report: BuildReport) -> None:
+def _count_swap_hard_positives(papers_files: bool, report: BuildReport) -> None:
+    """Counts of the swap column; with the paper's released files, checked against the paper's 119,071."""
     report.counts["swap hard positives"] = report.flags[CONFIG][f"{columns.HARD_POSITIVE_SWAP} present"]
     report.counts[SWAP_ELIGIBLE] = report.flags[CONFIG][SWAP_ELIGIBLE]
-    if split.hard_positives:
+    if papers_files:
         report.expected_counts["swap hard positives"] = PAPER_SWAP_HARD_POSITIVES
         report.expected_counts[SWAP_ELIGIBLE] = PAPER_SWAP_HARD_POSITIVES
+
+
+def _hard_positive_sources(
+    split: CocoSplit,
+    sources: Sources,
+    hard_positives: Sequence[str | Path] | None,
+    annotations: Sequence[dict],
+    captions_path: Path,
+) -> dict[str, HardPositiveSource]:
+    """Column -> source of the hard positives: the given files (checked against the captions now), else
+    upstream's released files for a split they belong to (line counts checked now), else none."""
+    if hard_positives:
+        captions = [annotation["caption"].strip() for annotation in annotations]  # as _caption_rows writes them
+        found = load_hard_positives(hard_positives, captions, captions_path)
+        for column, source in found.items():
+            name = f"{source.path.name} ({column})"
+            sources.record(name, source.path, f"{source.describe()}, read from {source.path}")
+            sources.local_variants.append(name)  # the rows are the user's: the paper's counts do not bind them
+        return found
+    if not split.hard_positives:
+        return {}
+    found = {}
+    for column, relative in zip(columns.FINETUNE_POSITIVE_COLUMNS, HP_FILES.values()):
+        path = sources.upstream_file(relative)
+        check_line_count(path, captions_path, len(annotations))
+        found[column] = HardPositiveSource(column, path)
+    return found
 
 
 def export_finetune(
@@ -630,6 +543,7 @@ def export_finetune(
     seed: int = 0,
     mlm_negatives: Sequence[str | Path] | None = None,
     coco_split: str = DEFAULT_COCO_SPLIT,
+    hard_positives: Sequence[str | Path] | None = None,
     **settings: Any,
 ) -> BuildReport:
     """Build the COCO HP+HN fine-tuning set into ``output_dir`` (config ``default``, split ``train``).
@@ -642,6 +556,11 @@ def export_finetune(
     or single-type files covering the four types) over these captions in annotation order; with them a
     second config, ``ce_clip``, holds the default config's columns plus CE-CLIP's four typed negatives
     (:data:`~hf_hardpos.columns.CE_CLIP_NEGATIVE_COLUMNS`). Embedded images are then stored in both configs.
+
+    ``hard_positives``: your own hard-positive files instead of upstream's (`coco_hard_positives`):
+    ``hardpos generate`` outputs over these captions in annotation order (one per column: a replace kind,
+    swap) or files in upstream's ``{replace,swap}_hp.jsonl`` format; a column no file supplies is null,
+    and upstream's files are not read.
 
     Every input is checked before the build (one hard-positive line per caption, each line valid,
     every typed-negative record generated from these captions, images present), so a bad file fails
@@ -658,16 +577,7 @@ def export_finetune(
     split = get_coco_split(coco_split)
     captions_path = coco_captions_file(sources, coco_annotations, split.name)
     annotations, file_names = read_coco_captions(captions_path)
-    hp_paths: dict[str, Path | None] = dict.fromkeys(HP_FILES)
-    if split.hard_positives:
-        hp_paths = {name: sources.upstream_file(relative) for name, relative in HP_FILES.items()}
-    for path in filter(None, hp_paths.values()):
-        lines = count_hard_positives(path)
-        if lines != len(annotations):
-            raise DataValidationError(
-                f"{path} has {lines:,} lines but {captions_path} has {len(annotations):,} captions; the "
-                "hard-positive file must have one line per COCO caption, in annotation order (blank lines count)"
-            )
+    positives = _hard_positive_sources(split, sources, hard_positives, annotations, captions_path)
     typed = None
     if mlm_negatives:
         captions = [annotation["caption"].strip() for annotation in annotations]  # as _caption_rows writes them
@@ -698,14 +608,20 @@ def export_finetune(
     shared = dict(
         expected_count=split.captions, images=images, num_upstream_rows=len(annotations), image_keys=used_images
     )
-    caption_inputs = (captions_path, hp_paths["replace"], hp_paths["swap"], negative_generators)
+    caption_inputs = (captions_path, positives, negative_generators)
     configs = [
         ConfigBuild(
             CONFIG, rows=partial(_caption_rows, *caption_inputs), features=finetune_features(), flags=_quality_counts,
             **shared,
         )
     ]
-    if split.hard_positives:
+    if hard_positives:
+        positives_text = (
+            "with hard positives generated for this build (not the paper's released ones): "
+            + "; ".join(f"`{column}` from {source.describe()}" for column, source in positives.items())
+            + ". A hard-positive column no file supplied is null."
+        )
+    elif split.hard_positives:
         positives_text = (
             "with the hard positives of *The Hard Positive Truth about Vision-Language Compositionality* "
             "(Kamath et al., ECCV 2024): a replace hard positive, and a swap hard positive where the caption "
@@ -725,6 +641,12 @@ def export_finetune(
     )
     usage = USAGE.format(repo=repo_id, split=split.name)
     column_meanings = column_meanings_for(split)
+    if hard_positives:
+        column_meanings.update({
+            column: f"your hard positive, {positives[column].describe()}; null where no valid candidate"
+            if column in positives else "null: no --hard-positives file supplied this column"
+            for column in columns.FINETUNE_POSITIVE_COLUMNS
+        })  # fmt: skip
     citation = cite(HARD_POSITIVES, COCO)
     procedures: tuple[str, ...] = ()  # the typed negatives' generator(s), named on the card
     if typed is not None:
@@ -771,5 +693,5 @@ def export_finetune(
         citation=citation,
         tags=["compositionality", "hard-positives", "hard-negatives", "clip", "coco"],
     )
-    on_built = partial(_count_swap_hard_positives, split)
+    on_built = partial(_count_swap_hard_positives, split.hard_positives and not hard_positives)
     return export_folder(output_dir, configs, facts, report, split=SPLIT, options=options, on_built=on_built)

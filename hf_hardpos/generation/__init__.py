@@ -5,17 +5,21 @@
   `replace_hard_negative`, `swap_hard_negative`); `rule_generator.RuleGenerator` runs them as a
   generator.
 - `llm.LLMGenerator`: any causal LM with the paper's prompts (hard positives), by default as the
-  paper's released `generate_hard_positives.py` runs them.
+  paper's released `generate_hard_positives.py` runs them (its 2024 pipeline's token ids and text);
+  `sampling`: row-seeded sampling and the decoding values `generate` applies.
+- `swap_rule`: which captions get a SWAP hard positive (the paper's rule, shared with the COCO builder).
 - `ce_clip.CEClipNegativeGenerator`: CE-CLIP's typed hard negatives (relation / attribute / action /
   object) as its released `TextAugment` makes them (the default);
   `mlm.MLMNegativeGenerator`: our filtered variant, and the tagger and input checks both share.
-- `validation`: output cleaning and checks, every rejection reason, the hard-positive kinds.
+- `validation`: output cleaning and checks (the paper's acceptance, or "strict"), every rejection
+  reason, the hard-positive kinds.
 - `resumable`: reading captions, the output's manifest and lock, the one driver every generator
   runs under (`CaptionGenerator.generate_to_jsonl`), per-caption seeding (`caption_rng`).
 - `report`: the quality report of an output file.
-- `models`: loading a generator's model with a one-line error.
+- `models`: loading a generator's model with a one-line error; the model's identity (file digests
+  cached by path, size and mtime).
 
-`llm`, `mlm`, `ce_clip` and `models` import torch and transformers; they are not imported here.
+`llm`, `sampling`, `mlm`, `ce_clip` and `models` import torch and transformers; they are not imported here.
 """
 
 from hf_hardpos.generation.rules import (

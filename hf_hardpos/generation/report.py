@@ -15,6 +15,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from ..evaluation.tables import render_table
+from . import validation
 
 
 def load_records(path: str | Path) -> list[dict]:
@@ -25,8 +26,9 @@ def load_records(path: str | Path) -> list[dict]:
 
 def quality_summary(path: str | Path, *, samples: int = 5, seed: int = 0) -> dict[str, dict]:
     """Per kind (sorted): `captions` (rows), `valid`, `rejected` ({reason: count}, most frequent
-    first) and `sample`, `samples` random valid records in file order, drawn with
-    `random.Random(seed)` so the report is reproducible."""
+    first), `sample`, `samples` random valid records in file order, drawn with
+    `random.Random(seed)` so the report is reproducible, and for LLM hard positives `acceptance`
+    (`acceptance_shares`: answers generated, and kept by each acceptance)."""
     by_kind: dict[str, list[dict]] = defaultdict(list)
     for record in load_records(path):
         by_kind[str(record.get("kind"))].append(record)
@@ -42,12 +44,46 @@ def quality_summary(path: str | Path, *, samples: int = 5, seed: int = 0) -> dic
             "rejected": dict(rejected.most_common()),
             "sample": [valid[i] for i in picked],
         }
+        if records[0].get("method") == "llm" and kind in validation.VALIDATION_KIND:
+            summary[kind]["acceptance"] = acceptance_shares(records)
     return summary
+
+
+def acceptance_shares(records: list[dict]) -> dict[str, int]:
+    """How many of an LLM hard-positive kind's generated records each acceptance keeps (`validation.ACCEPTANCES`).
+
+    Recomputed from each record's `input` and cleaned `output` (the verdict is a function of the two),
+    whatever acceptance the file was written with; "strict" also refuses a record whose answer was cut
+    at max_new_tokens (`truncated`, written by the LLM generator). Rows the model never saw (no "and",
+    empty input) are kept by none.
+    """
+    generated = [r for r in records if r.get("raw") is not None and r.get("output") is not None]
+    kept = {}
+    for acceptance in validation.ACCEPTANCES:
+        kept[acceptance] = sum(
+            validation.validate(r["kind"], r["input"], r["output"], acceptance) is None
+            and not (acceptance == "strict" and r.get("truncated") and "\n" not in r["raw"].strip())
+            for r in generated
+        )
+    return {"generated": len(generated), **kept}
+
+
+def _acceptance_lines(entry: dict) -> list[str]:
+    if "acceptance" not in entry:
+        return []
+    shares = dict(entry["acceptance"])
+    generated = shares.pop("generated")
+    lines = [f"  kept by each acceptance (of the {generated} answers generated; {entry['captions']} rows):"]
+    for acceptance, kept in shares.items():
+        share = f"{100 * kept / generated:5.1f}%" if generated else "    -"
+        lines.append(f"    {acceptance:<8} {kept:>7}  {share}")
+    return lines
 
 
 def quality_report(path: str | Path, *, samples: int = 5, seed: int = 0) -> str:
     """Text of `quality_summary`: a counts table per kind, the rejection reasons per kind (count and
-    share of the kind's rows), and the random sample of valid records per kind."""
+    share of the kind's rows), for LLM hard positives the share each acceptance keeps
+    (`acceptance_shares`), and the random sample of valid records per kind."""
     rows, sections = [], []
     for kind, entry in quality_summary(path, samples=samples, seed=seed).items():
         captions, valid, rejected = entry["captions"], entry["valid"], entry["rejected"]
@@ -55,6 +91,7 @@ def quality_report(path: str | Path, *, samples: int = 5, seed: int = 0) -> str:
         rows.append([kind, str(captions), str(valid), share, str(sum(rejected.values()))])
         lines = [f"{kind}: rejected {sum(rejected.values())} of {captions} rows"]
         lines += [f"  {count:>7}  {100 * count / captions:5.1f}%  {reason}" for reason, count in rejected.items()]
+        lines += _acceptance_lines(entry)
         lines.append(f"  random sample ({len(entry['sample'])} of {valid} valid, seed {seed}):")
         lines += [f"    [{r['index']}] {r['input']}  ->  {r['output']}" for r in entry["sample"]]
         sections.append("\n".join(lines))

@@ -192,6 +192,11 @@ class CaptionGenerator:
         (kind,) = self.kinds
         return [{kind: candidate} for candidate in self.generate(captions)]
 
+    def generate_rows(self, rows: Sequence[int], captions: Sequence[str]) -> list[dict[str, Candidate]]:
+        """`generate_kinds` for the inputs at positions `rows` (what the driver calls): a generator
+        whose random draws are keyed by input position (the LLM's row-seeded sampling) overrides it."""
+        return self.generate_kinds(captions)
+
     def generate_to_jsonl(
         self, inputs: Sequence[str | None], output_path: str | Path, *, overwrite: bool = False
     ) -> dict:
@@ -501,7 +506,7 @@ def generate_into(
                 if i in skipped
             }
             if to_generate:
-                generated = generator.generate_kinds([inputs[i] for i in to_generate])
+                generated = generator.generate_rows(list(to_generate), [inputs[i] for i in to_generate])
                 if len(generated) != len(to_generate):
                     raise RuntimeError(f"generator returned {len(generated)} results for {len(to_generate)} inputs")
                 results.update(zip(to_generate, generated))

@@ -72,7 +72,7 @@ class RuleGenerator(CaptionGenerator):
             elif self.negative:
                 reason = validation.validate_negative(caption, output)
             else:
-                reason = validation.validate(self.kind, caption, output)
+                reason = validation.validate(self.kind, caption, output, "strict")  # rules: our own checks
             results.append(Candidate(raw=None, output=output, reason=reason))
         return results
 

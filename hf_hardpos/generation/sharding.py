@@ -9,7 +9,9 @@ the main process merges the shards into `<output>`, keyed by input index, checki
 every shard, so only the missing rows are generated. The shards must sit on a filesystem every
 machine sees, and a rerun must use the same number of processes (a different one is refused).
 
-Finished work is never redone when switching modes: a single-process run first moves the records
+Without a launcher (`--num-shards N --shard-index I`, e.g. one process per machine for a model that
+needs a whole machine), each process writes the same shard files (`run_shard`); a later run
+without those options merges them. Finished work is never redone when switching modes: a single-process run first moves the records
 of `<output>.shards/` (when they were written with the same options) into `<output>`, and a sharded
 run skips the rows `<output>` already holds; shards or an output of another run are refused with
 what to do.
@@ -158,6 +160,40 @@ def finished_in_output(output_path: Path, options: dict, inputs: Sequence[str | 
     return read_done(output_path, inputs, repair=False)
 
 
+def run_shard(
+    build_generator: Callable[[], CaptionGenerator],
+    inputs: Sequence[str | None],
+    output_path: str | Path,
+    options: dict,
+    rank: int,
+    world: int,
+    *,
+    overwrite: bool = False,
+) -> tuple[dict, CaptionGenerator]:
+    """Generate shard `rank` of `world` (input rows rank, rank + world, ...) into its own resumable file.
+
+    Why on its own: a model that needs a whole machine per copy (Llama-2-70B in float16 over 4-8 GPUs
+    with `device_map="auto"`) runs one process per machine, and the machines need not share a
+    launcher: each runs `hardpos generate --num-shards N --shard-index I`, and a later run without
+    them merges the shards (`adopt_shards`). Sampling is seeded per (seed, row), so the shards write
+    what one process would have. `build_generator()` is called after the shard is opened (a refused
+    resume fails before a model is loaded). Returns the summary and the generator.
+    """
+    output_path = Path(output_path)
+    check_world_size(output_path, world)
+    shard_options = {**options, "shard": f"rank {rank} of {world}"}
+    indices = shard_indices(len(inputs), rank, world)
+    finished = finished_in_output(output_path, options, inputs)  # rows a single-process run already wrote
+    path = shard_path(output_path, rank, world)
+    with GenerationOutput(path, shard_options, inputs, overwrite=overwrite) as shard:
+        owned = set(indices)
+        shard.done.update({key: record for key, record in finished.items() if key[0] in owned})
+        generator = build_generator()
+        summary = generate_into(generator, inputs, shard, indices=indices)
+    summary.update(rank=rank, world_size=world, shard=str(path))
+    return summary, generator
+
+
 def generate_sharded(
     build_generator: Callable[[object], CaptionGenerator],
     inputs: Sequence[str | None],
@@ -166,7 +202,8 @@ def generate_sharded(
     *,
     overwrite: bool = False,
 ) -> dict:
-    """Run this rank's shard, then (main process) merge all shards into `output_path`.
+    """Under `accelerate launch` / `torchrun`: run this rank's shard, then (main process) merge all
+    shards into `output_path`.
 
     `build_generator(state)` gets the `accelerate.PartialState` (for `state.device`) and is called
     after this rank's shard is opened, so a refused resume fails before a model is loaded.
@@ -183,16 +220,7 @@ def generate_sharded(
         output_path.unlink(missing_ok=True)
         manifest_path(output_path).unlink(missing_ok=True)
     state.wait_for_everyone()
-    check_world_size(output_path, world)
-    shard_options = {**options, "shard": f"rank {rank} of {world}"}
-    indices = shard_indices(len(inputs), rank, world)
-    finished = finished_in_output(output_path, options, inputs)  # rows a single-process run already wrote
-    with GenerationOutput(shard_path(output_path, rank, world), shard_options, inputs) as shard:
-        owned = set(indices)
-        shard.done.update({key: record for key, record in finished.items() if key[0] in owned})
-        generator = build_generator(state)
-        summary = generate_into(generator, inputs, shard, indices=indices)
-    summary.update(rank=rank, world_size=world, shard=str(shard_path(output_path, rank, world)))
+    summary, generator = run_shard(lambda: build_generator(state), inputs, output_path, options, rank, world)
     state.wait_for_everyone()
     if state.is_main_process:
         summary["merge"] = merge_shards(output_path, options, inputs, generator.kinds, world)

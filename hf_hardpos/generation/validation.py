@@ -23,12 +23,13 @@ from functools import lru_cache
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.generation import lexicon
 from hf_hardpos.generation.rules import proper_noun_tokens, tokenize
+from hf_hardpos.generation.swap_rule import NO_AND, TOO_LONG_FOR_SWAP, swap_ineligibility
 
 # Every rejection reason of every generator, in one place (stable strings: they are written to the
 # JSONL output and counted in reports).
 # - before generating (the caption cannot be perturbed this way):
 EMPTY_INPUT = "empty input"
-NO_AND = "no 'and' in input"
+# NO_AND, TOO_LONG_FOR_SWAP: the paper's SWAP eligibility (`swap_rule`)
 NO_RULE = "no rule applies"
 NO_POSITION = "no word of this part of speech"  # masked-LM fill: no ADJ / VERB / NOUN to mask
 TOO_FEW_NOUNS = "fewer than two different nouns"  # relation swap
@@ -165,8 +166,9 @@ def _sentence_count(text: str) -> int:
     return 1 + len(_SENTENCE_BREAK.findall(text.strip()))
 
 
-def _common_checks(original: str, candidate: str) -> str | None:
-    """Checks shared by every kind, in the order a reader would ask them."""
+def _paper_failures(original: str, candidate: str) -> str | None:
+    """The failure modes the paper lists for its LLM outputs (Appendix C): nothing left, extra chatter,
+    several sentences, the input repeated."""
     if not candidate.strip() or not words(candidate):
         return EMPTY
     original_words = set(words(original))
@@ -177,6 +179,14 @@ def _common_checks(original: str, candidate: str) -> str | None:
         return SEVERAL_SENTENCES
     if words(candidate) == words(original):
         return IDENTICAL
+    return None
+
+
+def _common_checks(original: str, candidate: str) -> str | None:
+    """Checks shared by every kind, in the order a reader would ask them."""
+    reason = _paper_failures(original, candidate)
+    if reason is not None:
+        return reason
     if len(words(candidate)) > len(words(original)) + MAX_EXTRA_WORDS or len(candidate) > 2 * len(original) + 20:
         return TOO_LONG
     if symbols(candidate) != symbols(original):
@@ -317,14 +327,47 @@ def check_kind(kind: str) -> str:
 
 
 def swap_precheck(kind: str, caption: str) -> str | None:
-    """`NO_AND` when a SWAP hard positive is asked of a caption with no "and" to swap around."""
-    if VALIDATION_KIND[kind] == "swap" and "and" not in words(caption):
-        return NO_AND
+    """For a SWAP hard positive, why the paper would not make one for `caption` (`swap_rule`: no "and",
+    or 15 words or more); None for other kinds."""
+    if VALIDATION_KIND[kind] == "swap":
+        return swap_ineligibility(caption)
     return None
 
 
-def validate(kind: str, original: str, candidate: str) -> str | None:
-    """Dispatch on the generation kind ("replace", "swap", "replace-verb", "replace-spatial")."""
+# How strictly a generated hard positive is accepted:
+# - "paper" (default): only the failure modes the paper names for its LLM outputs (Appendix C): empty,
+#   chatter, several sentences, identical to the input, and for SWAP an "and"-swap that moved
+#   attributes between objects (the same words, not a swap of whole conjuncts). Several edits ("on top
+#   of" -> "atop" and "riding" -> "surfing"), a capitalised colour ("a Red shirt" -> "crimson"), an
+#   inflection the prompt's own example makes ("antelope" -> "antelopes") and an answer cut at
+#   max_new_tokens are kept, as the paper's procedure keeps them.
+# - "strict" (ours): every check of `validate_replace` / `validate_swap` and the token-limit cut-off:
+#   one replacement of at most a short phrase, no insertion, deletion or negation, the same symbols,
+#   names kept, for SWAP exactly the same words swapped around one "and".
+ACCEPTANCES = ("paper", "strict")
+
+
+def check_acceptance(acceptance: str) -> str:
+    """Return `acceptance` or raise a UserInputError that lists the valid ones."""
+    if acceptance not in ACCEPTANCES:
+        raise UserInputError(f"unknown acceptance {acceptance!r}; expected one of {', '.join(ACCEPTANCES)}")
+    return acceptance
+
+
+def accept_paper(kind: str, original: str, candidate: str) -> str | None:
+    """The paper's acceptance (see `ACCEPTANCES`): None, or the failure mode the paper names."""
+    reason = _paper_failures(original, candidate)
+    if reason is None and VALIDATION_KIND[check_kind(kind)] == "swap":
+        moved = sorted(words(candidate)) == sorted(words(original)) and not is_conjunct_swap(original, candidate)
+        reason = NOT_A_SWAP if moved else None
+    return reason
+
+
+def validate(kind: str, original: str, candidate: str, acceptance: str = "strict") -> str | None:
+    """The verdict on one candidate of a generation kind ("replace", "swap", "replace-verb",
+    "replace-spatial") under `acceptance` ("paper" or "strict", see `ACCEPTANCES`)."""
+    if check_acceptance(acceptance) == "paper":
+        return accept_paper(kind, original, candidate)
     if VALIDATION_KIND[check_kind(kind)] == "swap":
         return validate_swap(original, candidate)
     return validate_replace(original, candidate)
