@@ -131,16 +131,16 @@ class _RecentImages:
         self._seen: dict[str, tuple[bytes, str]] = {}
 
     @staticmethod
-    def _bytes(value) -> bytes | None:
+    def bytes_of(value) -> bytes | None:
         return value.get("bytes") if isinstance(value, dict) else None
 
     def key_of(self, image_id: str | None, value) -> str | None:
-        data = self._bytes(value)
+        data = self.bytes_of(value)
         known = self._seen.get(image_id) if image_id is not None and data is not None else None
         return known[1] if known is not None and known[0] == data else None
 
     def remember(self, image_id: str | None, value, key: str) -> None:
-        data = self._bytes(value)
+        data = self.bytes_of(value)
         if image_id is None or data is None:
             return
         self._seen.pop(image_id, None)
@@ -457,27 +457,7 @@ class ITMScorer:
         image) encodes it once; the zero-shot tasks use this too.
         """
         dataset = _undecoded(dataset, image_column)
-        image_ids = (
-            [str(v) for v in dataset[columns.IMAGE_ID]] if columns.IMAGE_ID in dataset.column_names else None
-        )
-        key_to_slot: dict[str, int] = {}
-        sources: list[_ImageSource] = []
-        image_slot = np.empty(len(dataset), dtype=np.int64)
-        images_only = dataset.select_columns([image_column])
-        cells = (cell for batch in images_only.iter(batch_size=1024) for cell in batch[image_column])
-        recent = _RecentImages()
-        for row, value in enumerate(cells):  # streamed: never all image bytes in memory at once
-            if value is None:
-                raise ValueError(f"row {row} has no image (column {image_column!r} is null)")
-            image_id = image_ids[row] if image_ids else None
-            key = recent.key_of(image_id, value)
-            if key is None:
-                key = _image_key(value, row)
-                recent.remember(image_id, value, key)
-            if key not in key_to_slot:
-                key_to_slot[key] = len(sources)
-                sources.append(_ImageSource(row, image_ids[row] if image_ids else str(row), key))
-            image_slot[row] = key_to_slot[key]
+        sources, image_slot = distinct_images(dataset, image_column)
         return self.encode_images(dataset, image_column, sources), image_slot
 
     def score(
@@ -557,6 +537,52 @@ class ITMScorer:
             if len({k for k in kept_slots[row] if k >= 0}) < len({t for t in slots[row] if t >= 0}):
                 report.identical_rows.append(row)
         return report
+
+
+# (dataset fingerprint, image column) -> its distinct images and each row's slot, for the last few datasets:
+# a run of several models (`--model A --model B`) reads the same rows once per model.
+_DISTINCT_IMAGES: dict[tuple[str, str], tuple[list[_ImageSource], np.ndarray]] = {}
+_DISTINCT_IMAGES_KEPT = 8
+
+
+def distinct_images(dataset: Dataset, image_column: str) -> tuple[list[_ImageSource], np.ndarray]:
+    """The distinct images of `dataset` (by content) and, per row, the index of its image among them.
+
+    Found once per dataset and process when the images are stored in the dataset (bytes): its fingerprint
+    then names their content and every transform applied (what `datasets` itself trusts to reuse its cache
+    files), so a second model of the same run skips reading and keying them again. Images read from
+    files are keyed anew on every call: a file may be replaced in place.
+    """
+    memo_key = (dataset._fingerprint, image_column)
+    if memo_key in _DISTINCT_IMAGES:
+        return _DISTINCT_IMAGES[memo_key]
+    image_ids = [str(v) for v in dataset[columns.IMAGE_ID]] if columns.IMAGE_ID in dataset.column_names else None
+    key_to_slot: dict[str, int] = {}
+    sources: list[_ImageSource] = []
+    image_slot = np.empty(len(dataset), dtype=np.int64)
+    images_only = dataset.select_columns([image_column])
+    cells = (cell for batch in images_only.iter(batch_size=1024) for cell in batch[image_column])
+    recent = _RecentImages()
+    from_files = False
+    for row, value in enumerate(cells):  # streamed: never all image bytes in memory at once
+        if value is None:
+            raise ValueError(f"row {row} has no image (column {image_column!r} is null)")
+        from_files = from_files or recent.bytes_of(value) is None
+        image_id = image_ids[row] if image_ids else None
+        key = recent.key_of(image_id, value)
+        if key is None:
+            key = _image_key(value, row)
+            recent.remember(image_id, value, key)
+        if key not in key_to_slot:
+            key_to_slot[key] = len(sources)
+            sources.append(_ImageSource(row, image_ids[row] if image_ids else str(row), key))
+        image_slot[row] = key_to_slot[key]
+    if from_files:
+        return sources, image_slot
+    _DISTINCT_IMAGES[memo_key] = (sources, image_slot)
+    while len(_DISTINCT_IMAGES) > _DISTINCT_IMAGES_KEPT:
+        del _DISTINCT_IMAGES[next(iter(_DISTINCT_IMAGES))]
+    return sources, image_slot
 
 
 def _undecoded(dataset: Dataset, image_column: str) -> Dataset:

@@ -91,6 +91,32 @@ def test_repeated_images_are_hashed_once_and_an_id_is_only_a_hint(model_and_proc
     assert len(embeddings) == 4 and len(set(slots[[0, 1, 2, 3]])) == 1 and slots[5] not in slots[[0, 4, 8]]
 
 
+def test_a_second_model_reuses_the_image_keys_of_stored_images_but_rereads_files(model_and_processor, tmp_path,
+                                                                                 monkeypatch):
+    """`--model A --model B`: the same rows are keyed once per process when their images are stored in the
+    dataset; images read from files are keyed again, since a file may be replaced between two calls."""
+    import hf_hardpos.scoring as scoring
+    from PIL import Image as PILImage
+
+    model, processor = model_and_processor
+    stored = make_eval_set(num_images=2, rows_per_image=2, seed=11)
+    hashed: list[int] = []
+    original = scoring._image_key
+    monkeypatch.setattr(scoring, "_image_key", lambda value, row: hashed.append(row) or original(value, row))
+    for _ in range(2):
+        ITMScorer(model, processor, progress=False).embed_images(stored)
+    assert hashed == [0, 2]
+
+    path = tmp_path / "a.png"
+    PILImage.new("RGB", (8, 8), (255, 0, 0)).save(path)
+    from_files = Dataset.from_dict({"image": [str(path)] * 2}).cast_column("image", Image(decode=False))
+    scorer = ITMScorer(model, processor, progress=False)  # one embedding cache: a stale key would serve it
+    first = scorer.embed_images(from_files)[0]
+    PILImage.new("RGB", (8, 8), (0, 0, 255)).save(path)
+    second = scorer.embed_images(from_files)[0]
+    assert not torch.equal(first, second)  # the new file's pixels, not the first call's key
+
+
 def test_several_negatives_and_missing_captions(model_and_processor):
     model, processor = model_and_processor
     dataset = make_eval_set(num_images=2, rows_per_image=2)
