@@ -9,6 +9,7 @@ expected columns are read from the generation JSONL here, independently of the b
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -18,10 +19,12 @@ import pytest
 import torch
 from data_fixtures import COCO_CAPTIONS, card_numbers, column_sources, make_coco_sources
 from test_recipes import RECIPES, _example
+from transformers import AutoTokenizer
 
 from hf_hardpos import cli, columns
 from hf_hardpos.data.checks import DataValidationError, MissingSourceError
 from hf_hardpos.data.coco_finetune import export_finetune
+from hf_hardpos.generation import validation
 from hf_hardpos.generation.mlm import TYPES, MLMNegativeGenerator, spacy_tagger
 from hf_hardpos.generation.resumable import manifest_path
 from hf_hardpos.generation.rule_generator import RuleGenerator
@@ -36,11 +39,12 @@ def load(folder: Path, config: str | None = None) -> datasets.Dataset:
     return datasets.load_dataset(str(folder), config, split="train", cache_dir=str(folder.parent / "hf_cache"))
 
 
-@pytest.fixture
-def coco(tmp_path, tiny_mlm_dir, pos_nlp):
-    """COCO sources, a default build, its captions exported to JSONL, and `hardpos generate --kind all` on them."""
+def build_and_generate(tmp_path, tiny_mlm_dir, pos_nlp, *procedure: str, captions=None, report: bool = False) -> dict:
+    """COCO sources (`captions`: `data_fixtures.COCO_CAPTIONS`' shape, those by default), a default build,
+    its captions exported to JSONL, and `hardpos generate --kind all` on them; `procedure`: the extra
+    arguments (none: CE-CLIP's, the default)."""
     upstream, annotations, images = tmp_path / "hard_positives", tmp_path / "coco", tmp_path / "coco" / "train2014"
-    make_coco_sources(upstream, annotations, images_dir=images)
+    make_coco_sources(upstream, annotations, captions, images_dir=images)
     out = tmp_path / "out"
     build = ["build", "finetune", "--upstream-dir", str(upstream), "--coco-annotations", str(annotations),
              "--output-dir", str(out), "--no-progress"]  # fmt: skip
@@ -52,20 +56,25 @@ def coco(tmp_path, tiny_mlm_dir, pos_nlp):
     negatives = tmp_path / "mlm.jsonl"
     assert cli.main(["generate", "--negative", "--method", "mlm", "--kind", "all", "--model", str(tiny_mlm_dir),
                      "--spacy-model", str(pipeline), "--input", str(captions), "--output", str(negatives),
-                     "--device", "cpu", "--dtype", "float32", "--no-progress",
-                     "--mlm-procedure", "ours"]) == 0  # fmt: skip  (the card text below describes ours)
+                     "--device", "cpu", "--dtype", "float32", "--no-progress", *procedure,
+                     *(["--report"] if report else [])]) == 0  # fmt: skip
     common = {"upstream_dir": upstream, "coco_annotations": annotations, "progress": False}
     return {"build": build, "out": out, "images": images, "negatives": negatives, "common": common}
 
 
-def expected_columns(*paths: Path) -> dict[str, list[str | None]]:
+@pytest.fixture
+def coco(tmp_path, tiny_mlm_dir, pos_nlp):
+    """`build_and_generate` with our procedure (the card text the tests below read describes ours)."""
+    return build_and_generate(tmp_path, tiny_mlm_dir, pos_nlp, "--mlm-procedure", "ours")
+
+
+def expected_columns(path: Path, rows: int = len(CAPTIONS)) -> dict[str, list[str | None]]:
     """column -> value per caption, straight from the generation records: the output where valid, else null."""
-    values = {name: [None] * len(CAPTIONS) for name in columns.CE_CLIP_NEGATIVE_COLUMNS}
-    for path in paths:
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            column = columns.CE_CLIP_NEGATIVE_TYPES[record["kind"]]
-            values[column][record["index"]] = record["output"] if record["valid"] else None
+    values = {name: [None] * rows for name in columns.CE_CLIP_NEGATIVE_COLUMNS}
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        column = columns.CE_CLIP_NEGATIVE_TYPES[record["kind"]]
+        values[column][record["index"]] = record["output"] if record["valid"] else None
     return values
 
 
@@ -146,6 +155,42 @@ def test_ce_clip_config_built_loaded_and_trained_with_one_cmr_threshold_per_type
     # start), step 4 uses step 3's
     assert all(logs[2][f"cmr_threshold/{n}"] == 0 for n in columns.CE_CLIP_NEGATIVE_COLUMNS)
     assert any(logs[3][f"cmr_threshold/{n}"] > 0 for n in columns.CE_CLIP_NEGATIVE_COLUMNS)
+
+
+def test_ce_clip_procedure_round_trip_with_a_caption_of_no_tagged_word(tiny_mlm_dir, pos_nlp, tmp_path, capsys):
+    """The default procedure (CE-CLIP's) on a caption with no noun, adjective or verb masks it whole; the
+    tiny LM's 4th fill of a bare mask is a special token, which decodes to "". That record is rejected
+    (`validation.EMPTY`, our one departure from TextAugment), counted, and built as a null, so the build
+    goes through (it refused the whole file when the record claimed validity)."""
+    captions = [*COCO_CAPTIONS, (5, 384029, "On the left", "On the left side", "None")]
+    coco = build_and_generate(tmp_path, tiny_mlm_dir, pos_nlp, captions=captions, report=True)
+    printed = capsys.readouterr().out  # the build's lines, then generate's summary (JSON) and report
+    start, end = printed.index("\n{\n") + 1, printed.index("\n}\n") + 2
+    summary, report = json.loads(printed[start:end]), printed[end + 1 :]
+    records = [json.loads(line) for line in coco["negatives"].read_text().splitlines()]
+    mask = AutoTokenizer.from_pretrained(tiny_mlm_dir).mask_token
+    no_tagged_word = [r for r in records if r["index"] == 4 and r["kind"] != "relation"]
+    assert [r["masked"] for r in no_tagged_word] == [mask] * 3  # masked whole, as TextAugment does
+    empty = [r for r in records if "candidates" in r and not r["candidates"][3]["output"].strip()]
+    assert all(r in empty for r in no_tagged_word)  # the fixture's LM fills a bare mask with ""
+    for record in records:
+        if record in empty:
+            assert (record["valid"], record["output"], record["reason"]) == (False, "", validation.EMPTY)
+        elif record["kind"] != "relation":  # every other fill stays valid, as in CE-CLIP
+            assert record["valid"] and record["output"].strip(), record
+    assert summary["reasons"][validation.EMPTY] == len(empty)
+    assert summary["valid"] == sum(r["valid"] for r in records)
+    for kind in ("attribute", "action", "object"):
+        rejected = sum(r["kind"] == kind for r in empty)
+        share = 100 * rejected / len(captions)
+        assert re.search(rf"^{kind}: rejected .*\n(?:  .*\n)*?\s+{rejected}\s+{share:.1f}%\s+{validation.EMPTY}$",
+                         report, re.MULTILINE), kind
+
+    assert cli.main([*coco["build"], "--mlm-negatives", str(coco["negatives"])]) == 0
+    ce_clip = load(coco["out"], "ce_clip")
+    expected = expected_columns(coco["negatives"], len(captions))
+    assert {name: ce_clip[name] for name in columns.CE_CLIP_NEGATIVE_COLUMNS} == expected
+    assert all(ce_clip[columns.CE_CLIP_NEGATIVE_TYPES[r["kind"]]][r["index"]] is None for r in empty)
 
 
 def mlm_generators(tiny_mlm_dir, pos_nlp) -> dict[str, MLMNegativeGenerator]:

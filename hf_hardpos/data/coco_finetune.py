@@ -319,7 +319,9 @@ def _typed_column_meanings(negatives: TypedNegatives) -> dict[str, str]:
         # `procedure` in the manifest: "ce-clip" (CE-CLIP's released TextAugment, the default) or "ours";
         # outputs written before the key existed were made by ours
         if source.options.get("procedure") == "ce-clip":
-            how, nulls = ce_clip.TYPE_PROCEDURES[kind], "null only where CE-CLIP writes its '###' placeholder"
+            how, nulls = ce_clip.TYPE_PROCEDURES[kind], (
+                "null where CE-CLIP writes its '###' placeholder, and where the fill taken is empty (CE-CLIP keeps it)"
+            )
         else:
             how, nulls = TYPE_PROCEDURES[kind], "null where the caption has no such word or no fill passed the checks"
         meanings[name] = (
@@ -449,13 +451,14 @@ def _counts_table(flags: Mapping[str, int], names: Sequence[str]) -> list[str]:
 _TYPED_DEFECTS = {
     "ce-clip": (
         "As CE-CLIP's released generator (lezhang7/Enhance-FineGrained data/dataset.py @ef87eb7, TextAugment) "
-        "makes them, a typed negative is null only where it writes its '###' placeholder: the relation negative "
-        "of a caption with two nouns or fewer. The adjective, verb and noun negatives are always filled: a "
-        "caption without a word of that part of speech is masked whole, so its negative is the masked LM's "
-        "fill alone (one word), and the 4th of the top-5 fills is taken with no check that it differs from "
-        "the masked word, so a negative can equal its caption. The relation swap replaces every occurrence "
-        "of the first two nouns, inside other words too. The generation output keeps the masked text and "
-        "the five ranked fills of every row."
+        "makes them, a typed negative is null where it writes its '###' placeholder: the relation negative "
+        "of a caption with two nouns or fewer. The adjective, verb and noun negatives are filled: a caption "
+        "without a word of that part of speech is masked whole, so its negative is the masked LM's fill alone "
+        "(one word; null where that fill decodes to nothing, e.g. a special token: hf_hardpos's one departure, "
+        "CE-CLIP would train on the empty string), and the 4th of the top-5 fills is taken with no check that it "
+        "differs from the masked word, so a negative can equal its caption. The relation swap replaces every "
+        "occurrence of the first two nouns, inside other words too. The generation output keeps the masked text "
+        "and the five ranked fills of every row."
     ),
     "ours": (
         "A typed negative is null where the caption has no word of that part of speech (no adjective, "

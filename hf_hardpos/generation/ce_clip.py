@@ -1,8 +1,9 @@
 """CE-CLIP's typed hard negatives made the way its released generator makes them (the default).
 
 Read from lezhang7/Enhance-FineGrained `data/dataset.py` @ef87eb7, class `TextAugment`, and
-reproduced step for step, with one change: its `random.choice` is unseeded, ours is drawn from
-`caption_rng(seed, caption)` (one stream per type) so a run repeats and resumes exactly.
+reproduced step for step, with two changes: its `random.choice` is unseeded, ours is drawn from
+`caption_rng(seed, caption)` (one stream per type) so a run repeats and resumes exactly; and a fill
+that decodes to nothing is rejected (below).
 
 - Tagging: spaCy `en_core_web_sm` (ner and parser excluded); the texts of the tokens tagged
   NOUN, ADJ and VERB are collected in caption order (every spaCy token: "shirt" of "t-shirt" too).
@@ -19,9 +20,13 @@ reproduced step for step, with one change: its `random.choice` is unseeded, ours
   `results[min(3, len(results))]["sequence"]`: the **4th** candidate, with no check that it
   differs from the masked word or the caption.
 
-Every record is therefore marked valid except the relation placeholder, as in CE-CLIP; the records
-keep the masked text and the five ranked fills so a reader sees what was taken. Our filtered
-procedure (`mlm.MLMNegativeGenerator`, "ours") is the alternative.
+Every record is therefore marked valid except the relation placeholder, as in CE-CLIP, and one
+departure of ours: a taken fill that is empty or only whitespace is rejected (reason
+`validation.EMPTY`, the output "" kept in the record), so a builder reads it as a missing negative.
+It happens when the caption was masked whole and the LM's 4th fill is a special token, which the
+pipeline's decoding drops; CE-CLIP keeps it valid and would train on the empty string, which is no
+caption. The records keep the masked text and the five ranked fills so a reader sees what was
+taken. Our filtered procedure (`mlm.MLMNegativeGenerator`, "ours") is the alternative.
 """
 
 from __future__ import annotations
@@ -122,6 +127,8 @@ class CEClipNegativeGenerator(MaskedLMGenerator):
                     "masked": masked[plan[kind]],
                     "candidates": [{"output": r["sequence"], "score": round(float(r["score"]), 6)} for r in ranked],
                 }
-                row[kind] = Candidate(raw=None, output=picked, reason=None, extra=extra)
+                # our one departure from TextAugment: an empty fill is no caption (module docstring)
+                reason = validation.EMPTY if not picked.strip() else None
+                row[kind] = Candidate(raw=None, output=picked, reason=reason, extra=extra)
             results.append(row)
         return results
