@@ -37,7 +37,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -47,7 +46,7 @@ from datasets import Image as ImageFeature
 from PIL import Image
 
 from eval_sweep import forward_floor
-from eval_throughput import build_processor, jpeg, replace_rows, write_hub_folder
+from eval_throughput import build_processor, replace_workload
 from results import record
 
 # What every `hardpos eval` process imports before it reads a row: the start term of the bound.
@@ -125,11 +124,7 @@ def main() -> None:
 
     from hf_hardpos.scoring import default_num_workers
 
-    rows = replace_rows(args.rows, args.upstream_dir)
-    ids = sorted({r["image_id"] for r in rows})
-    work = Path(tempfile.mkdtemp(prefix="hardpos-floor-"))
-    dataset = work / "replace"
-    write_hub_folder(rows, {image_id: jpeg(i) for i, image_id in enumerate(ids)}, dataset)
+    rows, _, work, dataset = replace_workload(args.rows, args.upstream_dir, "hardpos-floor-")
     models = [build_model(args.model, work / f"model{i}", rows, seed=i) for i in range(max(1, args.models))]
     hardpos_eval(models[:1], dataset, work / "warm", args.device, "--max-rows", "2")  # datasets cache, untimed
 
@@ -140,9 +135,7 @@ def main() -> None:
     decode, images = decode_floor(models[0], dataset, workers)
     forward = forward_floor(models[0], dataset, settings.get("batch_size", 64) if isinstance(settings, dict) else 64)
     bound = 1.5 * (decode + forward) + start
-    print(f"workload: {len(rows)} rows, {images} distinct 500x375 JPEGs "
-          f"({'upstream REPLACE' if args.upstream_dir else 'synthetic'}); model {args.model}; device {args.device}; "
-          f"default workers {workers}")
+    print(f"model {args.model}; device {args.device}; default workers {workers}")
     print(f"end to end {e2e:.2f} s | floor: decode {decode:.2f} s in {workers} processes + forward {forward:.2f} s "
           f"+ start {start:.2f} s | target <= {bound:.2f} s: {'met' if e2e <= bound else 'MISSED'}")
     figures = {"rows": len(rows), "images": images, "workers": workers, "model": args.model,

@@ -31,7 +31,6 @@ import os
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -42,7 +41,7 @@ import torch  # noqa: E402
 from datasets import Image as ImageFeature  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from eval_throughput import build_processor, jpeg, replace_rows, write_hub_folder  # noqa: E402
+from eval_throughput import build_processor, replace_workload  # noqa: E402
 from results import record  # noqa: E402  benchmarks/results.py: one results file for every benchmark
 
 
@@ -159,14 +158,8 @@ def main() -> None:
     parser.add_argument("--skip-floor", action="store_true", help="only (a)")
     args = parser.parse_args()
 
-    rows = replace_rows(args.rows, args.upstream_dir)
-    ids = sorted({r["image_id"] for r in rows})
-    work = Path(tempfile.mkdtemp(prefix="hardpos-sweep-"))
-    dataset = work / "replace"
-    write_hub_folder(rows, {image_id: jpeg(i) for i, image_id in enumerate(ids)}, dataset)
-    print(f"workload: {len(rows)} rows, {len(ids)} distinct 500x375 JPEGs; "
-          f"source: {'upstream REPLACE' if args.upstream_dir else 'synthetic'}")
-    figures = {"rows": str(len(rows)), "images": str(len(ids)), **sweep(work, dataset, rows, args.models)}
+    rows, images, work, dataset = replace_workload(args.rows, args.upstream_dir, "hardpos-sweep-")
+    figures = {"rows": str(len(rows)), "images": str(images), **sweep(work, dataset, rows, args.models)}
     if not args.skip_floor:
         figures.update(floor(work, dataset, rows, args.batch_size, args.num_workers))
     record("eval_sweep", figures)

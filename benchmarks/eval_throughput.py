@@ -141,6 +141,18 @@ def write_hub_folder(rows: list[dict], images: dict[str, bytes], root: Path) -> 
         for s in REPLACE_SUBSETS) + "---\n")
 
 
+def replace_workload(limit: int, upstream: Path | None, prefix: str) -> tuple[list[dict], int, Path, Path]:
+    """(rows, distinct images, a fresh work folder, the Hub folder written in it) of a REPLACE-shaped run:
+    one generated 500x375 JPEG per distinct image id."""
+    rows = replace_rows(limit, upstream)
+    ids = sorted({r["image_id"] for r in rows})
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    write_hub_folder(rows, {image_id: jpeg(i) for i, image_id in enumerate(ids)}, work / "replace")
+    print(f"workload: {len(rows)} rows, {len(ids)} distinct 500x375 JPEGs; "
+          f"source: {'upstream REPLACE' if upstream else 'synthetic'}")
+    return rows, len(ids), work, work / "replace"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=600)
