@@ -34,7 +34,8 @@ import torch
 from .evaluation import output_folder
 from .image_processing import describe_image_processor
 from .provenance import digest_of, versions
-from .scoring import ITMScorer, _DistinctImages, _ImageSource
+from .image_keys import ImageSource
+from .scoring import ITMScorer, _DistinctImages
 
 GIB = 1024**3
 DEFAULT_MEMORY_BYTES = 4 * GIB  # one run's shared pixels in memory (REPLACE at 224 px: ~7 GB for all 11,723 images)
@@ -168,7 +169,7 @@ class SharedPixelScorer(ITMScorer):
         self.pixel_settings = pixel_settings(self.processor.image_processor) if pixels is not None else {}
         self.pixel_key = digest_of(self.pixel_settings)
 
-    def _pixel_batches(self, dataset, image_column: str, sources: list[_ImageSource]) -> Iterator[torch.Tensor]:
+    def _pixel_batches(self, dataset, image_column: str, sources: list[ImageSource]) -> Iterator[torch.Tensor]:
         if self.pixels is None:
             yield from super()._pixel_batches(dataset, image_column, sources)
             return

@@ -13,7 +13,6 @@ a peft-wrapped CLIP, ...), whether they return a tensor or a `BaseModelOutputWit
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import os
 from collections.abc import Iterable, Sequence
@@ -29,6 +28,7 @@ from tqdm.auto import tqdm
 from . import columns
 from .image_processing import describe_image_processor
 from .embedding_cache import EmbeddingCache, token_key
+from .image_keys import ImageSource, distinct_images
 
 
 # At most this many image workers by default: past it, decoding outruns any one model's forward passes.
@@ -87,68 +87,6 @@ def _features(output) -> torch.Tensor:
     return pooled
 
 
-@dataclass
-class _ImageSource:
-    """Where one distinct image comes from: the first row that holds it, and its content key."""
-
-    row: int
-    image_id: str
-    key: str
-
-
-def _image_key(value, row: int) -> str:
-    """A content key for an image cell, so equal images are encoded once whatever their ids say.
-
-    Content (not `image_id`) is the key because SWAP crops several boxes out of one Visual Genome
-    image: same id, different pixels.
-    """
-    if isinstance(value, dict):  # datasets Image feature with decode=False
-        if value.get("bytes") is not None:
-            return hashlib.blake2b(value["bytes"], digest_size=16).hexdigest()
-    if isinstance(value, str):
-        value = {"path": value}
-    if isinstance(value, dict) and value.get("path"):
-        try:  # by content, not path: a file replaced in place is a different image
-            with open(value["path"], "rb") as handle:
-                return hashlib.blake2b(handle.read(), digest_size=16).hexdigest()
-        except OSError as err:
-            raise ValueError(f"row {row}: cannot read image file {value['path']!r}: {err}") from err
-    if isinstance(value, Image.Image):
-        return hashlib.blake2b(value.tobytes() + str(value.size).encode(), digest_size=16).hexdigest()
-    raise ValueError(f"row {row}: unsupported image value of type {type(value).__name__}")
-
-
-class _RecentImages:
-    """The content keys of the last few images, by image id, so that rows repeating an image (REPLACE
-    has 2.3 rows per image, mostly adjacent) compare bytes (a memcmp) instead of hashing them again.
-
-    A key is reused only when the cell's bytes equal the remembered ones: an id is a hint, never trusted
-    (SWAP crops several boxes out of one image id). Bounded, so memory stays a few MB."""
-
-    SIZE = 256
-
-    def __init__(self) -> None:
-        self._seen: dict[str, tuple[bytes, str]] = {}
-
-    @staticmethod
-    def bytes_of(value) -> bytes | None:
-        return value.get("bytes") if isinstance(value, dict) else None
-
-    def key_of(self, image_id: str | None, value) -> str | None:
-        data = self.bytes_of(value)
-        known = self._seen.get(image_id) if image_id is not None and data is not None else None
-        return known[1] if known is not None and known[0] == data else None
-
-    def remember(self, image_id: str | None, value, key: str) -> None:
-        data = self.bytes_of(value)
-        if image_id is None or data is None:
-            return
-        self._seen.pop(image_id, None)
-        self._seen[image_id] = (data, key)
-        if len(self._seen) > self.SIZE:
-            del self._seen[next(iter(self._seen))]  # the least recently stored
-
-
 # One orientation policy for scoring and training: pixels as stored, EXIF orientation ignored, as the
 # reference code opens images (amitakamath/hard_positives: `Image.open(path).convert("RGB")`).
 # `datasets`' Image decoding applies the EXIF rotation instead, so images are opened here, not there.
@@ -169,7 +107,7 @@ def open_image(value) -> Image.Image:
 class _DistinctImages(torch.utils.data.Dataset):
     """Decodes and preprocesses the distinct images; runs inside DataLoader workers."""
 
-    def __init__(self, dataset: Dataset, image_column: str, sources: list[_ImageSource], image_processor):
+    def __init__(self, dataset: Dataset, image_column: str, sources: list[ImageSource], image_processor):
         self.dataset = dataset.select_columns([image_column])  # a worker reads a row's image, not its captions
         self.image_column = image_column
         self.sources = sources
@@ -422,7 +360,7 @@ class ITMScorer:
         assert out is not None
         return out
 
-    def encode_images(self, dataset: Dataset, image_column: str, sources: list[_ImageSource]) -> torch.Tensor:
+    def encode_images(self, dataset: Dataset, image_column: str, sources: list[ImageSource]) -> torch.Tensor:
         """L2-normalised embeddings of the distinct images (float32, CPU), in `sources` order."""
         keys = [source.key for source in sources]
         todo = [sources[i] for i in self.cache.missing("image", keys)]
@@ -430,7 +368,7 @@ class ITMScorer:
             self.cache.add("image", [source.key for source in todo], self._encode_images(dataset, image_column, todo))
         return self.cache.get("image", keys)
 
-    def _pixel_batches(self, dataset: Dataset, image_column: str, sources: list[_ImageSource]) -> Iterable[torch.Tensor]:
+    def _pixel_batches(self, dataset: Dataset, image_column: str, sources: list[ImageSource]) -> Iterable[torch.Tensor]:
         """Preprocessed pixels of `sources`, `batch_size` images at a time, in order (decoded in DataLoader
         workers). `pixel_store.SharedPixelScorer` serves pixels decoded earlier (for another model) instead."""
         return torch.utils.data.DataLoader(
@@ -441,7 +379,7 @@ class ITMScorer:
         )
 
     @torch.inference_mode()
-    def _encode_images(self, dataset: Dataset, image_column: str, sources: list[_ImageSource]) -> torch.Tensor:
+    def _encode_images(self, dataset: Dataset, image_column: str, sources: list[ImageSource]) -> torch.Tensor:
         loader = self._pixel_batches(dataset, image_column, sources)
         chunks = []
         for pixel_values in tqdm(loader, desc="Encoding images", disable=not self.progress, unit="batch"):
@@ -537,52 +475,6 @@ class ITMScorer:
             if len({k for k in kept_slots[row] if k >= 0}) < len({t for t in slots[row] if t >= 0}):
                 report.identical_rows.append(row)
         return report
-
-
-# (dataset fingerprint, image column) -> its distinct images and each row's slot, for the last few datasets:
-# a run of several models (`--model A --model B`) reads the same rows once per model.
-_DISTINCT_IMAGES: dict[tuple[str, str], tuple[list[_ImageSource], np.ndarray]] = {}
-_DISTINCT_IMAGES_KEPT = 8
-
-
-def distinct_images(dataset: Dataset, image_column: str) -> tuple[list[_ImageSource], np.ndarray]:
-    """The distinct images of `dataset` (by content) and, per row, the index of its image among them.
-
-    Found once per dataset and process when the images are stored in the dataset (bytes): its fingerprint
-    then names their content and every transform applied (what `datasets` itself trusts to reuse its cache
-    files), so a second model of the same run skips reading and keying them again. Images read from
-    files are keyed anew on every call: a file may be replaced in place.
-    """
-    memo_key = (dataset._fingerprint, image_column)
-    if memo_key in _DISTINCT_IMAGES:
-        return _DISTINCT_IMAGES[memo_key]
-    image_ids = [str(v) for v in dataset[columns.IMAGE_ID]] if columns.IMAGE_ID in dataset.column_names else None
-    key_to_slot: dict[str, int] = {}
-    sources: list[_ImageSource] = []
-    image_slot = np.empty(len(dataset), dtype=np.int64)
-    images_only = dataset.select_columns([image_column])
-    cells = (cell for batch in images_only.iter(batch_size=1024) for cell in batch[image_column])
-    recent = _RecentImages()
-    from_files = False
-    for row, value in enumerate(cells):  # streamed: never all image bytes in memory at once
-        if value is None:
-            raise ValueError(f"row {row} has no image (column {image_column!r} is null)")
-        from_files = from_files or recent.bytes_of(value) is None
-        image_id = image_ids[row] if image_ids else None
-        key = recent.key_of(image_id, value)
-        if key is None:
-            key = _image_key(value, row)
-            recent.remember(image_id, value, key)
-        if key not in key_to_slot:
-            key_to_slot[key] = len(sources)
-            sources.append(_ImageSource(row, image_ids[row] if image_ids else str(row), key))
-        image_slot[row] = key_to_slot[key]
-    if from_files:
-        return sources, image_slot
-    _DISTINCT_IMAGES[memo_key] = (sources, image_slot)
-    while len(_DISTINCT_IMAGES) > _DISTINCT_IMAGES_KEPT:
-        del _DISTINCT_IMAGES[next(iter(_DISTINCT_IMAGES))]
-    return sources, image_slot
 
 
 def _undecoded(dataset: Dataset, image_column: str) -> Dataset:

@@ -76,7 +76,7 @@ def test_same_image_id_different_pixels_are_different_images(model_and_processor
 def test_repeated_images_are_hashed_once_and_an_id_is_only_a_hint(model_and_processor, monkeypatch):
     """Rows repeating an image compare bytes with the last rows of that id instead of hashing again; a
     row with that id but other bytes (a SWAP crop) is still hashed and kept apart."""
-    import hf_hardpos.scoring as scoring
+    import hf_hardpos.image_keys as image_keys
 
     model, processor = model_and_processor
     dataset = make_eval_set(num_images=3, rows_per_image=4)
@@ -84,8 +84,8 @@ def test_repeated_images_are_hashed_once_and_an_id_is_only_a_hint(model_and_proc
     dataset = dataset.map(lambda row, i: {"image_id": "1000"} if i == 5 else {}, with_indices=True)
     dataset = dataset.map(lambda row, i: {"image": other} if i == 5 else {}, with_indices=True)
     hashed: list[int] = []
-    original = scoring._image_key
-    monkeypatch.setattr(scoring, "_image_key", lambda value, row: hashed.append(row) or original(value, row))
+    original = image_keys.image_key
+    monkeypatch.setattr(image_keys, "image_key", lambda value, row: hashed.append(row) or original(value, row))
     embeddings, slots = ITMScorer(model, processor, progress=False).embed_images(dataset)
     assert hashed == [0, 4, 5, 8]  # the first row of each image, and the odd one out
     assert len(embeddings) == 4 and len(set(slots[[0, 1, 2, 3]])) == 1 and slots[5] not in slots[[0, 4, 8]]
@@ -95,14 +95,14 @@ def test_a_second_model_reuses_the_image_keys_of_stored_images_but_rereads_files
                                                                                  monkeypatch):
     """`--model A --model B`: the same rows are keyed once per process when their images are stored in the
     dataset; images read from files are keyed again, since a file may be replaced between two calls."""
-    import hf_hardpos.scoring as scoring
+    import hf_hardpos.image_keys as image_keys
     from PIL import Image as PILImage
 
     model, processor = model_and_processor
     stored = make_eval_set(num_images=2, rows_per_image=2, seed=11)
     hashed: list[int] = []
-    original = scoring._image_key
-    monkeypatch.setattr(scoring, "_image_key", lambda value, row: hashed.append(row) or original(value, row))
+    original = image_keys.image_key
+    monkeypatch.setattr(image_keys, "image_key", lambda value, row: hashed.append(row) or original(value, row))
     for _ in range(2):
         ITMScorer(model, processor, progress=False).embed_images(stored)
     assert hashed == [0, 2]

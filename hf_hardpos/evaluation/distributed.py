@@ -39,7 +39,7 @@ import torch
 
 from ..errors import UserInputError
 from ..pixel_store import SharedPixelScorer
-from ..scoring import _ImageSource
+from ..image_keys import ImageSource
 
 STOP, IMAGES, TEXTS = "stop", "images", "texts"
 
@@ -257,7 +257,7 @@ class DistributedScorer(SharedPixelScorer):
         )
         return _put_back(len(ids), shares, results)
 
-    def _encode_images(self, dataset, image_column: str, sources: list[_ImageSource]) -> torch.Tensor:
+    def _encode_images(self, dataset, image_column: str, sources: list[ImageSource]) -> torch.Tensor:
         shares = deal_batches(len(sources), self.batch_size, self.workers.size)
         payloads: list[Any] = [[sources[i] for i in shares[0]]]
         for share in shares[1:]:
