@@ -103,7 +103,8 @@ class Benchmark:
             label = self.display_name() if len(self.results) == 1 else f"{self.display_name()} [{config}]"
             how = f"{label} = fraction of the {row.get('num_examples', '?')} rows of config {config!r}"
             figures.append(Figure(label, config, row, [config], how + (f" ({tie_rule})" if tie_rule else ""),
-                                  self.provenance.get(config, {}).get("bootstrap")))
+                                  self.provenance.get(config, {}).get("interval")
+                                  or self.provenance.get(config, {}).get("bootstrap")))
         return figures
 
     def _other_task_figures(self) -> list[Figure]:
