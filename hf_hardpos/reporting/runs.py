@@ -34,6 +34,9 @@ TRAINER_STATE = "trainer_state.json"
 OUTCOME_COLUMNS = {"original_accuracy": "original_correct", "augmented_accuracy": "augmented_correct",
                    "brittleness": "brittle"}
 KNOWN_NAMES = {"replace": "REPLACE", "swap": "SWAP"}  # the paper's column names
+# `HardPosTrainer.evaluate` scores its eval sets with `ITMScorer`'s default precision (training/trainer.py); a
+# section that records its own (`provenance["precision"]`) wins.
+TRAINER_EVAL_PRECISION = "fp32"
 
 
 @dataclass
@@ -293,4 +296,7 @@ def _load_finetune(folder: Path, state_file: Path) -> Run:
         for name, section in _read_json(sections_file).items():
             task = "hard_positive" if _is_hard_positive_section(section) else section.get("task", "other")
             run.benchmarks[name] = Benchmark(name, section, None, task=task)
+        recorded = {b.provenance.get("precision") for b in run.benchmarks.values()} - {None}
+        precision = recorded.pop() if len(recorded) == 1 else TRAINER_EVAL_PRECISION
+        run.run = {"settings": {"precision": precision}}
     return run
