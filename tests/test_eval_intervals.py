@@ -83,3 +83,19 @@ def test_suite_takes_bootstrap(tiny_clip_dir, tmp_path):
     section = report.sections["replace"]
     assert all(f"{r}_ci_low" in m for m in {**section.results, **section.aggregates}.values() for r in METRIC_NAMES)
     assert "50 resamples" in section.provenance["attributes"]["interval"]
+
+
+def test_other_tasks_print_an_interval_on_each_counted_rate(tiny_clip_dir, tmp_path, capsys):
+    """Caption selection: accuracy is a count over rows, so it gets its Wilson interval too."""
+    from run_fixtures import write_selection_folder
+
+    data = write_selection_folder(tmp_path / "selection")
+    capsys.readouterr()
+    assert main(["eval", "--model", str(tiny_clip_dir), "--dataset", str(data), "--output", str(tmp_path / "o"),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    saved = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    section = next(iter(saved["datasets"].values()))
+    row = section["results"]["default"]
+    low, high = wilson_interval(round(row["accuracy"] * row["num_examples"]), row["num_examples"])
+    assert f"{row['accuracy']:.4f} [{low:.4f}, {high:.4f}]" in out

@@ -92,3 +92,27 @@ def attach(results: dict[str, dict], aggregates: dict[str, dict], provenance: di
             continue
         base["aggregation"] = {**aggregation, "interval": how}
         aggregates[name] = base
+
+
+# Rates of the other tasks that are a count over `num_examples` rows (caption selection, zero-shot
+# classification over images, Winoground over examples); means over classes or subsets are not.
+COUNT_RATES = ("accuracy", "acc1", "acc5", "text_score", "image_score", "group_score")
+
+
+def count_rate_bounds(results: Mapping[str, Mapping], aggregates: Mapping[str, Mapping]) -> dict[str, dict[str, tuple]]:
+    """Wilson bounds of each `COUNT_RATES` rate of a result row or a `pooled(...)` row (exact counts), and for
+    a `mean(a,b)` row the mean of its members' bounds (as for REPLACE's macro mean); other rows get none."""
+    bounds: dict[str, dict[str, tuple]] = {}
+    counted = {**results, **{n: r for n, r in aggregates.items() if n.startswith("pooled(")}}
+    for name, row in counted.items():
+        rows = row.get("num_examples")
+        for rate in COUNT_RATES:
+            if isinstance(row.get(rate), float) and isinstance(rows, int) and rows > 0:
+                bounds.setdefault(name, {})[rate] = wilson_interval(round(row[rate] * rows), rows, CONFIDENCE)
+    for name, row in aggregates.items():
+        members = name[len("mean("):-1].split(",") if name.startswith("mean(") and name.endswith(")") else []
+        for rate in COUNT_RATES:
+            if members and isinstance(row.get(rate), float) and all(rate in bounds.get(m, {}) for m in members):
+                lows, highs = zip(*(bounds[m][rate] for m in members))
+                bounds.setdefault(name, {})[rate] = (float(np.mean(lows)), float(np.mean(highs)))
+    return bounds

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import Any
 
+from .intervals import count_rate_bounds
+from .intervals import method as interval_method
 from .tables import metrics_table, published_table, render_table
 
 HARD_POSITIVE = "hard_positive"  # the task whose rows are Original/Augmented Accuracy and Brittleness
@@ -90,7 +92,12 @@ class Section:
         else:
             names = [k for k in dict.fromkeys(k for m in rows.values() for k in m) if k == "num_candidates" or not
                      isinstance(next((m[k] for m in rows.values() if k in m), None), (dict, list, str))]
-            text = render_table(["subset", *names], [[row, *(_cell(m.get(k, "")) for k in names)] for row, m in rows.items()])
+            bounds = count_rate_bounds(self.results, self.aggregates)
+            text = render_table(["subset", *names], [[row, *(_cell(m.get(k, ""), bounds.get(row, {}).get(k)) for k in names)]
+                                                     for row, m in rows.items()])
+            if bounds:
+                text += f"\nintervals: [low, high] = {interval_method(0, False)}; mean(...) rows: the mean of their " \
+                        "subsets' bounds"
         return text + f"\ntie rule: {self.tie_rule}\naggregation: {self.aggregation}"
 
     def block(self, name: str) -> str:
@@ -115,8 +122,8 @@ class Section:
         for row, metrics in self.rows().items():
             stem = f"{prefix}_{slug(set_name)}" + ("" if row == unnamed else f"_{slug(row)}")
             for metric, value in metrics.items():
-                if isinstance(value, bool) or not isinstance(value, Real):
-                    continue  # descriptions (e.g. ARO's macro protocol) and ranges are for the card, not the log
+                if isinstance(value, bool) or not isinstance(value, Real) or "_ci_" in metric:
+                    continue  # descriptions (e.g. ARO's macro protocol), ranges and intervals are for tables, not the log
                 key = f"{stem}_{metric}"
                 if key in flat:
                     raise ValueError(f"eval set {set_name!r}: rows {origin[key]!r} and {row!r} would both log {key!r}")
@@ -131,5 +138,7 @@ def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.@-]+", "_", str(name)).strip("_")
 
 
-def _cell(value: Any) -> str:
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
+def _cell(value: Any, bounds: tuple[float, float] | None = None) -> str:
+    if not isinstance(value, float):
+        return str(value)
+    return f"{value:.4f}" + (f" [{bounds[0]:.4f}, {bounds[1]:.4f}]" if bounds else "")
