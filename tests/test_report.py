@@ -227,13 +227,6 @@ def test_finetune_folder_plots_each_loss_term_and_eval_metric(tmp_path):
     assert curves[1][1][1:] == ["2", "4", "0.26", "8", "0.22"]
 
 
-def _headline(page, title):
-    """The headline table of one benchmark: {rate name: row cells}."""
-    tables = [t for t in page.tables if t[0][:2] == ["rate", "this run"]]
-    index = page.headings.index("At a glance")
-    return tables, index
-
-
 def test_baseline_gives_both_runs_and_a_paired_difference(runs, tmp_path):
     """`--baseline`: each headline shows the baseline's figure and run - baseline with the paired bootstrap over
     images and McNemar's test, recomputed here from the two runs' saved per-row outcomes."""
@@ -282,7 +275,6 @@ def test_finetune_report_orders_panels_and_draws_the_base_model_at_step_zero(run
     assert base["eval_swap"]["brittleness"] == saved["swap"]["results"]["default"]["brittleness"]
     assert base["eval_replace_relations"]["brittleness"] == saved["replace"]["results"]["relations"]["brittleness"]
     assert str(runs["baseline"]) in note
-    target = tmp_path / "train.html"
     assert main(["report", str(folder), "--baseline", str(runs["baseline"])]) == 0
     assert (folder / "report.html").is_file()  # the default output: RUN/report.html
 
