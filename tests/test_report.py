@@ -320,3 +320,10 @@ def test_report_with_a_baseline_renders_both_runs_in_headless_chromium(runs, tmp
     assert all(re.fullmatch(r"[+-]\d+\.\d pp \[-?\d+\.\d, -?\d+\.\d\], interval (excludes|includes) 0.*", row[5])
                for row in headline[1:])
     assert not [link for link in page.links if not link.startswith(("data:", "#"))]
+
+
+def test_a_folder_holding_runs_names_them(runs, tmp_path, capsys):
+    """A demo output folder holds its runs in eval/<variant>/: the error names them, to pass as RUN and --baseline."""
+    shutil.copytree(runs["suite"], tmp_path / "demo" / "eval" / "hp+hn")
+    assert main(["report", str(tmp_path / "demo")]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"it holds runs in {tmp_path / 'demo' / 'eval' / 'hp+hn'}: pass one of those")

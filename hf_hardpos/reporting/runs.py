@@ -263,8 +263,10 @@ def load_run(folder: str | Path) -> Run:
     state_file = find_trainer_state(folder)
     if state_file is not None:
         return _load_finetune(folder, state_file)
-    nested = sorted(p.name for p in folder.iterdir() if (p / METRICS_FILE).is_file())
-    hint = f"; it holds runs in {', '.join(nested)}: pass those folders" if nested else ""
+    # One or two levels down: a `--model A --model B` folder holds OUT/<name>/, the demo's output eval/<variant>/.
+    nested = sorted(p.parent.relative_to(folder).as_posix() for pattern in ("*/" + METRICS_FILE, "*/*/" + METRICS_FILE)
+                    for p in folder.glob(pattern))
+    hint = f"; it holds runs in {', '.join(str(folder / n) for n in nested)}: pass one of those" if nested else ""
     raise UserInputError(f"{folder}: no {METRICS_FILE} (eval or suite output) and no {TRAINER_STATE} "
                          f"(fine-tuning output){hint}")
 
