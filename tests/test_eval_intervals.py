@@ -99,3 +99,13 @@ def test_other_tasks_print_an_interval_on_each_counted_rate(tiny_clip_dir, tmp_p
     row = section["results"]["default"]
     low, high = wilson_interval(round(row["accuracy"] * row["num_examples"]), row["num_examples"])
     assert f"{row['accuracy']:.4f} [{low:.4f}, {high:.4f}]" in out
+
+
+def test_text_only_accuracy_line_carries_its_interval():
+    from hf_hardpos.evaluation.section import Section
+
+    row = {"original_accuracy": 0.5, "augmented_accuracy": 0.25, "brittleness": 0.25, "num_examples": 4,
+           "text_only_accuracy": 0.5}
+    line = next(l for l in Section(HARD_POSITIVE, results={"swap_att": row}).table().splitlines() if "TOT" in l)
+    low, high = wilson_interval(2, 4)
+    assert line.endswith(f"swap_att 50.0 [{100 * low:.1f}, {100 * high:.1f}]")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import Any
 
+from ..metrics import wilson_interval
 from .intervals import count_rate_bounds
 from .intervals import method as interval_method
 from .tables import metrics_table, published_table, render_table
@@ -84,9 +85,11 @@ class Section:
         rows = self.rows()
         if self.task == HARD_POSITIVE:
             text = metrics_table(rows)
-            extra = {k: v["text_only_accuracy"] for k, v in rows.items() if "text_only_accuracy" in v}
+            extra = {k: v for k, v in rows.items() if "text_only_accuracy" in v}
             if extra:
-                text += "\ntext-only (TOT) accuracy %: " + ", ".join(f"{k} {100 * v:.1f}" for k, v in extra.items())
+                text += "\ntext-only (TOT) accuracy % [95% Wilson]: " + ", ".join(
+                    f"{k} {100 * v['text_only_accuracy']:.1f}" + _percent_bounds(v, "text_only_accuracy")
+                    for k, v in extra.items())
             if self.published:
                 text += "\n" + published_table(self.published)
         else:
@@ -136,6 +139,15 @@ def slug(name: str) -> str:
     """A set or row name as it appears in a logged metric name: runs of characters other than letters,
     digits and `_ . @ -` become one `_` (`pooled(attributes,relations)` -> `pooled_attributes_relations`)."""
     return re.sub(r"[^A-Za-z0-9_.@-]+", "_", str(name)).strip("_")
+
+
+def _percent_bounds(row: dict[str, Any], rate: str) -> str:
+    """` [low, high]` in percent: the Wilson interval of a rate that counts `num_examples` rows ("" without it)."""
+    rows = row.get("num_examples")
+    if not isinstance(rows, int) or rows < 1:
+        return ""
+    low, high = wilson_interval(round(row[rate] * rows), rows)
+    return f" [{100 * low:.1f}, {100 * high:.1f}]"
 
 
 def _cell(value: Any, bounds: tuple[float, float] | None = None) -> str:
