@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import copy
 import importlib
 import os
 import pkgutil
@@ -40,6 +41,27 @@ def _help_texts(command: str) -> tuple[str, str]:
     return summary.rstrip("."), description
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """A command's description keeps its line breaks (examples stay readable), and every option's help ends
+    with its default, as `argparse.ArgumentDefaultsHelpFormatter` adds it, except where the help already says
+    it or there is none to show (None, False: an unset option or an off switch)."""
+
+    @staticmethod
+    def _shows_default(action: argparse.Action) -> bool:
+        return bool(action.option_strings) and action.default is not argparse.SUPPRESS \
+            and action.default not in (None, False, [], ()) and "default" not in (action.help or "").lower()
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        return f"{text} (default: %(default)s)".strip() if self._shows_default(action) else text
+
+    def _format_action(self, action: argparse.Action) -> str:
+        if action.help is None and self._shows_default(action):  # argparse prints no help line without a help
+            action = copy.copy(action)
+            action.help = "(default: %(default)s)"
+        return super()._format_action(action)
+
+
 def add_command(
     subparsers: argparse._SubParsersAction, module: str, run: Callable[[argparse.Namespace], int]
 ) -> argparse.ArgumentParser:
@@ -51,7 +73,7 @@ def add_command(
     name = module.rsplit(".", 1)[-1]
     summary, description = _help_texts(name)
     parser = subparsers.add_parser(
-        name, help=summary, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+        name, help=summary, description=description, formatter_class=HelpFormatter
     )
     parser.set_defaults(func=run)
     return parser

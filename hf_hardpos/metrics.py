@@ -145,6 +145,31 @@ def bootstrap_interval(
     return float(low), float(high)
 
 
+def wilson_interval(successes: int, rows: int, confidence_level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a rate `successes / rows` (Wilson 1927, "Probable inference, the law of
+    succession, and statistical inference", JASA 22:209).
+
+    The default interval of every rate we print: it needs only the count, so it costs nothing and never
+    rescores; unlike the normal (Wald) interval or a bootstrap on few rows, it is never [0, 0] or [1, 1]
+    (0 of 4 rows gives [0, 49 %]), and it stays inside [0, 1]. It treats rows as independent; the bootstrap
+    over images (`bootstrap_interval` with `groups`) does not, and is what `--bootstrap N` reports.
+    """
+    from statistics import NormalDist
+
+    if rows < 1:
+        raise ValueError(f"a rate needs at least one row, got {rows}")
+    if not 0 <= successes <= rows:
+        raise ValueError(f"successes must be in [0, {rows}], got {successes}")
+    if not 0 < confidence_level < 1:
+        raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level}")
+    z = NormalDist().inv_cdf(1 - (1 - confidence_level) / 2)
+    rate = successes / rows
+    denominator = 1 + z * z / rows
+    centre = (rate + z * z / (2 * rows)) / denominator
+    half = z * np.sqrt(rate * (1 - rate) / rows + z * z / (4 * rows * rows)) / denominator
+    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+
+
 def metric_with_interval(
     name: str,
     per_row: np.ndarray,

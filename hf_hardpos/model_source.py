@@ -12,6 +12,7 @@ from what it decided.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,24 @@ def require_model_exists(name_or_path: str) -> None:
     if looks_like_path(name_or_path) and not open_clip_native.is_native(name_or_path) \
             and not Path(name_or_path).expanduser().exists():
         raise UserInputError(f"model not found: {name_or_path} (no such folder)")
+
+
+def missing_model_message(name: str, path: str, err: Exception) -> str:
+    """What is wrong with a model that cannot be loaded, and what to run (one line)."""
+    folder = Path(path).expanduser()
+    if folder.is_dir():
+        if not (folder / "config.json").is_file():
+            return (f"model {name}: the folder has no config.json, so it is no saved Hugging Face model (an open_clip "
+                    "or OpenAI checkpoint is a file: pass that file with --open-clip-config NAME, or convert it once with "
+                    "`hardpos convert`)")
+        return f"model {name}: its config.json cannot be read as a CLIP-like model ({first_line(err)})"
+    if folder.is_file():
+        return (f"model {name} is a file: a checkpoint needs --open-clip-config NAME (open_clip) or is converted "
+                "with `hardpos convert`; a Hugging Face model is a folder or a Hub id")
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
+    reach = "HF_HUB_OFFLINE is set" if offline else "the Hub did not answer or has no such model"
+    return (f"model {name!r} is not a local folder and not in the Hugging Face cache, and {reach}: check the id "
+            f"(owner/name), or download it once online (`hf download {name}`) and rerun, or pass a local folder")
 
 
 def model_location(identity: Mapping[str, Any]) -> str | None:
@@ -118,7 +137,7 @@ class ModelSource:
         try:
             return text_context_length(AutoConfig.from_pretrained(self.path))
         except (OSError, ValueError) as err:
-            raise UserInputError(f"cannot read the text context length of model {self.name!r}: {first_line(err)}") from err
+            raise UserInputError(missing_model_message(self.name, self.path, err)) from err
 
     def image_processor_settings(self, image_backend: str = DEFAULT_IMAGE_BACKEND) -> dict[str, Any]:
         """The image processor it will be scored with, described without loading the model."""

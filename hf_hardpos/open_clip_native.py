@@ -7,7 +7,7 @@ open_clip can build. Here open_clip itself creates the model, so its own preproc
 tokenizer are used, and `OpenClipDualEncoder` gives the scorer the `get_image_features` /
 `get_text_features` interface every model is scored through (cosine of L2-normalised features).
 
-Accepted forms of `--model` (open_clip is an optional extra: `pip install -e ".[open_clip]"`):
+Accepted forms of `--model` (open_clip is an optional extra: `pip install -e ".[openclip]"`):
 
 - `open_clip:RN50x16/openai` — an open_clip model name and a pretrained tag;
 - `open_clip:hf-hub:laion/CLIP-ViT-B-32-roberta-base-laion2B-s12B-b32k` — an open_clip Hub repo;
@@ -41,7 +41,7 @@ from .provenance import digest_of, sha256_file, versions
 
 PREFIX = "open_clip:"
 HF_HUB = "hf-hub:"
-INSTALL_HINT = 'pip install -e ".[open_clip]"'
+INSTALL_HINT = 'pip install -e ".[openclip]"'
 OPEN_CLIP_DISTRIBUTION = "open_clip_torch"  # the name open_clip is installed under (its version is recorded)
 CLIP_TOKENIZER = "clip"  # open_clip's CLIP BPE (SimpleTokenizer) whatever the text tower
 TOKENIZERS = (CLIP_TOKENIZER,)

@@ -3,6 +3,7 @@
 import csv
 import io
 import json
+import re
 import shutil
 from math import comb
 
@@ -289,3 +290,55 @@ def test_fine_tuning_folders_show_their_latest_evaluation_without_a_paired_test(
     assert table["records"][0]["value"] == pytest.approx((6 + 5) / 20)
     assert [r for r in table["records"] if r["kind"] == "difference"] == []
     assert any("data identity unknown" in line for line in table["captions"])
+
+
+def test_reference_picks_run_a(runs, capsys):
+    """--reference sets A whatever the argument order; given among the RUNs it is listed once."""
+    code, out, _ = _compare(capsys, runs["suite_a"], runs["suite_b"], "--reference", runs["suite_b"], "--format", "json")
+    assert code == 0
+    table = json.loads(out)
+    rows = list(dict.fromkeys(r["row"] for r in table["records"]))
+    assert len([r for r in rows if " - " not in r]) == 2
+    first, second = rows[0], rows[1]
+    assert first == "other_model"  # suite_b's model
+    assert f"{second} - {first}" in rows
+
+
+def test_text_fits_the_width_and_keeps_every_figure(runs, capsys):
+    code, wide, _ = _compare(capsys, runs["suite_a"], runs["suite_b"])
+    code, narrow, _ = _compare(capsys, runs["suite_a"], runs["suite_b"], "--width", "80")
+    assert code == 0
+    assert max(len(line) for line in wide.splitlines()) > 80
+    assert max(len(line) for line in narrow.splitlines()) <= 80
+    numbers = re.compile(r"[+-]?\d+\.\d(?: \[[^\]]*\])?\*?(?: p=[\d.e-]+)?")
+    table_part = wide.split("\n\n")[0]
+    assert sorted(numbers.findall(table_part)) == sorted(n for part in narrow.split("\n\n")[:-1]
+                                                            for n in numbers.findall(part))
+
+
+def test_mismatches_are_explained_in_words(runs, capsys, tmp_path):
+    copy = shutil.copytree(runs["b"], tmp_path / "edited")
+    saved = _metrics(copy)
+    saved["run"]["settings"]["precision"] = "bf16"
+    (copy / "metrics.json").write_text(json.dumps(saved))
+    code, _, err = _compare(capsys, runs["a"], copy)
+    assert code == 2
+    assert "tiny_clip" in err and "other_model: bf16" in err and "lower precision flips near-tied outcomes" in err
+
+
+def test_a_fine_tuning_folder_compares_with_an_eval_run(runs, capsys, tmp_path):
+    """Its evaluations' dtype is recorded (fp32) and settings it does not record are named, not refused."""
+    saved = _metrics(runs["suite_a"])["datasets"]["swap"]
+    section = {"task": "hard_positive", "source": saved["source"], "results": {"all": saved["results"]["default"]},
+               "aggregates": {}, "step": 8}
+    checkpoint = tmp_path / "ft" / "checkpoint-8"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"log_history": [{"step": 8, "loss": 1.0}]}))
+    (checkpoint / "hardpos_eval_sections.json").write_text(json.dumps({"swap": section}))
+    code, out, err = _compare(capsys, runs["suite_a"], tmp_path / "ft", "--format", "json")
+    assert code == 0, err
+    table = json.loads(out)
+    ft = [r for r in table["records"] if r["row"] == "ft" and r["benchmark"] == "SWAP"]
+    assert {r["metric"]: r["value"] for r in ft} == {m: saved["results"]["default"][m] for m in METRIC_NAMES}
+    assert any("names its only table 'default'" in line and "'all'" in line for line in table["captions"])
+    assert not any("dtype" in line and "not comparable" in line for line in table["captions"])

@@ -1,6 +1,7 @@
 """`--output` folders are transactions: one writer at a time, partial runs beside full ones, one dataset each."""
 
 import json
+import os
 import threading
 
 import numpy as np
@@ -154,3 +155,26 @@ def test_another_models_output_is_refused_not_merged(tiny_clip_dir, hub_folder, 
     assert (out / "metrics.json").read_bytes() == before
     replaced = evaluate_model(str(other), str(hub_folder), ["relations"], output_dir=out, resume=False, **_quiet())
     assert list(_saved(out)["results"]) == ["relations"] and replaced.run["model_identity"]["path"] == str(other.resolve())
+
+
+def test_the_folder_lock_is_a_filelock_held_across_processes_and_names_its_holder(tmp_path):
+    """`filelock` (portable, no hand-written fcntl): another process's FileLock on the same file times out while
+    a run holds the folder, the holder's pid is written beside the lock, and the lock is free afterwards."""
+    import subprocess
+    import sys
+
+    from filelock import FileLock
+
+    out = tmp_path / "out"
+    probe = ("import sys\nfrom filelock import FileLock, Timeout\n"
+             "try:\n    FileLock(sys.argv[1], timeout=0).acquire()\n    print('free')\n"
+             "except Timeout:\n    print('held')\n")
+    with output_folder.locked(out):
+        seen = subprocess.run([sys.executable, "-c", probe, str(out / output_folder.LOCK_NAME)], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        holder = output_folder.holder_path(out / output_folder.LOCK_NAME).read_text()
+    assert seen == "held"
+    assert holder.split()[:2] == ["pid", str(os.getpid())]
+    lock = FileLock(str(out / output_folder.LOCK_NAME), timeout=0)
+    lock.acquire()  # released at the end of the block
+    lock.release()

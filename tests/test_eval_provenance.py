@@ -35,7 +35,7 @@ def test_metrics_json_records_how_the_numbers_were_obtained(tiny_clip_dir, hub_f
         prov = saved["provenance"][config]
         assert len(prov["dataset"]["sha256"]) == 64 and prov["split"] == "test"
         assert prov["truncation"]["truncated_captions"] == 0
-        assert "over images" in prov["bootstrap"]
+        assert "over images" in prov["interval"]
     assert "strict" in saved["metric_definitions"]["tie_rule"]
 
 

@@ -72,7 +72,7 @@ def _trainer(tiny_clip_dir, output_dir, **overrides) -> HardPosTrainer:
 @pytest.fixture(scope="module")
 def trained(tiny_clip_dir, tmp_path_factory):
     output_dir = tmp_path_factory.mktemp("card") / "clip-hardpos-toy"
-    trainer = _trainer(tiny_clip_dir, output_dir)
+    trainer = _trainer(tiny_clip_dir, output_dir, eval_on_start=True)
     trainer.train()
     trainer.save_model()
     return trainer, output_dir
@@ -122,7 +122,7 @@ def test_card_contents_state_what_happened(trained):
     # The rendered card (the product): its sections, and the formula where the template puts it.
     text = (output_dir / "README.md").read_text()
     headings = [line for line in text.splitlines() if line.startswith("## ")]
-    assert headings == ["## Evaluation", "## Training", "## Intended use", "## Limitations", "## Citation"]
+    assert headings == ["## Usage", "## Evaluation", "## Training", "## Intended use", "## Limitations", "## Citation"]
     assert contents["loss_formula"] in text
 
 
@@ -242,3 +242,61 @@ def test_padded_rows_per_epoch_follow_accelerates_even_batches():
     assert padded_rows_per_epoch(32, 8, 2, drop_last=False) == 0
     assert padded_rows_per_epoch(20, 8, 2, drop_last=True) == 0
     assert padded_rows_per_epoch(20, 8, 1, drop_last=False) == 0  # one process: a smaller last batch only
+
+
+def _python_block(text: str, after: str) -> str:
+    start = text.index("```python\n", text.index(after)) + len("```python\n")
+    return text[start:text.index("```", start)]
+
+
+def test_card_usage_scores_an_image_against_captions(trained, tmp_path, capsys):
+    """The card's snippet runs as written (repo id -> the saved folder, photo.jpg -> an image) and prints one
+    cosine score per caption, the benchmark's s(c|i)."""
+    import torch
+    from transformers import CLIPModel, CLIPProcessor
+
+    trainer, output_dir = trained
+    text = (output_dir / "README.md").read_text()
+    code = _python_block(text, "## Usage")
+    PILImage.fromarray(np.full((32, 32, 3), 120, dtype=np.uint8)).save(tmp_path / "photo.jpg")
+    code = code.replace('"clip-hardpos-toy"', repr(str(output_dir))).replace('"photo.jpg"', repr(str(tmp_path / "photo.jpg")))
+    exec(compile(code, "card-usage", "exec"), {})
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert len(printed) == 3
+    model, processor = CLIPModel.from_pretrained(output_dir).eval(), CLIPProcessor.from_pretrained(output_dir)
+    captions = [line.split("  ", 1)[1] for line in printed]
+    inputs = processor(text=captions, images=PILImage.open(tmp_path / "photo.jpg"), return_tensors="pt", padding=True)
+    with torch.no_grad():
+        out = model(**inputs)
+    expected = torch.nn.functional.cosine_similarity(out.image_embeds, out.text_embeds).tolist()
+    assert [float(line.split()[0]) for line in printed] == pytest.approx(expected, abs=1e-4)
+
+
+def test_card_shows_base_and_fine_tuned_rows_with_chance_flags_and_compute(trained):
+    from hf_hardpos.training.run_facts import at_chance
+
+    trainer, output_dir = trained
+    text = (output_dir / "README.md").read_text()
+    table = text.split("### Base model and fine-tuned model")[1].split("###")[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("| toy")]
+    start = next(e for e in trainer.state.log_history if e.get("step") == 0 and "eval_toy_replace_brittleness" in e)
+    last = next(e for e in reversed(trainer.state.log_history) if "eval_toy_replace_brittleness" in e)
+    assert [r[1] for r in rows] == ["base model (step 0)", f"fine-tuned (step {last['step']})"]
+    for row, entry in zip(rows, (start, last)):
+        values = {m: entry[f"eval_toy_replace_{m}"] for m in ("original_accuracy", "augmented_accuracy", "brittleness")}
+        assert row[2:5] == [f"{100 * v:.1f}" for v in values.values()]
+        flagged = [name for name, m in (("orig acc", "original_accuracy"), ("aug acc", "augmented_accuracy"),
+                                        ("brittleness", "brittleness")) if at_chance(m, values[m])]
+        assert row[5] == ("at or past chance: " + ", ".join(flagged) if flagged else "better than chance")
+    runtime = next(e["train_runtime"] for e in trainer.state.log_history if "train_runtime" in e)
+    assert f"Trained for {runtime:,.0f} s (3 steps) on cpu, 1 process(es), fp32." in text
+
+
+def test_card_license_comes_from_the_data_else_the_base_models_card(tmp_path):
+    from hf_hardpos.training.model_card import base_license
+
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "README.md").write_text("---\nlicense: mit\n---\n# base\n")
+    assert base_license(str(base)) == "mit"
+    assert base_license(str(tmp_path / "nothing")) is None and base_license("openai/clip-vit-base-patch32") is None

@@ -86,12 +86,12 @@ def test_without_open_clip_the_error_names_the_extra(monkeypatch, tmp_path, caps
     monkeypatch.setitem(sys.modules, "open_clip", None)  # `import open_clip` raises ImportError
     with pytest.raises(UserInputError) as caught:
         open_clip_native.identity("open_clip:RN50x16/openai")
-    assert "[open_clip]" in str(caught.value) and "\n" not in str(caught.value)
+    assert "[openclip]" in str(caught.value) and "\n" not in str(caught.value)
     folder = tmp_path / "data"
     _hub_folder(folder)
     code = main(["eval", "--model", "open_clip:RN50x16/openai", "--dataset", str(folder), "--no-progress"])
     assert code == UserInputError.exit_code
-    assert "[open_clip]" in capsys.readouterr().err
+    assert "[openclip]" in capsys.readouterr().err
 
 
 def test_native_flag_needs_a_file_and_a_config(tmp_path):

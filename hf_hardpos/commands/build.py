@@ -215,7 +215,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     datasets_parsers = parser.add_subparsers(dest="dataset", required=True, metavar="DATASET")
     for name, dataset in DATASETS.items():
         sub = datasets_parsers.add_parser(name, aliases=dataset.aliases, help=dataset.help, description=dataset.help)
-        sub.add_argument("--output-dir", type=Path, required=True, help="folder to write the Hub repository into")
+        if name == "own":
+            sub.add_argument("--output-dir", type=Path, default=None,
+                             help="folder to write the Hub repository into (default: <table's stem>-hardpos beside it)")
+        else:
+            sub.add_argument("--output-dir", type=Path, required=True, help="folder to write the Hub repository into")
         if dataset.upstream is not None:
             sub.add_argument(
                 "--upstream-dir",
@@ -260,6 +264,10 @@ def run(args: argparse.Namespace) -> int:
     from ..data.hub_folder import push_folder, size_in_bytes
     from ..data.sources import existing_cache_dir
 
+    if args.output_dir is None:  # `own` only: every other dataset requires it
+        from ..evaluation.eval_data import own_output_dir
+
+        args.output_dir = own_output_dir(args.table)
     check_output_dir(args.output_dir)
     existing_cache_dir(args.cache_dir)  # created now, or refused before any input is read
     if args.max_shard_size is not None:

@@ -98,7 +98,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--native", action="store_true",
         help="score the checkpoint with open_clip itself instead of converting it to CLIPModel: any open_clip "
         "architecture (ResNet image towers, Hugging Face text towers), open_clip's transforms and tokenizer; needs "
-        "--open-clip-config and the [open_clip] extra. --model open_clip:NAME/TAG or open_clip:hf-hub:ORG/REPO is "
+        "--open-clip-config and the [openclip] extra. --model open_clip:NAME/TAG or open_clip:hf-hub:ORG/REPO is "
         "native without it",
     )
     parser.add_argument(
@@ -137,7 +137,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the model's transformers image processor (README: Evaluation protocol)",
     )
     parser.add_argument("--max-rows", type=int, default=None, help="evaluate only the first N rows per config")
-    parser.add_argument("--bootstrap", type=int, default=0, help="bootstrap resamples (over images) for 95%% intervals")
+    parser.add_argument(
+        "--bootstrap", type=int, default=0, metavar="N",
+        help="95%% intervals by a bootstrap of N resamples over images instead of the Wilson interval every rate gets "
+        "by default; computed from the saved per-row scores, so changing it never rescores",
+    )
     parser.add_argument("--output", default=None, help="folder for metrics.json and per-row scores (required for --suite)")
     parser.add_argument(
         "--no-resume", action="store_true", help="recompute what --output already holds from the same inputs"
@@ -273,15 +277,13 @@ def _run(args: argparse.Namespace, workers) -> int:
         entries = load_suite(args.suite)
     if args.output is None:
         raise UserInputError("--output is required for this task (results are saved per dataset, to resume)")
-    if args.bootstrap:
-        raise UserInputError("--bootstrap applies to hard-positive datasets evaluated on their own")
     if args.protocol != "default":
         raise UserInputError("--protocol applies to hard-positive datasets evaluated on their own")
     suite_reports = {
         activation: run_suite(
             args.model, entries, output_dir=output_for(activation), activation=activation, log=log_for(activation),
             make_scorer=scorer_factory(pixels, workers, _model_spec(args.model, conversion, activation)),
-            preset=_paper_preset(args.preset, activation), **common,
+            preset=_paper_preset(args.preset, activation), bootstrap_samples=args.bootstrap, **common,
         )
         for activation in activations
     }
@@ -366,8 +368,8 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
         entries = [SuiteEntry(Path(args.dataset).name or args.dataset, args.dataset, task, args.configs, args.split)]
     else:
         task, entries = None, load_suite(args.suite)
-    if task != HARD_POSITIVE and (args.bootstrap or args.protocol != "default"):
-        raise UserInputError("--bootstrap and --protocol apply to hard-positive datasets evaluated on their own")
+    if task != HARD_POSITIVE and args.protocol != "default":
+        raise UserInputError("--protocol applies to hard-positive datasets evaluated on their own")
     common = dict(
         batch_size=args.batch_size, num_workers=args.num_workers, device=args.device, precision=args.dtype,
         allow_tf32=args.allow_tf32, image_backend=args.image_backend, max_rows=args.max_rows,
@@ -380,7 +382,8 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
         if task == HARD_POSITIVE:
             return evaluate_model(model, args.dataset, args.configs, args.split, bootstrap_samples=args.bootstrap,
                                   output_dir=folder, protocol=args.protocol, make_scorer=make, log=log, **common)
-        return run_suite(model, entries, output_dir=folder, make_scorer=make, log=log, **common)
+        return run_suite(model, entries, output_dir=folder, make_scorer=make, log=log, bootstrap_samples=args.bootstrap,
+                         **common)
 
     run = evaluate_models(models, run_one, args.output)
     for name, outcome in run.outcomes.items():

@@ -31,8 +31,8 @@ def run(args: argparse.Namespace) -> int:
     print("\nTable 8 (more pretrained models): evaluate with hardpos eval --model <--model column>\n")
     print(render_table(TABLE8_HEADER, table8_rows(), markdown=args.markdown))
     print(
-        "\nroute: 'HF CLIPModel' loads a Hub copy in transformers' format; 'open_clip-native' needs the [open_clip] "
-        "extra (pip install -e \".[open_clip]\") and scores the model with open_clip's own transforms and tokenizer. "
+        "\nroute: 'HF CLIPModel' loads a Hub copy in transformers' format; 'open_clip-native' needs the [openclip] "
+        "extra (pip install -e \".[openclip]\") and scores the model with open_clip's own transforms and tokenizer. "
         "Published figures: original / augmented accuracy / brittleness, percent, from hf_hardpos.published "
         "('not typed': no checked reading of that row yet)."
     )

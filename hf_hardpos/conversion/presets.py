@@ -123,7 +123,7 @@ def zoo_rows() -> list[list[str]]:
 # -- The paper's Table 8: more pretrained models, scored as published (no conversion needed) --------
 
 ROUTE_HF = "HF CLIPModel"  # --model HUB_ID: an HF-format copy of the weights exists
-ROUTE_NATIVE = "open_clip-native"  # --model open_clip:NAME/TAG: only open_clip can build it ([open_clip] extra)
+ROUTE_NATIVE = "open_clip-native"  # --model open_clip:NAME/TAG: only open_clip can build it ([openclip] extra)
 ROUTE_NONE = "not supported"
 _OPENAI_URL = "https://openaipublic.azureedge.net/clip/models/{}/{}.pt"  # the hex is the file's sha256
 _OPENAI_LOADER = "OpenAI clip.load (QuickGELU; fp16 weights on CUDA)"

@@ -436,13 +436,16 @@ def card_facts(
 ) -> CardFacts:
     """The card text of a benchmark, kept as data in ``cards/<dataset>.yaml`` (the card's prose is
     edited there, not in code): ``repo`` (the repository its usage example loads) and ``fields`` fill
-    the ``{...}`` of its summary and usage; ``defects`` is the builder's measured text unless the file
-    states it."""
+    the ``{{ ... }}`` of its summary and usage (Jinja, an unknown name is an error); ``defects`` is the
+    builder's measured text unless the file states it."""
+    import jinja2
+
     text = yaml.safe_load(files(__package__).joinpath("cards", f"{dataset}.yaml").read_text(encoding="utf-8"))
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     return CardFacts(
         **{name: value for name, value in text.items() if name not in ("summary", "usage", "citations", "defects")},
-        summary=text["summary"].format(**fields),
-        usage=text["usage"].format(repo=repo, **fields),
+        summary=environment.from_string(text["summary"]).render(**fields),
+        usage=environment.from_string(text["usage"]).render(repo=repo, **fields),
         defects=defects if defects is not None else text["defects"],
         citation=cite(*text["citations"]),
     )
@@ -509,6 +512,14 @@ def _dropped_text(report: BuildReport) -> str:
     )
 
 
+def shown_source(origin: str) -> str:
+    """A source as the card names it: a URL or Hub id as is, a local path by its name only (a card is pushed
+    to the Hub; the builder's folders mean nothing there and may say more than the user wants)."""
+    if "://" in origin or not Path(origin).is_absolute():
+        return origin
+    return f"`{Path(origin).name}` (a local file or folder)"
+
+
 def render_card(output_dir: Path, configs: Sequence[ExportedConfig], facts: CardFacts, report: BuildReport) -> Path:
     """Write README.md: YAML (configs, dataset_info, license, ...) and the card body."""
     largest = max(config.num_rows for config in configs)
@@ -529,6 +540,7 @@ def render_card(output_dir: Path, configs: Sequence[ExportedConfig], facts: Card
         summary=facts.summary,
         builder=f"{facts.builder}, hf_hardpos {versions().get('hf_hardpos', 'unknown version')}",
         built_on=datetime.date.today().isoformat(),
+        with_paper=any(config.name in report.expected_counts for config in configs),
         config_rows=[
             {
                 "name": config.name,
@@ -546,7 +558,7 @@ def render_card(output_dir: Path, configs: Sequence[ExportedConfig], facts: Card
             for name, feature in _all_columns(configs).items()
         ],
         defects=facts.defects(report) if callable(facts.defects) else facts.defects,
-        sources=sorted(report.sources.items()),
+        sources=[(name, shown_source(origin)) for name, origin in sorted(report.sources.items())],
         license_text=facts.license_text,
         citation=facts.citation,
     )

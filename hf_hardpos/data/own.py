@@ -139,13 +139,19 @@ def export_own(
     report.sources["table"] = str(table.resolve())
     report.sources["images"] = str(images_dir.resolve())
     configs = [ConfigBuild(name, config_rows, features, images=images) for name, config_rows in by_config.items()]
-    name = options.repo_id_for_card or table.stem
+    # The card is pushed as it is: named after the dataset (its Hub repository, else its folder), its usage
+    # loading that, and no local path (`hub_folder.shown_source`).
+    name = options.repo_id_for_card or Path(output_dir).name
+    where = options.repo_id_for_card or f"./{Path(output_dir).name}"
+    first = next(iter(by_config))
     facts = CardFacts(
         title=f"{name}: a hard-positive evaluation set",
-        pretty_name=name,
-        summary=f"Rows of (image, caption, hard_negative, hard_positive) built from {table.name} by `hardpos build own`.",
+        pretty_name=name.rsplit("/", 1)[-1],
+        summary=f"Rows of (image, caption, hard_negative, hard_positive) built from the table `{table.name}` by "
+        f"`hardpos build own`, one config per `config` value ({', '.join(by_config)}).",
         builder="hardpos build own",
-        usage=f"hardpos eval --model MODEL --dataset {name}",
+        usage=f'from datasets import load_dataset\n\nrows = load_dataset("{where}", "{first}", split="{split}")\n'
+        f"# score a model on every config: hardpos eval --model MODEL --dataset {where}",
         column_meanings={
             columns.IMAGE: "the image, bytes embedded",
             columns.IMAGE_ID: "the table's image_id, or the image path when it had none",

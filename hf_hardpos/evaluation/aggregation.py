@@ -52,10 +52,11 @@ def describe(name: str, aggregation: Mapping[str, Any]) -> str:
         if aggregation.get("interval"):
             text += f"; CI: {aggregation['interval']}"
         return text
-    return (
+    text = (
         f"{name} = unweighted mean of the {len(aggregation['configs'])} subsets' figures (macro mean of subsets; "
         "not the paper's column)"
     )
+    return text + (f"; CI: {aggregation['interval']}" if aggregation.get("interval") else "")
 
 
 def describe_all(aggregates: Mapping[str, Mapping]) -> list[str]:

@@ -34,8 +34,22 @@ class EvalSet:
 def require_dataset_exists(name_or_path: str) -> None:
     """Refuse a path-like dataset name that does not exist, before it is taken for a Hub id (whose
     validation error would say nothing about a mistyped folder)."""
+    if Path(name_or_path).suffix.lower() in TABLE_SUFFIXES:
+        raise UserInputError(
+            f"--dataset {name_or_path} is a table; hardpos eval reads a built dataset folder or Hub id. Build it "
+            f"once: hardpos build own --table {name_or_path} (writes {own_output_dir(Path(name_or_path))}), then "
+            f"pass that folder as --dataset"
+        )
     if looks_like_path(name_or_path) and not Path(name_or_path).expanduser().exists():
         raise UserInputError(f"dataset not found: {name_or_path} (no such folder; a Hub id looks like owner/name)")
+
+
+TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json")
+
+
+def own_output_dir(table: Path) -> Path:
+    """Where `hardpos build own --table T` writes by default: `T`'s folder, `<T's stem>-hardpos`."""
+    return table.with_name(f"{table.stem}-hardpos")
 
 
 def content_cache_dir(digest: str) -> str:

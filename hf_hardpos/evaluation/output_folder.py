@@ -30,31 +30,50 @@ LOCK_NAME = ".hardpos.lock"
 _HELD: dict[tuple[str, int], int] = {}
 
 
-def _lock_file(handle) -> bool:
-    """Try to take an exclusive lock without waiting; True when taken."""
-    try:
-        import fcntl
-    except ImportError:  # Windows
-        import msvcrt
+def holder_path(lock_file: str | Path) -> Path:
+    """Where the holder of `lock_file` names itself (beside it: the lock file itself is the lock's, and on
+    Windows its locked byte cannot be written through another handle)."""
+    lock_file = Path(lock_file)
+    return lock_file.with_name(lock_file.name + ".holder")
 
-        try:
-            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
-            return True
-        except OSError:
-            return False
+
+@contextlib.contextmanager
+def exclusive(lock_file: str | Path, on_busy: Callable[[str], None], poll_seconds: float = 0.5) -> Iterator[None]:
+    """Hold an exclusive `filelock.FileLock` on `lock_file` (flock on POSIX, msvcrt on Windows) for the block.
+
+    When another process (or thread) holds it, `on_busy(holder)` is called once with what the holder wrote
+    (pid, host, start time): it raises to refuse, or returns to wait. The operating system releases the
+    lock when its holder exits, even killed; the lock file stays (deleting it would let two writers lock two
+    different files of the same name).
+    """
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(lock_file), timeout=0, thread_local=False)
     try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
+        lock.acquire()
+    except Timeout:
+        try:
+            holder = holder_path(lock_file).read_text(encoding="utf-8").strip()
+        except OSError:
+            holder = ""
+        on_busy(holder or "another process")
+        lock.acquire(timeout=-1, poll_interval=poll_seconds)
+    try:
+        holder_path(lock_file).write_text(f"pid {os.getpid()} on {socket.gethostname()} since "
+                                          f"{time.strftime('%Y-%m-%d %H:%M:%S')}", encoding="utf-8")
+        yield
+    finally:
+        try:
+            holder_path(lock_file).write_text("", encoding="utf-8")
+        finally:
+            lock.release()
 
 
 @contextlib.contextmanager
 def locked(folder: str | Path, log: Callable[[str], None] = print, poll_seconds: float = 0.5) -> Iterator[Path]:
     """Hold `folder`'s lock for the duration of the block, waiting (and saying so) if another run holds it.
 
-    The lock file names its holder (pid, host, start time), so the wait message says whom we wait
-    for. The operating system releases the lock when the holder exits, even if it was killed.
+    The wait message says whom we wait for (`exclusive`).
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -66,27 +85,13 @@ def locked(folder: str | Path, log: Callable[[str], None] = print, poll_seconds:
         finally:
             _HELD[key] -= 1
         return
-    handle = open(folder / LOCK_NAME, "a+")
-    try:
-        if not _lock_file(handle):
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            log(f"waiting: {folder} is being written by {holder}")
-            while not _lock_file(handle):
-                time.sleep(poll_seconds)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}")
-        handle.flush()
+    with exclusive(folder / LOCK_NAME, lambda holder: log(f"waiting: {folder} is being written by {holder}"),
+                   poll_seconds):
         _HELD[key] = 1
         try:
             yield folder
         finally:
             del _HELD[key]
-            handle.seek(0)
-            handle.truncate()
-    finally:
-        handle.close()  # closing releases the lock
 
 
 def temporary_path(target: str | Path) -> Path:

@@ -91,8 +91,9 @@ class EvaluationReport:
                     f"; {truncation['truncated_captions']} captions cut at {truncation['max_length']} tokens, "
                     f"{truncation['num_rows_made_identical_by_truncation']} rows made two captions identical"
                 )
-            if prov.get("bootstrap"):
-                line += f"; CI: {prov['bootstrap']}"
+            how = prov.get("interval") or prov.get("bootstrap")  # "bootstrap": the older name
+            if how:
+                line += f"; CI: {how}"
             lines.append(line)
         lines.extend(describe_all(self.aggregates))
         return lines

@@ -19,13 +19,13 @@ from ..protocol import resolve_protocol
 from ..provenance import digest_of, environment
 from ..published import beside_ours
 from ..scoring import EXIF_ORIENTATION, ITMScorer, default_num_workers, pick_device
-from . import output_folder
+from . import intervals, output_folder
 from .aggregation import replace_aggregates
 from .definitions import RESULT_VERSIONS
 from .eval_data import dataset_source, load_eval_sets
 from .output_folder import check_output_writable
 from .report import EvaluationReport
-from .tasks.hard_positive import bootstrap_description, image_groups, score_eval_set
+from .tasks.hard_positive import image_groups, score_eval_set
 
 
 def check_run_options(batch_size: int, num_workers: int, max_rows: int | None, bootstrap_samples: int = 0) -> None:
@@ -111,7 +111,6 @@ def evaluate_model(
         "protocol": chosen.to_dict(),
         "split": split,
         "max_rows": max_rows,
-        "bootstrap_samples": bootstrap_samples,
         "precision": precision,
         "allow_tf32": allow_tf32,
         "device": pick_device(device).type,
@@ -123,7 +122,9 @@ def evaluate_model(
     report = EvaluationReport(model=source.name, dataset=str(dataset), source=dataset_source(dataset))
     report.run = {
         "model_identity": identity,
-        "settings": {**settings, "batch_size": batch_size, "num_workers": num_workers},
+        # Intervals are recomputed from the per-row scores on every run (`intervals`), so --bootstrap is recorded
+        # beside the scoring settings, not in the key that decides what to rescore.
+        "settings": {**settings, "batch_size": batch_size, "num_workers": num_workers, "bootstrap_samples": bootstrap_samples},
         "settings_key": digest_of(settings),
         "environment": environment(),
         "preset": preset,  # the `hardpos zoo` preset the weights are, when given (published rows)
@@ -189,9 +190,7 @@ def _score_missing(
             s["image_id"] = groups
         truncation = s.pop("truncation")
         report.scores[name] = s
-        report.results[name] = metrics_from_scores(
-            s["original"], s["negative"], s["positive"], bootstrap_samples, groups=groups
-        )
+        report.results[name] = metrics_from_scores(s["original"], s["negative"], s["positive"])
         report.provenance[name] = {
             "key": keys[name],
             "source": report.source,
@@ -199,7 +198,6 @@ def _score_missing(
             "dataset": eval_sets[name].identity,
             "split": split,
             "truncation": truncation.to_dict(),
-            "bootstrap": bootstrap_description(bootstrap_samples, groups is not None),
         }
         if output_dir is not None:
             report.save(output_dir)
@@ -207,7 +205,8 @@ def _score_missing(
     order = [*eval_sets, *(c for c in report.results if c not in eval_sets)]
     report.results = {config: report.results[config] for config in order}
     report.provenance = {config: report.provenance[config] for config in order if config in report.provenance}
-    report.aggregates = replace_aggregates(report.results, report.scores, bootstrap_samples)
+    report.aggregates = replace_aggregates(report.results, report.scores)
+    intervals.attach(report.results, report.aggregates, report.provenance, report.scores, bootstrap_samples)
     report.published = beside_ours(report.model, report.dataset, {**report.results, **report.aggregates}, report.run.get("preset"))
     if output_dir is not None:
         report.save(output_dir)

@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import Any
 
+from ..metrics import wilson_interval
+from .intervals import count_rate_bounds
+from .intervals import method as interval_method
 from .tables import metrics_table, published_table, render_table
 
 HARD_POSITIVE = "hard_positive"  # the task whose rows are Original/Augmented Accuracy and Brittleness
@@ -82,13 +85,20 @@ class Section:
         rows = self.rows()
         if self.task == HARD_POSITIVE:
             text = metrics_table(rows)
-            extra = {k: v["text_only_accuracy"] for k, v in rows.items() if "text_only_accuracy" in v}
+            extra = {k: v for k, v in rows.items() if "text_only_accuracy" in v}
             if extra:
-                text += "\ntext-only (TOT) accuracy %: " + ", ".join(f"{k} {100 * v:.1f}" for k, v in extra.items())
+                text += "\ntext-only (TOT) accuracy % [95% Wilson]: " + ", ".join(
+                    f"{k} {100 * v['text_only_accuracy']:.1f}" + _percent_bounds(v, "text_only_accuracy")
+                    for k, v in extra.items())
         else:
             names = [k for k in dict.fromkeys(k for m in rows.values() for k in m) if k == "num_candidates" or not
                      isinstance(next((m[k] for m in rows.values() if k in m), None), (dict, list, str))]
-            text = render_table(["subset", *names], [[row, *(_cell(m.get(k, "")) for k in names)] for row, m in rows.items()])
+            bounds = count_rate_bounds(self.results, self.aggregates)
+            text = render_table(["subset", *names], [[row, *(_cell(m.get(k, ""), bounds.get(row, {}).get(k)) for k in names)]
+                                                     for row, m in rows.items()])
+            if bounds:
+                text += f"\nintervals: [low, high] = {interval_method(0, False)}; mean(...) rows: the mean of their " \
+                        "subsets' bounds"
         if self.published:  # a known published model: the paper's rows and ours minus them
             text += "\n" + published_table(self.published)
         return text + f"\ntie rule: {self.tie_rule}\naggregation: {self.aggregation}"
@@ -115,8 +125,8 @@ class Section:
         for row, metrics in self.rows().items():
             stem = f"{prefix}_{slug(set_name)}" + ("" if row == unnamed else f"_{slug(row)}")
             for metric, value in metrics.items():
-                if isinstance(value, bool) or not isinstance(value, Real):
-                    continue  # descriptions (e.g. ARO's macro protocol) and ranges are for the card, not the log
+                if isinstance(value, bool) or not isinstance(value, Real) or "_ci_" in metric:
+                    continue  # descriptions (e.g. ARO's macro protocol), ranges and intervals are for tables, not the log
                 key = f"{stem}_{metric}"
                 if key in flat:
                     raise ValueError(f"eval set {set_name!r}: rows {origin[key]!r} and {row!r} would both log {key!r}")
@@ -131,5 +141,16 @@ def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.@-]+", "_", str(name)).strip("_")
 
 
-def _cell(value: Any) -> str:
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
+def _percent_bounds(row: dict[str, Any], rate: str) -> str:
+    """` [low, high]` in percent: the Wilson interval of a rate that counts `num_examples` rows ("" without it)."""
+    rows = row.get("num_examples")
+    if not isinstance(rows, int) or rows < 1:
+        return ""
+    low, high = wilson_interval(round(row[rate] * rows), rows)
+    return f" [{100 * low:.1f}, {100 * high:.1f}]"
+
+
+def _cell(value: Any, bounds: tuple[float, float] | None = None) -> str:
+    if not isinstance(value, float):
+        return str(value)
+    return f"{value:.4f}" + (f" [{bounds[0]:.4f}, {bounds[1]:.4f}]" if bounds else "")

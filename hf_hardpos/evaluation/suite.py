@@ -268,6 +268,7 @@ def run_suite(
     log=print,
     make_scorer: Callable[..., ITMScorer] | None = None,
     preset: str | None = None,
+    bootstrap_samples: int = 0,
 ) -> SuiteReport:
     """Evaluate `model` on every entry; one `metrics.json` and one table in `output_dir`.
 
@@ -282,10 +283,11 @@ def run_suite(
     before anything is scored. `make_scorer` builds the scorer in place of `ITMScorer` (see
     `evaluate_model`). `preset` (a `hardpos zoo` name) or a Hub id with published rows adds, to each
     dataset whose benchmark the papers print, the printed row and ours minus it (`Section.published`,
-    `hf_hardpos.published.beside_ours`), and the paper's row to the Table 10 layout.
+    `hf_hardpos.published.beside_ours`), and the paper's row to the Table 10 layout. `bootstrap_samples`
+    picks the hard-positive rates' intervals (`intervals`).
     """
     num_workers = default_num_workers() if num_workers is None else num_workers
-    check_run_options(batch_size, num_workers, max_rows)
+    check_run_options(batch_size, num_workers, max_rows, bootstrap_samples)
     output_dir = Path(output_dir)
     check_output_writable(output_dir)
     with output_folder.locked(output_dir, log):  # one suite run per folder at a time
@@ -322,6 +324,7 @@ def run_suite(
                 report.sections[entry.name] = _run_entry(
                     entry, tasks[entry.name], source, output_dir, settings, scorer, batch_size, num_workers,
                     device, precision, allow_tf32, max_rows, resume, progress, image_backend, log,
+                    bootstrap_samples=bootstrap_samples,
                 )
             except Exception as err:  # one dataset's failure must not lose the others' results
                 report.sections[entry.name] = _failed_section(tasks[entry.name], entry, err, log)
@@ -370,7 +373,7 @@ def check_groups(entries: Sequence[SuiteEntry], tasks: Mapping[str, str]) -> Non
 
 def _run_entry(
     entry, task, source, output_dir, settings, scorer, batch_size, num_workers, device, precision,
-    allow_tf32, max_rows, resume, progress, image_backend, log,
+    allow_tf32, max_rows, resume, progress, image_backend, log, *, bootstrap_samples: int = 0,
 ) -> Section:
     """One dataset's section: its task run (or resumed) in `output_dir/<name>/`."""
     get_task(task)  # an unknown task is refused before its folder is made
@@ -383,7 +386,8 @@ def _run_entry(
         hp = evaluate_model(source, entry.dataset, entry.configs, entry.split, batch_size=batch_size,
                             num_workers=num_workers, device=device, precision=precision, allow_tf32=allow_tf32,
                             max_rows=max_rows, output_dir=folder, resume=resume, progress=progress,
-                            scorer_provider=scorer, log=log, image_backend=image_backend)
+                            scorer_provider=scorer, log=log, image_backend=image_backend,
+                            bootstrap_samples=bootstrap_samples)
         section = hard_positive_section(entry.dataset, hp.results, hp.aggregates, hp.provenance, hp.published)
         if entry.text_only:
             _add_text_only(section, scorer, entry, max_rows)

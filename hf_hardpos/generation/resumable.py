@@ -8,7 +8,7 @@ in one file. So the output *owns* its run:
 - a manifest beside it (`<output>.manifest.json`: the options that decide the records, the input's
   sha256 and row count, the package version), written with the first record; a resume whose
   options or input differ is refused with the differences spelled out (or `overwrite=True`);
-- a lock file (`<output>.lock`, `fcntl.flock`, holding the writer's pid): a second concurrent
+- a lock file (`<output>.lock`, `output_folder.exclusive`: a `filelock` lock, the writer's pid beside it): a second concurrent
   writer is refused instead of appending duplicates. The kernel drops the lock when the process
   dies, so a `kill -9` never leaves a stale lock; the file itself is left in place on purpose
   (deleting it would let two writers lock two different files of the same name);
@@ -29,7 +29,7 @@ on `\\n` (an optional `\\r` before it is removed): a lone `\\r` stays inside its
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import hashlib
 import json
 import logging
@@ -333,31 +333,22 @@ class GenerationOutput:
         self.inputs = inputs
         self.overwrite = overwrite
         self.done: dict[tuple[int, str | None], dict] = {}
-        self._lock_handle = None
+        self._lock = contextlib.ExitStack()
         self._manifest_written = False
         self._existing_settings: dict | None = None  # the resumed output's manifest `settings`
 
     def __enter__(self) -> GenerationOutput:
+        def refuse(holder: str) -> None:
+            raise UserInputError(
+                f"{self.path} is being written by another process ({holder}, lock {lock_path(self.path)}); "
+                "wait for it to finish or choose another --output"
+            )
+
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._lock_handle = lock_path(self.path).open("a+")
+            self._lock.enter_context(output_folder.exclusive(lock_path(self.path), refuse))
         except OSError as error:
             raise UserInputError(f"cannot write the output {self.path}: {error.strerror}; choose another --output") from None
-        try:
-            fcntl.flock(self._lock_handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock_handle.seek(0)
-            holder = self._lock_handle.read().strip() or "unknown"
-            self._lock_handle.close()
-            self._lock_handle = None
-            raise UserInputError(
-                f"{self.path} is being written by another process (pid {holder}, lock {lock_path(self.path)}); "
-                "wait for it to finish or choose another --output"
-            ) from None
-        self._lock_handle.seek(0)
-        self._lock_handle.truncate()
-        self._lock_handle.write(f"{os.getpid()}\n")
-        self._lock_handle.flush()
         try:
             self._open_existing()
         except BaseException:
@@ -417,10 +408,7 @@ class GenerationOutput:
             self._write_manifest()  # records written before the settings were known: record them now
 
     def __exit__(self, *exc_info) -> None:
-        if self._lock_handle is not None:
-            fcntl.flock(self._lock_handle, fcntl.LOCK_UN)
-            self._lock_handle.close()
-            self._lock_handle = None
+        self._lock.close()
 
     def _write_manifest(self) -> None:
         output_folder.write_text(manifest_path(self.path), json.dumps(self.manifest, indent=2, ensure_ascii=False) + "\n")

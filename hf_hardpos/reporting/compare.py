@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import textwrap
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -94,35 +95,62 @@ def _cell(metrics: dict[str, Any], name: str) -> Cell:
     return Cell(float(metrics[name]), metrics.get(f"{name}_ci_low"), metrics.get(f"{name}_ci_high"))
 
 
+# Why a differing setting makes two figures incomparable, said after "A vs B".
+WHY = {
+    "precision": "a lower precision flips near-tied outcomes, so the rates move without the model changing",
+    "max_rows": "they scored different numbers of rows",
+    "split": "they scored different splits",
+    "protocol": "the scoring protocols differ (preprocessing, dtype and tie handling)",
+    "image backend": "the images were preprocessed by different backends (pixels differ slightly)",
+}
+
+
 def _mismatches(a: Run, b: Run, bench_a: Benchmark, bench_b: Benchmark, fig_a: Figure, fig_b: Figure,
                 notes: list[str]) -> list[str]:
-    """Why `b`'s figure is not comparable with `a`'s (empty: comparable); differences that are allowed but
-    must be said are appended to `notes`.
+    """Why `b`'s figure is not comparable with `a`'s, each in words (empty: comparable); differences that are
+    allowed but must be said are appended to `notes`.
 
     Under `--protocol paper` the dtype is the protocol's choice per model (OpenAI weights in float16 on
     CUDA, open_clip checkpoints in float32, as the paper's code scored them), so two such runs are
-    compared and the dtypes named; under any other protocol a dtype difference is refused.
+    compared and the dtypes named; under any other protocol a dtype difference is refused. A setting only
+    one run records (a fine-tuning folder's evaluations record their dtype, not a split or protocol) is
+    named, not refused.
     """
     problems = []
+    la, lb = a.short_model(), b.short_model()
     pa, pb = a.protocol(), b.protocol()
     both_paper = pa.get("protocol") == pb.get("protocol") == "paper"
     for key in sorted(set(pa) | set(pb)):
-        if pa.get(key) != pb.get(key):
-            what = "dtype" if key == "precision" else key
-            if key == "precision" and both_paper:
-                notes.append(f"dtype {pa.get(key)} vs {pb.get(key)}, each as --protocol paper sets it for its model")
-                continue
-            problems.append(f"{what} {pa.get(key)} vs {pb.get(key)}")
+        va, vb = pa.get(key), pb.get(key)
+        if va == vb:
+            continue
+        what = "dtype" if key == "precision" else key
+        if key not in pa or key not in pb:
+            known, missing, value = (la, lb, va) if key in pa else (lb, la, vb)
+            if value is not None:
+                notes.append(f"{what}: {missing} does not record it ({known}: {value}); taken as the same")
+            continue
+        if key == "precision" and both_paper:
+            notes.append(f"dtype {va} vs {vb}, each as --protocol paper sets it for its model")
+            continue
+        problems.append(f"{what} {va} vs {vb} ({la}: {va}, {lb}: {vb}; {WHY.get(key, 'the setting differs')})")
     defs_a = bench_a.data.get("metric_definitions", {})
     defs_b = bench_b.data.get("metric_definitions", {})
     if defs_a and defs_b and defs_a != defs_b:
-        problems.append("score definition or tie rule differs")
+        problems.append("score definition or tie rule differs (the same scores would give other rates)")
     if fig_a.row != fig_b.row or fig_a.configs != fig_b.configs:
-        problems.append(f"figure {fig_a.row!r} vs {fig_b.row!r}")
+        rows_a, rows_b = fig_a.metrics.get("num_examples"), fig_b.metrics.get("num_examples")
+        if len(fig_a.configs) == len(fig_b.configs) == 1 and rows_a == rows_b:
+            notes.append(f"{fig_a.label}: {la} names its only table {fig_a.row!r}, {lb} {fig_b.row!r} "
+                         f"({rows_a} rows each)")
+        else:
+            problems.append(f"figure {fig_a.row!r} vs {fig_b.row!r} ({la}'s {fig_a.label} counts {rows_a} rows of "
+                            f"{', '.join(fig_a.configs)}, {lb}'s {rows_b} rows of {', '.join(fig_b.configs)})")
     for config in fig_a.configs:
         ia, ib = bench_a.data_identity(config), bench_b.data_identity(config)
         if ia is not None and ib is not None and ia != ib:
-            problems.append(f"data [{config}] {ia[0][:12]} ({ia[2]} rows) vs {ib[0][:12]} ({ib[2]} rows)")
+            problems.append(f"data [{config}] {ia[0][:12]} ({ia[2]} rows) vs {ib[0][:12]} ({ib[2]} rows) "
+                            "(the two runs scored different content)")
     return problems
 
 
@@ -327,10 +355,34 @@ def _text_rows(comparison: Comparison) -> list[list[str]]:
     return out
 
 
-def to_text(comparison: Comparison, markdown: bool = False) -> str:
-    table = render_table(_header(comparison), _text_rows(comparison), markdown=markdown)
+def _column_blocks(header: list[str], rows: list[list[str]], width: int) -> list[list[int]]:
+    """The metric columns packed, in order, into tables no wider than `width` (the run column repeated in each;
+    a column wider than `width` on its own gets a table of its own)."""
+    label = max(len(c) for c in [header[0], *(r[0] for r in rows)])
+    blocks: list[list[int]] = []
+    used = width + 1
+    for i in range(1, len(header)):
+        need = 2 + max(len(c) for c in [header[i], *(r[i] for r in rows)])
+        if used + need > width:
+            blocks.append([])
+            used = label
+        blocks[-1].append(i)
+        used += need
+    return blocks
+
+
+def to_text(comparison: Comparison, markdown: bool = False, width: int | None = None) -> str:
+    """The table and its caption; with `width` (a terminal's), a table wider than it is cut into several, one
+    after the other, each with the run column, and the caption is wrapped to it."""
+    header, rows = _header(comparison), _text_rows(comparison)
+    table = render_table(header, rows, markdown=markdown)
     caption = [("" if not markdown else "- ") + line for line in comparison.captions]
-    return "\n".join([table, "", *caption])
+    if width is None or markdown or max(len(line) for line in table.splitlines()) <= width:
+        return "\n".join([table, "", *caption])
+    tables = [render_table([header[0], *(header[i] for i in block)], [[r[0], *(r[i] for i in block)] for r in rows])
+              for block in _column_blocks(header, rows, width)]
+    wrapped = [textwrap.fill(line, width, subsequent_indent="  ", break_on_hyphens=False) for line in caption]
+    return "\n\n".join(tables) + "\n\n" + "\n".join(wrapped)
 
 
 _LATEX = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{", "}": r"\}",
@@ -383,9 +435,9 @@ def to_json(comparison: Comparison) -> str:
                        "records": records(comparison), "captions": comparison.captions}, indent=2) + "\n"
 
 
-def render(comparison: Comparison, fmt: str) -> str:
+def render(comparison: Comparison, fmt: str, width: int | None = None) -> str:
     if fmt == "text":
-        return to_text(comparison)
+        return to_text(comparison, width=width)
     if fmt == "markdown":
         return to_text(comparison, markdown=True)
     if fmt == "latex":

@@ -1,11 +1,14 @@
-"""`hardpos report`: one self-contained HTML page per run (CSS inline, charts and thumbnails embedded).
+"""`hardpos report`: one self-contained HTML page per run, rendered from Jinja2 templates
+(`reporting/templates/`), CSS inline, charts and thumbnails embedded, no external URL.
 
-For each hard-positive benchmark of the run: the table with 95% intervals, per-subset bars, the
-distributions of s_c, s_n, s_p and of the margins s_c - s_n and s_p - s_n, the breakdown of augmented
-accuracy and brittleness by the replacement the hard positive made (REPLACE: the word pair c -> c_p,
-as the paper analyses which words a model is oversensitive to; SWAP: the attribute pair), and the most
-confidently brittle rows with their image and captions. Other tasks of a suite get their table; a
-fine-tuning folder gets each loss term and eval metric over steps.
+The page opens with a table of contents and one headline box per benchmark (`headline`: rates with
+intervals and chance, the difference to each `--baseline` run with its paired test, the worst subset and
+the worst replacement type). Then, per hard-positive benchmark: the table with 95% intervals, bars per
+subset and per run on one 0-100 % scale with chance lines, the distributions of s_c, s_n, s_p and of the
+margins, the breakdown by replacement (`breakdown`: whole phrases, a minimum row count, Wilson intervals,
+roll-ups by type) and the most confidently brittle rows with their image and captions. Other tasks of a
+suite get their table; a fine-tuning folder gets its loss terms and its eval rates over steps, grouped by
+benchmark, with the base model (a baseline run, or the log's own step-0 evaluation) at step 0.
 
 Nothing is re-scored: numbers come from `metrics.json` and the per-row `scores-<config>.parquet`;
 captions and images are read from the evaluated dataset, located by the identity `metrics.json`
@@ -14,8 +17,7 @@ recorded and used only if its content digest still matches (otherwise the page s
 
 from __future__ import annotations
 
-import html
-from collections import defaultdict
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,54 +25,21 @@ from typing import Any
 import numpy as np
 
 from .. import columns
-from ..evaluation.aggregation import describe, pooled_from_scores
 from ..errors import UserInputError
+from ..evaluation.aggregation import describe, pooled_from_scores
+from ..evaluation.section import slug
+from ..evaluation.tables import TIE_RULE, metrics_cells
 from ..metrics import brittle
 from ..provenance import describe_model
-from ..evaluation.tables import TIE_RULE, metrics_cells
+from . import breakdown as by_replacement
 from . import charts
+from .compare import run_labels
+from .headline import Headline, baseline_deltas, baseline_rates, headline
 from .runs import Benchmark, Run
 
 DEFAULT_RESAMPLES = 1000
 NUM_EXAMPLES = 12
-MAX_PAIRS = 40
-MIN_PAIR_ROWS = 5  # pairs with fewer rows are shown only when too few pairs reach this
-
-CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1100px;
-color:#1b1b1b;line-height:1.4;padding:0 16px}
-h1{font-size:1.5em;margin-bottom:4px}h2{border-bottom:2px solid #ddd;padding-bottom:4px;margin-top:36px}
-h3{margin-top:24px;font-size:1.08em}
-table{border-collapse:collapse;margin:8px 0;font-size:.9em}th,td{border:1px solid #ccc;padding:3px 8px}
-th{background:#f2f2f2}td.n{text-align:right;font-variant-numeric:tabular-nums}
-.note{color:#555;font-size:.85em;margin:2px 0}.chart{max-width:100%}
-.examples{display:grid;grid-template-columns:repeat(auto-fill,minmax(330px,1fr));gap:12px}
-.example{border:1px solid #ddd;border-radius:6px;padding:8px;display:flex;gap:8px;font-size:.85em}
-.example img{width:110px;height:auto;align-self:flex-start;border-radius:3px}
-.c{color:#1a5fb4}.n_{color:#c01c28}.p{color:#26a269}
-"""
-
-
-def esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric_from: int = 1) -> str:
-    head = "".join(f"<th>{esc(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f'<td class="n">{esc(c)}</td>' if i >= numeric_from else f"<td>{esc(c)}</td>"
-                         for i, c in enumerate(row)) + "</tr>"
-        for row in rows
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _note(text: str) -> str:
-    return f'<p class="note">{esc(text)}</p>'
-
-
-def _chart(uri: str, alt: str) -> str:
-    return f'<img class="chart" src="{uri}" alt="{esc(alt)}">'
+TEMPLATE = "report.html.j2"
 
 
 @dataclass
@@ -116,37 +85,6 @@ def load_dataset_rows(bench: Benchmark, config: str, num_rows: int):
     return dataset.select(range(num_rows)), ""
 
 
-def replacement_keys(dataset) -> tuple[list[str], str]:
-    """Each row's replacement, and what it is: REPLACE's `replaced_phrase -> replacement`, SWAP's attribute pair,
-    else the word-level difference between c and c_p (the same diff REPLACE's builder records)."""
-    names = dataset.column_names
-    if "replaced_phrase" in names and "replacement" in names:
-        keys = [f"{a} \u2192 {b}" for a, b in zip(dataset["replaced_phrase"], dataset["replacement"])]
-        return keys, "the phrase of c the hard positive replaced \u2192 its replacement (builder's word-level diff)"
-    if "attributes" in names:
-        keys = [" / ".join(str(a) for a in attrs) for attrs in dataset["attributes"]]
-        return keys, "the attribute pair the caption binds (SWAP: the two phrases swapped around \"and\")"
-    from ..data.replace import phrase_diff  # imports datasets: on use only
-
-    keys = [" \u2192 ".join(phrase_diff(c, p)) for c, p in zip(dataset[columns.CAPTION], dataset[columns.HARD_POSITIVE])]
-    return keys, "word-level difference between c and c_p (common leading and trailing words removed)"
-
-
-def breakdown(keys: Sequence[str], augmented: np.ndarray, brittle: np.ndarray) -> tuple[list[list[str]], str]:
-    """Rows per replacement with counts, sorted by brittleness then count; and a note on what is shown."""
-    by_key: dict[str, list[int]] = defaultdict(list)
-    for index, key in enumerate(keys):
-        by_key[key].append(index)
-    stats = [(key, len(idx), float(augmented[idx].mean()), float(brittle[idx].mean())) for key, idx in by_key.items()]
-    enough = [s for s in stats if s[1] >= MIN_PAIR_ROWS]
-    pool, floor = (enough, MIN_PAIR_ROWS) if len(enough) >= 10 else (stats, 1)
-    pool.sort(key=lambda s: (-s[3], -s[1], s[0]))
-    shown = pool[:MAX_PAIRS]
-    note = (f"{len(stats)} distinct replacements; shown: the {len(shown)} with the highest brittleness among those "
-            f"with at least {floor} row(s), ties by row count")
-    return [[k, str(n), f"{100 * a:.1f}", f"{100 * b:.1f}"] for k, n, a, b in shown], note
-
-
 def brittle_confidence(original: np.ndarray, negative: np.ndarray, positive: np.ndarray) -> np.ndarray:
     """How surely a row is brittle: the smaller gap between s_n and the two positives' scores around it.
 
@@ -155,34 +93,6 @@ def brittle_confidence(original: np.ndarray, negative: np.ndarray, positive: np.
     """
     confidence = np.minimum(np.abs(original - negative), np.abs(positive - negative))
     return np.where(brittle(original, negative, positive), confidence, -np.inf)
-
-
-def _examples(scored: Sequence[ScoredRows], count: int) -> str:
-    candidates = []
-    for rows in scored:
-        if rows.dataset is None:
-            continue
-        s = rows.scores
-        confidence = brittle_confidence(s["original_score"], s["negative_score"], s["positive_score"])
-        candidates.extend((c, rows, int(i)) for i, c in enumerate(confidence) if np.isfinite(c))
-    candidates.sort(key=lambda t: -t[0])
-    cards = []
-    for confidence, rows, index in candidates[:count]:
-        record = rows.dataset[index]
-        s = rows.scores
-        image = record.get(columns.IMAGE)
-        img = f'<img src="{charts.thumbnail(image)}" alt="row {index}">' if image is not None else ""
-        cards.append(
-            f'<div class="example">{img}<div><b>[{esc(rows.config)}] row {index}</b> '
-            f"(confidence {confidence:.4f})<br>"
-            f'<span class="c">c: {esc(record[columns.CAPTION])} <b>{s["original_score"][index]:.4f}</b></span><br>'
-            f'<span class="n_">c_n: {esc(record[columns.HARD_NEGATIVE])} <b>{s["negative_score"][index]:.4f}</b></span><br>'
-            f'<span class="p">c_p: {esc(record[columns.HARD_POSITIVE])} <b>{s["positive_score"][index]:.4f}</b></span>'
-            "</div></div>"
-        )
-    if not cards:
-        return _note("no brittle row with readable captions")
-    return f'<div class="examples">{"".join(cards)}</div>'
 
 
 def _with_intervals(bench: Benchmark, scored: Mapping[str, ScoredRows], resamples: int) -> tuple[dict[str, dict], list[str]]:
@@ -217,14 +127,26 @@ def _with_intervals(bench: Benchmark, scored: Mapping[str, ScoredRows], resample
     return rows, notes
 
 
-def benchmark_section(bench: Benchmark, *, resamples: int = DEFAULT_RESAMPLES, examples: int = NUM_EXAMPLES) -> str:
-    """Everything the page shows for one hard-positive benchmark (see the module docstring)."""
-    parts = [f"<h2>{esc(bench.display_name())}</h2>"]
-    source = bench.data.get("dataset") or bench.data.get("source")
-    if source:
-        parts.append(_note(f"data: {source}"))
-    scored: dict[str, ScoredRows] = {}
-    data_notes = []
+
+def _environment():
+    """The Jinja2 environment: templates shipped in the package, every value HTML-escaped."""
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+    return Environment(loader=PackageLoader("hf_hardpos.reporting", "templates"), autoescape=select_autoescape(("j2",)),
+                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+
+
+def anchor(*parts: str) -> str:
+    """An id for a heading: lower-case letters, digits and dashes."""
+    return re.sub(r"[^a-z0-9]+", "-", "-".join(parts).lower()).strip("-") or "section"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric_from: int = 1) -> dict:
+    return {"header": list(header), "rows": [list(r) for r in rows], "numeric_from": numeric_from}
+
+
+def _load_scored(bench: Benchmark) -> tuple[dict[str, ScoredRows], list[str]]:
+    scored, notes = {}, []
     for config in bench.results:
         if bench.scores_file(config) is None:
             continue
@@ -232,104 +154,203 @@ def benchmark_section(bench: Benchmark, *, resamples: int = DEFAULT_RESAMPLES, e
         dataset, why = load_dataset_rows(bench, config, len(scores["original_score"]))
         scored[config] = ScoredRows(config, scores, dataset, why)
         if why:
-            data_notes.append(why)
-    rows, interval_notes = _with_intervals(bench, scored, resamples)
-    parts.append("<h3>Rates (95% intervals)</h3>" + _table(*metrics_cells(rows, label="row")))
-    parts.append(_note(f"Rates in % of rows; {TIE_RULE}. s = mean cosine similarity of image and caption embeddings."))
-    for name, m in rows.items():
-        agg = m.get("aggregation")
-        if isinstance(agg, dict):
-            parts.append(_note(describe(name, agg)))
-    for config in bench.results:
-        how = bench.provenance.get(config, {}).get("bootstrap")
-        if how:
-            parts.append(_note(f"[{config}] intervals: {how}"))
-    parts.extend(_note(n) for n in interval_notes)
-    parts.append("<h3>Per subset</h3>" + _chart(charts.rate_bars(rows), "rates per subset with 95% intervals"))
-    if not scored:
-        parts.append(_note("per-row scores were not saved with this run: no distributions, breakdown or examples"))
-        return "\n".join(parts)
-    parts.append("<h3>Score distributions</h3>")
-    for config, r in scored.items():
-        s = r.scores
-        title = f"{bench.display_name()} [{config}]: {len(s['original_score'])} rows"
-        parts.append(_chart(charts.score_distributions(s["original_score"], s["negative_score"], s["positive_score"], title),
-                            f"score distributions of {config}"))
-    parts.append("<h3>By replacement</h3>")
+            notes.append(why)
+    return scored, notes
+
+
+def _replacements(scored: Mapping[str, ScoredRows], min_rows: int) -> tuple[list[dict], list[str], list[by_replacement.Group]]:
+    """Per config with readable data: its breakdown table and roll-up; plus all configs' types, pooled."""
+    blocks, all_types, augmented, brittle_rows = [], [], [], []
     for config, r in scored.items():
         if r.dataset is None:
             continue
-        keys, what = replacement_keys(r.dataset)
-        table, note = breakdown(keys, r.scores["augmented_correct"].astype(float), r.scores["brittle"].astype(float))
-        parts.append(f"<p><b>[{esc(config)}]</b> grouped by {esc(what)}</p>")
-        parts.append(_table(["replacement", "rows", "aug acc %", "brittle %"], table))
-        parts.append(_note(note))
-    parts.extend(_note(n) for n in data_notes)
-    parts.append(f"<h3>The {examples} most confidently brittle rows</h3>")
-    parts.append(_note("Brittle: s_n strictly between s_c and s_p. Confidence: min(|s_c - s_n|, |s_p - s_n|), how far "
-                       "the scores would have to move to undo it."))
-    parts.append(_examples(list(scored.values()), examples))
-    return "\n".join(parts)
+        keys, types, what = by_replacement.replacement_keys(r.dataset)
+        aug, brit = r.scores["augmented_correct"], r.scores["brittle"]
+        groups, hidden, hidden_rows = by_replacement.breakdown(keys, types, aug, brit, min_rows)
+        rollup = by_replacement.rollup(types, aug, brit)
+        note = (f"{len(set(keys))} distinct replacements; listed: the {len(groups)} most brittle with at least "
+                f"{min_rows} rows (at most {by_replacement.MAX_LISTED})")
+        if hidden:
+            note += f"; {hidden} with fewer rows ({hidden_rows} rows in all) are counted in the roll-up only"
+        blocks.append({"config": config, "what": what, "note": note,
+                       "table": _table(["replacement", "type", "rows", "aug acc % [95%]", "brittle % [95%]"],
+                                       [_group_row(g, key=True) for g in groups], numeric_from=2),
+                       "rollup": _table(["type", "rows", "aug acc % [95%]", "brittle % [95%]"],
+                                        [_group_row(g, key=False) for g in rollup])})
+        all_types.extend(types)
+        augmented.append(aug)
+        brittle_rows.append(brit)
+    pooled = by_replacement.rollup(all_types, np.concatenate(augmented), np.concatenate(brittle_rows)) if augmented else []
+    return blocks, all_types, pooled
 
 
-def other_section(bench: Benchmark) -> str:
+def _group_row(group: by_replacement.Group, key: bool) -> list[str]:
+    def cell(value: float, bounds: tuple[float, float]) -> str:
+        return f"{100 * value:.1f} [{100 * bounds[0]:.1f}, {100 * bounds[1]:.1f}]"
+
+    first = [group.key, group.type] if key else [group.type]
+    return [*first, str(group.rows), cell(group.augmented, group.augmented_interval),
+            cell(group.brittleness, group.brittleness_interval)]
+
+
+def _example_cards(scored: Sequence[ScoredRows], count: int) -> list[dict]:
+    candidates = []
+    for rows in scored:
+        if rows.dataset is None:
+            continue
+        s = rows.scores
+        confidence = brittle_confidence(s["original_score"], s["negative_score"], s["positive_score"])
+        candidates.extend((c, rows, int(i)) for i, c in enumerate(confidence) if np.isfinite(c))
+    candidates.sort(key=lambda t: -t[0])
+    cards = []
+    for confidence, rows, index in candidates[:count]:
+        record, s = rows.dataset[index], rows.scores
+        image = record.get(columns.IMAGE)
+        cards.append({"config": rows.config, "index": index, "confidence": f"{confidence:.4f}",
+                      "image": charts.thumbnail(image) if image is not None else None,
+                      "lines": [("c", "c", record[columns.CAPTION], f"{s['original_score'][index]:.4f}"),
+                                ("n_", "c_n", record[columns.HARD_NEGATIVE], f"{s['negative_score'][index]:.4f}"),
+                                ("p", "c_p", record[columns.HARD_POSITIVE], f"{s['positive_score'][index]:.4f}")]})
+    return cards
+
+
+@dataclass
+class Context:
+    """What one page needs besides the run: the baselines and how much work the page may do."""
+
+    baselines: Sequence[Run]
+    run_label: str
+    deltas: dict
+    resamples: int
+    examples: int
+    min_rows: int
+
+
+def benchmark_section(bench: Benchmark, context: Context) -> tuple[dict, list[Headline]]:
+    """Everything the page shows for one hard-positive benchmark, and its headline boxes."""
+    section_id = anchor("bench", bench.name)
+    scored, data_notes = _load_scored(bench)
+    rows, interval_notes = _with_intervals(bench, scored, context.resamples)
+    notes = [f"Rates in % of rows; {TIE_RULE}. s = mean cosine similarity of image and caption embeddings."]
+    notes += [describe(name, m["aggregation"]) for name, m in rows.items() if isinstance(m.get("aggregation"), dict)]
+    notes += [f"[{c}] intervals: {how}" for c in bench.results
+              if (how := bench.provenance.get(c, {}).get("interval") or bench.provenance.get(c, {}).get("bootstrap"))]
+    notes += interval_notes
+    section: dict[str, Any] = {"id": section_id, "title": bench.display_name(), "hard_positive": True,
+                               "source": bench.data.get("dataset") or bench.data.get("source") or "",
+                               "rates": _table(*metrics_cells(rows, label="row")), "notes": notes,
+                               "subset_chart": charts.rate_bars(rows), "run_charts": [], "distributions": [],
+                               "replacements": [], "examples": [], "data_notes": data_notes, "scored": bool(scored)}
+    blocks, _, pooled_types = _replacements(scored, context.min_rows)
+    section["replacements"] = blocks
+    worst_type = by_replacement.worst(pooled_types, context.min_rows)
+    type_note = "" if worst_type else ("no type has enough rows" if blocks else "captions not readable here")
+    boxes = []
+    for fig in bench.figures():
+        metrics = rows.get(fig.row, fig.metrics)
+        deltas = context.deltas.get(fig.label, [])
+        boxes.append(headline(section_id, bench, fig, metrics, deltas, worst_type, type_note))
+        if deltas:
+            section["run_charts"].append(charts.rate_bars(baseline_rates(metrics, deltas, context.run_label),
+                                                          f"{fig.label}: this run and its baselines (dashed: chance)"))
+    for config, r in scored.items():
+        s = r.scores
+        title = f"{bench.display_name()} [{config}]: {len(s['original_score'])} rows"
+        section["distributions"].append(charts.score_distributions(s["original_score"], s["negative_score"],
+                                                                   s["positive_score"], title))
+    section["examples"] = _example_cards(list(scored.values()), context.examples)
+    return section, boxes
+
+
+def other_section(bench: Benchmark) -> dict:
     """A suite's caption-selection / Winoground / zero-shot dataset: its rows and metrics as saved."""
     rows = {**bench.results, **bench.aggregates}
     names = list(dict.fromkeys(k for m in rows.values() for k, v in m.items() if isinstance(v, (int, float))))
     table = [[name, *(f"{m[k]:.4f}" if isinstance(m.get(k), float) else str(m.get(k, "")) for k in names)]
              for name, m in rows.items()]
-    parts = [f"<h2>{esc(bench.display_name())} ({esc(bench.task)})</h2>", _table(["row", *names], table)]
-    for key in ("tie_rule", "aggregation"):
-        if bench.data.get(key):
-            parts.append(_note(f"{key.replace('_', ' ')}: {bench.data[key]}"))
-    return "\n".join(parts)
+    notes = [f"{key.replace('_', ' ')}: {bench.data[key]}" for key in ("tie_rule", "aggregation") if bench.data.get(key)]
+    return {"id": anchor("bench", bench.name), "title": f"{bench.display_name()} ({bench.task})", "hard_positive": False,
+            "table": _table(["row", *names], table), "notes": notes}
 
 
-def training_section(run: Run) -> str:
-    parts = ["<h2>Training</h2>", _note(f"log: {run.trainer_state_file} ({len(run.log_history)} entries)")]
-    for prefix, title in (("loss", "Loss terms (mean over each logging interval)"), ("eval_", "Eval metrics")):
-        uri, total = charts.training_curves(run.log_history, prefix)
-        if uri is None:
-            parts.append(_note(f"no {title.lower()} in the log"))
-            continue
-        parts.append(f"<h3>{esc(title)}</h3>" + _chart(uri, title))
-        if total > 24:
-            parts.append(_note(f"{total} keys logged; the first 24 are shown"))
-        parts.append(_table(["key", "entries", "first step", "first", "last step", "last"],
-                            _curve_rows(run.log_history, prefix)))
-    return "\n".join(parts)
+def _step_zero(run: Run, baselines: Sequence[Run]) -> tuple[dict[str, dict], str]:
+    """The base model's rates per eval panel stem (`eval_<set>[_<row>]`), from the first baseline that has them."""
+    stems = charts.eval_panels(run.log_history)
+    for baseline in baselines:
+        found = {}
+        for bench in baseline.benchmarks.values():
+            rows = {**bench.results, **bench.aggregates}
+            only = next(iter(bench.results)) if len(bench.results) == 1 else None
+            for row, metrics in rows.items():
+                stem = f"eval_{slug(bench.name)}" + ("" if row == only else f"_{slug(row)}")
+                if stem in stems:
+                    found[stem] = metrics
+        if found:
+            return found, f"step 0: the base model, from the baseline run {baseline.folder}"
+    return {}, ""
 
 
-def _curve_rows(log_history: Sequence[Mapping], prefix: str) -> list[list[str]]:
-    """Per logged key of a chart: how often it was logged and its first and last values, as logged."""
+def training_section(run: Run, baselines: Sequence[Run]) -> dict:
+    loss_chart, loss_keys = charts.loss_curves(run.log_history)
+    step_zero, step_zero_note = _step_zero(run, baselines)
+    eval_chart, panels = charts.eval_curves(run.log_history, step_zero)
+    notes = [f"log: {run.trainer_state_file} ({len(run.log_history)} entries)"]
+    if step_zero_note:
+        notes.append(step_zero_note)
+    elif eval_chart and not any(e.get("step") == 0 for e in run.log_history if any(k.startswith("eval_") for k in e)):
+        notes.append("no step-0 evaluation in the log: pass the base model's eval run as --baseline to draw it")
+    return {"id": "training", "title": "Training", "notes": notes, "loss_chart": loss_chart, "eval_chart": eval_chart,
+            "loss_table": _table(["key", "entries", "first step", "first", "last step", "last"],
+                                 _curve_rows(run.log_history, charts.curve_keys(run.log_history, "loss"))),
+            "eval_table": _table(["key", "entries", "first step", "first", "last step", "last"],
+                                 _curve_rows(run.log_history, charts.curve_keys(run.log_history, "eval_"))),
+            "panels": len(panels), "has_loss": bool(loss_keys)}
+
+
+def _curve_rows(log_history: Sequence[Mapping], keys: Sequence[str]) -> list[list[str]]:
+    """Per logged key: how often it was logged and its first and last values, as logged."""
     rows = []
-    for key in charts.curve_keys(log_history, prefix):
+    for key in keys:
         points = [(e["step"], e[key]) for e in log_history if key in e and "step" in e]
-        rows.append([key, str(len(points)), str(points[0][0]), f"{points[0][1]:.6g}", str(points[-1][0]), f"{points[-1][1]:.6g}"])
+        rows.append([key, str(len(points)), str(points[0][0]), f"{points[0][1]:.6g}", str(points[-1][0]),
+                     f"{points[-1][1]:.6g}"])
     return rows
 
 
-def build_report(run: Run, *, resamples: int = DEFAULT_RESAMPLES, examples: int = NUM_EXAMPLES) -> str:
-    """The whole page for one run."""
+def build_report(run: Run, *, baselines: Sequence[Run] = (), resamples: int = DEFAULT_RESAMPLES,
+                 examples: int = NUM_EXAMPLES, min_rows: int = by_replacement.MIN_ROWS) -> str:
+    """The whole page for one run, each of `baselines` compared with it (paired, on the same rows)."""
     charts.require_matplotlib()
+    deltas, baseline_notes = baseline_deltas(run, baselines, resamples)
+    for delta in (d for found in deltas.values() for d in found):
+        if delta.bench.is_hard_positive:  # the baseline's interval as this page computes the run's
+            scored = {c: ScoredRows(c, delta.bench.read_scores(c), None, "") for c in delta.bench.results
+                      if delta.bench.scores_file(c) is not None}
+            delta.metrics.update(_with_intervals(delta.bench, scored, resamples)[0].get(delta.row, {}))
+    label = run_labels([*baselines, run])[-1] if baselines else run.short_model()
+    context = Context(baselines, label, deltas, resamples, examples, min_rows)
     s = run.settings
-    head = [f"<h1>hardpos report: {esc(run.short_model())}</h1>",
-            _note(f"{run.kind} run in {run.folder}"),
-            _note(f"model: {describe_model(run.model, run.run['model_identity'])}" if run.run.get("model_identity")
-                  else f"model: {run.model}")]
+    notes = [f"{run.kind} run in {run.folder}",
+             f"model: {describe_model(run.model, run.run['model_identity'])}" if run.run.get("model_identity")
+             else f"model: {run.model}"]
     if s:
-        head.append(_note("settings: " + ", ".join(f"{k} {v}" for k, v in s.items() if isinstance(v, (str, int, float)))))
-    body = []
-    if run.kind == "finetune":
-        body.append(training_section(run))
+        notes.append("settings: " + ", ".join(f"{k} {v}" for k, v in s.items() if isinstance(v, (str, int, float))))
+    sections, boxes = [], []
+    training = training_section(run, baselines) if run.kind == "finetune" else None
     for bench in run.benchmarks.values():
-        body.append(benchmark_section(bench, resamples=resamples, examples=examples) if bench.is_hard_positive
-                    else other_section(bench))
-    for group, mean in run.group_means.items():
-        body.append(_note(f"{group}: unweighted mean of {mean['metric']} over {mean['num_datasets']} datasets = "
-                          f"{100 * mean['value']:.1f}%"))
-    if not body:
-        body.append(_note("nothing evaluated in this folder"))
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>hardpos report: {esc(run.short_model())}</title><style>{CSS}</style></head><body>\n"
-            + "\n".join(head + body) + "\n</body></html>\n")
+        if bench.is_hard_positive:
+            section, found = benchmark_section(bench, context)
+            sections.append(section)
+            boxes.extend(found)
+        else:
+            sections.append(other_section(bench))
+    means = [f"{group}: unweighted mean of {mean['metric']} over {mean['num_datasets']} datasets = "
+             f"{100 * mean['value']:.1f}%" for group, mean in run.group_means.items()]
+    toc = [{"id": "at-a-glance", "title": "At a glance"}] if boxes else []
+    if training:
+        toc.append({"id": training["id"], "title": training["title"]})
+    toc += [{"id": sec["id"], "title": sec["title"]} for sec in sections]
+    return _environment().get_template(TEMPLATE).render(
+        title=label, notes=notes, baseline_notes=baseline_notes, toc=toc, headlines=boxes, training=training,
+        sections=sections, means=means,
+    )

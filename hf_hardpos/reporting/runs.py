@@ -34,6 +34,9 @@ TRAINER_STATE = "trainer_state.json"
 OUTCOME_COLUMNS = {"original_accuracy": "original_correct", "augmented_accuracy": "augmented_correct",
                    "brittleness": "brittle"}
 KNOWN_NAMES = {"replace": "REPLACE", "swap": "SWAP"}  # the paper's column names
+# `HardPosTrainer.evaluate` scores its eval sets with `ITMScorer`'s default precision (training/trainer.py); a
+# section that records its own (`provenance["precision"]`) wins.
+TRAINER_EVAL_PRECISION = "fp32"
 
 
 @dataclass
@@ -103,7 +106,8 @@ class Benchmark:
             label = self.display_name() if len(self.results) == 1 else f"{self.display_name()} [{config}]"
             how = f"{label} = fraction of the {row.get('num_examples', '?')} rows of config {config!r}"
             figures.append(Figure(label, config, row, [config], how + (f" ({tie_rule})" if tie_rule else ""),
-                                  self.provenance.get(config, {}).get("bootstrap")))
+                                  self.provenance.get(config, {}).get("interval")
+                                  or self.provenance.get(config, {}).get("bootstrap")))
         return figures
 
     def _other_task_figures(self) -> list[Figure]:
@@ -259,8 +263,10 @@ def load_run(folder: str | Path) -> Run:
     state_file = find_trainer_state(folder)
     if state_file is not None:
         return _load_finetune(folder, state_file)
-    nested = sorted(p.name for p in folder.iterdir() if (p / METRICS_FILE).is_file())
-    hint = f"; it holds runs in {', '.join(nested)}: pass those folders" if nested else ""
+    # One or two levels down: a `--model A --model B` folder holds OUT/<name>/, the demo's output eval/<variant>/.
+    nested = sorted(p.parent.relative_to(folder).as_posix() for pattern in ("*/" + METRICS_FILE, "*/*/" + METRICS_FILE)
+                    for p in folder.glob(pattern))
+    hint = f"; it holds runs in {', '.join(str(folder / n) for n in nested)}: pass one of those" if nested else ""
     raise UserInputError(f"{folder}: no {METRICS_FILE} (eval or suite output) and no {TRAINER_STATE} "
                          f"(fine-tuning output){hint}")
 
@@ -292,4 +298,7 @@ def _load_finetune(folder: Path, state_file: Path) -> Run:
         for name, section in _read_json(sections_file).items():
             task = "hard_positive" if _is_hard_positive_section(section) else section.get("task", "other")
             run.benchmarks[name] = Benchmark(name, section, None, task=task)
+        recorded = {b.provenance.get("precision") for b in run.benchmarks.values()} - {None}
+        precision = recorded.pop() if len(recorded) == 1 else TRAINER_EVAL_PRECISION
+        run.run = {"settings": {"precision": precision}}
     return run

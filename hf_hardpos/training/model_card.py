@@ -34,6 +34,7 @@ from ..evaluation.tables import metrics_table, render_table
 from ..evaluation.tasks.zeroshot_retrieval import RECALL_KS
 from ..evaluation.section import Section
 from .recipe import RecipeReport, batch_layout
+from .run_facts import base_vs_tuned, compute_facts
 
 TEMPLATE_NAME = "model_card.md"
 # `model-index` task (type, name) of each benchmark task. The Hub lists zero-shot image classification;
@@ -410,6 +411,17 @@ def _identity(args, card_data: HardPosModelCardData, model, model_name: str | No
     }
 
 
+def base_license(base_model: str | None) -> str | None:
+    """The licence a local base model's own card declares (a fine-tune inherits its terms); None if unknown.
+    A Hub base model's card is not fetched: the card is written offline too."""
+    if not base_model or not (Path(base_model) / "README.md").is_file():
+        return None
+    try:
+        return ModelCard.load(Path(base_model) / "README.md").data.license
+    except (OSError, ValueError):
+        return None
+
+
 def generate_model_card(
     trainer,
     card_data: HardPosModelCardData | None = None,
@@ -454,7 +466,7 @@ def card_contents(
     data = ModelCardData(
         model_name=identity["model_name"],
         language=card_data.language,
-        license=card_data.license,
+        license=card_data.license or base_license(identity["base_model"]) or "unknown",
         library_name="peft" if is_adapter else "transformers",
         pipeline_tag="zero-shot-image-classification",
         tags=list(dict.fromkeys(tags)),
@@ -499,8 +511,14 @@ def card_contents(
             "total_parameters": f"{total:,}",
         }
 
+    comparison, base_step = base_vs_tuned(trainer.state.log_history, sections)
     return data, dict(
         **identity,
+        base_vs_tuned=comparison,
+        base_step=base_step,
+        compute=compute_facts(args, trainer.state.log_history),
+        license_given=bool(card_data.license),
+        license_id=data.license,
         lora=lora,
         is_adapter=is_adapter,
         has_eval=bool(sections),

@@ -25,6 +25,11 @@ Args:
     original_scores (`list` of `float`): s(c|i), the image's score with its original caption.
     negative_scores (`list` of `float`): s(c_n|i), with the hard negative (meaning changed).
     positive_scores (`list` of `float`, optional): s(c_p|i); not used by this metric.
+    predictions (`list` of `list` of `float`, optional): the same scores as one row per example,
+        `[s_c, s_n, s_p]` (or without the last), in place of the separate lists: the
+        name `evaluate.combine` passes. Give either this or the lists.
+    references (optional): accepted so `evaluate.combine` can call this module; must be None (the
+        hard negative and hard positive are the reference, and they are scores).
     bootstrap_samples (`int`, defaults to 0): if > 0, add a percentile bootstrap interval over rows.
     confidence_level (`float`, defaults to 0.95): the interval's coverage.
     seed (`int`, defaults to 0): the bootstrap's random seed.
@@ -50,6 +55,7 @@ _CITATION = """
 
 _INPUTS = ("original_scores", "negative_scores")
 _IGNORED = ("positive_scores",)  # accepted so the hard-positive metrics take the same inputs
+_NAMES = _INPUTS + _IGNORED
 
 
 def _per_row(original, negative):
@@ -80,6 +86,22 @@ def _scores(values, name):
         shown = ", ".join(str(i) for i in bad[:5])
         raise ValueError(f"`{name}` holds {bad.size} non-finite value(s) (NaN or inf), first at index {shown}")
     return array
+
+
+def _split_predictions(predictions, references, given):
+    """`predictions` (one row of scores per example) as the separate score lists; see `_KWARGS_DESCRIPTION`."""
+    if references is not None:
+        raise ValueError("`references` is not used by this metric: pass the scores as "
+                         f"{', '.join(_NAMES)} (or as rows in `predictions`)")
+    if predictions is None:
+        return given
+    if any(v is not None for v in given.values()):
+        raise ValueError(f"give the scores either as `predictions` rows or as {', '.join(_NAMES)}, not both")
+    rows = np.asarray(predictions)
+    if rows.ndim != 2 or rows.shape[1] not in (len(_INPUTS), len(_NAMES)):
+        raise ValueError(f"`predictions` must hold one row of {len(_NAMES)} scores per example "
+                         f"({', '.join(_NAMES)}), got shape {rows.shape}")
+    return {name: rows[:, column] if column < rows.shape[1] else None for column, name in enumerate(_NAMES)}
 
 
 def _is_number(value):
@@ -132,13 +154,24 @@ class OriginalAccuracy(evaluate.Metric):
         original_scores=None,
         negative_scores=None,
         positive_scores=None,
+        predictions=None,
+        references=None,
         bootstrap_samples=0,
         confidence_level=0.95,
         seed=0,
     ):
         """Check the inputs first: `evaluate` would coerce "0.3" to a float and fail on a missing list
         with a bare TypeError. Without any score list, the rows given to `add`/`add_batch` are scored
-        (`evaluate`'s incremental API); `_compute` checks them the same way."""
+        (`evaluate`'s incremental API); `_compute` checks them the same way. `predictions` and `references`
+        are the names `evaluate.combine` passes (`_split_predictions`)."""
+        given = _split_predictions(predictions, references, dict(
+            original_scores=original_scores,
+            negative_scores=negative_scores,
+            positive_scores=positive_scores,
+        ))
+        original_scores = given["original_scores"]
+        negative_scores = given["negative_scores"]
+        positive_scores = given["positive_scores"]
         if all(v is None for v in (original_scores, negative_scores, positive_scores)):
             return super().compute(bootstrap_samples=bootstrap_samples, confidence_level=confidence_level, seed=seed)
         inputs = dict(

@@ -25,6 +25,11 @@ Args:
     positive_pair_scores (`list` of `float`): cos(p1, p2), the two positive captions.
     caption_negative_scores (`list` of `float`): cos(p1, n), the first positive and the hard negative.
     positive_negative_scores (`list` of `float`): cos(p2, n), the second positive and the hard negative.
+    predictions (`list` of `list` of `float`, optional): the same scores as one row per example,
+        `[cos_p1_p2, cos_p1_n, cos_p2_n]`, in place of the separate lists: the
+        name `evaluate.combine` passes. Give either this or the lists.
+    references (optional): accepted so `evaluate.combine` can call this module; must be None (the
+        hard negative and hard positive are the reference, and they are scores).
     bootstrap_samples (`int`, defaults to 0): if > 0, add a percentile bootstrap interval over rows.
     confidence_level (`float`, defaults to 0.95): the interval's coverage.
     seed (`int`, defaults to 0): the bootstrap's random seed.
@@ -51,6 +56,7 @@ _CITATION = """
 """
 
 _INPUTS = ("positive_pair_scores", "caption_negative_scores", "positive_negative_scores")
+_NAMES = _INPUTS
 
 
 def _per_row(pair, caption_negative, positive_negative):
@@ -81,6 +87,22 @@ def _scores(values, name):
         shown = ", ".join(str(i) for i in bad[:5])
         raise ValueError(f"`{name}` holds {bad.size} non-finite value(s) (NaN or inf), first at index {shown}")
     return array
+
+
+def _split_predictions(predictions, references, given):
+    """`predictions` (one row of scores per example) as the separate score lists; see `_KWARGS_DESCRIPTION`."""
+    if references is not None:
+        raise ValueError("`references` is not used by this metric: pass the scores as "
+                         f"{', '.join(_NAMES)} (or as rows in `predictions`)")
+    if predictions is None:
+        return given
+    if any(v is not None for v in given.values()):
+        raise ValueError(f"give the scores either as `predictions` rows or as {', '.join(_NAMES)}, not both")
+    rows = np.asarray(predictions)
+    if rows.ndim != 2 or rows.shape[1] not in (len(_INPUTS), len(_NAMES)):
+        raise ValueError(f"`predictions` must hold one row of {len(_NAMES)} scores per example "
+                         f"({', '.join(_NAMES)}), got shape {rows.shape}")
+    return {name: rows[:, column] if column < rows.shape[1] else None for column, name in enumerate(_NAMES)}
 
 
 def _is_number(value):
@@ -130,13 +152,24 @@ class TextOnlyAccuracy(evaluate.Metric):
         positive_pair_scores=None,
         caption_negative_scores=None,
         positive_negative_scores=None,
+        predictions=None,
+        references=None,
         bootstrap_samples=0,
         confidence_level=0.95,
         seed=0,
     ):
         """Check the inputs first: `evaluate` would coerce "0.3" to a float and fail on a missing list
         with a bare TypeError. Without any score list, the rows given to `add`/`add_batch` are scored
-        (`evaluate`'s incremental API); `_compute` checks them the same way."""
+        (`evaluate`'s incremental API); `_compute` checks them the same way. `predictions` and `references`
+        are the names `evaluate.combine` passes (`_split_predictions`)."""
+        given = _split_predictions(predictions, references, dict(
+            positive_pair_scores=positive_pair_scores,
+            caption_negative_scores=caption_negative_scores,
+            positive_negative_scores=positive_negative_scores,
+        ))
+        positive_pair_scores = given["positive_pair_scores"]
+        caption_negative_scores = given["caption_negative_scores"]
+        positive_negative_scores = given["positive_negative_scores"]
         if all(v is None for v in (positive_pair_scores, caption_negative_scores, positive_negative_scores)):
             return super().compute(bootstrap_samples=bootstrap_samples, confidence_level=confidence_level, seed=seed)
         inputs = dict(
