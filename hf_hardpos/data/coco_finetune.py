@@ -25,7 +25,6 @@ from another caption list would otherwise pair every caption with another captio
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
