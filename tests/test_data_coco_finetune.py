@@ -1,6 +1,7 @@
 """COCO fine-tuning builder: captions + upstream hard positives + generated hard negatives, nulls not "None"."""
 
 import json
+from pathlib import Path
 
 import datasets
 import pytest
@@ -212,7 +213,7 @@ def test_train2014_is_an_option_without_hard_positives(tmp_path):
 # ---- your own hard positives (`--hard-positives`) --------------------------------------------------
 
 
-def _generate_hard_positives(tmp_path, kind: str, captions: list[str]) -> "Path":
+def _generate_hard_positives(tmp_path, kind: str, captions: list[str]) -> Path:
     """`hardpos generate --method rules --kind KIND` over the captions in annotation order (as exported from a build)."""
     from hf_hardpos.cli import main
 

@@ -694,7 +694,7 @@ def test_cmr_thresholds_move_once_per_optimiser_step_from_all_its_micro_batches(
     assert len(seen) == 6
     moved = []
     for step in range(3):
-        (first, _, out_a), (second, after, out_b) = seen[2 * step], seen[2 * step + 1]
+        (first, _, out_a), (second, _, out_b) = seen[2 * step], seen[2 * step + 1]
         used_a = [v for k, v in out_a.items() if k.startswith("cmr_threshold/")]
         used_b = [v for k, v in out_b.items() if k.startswith("cmr_threshold/")]
         assert used_a == used_b  # both micro-batches of a step use the same thresholds
