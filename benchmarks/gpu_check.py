@@ -14,7 +14,8 @@ step that would start past the budget is skipped and recorded as such:
               forward + start, bf16, two models in one run (REPLACE's rows with `--upstream-dir`)
   loader      `benchmarks/train_loader.py --device cuda`: the svlc recipe's DataLoader against its step
   step        `benchmarks/train_step.py --device cuda --batch-size 256`: step time and peak memory
-  generation  `benchmarks/generation_batches.py --device cuda` at batch 8 and 32
+  generation  `benchmarks/generation_batches.py --throughput --device cuda`: prompts/s of a small causal LM
+              at batch 8 and 32
 
 A machine without `datasets` / `evaluate` (the lent H100 has torch, transformers, accelerate, peft,
 pyarrow and pandas): download their Python wheels where there is an index, carry them, and install
@@ -60,8 +61,8 @@ def steps(upstream: Path | None, report: Path) -> dict[str, tuple[list[list[str]
         "loader": ([[python, str(HERE / "train_loader.py"), "--device", "cuda"]], 120),
         "step": ([[python, str(HERE / "train_step.py"), "--device", "cuda", "--batch-size", "256", "--repeats", "3"]],
                  120),
-        "generation": ([[python, str(HERE / "generation_batches.py"), "--device", "cuda", "--batch-size", str(b)]
-                        for b in (8, 32)], 90),
+        "generation": ([[python, str(HERE / "generation_batches.py"), "--throughput", "--device", "cuda",
+                         "--throughput-batches", "8", "32"]], 90),
     }
 
 
