@@ -309,16 +309,16 @@ def _pixel_store(args: argparse.Namespace, several: bool):
     """A `PixelStore` when models share decoded images (several models) or `--pixel-cache` keeps them; else None."""
     from ..errors import UserInputError
 
-    if args.pixel_cache_max_gb is not None:
-        if args.pixel_cache is None:
-            raise UserInputError("--pixel-cache-max-gb bounds --pixel-cache DIR; give that too")
-        if args.pixel_cache_max_gb <= 0:
-            raise UserInputError(f"--pixel-cache-max-gb must be > 0, got {args.pixel_cache_max_gb:g}")
+    if args.pixel_cache_max_gb is not None and args.pixel_cache is None:
+        raise UserInputError("--pixel-cache-max-gb bounds --pixel-cache DIR; give that too")
     if not several and args.pixel_cache is None:
         return None
-    from ..pixel_store import GIB, PixelStore
+    from ..pixel_store import PixelStore, bound_bytes
 
-    bound = int(args.pixel_cache_max_gb * GIB) if args.pixel_cache_max_gb is not None else None
+    try:
+        bound = bound_bytes(args.pixel_cache_max_gb) if args.pixel_cache_max_gb is not None else None
+    except ValueError as err:
+        raise UserInputError(f"--pixel-cache-max-gb {err}") from None
     try:
         return PixelStore(args.pixel_cache, max_disk_bytes=bound)
     except OSError as err:

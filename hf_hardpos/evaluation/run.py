@@ -178,10 +178,12 @@ def _score_missing(
         scorer = (make_scorer or ITMScorer)(
             loaded_model, processor, batch_size, num_workers, device, precision, allow_tf32, progress, cache
         )
+    pixels = getattr(scorer, "pixels", None) if todo else None  # a `pixel_store.PixelStore`, when shared
     for name in todo:
         eval_set = eval_sets[name].dataset
         if max_rows is not None:
             eval_set = eval_set.select(range(min(max_rows, len(eval_set))))
+        pixels_before = pixels.snapshot() if pixels is not None else None
         s = score_eval_set(scorer, eval_set)
         groups = image_groups(eval_set)
         if groups is not None:
@@ -200,6 +202,8 @@ def _score_missing(
             "truncation": truncation.to_dict(),
             "bootstrap": bootstrap_description(bootstrap_samples, groups is not None),
         }
+        if pixels is not None:  # where this config's pixels came from: memory, the --pixel-cache, decoding
+            report.provenance[name]["pixels"] = pixels.record(pixels_before)
         if output_dir is not None:
             report.save(output_dir)
     # Report the configs asked for first, in that order, then those kept from earlier runs.
