@@ -194,7 +194,7 @@ def _run(args: argparse.Namespace, workers) -> int:
     from ..evaluation.multi_model import expand_models, scorer_factory
     from ..evaluation.run import check_run_options, evaluate_model
     from ..evaluation.tasks import HARD_POSITIVE, TASKS, detect_task
-    from ..evaluation.suite import SuiteEntry, activation_comparison_suite_table, load_suite, run_suite
+    from ..evaluation.suite import activation_comparison_suite_table, load_suite, run_suite, single_entry
     from ..model_source import require_model_exists
     from ..scoring import pick_device
 
@@ -262,7 +262,7 @@ def _run(args: argparse.Namespace, workers) -> int:
             if pixels is not None:
                 print(_pixel_line(pixels, workers))
             return 0
-        entries = [SuiteEntry(Path(args.dataset).name or args.dataset, args.dataset, task, args.configs, args.split)]
+        entries = [single_entry(args.dataset, task, args.configs, args.split)]
     else:
         entries = load_suite(args.suite)
     if args.output is None:
@@ -337,7 +337,7 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
     )
     from ..evaluation.run import evaluate_model
     from ..evaluation.tasks import HARD_POSITIVE, TASKS, detect_task
-    from ..evaluation.suite import SuiteEntry, load_suite, run_suite
+    from ..evaluation.suite import load_suite, run_suite, single_entry
     from ..model_source import require_model_exists
     from ..scoring import pick_device
 
@@ -356,7 +356,7 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
     if args.dataset is not None:
         require_dataset_exists(args.dataset)
         task = args.task or detect_task(args.dataset, args.split, args.configs)
-        entries = [SuiteEntry(Path(args.dataset).name or args.dataset, args.dataset, task, args.configs, args.split)]
+        entries = [single_entry(args.dataset, task, args.configs, args.split)]
     else:
         task, entries = None, load_suite(args.suite)
     if task != HARD_POSITIVE and (args.bootstrap or args.protocol != "default"):
@@ -376,8 +376,8 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
         return run_suite(model, entries, output_dir=folder, make_scorer=make, log=log, **common)
 
     run = evaluate_models(models, run_one, args.output)
-    for name, outcome in run.outcomes.items():
-        print(f"\n=== {name}: {outcome.model} ===")
+    for model, outcome in run.outcomes.items():
+        print(f"\n=== {outcome.folder.name}: {model} ===")
         print(outcome.report.table() if outcome.error is None else f"FAILED: {outcome.error}")
     print(f"\n=== all models (first = reference A) ===\n{comparison_table(run)}")
     print(_pixel_line(pixels, workers))

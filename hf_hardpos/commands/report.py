@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli import add_command, write_output
+from ..cli import add_command, refuse_overwriting_inputs, write_output
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from ..reporting.html import build_report
     from ..reporting.runs import load_run
 
+    refuse_overwriting_inputs(args.output, [args.run])
     if args.bootstrap < 1:
         raise UserInputError(f"--bootstrap must be >= 1, got {args.bootstrap}")
     if args.examples < 0:

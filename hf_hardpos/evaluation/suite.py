@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,22 +117,42 @@ def load_suite(name_or_file: str) -> list[SuiteEntry]:
     items = spec.get("datasets") if isinstance(spec, dict) else None
     if not isinstance(items, list) or not items:
         raise UserInputError(f"{path}: expected a top-level `datasets:` list of {{name, dataset, ...}} entries")
-    known = set(SuiteEntry.__dataclass_fields__)
-    entries = []
-    for index, item in enumerate(items):
-        if not isinstance(item, dict) or "dataset" not in item:
-            raise UserInputError(f"{path}: datasets[{index}] needs at least a `dataset:` (Hub id or folder)")
-        unknown = sorted(set(item) - known)
-        if unknown:
-            raise UserInputError(f"{path}: datasets[{index}] has unknown field(s) {unknown}; known: {sorted(known)}")
-        entry = SuiteEntry(**{"name": str(item["dataset"]), **item})
-        if entry.task is not None and entry.task not in TASKS:
-            raise UserInputError(f"{path}: datasets[{index}].task {entry.task!r} is not one of {list(TASKS)}")
-        entries.append(entry)
+    entries = [_suite_entry(path, index, item) for index, item in enumerate(items)]
     names = [e.name for e in entries]
     if len(set(names)) != len(names):
         raise UserInputError(f"{path}: dataset names must be unique, got {names}")
+    entry_folders(entries, str(path))
     return entries
+
+
+# The type of each suite field as YAML gives it (None allowed where the dataclass default is None).
+SUITE_FIELD_TYPES = {"name": str, "dataset": str, "task": str, "configs": list, "split": str, "text_only": bool,
+                     "group": str}
+
+
+def _suite_entry(path: Path, index: int, item) -> SuiteEntry:
+    """One `datasets:` item, every field of its type; `configs: default` (one name, not a list) is read as
+    `[default]`, never split into letters. Errors name the file, the item and the field."""
+    if not isinstance(item, dict) or "dataset" not in item:
+        raise UserInputError(f"{path}: datasets[{index}] needs at least a `dataset:` (Hub id or folder)")
+    unknown = sorted(set(item) - set(SUITE_FIELD_TYPES), key=str)
+    if unknown:
+        raise UserInputError(f"{path}: datasets[{index}] has unknown field(s) {unknown}; known: {sorted(SUITE_FIELD_TYPES)}")
+    item = dict(item)
+    if isinstance(item.get("configs"), str):
+        item["configs"] = [item["configs"]]
+    for name, value in item.items():
+        kind = SUITE_FIELD_TYPES[name]
+        if value is None and SuiteEntry.__dataclass_fields__[name].default is None:
+            continue
+        if not isinstance(value, kind) or (kind is str and not value.strip()):
+            raise UserInputError(f"{path}: datasets[{index}].{name} must be a non-empty {kind.__name__}, got {value!r}")
+    for position, config in enumerate(item.get("configs") or []):
+        output_folder.require_plain_name(config, f"{path}: datasets[{index}].configs[{position}]")
+    entry = SuiteEntry(**{"name": item["dataset"], **item})
+    if entry.task is not None and entry.task not in TASKS:
+        raise UserInputError(f"{path}: datasets[{index}].task {entry.task!r} is not one of {list(TASKS)}")
+    return entry
 
 
 @dataclass
@@ -159,7 +178,7 @@ class SuiteReport:
         `run.failed` names the datasets that failed."""
         self.run["failed"] = self.failed
         self.run["complete"] = len(self.sections) == self.run.get("num_datasets") and not self.failed
-        output_folder.write_json(output_dir / "metrics.json", self.to_dict(), default=_json_default)
+        output_folder.write_json(output_dir / output_folder.METRICS_FILE, self.to_dict(), default=_json_default)
 
     def table(self) -> str:
         """One block per dataset, each with the rule its numbers follow, then the group means."""
@@ -229,8 +248,24 @@ def _json_default(value):
     raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
 
 
-def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+def single_entry(dataset: str, task: str | None, configs: list[str] | None, split: str) -> SuiteEntry:
+    """`hardpos eval --dataset D` as a one-entry suite, named by D's folder (resolved, so `..` or `.` are
+    named for the folder they are) or the last part of its Hub id."""
+    local = Path(dataset).expanduser()
+    name = local.resolve().name if local.exists() else Path(dataset).name
+    return SuiteEntry(name or dataset, dataset, task, configs, split)
+
+
+def entry_folders(entries: Sequence[SuiteEntry], where: str = "suite") -> dict[str, str]:
+    """Each entry's folder name inside the suite's output folder (`output_folder.folder_name`), refused
+    in one line when it would leave that folder (`..`), be the folder itself (`.`), be the suite's own
+    `metrics.json`, or be another entry's (`x/y` and `x y` both give `x_y`)."""
+    folders = {entry.name: output_folder.folder_name(entry.name, f"{where}: dataset name") for entry in entries}
+    for name, folder in folders.items():
+        if folder.casefold() in (output_folder.METRICS_FILE.casefold(), output_folder.LOCK_NAME):
+            raise UserInputError(f"{where}: dataset name {name!r} would name the suite's own {folder}; rename it")
+    output_folder.unique_folder_names(folders, f"{where}: dataset names")
+    return folders
 
 
 class _LazyScorer:
@@ -282,6 +317,7 @@ def run_suite(
     `evaluate_model`).
     """
     check_run_options(batch_size, num_workers, max_rows)
+    entry_folders(entries)
     output_dir = Path(output_dir)
     check_output_writable(output_dir)
     with output_folder.locked(output_dir, log):  # one suite run per folder at a time
@@ -366,7 +402,7 @@ def _run_entry(
 ) -> Section:
     """One dataset's section: its task run (or resumed) in `output_dir/<name>/`."""
     get_task(task)  # an unknown task is refused before its folder is made
-    folder = output_dir / _slug(entry.name)
+    folder = output_dir / output_folder.folder_name(entry.name, "dataset name")  # checked by `entry_folders`
     folder.mkdir(parents=True, exist_ok=True)
     log(f"[{entry.name}] {task} on {entry.dataset}")
     if task == HARD_POSITIVE:
