@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from ..errors import UserInputError
+from .archive import entry_size
 
 RESAVE = (
     "hardpos reads TorchScript archives without running their code; load the model where you trust its code "
@@ -102,11 +103,13 @@ class _RestrictedUnpickler(pickle.Unpickler):
         if not isinstance(dtype, torch.dtype):
             raise UserInputError(f"checkpoint {self.where}: storage {key} has no known dtype. {RESAVE}")
         if key not in self.storages:
-            raw = bytearray(self.archive.read(f"{self.prefix}data/{key}"))
-            values = torch.frombuffer(raw, dtype=dtype) if raw else torch.empty(0, dtype=dtype)
-            if values.numel() < numel:
-                raise UserInputError(f"checkpoint {self.where}: storage {key} is truncated")
-            self.storages[key] = values
+            name = f"{self.prefix}data/{key}"
+            if not isinstance(numel, int) or numel < 0:
+                raise UserInputError(f"checkpoint {self.where}: storage {key} has no valid size. {RESAVE}")
+            # Sized from the pickle and the zip directory before a byte is read (`archive`): no bomb allocates.
+            entry_size(self.archive, name, self.where, expected=numel * dtype.itemsize)
+            raw = bytearray(self.archive.read(name))
+            self.storages[key] = torch.frombuffer(raw, dtype=dtype) if raw else torch.empty(0, dtype=dtype)
         return self.storages[key]
 
 
@@ -130,12 +133,15 @@ def read_torchscript_tensors(path: str | Path) -> dict[str, torch.Tensor]:
             if len(pickles) != 1:
                 raise UserInputError(f"checkpoint {where}: expected one <name>/data.pkl in the TorchScript archive")
             prefix = pickles[0][: -len("data.pkl")]
+            for metadata in (pickles[0], f"{prefix}byteorder"):
+                if metadata in archive.namelist():
+                    entry_size(archive, metadata, where)
             byteorder = archive.read(f"{prefix}byteorder").decode().strip() if f"{prefix}byteorder" in archive.namelist() else "little"
             if byteorder != sys.byteorder:
                 raise UserInputError(f"checkpoint {where}: saved on a {byteorder}-endian machine; {RESAVE}")
             with archive.open(pickles[0]) as handle:
                 root = _RestrictedUnpickler(handle, archive, prefix, where).load()
-    except (zipfile.BadZipFile, KeyError, EOFError, pickle.UnpicklingError) as err:
+    except (zipfile.BadZipFile, KeyError, EOFError, pickle.UnpicklingError, UnicodeDecodeError) as err:
         raise UserInputError(f"checkpoint {where}: not a readable TorchScript archive ({err})") from err
     except UserInputError as err:
         if str(err).startswith(f"checkpoint {where}"):
