@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import UserInputError
 from ..metrics import METRIC_NAMES
+from ..text_escaping import mathtext_literal
 
 LABELS = {"original_accuracy": "orig acc", "augmented_accuracy": "aug acc", "brittleness": "brittleness"}
 CHANCE = {"original_accuracy": 0.5, "augmented_accuracy": 1 / 3, "brittleness": 1 / 3}
@@ -60,7 +61,7 @@ def rate_bars(rows: Mapping[str, Mapping[str, float]]) -> str:
             low = np.array([100 * m[f"{k}_ci_low"] for k in METRIC_NAMES])
             high = np.array([100 * m[f"{k}_ci_high"] for k in METRIC_NAMES])
             yerr = np.vstack([values - low, high - values])
-        label = f"{name} ({m.get('num_examples', '?')} rows" + ("" if yerr is not None else "; no interval") + ")"
+        label = f"{mathtext_literal(name)} ({m.get('num_examples', '?')} rows" + ("" if yerr is not None else "; no interval") + ")"
         ax.bar(x, values, width, label=label, yerr=yerr, capsize=3)
     for j, k in enumerate(METRIC_NAMES):
         ax.hlines(100 * CHANCE[k], j - 0.45, j + 0.45, colors="grey", linestyles="dashed", linewidth=1)
@@ -90,7 +91,7 @@ def score_distributions(original: np.ndarray, negative: np.ndarray, positive: np
     right.set_xlabel("margin over the hard negative")
     right.locator_params(axis="x", nbins=6)
     right.legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(mathtext_literal(title), fontsize=10)
     return _uri(fig)
 
 
@@ -120,7 +121,7 @@ def training_curves(log_history: Sequence[Mapping], prefix: str, max_panels: int
         points = [(e["step"], e[key]) for e in log_history if key in e and "step" in e]
         steps, values = zip(*points)
         ax.plot(steps, values, marker="o" if len(points) < 20 else None, markersize=3)
-        ax.set_title(key, fontsize=8)
+        ax.set_title(mathtext_literal(key), fontsize=8)
         ax.tick_params(labelsize=7)
     for ax in list(axes.flat)[len(shown):]:
         ax.axis("off")
