@@ -130,7 +130,7 @@ def _mismatches(a: Run, b: Run, bench_a: Benchmark, bench_b: Benchmark, fig_a: F
 def _check_agrees(fig: Figure, outcomes: dict[str, np.ndarray], where: str) -> None:
     """The per-row outcomes must reproduce the saved figure; otherwise the folder was edited or mixed."""
     for name in METRIC_NAMES:
-        if name in fig.metrics and abs(float(outcomes[name].mean()) - float(fig.metrics[name])) > 1e-9:
+        if name in fig.metrics and not abs(float(outcomes[name].mean()) - float(fig.metrics[name])) <= 1e-9:  # NaN fails
             raise UserInputError(
                 f"{where}: the per-row scores give {name} {outcomes[name].mean():.6f} but metrics.json says "
                 f"{fig.metrics[name]:.6f} for {fig.row!r}; the folder mixes two runs (rerun hardpos eval)"
