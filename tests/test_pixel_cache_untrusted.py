@@ -123,3 +123,14 @@ def test_pixel_cache_bounds_that_mean_nothing_are_refused(model, tmp_path, size,
                  "--pixel-cache-max-gb", size) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--pixel-cache-max-gb" in err
+
+
+def test_an_evaluated_image_over_pils_pixel_limit_is_one_line(model, tmp_path, monkeypatch, capsys):
+    hub = write_hub_folder(tmp_path / "repo", {"attributes": make_eval_set(num_images=2, rows_per_image=1, seed=1)})
+    from PIL import Image
+
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100)  # the 24 x 20 test images are over twice this
+    capsys.readouterr()
+    assert _eval("--model", str(model), "--dataset", str(hub)) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cannot read the image of row 0" in err

@@ -26,6 +26,7 @@ from PIL import Image, UnidentifiedImageError
 
 from .. import columns
 from ..errors import UserInputError
+from ..names import require_plain_name
 from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, export_folder, row_features
 from .sources import ImageSpec, UnsafePathError, path_under
 
@@ -43,14 +44,36 @@ def read_table(path: str | Path) -> list[dict]:
     path = Path(path).expanduser()
     if not path.is_file():
         raise UserInputError(f"--table {path}: no such file")
+    try:
+        rows = _read_rows(path)
+    except UnicodeDecodeError as err:
+        raise UserInputError(f"{path}: byte {err.start} is not UTF-8 (save the table as UTF-8, e.g. Excel's "
+                             "\"CSV UTF-8\")") from None
+    except csv.Error as err:
+        raise UserInputError(f"{path}: not a readable CSV table ({err})") from None
+    if not rows:
+        raise UserInputError(f"{path}: no rows")
+    return rows
+
+
+def _read_rows(path: Path) -> list[dict]:
+    """`read_table`'s rows. Read as `utf-8-sig`: Excel's "CSV UTF-8" starts with a byte-order mark, which
+    would otherwise become part of the first column's name (`'\\ufeffimage'`)."""
     rows: list[dict] = []
     if path.suffix.lower() == ".csv":
-        with open(path, newline="", encoding="utf-8") as handle:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
             reader = csv.DictReader(handle)
+            header = reader.fieldnames or []
+            repeated = sorted({name for name in header if header.count(name) > 1})
+            if repeated:  # DictReader would keep the last one's cells silently
+                raise UserInputError(f"{path}: line 1 names column(s) {repeated} more than once")
             for row in reader:
+                if None in row:  # restkey: cells beyond the header
+                    raise UserInputError(f"{path}: line {reader.line_num} has {len(header) + len(row[None])} cells, "
+                                         f"the header names {len(header)}")
                 rows.append({**row, "line": reader.line_num})
     elif path.suffix.lower() in (".jsonl", ".json"):
-        for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        for number, text in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
             if not text.strip():
                 raise UserInputError(f"{path}: line {number} is blank (one JSON object per line)")
             try:
@@ -62,8 +85,6 @@ def read_table(path: str | Path) -> list[dict]:
             rows.append({**value, "line": number})
     else:
         raise UserInputError(f"--table {path}: expected a .csv or .jsonl file")
-    if not rows:
-        raise UserInputError(f"{path}: no rows")
     return rows
 
 
@@ -78,6 +99,8 @@ def check_rows(path: Path, rows: Sequence[dict]) -> None:
             value = row.get(field)
             if not isinstance(value, str) or not value.strip():
                 raise UserInputError(f"{path}: line {row['line']}, field {field!r}: missing or empty")
+        if row.get("config") not in (None, ""):  # it names a folder (`data/<config>/`) and a scores file
+            require_plain_name(row["config"], f"{path}: line {row['line']}, field 'config'")
 
 
 def _images(rows: Sequence[dict], images_dir: Path, table: Path, skip_missing: bool) -> ImageSpec:
@@ -101,7 +124,7 @@ def _images(rows: Sequence[dict], images_dir: Path, table: Path, skip_missing: b
         try:
             with Image.open(local) as image:
                 image.load()
-        except (OSError, UnidentifiedImageError) as err:
+        except (OSError, UnidentifiedImageError, Image.DecompressionBombError) as err:  # bomb: over PIL's pixel limit
             if not skip_missing:
                 raise UserInputError(f"{table}: line {row['line']}: image {local} cannot be read "
                                      f"({type(err).__name__}); fix it or pass --skip-missing") from err

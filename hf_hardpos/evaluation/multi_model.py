@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UserInputError
-from . import output_folder
+from ..names import UNSAFE_CHARACTERS
 
 if TYPE_CHECKING:  # `hardpos eval --help` imports this module: no torch at import time
     from ..scoring import ITMScorer
@@ -96,7 +96,7 @@ def folder_names(models: Sequence[str]) -> dict[str, str]:
             break
         for m in grow:
             depth[m] += 1
-    cleaned = {m: output_folder.UNSAFE_CHARACTERS.sub("_", n) for m, n in names.items()}
+    cleaned = {m: UNSAFE_CHARACTERS.sub("_", n) for m, n in names.items()}
     cleaned = {m: n if n.strip(".") else "model" for m, n in cleaned.items()}  # `...` is no folder name
     taken = {n.casefold() for n in cleaned.values()}
     chosen: dict[str, str] = {}

@@ -26,6 +26,7 @@ import yaml
 from ..errors import UserInputError
 from ..image_processing import DEFAULT_IMAGE_BACKEND
 from ..model_source import ModelSource
+from ..names import folder_name, require_plain_name, unique_folder_names
 from ..provenance import describe_model, digest_of, environment
 from ..published import lookup, model_row
 from ..scoring import ITMScorer, pick_device
@@ -148,7 +149,7 @@ def _suite_entry(path: Path, index: int, item) -> SuiteEntry:
         if not isinstance(value, kind) or (kind is str and not value.strip()):
             raise UserInputError(f"{path}: datasets[{index}].{name} must be a non-empty {kind.__name__}, got {value!r}")
     for position, config in enumerate(item.get("configs") or []):
-        output_folder.require_plain_name(config, f"{path}: datasets[{index}].configs[{position}]")
+        require_plain_name(config, f"{path}: datasets[{index}].configs[{position}]")
     entry = SuiteEntry(**{"name": item["dataset"], **item})
     if entry.task is not None and entry.task not in TASKS:
         raise UserInputError(f"{path}: datasets[{index}].task {entry.task!r} is not one of {list(TASKS)}")
@@ -257,14 +258,14 @@ def single_entry(dataset: str, task: str | None, configs: list[str] | None, spli
 
 
 def entry_folders(entries: Sequence[SuiteEntry], where: str = "suite") -> dict[str, str]:
-    """Each entry's folder name inside the suite's output folder (`output_folder.folder_name`), refused
+    """Each entry's folder name inside the suite's output folder (`names.folder_name`), refused
     in one line when it would leave that folder (`..`), be the folder itself (`.`), be the suite's own
     `metrics.json`, or be another entry's (`x/y` and `x y` both give `x_y`)."""
-    folders = {entry.name: output_folder.folder_name(entry.name, f"{where}: dataset name") for entry in entries}
+    folders = {entry.name: folder_name(entry.name, f"{where}: dataset name") for entry in entries}
     for name, folder in folders.items():
         if folder.casefold() in (output_folder.METRICS_FILE.casefold(), output_folder.LOCK_NAME):
             raise UserInputError(f"{where}: dataset name {name!r} would name the suite's own {folder}; rename it")
-    output_folder.unique_folder_names(folders, f"{where}: dataset names")
+    unique_folder_names(folders, f"{where}: dataset names")
     return folders
 
 
@@ -402,7 +403,7 @@ def _run_entry(
 ) -> Section:
     """One dataset's section: its task run (or resumed) in `output_dir/<name>/`."""
     get_task(task)  # an unknown task is refused before its folder is made
-    folder = output_dir / output_folder.folder_name(entry.name, "dataset name")  # checked by `entry_folders`
+    folder = output_dir / folder_name(entry.name, "dataset name")  # checked by `entry_folders`
     folder.mkdir(parents=True, exist_ok=True)
     log(f"[{entry.name}] {task} on {entry.dataset}")
     if task == HARD_POSITIVE:

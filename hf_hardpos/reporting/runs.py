@@ -28,9 +28,10 @@ import numpy as np
 from ..columns import REPLACE_SUBSETS
 from ..errors import UserInputError
 from ..evaluation.aggregation import describe, replace_aggregates
-from ..evaluation.output_folder import METRICS_FILE, require_plain_name
+from ..evaluation.output_folder import METRICS_FILE
 from ..evaluation.section import EVAL_SECTIONS_NAME
 from ..metrics import METRIC_NAMES
+from ..names import require_plain_name
 TRAINER_STATE = "trainer_state.json"
 OUTCOME_COLUMNS = {"original_accuracy": "original_correct", "augmented_accuracy": "augmented_correct",
                    "brittleness": "brittle"}
