@@ -83,3 +83,23 @@ def test_a_malformed_log_history_is_one_line(tmp_path, capsys, history, field):
     assert main(["compare", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "trainer_state.json" in err and field in err
+
+
+def test_report_fetches_the_hub_dataset_a_run_names_only_when_asked(run_folder, tmp_path, monkeypatch):
+    import datasets
+
+    def hub_named(metrics, folder):
+        metrics["provenance"]["attributes"]["dataset"] = {"hub_id": "someone/anything", "revision": "0" * 40}
+
+    folder = _edited(run_folder, tmp_path, hub_named)
+    fetched = []
+
+    def load_dataset(name, *args, **kwargs):
+        fetched.append(name)
+        raise ConnectionError("offline")
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    assert main(["report", str(folder), "--output", str(tmp_path / "r.html")]) == 0
+    assert fetched == [] and "--fetch-data" in (tmp_path / "r.html").read_text()
+    assert main(["report", str(folder), "--output", str(tmp_path / "r.html"), "--fetch-data"]) == 0
+    assert fetched == ["someone/anything"]

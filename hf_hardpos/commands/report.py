@@ -26,6 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="resamples for intervals a run did not save (over images; default %(default)s)")
     parser.add_argument("--examples", type=int, default=NUM_EXAMPLES,
                         help="how many of the most confidently brittle rows to show (default %(default)s)")
+    parser.add_argument("--fetch-data", action="store_true",
+                        help="download the Hub dataset a run names (at its recorded revision) to show its captions; "
+                             "without it only local folders are read")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserInputError(f"--bootstrap must be >= 1, got {args.bootstrap}")
     if args.examples < 0:
         raise UserInputError(f"--examples must be >= 0, got {args.examples}")
-    page = build_report(load_run(args.run), resamples=args.bootstrap, examples=args.examples)
+    page = build_report(load_run(args.run), resamples=args.bootstrap, examples=args.examples, fetch_data=args.fetch_data)
     target = write_output(args.output, page)
     print(f"wrote {target} ({len(page.encode()) / 1e6:.2f} MB, self-contained)")
     return 0

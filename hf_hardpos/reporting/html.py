@@ -83,11 +83,12 @@ class ScoredRows:
     data_note: str  # why the dataset rows are missing ("" when present)
 
 
-def load_dataset_rows(bench: Benchmark, config: str, num_rows: int):
+def load_dataset_rows(bench: Benchmark, config: str, num_rows: int, fetch: bool = False):
     """The evaluated rows of `config` (the first `num_rows`, as `--max-rows` takes them), or (None, why).
 
     A local folder is re-read by content and used only if its sha256 equals the one `metrics.json`
-    recorded; a Hub dataset only at the recorded revision.
+    recorded; a Hub dataset only at the recorded revision, and only with `fetch` (`hardpos report
+    --fetch-data`): a run folder is anyone's, and opening it must not download whatever it names.
     """
     from ..evaluation.eval_data import load_local_split
 
@@ -102,6 +103,8 @@ def load_dataset_rows(bench: Benchmark, config: str, num_rows: int):
             return None, unreadable.format(str(err).splitlines()[0])
         if now["sha256"] != ident["sha256"]:
             return None, f"{ident['path']} [{config}] changed since the run (sha256 differs); captions not shown"
+    elif ident.get("hub_id") and ident.get("revision") and not fetch:
+        return None, f"[{config}]: captions not shown; --fetch-data downloads {ident['hub_id']} at the run's revision"
     elif ident.get("hub_id") and ident.get("revision"):
         from datasets import load_dataset
 
@@ -217,7 +220,8 @@ def _with_intervals(bench: Benchmark, scored: Mapping[str, ScoredRows], resample
     return rows, notes
 
 
-def benchmark_section(bench: Benchmark, *, resamples: int = DEFAULT_RESAMPLES, examples: int = NUM_EXAMPLES) -> str:
+def benchmark_section(bench: Benchmark, *, resamples: int = DEFAULT_RESAMPLES, examples: int = NUM_EXAMPLES,
+                      fetch_data: bool = False) -> str:
     """Everything the page shows for one hard-positive benchmark (see the module docstring)."""
     parts = [f"<h2>{esc(bench.display_name())}</h2>"]
     source = bench.data.get("dataset") or bench.data.get("source")
@@ -229,7 +233,7 @@ def benchmark_section(bench: Benchmark, *, resamples: int = DEFAULT_RESAMPLES, e
         if bench.scores_file(config) is None:
             continue
         scores = bench.read_scores(config)
-        dataset, why = load_dataset_rows(bench, config, len(scores["original_score"]))
+        dataset, why = load_dataset_rows(bench, config, len(scores["original_score"]), fetch_data)
         scored[config] = ScoredRows(config, scores, dataset, why)
         if why:
             data_notes.append(why)
@@ -309,8 +313,10 @@ def _curve_rows(log_history: Sequence[Mapping], prefix: str) -> list[list[str]]:
     return rows
 
 
-def build_report(run: Run, *, resamples: int = DEFAULT_RESAMPLES, examples: int = NUM_EXAMPLES) -> str:
-    """The whole page for one run."""
+def build_report(run: Run, *, resamples: int = DEFAULT_RESAMPLES, examples: int = NUM_EXAMPLES,
+                 fetch_data: bool = False) -> str:
+    """The whole page for one run; `fetch_data` lets it download the Hub datasets the run names (see
+    `load_dataset_rows`)."""
     charts.require_matplotlib()
     s = run.settings
     head = [f"<h1>hardpos report: {esc(run.short_model())}</h1>",
@@ -323,7 +329,8 @@ def build_report(run: Run, *, resamples: int = DEFAULT_RESAMPLES, examples: int 
     if run.kind == "finetune":
         body.append(training_section(run))
     for bench in run.benchmarks.values():
-        body.append(benchmark_section(bench, resamples=resamples, examples=examples) if bench.is_hard_positive
+        body.append(benchmark_section(bench, resamples=resamples, examples=examples, fetch_data=fetch_data)
+                    if bench.is_hard_positive
                     else other_section(bench))
     for group, mean in run.group_means.items():
         body.append(_note(f"{group}: unweighted mean of {mean['metric']} over {mean['num_datasets']} datasets = "
