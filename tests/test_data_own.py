@@ -123,3 +123,13 @@ def test_an_image_over_pils_pixel_limit_is_one_line(tmp_path, monkeypatch):
     table = _csv(tmp_path / "rows.csv", HEADER, "img/0.png,a,b,c,attributes")
     with pytest.raises(UserInputError, match="line 2: image .*0.png cannot be read"):
         export_own(table, tmp_path / "out")
+
+
+def test_a_build_never_replaces_its_own_inputs(tmp_path):
+    """`OUT/data/` is replaced by the build: images kept there (or a table named OUT/README.md) are refused."""
+    _write_images(tmp_path / "data" / "img", 1)
+    table = _csv(tmp_path / "rows.csv", HEADER, "data/img/0.png,a,b,c,attributes")
+    with pytest.raises(UserInputError, match="which this build replaces"):
+        export_own(table, tmp_path)
+    assert (tmp_path / "data" / "img" / "0.png").is_file() and not (tmp_path / "README.md").exists()
+    export_own(table, tmp_path / "out")  # elsewhere: fine

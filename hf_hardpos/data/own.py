@@ -134,6 +134,17 @@ def _images(rows: Sequence[dict], images_dir: Path, table: Path, skip_missing: b
     return ImageSpec(found, missing)
 
 
+def _refuse_inputs_the_build_replaces(table: Path, images: ImageSpec, output_dir: Path) -> None:
+    """The build replaces `OUT/data/`, `OUT/README.md` and `OUT/build_report.json` (`hub_folder.export_folder`):
+    a table or image there would be deleted by the build that reads it. Refused before anything is written."""
+    replaced = [(output_dir / name).resolve() for name in ("data", "README.md", "build_report.json")]
+    for path in (table, *(local for local, _ in images.found.values())):
+        hit = next((r for r in replaced if path.resolve().is_relative_to(r)), None)
+        if hit is not None:
+            raise UserInputError(f"{table}: input {path} is inside {hit}, which this build replaces; "
+                                 "choose another --output (or move the input)")
+
+
 def export_own(
     table: str | Path,
     output_dir: str | Path,
@@ -153,6 +164,7 @@ def export_own(
         row.setdefault(columns.IMAGE_ID, row[columns.IMAGE])
         row[columns.IMAGE_ID] = str(row[columns.IMAGE_ID])
     images = _images(rows, images_dir, table, options.skip_missing)
+    _refuse_inputs_the_build_replaces(table, images, Path(output_dir).expanduser())
     features = row_features((columns.IMAGE_ID, *columns.EVAL_CAPTION_COLUMNS))
     by_config: dict[str, list[dict]] = {}
     for row in rows:
