@@ -215,3 +215,16 @@ def test_a_gzip_bomb_of_merges_is_refused(tmp_path, monkeypatch):
         handle.write(b"#version\n" + b"a b\n" * (1024**2))
     with pytest.raises(UserInputError, match="not a BPE merges file"):
         tokenizer.read_bpe_merges(path)
+
+
+def test_convert_never_writes_over_its_checkpoint(tmp_path, tiny_tokenizer, capfd):
+    from hf_hardpos.cli import main
+
+    out = tmp_path / "out"
+    out.mkdir()
+    checkpoint = out / "model.safetensors"  # a name save_pretrained writes
+    checkpoint.write_bytes((FIXTURES / "openai_jit.pt").read_bytes())
+    rc = main(["convert", str(checkpoint), "--tokenizer", str(tiny_tokenizer), "--output-dir", str(out), "--overwrite",
+               "--no-verify", "--no-progress"])
+    assert rc == 2 and len(capfd.readouterr().err.strip().splitlines()) == 1
+    assert checkpoint.read_bytes() == (FIXTURES / "openai_jit.pt").read_bytes()
