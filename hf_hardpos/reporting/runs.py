@@ -31,7 +31,6 @@ from ..evaluation.aggregation import describe, replace_aggregates
 from ..evaluation.output_folder import METRICS_FILE
 from ..evaluation.section import EVAL_SECTIONS_NAME
 from ..metrics import METRIC_NAMES
-from ..names import require_plain_name
 TRAINER_STATE = "trainer_state.json"
 OUTCOME_COLUMNS = {"original_accuracy": "original_correct", "augmented_accuracy": "augmented_correct",
                    "brittleness": "brittle"}
@@ -131,7 +130,8 @@ class Benchmark:
     def scores_file(self, config: str) -> Path | None:
         if self.folder is None:
             return None
-        require_plain_name(config, f"{self.folder / METRICS_FILE}: config name")  # it names a file
+        if any(char in config for char in "/\\\0"):  # it names a file in this folder, never a path out of it
+            raise UserInputError(f"{self.folder / METRICS_FILE}: config name {config!r} holds a path separator")
         path = self.folder / f"scores-{config}.parquet"
         return path if path.is_file() else None
 
