@@ -238,10 +238,13 @@ class PixelStore:
         """A copy of the counts so far, for `record` to subtract."""
         return dataclasses.replace(self.stats)
 
-    def record(self, before: PixelStats) -> dict:
-        """What `metrics.json` says of the pixels behind a config: which folder (None: in memory only),
-        and the counts since `before`."""
-        return {"pixel_cache": None if self.directory is None else str(self.directory), **self.stats.since(before)}
+    def record(self, before: PixelStats) -> dict | None:
+        """What `metrics.json` says of the pixels behind a config when they may have come from the folder:
+        which folder, and the counts since `before`. None without a folder: pixels shared in memory between
+        the models of one run are those each would decode alone, and its metrics.json stays a run alone's."""
+        if self.directory is None:
+            return None
+        return {"pixel_cache": str(self.directory), **self.stats.since(before)}
 
     def summary(self) -> str:
         """One line: where this run's pixels came from, and the folder's size against its bound."""

@@ -202,8 +202,9 @@ def _score_missing(
             "truncation": truncation.to_dict(),
             "bootstrap": bootstrap_description(bootstrap_samples, groups is not None),
         }
-        if pixels is not None:  # where this config's pixels came from: memory, the --pixel-cache, decoding
-            report.provenance[name]["pixels"] = pixels.record(pixels_before)
+        pixel_record = pixels.record(pixels_before) if pixels is not None else None
+        if pixel_record is not None:  # how many of this config's pixels the --pixel-cache served, rejected, ...
+            report.provenance[name]["pixels"] = pixel_record
         if output_dir is not None:
             report.save(output_dir)
     # Report the configs asked for first, in that order, then those kept from earlier runs.
