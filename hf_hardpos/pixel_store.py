@@ -96,7 +96,7 @@ def entry_digest(settings_key: str, image_key: str, array: np.ndarray) -> bytes:
     another image's name no longer matches."""
     digest = hashlib.blake2b(digest_size=DIGEST_BYTES)
     digest.update(f"{settings_key}\0{image_key}\0{array.dtype.str}\0{array.shape}\0".encode())
-    digest.update(np.ascontiguousarray(array).tobytes())
+    digest.update(memoryview(np.ascontiguousarray(array)).cast("B"))
     return digest.digest()
 
 

@@ -194,7 +194,8 @@ def _run(args: argparse.Namespace, workers) -> int:
     from ..evaluation.multi_model import expand_models, scorer_factory
     from ..evaluation.run import check_run_options, evaluate_model
     from ..evaluation.tasks import HARD_POSITIVE, TASKS, detect_task
-    from ..evaluation.suite import activation_comparison_suite_table, load_suite, run_suite, single_entry
+    from ..evaluation.suite import activation_comparison_suite_table, load_suite, run_suite
+    from ..evaluation.suite_entry import single_entry
     from ..model_source import require_model_exists
     from ..scoring import pick_device
 
@@ -337,7 +338,8 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
     )
     from ..evaluation.run import evaluate_model
     from ..evaluation.tasks import HARD_POSITIVE, TASKS, detect_task
-    from ..evaluation.suite import load_suite, run_suite, single_entry
+    from ..evaluation.suite import load_suite, run_suite
+    from ..evaluation.suite_entry import single_entry
     from ..model_source import require_model_exists
     from ..scoring import pick_device
 

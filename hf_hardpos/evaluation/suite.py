@@ -26,7 +26,7 @@ import yaml
 from ..errors import UserInputError
 from ..image_processing import DEFAULT_IMAGE_BACKEND
 from ..model_source import ModelSource
-from ..names import folder_name, require_plain_name, unique_folder_names
+from ..names import folder_name
 from ..provenance import describe_model, digest_of, environment
 from ..published import lookup, model_row
 from ..scoring import ITMScorer, pick_device
@@ -37,6 +37,7 @@ from .eval_data import dataset_identity, load_eval_sets
 from .output_folder import check_output_writable
 from .run import check_run_options, evaluate_model
 from .section import HARD_POSITIVE, Section
+from .suite_entry import SuiteEntry, entry_folders, suite_entry_from_yaml
 from .tables import render_table
 from .tasks import TASKS, TaskData, detect_task, get_task, run_task
 from .tasks.caption_selection import CAPTION_SELECTION
@@ -44,19 +45,6 @@ from .tasks.hard_positive import hard_positive_section
 from .tasks.text_only import TEXT_ONLY_TIE_RULE, evaluate_text_only
 from .tasks.zeroshot_classification import ZEROSHOT_CLASSIFICATION
 from .tasks.zeroshot_retrieval import ZEROSHOT_RETRIEVAL
-
-
-@dataclass
-class SuiteEntry:
-    """One dataset of a suite. `group` names a set of entries averaged together (e.g. `vtab`)."""
-
-    name: str
-    dataset: str
-    task: str | None = None  # None: recognised from the data
-    configs: list[str] | None = None
-    split: str = "test"
-    text_only: bool = False  # also SugarCrepe++'s text-only task (TOT) on a hard-positive set
-    group: str | None = None
 
 
 # The paper's compositional benchmarks, as published by this package's dataset builders.
@@ -118,42 +106,12 @@ def load_suite(name_or_file: str) -> list[SuiteEntry]:
     items = spec.get("datasets") if isinstance(spec, dict) else None
     if not isinstance(items, list) or not items:
         raise UserInputError(f"{path}: expected a top-level `datasets:` list of {{name, dataset, ...}} entries")
-    entries = [_suite_entry(path, index, item) for index, item in enumerate(items)]
+    entries = [suite_entry_from_yaml(path, index, item) for index, item in enumerate(items)]
     names = [e.name for e in entries]
     if len(set(names)) != len(names):
         raise UserInputError(f"{path}: dataset names must be unique, got {names}")
     entry_folders(entries, str(path))
     return entries
-
-
-# The type of each suite field as YAML gives it (None allowed where the dataclass default is None).
-SUITE_FIELD_TYPES = {"name": str, "dataset": str, "task": str, "configs": list, "split": str, "text_only": bool,
-                     "group": str}
-
-
-def _suite_entry(path: Path, index: int, item) -> SuiteEntry:
-    """One `datasets:` item, every field of its type; `configs: default` (one name, not a list) is read as
-    `[default]`, never split into letters. Errors name the file, the item and the field."""
-    if not isinstance(item, dict) or "dataset" not in item:
-        raise UserInputError(f"{path}: datasets[{index}] needs at least a `dataset:` (Hub id or folder)")
-    unknown = sorted(set(item) - set(SUITE_FIELD_TYPES), key=str)
-    if unknown:
-        raise UserInputError(f"{path}: datasets[{index}] has unknown field(s) {unknown}; known: {sorted(SUITE_FIELD_TYPES)}")
-    item = dict(item)
-    if isinstance(item.get("configs"), str):
-        item["configs"] = [item["configs"]]
-    for name, value in item.items():
-        kind = SUITE_FIELD_TYPES[name]
-        if value is None and SuiteEntry.__dataclass_fields__[name].default is None:
-            continue
-        if not isinstance(value, kind) or (kind is str and not value.strip()):
-            raise UserInputError(f"{path}: datasets[{index}].{name} must be a non-empty {kind.__name__}, got {value!r}")
-    for position, config in enumerate(item.get("configs") or []):
-        require_plain_name(config, f"{path}: datasets[{index}].configs[{position}]")
-    entry = SuiteEntry(**{"name": item["dataset"], **item})
-    if entry.task is not None and entry.task not in TASKS:
-        raise UserInputError(f"{path}: datasets[{index}].task {entry.task!r} is not one of {list(TASKS)}")
-    return entry
 
 
 @dataclass
@@ -247,26 +205,6 @@ def _json_default(value):
     if isinstance(value, (np.integer, np.floating)):
         return value.item()
     raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
-
-
-def single_entry(dataset: str, task: str | None, configs: list[str] | None, split: str) -> SuiteEntry:
-    """`hardpos eval --dataset D` as a one-entry suite, named by D's folder (resolved, so `..` or `.` are
-    named for the folder they are) or the last part of its Hub id."""
-    local = Path(dataset).expanduser()
-    name = local.resolve().name if local.exists() else Path(dataset).name
-    return SuiteEntry(name or dataset, dataset, task, configs, split)
-
-
-def entry_folders(entries: Sequence[SuiteEntry], where: str = "suite") -> dict[str, str]:
-    """Each entry's folder name inside the suite's output folder (`names.folder_name`), refused
-    in one line when it would leave that folder (`..`), be the folder itself (`.`), be the suite's own
-    `metrics.json`, or be another entry's (`x/y` and `x y` both give `x_y`)."""
-    folders = {entry.name: folder_name(entry.name, f"{where}: dataset name") for entry in entries}
-    for name, folder in folders.items():
-        if folder.casefold() in (output_folder.METRICS_FILE.casefold(), output_folder.LOCK_NAME):
-            raise UserInputError(f"{where}: dataset name {name!r} would name the suite's own {folder}; rename it")
-    unique_folder_names(folders, f"{where}: dataset names")
-    return folders
 
 
 class _LazyScorer:
