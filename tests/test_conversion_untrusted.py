@@ -228,3 +228,31 @@ def test_convert_never_writes_over_its_checkpoint(tmp_path, tiny_tokenizer, capf
                "--no-verify", "--no-progress"])
     assert rc == 2 and len(capfd.readouterr().err.strip().splitlines()) == 1
     assert checkpoint.read_bytes() == (FIXTURES / "openai_jit.pt").read_bytes()
+
+
+def _archive(path: Path, data_pkl: bytes) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("m/data.pkl", data_pkl)
+        archive.writestr("m/code/__torch__.py", "")
+        archive.writestr("m/byteorder", "little")
+    return path
+
+
+def test_crafted_data_pkl_is_one_line(tmp_path):
+    """A data.pkl calling an allowed global with wrong arguments, or a module tree that holds itself."""
+    import pickle
+    from collections import OrderedDict
+
+    class BadCall:
+        def __reduce__(self):
+            return (OrderedDict, (5,))
+
+    calls = _archive(tmp_path / "calls.pt", pickle.dumps(BadCall(), protocol=2))
+    with pytest.raises(UserInputError, match="data.pkl is not a TorchScript module's data"):
+        read_torchscript_tensors(calls)
+    # protocol 2: a __torch__ object whose state dict holds the object itself (BUILD after memoising it)
+    cyclic = (b"\x80\x02c__torch__\nM\nq\x00)\x81q\x01}q\x02X\x04\x00\x00\x00selfq\x03h\x01sb.")
+    with pytest.raises(UserInputError, match="cycle"):
+        read_torchscript_tensors(_archive(tmp_path / "cyclic.pt", cyclic))

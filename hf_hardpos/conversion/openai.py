@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import UserInputError
+from ..errors import UserInputError, first_line
 from .archive import entry_size
 
 RESAVE = (
@@ -147,9 +147,15 @@ def read_torchscript_tensors(path: str | Path) -> dict[str, torch.Tensor]:
         if str(err).startswith(f"checkpoint {where}"):
             raise
         raise UserInputError(f"checkpoint {where}: {err}") from None
+    except (TypeError, ValueError, AttributeError, IndexError, RecursionError, OSError) as err:  # crafted data.pkl
+        raise UserInputError(f"checkpoint {where}: data.pkl is not a TorchScript module's data "
+                             f"({type(err).__name__}: {first_line(err)})") from err
     if not isinstance(root, _ScriptObject):
         raise UserInputError(f"checkpoint {where}: data.pkl does not hold a TorchScript module. {RESAVE}")
-    return _named_tensors(root)
+    try:
+        return _named_tensors(root)
+    except RecursionError:  # a module that holds itself
+        raise UserInputError(f"checkpoint {where}: its module tree contains a cycle. {RESAVE}") from None
 
 
 def load_torchscript_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
