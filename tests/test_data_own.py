@@ -133,3 +133,11 @@ def test_a_build_never_replaces_its_own_inputs(tmp_path):
         export_own(table, tmp_path)
     assert (tmp_path / "data" / "img" / "0.png").is_file() and not (tmp_path / "README.md").exists()
     export_own(table, tmp_path / "out")  # elsewhere: fine
+
+
+def test_a_jsonl_row_naming_a_field_twice_is_refused(tmp_path):
+    _write_images(tmp_path / "img", 1)
+    table = tmp_path / "rows.jsonl"
+    table.write_text(json.dumps(ROWS[0])[:-1] + ', "caption": "another"}\n')
+    with pytest.raises(UserInputError, match=r"line 1 names field\(s\) \['caption'\] more than once"):
+        export_own(table, tmp_path / "out")

@@ -56,6 +56,15 @@ def read_table(path: str | Path) -> list[dict]:
     return rows
 
 
+def _fields(pairs: list[tuple[str, Any]], where: str) -> dict:
+    """A JSON object's fields, refusing a field given twice (`json` would keep the last one silently)."""
+    keys = [key for key, _ in pairs]
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:
+        raise UserInputError(f"{where} names field(s) {repeated} more than once")
+    return dict(pairs)
+
+
 def _read_rows(path: Path) -> list[dict]:
     """`read_table`'s rows. Read as `utf-8-sig`: Excel's "CSV UTF-8" starts with a byte-order mark, which
     would otherwise become part of the first column's name (`'\\ufeffimage'`)."""
@@ -77,7 +86,8 @@ def _read_rows(path: Path) -> list[dict]:
             if not text.strip():
                 raise UserInputError(f"{path}: line {number} is blank (one JSON object per line)")
             try:
-                value = json.loads(text)
+                where = f"{path}: line {number}"
+                value = json.loads(text, object_pairs_hook=lambda pairs, where=where: _fields(pairs, where))
             except json.JSONDecodeError as err:
                 raise UserInputError(f"{path}: line {number} is not valid JSON ({err.msg})") from err
             if not isinstance(value, dict):
