@@ -21,7 +21,7 @@ import os
 import pkgutil
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import commands, progress
@@ -77,6 +77,24 @@ def add_command(
     )
     parser.set_defaults(func=run)
     return parser
+
+
+# What the readers of run folders, datasets and checkpoints read: a command's output must not replace one.
+READ_SUFFIXES = frozenset({".json", ".jsonl", ".parquet", ".arrow", ".safetensors", ".bin", ".pt", ".pth", ".npy",
+                           ".yaml", ".yml", ".csv"})
+
+
+def refuse_overwriting_inputs(target: str | Path, inputs: Sequence[str | Path], option: str = "--output") -> None:
+    """Refuse (one line, before any work) an output that is one of the command's inputs, or an existing
+    data file inside an input folder (`hardpos report RUN --output RUN/metrics.json` would replace the run's
+    metrics with HTML). A new file, or an earlier output (`RUN/report.html`), may be written there."""
+    resolved = Path(target).expanduser().resolve()
+    for given in inputs:
+        source = Path(given).expanduser().resolve()
+        inside = source.is_dir() and resolved.is_relative_to(source)
+        if resolved == source or (inside and resolved.is_file() and resolved.suffix.lower() in READ_SUFFIXES):
+            raise UserInputError(f"{option} {target} would overwrite {resolved.relative_to(source.parent)}, which "
+                                 f"this command reads from {given}; write it elsewhere")
 
 
 def write_output(target: str | Path, text: str, option: str = "--output") -> Path:

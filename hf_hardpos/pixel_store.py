@@ -13,9 +13,20 @@ Two tiers:
 * an optional folder (`--pixel-cache DIR`), so a later run with new checkpoints skips decoding too,
   bounded by `max_disk_bytes`: once full, new pixels are not written (reported, never evicted behind
   the user's back). Processes sharing a folder (`evaluation.distributed`) each count it as they found it
-  plus their own writes, so together they may pass the bound by what each wrote. Files are written atomically (`output_folder.atomic_path`), one `.npy` per
-  image, under a folder named by the settings digest, which also holds `settings.json` saying what
-  produced them.
+  plus their own writes, so together they may pass the bound by what each wrote. Files are written
+  atomically (`output_folder.atomic_path`), one `.npy` per image, under a folder named by the settings
+  digest, which also holds `settings.json` saying what produced them.
+
+The folder is untrusted (shared between machines, copied, edited, on a disk that fills up), so it can
+only make a run slower, never different: each entry is a plain `.npy` (`np.load` reads it) followed by a
+trailer holding the SHA-256 digest of (settings key, image key, dtype, shape, pixel bytes). Before an
+entry is used its header is checked against the shape and dtype the processor produces (before any
+data is read: a crafted header cannot make us allocate), then its digest is recomputed: two files
+swapped, a file of zeros, the same values saved as float64 or a truncated file are *rejected*, decoded
+again and *rewritten*, and counted (`PixelStats`, recorded per config in `metrics.json`). The digest
+catches accidents and careless edits, not a forger who recomputes it: whoever can write the folder
+chooses the pixels, as whoever can write the dataset chooses the images. A failed write (disk full,
+read-only folder) turns writing off for the rest of the run with one warning; scoring goes on.
 
 Pixels are float32 exactly as the processor returned them, so a model scored from shared pixels
 gets the embeddings it would get decoding alone: same values, same batches (see `SharedPixelScorer`).
@@ -23,13 +34,20 @@ gets the embeddings it would get decoding alone: same values, same batches (see 
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import hashlib
+import math
+import os
+import sys
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+from PIL import Image
 
 from .evaluation import output_folder
 from .image_processing import describe_image_processor
@@ -39,6 +57,10 @@ from .scoring import ITMScorer, _DistinctImages
 
 GIB = 1024**3
 DEFAULT_MEMORY_BYTES = 4 * GIB  # one run's shared pixels in memory (REPLACE at 224 px: ~7 GB for all 11,723 images)
+PIXEL_DTYPE = np.dtype("<f4")  # what every processor returns, and all an entry may hold
+TRAILER_MAGIC = b"HPPIX1"  # after the .npy data: this, then the entry's digest
+DIGEST_BYTES = 32
+SMALLEST_BOUND_BYTES = 1024**2  # a bound below one MiB holds no 224 px image: surely a typo
 
 
 def pixel_settings(image_processor) -> dict:
@@ -50,15 +72,56 @@ def pixel_settings(image_processor) -> dict:
     return {"image_processor": description, "versions": versions(*libraries)}
 
 
+def expected_shape(image_processor) -> tuple[int, ...] | None:
+    """The shape of every image's pixels under `image_processor`, found by processing two small blank
+    images of opposite aspect ratios; None when the shape follows the image (a processor that does
+    not crop to a fixed size), in which case only the dtype and the digest are checked."""
+    shapes = {
+        tuple(image_processor(images=Image.new("RGB", size), return_tensors="pt")["pixel_values"][0].shape)
+        for size in ((37, 23), (23, 37))
+    }
+    return shapes.pop() if len(shapes) == 1 else None
+
+
+def bound_bytes(gigabytes: float) -> int:
+    """`--pixel-cache-max-gb` in bytes; refused (ValueError, one line) unless finite and at least 1 MiB."""
+    if not math.isfinite(gigabytes) or gigabytes * GIB < SMALLEST_BOUND_BYTES:
+        raise ValueError(
+            f"must be a finite size of at least {SMALLEST_BOUND_BYTES / GIB:.6f} GB (1 MiB), got {gigabytes:g}"
+        )
+    return int(gigabytes * GIB)
+
+
+def entry_digest(settings_key: str, image_key: str, array: np.ndarray) -> bytes:
+    """Binds an entry's pixels to the image and settings it claims to be: a file moved or copied under
+    another image's name no longer matches. (An entry written before these checks has no digest: it is
+    rejected once and rewritten.)"""
+    digest = hashlib.sha256()  # SHA-NI on current CPUs: faster than blake2b on ~0.6 MB of pixels
+    digest.update(f"{settings_key}\0{image_key}\0{array.dtype.str}\0{array.shape}\0".encode())
+    digest.update(memoryview(np.ascontiguousarray(array)).cast("B"))
+    return digest.digest()
+
+
 @dataclass
 class PixelStats:
-    """What the store did this run (reported at the end of `hardpos eval`)."""
+    """What the store did (reported at the end of `hardpos eval`; a config's share in its `metrics.json`)."""
 
     from_memory: int = 0
-    from_disk: int = 0
+    from_disk: int = 0  # entries reused from the folder after their checks passed
     decoded: int = 0
     written: int = 0
+    rejected: int = 0  # entries of the folder that failed a check (decoded again instead)
+    rewritten: int = 0  # rejected entries replaced by freshly decoded pixels
     not_written_full: int = 0
+    not_written_failed: int = 0  # after a failed write turned writing off
+
+    def since(self, before: PixelStats) -> dict[str, int]:
+        """The counts added since `before` (a copy taken earlier)."""
+        return {f.name: getattr(self, f.name) - getattr(before, f.name) for f in dataclasses.fields(self)}
+
+
+def _warn(message: str) -> None:
+    print(f"hardpos: warning: {message}", file=sys.stderr)
 
 
 class PixelStore:
@@ -69,26 +132,32 @@ class PixelStore:
         directory: str | Path | None = None,
         max_disk_bytes: int | None = None,
         memory_bytes: int = DEFAULT_MEMORY_BYTES,
+        warn: Callable[[str], None] = _warn,
     ):
         if max_disk_bytes is not None and max_disk_bytes <= 0:
             raise ValueError(f"max_disk_bytes must be > 0, got {max_disk_bytes}")
         self.directory = Path(directory).expanduser() if directory is not None else None
         self.max_disk_bytes = max_disk_bytes
         self.memory_bytes = memory_bytes
+        self.warn = warn
+        self.write_error: str | None = None  # set by the first failed write: no more writes this run
         self._memory: dict[tuple[str, str], torch.Tensor] = {}
         self._memory_used = 0
         self.stats = PixelStats()
         self._disk_used = 0
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._disk_used = sum(f.stat().st_size for f in self.directory.glob("*/*.npy"))
+            self._disk_used = self.disk_usage()[1]
 
     def disk_usage(self) -> tuple[int, int]:
         """(files, bytes) of pixels in the folder now (0, 0 without one)."""
         if self.directory is None:
             return 0, 0
-        files = list(self.directory.glob("*/*.npy"))
-        return len(files), sum(f.stat().st_size for f in files)
+        sizes = []
+        for path in self.directory.glob("*/*.npy"):
+            with contextlib.suppress(FileNotFoundError):  # another process may be replacing it
+                sizes.append(path.stat().st_size)
+        return len(sizes), sum(sizes)
 
     def _file(self, settings_key: str, image_key: str) -> Path:
         assert self.directory is not None
@@ -99,48 +168,85 @@ class PixelStore:
             return True
         return self.directory is not None and self._file(settings_key, image_key).is_file()
 
-    def get(self, settings_key: str, image_key: str) -> torch.Tensor | None:
-        """The stored pixels, or None (an unreadable file counts as absent and is decoded again)."""
+    def get(self, settings_key: str, image_key: str, shape: tuple[int, ...] | None = None) -> torch.Tensor | None:
+        """The stored pixels, or None: absent, or rejected by a check (counted; the caller decodes again).
+
+        `shape`: what the settings produce (`expected_shape`), checked before any data is read."""
         pixels = self._memory.get((settings_key, image_key))
         if pixels is not None:
             self.stats.from_memory += 1
             return pixels
         if self.directory is None:
             return None
+        path = self._file(settings_key, image_key)
         try:
-            pixels = torch.from_numpy(np.load(self._file(settings_key, image_key), allow_pickle=False))
-        except (OSError, ValueError):
+            array = _read_entry(path, settings_key, image_key, shape)
+        except (OSError, ValueError):  # unreadable, vanished since `has`, or failed a check
+            self.stats.rejected += 1
             return None
+        pixels = torch.from_numpy(array)
         self.stats.from_disk += 1
         self._remember(settings_key, image_key, pixels)
         return pixels
 
-    def put(self, settings_key: str, image_key: str, pixels: torch.Tensor, settings: dict | None = None) -> None:
-        """Keep freshly decoded pixels in memory (within its budget) and on disk (within its bound)."""
+    def put(
+        self, settings_key: str, image_key: str, pixels: torch.Tensor, settings: dict | None = None,
+        replacing: bool = False,
+    ) -> None:
+        """Keep freshly decoded pixels in memory (within its budget) and on disk (within its bound).
+        `replacing`: they replace an entry `get` rejected (counted as rewritten once written)."""
         self.stats.decoded += 1
         self._remember(settings_key, image_key, pixels)
         if self.directory is None:
             return
-        target = self._file(settings_key, image_key)
-        size = pixels.numel() * pixels.element_size() + 128  # the .npy header
+        if self.write_error is not None:
+            self.stats.not_written_failed += 1
+            return
+        array = np.ascontiguousarray(pixels.numpy(), dtype=PIXEL_DTYPE)
+        size = array.nbytes + 128 + len(TRAILER_MAGIC) + DIGEST_BYTES  # 128: the .npy header
         if self.max_disk_bytes is not None and self._disk_used + size > self.max_disk_bytes:
             self.stats.not_written_full += 1
             return
+        try:
+            written = self._write(self._file(settings_key, image_key), settings_key, image_key, array, settings)
+        except OSError as err:  # the folder is optional: a full or read-only disk must not stop the run
+            self.write_error = err.strerror or str(err)
+            self.stats.not_written_failed += 1
+            self.warn(f"pixel cache {self.directory}: cannot write ({self.write_error}); "
+                      "no more pixels are written to it this run (scores are unaffected)")
+            return
+        self._disk_used += written
+        self.stats.written += 1
+        self.stats.rewritten += replacing
+
+    def _write(self, target: Path, settings_key: str, image_key: str, array: np.ndarray, settings: dict | None) -> int:
         if not target.parent.is_dir():
             target.parent.mkdir(parents=True, exist_ok=True)
             if settings is not None:
                 output_folder.write_json(target.parent / "settings.json", settings)
         with output_folder.atomic_path(target) as partial:
             with open(partial, "wb") as handle:  # a file object: np.save would append ".npy" to a name
-                np.save(handle, pixels.numpy(), allow_pickle=False)
-        self._disk_used += target.stat().st_size
-        self.stats.written += 1
+                np.save(handle, array, allow_pickle=False)
+                handle.write(TRAILER_MAGIC + entry_digest(settings_key, image_key, array))
+                return handle.tell()
 
     def _remember(self, settings_key: str, image_key: str, pixels: torch.Tensor) -> None:
         size = pixels.numel() * pixels.element_size()
         if self._memory_used + size <= self.memory_bytes:
             self._memory[(settings_key, image_key)] = pixels
             self._memory_used += size
+
+    def snapshot(self) -> PixelStats:
+        """A copy of the counts so far, for `record` to subtract."""
+        return dataclasses.replace(self.stats)
+
+    def record(self, before: PixelStats) -> dict | None:
+        """What `metrics.json` says of the pixels behind a config when they may have come from the folder:
+        which folder, and the counts since `before`. None without a folder: pixels shared in memory between
+        the models of one run are those each would decode alone, and its metrics.json stays a run alone's."""
+        if self.directory is None:
+            return None
+        return {"pixel_cache": str(self.directory), **self.stats.since(before)}
 
     def summary(self) -> str:
         """One line: where this run's pixels came from, and the folder's size against its bound."""
@@ -151,9 +257,36 @@ class PixelStore:
             files, used = self.disk_usage()
             bound = f" of {self.max_disk_bytes / GIB:.2f} GiB allowed" if self.max_disk_bytes is not None else ""
             line += f"; pixel cache {self.directory}: {files} images, {used / GIB:.3f} GiB{bound}"
+            if s.rejected:
+                line += f" ({s.rejected} entries failed their checks and were decoded again, {s.rewritten} rewritten)"
             if s.not_written_full:
                 line += f" (full: {s.not_written_full} new images not written)"
+            if self.write_error is not None:
+                line += f" (writing stopped: {self.write_error}; {s.not_written_failed} images not written)"
         return line
+
+
+def _read_entry(path: Path, settings_key: str, image_key: str, shape: tuple[int, ...] | None) -> np.ndarray:
+    """An entry's pixels once every check passed; ValueError (or OSError) naming the first that failed.
+
+    The header is checked before the data is read, and the file's size must be exactly header, data
+    and trailer, so nothing larger than the expected pixels is ever allocated."""
+    with open(path, "rb") as handle:
+        major, _ = np.lib.format.read_magic(handle)
+        read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+        found_shape, fortran_order, dtype = read_header(handle)
+        if dtype != PIXEL_DTYPE or fortran_order:
+            raise ValueError(f"{path}: dtype {dtype}{' (Fortran order)' if fortran_order else ''}, not float32")
+        if (shape is not None and found_shape != tuple(shape)) or (shape is None and len(found_shape) != 3):
+            raise ValueError(f"{path}: shape {found_shape}, the settings give {shape}")
+        data_bytes = math.prod(found_shape) * PIXEL_DTYPE.itemsize
+        if os.fstat(handle.fileno()).st_size != handle.tell() + data_bytes + len(TRAILER_MAGIC) + DIGEST_BYTES:
+            raise ValueError(f"{path}: size does not match its header and trailer")
+        array = np.frombuffer(handle.read(data_bytes), dtype=PIXEL_DTYPE).reshape(found_shape)
+        trailer = handle.read()
+    if trailer != TRAILER_MAGIC + entry_digest(settings_key, image_key, array):
+        raise ValueError(f"{path}: its digest does not match image {image_key} under these settings")
+    return array.copy()  # writable, owned: frombuffer's view is read-only
 
 
 class SharedPixelScorer(ITMScorer):
@@ -168,6 +301,7 @@ class SharedPixelScorer(ITMScorer):
         self.pixels = pixels  # None: decode as `ITMScorer` does (what a subclass may ask for)
         self.pixel_settings = pixel_settings(self.processor.image_processor) if pixels is not None else {}
         self.pixel_key = digest_of(self.pixel_settings)
+        self.pixel_shape = expected_shape(self.processor.image_processor) if pixels is not None else None
 
     def _pixel_batches(self, dataset, image_column: str, sources: list[ImageSource]) -> Iterator[torch.Tensor]:
         if self.pixels is None:
@@ -188,10 +322,10 @@ class SharedPixelScorer(ITMScorer):
             batch = []
             for index in range(start, min(start + self.batch_size, len(sources))):
                 source = sources[index]
-                pixels = store.get(key, source.key) if stored[index] else None
-                if pixels is None and stored[index]:  # its file vanished or is unreadable: decoded here
+                pixels = store.get(key, source.key, self.pixel_shape) if stored[index] else None
+                if pixels is None and stored[index]:  # vanished, unreadable or rejected: decoded here
                     pixels = _DistinctImages(dataset, image_column, [source], self.processor.image_processor)[0]
-                    store.put(key, source.key, pixels, settings)
+                    store.put(key, source.key, pixels, settings, replacing=True)
                 elif pixels is None:
                     if not waiting:
                         waiting.extend(t.clone() for t in next(decoded))

@@ -26,6 +26,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from . import columns
+from .errors import UserInputError
 from .image_processing import describe_image_processor
 from .embedding_cache import EmbeddingCache, token_key
 from .image_keys import ImageSource, distinct_images
@@ -122,7 +123,7 @@ class _DistinctImages(torch.utils.data.Dataset):
         try:
             image = open_image(value)
         except Exception as err:  # PIL raises several types; all mean the same to the user
-            raise ValueError(
+            raise UserInputError(  # a damaged image, or one over PIL's pixel limit: the data's fault, one line
                 f"cannot read the image of row {source.row} (image_id={source.image_id!r}): {err}"
             ) from err
         return self.image_processor(images=image, return_tensors="pt")["pixel_values"][0]

@@ -342,3 +342,45 @@ def test_a_fine_tuning_folder_compares_with_an_eval_run(runs, capsys, tmp_path):
     assert {r["metric"]: r["value"] for r in ft} == {m: saved["results"]["default"][m] for m in METRIC_NAMES}
     assert any("names its only table 'default'" in line and "'all'" in line for line in table["captions"])
     assert not any("dtype" in line and "not comparable" in line for line in table["captions"])
+
+
+def _renamed(folder, tmp_path, model: str):
+    """A copy of a run folder whose metrics.json names another model (a hand-edited or hostile folder)."""
+    copy = tmp_path / f"renamed{len(list(tmp_path.iterdir()))}"
+    shutil.copytree(folder, copy)
+    metrics = _metrics(copy)
+    metrics["model"] = model
+    (copy / "metrics.json").write_text(json.dumps(metrics))
+    return copy
+
+
+FORMULA = "=2+5+cmd|' -c calc'!A0"
+
+
+def test_csv_cells_never_start_a_spreadsheet_formula(runs, capsys, tmp_path):
+    code, out, _ = _compare(capsys, _renamed(runs["a"], tmp_path, FORMULA), runs["b"], "--format", "csv")
+    assert code == 0
+    cells = [cell for record in _records(out) for cell in record.values()]
+    assert "'" + FORMULA in cells
+    assert not [c for c in cells if c[:1] in ("=", "+", "@", "\t", "\r") or (c[:1] == "-" and not _number(c))]
+    assert all(_number(r["value"]) for r in _records(out))  # numbers stay numbers, negative ones too
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def test_markdown_and_latex_keep_names_inside_their_cells(runs, capsys, tmp_path):
+    renamed = _renamed(runs["a"], tmp_path, "a|b\nc & d_$x$")
+    code, out, _ = _compare(capsys, renamed, runs["b"], "--format", "markdown")
+    rows = [line for line in out.splitlines() if line.startswith("|")]
+    pipes = {len(line.replace(r"\|", "").split("|")) for line in rows}
+    assert code == 0 and len(rows) >= 4 and len(pipes) == 1
+    code, out, _ = _compare(capsys, renamed, runs["b"], "--format", "latex")
+    body = out[out.index(r"\hline", out.index(r"\hline") + 1):out.index(r"\end{tabular}")]
+    assert code == 0 and r"a|b c \& d\_\$x\$" in body
+    assert all(line.endswith((r"\\", r"\hline")) for line in body.splitlines() if line)

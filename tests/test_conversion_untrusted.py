@@ -140,3 +140,119 @@ def test_hardpos_eval_of_the_crafted_archive_runs_nothing(crafted, tmp_path, cap
     assert rc == 2 and MARKER not in captured.out + captured.err
     lines = [line for line in captured.err.splitlines() if line.strip()]
     assert len(lines) == 1 and str(crafted) in lines[0] and "torch.save(model.state_dict()" in lines[0]
+
+
+def _bomb(path: Path, declared_numel: int, entry_bytes: int) -> Path:
+    """A TorchScript-shaped archive whose data.pkl refers to one float16 storage of `declared_numel`
+    values, stored as `entry_bytes` zeros deflated (~1000:1: a few hundred KB on disk)."""
+    import io
+    import pickle
+    import zipfile
+    from collections import OrderedDict
+
+    marker = object()
+
+    class Rebuild:
+        def __reduce__(self):
+            return (torch._utils._rebuild_tensor_v2, (marker, 0, (declared_numel,), (1,), False, OrderedDict()))
+
+    class Pickler(pickle.Pickler):
+        def persistent_id(self, obj):
+            return ("storage", torch.HalfStorage, "0", "cpu", declared_numel) if obj is marker else None
+
+    buffer = io.BytesIO()
+    Pickler(buffer, protocol=2).dump(Rebuild())
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("bomb/data.pkl", buffer.getvalue())
+        archive.writestr("bomb/code/__torch__.py", "")
+        archive.writestr("bomb/byteorder", "little")
+        info = zipfile.ZipInfo("bomb/data/0")
+        info.compress_type = zipfile.ZIP_DEFLATED
+        with archive.open(info, "w", force_zip64=True) as entry:
+            chunk = bytes(1024**2)
+            for _ in range(entry_bytes // len(chunk)):
+                entry.write(chunk)
+    return path
+
+
+@pytest.mark.parametrize("declared_numel", [4, 48 * 1024**2 // 2])  # pickle says 8 bytes / as much as the entry
+def test_a_decompression_bomb_is_refused_before_it_is_read(tmp_path, declared_numel):
+    """The entry's declared size is checked against the pickle's numel and its compressed size before any
+    byte is read: the old reader decompressed all 48 MB (3.2 GB in the reported case) first."""
+    import tracemalloc
+
+    path = _bomb(tmp_path / "bomb.pt", declared_numel, 48 * 1024**2)
+    assert path.stat().st_size < 1024**2
+    tracemalloc.start()
+    try:
+        with pytest.raises(UserInputError, match="entry bomb/data/0 declares"):
+            read_torchscript_tensors(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 1024**2
+
+
+def test_torch_load_is_not_handed_a_bomb(tmp_path):
+    import zipfile
+
+    path = tmp_path / "weights.pt"
+    torch.save({"w": torch.zeros(4)}, path)
+    with zipfile.ZipFile(path, "a", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("weights/data/99", bytes(8 * 1024**2))
+    with pytest.raises(UserInputError, match="decompression bomb"):
+        load_state_dict(path)
+
+
+def test_a_gzip_bomb_of_merges_is_refused(tmp_path, monkeypatch):
+    import gzip
+
+    from hf_hardpos.conversion import tokenizer
+
+    monkeypatch.setattr(tokenizer, "MAX_MERGES_CHARACTERS", 1024**2)
+    path = tmp_path / "merges.txt.gz"
+    with gzip.open(path, "wb") as handle:
+        handle.write(b"#version\n" + b"a b\n" * (1024**2))
+    with pytest.raises(UserInputError, match="not a BPE merges file"):
+        tokenizer.read_bpe_merges(path)
+
+
+def test_convert_never_writes_over_its_checkpoint(tmp_path, tiny_tokenizer, capfd):
+    from hf_hardpos.cli import main
+
+    out = tmp_path / "out"
+    out.mkdir()
+    checkpoint = out / "model.safetensors"  # a name save_pretrained writes
+    checkpoint.write_bytes((FIXTURES / "openai_jit.pt").read_bytes())
+    rc = main(["convert", str(checkpoint), "--tokenizer", str(tiny_tokenizer), "--output-dir", str(out), "--overwrite",
+               "--no-verify", "--no-progress"])
+    assert rc == 2 and len(capfd.readouterr().err.strip().splitlines()) == 1
+    assert checkpoint.read_bytes() == (FIXTURES / "openai_jit.pt").read_bytes()
+
+
+def _archive(path: Path, data_pkl: bytes) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("m/data.pkl", data_pkl)
+        archive.writestr("m/code/__torch__.py", "")
+        archive.writestr("m/byteorder", "little")
+    return path
+
+
+def test_crafted_data_pkl_is_one_line(tmp_path):
+    """A data.pkl calling an allowed global with wrong arguments, or a module tree that holds itself."""
+    import pickle
+    from collections import OrderedDict
+
+    class BadCall:
+        def __reduce__(self):
+            return (OrderedDict, (5,))
+
+    calls = _archive(tmp_path / "calls.pt", pickle.dumps(BadCall(), protocol=2))
+    with pytest.raises(UserInputError, match="data.pkl is not a TorchScript module's data"):
+        read_torchscript_tensors(calls)
+    # protocol 2: a __torch__ object whose state dict holds the object itself (BUILD after memoising it)
+    cyclic = (b"\x80\x02c__torch__\nM\nq\x00)\x81q\x01}q\x02X\x04\x00\x00\x00selfq\x03h\x01sb.")
+    with pytest.raises(UserInputError, match="cycle"):
+        read_torchscript_tensors(_archive(tmp_path / "cyclic.pt", cyclic))

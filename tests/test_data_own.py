@@ -78,3 +78,66 @@ def test_image_paths_never_leave_the_image_folder(name, tmp_path):
     with pytest.raises(UserInputError, match=r"line 1, field 'image'") as refused:
         export_own(table, tmp_path / "out")
     assert isinstance(refused.value, UserInputError) and not (tmp_path / "out").exists()
+
+
+def _csv(path, header: str, *lines: str, encoding="utf-8"):
+    path.write_text("\n".join([header, *lines]) + "\n", encoding=encoding)
+    return path
+
+
+HEADER = "image,caption,hard_negative,hard_positive,config"
+
+
+def test_a_csv_saved_by_excel_with_a_byte_order_mark_reads(tmp_path):
+    _write_images(tmp_path / "img", 1)
+    table = _csv(tmp_path / "rows.csv", HEADER, "img/0.png,a red cube,a blue cube,a cube that is red,attributes",
+                 encoding="utf-8-sig")
+    assert table.read_bytes().startswith(b"\xef\xbb\xbf")
+    export_own(table, tmp_path / "out")
+    import pyarrow.parquet as pq
+
+    shards = sorted((tmp_path / "out" / "data" / "attributes").glob("*.parquet"))
+    rows = [row for shard in shards for row in pq.read_table(shard).to_pylist()]
+    assert [row["caption"] for row in rows] == ["a red cube"]
+
+
+@pytest.mark.parametrize("header, line, encoding, expected", [
+    (HEADER + ",caption", "img/0.png,a,b,c,attributes,d", "utf-8", r"line 1 names column\(s\) \['caption'\] more than once"),
+    (HEADER, "img/0.png,a,b,c,attributes,extra", "utf-8", "line 2 has 6 cells, the header names 5"),
+    (HEADER, "img/0.png,café au lait,b,c,attributes", "latin-1", "is not UTF-8"),
+    (HEADER, "img/0.png,a,b,c,../../x", "utf-8", "line 2, field 'config'"),
+    (HEADER, "img/0.png,a,b,c,a b", "utf-8", "line 2, field 'config'"),
+])
+def test_malformed_tables_are_one_line(tmp_path, header, line, encoding, expected):
+    _write_images(tmp_path / "img", 1)
+    table = _csv(tmp_path / "rows.csv", header, line, encoding=encoding)
+    with pytest.raises(UserInputError, match=expected) as refused:
+        export_own(table, tmp_path / "out")
+    assert "\n" not in str(refused.value) and not (tmp_path / "out").exists()
+
+
+def test_an_image_over_pils_pixel_limit_is_one_line(tmp_path, monkeypatch):
+    """PIL refuses images over twice `MAX_IMAGE_PIXELS` (a decompression bomb) with its own error type."""
+    _write_images(tmp_path / "img", 1)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 50)  # the 12 x 10 test image is over twice this
+    table = _csv(tmp_path / "rows.csv", HEADER, "img/0.png,a,b,c,attributes")
+    with pytest.raises(UserInputError, match="line 2: image .*0.png cannot be read"):
+        export_own(table, tmp_path / "out")
+
+
+def test_a_build_never_replaces_its_own_inputs(tmp_path):
+    """`OUT/data/` is replaced by the build: images kept there (or a table named OUT/README.md) are refused."""
+    _write_images(tmp_path / "data" / "img", 1)
+    table = _csv(tmp_path / "rows.csv", HEADER, "data/img/0.png,a,b,c,attributes")
+    with pytest.raises(UserInputError, match="which this build replaces"):
+        export_own(table, tmp_path)
+    assert (tmp_path / "data" / "img" / "0.png").is_file() and not (tmp_path / "README.md").exists()
+    export_own(table, tmp_path / "out")  # elsewhere: fine
+
+
+def test_a_jsonl_row_naming_a_field_twice_is_refused(tmp_path):
+    _write_images(tmp_path / "img", 1)
+    table = tmp_path / "rows.jsonl"
+    table.write_text(json.dumps(ROWS[0])[:-1] + ', "caption": "another"}\n')
+    with pytest.raises(UserInputError, match=r"line 1 names field\(s\) \['caption'\] more than once"):
+        export_own(table, tmp_path / "out")

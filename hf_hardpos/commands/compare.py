@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli import add_command, write_output
+from ..cli import add_command, refuse_overwriting_inputs, write_output
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -53,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
     from ..reporting.compare import compare_runs, published_rows, render
     from ..reporting.runs import load_run
 
+    if args.output is not None:
+        refuse_overwriting_inputs(args.output, args.runs)
     if args.bootstrap < 1:
         raise UserInputError(f"--bootstrap must be >= 1, got {args.bootstrap}")
     folders = list(args.runs)

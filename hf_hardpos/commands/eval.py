@@ -202,7 +202,8 @@ def _run(args: argparse.Namespace, workers) -> int:
     from ..evaluation.multi_model import expand_models, scorer_factory
     from ..evaluation.run import check_run_options, evaluate_model
     from ..evaluation.tasks import HARD_POSITIVE, TASKS, detect_task
-    from ..evaluation.suite import SuiteEntry, activation_comparison_suite_table, load_suite, run_suite
+    from ..evaluation.suite import activation_comparison_suite_table, load_suite, run_suite
+    from ..evaluation.suite_entry import single_entry
     from ..model_source import require_model_exists
     from ..scoring import default_num_workers, pick_device
 
@@ -272,7 +273,7 @@ def _run(args: argparse.Namespace, workers) -> int:
             if pixels is not None:
                 print(_pixel_line(pixels, workers))
             return 0
-        entries = [SuiteEntry(Path(args.dataset).name or args.dataset, args.dataset, task, args.configs, args.split)]
+        entries = [single_entry(args.dataset, task, args.configs, args.split)]
     else:
         entries = load_suite(args.suite)
     if args.output is None:
@@ -318,16 +319,16 @@ def _pixel_store(args: argparse.Namespace, several: bool):
     """A `PixelStore` when models share decoded images (several models) or `--pixel-cache` keeps them; else None."""
     from ..errors import UserInputError
 
-    if args.pixel_cache_max_gb is not None:
-        if args.pixel_cache is None:
-            raise UserInputError("--pixel-cache-max-gb bounds --pixel-cache DIR; give that too")
-        if args.pixel_cache_max_gb <= 0:
-            raise UserInputError(f"--pixel-cache-max-gb must be > 0, got {args.pixel_cache_max_gb:g}")
+    if args.pixel_cache_max_gb is not None and args.pixel_cache is None:
+        raise UserInputError("--pixel-cache-max-gb bounds --pixel-cache DIR; give that too")
     if not several and args.pixel_cache is None:
         return None
-    from ..pixel_store import GIB, PixelStore
+    from ..pixel_store import PixelStore, bound_bytes
 
-    bound = int(args.pixel_cache_max_gb * GIB) if args.pixel_cache_max_gb is not None else None
+    try:
+        bound = bound_bytes(args.pixel_cache_max_gb) if args.pixel_cache_max_gb is not None else None
+    except ValueError as err:
+        raise UserInputError(f"--pixel-cache-max-gb {err}") from None
     try:
         return PixelStore(args.pixel_cache, max_disk_bytes=bound)
     except OSError as err:
@@ -346,7 +347,8 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
     )
     from ..evaluation.run import evaluate_model
     from ..evaluation.tasks import HARD_POSITIVE, TASKS, detect_task
-    from ..evaluation.suite import SuiteEntry, load_suite, run_suite
+    from ..evaluation.suite import load_suite, run_suite
+    from ..evaluation.suite_entry import single_entry
     from ..model_source import require_model_exists
     from ..scoring import pick_device
 
@@ -365,7 +367,7 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
     if args.dataset is not None:
         require_dataset_exists(args.dataset)
         task = args.task or detect_task(args.dataset, args.split, args.configs)
-        entries = [SuiteEntry(Path(args.dataset).name or args.dataset, args.dataset, task, args.configs, args.split)]
+        entries = [single_entry(args.dataset, task, args.configs, args.split)]
     else:
         task, entries = None, load_suite(args.suite)
     if task != HARD_POSITIVE and args.protocol != "default":
@@ -386,8 +388,8 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
                          **common)
 
     run = evaluate_models(models, run_one, args.output)
-    for name, outcome in run.outcomes.items():
-        print(f"\n=== {name}: {outcome.model} ===")
+    for model, outcome in run.outcomes.items():
+        print(f"\n=== {outcome.folder.name}: {model} ===")
         print(outcome.report.table() if outcome.error is None else f"FAILED: {outcome.error}")
     print(f"\n=== all models (first = reference A) ===\n{comparison_table(run)}")
     print(_pixel_line(pixels, workers))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli import add_command, write_output
+from ..cli import add_command, refuse_overwriting_inputs, write_output
 
 REPORT_NAME = "report.html"
 
@@ -38,6 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="how many of the most confidently brittle rows to show")
     parser.add_argument("--min-rows", type=int, default=MIN_ROWS,
                         help="a replacement is listed (and can be the worst type) only with at least this many rows")
+    parser.add_argument("--fetch-data", action="store_true",
+                        help="download the Hub dataset a run names (at its recorded revision) to show its captions; "
+                             "without it only local folders are read")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
     from ..reporting.html import build_report
     from ..reporting.runs import load_run
 
+    output = args.output or Path(args.run) / REPORT_NAME
+    refuse_overwriting_inputs(output, [args.run, *args.baseline])
     if args.bootstrap < 1:
         raise UserInputError(f"--bootstrap must be >= 1, got {args.bootstrap}")
     if args.min_rows < 1:
@@ -56,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     target_run = load_run(args.run)
     baselines = [load_run(folder) for folder in args.baseline]
     page = build_report(target_run, baselines=baselines, resamples=args.bootstrap, examples=args.examples,
-                        min_rows=args.min_rows)
-    target = write_output(args.output or Path(args.run) / REPORT_NAME, page)
+                        min_rows=args.min_rows, fetch_data=args.fetch_data)
+    target = write_output(output, page)
     print(f"wrote {target} ({len(page.encode()) / 1e6:.2f} MB, self-contained)")
     return 0

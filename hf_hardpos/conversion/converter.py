@@ -140,6 +140,9 @@ def convert_checkpoint(
     from .verify import open_clip_unavailable_reason, verify_against_open_clip
 
     checkpoint, output_dir = Path(checkpoint), Path(output_dir)
+    if checkpoint.resolve().is_relative_to(output_dir.resolve()):  # save_pretrained may write over it
+        raise UserInputError(f"checkpoint {checkpoint} is inside --output-dir {output_dir}, which the conversion "
+                             "writes; choose another folder")
     if output_dir.exists() and any(output_dir.iterdir()) and not overwrite:
         raise UserInputError(f"--output-dir {output_dir} is not empty; choose a new folder (or --overwrite)")
     state, kind = load_state_dict(checkpoint)

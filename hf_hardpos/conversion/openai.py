@@ -19,7 +19,8 @@ from pathlib import Path
 
 import torch
 
-from ..errors import UserInputError
+from ..errors import UserInputError, first_line
+from .archive import entry_size
 
 RESAVE = (
     "hardpos reads TorchScript archives without running their code; load the model where you trust its code "
@@ -102,11 +103,13 @@ class _RestrictedUnpickler(pickle.Unpickler):
         if not isinstance(dtype, torch.dtype):
             raise UserInputError(f"checkpoint {self.where}: storage {key} has no known dtype. {RESAVE}")
         if key not in self.storages:
-            raw = bytearray(self.archive.read(f"{self.prefix}data/{key}"))
-            values = torch.frombuffer(raw, dtype=dtype) if raw else torch.empty(0, dtype=dtype)
-            if values.numel() < numel:
-                raise UserInputError(f"checkpoint {self.where}: storage {key} is truncated")
-            self.storages[key] = values
+            name = f"{self.prefix}data/{key}"
+            if not isinstance(numel, int) or numel < 0:
+                raise UserInputError(f"checkpoint {self.where}: storage {key} has no valid size. {RESAVE}")
+            # Sized from the pickle and the zip directory before a byte is read (`archive`): no bomb allocates.
+            entry_size(self.archive, name, self.where, expected=numel * dtype.itemsize)
+            raw = bytearray(self.archive.read(name))
+            self.storages[key] = torch.frombuffer(raw, dtype=dtype) if raw else torch.empty(0, dtype=dtype)
         return self.storages[key]
 
 
@@ -130,20 +133,29 @@ def read_torchscript_tensors(path: str | Path) -> dict[str, torch.Tensor]:
             if len(pickles) != 1:
                 raise UserInputError(f"checkpoint {where}: expected one <name>/data.pkl in the TorchScript archive")
             prefix = pickles[0][: -len("data.pkl")]
+            for metadata in (pickles[0], f"{prefix}byteorder"):
+                if metadata in archive.namelist():
+                    entry_size(archive, metadata, where)
             byteorder = archive.read(f"{prefix}byteorder").decode().strip() if f"{prefix}byteorder" in archive.namelist() else "little"
             if byteorder != sys.byteorder:
                 raise UserInputError(f"checkpoint {where}: saved on a {byteorder}-endian machine; {RESAVE}")
             with archive.open(pickles[0]) as handle:
                 root = _RestrictedUnpickler(handle, archive, prefix, where).load()
-    except (zipfile.BadZipFile, KeyError, EOFError, pickle.UnpicklingError) as err:
+    except (zipfile.BadZipFile, KeyError, EOFError, pickle.UnpicklingError, UnicodeDecodeError) as err:
         raise UserInputError(f"checkpoint {where}: not a readable TorchScript archive ({err})") from err
     except UserInputError as err:
         if str(err).startswith(f"checkpoint {where}"):
             raise
         raise UserInputError(f"checkpoint {where}: {err}") from None
+    except (TypeError, ValueError, AttributeError, IndexError, RecursionError, OSError) as err:  # crafted data.pkl
+        raise UserInputError(f"checkpoint {where}: data.pkl is not a TorchScript module's data "
+                             f"({type(err).__name__}: {first_line(err)})") from err
     if not isinstance(root, _ScriptObject):
         raise UserInputError(f"checkpoint {where}: data.pkl does not hold a TorchScript module. {RESAVE}")
-    return _named_tensors(root)
+    try:
+        return _named_tensors(root)
+    except RecursionError:  # a module that holds itself
+        raise UserInputError(f"checkpoint {where}: its module tree contains a cycle. {RESAVE}") from None
 
 
 def load_torchscript_state_dict(path: str | Path) -> dict[str, torch.Tensor]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from ..errors import UserInputError
+from .archive import check_zip_sizes
 from .facts import DDP_PREFIX_REMOVED, OPENAI_ARCHIVE, PLAIN_STATE_DICT, TRAINING_CHECKPOINT
 from .open_clip_config import OpenClipConfig
 
@@ -46,6 +47,7 @@ def load_state_dict(path: str | Path) -> tuple[dict[str, torch.Tensor], str]:
         from .openai import load_torchscript_state_dict
 
         return load_torchscript_state_dict(path), OPENAI_ARCHIVE
+    check_zip_sizes(path)  # what torch.load would decompress, bounded before it reads
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:

@@ -51,12 +51,21 @@ def clip_tokenizer_from_merges(merges: list[tuple[str, str]], context_length: in
     return CLIPTokenizer(vocab=vocab, merges=[tuple(m) for m in merges], model_max_length=context_length)
 
 
+MAX_MERGES_CHARACTERS = 64 * 1024**2  # open_clip's merges: 1.4 MB of text; CLIP's merges.txt: 0.5 MB
+
+
 def read_bpe_merges(path: str | Path, limit: int | None = _OPEN_CLIP_MERGES) -> list[tuple[str, str]]:
     """Merges from open_clip's `bpe_simple_vocab_16e6.txt.gz` (or a plain/gzipped HF `merges.txt`)."""
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        lines = handle.read().split("\n")
+    try:
+        with opener(path, "rt", encoding="utf-8") as handle:
+            text = handle.read(MAX_MERGES_CHARACTERS + 1)  # a gzip bomb stops here, not in memory
+    except (OSError, EOFError, UnicodeDecodeError) as err:
+        raise UserInputError(f"{path}: cannot read it as a BPE merges file ({err})") from err
+    if len(text) > MAX_MERGES_CHARACTERS:
+        raise UserInputError(f"{path}: more than {MAX_MERGES_CHARACTERS} characters, not a BPE merges file")
+    lines = text.split("\n")
     merges = [tuple(line.split()) for line in lines[1:] if line.strip()]
     if limit is not None:
         merges = merges[:limit]

@@ -26,6 +26,7 @@ from PIL import Image, UnidentifiedImageError
 
 from .. import columns
 from ..errors import UserInputError
+from ..names import require_plain_name
 from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, export_folder, row_features
 from .sources import ImageSpec, UnsafePathError, path_under
 
@@ -43,18 +44,50 @@ def read_table(path: str | Path) -> list[dict]:
     path = Path(path).expanduser()
     if not path.is_file():
         raise UserInputError(f"--table {path}: no such file")
+    try:
+        rows = _read_rows(path)
+    except UnicodeDecodeError as err:
+        raise UserInputError(f"{path}: byte {err.start} is not UTF-8 (save the table as UTF-8, e.g. Excel's "
+                             "\"CSV UTF-8\")") from None
+    except csv.Error as err:
+        raise UserInputError(f"{path}: not a readable CSV table ({err})") from None
+    if not rows:
+        raise UserInputError(f"{path}: no rows")
+    return rows
+
+
+def _fields(pairs: list[tuple[str, Any]], where: str) -> dict:
+    """A JSON object's fields, refusing a field given twice (`json` would keep the last one silently)."""
+    keys = [key for key, _ in pairs]
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:
+        raise UserInputError(f"{where} names field(s) {repeated} more than once")
+    return dict(pairs)
+
+
+def _read_rows(path: Path) -> list[dict]:
+    """`read_table`'s rows. Read as `utf-8-sig`: Excel's "CSV UTF-8" starts with a byte-order mark, which
+    would otherwise become part of the first column's name (`'\\ufeffimage'`)."""
     rows: list[dict] = []
     if path.suffix.lower() == ".csv":
-        with open(path, newline="", encoding="utf-8") as handle:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
             reader = csv.DictReader(handle)
+            header = reader.fieldnames or []
+            repeated = sorted({name for name in header if header.count(name) > 1})
+            if repeated:  # DictReader would keep the last one's cells silently
+                raise UserInputError(f"{path}: line 1 names column(s) {repeated} more than once")
             for row in reader:
+                if None in row:  # restkey: cells beyond the header
+                    raise UserInputError(f"{path}: line {reader.line_num} has {len(header) + len(row[None])} cells, "
+                                         f"the header names {len(header)}")
                 rows.append({**row, "line": reader.line_num})
     elif path.suffix.lower() in (".jsonl", ".json"):
-        for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        for number, text in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
             if not text.strip():
                 raise UserInputError(f"{path}: line {number} is blank (one JSON object per line)")
             try:
-                value = json.loads(text)
+                where = f"{path}: line {number}"
+                value = json.loads(text, object_pairs_hook=lambda pairs, where=where: _fields(pairs, where))
             except json.JSONDecodeError as err:
                 raise UserInputError(f"{path}: line {number} is not valid JSON ({err.msg})") from err
             if not isinstance(value, dict):
@@ -62,8 +95,6 @@ def read_table(path: str | Path) -> list[dict]:
             rows.append({**value, "line": number})
     else:
         raise UserInputError(f"--table {path}: expected a .csv or .jsonl file")
-    if not rows:
-        raise UserInputError(f"{path}: no rows")
     return rows
 
 
@@ -78,6 +109,8 @@ def check_rows(path: Path, rows: Sequence[dict]) -> None:
             value = row.get(field)
             if not isinstance(value, str) or not value.strip():
                 raise UserInputError(f"{path}: line {row['line']}, field {field!r}: missing or empty")
+        if row.get("config") not in (None, ""):  # it names a folder (`data/<config>/`) and a scores file
+            require_plain_name(row["config"], f"{path}: line {row['line']}, field 'config'")
 
 
 def _images(rows: Sequence[dict], images_dir: Path, table: Path, skip_missing: bool) -> ImageSpec:
@@ -101,7 +134,7 @@ def _images(rows: Sequence[dict], images_dir: Path, table: Path, skip_missing: b
         try:
             with Image.open(local) as image:
                 image.load()
-        except (OSError, UnidentifiedImageError) as err:
+        except (OSError, UnidentifiedImageError, Image.DecompressionBombError) as err:  # bomb: over PIL's pixel limit
             if not skip_missing:
                 raise UserInputError(f"{table}: line {row['line']}: image {local} cannot be read "
                                      f"({type(err).__name__}); fix it or pass --skip-missing") from err
@@ -109,6 +142,17 @@ def _images(rows: Sequence[dict], images_dir: Path, table: Path, skip_missing: b
             continue
         found[key] = (local, row[columns.IMAGE])
     return ImageSpec(found, missing)
+
+
+def _refuse_inputs_the_build_replaces(table: Path, images: ImageSpec, output_dir: Path) -> None:
+    """The build replaces `OUT/data/`, `OUT/README.md` and `OUT/build_report.json` (`hub_folder.export_folder`):
+    a table or image there would be deleted by the build that reads it. Refused before anything is written."""
+    replaced = [(output_dir / name).resolve() for name in ("data", "README.md", "build_report.json")]
+    for path in (table, *(local for local, _ in images.found.values())):
+        hit = next((r for r in replaced if path.resolve().is_relative_to(r)), None)
+        if hit is not None:
+            raise UserInputError(f"{table}: input {path} is inside {hit}, which this build replaces; "
+                                 "choose another --output (or move the input)")
 
 
 def export_own(
@@ -130,6 +174,7 @@ def export_own(
         row.setdefault(columns.IMAGE_ID, row[columns.IMAGE])
         row[columns.IMAGE_ID] = str(row[columns.IMAGE_ID])
     images = _images(rows, images_dir, table, options.skip_missing)
+    _refuse_inputs_the_build_replaces(table, images, Path(output_dir).expanduser())
     features = row_features((columns.IMAGE_ID, *columns.EVAL_CAPTION_COLUMNS))
     by_config: dict[str, list[dict]] = {}
     for row in rows:

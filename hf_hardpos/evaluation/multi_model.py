@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UserInputError
+from ..names import UNSAFE_CHARACTERS
 
 if TYPE_CHECKING:  # `hardpos eval --help` imports this module: no torch at import time
     from ..scoring import ITMScorer
@@ -77,23 +78,44 @@ def expand_models(models: Sequence[str], lists: Sequence[str], log=print) -> lis
 
 def folder_names(models: Sequence[str]) -> dict[str, str]:
     """Each model's folder under `--output`: the last part of its path or Hub id, with as many parents
-    as it takes to tell two models apart (`a/model` and `b/model` -> `a__model`, `b__model`)."""
-    parts = {m: [p for p in re.split(r"[/\\:]+", m.rstrip("/\\")) if p not in ("", ".", "..", "~")] or [m] for m in models}
+    as it takes to tell two models apart (`a/model` and `b/model` -> `a__model`, `b__model`).
+
+    A local folder is named by its resolved path, so `--model ..` or `--model .` is named for the folder
+    it is, never a path out of `--output`. Names still equal (ignoring case: `m` and `./m`) get `-2`, `-3`
+    ... in the order given, skipping every name another model has, so `--model m --model ./m --model m-1`
+    gives `m`, `m-2`, `m-1`: one folder per model, never one model's results over another's.
+    """
+    parts = {m: _name_parts(m) for m in models}
     depth = {m: 1 for m in models}
     while True:
         names = {m: "__".join(parts[m][-depth[m]:]) for m in models}
         clashes = {n for n in names.values() if list(names.values()).count(n) > 1}
-        grow = [m for m in models if names[m] in clashes and depth[m] < len(parts[m])]
+        grow = [m for m in models if names[m] in clashes and depth[m] < len(parts[m])  # parents tell apart
+                and any(parts[o] != parts[m] for o in models if names[o] == names[m])]  # one path: numbered
         if not grow:
             break
         for m in grow:
             depth[m] += 1
-    cleaned = {m: re.sub(r"[^A-Za-z0-9_.=-]+", "_", n) for m, n in names.items()}
-    values = list(cleaned.values())
-    return {  # still equal (e.g. `m` and `./m`): numbered in order
-        m: f"{n}-{[k for k in models if cleaned[k] == n].index(m) + 1}" if values.count(n) > 1 else n
-        for m, n in cleaned.items()
-    }
+    cleaned = {m: UNSAFE_CHARACTERS.sub("_", n) for m, n in names.items()}
+    cleaned = {m: n if n.strip(".") else "model" for m, n in cleaned.items()}  # `...` is no folder name
+    taken = {n.casefold() for n in cleaned.values()}
+    chosen: dict[str, str] = {}
+    for m in models:
+        used = {c.casefold() for c in chosen.values()}
+        name, number = cleaned[m], 1
+        while name.casefold() in used or (number > 1 and name.casefold() in taken):
+            number += 1
+            name = f"{cleaned[m]}-{number}"
+        chosen[m] = name
+    return chosen
+
+
+def _name_parts(model: str) -> list[str]:
+    """The parts a model's folder name is made of: its resolved path's if it is a local folder or file,
+    else its Hub id's or spec's (split at `/`, `\\` and `:`)."""
+    local = Path(model).expanduser()
+    raw = local.resolve().parts[1:] if local.exists() else re.split(r"[/\\:]+", model)
+    return [p for p in raw if p not in ("", ".", "..", "~")] or ["model"]
 
 
 @dataclass
@@ -108,7 +130,7 @@ class ModelOutcome:
 
 @dataclass
 class MultiRun:
-    """Every model's outcome, in the order given."""
+    """Every model's outcome by model (as given, not by folder name), in the order given."""
 
     outcomes: dict[str, ModelOutcome] = field(default_factory=dict)
 
@@ -142,7 +164,7 @@ def evaluate_models(
             text = str(err).strip()
             outcome.error = f"{type(err).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
             prefixed(f"FAILED ({outcome.error}); continuing with the other models")
-        result.outcomes[name] = outcome
+        result.outcomes[model] = outcome
     return result
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from ..errors import UserInputError
 
 LOCK_NAME = ".hardpos.lock"
+METRICS_FILE = "metrics.json"  # every run folder's summary (evaluation, suite, fine-tuning)
 
 # Folders held, per thread, with a depth count: a caller already holding a folder's lock may take it
 # again without waiting for itself; another thread of the same process waits like another process.
@@ -137,3 +138,4 @@ def check_output_writable(output_dir: str | Path) -> None:
         (output_dir / ".hardpos-write-test").unlink(missing_ok=True)  # another run may have removed it
     except OSError as err:
         raise UserInputError(f"--output {output_dir} is not writable ({err.strerror or err})") from err
+

@@ -180,10 +180,12 @@ def _score_missing(
         scorer = (make_scorer or ITMScorer)(
             loaded_model, processor, batch_size, num_workers, device, precision, allow_tf32, progress, cache
         )
+    pixels = getattr(scorer, "pixels", None) if todo else None  # a `pixel_store.PixelStore`, when shared
     for name in todo:
         eval_set = eval_sets[name].dataset
         if max_rows is not None:
             eval_set = eval_set.select(range(min(max_rows, len(eval_set))))
+        pixels_before = pixels.snapshot() if pixels is not None else None
         s = score_eval_set(scorer, eval_set)
         groups = image_groups(eval_set)
         if groups is not None:
@@ -199,6 +201,9 @@ def _score_missing(
             "split": split,
             "truncation": truncation.to_dict(),
         }
+        pixel_record = pixels.record(pixels_before) if pixels is not None else None
+        if pixel_record is not None:  # how many of this config's pixels the --pixel-cache served, rejected, ...
+            report.provenance[name]["pixels"] = pixel_record
         if output_dir is not None:
             report.save(output_dir)
     # Report the configs asked for first, in that order, then those kept from earlier runs.

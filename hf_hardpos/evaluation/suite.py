@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ import yaml
 from ..errors import UserInputError
 from ..image_processing import DEFAULT_IMAGE_BACKEND
 from ..model_source import ModelSource
+from ..names import folder_name
 from ..provenance import describe_model, digest_of, environment
 from ..published import beside_ours, lookup, model_row
 from ..scoring import ITMScorer, default_num_workers, pick_device
@@ -37,6 +37,7 @@ from .eval_data import dataset_identity, load_eval_sets
 from .output_folder import check_output_writable
 from .run import check_run_options, evaluate_model
 from .section import HARD_POSITIVE, Section
+from .suite_entry import SuiteEntry, entry_folders, suite_entry_from_yaml
 from .tables import render_table
 from .tasks import TASKS, TaskData, detect_task, get_task, run_task
 from .tasks.caption_selection import CAPTION_SELECTION
@@ -44,19 +45,6 @@ from .tasks.hard_positive import hard_positive_section
 from .tasks.text_only import TEXT_ONLY_TIE_RULE, evaluate_text_only
 from .tasks.zeroshot_classification import ZEROSHOT_CLASSIFICATION
 from .tasks.zeroshot_retrieval import ZEROSHOT_RETRIEVAL
-
-
-@dataclass
-class SuiteEntry:
-    """One dataset of a suite. `group` names a set of entries averaged together (e.g. `vtab`)."""
-
-    name: str
-    dataset: str
-    task: str | None = None  # None: recognised from the data
-    configs: list[str] | None = None
-    split: str = "test"
-    text_only: bool = False  # also SugarCrepe++'s text-only task (TOT) on a hard-positive set
-    group: str | None = None
 
 
 # The paper's compositional benchmarks, as published by this package's dataset builders.
@@ -118,21 +106,11 @@ def load_suite(name_or_file: str) -> list[SuiteEntry]:
     items = spec.get("datasets") if isinstance(spec, dict) else None
     if not isinstance(items, list) or not items:
         raise UserInputError(f"{path}: expected a top-level `datasets:` list of {{name, dataset, ...}} entries")
-    known = set(SuiteEntry.__dataclass_fields__)
-    entries = []
-    for index, item in enumerate(items):
-        if not isinstance(item, dict) or "dataset" not in item:
-            raise UserInputError(f"{path}: datasets[{index}] needs at least a `dataset:` (Hub id or folder)")
-        unknown = sorted(set(item) - known)
-        if unknown:
-            raise UserInputError(f"{path}: datasets[{index}] has unknown field(s) {unknown}; known: {sorted(known)}")
-        entry = SuiteEntry(**{"name": str(item["dataset"]), **item})
-        if entry.task is not None and entry.task not in TASKS:
-            raise UserInputError(f"{path}: datasets[{index}].task {entry.task!r} is not one of {list(TASKS)}")
-        entries.append(entry)
+    entries = [suite_entry_from_yaml(path, index, item) for index, item in enumerate(items)]
     names = [e.name for e in entries]
     if len(set(names)) != len(names):
         raise UserInputError(f"{path}: dataset names must be unique, got {names}")
+    entry_folders(entries, str(path))
     return entries
 
 
@@ -159,7 +137,7 @@ class SuiteReport:
         `run.failed` names the datasets that failed."""
         self.run["failed"] = self.failed
         self.run["complete"] = len(self.sections) == self.run.get("num_datasets") and not self.failed
-        output_folder.write_json(output_dir / "metrics.json", self.to_dict(), default=_json_default)
+        output_folder.write_json(output_dir / output_folder.METRICS_FILE, self.to_dict(), default=_json_default)
 
     def table(self) -> str:
         """One block per dataset, each with the rule its numbers follow, then the group means."""
@@ -229,10 +207,6 @@ def _json_default(value):
     raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
 
 
-def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
-
-
 class _LazyScorer:
     """Loads the model only when some dataset actually needs scoring (a fully resumed suite does not)."""
 
@@ -288,6 +262,7 @@ def run_suite(
     """
     num_workers = default_num_workers() if num_workers is None else num_workers
     check_run_options(batch_size, num_workers, max_rows, bootstrap_samples)
+    entry_folders(entries)
     output_dir = Path(output_dir)
     check_output_writable(output_dir)
     with output_folder.locked(output_dir, log):  # one suite run per folder at a time
@@ -377,7 +352,7 @@ def _run_entry(
 ) -> Section:
     """One dataset's section: its task run (or resumed) in `output_dir/<name>/`."""
     get_task(task)  # an unknown task is refused before its folder is made
-    folder = output_dir / _slug(entry.name)
+    folder = output_dir / folder_name(entry.name, "dataset name")  # checked by `entry_folders`
     folder.mkdir(parents=True, exist_ok=True)
     log(f"[{entry.name}] {task} on {entry.dataset}")
     if task == HARD_POSITIVE:

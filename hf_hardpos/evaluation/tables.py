@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..metrics import METRIC_NAMES
+from ..text_escaping import markdown_cell
 
 SCORE_NAMES = ("mean_original_score", "mean_negative_score", "mean_positive_score")
 
@@ -20,8 +21,8 @@ def render_table(header: Sequence[str], rows: Sequence[Sequence[str]], *, markdo
     """Plain text (first column left-aligned, the rest right-aligned) or a GitHub markdown table."""
     if markdown:
         align = ["---", *("---:" for _ in header[1:])]
-        lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
-        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+        lines = ["| " + " | ".join(map(markdown_cell, header)) + " |", "|" + "|".join(align) + "|"]
+        return "\n".join(lines + ["| " + " | ".join(map(markdown_cell, r)) + " |" for r in rows])
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
 
     def line(cells: Sequence[str]) -> str:

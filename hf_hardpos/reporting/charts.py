@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import UserInputError
 from ..metrics import METRIC_NAMES
+from ..text_escaping import mathtext_literal
 
 LABELS = {"original_accuracy": "orig acc", "augmented_accuracy": "aug acc", "brittleness": "brittleness"}
 CHANCE = {"original_accuracy": 0.5, "augmented_accuracy": 1 / 3, "brittleness": 1 / 3}
@@ -63,7 +64,7 @@ def rate_bars(rows: Mapping[str, Mapping[str, float]], title: str = "Rates with 
             low = np.array([100 * m[f"{k}_ci_low"] for k in METRIC_NAMES])
             high = np.array([100 * m[f"{k}_ci_high"] for k in METRIC_NAMES])
             yerr = np.vstack([values - low, high - values])
-        label = f"{name} ({m.get('num_examples', '?')} rows" + ("" if yerr is not None else "; no interval") + ")"
+        label = f"{mathtext_literal(name)} ({m.get('num_examples', '?')} rows" + ("" if yerr is not None else "; no interval") + ")"
         ax.bar(x, values, width, label=label, yerr=yerr, capsize=3)
     for j, k in enumerate(METRIC_NAMES):
         ax.hlines(100 * CHANCE[k], j - 0.45, j + 0.45, colors="grey", linestyles="dashed", linewidth=1)
@@ -72,7 +73,7 @@ def rate_bars(rows: Mapping[str, Mapping[str, float]], title: str = "Rates with 
     ax.set_ylabel("% of rows")
     ax.set_ylim(0, 100)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
-    ax.set_title(title, fontsize=10)
+    ax.set_title(mathtext_literal(title), fontsize=10)
     return _uri(fig)
 
 
@@ -94,7 +95,7 @@ def score_distributions(original: np.ndarray, negative: np.ndarray, positive: np
     right.set_xlabel("margin over the hard negative")
     right.locator_params(axis="x", nbins=6)
     right.legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(mathtext_literal(title), fontsize=10)
     return _uri(fig)
 
 
@@ -147,7 +148,7 @@ def loss_curves(log_history: Sequence[Mapping]) -> tuple[str | None, list[str]]:
     fig, ax = plt.subplots(figsize=(7.5, 3.2))
     for key in keys:
         steps, values = _points(log_history, key)
-        ax.plot(steps, values, marker="o" if len(steps) < 20 else None, markersize=3, label=key,
+        ax.plot(steps, values, marker="o" if len(steps) < 20 else None, markersize=3, label=mathtext_literal(key),
                 linewidth=2 if key == "loss" else 1)
     ax.set_xlabel("training step")
     ax.set_ylabel("loss (mean over each logging interval)")
@@ -183,7 +184,7 @@ def eval_curves(log_history: Sequence[Mapping], step_zero: Mapping[str, Mapping[
                     color=colours[rate], label=LABELS.get(rate, rate))
             if rate in CHANCE:
                 ax.axhline(100 * CHANCE[rate], color=colours[rate], linestyle="dashed", linewidth=0.8)
-        ax.set_title(stem.removeprefix("eval_"), fontsize=8)
+        ax.set_title(mathtext_literal(stem.removeprefix("eval_")), fontsize=8)
         ax.set_ylim(0, 100)
         ax.set_xlabel("training step (0: base model)", fontsize=7)
         ax.set_ylabel("% of rows", fontsize=7)

@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import UserInputError
 from ..metrics import METRIC_NAMES
 from ..evaluation.tables import TIE_RULE, render_table
+from ..text_escaping import csv_cell, latex_text
 from . import paired
 from .runs import Benchmark, Figure, Run
 
@@ -157,7 +158,7 @@ def _mismatches(a: Run, b: Run, bench_a: Benchmark, bench_b: Benchmark, fig_a: F
 def _check_agrees(fig: Figure, outcomes: dict[str, np.ndarray], where: str) -> None:
     """The per-row outcomes must reproduce the saved figure; otherwise the folder was edited or mixed."""
     for name in METRIC_NAMES:
-        if name in fig.metrics and abs(float(outcomes[name].mean()) - float(fig.metrics[name])) > 1e-9:
+        if name in fig.metrics and not abs(float(outcomes[name].mean()) - float(fig.metrics[name])) <= 1e-9:  # NaN fails
             raise UserInputError(
                 f"{where}: the per-row scores give {name} {outcomes[name].mean():.6f} but metrics.json says "
                 f"{fig.metrics[name]:.6f} for {fig.row!r}; the folder mixes two runs (rerun hardpos eval)"
@@ -385,25 +386,17 @@ def to_text(comparison: Comparison, markdown: bool = False, width: int | None = 
     return "\n\n".join(tables) + "\n\n" + "\n".join(wrapped)
 
 
-_LATEX = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{", "}": r"\}",
-          "~": r"\textasciitilde{}", "^": r"\^{}", "\\": r"\textbackslash{}"}
-
-
-def _latex_escape(text: str) -> str:
-    return "".join(_LATEX.get(char, char) for char in text)
-
-
 def to_latex(comparison: Comparison) -> str:
     """A `table` environment: a two-level header (benchmark over its metrics), caption below."""
     widths = [len(ms) for ms in comparison.groups.values()]
     spec = "l" + "".join("|" + "r" * w for w in widths)
-    top = " & ".join(["", *(rf"\multicolumn{{{w}}}{{c}}{{{_latex_escape(g)}}}" for g, w in zip(comparison.groups, widths))])
-    sub = " & ".join(["Run", *(_latex_escape(SHORT.get(m, m)) for ms in comparison.groups.values() for m in ms)])
-    body = [" & ".join(_latex_escape(c) for c in cells) + r" \\" for cells in _text_rows(comparison)]
+    top = " & ".join(["", *(rf"\multicolumn{{{w}}}{{c}}{{{latex_text(g)}}}" for g, w in zip(comparison.groups, widths))])
+    sub = " & ".join(["Run", *(latex_text(SHORT.get(m, m)) for ms in comparison.groups.values() for m in ms)])
+    body = [" & ".join(latex_text(c) for c in cells) + r" \\" for cells in _text_rows(comparison)]
     return "\n".join([
         r"\begin{table}[t]", r"\centering", rf"\begin{{tabular}}{{{spec}}}", r"\hline", top + r" \\", sub + r" \\",
         r"\hline", *body, r"\hline", r"\end{tabular}",
-        rf"\caption{{{_latex_escape(' '.join(comparison.captions))}}}", r"\end{table}",
+        rf"\caption{{{latex_text(' '.join(comparison.captions))}}}", r"\end{table}",
     ])
 
 
@@ -426,7 +419,7 @@ def to_csv(comparison: Comparison) -> str:
     writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     for record in records(comparison):
-        writer.writerow({k: "" if record[k] is None else record[k] for k in fields})
+        writer.writerow({k: "" if record[k] is None else csv_cell(record[k]) for k in fields})
     return buffer.getvalue()
 
 

@@ -52,11 +52,12 @@ class ScoredRows:
     data_note: str  # why the dataset rows are missing ("" when present)
 
 
-def load_dataset_rows(bench: Benchmark, config: str, num_rows: int):
+def load_dataset_rows(bench: Benchmark, config: str, num_rows: int, fetch: bool = False):
     """The evaluated rows of `config` (the first `num_rows`, as `--max-rows` takes them), or (None, why).
 
     A local folder is re-read by content and used only if its sha256 equals the one `metrics.json`
-    recorded; a Hub dataset only at the recorded revision.
+    recorded; a Hub dataset only at the recorded revision, and only with `fetch` (`hardpos report
+    --fetch-data`): a run folder is anyone's, and opening it must not download whatever it names.
     """
     from ..evaluation.eval_data import load_local_split
 
@@ -71,6 +72,8 @@ def load_dataset_rows(bench: Benchmark, config: str, num_rows: int):
             return None, unreadable.format(str(err).splitlines()[0])
         if now["sha256"] != ident["sha256"]:
             return None, f"{ident['path']} [{config}] changed since the run (sha256 differs); captions not shown"
+    elif ident.get("hub_id") and ident.get("revision") and not fetch:
+        return None, f"[{config}]: captions not shown; --fetch-data downloads {ident['hub_id']} at the run's revision"
     elif ident.get("hub_id") and ident.get("revision"):
         from datasets import load_dataset
 
@@ -145,13 +148,13 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric_from: i
     return {"header": list(header), "rows": [list(r) for r in rows], "numeric_from": numeric_from}
 
 
-def _load_scored(bench: Benchmark) -> tuple[dict[str, ScoredRows], list[str]]:
+def _load_scored(bench: Benchmark, fetch: bool) -> tuple[dict[str, ScoredRows], list[str]]:
     scored, notes = {}, []
     for config in bench.results:
         if bench.scores_file(config) is None:
             continue
         scores = bench.read_scores(config)
-        dataset, why = load_dataset_rows(bench, config, len(scores["original_score"]))
+        dataset, why = load_dataset_rows(bench, config, len(scores["original_score"]), fetch)
         scored[config] = ScoredRows(config, scores, dataset, why)
         if why:
             notes.append(why)
@@ -224,12 +227,13 @@ class Context:
     resamples: int
     examples: int
     min_rows: int
+    fetch_data: bool = False  # may download the Hub datasets the run names (`load_dataset_rows`)
 
 
 def benchmark_section(bench: Benchmark, context: Context) -> tuple[dict, list[Headline]]:
     """Everything the page shows for one hard-positive benchmark, and its headline boxes."""
     section_id = anchor("bench", bench.name)
-    scored, data_notes = _load_scored(bench)
+    scored, data_notes = _load_scored(bench, context.fetch_data)
     rows, interval_notes = _with_intervals(bench, scored, context.resamples)
     notes = [f"Rates in % of rows; {TIE_RULE}. s = mean cosine similarity of image and caption embeddings."]
     notes += [describe(name, m["aggregation"]) for name, m in rows.items() if isinstance(m.get("aggregation"), dict)]
@@ -318,8 +322,9 @@ def _curve_rows(log_history: Sequence[Mapping], keys: Sequence[str]) -> list[lis
 
 
 def build_report(run: Run, *, baselines: Sequence[Run] = (), resamples: int = DEFAULT_RESAMPLES,
-                 examples: int = NUM_EXAMPLES, min_rows: int = by_replacement.MIN_ROWS) -> str:
-    """The whole page for one run, each of `baselines` compared with it (paired, on the same rows)."""
+                 examples: int = NUM_EXAMPLES, min_rows: int = by_replacement.MIN_ROWS, fetch_data: bool = False) -> str:
+    """The whole page for one run, each of `baselines` compared with it (paired, on the same rows);
+    `fetch_data` lets it download the Hub datasets the run names (see `load_dataset_rows`)."""
     charts.require_matplotlib()
     deltas, baseline_notes = baseline_deltas(run, baselines, resamples)
     for delta in (d for found in deltas.values() for d in found):
@@ -328,7 +333,7 @@ def build_report(run: Run, *, baselines: Sequence[Run] = (), resamples: int = DE
                       if delta.bench.scores_file(c) is not None}
             delta.metrics.update(_with_intervals(delta.bench, scored, resamples)[0].get(delta.row, {}))
     label = run_labels([*baselines, run])[-1] if baselines else run.short_model()
-    context = Context(baselines, label, deltas, resamples, examples, min_rows)
+    context = Context(baselines, label, deltas, resamples, examples, min_rows, fetch_data)
     s = run.settings
     notes = [f"{run.kind} run in {run.folder}",
              f"model: {describe_model(run.model, run.run['model_identity'])}" if run.run.get("model_identity")

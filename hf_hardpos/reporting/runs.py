@@ -17,6 +17,7 @@ test can draw exactly those rows from both runs.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,9 +28,9 @@ import numpy as np
 from ..columns import REPLACE_SUBSETS
 from ..errors import UserInputError
 from ..evaluation.aggregation import describe, replace_aggregates
+from ..evaluation.output_folder import METRICS_FILE
 from ..evaluation.section import EVAL_SECTIONS_NAME
-
-METRICS_FILE = "metrics.json"
+from ..metrics import METRIC_NAMES
 TRAINER_STATE = "trainer_state.json"
 OUTCOME_COLUMNS = {"original_accuracy": "original_correct", "augmented_accuracy": "augmented_correct",
                    "brittleness": "brittle"}
@@ -37,6 +38,7 @@ KNOWN_NAMES = {"replace": "REPLACE", "swap": "SWAP"}  # the paper's column names
 # `HardPosTrainer.evaluate` scores its eval sets with `ITMScorer`'s default precision (training/trainer.py); a
 # section that records its own (`provenance["precision"]`) wins.
 TRAINER_EVAL_PRECISION = "fp32"
+SCORE_COLUMNS = ("original_score", "negative_score", "positive_score")
 
 
 @dataclass
@@ -132,18 +134,31 @@ class Benchmark:
     def scores_file(self, config: str) -> Path | None:
         if self.folder is None:
             return None
+        if any(char in config for char in "/\\\0"):  # it names a file in this folder, never a path out of it
+            raise UserInputError(f"{self.folder / METRICS_FILE}: config name {config!r} holds a path separator")
         path = self.folder / f"scores-{config}.parquet"
         return path if path.is_file() else None
 
     def read_scores(self, config: str) -> dict[str, np.ndarray]:
-        """The saved per-row table of one config as arrays (scores, outcomes, image ids when present)."""
+        """The saved per-row table of one config as arrays (scores, outcomes, image ids when present); a file
+        that is no parquet, or lacks a column or has one of the wrong type, is one line naming it."""
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         path = self.scores_file(config)
         if path is None:
             raise UserInputError(f"{self.folder}: no scores-{config}.parquet (per-row scores of config {config!r})")
-        table = pq.read_table(path)
-        return {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names}
+        try:
+            table = pq.read_table(path)
+        except (OSError, pa.ArrowException) as err:
+            raise UserInputError(f"{path}: cannot read as parquet ({str(err).splitlines()[0]})") from err
+        columns = {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names}
+        for column in (*SCORE_COLUMNS, *OUTCOME_COLUMNS.values()):
+            values = columns.get(column)
+            if values is None or values.dtype.kind not in "biuf":
+                found = "missing" if values is None else f"of type {values.dtype}"
+                raise UserInputError(f"{path}: column {column!r} is {found}, expected numbers")
+        return columns
 
     def outcomes(self, configs: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray | None] | None:
         """The per-row 0/1 outcome of each rate over `configs`' rows (in order), and the rows' image ids.
@@ -242,6 +257,7 @@ def _suite_folders(folder: Path) -> dict[tuple, Path]:
     found = {}
     for sub in sorted(p for p in folder.iterdir() if (p / METRICS_FILE).is_file()):
         data = _read_json(sub / METRICS_FILE)
+        check_metrics(sub / METRICS_FILE, data)
         found[(str(data.get("dataset")), tuple(sorted(data.get("results", {}))))] = sub
     return found
 
@@ -254,6 +270,7 @@ def load_run(folder: str | Path) -> Run:
     metrics_file = folder / METRICS_FILE
     if metrics_file.is_file():
         data = _read_json(metrics_file)
+        check_metrics(metrics_file, data)
         if "datasets" in data:
             return _load_suite(folder, data)
         if "results" in data:
@@ -288,6 +305,7 @@ def _load_suite(folder: Path, data: dict) -> Run:
 
 def _load_finetune(folder: Path, state_file: Path) -> Run:
     state = _read_json(state_file)
+    check_log_history(state_file, state.get("log_history", []))
     run = Run(folder, "finetune", folder.name, {}, log_history=list(state.get("log_history", [])),
               trainer_state_file=state_file)
     # The trainer saves its latest eval sections with each checkpoint; the newest is the latest evaluation.
@@ -295,10 +313,98 @@ def _load_finetune(folder: Path, state_file: Path) -> Run:
     candidates = [*reversed(checkpoints), folder]
     sections_file = next((p / EVAL_SECTIONS_NAME for p in candidates if (p / EVAL_SECTIONS_NAME).is_file()), None)
     if sections_file is not None:
-        for name, section in _read_json(sections_file).items():
+        sections = _read_json(sections_file)
+        check_sections(sections_file, sections, "")
+        for name, section in sections.items():
             task = "hard_positive" if _is_hard_positive_section(section) else section.get("task", "other")
             run.benchmarks[name] = Benchmark(name, section, None, task=task)
         recorded = {b.provenance.get("precision") for b in run.benchmarks.values()} - {None}
         precision = recorded.pop() if len(recorded) == 1 else TRAINER_EVAL_PRECISION
         run.run = {"settings": {"precision": precision}}
     return run
+
+
+# A light schema check of what a run folder's readers use: a hand-edited or damaged folder is one line
+# naming the file and the field, never a traceback, and never a NaN that passes every comparison.
+
+def _fail(path: Path, field: str, expected: str, value: Any) -> None:
+    raise UserInputError(f"{path}: field {field} must be {expected}, got {json.dumps(value, default=str)[:60]}")
+
+
+def _require_dict(path: Path, field: str, value: Any, optional: bool = True) -> dict:
+    if value is None and optional:
+        return {}
+    if not isinstance(value, dict):
+        _fail(path, field, "a JSON object", value)
+    return value
+
+
+def _require_finite(path: Path, field: str, value: Any) -> None:
+    """Every number under `value` finite (NaN and Infinity are valid to Python's json, never a rate)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        _fail(path, field, "a finite number", value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _require_finite(path, f"{field}.{key}", item)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _require_finite(path, f"{field}[{index}]", item)
+
+
+def _check_rows(path: Path, field: str, rows: Any) -> None:
+    """`results` / `aggregates`: objects whose rates and counts are numbers (not text, not booleans)."""
+    for name, row in _require_dict(path, field, rows).items():
+        row = _require_dict(path, f"{field}.{name}", row, optional=False)
+        for key in (*METRIC_NAMES, "num_examples"):
+            if key in row and (isinstance(row[key], bool) or not isinstance(row[key], (int, float))):
+                _fail(path, f"{field}.{name}.{key}", "a number", row[key])
+        aggregation = row.get("aggregation")
+        if isinstance(aggregation, dict) and "configs" in aggregation and not (
+                isinstance(aggregation["configs"], list) and all(isinstance(c, str) for c in aggregation["configs"])):
+            _fail(path, f"{field}.{name}.aggregation.configs", "a list of config names", aggregation["configs"])
+    _require_finite(path, field, rows)
+
+
+def check_sections(path: Path, sections: Any, field: str) -> None:
+    """A suite's `datasets` (or a fine-tuning run's eval sections): each an object with checked rows."""
+    for name, section in _require_dict(path, field or "(top level)", sections).items():
+        where = f"{field}.{name}" if field else name
+        section = _require_dict(path, where, section, optional=False)
+        for part in ("results", "aggregates"):
+            _check_rows(path, f"{where}.{part}", section.get(part))
+        _require_dict(path, f"{where}.provenance", section.get("provenance"))
+
+
+def check_metrics(path: Path, data: dict) -> None:
+    """A `metrics.json` (eval or suite): the fields `load_run` and the report read, of their types."""
+    for key in ("model", "dataset"):
+        if key in data and not isinstance(data[key], str):
+            _fail(path, key, "text", data[key])
+    run = _require_dict(path, "run", data.get("run"))
+    _require_dict(path, "run.settings", run.get("settings"))
+    for part in ("results", "aggregates"):
+        _check_rows(path, part, data.get(part))
+    for config, prov in _require_dict(path, "provenance", data.get("provenance")).items():
+        _require_dict(path, f"provenance.{config}", prov, optional=False)
+        _require_dict(path, f"provenance.{config}.dataset", prov.get("dataset"))
+    if "datasets" in data:
+        check_sections(path, data["datasets"], "datasets")
+    for group, mean in _require_dict(path, "group_means", data.get("group_means")).items():
+        mean = _require_dict(path, f"group_means.{group}", mean, optional=False)
+        for key in ("value", "num_datasets"):
+            if isinstance(mean.get(key), bool) or not isinstance(mean.get(key), (int, float)):
+                _fail(path, f"group_means.{group}.{key}", "a number", mean.get(key))
+        _require_finite(path, f"group_means.{group}", mean)
+
+
+def check_log_history(path: Path, log_history: Any) -> None:
+    """`trainer_state.json`'s `log_history`: a list of objects, each with its whole-number `step` (the Trainer
+    writes one in every entry; the curves plot over it). (A logged NaN
+    loss stays: it is what the training did, and the curves show it.)"""
+    if not isinstance(log_history, list):
+        _fail(path, "log_history", "a list", log_history)
+    for index, entry in enumerate(log_history):
+        entry = _require_dict(path, f"log_history[{index}]", entry, optional=False)
+        step = entry.get("step")
+        if isinstance(step, bool) or not isinstance(step, int):
+            _fail(path, f"log_history[{index}].step", "a whole number", step)

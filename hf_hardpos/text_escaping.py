@@ -1,0 +1,44 @@
+"""Names from untrusted inputs (models, datasets, configs, suite entries) made inert in each output format.
+
+Why: a run folder's names are whatever its author typed, and they reach spreadsheets, markdown and
+LaTeX tables and matplotlib labels, each of which gives some characters a meaning:
+
+- CSV: a cell starting with `=`, `+`, `-`, `@`, tab or carriage return is a formula to Excel, LibreOffice
+  and Google Sheets (`=2+5+cmd|' -c calc'!A0` runs a program through DDE). OWASP's rule
+  (https://owasp.org/www-community/attacks/CSV_Injection): prefix such a cell with a single quote; the
+  `csv` module already quotes separators and double quotes. Numbers stay numbers (only text is prefixed).
+- markdown: `|` ends a table cell, so a name holding one shifts every number after it into the wrong
+  column; a newline ends the row.
+- LaTeX: `& % $ # _ { } ~ ^ \\` are commands or syntax, and a newline inside a table row breaks it.
+- matplotlib: text with two `$` is parsed as mathtext, which raises on `a$x^$`; `\\$` is a literal `$`.
+
+HTML needs nothing here: the report's templates autoescape (Jinja2).
+"""
+
+from __future__ import annotations
+
+CSV_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_LATEX = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{", "}": r"\}",
+          "~": r"\textasciitilde{}", "^": r"\^{}", "\\": r"\textbackslash{}", "\n": " ", "\r": " "}
+
+
+def csv_cell(value):
+    """`value` for a CSV cell: text starting like a formula gets a leading `'` (OWASP); anything else as is."""
+    if isinstance(value, str) and value.startswith(CSV_FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def markdown_cell(text: str) -> str:
+    """`text` for one cell of a markdown table: `|` escaped, line breaks as spaces."""
+    return text.replace("\\", "\\\\").replace("|", r"\|").replace("\r", " ").replace("\n", " ")
+
+
+def latex_text(text: str) -> str:
+    """`text` as literal LaTeX text (inside a tabular or a caption): specials escaped, line breaks as spaces."""
+    return "".join(_LATEX.get(char, char) for char in text)
+
+
+def mathtext_literal(text: str) -> str:
+    """`text` as a literal matplotlib label: every `$` escaped, so nothing is parsed as mathtext."""
+    return str(text).replace("$", r"\$")

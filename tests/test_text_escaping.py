@@ -1,0 +1,29 @@
+"""`text_escaping`: each format's specials made literal (a chart label with `$` no longer crashes matplotlib)."""
+
+import numpy as np
+import pytest
+
+from hf_hardpos.reporting import charts
+from hf_hardpos.text_escaping import csv_cell, latex_text, markdown_cell, mathtext_literal
+
+
+@pytest.mark.parametrize("start", ["=", "+", "-", "@", "\t", "\r"])
+def test_csv_formula_starts_are_quoted(start):
+    assert csv_cell(f"{start}1+1") == f"'{start}1+1"
+    assert csv_cell("model") == "model" and csv_cell(-0.5) == -0.5
+
+
+def test_markdown_and_latex_escapes():
+    assert markdown_cell("a|b\nc") == r"a\|b c"
+    assert latex_text("50% & a_b\n{x}") == r"50\% \& a\_b \{x\}"
+
+
+def test_a_config_named_like_mathtext_draws(tmp_path):
+    name = "a$x^$"
+    rates = {"original_accuracy": 0.5, "augmented_accuracy": 0.25, "brittleness": 0.25, "num_examples": 4}
+    assert charts.rate_bars({name: rates}).startswith("data:image/png;base64,")
+    values = np.linspace(0, 1, 8)
+    assert charts.score_distributions(values, values[::-1], values, f"replace [{name}]").startswith("data:image/png")
+    uri, count = charts.training_curves([{"step": 1, "loss$^$": 1.0}, {"step": 2, "loss$^$": 0.5}], "loss")
+    assert count == 1 and uri.startswith("data:image/png")
+    assert mathtext_literal(name) == r"a\$x^\$"
