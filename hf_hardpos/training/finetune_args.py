@@ -59,6 +59,12 @@ DATASET_DEFAULTS = {
     "save_strategy": "epoch",
     "per_device_eval_batch_size": 256,
 }
+DESCRIPTION = (
+    "Fine-tune a CLIP model with hard positives and hard negatives. A recipe (examples/recipes/*.yaml) or a "
+    "YAML/JSON file of flags may come first; flags override it. The defaults shown are the synthetic "
+    "fine-tune's (no --dataset); with --dataset: 5 epochs, logging every 50 steps, evaluation (when "
+    "--eval_datasets are given) and a checkpoint every epoch."
+)
 
 
 @dataclass
@@ -132,9 +138,10 @@ class _Parser(HfArgumentParser):
         raise UserInputError(f"{message} (see --help)")
 
 
-def argument_parser(prog: str | None = None) -> HfArgumentParser:
+def argument_parser(prog: str | None = None, add_help: bool = True) -> HfArgumentParser:
     """The parser of the three argument groups; `prog` names the command in `--help` (`hardpos train`)."""
-    parser = _Parser((ModelArguments, DataArguments, HardPosTrainingArguments), prog=prog)
+    parser = _Parser((ModelArguments, DataArguments, HardPosTrainingArguments), prog=prog, add_help=add_help,
+                     description=DESCRIPTION)
     parser.usage = f"{parser.prog} [RECIPE.yaml | FLAGS.json] [--flag value ...]"
     return parser
 
@@ -159,7 +166,7 @@ def _check_flags(parser: HfArgumentParser, argv: list[str]) -> None:
 
 def _given_on_command_line(argv: list[str]) -> dict:
     """The options `argv` sets explicitly, with their parsed values (a default is not "given")."""
-    probe = argument_parser()
+    probe = argument_parser(add_help=False)  # --help is answered by the parser that holds the defaults
     unset = object()
     probe.set_defaults(**{name: unset for name in vars(probe.parse_known_args([])[0])})
     namespace, _ = probe.parse_known_args(argv)
@@ -181,7 +188,8 @@ def _mode_defaults(explicit: dict) -> dict:
     """The defaults of the mode `explicit` chooses, adjusted to what was asked (each adjustment logged):
     without eval sets evaluation is off (unless --eval_strategy was given, which the trainer then rejects
     clearly), --save_steps alone switches save_strategy to "steps", the start model is not evaluated when
-    evaluation is off or when a run resumes, and pinned memory follows the device."""
+    evaluation is off or when a run resumes, a length in steps drops the mode's epochs, and pinned memory
+    follows the device."""
     defaults = dict(DATASET_DEFAULTS) if explicit.get("dataset") else dict(SYNTHETIC_DEFAULTS)
     if explicit.get("dataset") and not explicit.get("eval_datasets") and "eval_strategy" not in explicit:
         defaults["eval_strategy"] = "no"
@@ -192,6 +200,11 @@ def _mode_defaults(explicit: dict) -> dict:
     if "save_steps" in explicit and "save_strategy" not in explicit:
         defaults["save_strategy"] = "steps"
         logger.warning("--save_steps given without --save_strategy: saving every %s steps", explicit["save_steps"])
+    # A mode default the user's choice makes inert is left out, so the trainer does not warn about it.
+    if int(explicit.get("max_steps", -1)) > 0:
+        defaults.pop("num_train_epochs")
+    if explicit.get("logging_strategy", "steps") != "steps":
+        defaults.pop("logging_steps")
     defaults["dataloader_pin_memory"] = _pin_memory_default(explicit)
     return defaults
 
