@@ -120,3 +120,22 @@ def test_accelerate_launch_writes_a_log_file_without_redraws(tmp_path):
     assert [e["eval_swap_brittleness"] for e in logged if "eval_swap_brittleness" in e]  # before and after
     assert all(isinstance(v, (int, float)) for entry in logged for v in entry.values())
     assert "step 2/2 (100 %)" in decoded
+
+
+def test_line_per_update_drops_cursor_movements_and_wraps_once(monkeypatch):
+    """tqdm moves the cursor up over a nested bar (ESC[A); in a file that is noise. A training entry point
+    inside `hardpos` configures progress again: the stream is wrapped once, not twice."""
+    import io
+
+    from hf_hardpos import progress
+
+    out = io.StringIO()
+    stream = progress.LinePerUpdate(out, interval=0, clock=lambda: 0.0)
+    stream.write("\rEncoding images:   0%|\x1b[A\rEncoding images: 100%|\n")
+    assert out.getvalue() == "Encoding images:   0%|\nEncoding images: 100%|\n"
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    with progress.configure(enabled=True):
+        outer = sys.stderr
+        with progress.configure(enabled=True):
+            assert sys.stderr is outer and isinstance(outer, progress.LinePerUpdate)
+        assert sys.stderr is outer
