@@ -19,6 +19,9 @@ import time
 from collections.abc import Iterator
 
 LOG_INTERVAL_SECONDS = 5
+# Off a terminal tqdm redraws every second and `LinePerUpdate` prints one redraw per LOG_INTERVAL_SECONDS, so
+# a running bar leaves a line at most about 6 s apart (tqdm redrawing only every 5 s could leave 10 s gaps).
+_TQDM_REDRAW_SECONDS = 1
 # Terminal control sequences (tqdm moves the cursor up over nested bars: ESC[A): meaningless in a file.
 _CONTROL_SEQUENCE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -108,7 +111,7 @@ def configure(enabled: bool) -> Iterator[None]:
                     disable()
                     restore.append(enable)
         elif not sys.stderr.isatty() and not isinstance(sys.stderr, LinePerUpdate):  # once, when nested
-            os.environ["TQDM_MININTERVAL"] = str(LOG_INTERVAL_SECONDS)
+            os.environ["TQDM_MININTERVAL"] = str(_TQDM_REDRAW_SECONDS)
             sys.stderr = LinePerUpdate(sys.stderr)
         yield
     finally:

@@ -127,7 +127,7 @@ def start_model(model_args: ModelArguments, data_args: DataArguments, training_a
     """The model folder or Hub id to fine-tune: the one given, else the demo's pretrained tiny CLIP.
 
     The demo's pretraining step is reused as it is (same data, settings and cache key), so this is the
-    model `hardpos demo` starts from; it is trained on the first run (about a minute on 2 CPU cores with the
+    model `hardpos demo` starts from; it is trained on the first run with these settings (504 steps with the
     demo's budget), by the main process while the others wait, under a file lock against a parallel run.
     """
     if model_args.model_name_or_path:
@@ -141,12 +141,14 @@ def start_model(model_args: ModelArguments, data_args: DataArguments, training_a
     config = dataclasses.replace(demo.DemoConfig(), **{k: v for k, v in overrides.items() if v is not None})
     models_dir = pretrained_cache_dir(config)
     models_dir.mkdir(parents=True, exist_ok=True)
+    logger.info("start model: the demo's pretrained tiny CLIP (%d pairs, %g epochs), from the cache %s or trained "
+                "into it first", config.pretrain_examples, config.pretrain_epochs, models_dir)
     bars = not training_args.disable_tqdm
     with training_args.main_process_first(desc="pretraining the tiny CLIP"), FileLock(str(models_dir) + ".lock"):
         # As `run_demo` runs it: its thread count (part of the cache key), library chatter silenced.
         with demo._torch_threads(config.torch_threads), demo._quiet_libraries():
             folder, reused = demo._pretrained_model(models_dir, config, bars, logger.info)
-    logger.info("start model: the demo's pretrained tiny CLIP, %s %s", "reused from" if reused else "cached in", folder)
+    logger.info("start model: %s %s", "reused" if reused else "trained and cached", folder)
     return str(folder)
 
 
