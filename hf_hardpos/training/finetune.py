@@ -6,10 +6,9 @@ the model and data, trains with `HardPosTrainer`, evaluates, and saves the model
 `accelerate launch` / `torchrun` (every process runs them; the Trainer shares the work).
 
 Without `--model_name_or_path` the start model is the demo's tiny CLIP pretrained on the synthetic world
-(`hf_hardpos.synthetic.demo`, the model `hardpos demo` fine-tunes): trained once per pretraining setting
-and cached under `HF_HOME/hardpos/synthetic-pretrained/`, so the output folder holds only the run. Without
-`--dataset` the run fine-tunes on the synthetic world and evaluates its REPLACE and SWAP sets before the
-first step and after every epoch.
+(`training.start_model`: the model `hardpos demo` fine-tunes), cached under HF_HOME, so the output folder
+holds only the run. Without `--dataset` the run fine-tunes on the synthetic world and evaluates its
+REPLACE and SWAP sets before the first step and after every epoch.
 
 Logs are meant to be read from a file as well as a terminal: off a terminal every progress bar becomes
 a line every few seconds (`hf_hardpos.progress`), the Trainer's progress and log dicts are JSON lines
@@ -19,7 +18,6 @@ their source (pinned memory only with an accelerator, the image processor's back
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sys
 from pathlib import Path
@@ -30,18 +28,17 @@ from .. import columns, progress
 from ..errors import UserInputError
 from ..evaluation.eval_data import load_local_split
 from ..image_processing import DEFAULT_IMAGE_BACKEND
-from .finetune_args import DataArguments, ModelArguments, all_arguments, parse_arguments, parse_eval_spec
+from .finetune_args import DataArguments, all_arguments, parse_arguments, parse_eval_spec
 from .interrupt import TrainingInterrupted
 from .log_lines import use_log_lines
 from .recipe import batch_layout
+from .start_model import start_model
 from .training_args import HardPosTrainingArguments
 from .validation import validate_training_data
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["load_data", "main", "pretrained_cache_dir", "run", "start_model"]
-
-PRETRAINED_CACHE = ("hardpos", "synthetic-pretrained")  # under HF_HOME
+__all__ = ["load_data", "main", "run"]
 
 
 def _truncate(dataset: Dataset, limit: int | None) -> Dataset:
@@ -113,45 +110,6 @@ def load_data(data_args: DataArguments, training_args: HardPosTrainingArguments)
     return train, evals, eval_ids, descriptions, train_identity
 
 
-def pretrained_cache_dir(config) -> Path:
-    """Where the demo's pretrained tiny CLIP for `config` (a `DemoConfig`) is cached: one folder per
-    pretraining setting under HF_HOME, so a quick test model never replaces the demo's."""
-    from huggingface_hub import constants
-
-    from ..provenance import digest_of
-
-    return Path(constants.HF_HOME).joinpath(*PRETRAINED_CACHE, digest_of(config.pretrain_settings()))
-
-
-def start_model(model_args: ModelArguments, data_args: DataArguments, training_args: HardPosTrainingArguments) -> str:
-    """The model folder or Hub id to fine-tune: the one given, else the demo's pretrained tiny CLIP.
-
-    The demo's pretraining step is reused as it is (same data, settings and cache key), so this is the
-    model `hardpos demo` starts from; it is trained on the first run with these settings (504 steps with the
-    demo's budget), by the main process while the others wait, under a file lock against a parallel run.
-    """
-    if model_args.model_name_or_path:
-        return model_args.model_name_or_path
-    from filelock import FileLock
-
-    from ..synthetic import demo
-
-    overrides = {"pretrain_examples": data_args.synthetic_pretrain_examples,
-                 "pretrain_epochs": data_args.synthetic_pretrain_epochs}  # fmt: skip
-    config = dataclasses.replace(demo.DemoConfig(), **{k: v for k, v in overrides.items() if v is not None})
-    models_dir = pretrained_cache_dir(config)
-    models_dir.mkdir(parents=True, exist_ok=True)
-    logger.info("start model: the demo's pretrained tiny CLIP (%d pairs, %g epochs), from the cache %s or trained "
-                "into it first", config.pretrain_examples, config.pretrain_epochs, models_dir)
-    bars = not training_args.disable_tqdm
-    with training_args.main_process_first(desc="pretraining the tiny CLIP"), FileLock(str(models_dir) + ".lock"):
-        # As `run_demo` runs it: its thread count (part of the cache key), library chatter silenced.
-        with demo._torch_threads(config.torch_threads), demo._quiet_libraries():
-            folder, reused = demo._pretrained_model(models_dir, config, bars, logger.info)
-    logger.info("start model: %s %s", "reused" if reused else "trained and cached", folder)
-    return str(folder)
-
-
 def _recipe_report(recipe, model_args, data_args, training_args):
     """What the card says about the recipe, with every deviation logged as a warning."""
     per_device, processes, accumulation = batch_layout(training_args)
@@ -189,7 +147,9 @@ def _train(model_args, data_args, training_args, recipe) -> dict[str, float]:
     from .trainer import HardPosTrainer
 
     recipe_report = _recipe_report(recipe, model_args, data_args, training_args) if recipe is not None else None
-    model_path = start_model(model_args, data_args, training_args)
+    model_path = model_args.model_name_or_path or start_model(
+        training_args, data_args.synthetic_pretrain_examples, data_args.synthetic_pretrain_epochs
+    )
     model = CLIPModel.from_pretrained(model_path)
     # The backend named, as `hardpos eval` does (`image_processing`): no fallback warning, the same pixels.
     processor = CLIPProcessor.from_pretrained(model_path, backend=DEFAULT_IMAGE_BACKEND)
