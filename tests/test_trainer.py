@@ -341,11 +341,13 @@ def test_finetune_arguments_cli_config_file_and_mode_defaults(tmp_path):
     assert args.output_dir == finetune_args.SYNTHETIC_DEFAULTS["output_dir"]
     assert args.eval_on_start  # the no-argument fine-tune evaluates its start model too
 
+    _, data_args, args, _ = finetune_args.parse_arguments(["--dataset", "hardpos/coco", "--output_dir", str(tmp_path)])
+    assert data_args.dataset == "hardpos/coco" and args.num_train_epochs == 5  # the paper's recipe
     _, data_args, args, _ = finetune_args.parse_arguments(
         ["--dataset", "hardpos/coco", "--output_dir", str(tmp_path), "--max_steps", "7", "--use_lora", "--lora_r", "4"]
     )
-    assert data_args.dataset == "hardpos/coco" and args.num_train_epochs == 5  # the paper's recipe
     assert args.max_steps == 7 and args.use_lora and args.lora_r == 4 and args.remove_unused_columns is False
+    assert args.inert_options() == {}  # the mode's 5 epochs are not set when --max_steps sets the length
 
     config = tmp_path / "recipe.yaml"
     config.write_text(
