@@ -53,13 +53,14 @@ def test_log_lines_one_line_per_interval_with_numbers(capsys):
     now = [0.0]
     callback = LogLinesCallback(interval=5, clock=lambda: now[0])
     args = SimpleNamespace(disable_tqdm=False, num_train_epochs=3)
-    state = SimpleNamespace(is_world_process_zero=True, max_steps=10, global_step=0, epoch=0.0)
+    state = SimpleNamespace(is_world_process_zero=True, max_steps=10, global_step=0, epoch=0.0, num_train_epochs=4)
     callback.on_train_begin(args, state, None)
     for step in range(1, 11):
         now[0], state.global_step, state.epoch = step * 2.0, step, step * 0.3
         callback.on_step_end(args, state, None)
     callback.on_log(args, state, None, logs={"loss": 1.23456789, "epoch": 3.0, "total_flos": 5e12, "step": 10})
     lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "[train 0 s] 10 steps (4 epochs at most), a line every 5 s"
     steps = [line for line in lines if "] step " in line]
     # steps at 6 s, 12 s, 18 s (5 s passed since the last line) and the last step at 20 s
     assert [re.search(r"step (\d+)/10", line).group(1) for line in steps] == ["3", "6", "9", "10"]

@@ -67,8 +67,8 @@ class LogLinesCallback(ProgressCallback):
             return super().on_train_begin(args, state, control, **kwargs)
         self.current_step = 0
         if state.is_world_process_zero:
-            self._print(f"{state.max_steps} steps ({args.num_train_epochs:g} epochs at most), "
-                        f"a line every {self.interval:g} s")  # fmt: skip
+            epochs = getattr(state, "num_train_epochs", 0) or args.num_train_epochs  # as the Trainer computed it
+            self._print(f"{state.max_steps} steps ({epochs:g} epochs at most), a line every {self.interval:g} s")
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.bars:
