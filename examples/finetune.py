@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Fine-tune CLIP with hard positives and hard negatives (Kamath et al. 2024; CE-CLIP losses optional).
 
-The script entry point of `hardpos train` (the code is `hf_hardpos.training.finetune`), for launchers
+The script entry point of `hardpos train` (the code is `hf_hardpos.commands.train`), for launchers
 that start a file:
 
     # No arguments: a small real fine-tune on the synthetic world, on CPU, in a few minutes, starting
@@ -23,7 +23,7 @@ that start a file:
 
 import sys
 
-from hf_hardpos.training.finetune import run
+from hf_hardpos.commands.train import finetune
 
 if __name__ == "__main__":
-    sys.exit(run())
+    sys.exit(finetune())

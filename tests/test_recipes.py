@@ -13,7 +13,8 @@ from PIL import Image
 
 from hf_hardpos.columns import CE_CLIP_NEGATIVE_COLUMNS
 from hf_hardpos.errors import UserInputError
-from hf_hardpos.training import HardPosDataCollator, RandomResizedCrop, finetune, read_arguments_file
+from hf_hardpos.commands import train
+from hf_hardpos.training import HardPosDataCollator, RandomResizedCrop, read_arguments_file
 from hf_hardpos.training.finetune_args import all_arguments, parse_arguments
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,7 +84,7 @@ def test_recipe_runs_with_overrides_and_the_card_names_every_deviation(tiny_clip
         "--output_dir", str(output), "--max_steps", "2", "--per_device_train_batch_size", "8", "--fp16", "false",
         "--use_cpu", "--report_to", "none", "--disable_tqdm", "true", "--logging_steps", "1", "--save_strategy", "no",
     ]  # fmt: skip
-    metrics = finetune.main(argv)
+    metrics = train.main(argv)
     assert metrics["train_runtime"] > 0 and not any(k.startswith("eval_") for k in metrics)  # no eval sets
     state = json.loads((output / "trainer_state.json").read_text())
     assert state["global_step"] == 2
@@ -190,8 +191,8 @@ def test_local_training_folder_is_read_by_content(tmp_path):
     def build_and_load(seed: int):
         make_finetune_dataset(16, seed=seed).to_parquet(str(folder / "data" / "train-00000-of-00001.parquet"))
         _, data_args, args, _ = parse_arguments(["--output_dir", str(tmp_path / "run"), "--dataset", str(folder)])
-        train, _, _, descriptions, _ = finetune.load_data(data_args, args)
-        return train, descriptions.get("train", "")
+        rows, _, _, descriptions, _ = train.load_data(data_args, args)
+        return rows, descriptions.get("train", "")
 
     first, first_description = build_and_load(seed=0)
     second, second_description = build_and_load(seed=1)

@@ -1,4 +1,4 @@
-"""`hardpos train` (training.finetune) and its logs: what a fine-tune leaves in a log file and its output folder."""
+"""`hardpos train` (commands/train.py) and its logs: what a fine-tune leaves in a log file and its output folder."""
 
 from __future__ import annotations
 

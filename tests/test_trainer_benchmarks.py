@@ -272,7 +272,7 @@ def test_flat_names_and_bad_eval_sets(tiny_clip_dir, tmp_path):
 
 
 def test_finetune_example_takes_any_benchmark_as_eval_set(tiny_clip_dir, folders, tmp_path):
-    from hf_hardpos.training.finetune import main
+    from hf_hardpos.commands.train import main
 
     output_dir = tmp_path / "example"
     metrics = main([
