@@ -1,14 +1,14 @@
-"""One results file for every benchmark, and the README figures rendered from it.
+"""One results file for every benchmark, and the figures of the README and the docs pages rendered from it.
 
-Why: a figure typed into the README drifts as soon as the code or the machine changes. Every script
+Why: a figure typed into a page drifts as soon as the code or the machine changes. Every script
 in `benchmarks/` ends with `record(...)`, which stores its figures in `benchmarks/results.json` with
 the command that produced them, the date and the machine (CPU model, cores, torch and package
-versions). The README quotes a figure only between markers
+versions). The README and the docs pages (`docs/*.md`) quote a figure only between markers
 
     <!--fig:eval_throughput.speedup_vs_reference-->7.21<!--/fig-->
 
 and `python benchmarks/results.py --render` rewrites every marked figure from the results file;
-`--check` (also run by the tests) fails when a README figure and the results file disagree.
+`--check` (also run by the tests) fails when a quoted figure and the results file disagree.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 RESULTS_FILE = Path(__file__).with_name("results.json")
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
 MARKER = re.compile(r"<!--fig:(?P<key>[\w.@-]+)-->(?P<text>.*?)<!--/fig-->", re.S)
 
 
@@ -65,6 +65,11 @@ def machine() -> dict[str, str]:
     }
 
 
+def documents(root: Path = ROOT) -> list[Path]:
+    """Where figures are quoted: the README and every page of the docs site."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
 def load(path: Path = RESULTS_FILE) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
@@ -101,35 +106,37 @@ def figure_text(results: dict, key: str) -> str:
     return entry["figures"][name]
 
 
-def mismatches(readme: str, results: dict) -> list[str]:
-    """Every marked README figure that the results file does not hold with the same text."""
+def mismatches(text: str, results: dict) -> list[str]:
+    """Every marked figure of a page that the results file does not hold with the same text."""
     problems = []
-    for match in MARKER.finditer(readme):
+    for match in MARKER.finditer(text):
         try:
             expected = figure_text(results, match["key"])
         except KeyError as error:
             problems.append(str(error))
             continue
         if match["text"] != expected:
-            problems.append(f"{match['key']}: README says {match['text']!r}, {RESULTS_FILE.name} says {expected!r}")
+            problems.append(f"{match['key']}: the page says {match['text']!r}, {RESULTS_FILE.name} says {expected!r}")
     return problems
 
 
-def render(readme: str, results: dict) -> str:
-    return MARKER.sub(lambda m: f"<!--fig:{m['key']}-->{figure_text(results, m['key'])}<!--/fig-->", readme)
+def render(text: str, results: dict) -> str:
+    return MARKER.sub(lambda m: f"<!--fig:{m['key']}-->{figure_text(results, m['key'])}<!--/fig-->", text)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     action = parser.add_mutually_exclusive_group(required=True)
-    action.add_argument("--render", action="store_true", help="rewrite README figures from the results file")
-    action.add_argument("--check", action="store_true", help="exit 1 when a README figure disagrees")
+    action.add_argument("--render", action="store_true", help="rewrite the pages' figures from the results file")
+    action.add_argument("--check", action="store_true", help="exit 1 when a quoted figure disagrees")
     args = parser.parse_args()
-    results, text = load(), README.read_text()
-    if args.render:
-        README.write_text(render(text, results))
-        return 0
-    problems = mismatches(text, results)
+    results, problems = load(), []
+    for page in documents():
+        text = page.read_text()
+        if args.render:
+            page.write_text(render(text, results))
+        else:
+            problems += [f"{page.relative_to(ROOT)}: {problem}" for problem in mismatches(text, results)]
     for problem in problems:
         print(problem)
     return 1 if problems else 0

@@ -63,19 +63,26 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 def add_command(
-    subparsers: argparse._SubParsersAction, module: str, run: Callable[[argparse.Namespace], int]
+    subparsers: argparse._SubParsersAction,
+    module: str,
+    run: Callable[[argparse.Namespace], int],
+    own_arguments: bool = False,
 ) -> argparse.ArgumentParser:
     """The parser of the command defined in `module` (the command module's `__name__`), which calls `run`.
 
     Its help and description come from the module docstring (the description keeps its line breaks,
     so examples stay readable), the same text `hardpos --help` lists without importing the module.
+    `own_arguments`: the command parses its arguments itself (`hardpos train`, whose flags are the
+    Trainer's, read by `HfArgumentParser`); everything after its name, --help included, reaches `run`
+    as `args.arguments`.
     """
     name = module.rsplit(".", 1)[-1]
     summary, description = _help_texts(name)
     parser = subparsers.add_parser(
-        name, help=summary, description=description, formatter_class=HelpFormatter
+        name, help=summary, description=description, formatter_class=HelpFormatter,
+        add_help=not own_arguments,
     )
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, own_arguments=own_arguments)
     return parser
 
 
@@ -138,7 +145,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; a `UserInputError` becomes one `error: ...` line and exit status 2."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(argv).parse_args(argv)
+    parser = build_parser(argv)
+    args, rest = parser.parse_known_args(argv)
+    if getattr(args, "own_arguments", False):
+        args.arguments = rest
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     debug = args.debug or os.environ.get("HARDPOS_DEBUG", "") not in ("", "0")
     try:
         # Every command's --no-progress (eval: also --quiet) silences every library's bars too.

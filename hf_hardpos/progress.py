@@ -13,16 +13,23 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator
 
 LOG_INTERVAL_SECONDS = 5
+# Off a terminal tqdm redraws every second and `LinePerUpdate` prints one redraw per LOG_INTERVAL_SECONDS, so
+# a running bar leaves a line at most about 6 s apart (tqdm redrawing only every 5 s could leave 10 s gaps).
+_TQDM_REDRAW_SECONDS = 1
+# Terminal control sequences (tqdm moves the cursor up over nested bars: ESC[A): meaningless in a file.
+_CONTROL_SEQUENCE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 class LinePerUpdate(io.TextIOBase):
     """A text stream that turns tqdm's carriage-return redraws into lines, at most one per `interval`
-    seconds per stream, plus each bar's final state (written when the bar ends its line)."""
+    seconds per stream, plus each bar's final state (written when the bar ends its line), and drops
+    cursor movements."""
 
     def __init__(self, stream, interval: float = LOG_INTERVAL_SECONDS, clock=time.monotonic):
         self.stream = stream
@@ -38,7 +45,7 @@ class LinePerUpdate(io.TextIOBase):
 
     def write(self, text: str) -> int:
         out = []
-        for index, part in enumerate(text.split("\r")):
+        for index, part in enumerate(_CONTROL_SEQUENCE.sub("", text).split("\r")):
             if index:  # a redraw
                 head, newline, rest = part.partition("\n")
                 if newline:  # it ends the bar's line: the bar's final state
@@ -103,8 +110,8 @@ def configure(enabled: bool) -> Iterator[None]:
                 if is_enabled():
                     disable()
                     restore.append(enable)
-        elif not sys.stderr.isatty():
-            os.environ["TQDM_MININTERVAL"] = str(LOG_INTERVAL_SECONDS)
+        elif not sys.stderr.isatty() and not isinstance(sys.stderr, LinePerUpdate):  # once, when nested
+            os.environ["TQDM_MININTERVAL"] = str(_TQDM_REDRAW_SECONDS)
             sys.stderr = LinePerUpdate(sys.stderr)
         yield
     finally:

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 from data_fixtures import COCO_CAPTIONS, card_numbers, column_sources, make_coco_sources
-from test_recipes import RECIPES, _example
+from test_recipes import RECIPES
 from transformers import AutoTokenizer
 
 from hf_hardpos import cli, columns
@@ -124,8 +124,9 @@ def test_ce_clip_config_built_loaded_and_trained_with_one_cmr_threshold_per_type
     from transformers import CLIPModel, CLIPProcessor
 
     from hf_hardpos.training import HardPosTrainer
+    from hf_hardpos.training.finetune_args import parse_arguments
 
-    _, data_args, args, _ = _example().parse_arguments([
+    _, data_args, args, _ = parse_arguments([
         str(RECIPES / "ce-clip.yaml"), "--dataset", str(out), "--output_dir", str(tmp_path / "run"),
         "--per_device_train_batch_size", "2", "--max_steps", "4", "--learning_rate", "1e-3", "--warmup_steps", "0",
         "--fp16", "false", "--use_cpu", "--report_to", "none", "--disable_tqdm", "true", "--logging_steps", "1",

@@ -1,6 +1,7 @@
-"""Every figure the README quotes between `<!--fig:...-->` markers equals `benchmarks/results.json`.
+"""Every figure the README and the docs pages quote between `<!--fig:...-->` markers equals
+`benchmarks/results.json`.
 
-The results file is written by the benchmark scripts themselves (`benchmarks/results.py`), so a README
+The results file is written by the benchmark scripts themselves (`benchmarks/results.py`), so a quoted
 figure can only come from a command that regenerates it.
 """
 
@@ -22,10 +23,14 @@ def results_module():
     return module
 
 
-def test_readme_figures_equal_the_results_file(results_module):
+def test_readme_and_docs_figures_equal_the_results_file(results_module):
+    pages = results_module.documents()
+    assert ROOT / "README.md" in pages and ROOT / "docs" / "benchmarks.md" in pages
     readme = (ROOT / "README.md").read_text()
     assert results_module.MARKER.search(readme), "the README quotes no benchmark figure through a marker"
-    assert results_module.mismatches(readme, results_module.load()) == []
+    results = results_module.load()
+    problems = {page.name: results_module.mismatches(page.read_text(), results) for page in pages}
+    assert {name: found for name, found in problems.items() if found} == {}
 
 
 def test_a_drifted_figure_is_caught(results_module):

@@ -1,9 +1,11 @@
-"""The README's "never" sentences, each with a test that fails when the behaviour is removed.
+"""The documentation's "never" sentences, each with a test that fails when the behaviour is removed.
 
 - "A Hub id whose commit cannot be resolved (offline, never downloaded) is never reused."
 - An interrupted conversion "is never used" (the conversion cache).
 - A rule-method caption's output "does not depend on the other captions of the run".
 (A resumed training run draws the same crops: tests/test_training_robustness.py.)
+Each sentence is checked to be in the README or a docs page too (`GUARANTEES`), so a promise and its test
+cannot drift apart: rewording one means updating the other.
 """
 
 from __future__ import annotations
@@ -21,6 +23,27 @@ from hf_hardpos.generation.rule_generator import RuleGenerator
 from test_eval_provenance import _write_hub_folder
 
 FIXTURES = Path(__file__).parent / "fixtures" / "open_clip"
+ROOT = Path(__file__).resolve().parents[1]
+# Each promise as the docs word it (whitespace aside), with the page that holds it and the test below.
+GUARANTEES = {
+    "A Hub id whose commit cannot be resolved (offline, never downloaded) is never reused.":
+        ("evaluation.md", "test_scores_of_a_model_whose_hub_commit_is_unknown_are_never_reused"),
+    "so an interrupted one is never used": ("models.md", "test_an_interrupted_conversion_is_never_used"),
+    "a caption's output does not depend on the other captions of the run":
+        ("generation.md", "test_a_rule_output_does_not_depend_on_the_other_captions_of_the_run"),
+}  # fmt: skip
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_every_guarantee_is_written_in_the_docs_and_tested_here():
+    for sentence, (page, test) in GUARANTEES.items():
+        assert _words(sentence) in _words((ROOT / "docs" / page).read_text()), (page, sentence)
+        assert callable(globals()[test])
+        # the trust page lists it too, pointing at this file
+        assert "tests/test_readme_guarantees.py" in (ROOT / "docs" / "trust.md").read_text()
 
 
 def test_scores_of_a_model_whose_hub_commit_is_unknown_are_never_reused(tiny_clip_dir, tmp_path, monkeypatch):

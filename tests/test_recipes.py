@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +13,9 @@ from PIL import Image
 
 from hf_hardpos.columns import CE_CLIP_NEGATIVE_COLUMNS
 from hf_hardpos.errors import UserInputError
+from hf_hardpos.commands import train
 from hf_hardpos.training import HardPosDataCollator, RandomResizedCrop, read_arguments_file
+from hf_hardpos.training.finetune_args import all_arguments, parse_arguments
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = REPO / "examples" / "recipes"
@@ -34,21 +34,12 @@ TABLE = {
 VERSIONS = {"svlc": 3, "negclip": 2, "ce-clip": 2}
 
 
-def _example():
-    spec = importlib.util.spec_from_file_location("finetune_example", REPO / "examples" / "finetune.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("name", sorted(TABLE))
 def test_recipe_files_pin_the_published_settings(name, tmp_path):
-    example = _example()
     path = RECIPES / f"{name}.yaml"
     _, recipe = read_arguments_file(path)
     assert recipe.name == name and recipe.version == VERSIONS[name] and "@" in recipe.source and recipe.data
-    _, data_args, args, parsed = example.parse_arguments([str(path), "--output_dir", str(tmp_path), "--dataset", "d"])
+    _, data_args, args, parsed = parse_arguments([str(path), "--output_dir", str(tmp_path), "--dataset", "d"])
     expected = TABLE[name]
     assert parsed == recipe and recipe.global_batch_size == expected["global_batch"]
     for key in ("learning_rate", "num_train_epochs", "warmup_steps", "weight_decay", "use_lora"):
@@ -73,7 +64,7 @@ def test_recipe_files_pin_the_published_settings(name, tmp_path):
 def test_recipe_warmup_ends_inside_the_run(name, captions, tmp_path):
     """At the recipe's global batch on its COCO split (train2017: 591,753 captions; train2014, CE-CLIP's:
     414,113), with the last partial batch dropped, warmup ends before the last step."""
-    _, _, args, recipe = _example().parse_arguments([str(RECIPES / f"{name}.yaml"), "--output_dir", str(tmp_path),
+    _, _, args, recipe = parse_arguments([str(RECIPES / f"{name}.yaml"), "--output_dir", str(tmp_path),
                                                      "--dataset", "d"])  # fmt: skip
     steps = int(args.num_train_epochs) * (captions // recipe.global_batch_size)
     assert 0 < args.warmup_steps < steps
@@ -90,13 +81,12 @@ def test_recipe_runs_with_overrides_and_the_card_names_every_deviation(tiny_clip
     data_dir.mkdir()
     make_finetune_dataset(32, seed=0).to_parquet(str(data_dir / "train.parquet"))
     output = tmp_path / "run"
-    example = _example()
     argv = [
         str(RECIPES / "svlc.yaml"), "--dataset", str(data_dir), "--model_name_or_path", str(tiny_clip_dir),
         "--output_dir", str(output), "--max_steps", "2", "--per_device_train_batch_size", "8", "--fp16", "false",
         "--use_cpu", "--report_to", "none", "--disable_tqdm", "true", "--logging_steps", "1", "--save_strategy", "no",
     ]  # fmt: skip
-    metrics = example.main(argv)
+    metrics = train.main(argv)
     assert metrics["train_runtime"] > 0 and not any(k.startswith("eval_") for k in metrics)  # no eval sets
     state = json.loads((output / "trainer_state.json").read_text())
     assert state["global_step"] == 2
@@ -105,8 +95,8 @@ def test_recipe_runs_with_overrides_and_the_card_names_every_deviation(tiny_clip
     assert (output / "merged" / "model.safetensors").is_file()
 
     # What the card reports about the recipe, as the run computed it.
-    model_args, data_args, args, recipe = example.parse_arguments(argv)
-    report = recipe.report(example.all_arguments(model_args, data_args, args), per_device=8, processes=1,
+    model_args, data_args, args, recipe = parse_arguments(argv)
+    report = recipe.report(all_arguments(model_args, data_args, args), per_device=8, processes=1,
                            accumulation=1)  # fmt: skip
     assert (report.name, report.version) == ("svlc", 3)
     assert report.deviations == [
@@ -137,7 +127,7 @@ def test_recipe_file_errors_name_the_file_and_key(tmp_path):
         read_arguments_file(bad)
     bad.write_text("recipe: {name: x, version: 1, source: s}\nlerning_rate: 0.1\n")
     with pytest.raises(UserInputError, match=r"unknown argument\(s\) \['lerning_rate'\]"):
-        _example().parse_arguments([str(bad), "--output_dir", str(tmp_path)])
+        parse_arguments([str(bad), "--output_dir", str(tmp_path)])
     bad.write_text("- a list\n")
     with pytest.raises(UserInputError, match="must hold a mapping"):
         read_arguments_file(bad)
@@ -194,7 +184,6 @@ def test_local_training_folder_is_read_by_content(tmp_path):
     """`datasets` caches a local folder by its name and card: a folder rebuilt in place must give its new rows."""
     from hf_hardpos.synthetic.world import make_finetune_dataset
 
-    example = _example()
     folder = tmp_path / "coco"
     (folder / "data").mkdir(parents=True)
     (folder / "README.md").write_text(  # a Hub-style folder, as `hardpos build finetune` writes
@@ -203,9 +192,9 @@ def test_local_training_folder_is_read_by_content(tmp_path):
 
     def build_and_load(seed: int):
         make_finetune_dataset(16, seed=seed).to_parquet(str(folder / "data" / "train-00000-of-00001.parquet"))
-        _, data_args, args, _ = example.parse_arguments(["--output_dir", str(tmp_path / "run"), "--dataset", str(folder)])
-        train, _, _, descriptions, _ = example.load_data(data_args, args)
-        return train, descriptions.get("train", "")
+        _, data_args, args, _ = parse_arguments(["--output_dir", str(tmp_path / "run"), "--dataset", str(folder)])
+        rows, _, _, descriptions, _ = train.load_data(data_args, args)
+        return rows, descriptions.get("train", "")
 
     first, first_description = build_and_load(seed=0)
     second, second_description = build_and_load(seed=1)
@@ -219,7 +208,7 @@ def test_local_training_folder_is_read_by_content(tmp_path):
 def _recipe_objective(name, tmp_path, *extra):
     from hf_hardpos.training import HardPosTrainer
 
-    _, _, args, _ = _example().parse_arguments([str(RECIPES / f"{name}.yaml"), "--output_dir", str(tmp_path),
+    _, _, args, _ = parse_arguments([str(RECIPES / f"{name}.yaml"), "--output_dir", str(tmp_path),
                                                 "--dataset", "d", *extra])  # fmt: skip
     return HardPosTrainer.build_objective(args)  # as built: float64 inputs must need no .double()
 

@@ -348,29 +348,23 @@ def test_saved_folder_round_trips_with_identical_scores(tiny_clip_dir, tmp_path)
     torch.testing.assert_close(scores(loaded, loaded_processor), scores(trainer.model, processor), rtol=0, atol=0)
 
 
-def _load_example():
-    import importlib.util
+def test_finetune_arguments_cli_config_file_and_mode_defaults(tmp_path):
+    from hf_hardpos.training import finetune_args
 
-    spec = importlib.util.spec_from_file_location("finetune_example", REPO / "examples" / "finetune.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_example_arguments_cli_config_file_and_mode_defaults(tmp_path):
-    example = _load_example()
-    model_args, data_args, args, recipe = example.parse_arguments([])
+    model_args, data_args, args, recipe = finetune_args.parse_arguments([])
     assert recipe is None
     assert data_args.dataset is None and model_args.model_name_or_path is None
-    assert args.num_train_epochs == example.SYNTHETIC_DEFAULTS["num_train_epochs"]
-    assert args.output_dir == example.SYNTHETIC_DEFAULTS["output_dir"]
+    assert args.num_train_epochs == finetune_args.SYNTHETIC_DEFAULTS["num_train_epochs"]
+    assert args.output_dir == finetune_args.SYNTHETIC_DEFAULTS["output_dir"]
+    assert args.eval_on_start  # the no-argument fine-tune evaluates its start model too
 
-    _, data_args, args, _ = example.parse_arguments(
+    _, data_args, args, _ = finetune_args.parse_arguments(["--dataset", "hardpos/coco", "--output_dir", str(tmp_path)])
+    assert data_args.dataset == "hardpos/coco" and args.num_train_epochs == 5  # the paper's recipe
+    _, data_args, args, _ = finetune_args.parse_arguments(
         ["--dataset", "hardpos/coco", "--output_dir", str(tmp_path), "--max_steps", "7", "--use_lora", "--lora_r", "4"]
     )
-    assert data_args.dataset == "hardpos/coco" and args.num_train_epochs == 5  # the paper's recipe
     assert args.max_steps == 7 and args.use_lora and args.lora_r == 4 and args.remove_unused_columns is False
+    assert args.inert_options() == {}  # the mode's 5 epochs are not set when --max_steps sets the length
 
     config = tmp_path / "recipe.yaml"
     config.write_text(
@@ -378,11 +372,11 @@ def test_example_arguments_cli_config_file_and_mode_defaults(tmp_path):
         f"output_dir: {tmp_path}\nhard_negative_weight: 0.25\n"
         "eval_datasets: [hardpos/replace:attributes, rel=hardpos/replace:relations:validation]\n"
     )
-    model_args, data_args, args, recipe = example.parse_arguments([str(config)])
+    model_args, data_args, args, recipe = finetune_args.parse_arguments([str(config)])
     assert recipe is None  # a plain flags file: no `recipe:` header
     assert model_args.model_name_or_path == "openai/clip-vit-base-patch32"
     assert args.hard_negative_weight == 0.25 and args.num_train_epochs == 5
-    specs = [example.parse_eval_spec(s, "test") for s in data_args.eval_datasets]
+    specs = [finetune_args.parse_eval_spec(s, "test") for s in data_args.eval_datasets]
     assert specs == [
         ("attributes", "hardpos/replace", "attributes", "test"),
         ("rel", "hardpos/replace", "relations", "validation"),
@@ -398,10 +392,11 @@ def test_finetune_example_runs_on_two_cpu_processes(tmp_path):
         str(REPO / "examples" / "finetune.py"),
         "--use_cpu", "--max_steps", "2", "--per_device_train_batch_size", "8",
         "--synthetic_train_size", "64", "--synthetic_eval_size", "16", "--logging_steps", "1",
+        "--synthetic_pretrain_examples", "64", "--synthetic_pretrain_epochs", "1",
         "--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "2", "--disable_tqdm", "true",
         "--output_dir", str(output_dir),
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HOME": str(tmp_path / "hf_home")}  # the start model's cache
     done = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
 
@@ -589,21 +584,22 @@ def test_options_without_effect_are_reported(tiny_clip_dir, tmp_path, caplog):
     assert {f"{message}." for message in inert.values()} <= {record.getMessage() for record in caplog.records}
     assert make_args(tmp_path, save_strategy="steps", save_steps=7).inert_options() == {}
 
-    example = _load_example()
-    *_, args, _ = example.parse_arguments(["--dataset", "d", "--output_dir", str(tmp_path), "--save_steps", "3"])
+    from hf_hardpos.training.finetune_args import parse_arguments
+
+    *_, args, _ = parse_arguments(["--dataset", "d", "--output_dir", str(tmp_path), "--save_steps", "3"])
     assert args.save_strategy == "steps" and args.save_steps == 3  # --save_steps alone switches the strategy
-    *_, args, _ = example.parse_arguments(
+    *_, args, _ = parse_arguments(
         ["--dataset", "d", "--output_dir", str(tmp_path), "--save_steps", "3", "--save_strategy", "epoch"])
     assert args.save_strategy == "epoch" and list(args.inert_options()) == ["save_steps"]
 
 
 def test_dataset_without_eval_sets_trains_without_evaluation(tiny_clip_dir, tmp_path):
     from hf_hardpos.errors import UserInputError
+    from hf_hardpos.training.finetune_args import parse_arguments
 
-    example = _load_example()
-    *_, args, _ = example.parse_arguments(["--dataset", "d", "--output_dir", str(tmp_path)])
-    assert args.eval_strategy == "no" and args.save_strategy == "epoch"
-    *_, args, _ = example.parse_arguments(["--dataset", "d", "--output_dir", str(tmp_path), "--eval_datasets", "e"])
+    *_, args, _ = parse_arguments(["--dataset", "d", "--output_dir", str(tmp_path)])
+    assert args.eval_strategy == "no" and args.save_strategy == "epoch" and not args.eval_on_start
+    *_, args, _ = parse_arguments(["--dataset", "d", "--output_dir", str(tmp_path), "--eval_datasets", "e"])
     assert args.eval_strategy == "epoch"
 
     model, processor = load_tiny(tiny_clip_dir)

@@ -272,11 +272,10 @@ def test_flat_names_and_bad_eval_sets(tiny_clip_dir, tmp_path):
 
 
 def test_finetune_example_takes_any_benchmark_as_eval_set(tiny_clip_dir, folders, tmp_path):
-    from test_trainer import _load_example
+    from hf_hardpos.commands.train import main
 
-    example = _load_example()
     output_dir = tmp_path / "example"
-    metrics = example.main([
+    metrics = main([
         "--model_name_or_path", str(tiny_clip_dir), "--output_dir", str(output_dir), "--use_cpu",
         "--max_steps", "1", "--synthetic_train_size", "16", "--per_device_train_batch_size", "8",
         "--eval_strategy", "no", "--save_strategy", "no", "--disable_tqdm", "true", "--report_to", "none",

@@ -265,23 +265,20 @@ def test_ctrl_c_saves_the_current_step_and_resume_continues_from_it(tiny_clip_di
 
 
 def test_example_exit_codes_and_one_line_messages(monkeypatch, capsys):
-    from test_trainer import _load_example
-
     from hf_hardpos.errors import UserInputError
+    from hf_hardpos.commands import train
     from hf_hardpos.training import TrainingInterrupted
-
-    example = _load_example()
     outcomes = {
         TrainingInterrupted(7, "out/checkpoint-7"): 130,
         KeyboardInterrupt(): 130,
         UserInputError("--learning_rate must be >= 0"): 2,
     }
     for raised, code in outcomes.items():
-        def main(argv=None, raised=raised):
+        def main(argv=None, prog=None, raised=raised):
             raise raised
 
-        monkeypatch.setattr(example, "main", main)
-        assert example.run([]) == code
+        monkeypatch.setattr(train, "main", main)
+        assert train.finetune([]) == code
         assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
@@ -411,10 +408,9 @@ def test_numeric_options_that_cannot_train_are_refused(tiny_clip_dir, tmp_path, 
 def test_example_bad_flags_and_values_are_one_line_errors_with_exit_2(tmp_path, capsys, argv, message):
     import re
 
-    from test_trainer import _load_example
+    from hf_hardpos.commands.train import finetune
 
-    example = _load_example()
-    assert example.run([*argv, "--output_dir", str(tmp_path)]) == 2
+    assert finetune([*argv, "--output_dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and re.search(message, err[0]), err
 

@@ -1,0 +1,249 @@
+"""The fine-tuning command's arguments: `hardpos train` and `examples/finetune.py` read the same ones.
+
+Three dataclasses go to one `HfArgumentParser` (the model, the data, and `HardPosTrainingArguments`,
+i.e. every `transformers.TrainingArguments` flag plus the hard-positive losses), optionally after a
+YAML/JSON file of flags or a recipe (`examples/recipes/*.yaml`, see `training.recipe`). Precedence:
+command-line flags > the file > the mode's defaults (`SYNTHETIC_DEFAULTS` without `--dataset`,
+`DATASET_DEFAULTS` with one) > the dataclass defaults. Errors in flags or values are one line
+(`UserInputError`), with the closest known flag where one was misspelt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import logging
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from transformers import HfArgumentParser
+
+from ..errors import UserInputError
+from .recipe import Recipe, read_arguments_file
+from .training_args import HardPosTrainingArguments
+from .validation import SAMPLE_IMAGES, check_numeric_arguments
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "DATASET_DEFAULTS", "SYNTHETIC_DEFAULTS", "DataArguments", "ModelArguments", "all_arguments",
+    "argument_parser", "parse_arguments", "parse_eval_spec",
+]  # fmt: skip
+
+# The synthetic fine-tune (no --dataset): sized to finish in a few minutes on two CPU cores, starting
+# from the demo's pretrained tiny CLIP; evaluated before the first step and after every epoch.
+SYNTHETIC_DEFAULTS = {
+    "output_dir": "hardpos-synthetic",
+    "num_train_epochs": 4,
+    "per_device_train_batch_size": 64,
+    "per_device_eval_batch_size": 256,
+    "learning_rate": 5e-4,
+    "weight_decay": 0.1,
+    "warmup_steps": 10,
+    "logging_steps": 8,
+    "eval_strategy": "epoch",
+    "eval_on_start": True,
+    "save_strategy": "epoch",
+    "save_total_limit": 2,
+    "report_to": "none",
+    "seed": 0,
+}
+# With --dataset: the paper's 5 epochs (docs/reference.md, Losses); the rest says how often to log, evaluate and
+# save, and the scoring batch (no effect on results). A recipe file pins everything else.
+DATASET_DEFAULTS = {
+    "num_train_epochs": 5,
+    "logging_steps": 50,
+    "eval_strategy": "epoch",
+    "save_strategy": "epoch",
+    "per_device_eval_batch_size": 256,
+}
+DESCRIPTION = (
+    "Fine-tune a CLIP model with hard positives and hard negatives. A recipe (examples/recipes/*.yaml) or a "
+    "YAML/JSON file of flags may come first; flags override it. The defaults shown are the synthetic "
+    "fine-tune's (no --dataset); with --dataset: 5 epochs, logging every 50 steps, evaluation (when "
+    "--eval_datasets are given) and a checkpoint every epoch."
+)
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str | None = field(
+        default=None,
+        metadata={
+            "help": "Hub id or local folder of a CLIP model (e.g. openai/clip-vit-base-patch32). Default: the "
+            "demo's tiny CLIP pretrained on the synthetic world (`hardpos demo`'s starting point), trained once "
+            "and cached under HF_HOME/hardpos, never written into --output_dir."
+        },
+    )
+
+
+@dataclass
+class DataArguments:
+    dataset: str | None = field(
+        default=None,
+        metadata={
+            "help": "Hub id or local folder of a fine-tuning set in the COCO schema (image, caption, "
+            "hard_positive_replace/_swap, hard_negative_replace/_swap), e.g. hardpos/coco. Default: the "
+            "synthetic world."
+        },
+    )
+    dataset_config: str | None = field(default=None, metadata={"help": "Config name of --dataset."})
+    dataset_revision: str | None = field(
+        default=None,
+        metadata={"help": "Hub revision (branch, tag or commit) of --dataset; the card records the commit read."},
+    )
+    train_split: str = field(default="train", metadata={"help": "Split of --dataset to train on."})
+    eval_datasets: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Eval sets, each '[name=]path[:config[:split]]' (a Hub id or local folder of any benchmark "
+            "`hardpos eval` recognises: hard positives (c/c_n/c_p), SugarCrepe/ARO-style caption selection, "
+            "Winoground, or a clip_benchmark webdataset for zero-shot retention), e.g. hardpos/replace:attributes "
+            "hardpos/swap cifar10=clip-benchmark/wds_vtab-cifar10. Without a config every config is evaluated. "
+            "Logged as eval_<name>_<metric> (one row) or eval_<name>_<row>_<metric>. Default without --dataset: "
+            "the synthetic REPLACE (attributes, relations) and SWAP sets."
+        },
+    )
+    eval_split: str = field(default="test", metadata={"help": "Split used when an eval set names none."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Truncate the training set."})
+    max_eval_samples: int | None = field(
+        default=None,
+        metadata={"help": "Evaluate only the first N rows (images, for zero-shot sets) of each eval set and config: "
+                  "quick runs; the model card says so."},
+    )
+    synthetic_train_size: int = field(default=2048, metadata={"help": "Rows of the synthetic training set."})
+    synthetic_eval_size: int = field(default=256, metadata={"help": "Rows of each synthetic eval set."})
+    synthetic_seed: int = field(default=0, metadata={"help": "Seed of the synthetic world."})
+    synthetic_pretrain_examples: int | None = field(
+        default=None,
+        metadata={"help": "Image / alt-text pairs the default start model is pretrained on (default: the demo's, "
+                  "8000). Smaller values pretrain a weaker model faster (tests, smoke runs)."},
+    )
+    synthetic_pretrain_epochs: float | None = field(
+        default=None, metadata={"help": "Pretraining epochs of the default start model (default: the demo's, 8)."}
+    )
+    check_all_images: bool = field(
+        default=False,
+        metadata={"help": "Decode every training image before step 1 (default: an evenly spaced sample of "
+                  f"{SAMPLE_IMAGES}; columns, nulls and captions are always checked on every row)."},
+    )
+
+
+class _Parser(HfArgumentParser):
+    """argparse's errors as `UserInputError` (one line, exit 2) instead of the full usage text."""
+
+    def error(self, message: str):
+        raise UserInputError(f"{message} (see --help)")
+
+
+def argument_parser(prog: str | None = None, add_help: bool = True) -> HfArgumentParser:
+    """The parser of the three argument groups; `prog` names the command in `--help` (`hardpos train`)."""
+    parser = _Parser((ModelArguments, DataArguments, HardPosTrainingArguments), prog=prog, add_help=add_help,
+                     description=DESCRIPTION)
+    parser.usage = f"{parser.prog} [RECIPE.yaml | FLAGS.json] [--flag value ...]"
+    return parser
+
+
+def _check_flags(parser: HfArgumentParser, argv: list[str]) -> None:
+    """Refuse flags the parser does not know, with the closest known ones (argparse would only list them)."""
+    _, unknown = parser.parse_known_args(argv)
+    flags = [a.split("=", 1)[0] for a in unknown if a.startswith("-")]
+    if not flags and unknown:
+        raise UserInputError(f"unexpected argument(s) {unknown}: every option is a --flag (a YAML/JSON file goes first)")
+    # "--learning_rate" and its alias "--learning-rate": suggest each option once, as --help spells it
+    known = list(dict.fromkeys(
+        action.option_strings[0] for action in parser._actions if action.option_strings[0].startswith("--")
+    ))  # fmt: skip
+    if flags:
+        hints = []
+        for flag in flags:
+            close = difflib.get_close_matches(flag, known, n=2, cutoff=0.75)
+            hints.append(flag + (f" (did you mean {' or '.join(close)}?)" if close else ""))
+        raise UserInputError(f"unknown option(s): {'; '.join(hints)}; see --help for the names")
+
+
+def _given_on_command_line(argv: list[str]) -> dict:
+    """The options `argv` sets explicitly, with their parsed values (a default is not "given")."""
+    probe = argument_parser(add_help=False)  # --help is answered by the parser that holds the defaults
+    unset = object()
+    probe.set_defaults(**{name: unset for name in vars(probe.parse_known_args([])[0])})
+    namespace, _ = probe.parse_known_args(argv)
+    return {name: value for name, value in vars(namespace).items() if value is not unset}
+
+
+def _pin_memory_default(explicit: dict) -> bool:
+    """Pin batches only where an accelerator will receive them: torch warns about pinning on a CPU-only
+    machine, and pinning for `--use_cpu` on a GPU machine only costs time."""
+    import torch
+
+    if explicit.get("use_cpu"):
+        return False
+    accelerator = getattr(torch, "accelerator", None)
+    return bool(accelerator.is_available()) if accelerator is not None else torch.cuda.is_available()
+
+
+def _mode_defaults(explicit: dict) -> dict:
+    """The defaults of the mode `explicit` chooses, adjusted to what was asked (each adjustment logged):
+    without eval sets evaluation is off (unless --eval_strategy was given, which the trainer then rejects
+    clearly), --save_steps alone switches save_strategy to "steps", the start model is not evaluated when
+    evaluation is off or when a run resumes, a length in steps drops the mode's epochs, and pinned memory
+    follows the device."""
+    defaults = dict(DATASET_DEFAULTS) if explicit.get("dataset") else dict(SYNTHETIC_DEFAULTS)
+    if explicit.get("dataset") and not explicit.get("eval_datasets") and "eval_strategy" not in explicit:
+        defaults["eval_strategy"] = "no"
+        logger.warning("no --eval_datasets: training without evaluation")
+    if (explicit.get("resume_from_checkpoint") or explicit.get("eval_strategy") == "no"
+            or defaults["eval_strategy"] == "no") and "eval_on_start" not in explicit:
+        defaults["eval_on_start"] = False
+    if "save_steps" in explicit and "save_strategy" not in explicit:
+        defaults["save_strategy"] = "steps"
+        logger.warning("--save_steps given without --save_strategy: saving every %s steps", explicit["save_steps"])
+    # A mode default the user's choice makes inert is left out, so the trainer does not warn about it.
+    if int(explicit.get("max_steps", -1)) > 0:
+        defaults.pop("num_train_epochs")
+    if explicit.get("logging_strategy", "steps") != "steps":
+        defaults.pop("logging_steps")
+    defaults["dataloader_pin_memory"] = _pin_memory_default(explicit)
+    return defaults
+
+
+def parse_arguments(
+    argv: list[str] | None = None, prog: str | None = None
+) -> tuple[ModelArguments, DataArguments, HardPosTrainingArguments, Recipe | None]:
+    """(model, data, training arguments, recipe or None) from an optional leading YAML/JSON file + flags."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    file_arguments, recipe = {}, None
+    if argv and argv[0].endswith((".json", ".yaml", ".yml")):
+        file_arguments, recipe = read_arguments_file(argv.pop(0))
+    parser = argument_parser(prog)
+    unknown = sorted(set(file_arguments) - set(vars(parser.parse_known_args([])[0])))
+    if unknown:
+        raise UserInputError(f"unknown argument(s) {unknown} in the arguments file; see --help for the names")
+    explicit = {**file_arguments, **_given_on_command_line(argv)}
+    parser.set_defaults(**{**_mode_defaults(explicit), **file_arguments})
+    _check_flags(parser, argv)
+    try:
+        model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    except ValueError as error:  # TrainingArguments' own checks of values (e.g. warmup_steps < 0)
+        if isinstance(error, UserInputError):
+            raise
+        raise UserInputError(str(error).strip().splitlines()[0]) from error
+    check_numeric_arguments(training_args)  # before any model or data is loaded
+    return model_args, data_args, training_args, recipe
+
+
+def all_arguments(*groups: Any) -> dict[str, Any]:
+    """Every field of the argument dataclasses, by name (what a recipe is compared with)."""
+    return {f.name: getattr(group, f.name) for group in groups for f in dataclasses.fields(group)}
+
+
+def parse_eval_spec(spec: str, default_split: str) -> tuple[str, str, str | None, str]:
+    """'[name=]path[:config[:split]]' -> (name, path, config, split)."""
+    name, _, rest = spec.rpartition("=")
+    path, config, split = (rest.split(":") + [None, None])[:3]
+    if not path:
+        raise UserInputError(f"--eval_datasets: bad entry {spec!r}; expected '[name=]path[:config[:split]]'")
+    name = name or config or Path(path).name
+    return name, path, config or None, split or default_split

@@ -1,0 +1,142 @@
+"""`hardpos train` (commands/train.py) and its logs: what a fine-tune leaves in a log file and its output folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from hf_hardpos import cli
+
+REPO = Path(__file__).resolve().parents[1]
+REDRAWS = re.compile(rb"\r|\x1b\[")  # carriage-return redraws and terminal control sequences (cursor up: ESC[A)
+# Warnings about settings nobody chose: pinning memory on a CPU-only machine, transformers' image backend fallback.
+UNCHOSEN_WARNINGS = ("pin_memory", "torchvision")
+# The smallest no-argument fine-tune: the demo's pretraining step with a tiny budget, two steps.
+QUICK = [
+    "--synthetic_pretrain_examples", "64", "--synthetic_pretrain_epochs", "1", "--synthetic_train_size", "32",
+    "--synthetic_eval_size", "16", "--per_device_train_batch_size", "16", "--max_steps", "2",
+    "--logging_steps", "1", "--eval_strategy", "steps", "--eval_steps", "2", "--save_strategy", "no",
+]  # fmt: skip
+
+
+def _json_lines(text: str) -> list[dict]:
+    """The JSON objects the fine-tune logged (`[train ...] {...}` lines)."""
+    return [json.loads(line.split("] ", 1)[1]) for line in text.splitlines()
+            if line.startswith("[train ") and "] {" in line]  # fmt: skip
+
+
+def test_train_help_and_bad_flags(capsys):
+    with pytest.raises(SystemExit) as done:
+        cli.main(["train", "--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and out.startswith("usage: hardpos train [RECIPE.yaml")
+    assert re.search(r"--num_train_epochs NUM_TRAIN_EPOCHS.*\n.*\(default:\s+4\)", out)  # the synthetic mode's
+    assert cli.main(["train", "--learning_rte", "1e-4"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "did you mean --learning_rate?" in err[0]
+    with pytest.raises(SystemExit) as refused:  # other commands still refuse what they do not know
+        cli.main(["zoo", "--learning_rate", "1"])
+    assert refused.value.code == 2
+
+
+def test_log_lines_one_line_per_interval_with_numbers(capsys):
+    """Off a terminal: a progress line when `interval` has passed (and at the last step), JSON numbers."""
+    from hf_hardpos.training.log_lines import LogLinesCallback
+
+    now = [0.0]
+    callback = LogLinesCallback(interval=5, clock=lambda: now[0])
+    args = SimpleNamespace(disable_tqdm=False, num_train_epochs=3)
+    state = SimpleNamespace(is_world_process_zero=True, max_steps=10, global_step=0, epoch=0.0, num_train_epochs=4)
+    callback.on_train_begin(args, state, None)
+    for step in range(1, 11):
+        now[0], state.global_step, state.epoch = step * 2.0, step, step * 0.3
+        callback.on_step_end(args, state, None)
+    callback.on_log(args, state, None, logs={"loss": 1.23456789, "epoch": 3.0, "total_flos": 5e12, "step": 10})
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "[train 0 s] 10 steps (4 epochs at most), a line every 5 s"
+    steps = [line for line in lines if "] step " in line]
+    # steps at 6 s, 12 s, 18 s (5 s passed since the last line) and the last step at 20 s
+    assert [re.search(r"step (\d+)/10", line).group(1) for line in steps] == ["3", "6", "9", "10"]
+    assert _json_lines("\n".join(lines)) == [{"loss": 1.23457, "epoch": 3.0, "step": 10}]
+
+
+@pytest.mark.slow
+def test_no_argument_fine_tune_starts_pretrained_and_keeps_its_output_clean(tmp_path, monkeypatch, capfd, caplog):
+    """`hardpos train` without a model: the demo's pretrained start model (cached under HF_HOME, not in the
+    output folder), evaluated before the first step and at the end; a log with no redraws and numbers as numbers."""
+    from huggingface_hub import constants
+
+    from hf_hardpos.synthetic.demo import PRETRAIN_KEY_FILE
+
+    monkeypatch.setattr(constants, "HF_HOME", str(tmp_path / "hf_home"))
+    caplog.set_level("INFO")
+    output = tmp_path / "run"
+    assert cli.main(["train", *QUICK, "--use_cpu", "--output_dir", str(output)]) == 0
+    captured = capfd.readouterr()
+    log = captured.out + captured.err
+    assert not REDRAWS.search(log.encode()) and not any(w in log for w in UNCHOSEN_WARNINGS)
+    logged = _json_lines(log)
+    assert any("loss" in entry for entry in logged)
+    assert all(isinstance(v, (int, float)) for entry in logged for v in entry.values())  # numbers, not strings
+
+    history = json.loads((output / "trainer_state.json").read_text())["log_history"]
+    evaluated = {e["step"]: e for e in history if "eval_swap_brittleness" in e}
+    assert sorted(evaluated) == [0, 2]  # the start model, then the fine-tuned one
+    assert re.search(r"swap_brittleness: [\d.]+ % before fine-tuning, [\d.]+ % after", caplog.text)
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]  # nothing the user did not choose
+    # Only what the run produced: no start model (the old `_tiny_clip_base/`) in the output folder.
+    assert {p.name for p in output.iterdir() if p.is_dir()} == set()
+    cached = list((tmp_path / "hf_home" / "hardpos" / "synthetic-pretrained").glob(f"*/pretrained/{PRETRAIN_KEY_FILE}"))
+    assert len(cached) == 1
+    settings = json.loads(cached[0].read_text())["settings"]
+    assert (settings["pretrain_examples"], settings["pretrain_epochs"]) == (64, 1.0)
+
+
+@pytest.mark.slow
+def test_accelerate_launch_writes_a_log_file_without_redraws(tmp_path):
+    """`accelerate launch examples/finetune.py ... > file 2>&1`: every line a line (no carriage returns, no
+    cursor movements), no warning about a setting the user did not choose, metrics as JSON numbers."""
+    log_file = tmp_path / "finetune.log"
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "1", "--num_machines", "1",
+               "--mixed_precision", "no", "--dynamo_backend", "no", str(REPO / "examples" / "finetune.py"),
+               *QUICK, "--output_dir", str(tmp_path / "run")]  # fmt: skip
+    with log_file.open("wb") as log:
+        done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path, timeout=300)
+    text = log_file.read_bytes()
+    assert done.returncode == 0, text[-3000:]
+    assert REDRAWS.findall(text) == []
+    decoded = text.decode()
+    assert not any(w in decoded for w in UNCHOSEN_WARNINGS), decoded
+    assert "defaults used instead" not in decoded  # the launch flags given: accelerate's own warning is gone too
+    logged = _json_lines(decoded)
+    assert [e["eval_swap_brittleness"] for e in logged if "eval_swap_brittleness" in e]  # before and after
+    assert all(isinstance(v, (int, float)) for entry in logged for v in entry.values())
+    assert "step 2/2 (100 %)" in decoded
+
+
+def test_line_per_update_drops_cursor_movements_and_wraps_once(monkeypatch):
+    """tqdm moves the cursor up over a nested bar (ESC[A); in a file that is noise. A training entry point
+    inside `hardpos` configures progress again: the stream is wrapped once, not twice."""
+    import io
+
+    from hf_hardpos import progress
+
+    out = io.StringIO()
+    stream = progress.LinePerUpdate(out, interval=0, clock=lambda: 0.0)
+    stream.write("\rEncoding images:   0%|\x1b[A\rEncoding images: 100%|\n")
+    assert out.getvalue() == "Encoding images:   0%|\nEncoding images: 100%|\n"
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    with progress.configure(enabled=True):
+        outer = sys.stderr
+        with progress.configure(enabled=True):
+            assert sys.stderr is outer and isinstance(outer, progress.LinePerUpdate)
+        assert sys.stderr is outer
