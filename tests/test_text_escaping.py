@@ -24,6 +24,9 @@ def test_a_config_named_like_mathtext_draws(tmp_path):
     assert charts.rate_bars({name: rates}).startswith("data:image/png;base64,")
     values = np.linspace(0, 1, 8)
     assert charts.score_distributions(values, values[::-1], values, f"replace [{name}]").startswith("data:image/png")
-    uri, count = charts.training_curves([{"step": 1, "loss$^$": 1.0}, {"step": 2, "loss$^$": 0.5}], "loss")
-    assert count == 1 and uri.startswith("data:image/png")
+    uri, keys = charts.loss_curves([{"step": 1, "loss$^$": 1.0}, {"step": 2, "loss$^$": 0.5}])
+    assert keys == ["loss$^$"] and uri.startswith("data:image/png")
+    history = [{"step": s, f"eval_{name}_brittleness": v} for s, v in ((1, 0.4), (2, 0.3))]
+    uri, panels = charts.eval_curves(history)
+    assert list(panels) == [f"eval_{name}"] and uri.startswith("data:image/png")
     assert mathtext_literal(name) == r"a\$x^\$"
