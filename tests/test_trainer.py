@@ -229,6 +229,28 @@ def test_auto_workers_share_the_cores_among_the_processes_of_a_machine(tmp_path,
         make_args(tmp_path, dataloader_num_workers=-2)
 
 
+def test_the_python_api_logs_lines_of_numbers_like_the_command(tiny_clip_dir, tmp_path, capsys):
+    """`HardPosTrainer` used directly (not through `hardpos train`) logs one JSON line of numbers per entry,
+    not the Trainer's dict of strings or its redrawn bars."""
+    import json
+
+    from transformers import PrinterCallback, ProgressCallback
+
+    from hf_hardpos.training.log_lines import LogLinesCallback
+
+    model, processor = load_tiny(tiny_clip_dir)
+    trainer = HardPosTrainer(model=model, args=make_args(tmp_path, max_steps=2), train_dataset=finetune_rows(8),
+                             processor=processor)
+    kinds = [type(c) for c in trainer.callback_handler.callbacks]
+    assert LogLinesCallback in kinds and PrinterCallback not in kinds and ProgressCallback not in kinds
+    capsys.readouterr()
+    trainer.train()
+    out = capsys.readouterr()
+    logged = [json.loads(line[line.index("{"):]) for line in (out.out + out.err).splitlines() if '"loss"' in line]
+    assert len(logged) == 2 and all(isinstance(entry["loss"], float) for entry in logged)
+    assert "\r" not in out.out + out.err
+
+
 # --- training ------------------------------------------------------------------------------------
 
 

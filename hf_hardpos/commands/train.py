@@ -233,7 +233,6 @@ def _train(model_args, data_args, training_args, recipe) -> dict[str, float]:
     from transformers import CLIPModel, CLIPProcessor
 
     from ..image_processing import DEFAULT_IMAGE_BACKEND
-    from ..training.log_lines import use_log_lines
     from ..training.model_card import HardPosModelCardData
     from ..training.trainer import HardPosTrainer
     from ..training.validation import validate_training_data
@@ -262,7 +261,6 @@ def _train(model_args, data_args, training_args, recipe) -> dict[str, float]:
     )
     trainer = HardPosTrainer(model=model, args=training_args, train_dataset=train, eval_datasets=evals,
                              processor=processor, model_card_data=card_data)  # fmt: skip
-    use_log_lines(trainer)
     # "last" / True: the last complete checkpoint (the trainer skips incomplete ones and says so).
     result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     metrics = dict(result.metrics)  # logged by the Trainer already, as every evaluation was

@@ -69,7 +69,9 @@ from .checkpointing import (
 )
 from .data_collator import HardPosBatch, HardPosDataCollator, with_row_index
 from ..evaluation.training_sets import BenchmarkEvalSet, as_benchmark_eval_set
+from ..progress import configure as progress_lines
 from .interrupt import InterruptCallback, TrainingInterrupted, stop_on_interrupt
+from .log_lines import use_log_lines
 from .logit_scale import clamp_logit_scale, unwrap_model
 from .lora import apply_lora, is_peft_model, merge_lora
 from .loss_guard import check_finite_loss
@@ -243,6 +245,7 @@ class HardPosTrainer(Trainer):
         self.loss_is_scaled_for_ga = False
         self.add_callback(LogitScaleClampCallback())
         self.add_callback(EpochStateCallback(self.objective, self.data_collator))
+        use_log_lines(self)  # one line of numbers per log entry in a file, from every entry point
         self._term_sums: dict[str, torch.Tensor | float] = {}
         self._term_steps = 0
         # {checkpoint, step, metric, value, last_step} once load_best_model_at_end loaded the best checkpoint
@@ -374,16 +377,17 @@ class HardPosTrainer(Trainer):
 
         metrics: dict[str, float] = {}
         try:
-            for name, eval_set in sets.items():
-                section = eval_set.evaluate(name, fresh_scorer)
-                flat = section.flat_metrics(name, metric_key_prefix)
-                clash = sorted(set(flat) & set(metrics))
-                if clash:
-                    raise ValueError(f"eval set {name!r} would overwrite the logged metrics {clash} of another set")
-                metrics.update(flat)
-                if self.eval_datasets.get(name) is eval_set:
-                    # Kept in the JSON form: saved in every checkpoint, read back by the model card.
-                    self.eval_sections[name] = {**section.to_dict(), "step": self.state.global_step}
+            with progress_lines(enabled=progress):  # scoring bars: a line per update in a file
+                for name, eval_set in sets.items():
+                    section = eval_set.evaluate(name, fresh_scorer)
+                    flat = section.flat_metrics(name, metric_key_prefix)
+                    clash = sorted(set(flat) & set(metrics))
+                    if clash:
+                        raise ValueError(f"eval set {name!r} would overwrite the logged metrics {clash} of another set")
+                    metrics.update(flat)
+                    if self.eval_datasets.get(name) is eval_set:
+                        # Kept in the JSON form: saved in every checkpoint, read back by the model card.
+                        self.eval_sections[name] = {**section.to_dict(), "step": self.state.global_step}
         finally:
             model.train(was_training)
         metrics[f"{metric_key_prefix}_runtime"] = round(time.time() - start, 4)
