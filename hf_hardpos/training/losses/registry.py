@@ -23,7 +23,10 @@ from torch import nn
 
 from hf_hardpos.training.losses.cmr import CMRLoss
 from hf_hardpos.training.losses.hard_negative import HardNegativeLoss
-from hf_hardpos.training.losses.hard_positive import HARD_POSITIVE_MODES, HardPositiveLoss
+from hf_hardpos.training.losses.hard_positive import (
+    HARD_POSITIVE_MODES,
+    HardPositiveLoss,
+)
 from hf_hardpos.training.losses.imc import IMC_FORMS, IMCLoss
 from hf_hardpos.training.options import describe_choices, one_of
 
