@@ -8,8 +8,9 @@ and an all-null hard-positive column trained without that term while the card st
 - the image and caption columns must be non-null and captions non-empty on every row, and every
   non-null hard positive / negative a real caption (not "" or the upstream placeholder "None"): one
   pass over the Arrow columns, no image decoded, with the first offending row numbers in the message;
-- hard-positive (or hard-negative) columns that are all null on every row are refused while that loss
-  weight is non-zero (train with weight 0); one all-null column beside others with captions is a warning;
+- hard-positive (or hard-negative) columns that are all null on every row are refused while a weighted
+  loss term reads them (`losses.registry`: train with its weight 0); one all-null column beside others
+  with captions is a warning;
 - images are decoded on an evenly spaced sample of rows (`sample_images` rows), or on every row
   when asked (`all_images=True`, `--check_all_images` in the example script);
 - numeric options that cannot train (`max_steps 0`, a batch of 0, a negative learning rate, ...) are
@@ -157,11 +158,11 @@ def _zero(args, inputs: str) -> str:
     return " and ".join(filter(None, [", ".join(names[:-1]), names[-1]])) if names else "these columns dropped"
 
 
-def _check_all_null(null_counts, rows, names, weight, kind, what, zero, option) -> None:
+def _check_all_null(null_counts, rows, names, read, kind, what, zero, option) -> None:
     """Every column of a kind null with a non-zero weight: the term would train on nothing (an error).
     One all-null column beside others that hold captions: the term trains on those (a warning)."""
     empty = [n for n in names if null_counts[n] == rows]
-    if not empty or not weight:
+    if not empty or not read:  # `read`: a weighted term reads this kind (`_inputs_read`)
         return
     if len(empty) == len(names):
         raise UserInputError(
