@@ -12,7 +12,7 @@ import pytest
 import torch
 from datasets import Dataset
 from torch import nn
-from transformers import HfArgumentParser
+from transformers import HfArgumentParser, TrainingArguments
 
 from hf_hardpos import columns
 from hf_hardpos.errors import UserInputError
@@ -70,6 +70,10 @@ def test_a_registered_term_is_built_weighted_reported_and_described(monkeypatch)
 
 def test_every_weight_and_option_is_a_training_argument_and_survives_the_saved_arguments(tmp_path):
     fields = {f.name: f for f in dataclasses.fields(HardPosTrainingArguments)}
+    names = [name for name, _, _ in registry.argument_fields()]
+    trainer_fields = {f.name for f in dataclasses.fields(TrainingArguments)}
+    assert len(set(names)) == len(names) and not set(names) & trainer_fields  # no term shadows another option
+    assert len({t.key for t in registry.TERMS}) == len(registry.TERMS)
     for term in registry.TERMS:
         assert fields[term.weight].default == term.default_weight
         for option in term.options:
