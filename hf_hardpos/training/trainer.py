@@ -255,20 +255,16 @@ class HardPosTrainer(Trainer):
 
     @staticmethod
     def build_objective(args: HardPosTrainingArguments) -> torch.nn.Module:
-        """The `HardPosObjective` that `args` describes; one hard-negative type per negative column."""
+        """The `HardPosObjective` that `args` describes (every registered term's weight and options, one
+        hard-negative type per negative column)."""
         from .losses import HardPosObjective
+        from .losses.registry import settings_of
 
         return HardPosObjective(
-            hard_negative_weight=args.hard_negative_weight,
-            hard_positive_weight=args.hard_positive_weight,
-            imc_weight=args.imc_weight,
-            cmr_weight=args.cmr_weight,
-            cmr_upper_bound=args.cmr_upper_bound,
             negative_types=tuple(args.negative_columns),
             gather_across_processes=args.gather_across_processes,
-            hard_positive_mode=args.hard_positive_mode,
             contrastive_hard_negatives=args.contrastive_hard_negatives,
-            imc_form=args.imc_form,
+            **settings_of(args),
         )
 
     def get_decay_parameter_names(self, model: torch.nn.Module) -> list[str]:

@@ -15,8 +15,7 @@ from transformers import TrainingArguments
 from .. import columns
 from ..errors import UserInputError
 from .data_collator import SAMPLING_MODES
-from .losses.hard_positive import HARD_POSITIVE_MODES
-from .losses.imc import IMC_FORMS
+from .losses import registry
 from .options import describe_choices, one_of
 
 DEFAULT_LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -30,9 +29,18 @@ def _choice(default: str, choices: dict[str, str], what: str):
     return field(default=default, metadata={"help": describe_choices(what, choices), "choices": list(choices)})
 
 
+# Every loss term's weight and options (`--hard_negative_weight`, `--imc_form`, ...), built from the loss
+# registry so that a new term needs no field here. A base listed before TrainingArguments: its fields come
+# after the Trainer's in `--help`, as the fields below do.
+LossArguments = dataclasses.make_dataclass("LossArguments", registry.argument_fields(), repr=False, eq=False)
+LossArguments.__module__ = __name__  # importable by name, as pickle (training_args.bin) and the docs look it up
+LossArguments.__doc__ = "The loss terms' weights and options, one field each (`losses.registry.argument_fields`)."
+
+
 @dataclass
-class HardPosTrainingArguments(TrainingArguments):
-    """Trainer options for `HardPosTrainer`; every field below can be given as `--<name>` on the CLI."""
+class HardPosTrainingArguments(LossArguments, TrainingArguments):
+    """Trainer options for `HardPosTrainer`; every field below, and every loss term's weight and options
+    (`LossArguments`), can be given as `--<name>` on the CLI."""
 
     # No option takes a Hub token: on a command line it is readable by every user of the machine
     # (/proc/<pid>/cmdline). huggingface_hub resolves it from HF_TOKEN or the stored login instead;
@@ -48,28 +56,9 @@ class HardPosTrainingArguments(TrainingArguments):
                   "shared among the processes launched on this machine (LOCAL_WORLD_SIZE), at most 16"},
     )
 
-    # --- loss: L = L_clip + w_hn L_hn + w_hp L_hp + alpha L_imc + beta L_cmr (docs/reference.md, Losses) ---
-    hard_negative_weight: float = field(
-        default=1.0,
-        metadata={"help": "Weight of the hard-negative (SVLC) loss; the paper sweeps 0, 0.25, 0.5, 0.75, 1."},
-    )
-    hard_positive_weight: float = field(
-        default=1.0, metadata={"help": "Weight of the hard-positive loss; 0 trains on hard negatives only."}
-    )
-    hard_positive_mode: str = _choice("contrastive", HARD_POSITIVE_MODES, "How the hard-positive loss is formed")
-    imc_weight: float = field(
-        default=0.0, metadata={"help": "Weight alpha of CE-CLIP's intra-modal contrastive loss (paper: 0.2)."}
-    )
-    cmr_weight: float = field(
-        default=0.0, metadata={"help": "Weight beta of CE-CLIP's cross-modal rank loss (paper: 0.4)."}
-    )
-    imc_form: str = _choice("paper", IMC_FORMS, "CE-CLIP's IMC loss")
+    # --- loss: L = L_clip + the registered terms' weights (`LossArguments`, docs/reference.md, Losses) ---
     hard_example_sampling: str = _choice(
         "all", SAMPLING_MODES, "Which of a row's hard positives and hard negatives enter the batch"
-    )
-    cmr_upper_bound: float = field(
-        default=10.0,
-        metadata={"help": "Upper clamp u of CE-CLIP's adaptive CMR thresholds, on the logit scale (paper: 10)."},
     )
     contrastive_hard_negatives: bool | None = field(
         default=None,
@@ -146,26 +135,22 @@ class HardPosTrainingArguments(TrainingArguments):
                                  f"{self.dataloader_num_workers}")
         super().__post_init__()
         # HfArgumentParser checks the choices on the command line; this checks them from Python too.
-        for name, choices in (
-            ("hard_positive_mode", HARD_POSITIVE_MODES),
-            ("imc_form", IMC_FORMS),
-            ("hard_example_sampling", SAMPLING_MODES),
-        ):
-            one_of(name, getattr(self, name), choices, UserInputError)
-        if self.hard_example_sampling == "one_per_row" and self.cmr_weight:
+        one_of("hard_example_sampling", self.hard_example_sampling, SAMPLING_MODES, UserInputError)
+        settings = registry.settings_of(self)
+        registry.check_settings(settings, UserInputError)
+        reads = registry.inputs_read(settings)
+        if self.hard_example_sampling == "one_per_row" and registry.TYPED_NEGATIVES in reads:
             raise UserInputError(
-                "hard_example_sampling='one_per_row' leaves one untyped hard negative per row, but CMR keeps a "
-                "threshold per negative column: use hard_example_sampling='all' with cmr_weight > 0"
+                "hard_example_sampling='one_per_row' leaves one untyped hard negative per row, but the term of "
+                f"{', '.join(registry.weights_reading(settings, registry.TYPED_NEGATIVES))} > 0 keeps a statistic "
+                "per negative column (CMR's thresholds): use hard_example_sampling='all' with it"
             )
-        for name in ("hard_negative_weight", "hard_positive_weight", "imc_weight", "cmr_weight"):
-            if getattr(self, name) < 0:
-                raise UserInputError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if not self.negative_columns and (
-            self.hard_negative_weight or self.imc_weight or self.cmr_weight or self.contrastive_hard_negatives
-        ):
+        contrastive_negatives = registry.contrastive_reads_negatives(settings, self.contrastive_hard_negatives)
+        if not self.negative_columns and (registry.HARD_NEGATIVES in reads or contrastive_negatives):
             raise UserInputError("negative_columns is empty, but a hard-negative loss has a non-zero weight")
-        if not self.positive_columns and self.hard_positive_weight:
-            raise UserInputError("positive_columns is empty, but hard_positive_weight is non-zero")
+        if not self.positive_columns and registry.HARD_POSITIVES in reads:
+            weights = ", ".join(registry.weights_reading(settings, registry.HARD_POSITIVES))
+            raise UserInputError(f"positive_columns is empty, but {weights} is non-zero")
         if self.lora_r < 1:
             raise UserInputError(f"lora_r must be >= 1, got {self.lora_r}")
         if self.train_crop_scale is not None and len(self.train_crop_scale) != 2:
@@ -201,12 +186,6 @@ class HardPosTrainingArguments(TrainingArguments):
                 for name in ("lora_r", "lora_alpha", "lora_dropout")
                 if changed(name)
             )
-        if not self.imc_weight and changed("imc_form"):
-            found["imc_form"] = f"imc_form={self.imc_form!r} has no effect with imc_weight=0"
-        if not self.cmr_weight and changed("cmr_upper_bound"):
-            found["cmr_upper_bound"] = f"cmr_upper_bound={self.cmr_upper_bound} has no effect with cmr_weight=0"
-        if not self.hard_positive_weight and changed("hard_positive_mode"):
-            found["hard_positive_mode"] = (
-                f"hard_positive_mode={self.hard_positive_mode!r} has no effect with hard_positive_weight=0"
-            )
+        found.update(registry.inert_options(registry.settings_of(self)))
         return found
+

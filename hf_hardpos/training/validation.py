@@ -8,8 +8,9 @@ and an all-null hard-positive column trained without that term while the card st
 - the image and caption columns must be non-null and captions non-empty on every row, and every
   non-null hard positive / negative a real caption (not "" or the upstream placeholder "None"): one
   pass over the Arrow columns, no image decoded, with the first offending row numbers in the message;
-- hard-positive (or hard-negative) columns that are all null on every row are refused while that loss
-  weight is non-zero (train with weight 0); one all-null column beside others with captions is a warning;
+- hard-positive (or hard-negative) columns that are all null on every row are refused while a weighted
+  loss term reads them (`losses.registry`: train with its weight 0); one all-null column beside others
+  with captions is a warning;
 - images are decoded on an evenly spaced sample of rows (`sample_images` rows), or on every row
   when asked (`all_images=True`, `--check_all_images` in the example script);
 - numeric options that cannot train (`max_steps 0`, a batch of 0, a negative learning rate, ...) are
@@ -30,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import UserInputError
+from .losses import registry
 
 __all__ = ["check_numeric_arguments", "validate_training_data"]
 
@@ -113,10 +115,11 @@ def validate_training_data(
                 f"{what}: column {name!r} holds an empty or placeholder ('None') caption at rows {_rows(found)}; "
                 "a missing caption must be a null"
             )
-    _check_all_null(null_counts, rows, positives, _positive_weight(args), "hard-positive", what,
-                    "hard_positive_weight 0", "positive_columns")  # fmt: skip
-    _check_all_null(null_counts, rows, negatives, _negative_weight(args), "hard-negative", what,
-                    "hard_negative_weight, imc_weight and cmr_weight 0", "negative_columns")  # fmt: skip
+    reads = _inputs_read(args)
+    _check_all_null(null_counts, rows, positives, registry.HARD_POSITIVES in reads, "hard-positive", what,
+                    _zero(args, registry.HARD_POSITIVES), "positive_columns")  # fmt: skip
+    _check_all_null(null_counts, rows, negatives, registry.HARD_NEGATIVES in reads, "hard-negative", what,
+                    _zero(args, registry.HARD_NEGATIVES), "negative_columns")  # fmt: skip
     decoded = _check_images(dataset, image, all_images, sample_images, what)
     return {"rows": rows, "images_decoded": decoded}
 
@@ -136,19 +139,30 @@ def _require(dataset, required: Sequence[str], what: str) -> None:
     )
 
 
-def _positive_weight(args) -> float:
-    return float(args.hard_positive_weight)
+def _inputs_read(args) -> frozenset[str]:
+    """What the loss of `args` reads: its weighted terms' inputs, and hard negatives when the contrastive
+    term takes them as columns (`losses.registry`)."""
+    settings = registry.settings_of(args)
+    reads = registry.inputs_read(settings)
+    if registry.contrastive_reads_negatives(settings, getattr(args, "contrastive_hard_negatives", None)):
+        reads |= {registry.HARD_NEGATIVES}
+    return reads
 
 
-def _negative_weight(args) -> float:
-    return float(args.hard_negative_weight + args.imc_weight + args.cmr_weight + bool(args.contrastive_hard_negatives))
+def _zero(args, inputs: str) -> str:
+    """"a, b and c 0": the weights (and the contrastive flag) to turn off to train without `inputs`."""
+    settings = registry.settings_of(args)
+    names = [f"{name} 0" for name in registry.weights_reading(settings, inputs)]
+    if inputs == registry.HARD_NEGATIVES and getattr(args, "contrastive_hard_negatives", None):
+        names.append("contrastive_hard_negatives off")
+    return " and ".join(filter(None, [", ".join(names[:-1]), names[-1]])) if names else "these columns dropped"
 
 
-def _check_all_null(null_counts, rows, names, weight, kind, what, zero, option) -> None:
+def _check_all_null(null_counts, rows, names, read, kind, what, zero, option) -> None:
     """Every column of a kind null with a non-zero weight: the term would train on nothing (an error).
     One all-null column beside others that hold captions: the term trains on those (a warning)."""
     empty = [n for n in names if null_counts[n] == rows]
-    if not empty or not weight:
+    if not empty or not read:  # `read`: a weighted term reads this kind (`_inputs_read`)
         return
     if len(empty) == len(names):
         raise UserInputError(

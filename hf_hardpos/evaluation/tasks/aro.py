@@ -10,11 +10,18 @@ VG-Attribution.ipynb", github.com/mertyg/vision-language-models-are-bows) and `e
   with at least 25 rows.
 
 `evaluate_caption_selection(..., macro=ARO_MACRO)` adds that `macro_accuracy` next to the plain
-accuracy when a subset has the column.
+accuracy when a subset has the column; `PROFILE` passes it (and the Order subsets' argmax rule) for
+every ARO subset a dataset has.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from datasets import Dataset
+
+from .caption_profile import CaptionSelectionProfile
 from .selection import MacroProtocol
 
 ARO_VG_RELATION_EXCLUDED = (
@@ -52,3 +59,26 @@ ARO_MACRO = {
     "vg_relation": MacroProtocol(column="relation_name", exclude=ARO_VG_RELATION_EXCLUDED),
     "vg_attribution": MacroProtocol(column="attributes", min_group_size=25),
 }
+
+
+def _recognises(subsets: Mapping[str, Dataset]) -> bool:
+    return any(name in ARO_MACRO or name in ARO_TRUE_CAPTION_FIRST for name in subsets)
+
+
+def _selection_options(subsets: Mapping[str, Dataset]) -> dict[str, Any]:
+    return {
+        "macro": {name: protocol for name, protocol in ARO_MACRO.items() if name in subsets} or None,
+        "true_caption_first": [name for name in subsets if name in ARO_TRUE_CAPTION_FIRST],
+    }
+
+
+# CE-CLIP (Zhang et al., CVPR 2024) Tables 1 and 5 print ARO's VG-Relation and VG-Attribution macro accuracies.
+PROFILE = CaptionSelectionProfile(
+    name="aro",
+    citation="Yuksekgonul et al. (ICLR 2023), github.com/mertyg/vision-language-models-are-bows @09e1fcf; "
+    "CE-CLIP (CVPR 2024) Tables 1 and 5",
+    recognises=_recognises,
+    columns=tuple(ARO_MACRO),
+    published_column=lambda row, metrics: row if row in ARO_MACRO else None,
+    selection_options=_selection_options,
+)

@@ -2,9 +2,12 @@
 
 Why one task: SugarCrepe (c vs c_n), ARO's VG-Relation / VG-Attribution (true vs false caption)
 and COCO/Flickr30k-Order (one true caption among 5) are the same task with a different number of
-candidates, and the compositionality papers (CE-CLIP, Kamath et al.) report them side by side. VALSE
-and VL-CheckList are recognised by their own columns and aggregated as their seeds do (`valse`,
-`vl_checklist`). The scores and the strict rule are `selection`'s.
+candidates, and the compositionality papers (CE-CLIP, Kamath et al.) report them side by side. Each
+benchmark declares a profile (`caption_profile.CaptionSelectionProfile`: how it is recognised, how it
+aggregates, its paper's columns) in its own module, listed in `PROFILES`: VALSE and VL-CheckList are
+recognised by their own columns and aggregated as their seeds do (`valse`, `vl_checklist`); SugarCrepe
+adds its category means (`sugarcrepe`) and ARO its macro accuracies and Order tie rule (`aro`) to the
+shared aggregation below. The scores and the strict rule are `selection`'s.
 
 Tie rule: a row is correct only when the true caption scores strictly higher than every other
 candidate, as SugarCrepe's `>`. ARO takes `np.argmax`, which returns the first maximum, so a tie
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from datasets import Dataset
@@ -24,9 +28,9 @@ from datasets import Dataset
 from ... import columns
 from ...scoring import ITMScorer
 from ..section import Section
-from . import valse, vl_checklist
-from .aro import ARO_MACRO, ARO_TRUE_CAPTION_FIRST
+from . import aro, sugarcrepe, valse, vl_checklist
 from .base import Task, TaskData
+from .caption_profile import CaptionSelectionProfile
 from .selection import (
     NEGATIVES_LIST_COLUMN,
     SELECTION_TIE_RULE,
@@ -35,16 +39,26 @@ from .selection import (
     selection_correct,
     selection_scores,
 )
+from .sugarcrepe import SUGARCREPE_CATEGORIES, SUGARCREPE_SUBSETS
+
+__all__ = [
+    "CAPTION_SELECTION",
+    "PROFILES",
+    "SUGARCREPE_CATEGORIES",  # SugarCrepe's facts live in `sugarcrepe`; read from here too (published tables)
+    "SUGARCREPE_SUBSETS",
+    "TASK",
+    "evaluate_caption_selection",
+    "mean_of_subsets",
+    "published_key",
+    "score_caption_selection",
+]
 
 CAPTION_SELECTION = "caption_selection"
 
-# SugarCrepe's categories (Hsieh et al. 2023, Table 2), each the unweighted mean of its subsets.
-SUGARCREPE_CATEGORIES = {
-    "add": ("add_att", "add_obj"),
-    "replace": ("replace_att", "replace_obj", "replace_rel"),
-    "swap": ("swap_att", "swap_obj"),
-}
-SUGARCREPE_SUBSETS = tuple(m for members in SUGARCREPE_CATEGORIES.values() for m in members)
+# The caption-selection benchmarks, in the order they are tried: one with its own `evaluate` that recognises
+# a dataset scores it alone; the others' options to `evaluate_caption_selection` are merged. A new benchmark
+# is its module with a `PROFILE` and one line here.
+PROFILES: tuple[CaptionSelectionProfile, ...] = (valse.PROFILE, vl_checklist.PROFILE, sugarcrepe.PROFILE, aro.PROFILE)
 
 
 def mean_of_subsets(accuracies: Mapping[str, float], members: Sequence[str]) -> float:
@@ -142,21 +156,19 @@ def evaluate_caption_selection(
 
 
 def score_caption_selection(scorer: ITMScorer, data: TaskData, max_rows: int | None = None) -> Section:
-    """Every subset of a caption-selection dataset, aggregated as its benchmark does: VALSE and
-    VL-CheckList by their seeds' rules, SugarCrepe with its categories, ARO with its macro accuracies."""
+    """Every subset of a caption-selection dataset, aggregated as its benchmark's profile says (`PROFILES`):
+    VALSE and VL-CheckList by their seeds' rules, SugarCrepe with its categories, ARO with its macro
+    accuracies; a dataset no profile recognises gets the shared aggregation alone."""
     subsets = data.subsets()
-    first = next(iter(subsets.values()))
-    if valse.is_valse(first):
-        result = valse.evaluate_valse(scorer, subsets, max_rows)
-    elif vl_checklist.is_vl_checklist(first):
-        result = vl_checklist.evaluate_vl_checklist(scorer, subsets, max_rows)
+    profiles = [profile for profile in PROFILES if profile.recognises(subsets)]
+    own = next((profile for profile in profiles if profile.evaluate is not None), None)
+    if own is not None:
+        result = own.evaluate(scorer, subsets, max_rows)
     else:
-        sugarcrepe = set(subsets) & set(SUGARCREPE_SUBSETS)
-        result = evaluate_caption_selection(
-            scorer, subsets, categories=SUGARCREPE_CATEGORIES if sugarcrepe else None,
-            macro={k: v for k, v in ARO_MACRO.items() if k in subsets} or None, max_rows=max_rows,
-            true_caption_first=[n for n in subsets if n in ARO_TRUE_CAPTION_FIRST],
-        )
+        options: dict = {}
+        for profile in profiles:
+            options.update(profile.selection_options(subsets))
+        result = evaluate_caption_selection(scorer, subsets, max_rows=max_rows, **options)
     return Section(CAPTION_SELECTION, data.describe(), result["results"], result.get("aggregates", {}),
                    result["tie_rule"], result["aggregation"])
 
@@ -169,3 +181,9 @@ def _is_selection_table(names: frozenset[str]) -> bool:
 
 
 TASK = Task(CAPTION_SELECTION, score_caption_selection, matches_columns=_is_selection_table)
+
+
+def published_key(row: str, metrics: Mapping[str, Any]) -> str | None:
+    """``<benchmark>/<column>`` of the published figure a row of our caption-selection results stands
+    beside (e.g. ``valse/counting``, ``aro/vg_relation``), from the profiles; None for any other row."""
+    return next((key for profile in PROFILES if (key := profile.published_key(row, metrics)) is not None), None)

@@ -13,6 +13,7 @@ of 11), not over the nine columns and not pooled over rows: CLIP's printed cells
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from datasets import Dataset
@@ -20,6 +21,7 @@ from datasets import Dataset
 from ... import columns
 from ...data.valse import PIECES
 from ...scoring import ITMScorer
+from .caption_profile import CaptionSelectionProfile
 from .selection import SELECTION_TIE_RULE, selection_correct, selection_scores
 
 MARKER_COLUMNS = frozenset({"mturk_caption", "valid"})  # what tells a VALSE config from other caption sets
@@ -108,3 +110,28 @@ def evaluate_valse(scorer: ITMScorer, subsets: Mapping[str, Dataset], max_rows: 
             outcome[kept] = selection_correct(scores)
         correct[piece], valid[piece] = outcome, mask
     return {**valse_section(correct, valid), "tie_rule": SELECTION_TIE_RULE}
+
+
+_SINGLE_PIECE_COLUMNS = {pieces[0]: column for column, pieces in COLUMNS.items() if len(pieces) == 1}
+
+
+def _published_column(row: str, metrics: Mapping[str, Any]) -> str | None:
+    """A piece's row (only VALSE's rows carry `num_upstream_rows`), `counting` over its 3 pieces, or
+    `avg` when it averages all 11 pieces."""
+    if row in _SINGLE_PIECE_COLUMNS and "num_upstream_rows" in metrics:
+        return _SINGLE_PIECE_COLUMNS[row]
+    if row == COUNTING and metrics.get("aggregation") == f"mean({','.join(COLUMNS[COUNTING])})":
+        return COUNTING
+    if row == AVG and metrics.get("num_pieces") == sum(len(pieces) for pieces in COLUMNS.values()):
+        return AVG
+    return None
+
+
+PROFILE = CaptionSelectionProfile(
+    name="valse",
+    citation="Parcalabescu et al. (ACL 2022), github.com/Heidelberg-NLP/VALSE; CE-CLIP (CVPR 2024) Table 1",
+    recognises=lambda subsets: is_valse(next(iter(subsets.values()))),
+    columns=(*COLUMNS, AVG),
+    published_column=_published_column,
+    evaluate=evaluate_valse,
+)

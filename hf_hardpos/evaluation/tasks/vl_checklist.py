@@ -19,6 +19,7 @@ average per item over sources. Hard positives do not exist here: original accura
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from datasets import Dataset
@@ -26,6 +27,7 @@ from datasets import Dataset
 from ... import columns
 from ...data.vl_checklist import aspect_and_type
 from ...scoring import ITMScorer
+from .caption_profile import CaptionSelectionProfile
 from .selection import SELECTION_TIE_RULE, selection_correct, selection_scores
 
 MARKER_COLUMNS = frozenset({"upstream_index", "aspect", "type"})  # what tells a VL-CheckList config apart
@@ -109,3 +111,23 @@ def evaluate_vl_checklist(scorer: ITMScorer, subsets: Mapping[str, Dataset], max
         scores = selection_scores(scorer, dataset, negative_columns=[columns.HARD_NEGATIVE], what=f"VL-CheckList file {name!r}")
         correct[name] = selection_correct(scores)
     return {**vl_checklist_section(correct), "tie_rule": SELECTION_TIE_RULE}
+
+
+# CE-CLIP Table 2's columns in its order: the nine leaves, the three aspects, the overall mean.
+TABLE_COLUMNS = (*(f"{aspect}_{kind}" for aspect, kinds in LEAVES.items() for kind in kinds), *LEAVES, OVERALL)
+
+
+def _published_column(row: str, metrics: Mapping[str, Any]) -> str | None:
+    """Our `official/<column>` rows: published numbers use the official protocol (first 1,000 rows per file)."""
+    protocol, _, column = row.partition("/")
+    return column if protocol == PROTOCOLS[0] and column in TABLE_COLUMNS else None
+
+
+PROFILE = CaptionSelectionProfile(
+    name="vl_checklist",
+    citation="Zhao et al. (2022), github.com/om-ai-lab/VL-CheckList @6f8d6a3; CE-CLIP (CVPR 2024) Table 2",
+    recognises=lambda subsets: is_vl_checklist(next(iter(subsets.values()))),
+    columns=TABLE_COLUMNS,
+    published_column=_published_column,
+    evaluate=evaluate_vl_checklist,
+)

@@ -1,4 +1,5 @@
-"""Loss terms of hf_hardpos training (docs/reference.md, Losses), one module per file, and the combined objective."""
+"""Loss terms of hf_hardpos training (docs/reference.md, Losses), one module per file, declared in `registry`,
+and the combined objective."""
 
 from hf_hardpos.training.losses.batch import EmbeddingBatch, Slots
 from hf_hardpos.training.losses.cmr import CMRLoss
@@ -7,6 +8,7 @@ from hf_hardpos.training.losses.hard_negative import HardNegativeLoss
 from hf_hardpos.training.losses.hard_positive import HARD_POSITIVE_MODES, HardPositiveLoss
 from hf_hardpos.training.losses.imc import IMC_FORMS, IMCLoss
 from hf_hardpos.training.losses.objective import HardPosObjective
+from hf_hardpos.training.losses.registry import TERMS, LossTerm, describe
 
 __all__ = [
     "CMRLoss",
@@ -18,5 +20,8 @@ __all__ = [
     "HardPositiveLoss",
     "IMC_FORMS",
     "IMCLoss",
+    "LossTerm",
     "Slots",
+    "TERMS",
+    "describe",
 ]

@@ -1,21 +1,17 @@
-"""The full training objective: L_clip + w_hn·L_hn + w_hp·L_hp + α·L_imc + β·L_cmr (docs/reference.md, Losses)."""
+"""The full training objective: L_clip + the weighted terms of `losses.registry` (w_hn·L_hn + w_hp·L_hp + α·L_imc +
+β·L_cmr; docs/reference.md, Losses)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import nn
 
+from hf_hardpos.training.losses import registry
 from hf_hardpos.training.losses.batch import EmbeddingBatch, Slots
-from hf_hardpos.training.options import one_of
-from hf_hardpos.training.losses.cmr import CMRLoss
 from hf_hardpos.training.losses.contrastive import ContrastiveLoss
-from hf_hardpos.training.losses.hard_negative import HardNegativeLoss
-from hf_hardpos.training.losses.hard_positive import HARD_POSITIVE_MODES, HardPositiveLoss
-from hf_hardpos.training.losses.imc import IMC_FORMS, IMCLoss
 
 __all__ = ["HardPosObjective"]
 
@@ -39,93 +35,70 @@ class HardPosObjective(nn.Module):
     is normalised so that the DDP-averaged gradient equals the single-process full-batch gradient. Each
     process's returned values average (over processes) to the global-batch values.
 
+    The weighted terms and what they read come from `losses.registry.TERMS`; this class names none of them.
+
     State: with CMR on, ``state_dict()`` holds the thresholds (``terms.cmr.threshold_<type>``) and the epoch
     they belong to (``terms.cmr.threshold_epoch``); save it with checkpoints and ``load_state_dict`` it on
     resume. Thresholds only move in ``train()`` mode; :meth:`start_epoch` and
     :meth:`apply_pending` are the trainer's hooks (epoch start, optimiser step).
 
     Args:
-        hard_negative_weight, hard_positive_weight, imc_weight, cmr_weight: w_hn, w_hp, α, β.
-        cmr_upper_bound: u, the clamp on the CMR thresholds (logit scale; the paper's best is 10).
         negative_types: names of the hard-negative slots, in the order of ``negative_embeds[:, k]``
-            (e.g. ``("hard_negative_replace", "hard_negative_swap")``); CMR keeps one threshold per type
-            and then needs exactly these slots. The other terms take any number of slots per row.
+            (e.g. ``("hard_negative_replace", "hard_negative_swap")``); a term reading typed negatives (CMR
+            keeps one threshold per type) then needs exactly these slots. The other terms take any number
+            of slots per row.
         gather_across_processes: gather the global batch under data parallelism.
-        hard_positive_mode: ``"contrastive"`` (SVLC-style) or ``"ranking"`` (CE over [c_p, c_n]).
         contrastive_hard_negatives: hard negatives as contrastive columns; None: when another term uses them.
-        imc_form: ``"paper"`` (CE-CLIP eq. 3) or ``"released_code"`` (CE-CLIP's released IMC), see `IMCLoss`.
+        **term_settings: each registered term's weight and options (`losses.registry.TERMS`), e.g.
+            ``hard_negative_weight, hard_positive_weight, imc_weight, cmr_weight`` (w_hn, w_hp, alpha, beta),
+            ``hard_positive_mode`` (``"contrastive"``, SVLC-style, or ``"ranking"``, CE over [c_p, c_n]),
+            ``imc_form`` (``"paper"``, CE-CLIP eq. 3, or ``"released_code"``, see `IMCLoss`) and
+            ``cmr_upper_bound`` (u, the clamp on the CMR thresholds, logit scale; the paper's best is 10).
+            One not given takes the registry's default.
     """
 
     def __init__(
         self,
         *,
-        hard_negative_weight: float = 1.0,
-        hard_positive_weight: float = 1.0,
-        imc_weight: float = 0.0,
-        cmr_weight: float = 0.0,
-        cmr_upper_bound: float = 10.0,
         negative_types: Sequence[str] = ("hard_negative",),
         gather_across_processes: bool = True,
-        hard_positive_mode: Literal["contrastive", "ranking"] = "contrastive",
         contrastive_hard_negatives: bool | None = None,
-        imc_form: Literal["paper", "released_code"] = "paper",
+        **term_settings: Any,
     ) -> None:
         super().__init__()
-        weights = {
-            "hard_negative_weight": hard_negative_weight,
-            "hard_positive_weight": hard_positive_weight,
-            "imc_weight": imc_weight,
-            "cmr_weight": cmr_weight,
-        }
-        for name, value in weights.items():
-            if not math.isfinite(float(value)) or float(value) < 0:
-                raise ValueError(f"{name} must be a finite number >= 0; got {value!r}")
-        one_of("hard_positive_mode", hard_positive_mode, HARD_POSITIVE_MODES)
-        one_of("imc_form", imc_form, IMC_FORMS)
+        settings = registry.settings_of({})
+        unknown = set(term_settings) - set(settings)
+        if unknown:
+            raise TypeError(f"HardPosObjective got unknown argument(s) {sorted(unknown)}; the loss terms take "
+                            f"{sorted(settings)}")
+        settings.update(term_settings)
+        registry.check_settings(settings)
         negative_types = tuple(negative_types)
         if len(set(negative_types)) != len(negative_types):
             raise ValueError(f"negative_types must be unique; got {negative_types}")
-        self.hard_negative_weight = float(hard_negative_weight)
-        self.hard_positive_weight = float(hard_positive_weight)
-        self.imc_weight = float(imc_weight)
-        self.cmr_weight = float(cmr_weight)
-        self.cmr_upper_bound = float(cmr_upper_bound)
+        settings = {name: float(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+                    for name, value in settings.items()}  # fmt: skip
+        for name, value in settings.items():  # self.hard_negative_weight, self.imc_form, ...
+            setattr(self, name, value)
+        self.settings = settings
         self.negative_types = negative_types
         self.gather_across_processes = gather_across_processes
-        self.hard_positive_mode = hard_positive_mode
-        self.imc_form = imc_form
 
-        terms_use_negatives = (
-            self.hard_negative_weight > 0
-            or self.imc_weight > 0
-            or self.cmr_weight > 0
-            or (self.hard_positive_weight > 0 and hard_positive_mode == "ranking")
-        )
-        self.contrastive_hard_negatives = (
-            terms_use_negatives if contrastive_hard_negatives is None else bool(contrastive_hard_negatives)
-        )
+        terms_use_negatives = registry.HARD_NEGATIVES in registry.inputs_read(settings)
+        self.contrastive_hard_negatives = registry.contrastive_reads_negatives(settings, contrastive_hard_negatives)
         self.uses_hard_negatives = terms_use_negatives or self.contrastive_hard_negatives
         if self.uses_hard_negatives and not negative_types:
             raise ValueError(
-                "this objective uses hard negatives (hard_negative_weight/imc_weight/cmr_weight > 0, ranking "
-                "hard positives or contrastive_hard_negatives) but negative_types is empty: name at least one "
-                "negative column"
+                "this objective uses hard negatives (a term reading them has a non-zero weight, or "
+                "contrastive_hard_negatives) but negative_types is empty: name at least one negative column"
             )
-        self.uses_hard_positives = self.hard_positive_weight > 0
+        self.uses_hard_positives = registry.HARD_POSITIVES in registry.inputs_read(settings)
         self.contrastive = ContrastiveLoss(use_hard_negatives=self.contrastive_hard_negatives)
-        # The active terms by name ("hn", "hp", "imc", "cmr"); a ModuleDict, so .to(device) moves the CMR
-        # thresholds and state_dict() carries them as "terms.cmr.threshold_<type>".
-        self.terms = nn.ModuleDict()
-        self._weights: dict[str, float] = {}
-        for name, weight, build in (
-            ("hn", self.hard_negative_weight, HardNegativeLoss),
-            ("hp", self.hard_positive_weight, lambda: HardPositiveLoss(mode=hard_positive_mode)),
-            ("imc", self.imc_weight, lambda: IMCLoss(form=imc_form)),
-            ("cmr", self.cmr_weight, lambda: CMRLoss(negative_types, upper_bound=cmr_upper_bound)),
-        ):
-            if weight > 0:
-                self.terms[name] = build()
-                self._weights[name] = weight
+        # The active terms by key ("hn", "hp", "imc", "cmr"); a ModuleDict, so .to(device) moves loss state
+        # (the CMR thresholds) and state_dict() carries it as "terms.<key>.<buffer>".
+        self.terms = nn.ModuleDict(registry.build_terms(settings, negative_types))
+        self._entries = {entry.key: entry for entry in registry.active_terms(settings)}
+        self._weights: dict[str, float] = {key: float(settings[entry.weight]) for key, entry in self._entries.items()}
 
     def forward(
         self,
@@ -147,20 +120,17 @@ class HardPosObjective(nn.Module):
         """
         if self.uses_hard_negatives and negative_embeds is None:
             raise ValueError(
-                "this objective uses hard negatives (hard_negative_weight/imc_weight/cmr_weight > 0 or "
-                "ranking hard positives) but no negative_embeds were given"
+                "this objective uses hard negatives (a term reading them has a non-zero weight, or "
+                "contrastive_hard_negatives) but no negative_embeds were given"
             )
         if self.uses_hard_positives and positive_embeds is None:
             raise ValueError(
-                f"hard_positive_weight={self.hard_positive_weight} but no positive_embeds were given; "
-                "pass them or set hard_positive_weight=0"
+                f"{', '.join(registry.weights_reading(self.settings, registry.HARD_POSITIVES))} > 0 but no "
+                "positive_embeds were given; pass them or set that weight to 0"
             )
-        num_types = len(self.negative_types)
-        if (
-            "cmr" in self.terms
-            and negative_embeds is not None
-            and negative_embeds.ndim == 3
-            and negative_embeds.shape[1] != num_types
+        typed = [key for key, entry in self._entries.items() if registry.TYPED_NEGATIVES in entry.reads_with(self.settings)]
+        if typed and negative_embeds is not None and negative_embeds.ndim == 3 and negative_embeds.shape[1] != len(
+            self.negative_types
         ):
             raise ValueError(
                 f"negative_embeds has {negative_embeds.shape[1]} slots per row but negative_types is "
@@ -179,7 +149,10 @@ class HardPosObjective(nn.Module):
             Slots.of("negative", negative_embeds, negative_mask),
             gather_across_processes=self.gather_across_processes,
         )
-        thresholds = self.terms["cmr"].threshold_dict() if "cmr" in self.terms else {}
+        state = {}  # loss state as this step uses it, before this step's update (the CMR thresholds)
+        for key, entry in self._entries.items():
+            if entry.state_log is not None:
+                state.update(entry.state_log(self.terms[key]))
         outputs: dict[str, Any] = {"loss_clip": self.contrastive(batch, logit_scale)}
         total = outputs["loss_clip"]
         for name, module in self.terms.items():
@@ -187,22 +160,16 @@ class HardPosObjective(nn.Module):
             outputs[f"loss_{name}"] = value
             total = total + self._weights[name] * value
         outputs = {"loss": total, **outputs}
-        outputs.update({f"cmr_threshold/{name}": value for name, value in thresholds.items()})
+        outputs.update(state)
         return outputs
 
     def get_config_dict(self) -> dict[str, Any]:
         """JSON-able settings of the objective and of each active term (for the model card)."""
         return {
-            "hard_negative_weight": self.hard_negative_weight,
-            "hard_positive_weight": self.hard_positive_weight,
-            "imc_weight": self.imc_weight,
-            "cmr_weight": self.cmr_weight,
-            "cmr_upper_bound": self.cmr_upper_bound,
+            **self.settings,
             "negative_types": list(self.negative_types),
             "gather_across_processes": self.gather_across_processes,
-            "hard_positive_mode": self.hard_positive_mode,
             "contrastive_hard_negatives": self.contrastive_hard_negatives,
-            "imc_form": self.imc_form,
             "terms": {
                 "clip": {"class": type(self.contrastive).__name__, **self.contrastive.get_config_dict()},
                 **{
@@ -212,21 +179,25 @@ class HardPosObjective(nn.Module):
             },
         }
 
+    def _stateful(self) -> list[nn.Module]:
+        """The active terms that keep loss state (`LossTerm.state`)."""
+        return [self.terms[key] for key, entry in self._entries.items() if entry.state is not None]
+
     def start_epoch(self, epoch: int) -> None:
         """Epoch-start hook: CMR thresholds go back to 0 unless they already belong to ``epoch`` (a resume)."""
-        if "cmr" in self.terms:
-            self.terms["cmr"].start_epoch(epoch)
+        for module in self._stateful():
+            module.start_epoch(epoch)
 
     def defer_state_updates(self, defer: bool = True) -> None:
         """With ``defer``, loss state (CMR thresholds) changes only in :meth:`apply_pending`, from the
         statistics of every forward call since the last one (one optimiser step under accumulation)."""
-        if "cmr" in self.terms:
-            self.terms["cmr"].defer_updates = bool(defer)
+        for module in self._stateful():
+            module.defer_updates = bool(defer)
 
     def apply_pending(self) -> None:
         """Optimiser-step hook: apply the loss-state statistics recorded since the last step."""
-        if "cmr" in self.terms:
-            self.terms["cmr"].apply_pending()
+        for module in self._stateful():
+            module.apply_pending()
 
     @property
     def citation(self) -> str:
