@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from ..errors import UserInputError
+from .training_args import AUTO_WORKERS
 
 __all__ = ["Recipe", "RecipeReport", "batch_layout", "read_arguments_file"]
 
@@ -52,6 +53,12 @@ class RecipeReport:
     notes: list[str] = field(default_factory=list)
 
 
+def _resolved_here(key: str, value: Any) -> bool:
+    """A recipe value that asks the machine for the number (`dataloader_num_workers: -1`): whatever it
+    resolved to on this machine is the recipe's choice, not a deviation."""
+    return key == "dataloader_num_workers" and value == AUTO_WORKERS
+
+
 @dataclass(frozen=True)
 class Recipe:
     """One recipe file: its identity, the global batch it was trained with, and its argument values."""
@@ -70,7 +77,7 @@ class Recipe:
         deviations = [
             f"`{key}`: {_show(arguments[key])} (recipe: {_show(value)})"
             for key, value in self.arguments.items()
-            if key in arguments and not _same(arguments[key], value)
+            if key in arguments and not _same(arguments[key], value) and not _resolved_here(key, value)
         ]
         max_steps = arguments.get("max_steps", -1) or -1
         if max_steps > 0 and "num_train_epochs" in self.arguments:
