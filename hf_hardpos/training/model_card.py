@@ -33,6 +33,7 @@ from ..evaluation.tasks import CAPTION_SELECTION, HARD_POSITIVE, WINOGROUND, ZER
 from ..evaluation.tables import metrics_table, render_table
 from ..evaluation.tasks.zeroshot_retrieval import RECALL_KS
 from ..evaluation.section import Section
+from .losses import registry
 from .recipe import RecipeReport, batch_layout
 from .run_facts import base_vs_tuned, compute_facts
 
@@ -366,15 +367,10 @@ def _citations(objective) -> list[str]:
     return entries
 
 
-def _training_signal(config: dict) -> str:
-    """What the objective trained on, in words, from its weights."""
-    negatives = bool(
-        config.get("hard_negative_weight")
-        or config.get("imc_weight")
-        or config.get("cmr_weight")
-        or config.get("contrastive_hard_negatives")
-    )
-    positives = bool(config.get("hard_positive_weight"))
+def _training_signal(terms: list[dict]) -> str:
+    """What the objective trained on, in words, from what its active terms read (`losses.registry`)."""
+    reads = {name for term in terms for name in term["reads"]}
+    negatives, positives = registry.HARD_NEGATIVES in reads, registry.HARD_POSITIVES in reads
     if negatives and positives:
         return "hard positives and hard negatives"
     if negatives:
@@ -384,18 +380,10 @@ def _training_signal(config: dict) -> str:
     return "the plain contrastive loss only (all hard-example weights 0)"
 
 
-def _loss_formula(config: dict) -> str:
-    parts = ["L_clip"]
-    for key, symbol in (
-        ("hard_negative_weight", "L_hn"),
-        ("hard_positive_weight", "L_hp"),
-        ("imc_weight", "L_imc"),
-        ("cmr_weight", "L_cmr"),
-    ):
-        weight = config.get(key)
-        if weight:
-            parts.append(f"{_fmt(float(weight))} * {symbol}")
-    return "`" + " + ".join(parts) + "`"
+def _loss_formula(terms: list[dict]) -> str:
+    """`L_clip + w * L_x + ...` over the active terms, each weighted as it was trained."""
+    return "`" + " + ".join(t["symbol"] if t["key"] == "clip" else f"{_fmt(t['weight'])} * {t['symbol']}"
+                            for t in terms) + "`"
 
 
 def _identity(args, card_data: HardPosModelCardData, model, model_name: str | None) -> dict[str, Any]:
@@ -531,8 +519,8 @@ def card_contents(
         eval_dataset_facts=eval_dataset_facts,
         objective_class=type(objective).__name__,
         objective_config=json.dumps(objective_config, indent=2, sort_keys=True, default=str),
-        loss_formula=_loss_formula(objective_config),
-        training_signal=_training_signal(objective_config),
+        loss_formula=_loss_formula(registry.describe(objective_config)),
+        training_signal=_training_signal(registry.describe(objective_config)),
         hyperparameters={k: _fmt(v) for k, v in non_default_hyperparameters(args).items()},
         training_log=training_log_table(trainer.state.log_history),
         versions=versions("peft", "accelerate", "huggingface_hub"),
