@@ -1,4 +1,4 @@
-"""Take the README's screenshot of a `hardpos report` page with headless Chromium.
+"""Take the screenshot of a `hardpos report` page that docs/reports.md shows with headless Chromium.
 
     hardpos demo --output-dir runs/demo          # writes runs/demo/report.html
     python docs/report_screenshot.py runs/demo/report.html --output docs/report-screenshot.png

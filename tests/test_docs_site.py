@@ -11,18 +11,13 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-DRAFT = ROOT / "docs" / "README_draft.md"  # the README to be, until it replaces README.md
 LINK = re.compile(r"\]\((?!https?://|#)([^)#\s]+)(?:#[^)]*)?\)")
 MAX_README_LINES = 300
-
-
-def _published_readme() -> Path:
-    return DRAFT if DRAFT.exists() else ROOT / "README.md"
+BASH_BLOCK = re.compile(r"^```bash\n(.*?)^```", re.M | re.S)
 
 
 def test_readme_is_short_and_its_links_resolve():
-    readme = _published_readme()
-    text = readme.read_text()
+    text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= MAX_README_LINES
     targets = LINK.findall(text)
     assert any(t.startswith("docs/") for t in targets), "the README links into no docs page"
@@ -30,6 +25,21 @@ def test_readme_is_short_and_its_links_resolve():
     assert [t for t in targets if not (ROOT / t).exists()] == []
     for command in ("hardpos demo", "hardpos eval", "hardpos train", "load_dataset(", "evaluate.load(", "HardPosTrainer("):
         assert command in text, command
+
+
+def _bash_blocks(text: str) -> list[list[str]]:
+    return [[line for line in block.splitlines() if line.strip()] for block in BASH_BLOCK.findall(text)]
+
+
+def test_the_two_commands_at_the_top_are_the_main_job_and_what_ci_runs():
+    first, second = _bash_blocks((ROOT / "README.md").read_text())[:2]
+    # 1. the main job on a fresh machine: install, then `hardpos demo`, one line
+    assert len(first) == 1 and first[0].startswith("pip install ") and "hardpos demo" in first[0]
+    # 2. install, test and build the docs: .ci/run runs these lines verbatim, in this order, after its exports
+    assert second[-1].startswith("pip install ") and second[-1].endswith("python -m pytest -q && mkdocs build --strict")
+    ci_lines = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
+    assert ci_lines[-len(second):] == second
+    assert all(line.startswith(("set ", "cd ", "export ")) for line in ci_lines[:-len(second)])
 
 
 def test_every_docs_page_is_in_the_navigation():
