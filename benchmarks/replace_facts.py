@@ -1,4 +1,4 @@
-"""Facts about the upstream REPLACE files that the README quotes, computed here rather than typed.
+"""Facts about the upstream REPLACE files that the docs quote (docs/datasets.md), computed here rather than typed.
 
     python benchmarks/replace_facts.py --upstream-dir hard_positives
 

@@ -177,7 +177,7 @@ def test_evaluate_dataset_matches_metrics_of_naive_scores(model_and_processor):
 def test_default_precision_is_fp32_and_bf16_is_opt_in(model_and_processor):
     """bf16 autocast on CPU moves scores a little; the number of rows whose outcome flips is printed.
 
-    Run `pytest -s -k bf16 tests/test_scoring.py` to see the count quoted in the README (--dtype).
+    Run `pytest -s -k bf16 tests/test_scoring.py` to see the count quoted in docs/evaluation.md (Precision).
     """
     from hf_hardpos.metrics import augmented_correct, brittle, original_correct
 

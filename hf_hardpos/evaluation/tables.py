@@ -13,7 +13,7 @@ from ..text_escaping import markdown_cell
 
 SCORE_NAMES = ("mean_original_score", "mean_negative_score", "mean_positive_score")
 
-# How every rate in these tables was obtained; printed under each one (README "Metrics").
+# How every rate in these tables was obtained; printed under each one (docs/metrics.md).
 TIE_RULE = "strict inequalities: a tie is never correct and never brittle"
 
 
