@@ -120,23 +120,40 @@ def _form(rng: np.random.Generator, slot: str, concept: str) -> str:
     return forms[int(rng.choice(len(forms), p=form_probabilities(len(forms))))]
 
 
-def _phrase(rng: np.random.Generator, obj: SceneObject) -> ObjectPhrase:
-    return ObjectPhrase(**{slot: _form(rng, slot, getattr(obj, slot)) for slot in ATTRIBUTE_SLOTS})
+def _common(slot: str, concept: str) -> str:
+    """The common surface form of `concept`: the word a careful annotator writes."""
+    return surface_forms(slot, concept)[0]
+
+
+def _phrase(obj: SceneObject) -> ObjectPhrase:
+    return ObjectPhrase(**{slot: _common(slot, getattr(obj, slot)) for slot in ATTRIBUTE_SLOTS})
+
+
+def reading_order(scene: Scene) -> tuple[int, int]:
+    """The two objects in reading order: the left one first, or the upper one when they are stacked."""
+    return (0, 1) if scene.relation_between(0, 1) in ("left", "above") else (1, 0)
 
 
 def describe(scene: Scene, rng: np.random.Generator, *, conjunction: bool) -> Caption:
-    """A precise true caption of `scene`: "X and Y" or "X <relation> Y", every attribute said."""
-    order = (0, 1) if rng.random() < 0.5 else (1, 0)
-    first, second = (_phrase(rng, scene.objects[k]) for k in order)
+    """A precise true caption of `scene`, every attribute said in its common word.
+
+    "X and Y" lists the objects in reading order (`reading_order`); "X <relation> Y" takes either
+    object as its subject.
+    """
     if conjunction:
-        return Caption(first, second)
-    return Caption(first, second, _form(rng, RELATION_SLOT, _relation(scene, order)))
+        return Caption(*(_phrase(scene.objects[k]) for k in reading_order(scene)))
+    order = (0, 1) if rng.random() < 0.5 else (1, 0)
+    first, second = (_phrase(scene.objects[k]) for k in order)
+    return Caption(first, second, _common(RELATION_SLOT, _relation(scene, order)))
 
 
 def describe_alt_text(scene: Scene, rng: np.random.Generator, style: AltTextStyle = ALT_TEXT) -> Caption:
     """An under-specified true caption of `scene`, written as web alt-text is (`AltTextStyle`)."""
     order = (0, 1) if rng.random() < 0.5 else (1, 0)
     named = order[:1] if rng.random() < style.one_object else order
+    joined_by_relation = rng.random() < style.relation
+    if len(named) == 2 and not joined_by_relation:
+        named = reading_order(scene)
     phrases = [
         ObjectPhrase(
             size=_form(rng, "size", scene.objects[k].size) if rng.random() < style.size else None,
@@ -147,7 +164,7 @@ def describe_alt_text(scene: Scene, rng: np.random.Generator, style: AltTextStyl
     ]
     if len(phrases) == 1:
         return Caption(phrases[0])
-    if rng.random() < style.relation:
+    if joined_by_relation:
         return Caption(phrases[0], phrases[1], _form(rng, RELATION_SLOT, _relation(scene, order)))
     return Caption(phrases[0], phrases[1])
 
@@ -211,7 +228,7 @@ def replace_negative(caption: Caption, slot: Slot, rng: np.random.Generator) -> 
     """Replace the concept in `slot` by a different concept (in one of its surface forms)."""
     current = concept_of(slot.name, slot_value(caption, slot))
     other = str(rng.choice(sorted(c for c in SLOT_LEXICONS[slot.name] if c != current)))
-    return _set(caption, slot, _form(rng, slot.name, other))
+    return _set(caption, slot, str(rng.choice(surface_forms(slot.name, other))))
 
 
 def swap_positive(caption: Caption) -> Caption:
