@@ -12,6 +12,15 @@ Two writers: `describe` writes the precise captions of the fine-tuning and evalu
 objects, every attribute), `describe_alt_text` the under-specified pretraining captions that play
 the part of web alt-text (`AltTextStyle`).
 
+Why the words are chosen as they are (the mechanism of Kamath et al. 2024, made able to act; README,
+"The embedded demo"): alt-text writes each concept's rarer synonyms at Zipf frequencies, so the
+pretrained model half-knows them; precise captions use the common word, as careful annotators do;
+a REPLACE hard negative draws its new word from the whole word list (uniformly over the new concept's
+surface forms), as a rule or a generator does, so rare words are over-represented in negatives; a
+REPLACE hard positive is a synonym, hence a rarer word. A model trained on hard negatives alone is
+thus rewarded for scoring rare words down, and takes the hard positives down with the negatives.
+"X and Y" captions list the objects in reading order (`reading_order`), as people describe scenes.
+
 `caption_matches(scene, text)` parses a caption string back and checks it against the drawn scene
 (relations from the drawn positions). It shares only the lexicon with the writers, so tests use it
 to prove that hard negatives contradict the image and hard positives (and alt-text) describe it.
@@ -225,7 +234,8 @@ def replace_positive(caption: Caption, slot: Slot, rng: np.random.Generator) -> 
 
 
 def replace_negative(caption: Caption, slot: Slot, rng: np.random.Generator) -> Caption:
-    """Replace the concept in `slot` by a different concept (in one of its surface forms)."""
+    """Replace the concept in `slot` by a different concept, in one of its surface forms drawn uniformly
+    (a rule picks from the word list; it does not know which synonym is rare)."""
     current = concept_of(slot.name, slot_value(caption, slot))
     other = str(rng.choice(sorted(c for c in SLOT_LEXICONS[slot.name] if c != current)))
     return _set(caption, slot, str(rng.choice(surface_forms(slot.name, other))))

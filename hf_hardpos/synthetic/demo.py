@@ -104,7 +104,6 @@ class DemoConfig:
     finetune_examples: int = 2_048
     finetune_epochs: float = 5.0  # the paper's fine-tuning recipe: 5 epochs
     finetune_learning_rate: float = 2e-3
-    hard_positive_mode: str = "contrastive"  # `HardPositiveLoss` mode of the variants with hard positives
     eval_examples: int = 300  # per eval set: REPLACE attributes, REPLACE relations, SWAP
     batch_size: int = 128
     weight_decay: float = 0.1
@@ -338,7 +337,6 @@ def _train(model, processor, dataset, variant: Variant, seed: int, output_dir: P
         output_dir=str(output_dir),
         hard_negative_weight=variant.hard_negative_weight,
         hard_positive_weight=variant.hard_positive_weight,
-        hard_positive_mode=config.hard_positive_mode,
         positive_columns=list(columns.FINETUNE_POSITIVE_COLUMNS) if uses_positives else [],
         negative_columns=list(columns.FINETUNE_NEGATIVE_COLUMNS) if uses_negatives else [],
         per_device_train_batch_size=batch_size,

@@ -60,6 +60,7 @@ class StageLog:
             yield
             return
         began, stop = self.clock(), threading.Event()
+        self.last = max(self.last, began)  # a stage's first heartbeat comes `interval` after it starts
 
         def beat() -> None:
             while not stop.wait(min(1.0, self.interval / 4)):
@@ -83,7 +84,8 @@ class TrainingLines(TrainerCallback):
         self.label = label
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.stage_log.enabled and self.stage_log.quiet_for() >= self.stage_log.interval:
+        # Half the heartbeat's interval, so that a training stage says its step rather than "still running".
+        if self.stage_log.enabled and self.stage_log.quiet_for() >= self.stage_log.interval / 2:
             losses = [entry["loss"] for entry in state.log_history if "loss" in entry]
             loss = f", loss {losses[-1]:.3f}" if losses else ""
             self.stage_log(f"[{self.label}] step {state.global_step}/{state.max_steps}{loss}")
