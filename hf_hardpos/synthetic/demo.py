@@ -13,8 +13,10 @@ the whole pipeline for real, with the same code a user runs on COCO and Visual G
    `hp+hn` and, with the sweep, paper Table 3's `hn_weight=w` (HP weight 1, HN weight w;
    `hn_weight=1` *is* the `hp+hn` run, reported under both names);
 4. evaluate each model on synthetic REPLACE (attributes, relations) and SWAP with the package's
-   scorer and metrics, aggregate over seeds, print the tables, write `results.json`,
-   `run_info.json`, `results.md` and (with matplotlib) `results.png`.
+   scorer and metrics, aggregate over seeds, print the tables and the paper's controlled
+   comparisons (`findings`: hp+hn vs hn, hn vs contrastive), write `results.json`,
+   `run_info.json`, `results.md` and (with matplotlib) `results.png`; then `compare.md` and
+   `report.html` through the package's own suite, compare and report (`run_report`).
 
 Seeds vary the fine-tuning data sample and order; the evaluation sets are fixed (`EVAL_SEED`) so
 variants and seeds are compared on the same rows. Nothing here looks at the outcome: the world, the
@@ -29,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import logging
 import os
 import platform
 import sys

@@ -80,9 +80,11 @@ def _pages(output_dir: Path, runs: dict, seed: int, log: Callable[[str], None]) 
     sections = [
         f"# The demo's controlled comparisons (seed {seed}'s models, `hardpos compare`)",
         "",
-        "Each table compares two fine-tunes from the same pretrained model on the same captions that differ in "
-        "one loss term; the row `B - A` carries the paired tests over images. The spread over seeds of the same "
-        "differences is in results.md.",
+        (
+            "Each table compares two fine-tunes from the same pretrained model on the same captions that differ in "
+            "one loss term; the row `B - A` carries the paired tests over images. The spread over seeds of the same "
+            "differences is in results.md."
+        ),
     ]
     for a, b, title in COMPARISONS:
         sections += ["", f"## {b} vs {a}: {title}", "", render(compare_runs([runs[a], runs[b]]), "markdown")]
