@@ -93,8 +93,17 @@ def test_demo_writes_a_report_and_a_comparison_from_its_own_eval_folders(quick_d
     assert "data:image/png;base64," in page
     saved = json.loads((quick_demo / "eval" / "hp+hn" / "replace" / "metrics.json").read_text())
     assert f"{100 * saved['aggregates'][REPLACE_POOLED]['brittleness']:.1f}" in page
-    rows = [line.split("|")[1].strip() for line in (quick_demo / "compare.md").read_text().splitlines() if line.startswith("| ")]
-    assert {"pretrained", "hp+hn/seed-1 - pretrained"} <= set(rows)
+    rows = [line.split("|")[1:-1] for line in (quick_demo / "compare.md").read_text().splitlines() if line.startswith("| ")]
+    names = [row[0].strip() for row in rows]
+    # The paper's controlled comparisons only: hp+hn - hn and hn - contrastive, never against the pretrained model.
+    assert [n for n in names if " - " in n] == ["hp+hn/seed-1 - hn/seed-1", "hn/seed-1 - contrastive/seed-1"]
+    assert not any("pretrained" in n for n in names)
+    info = json.loads((quick_demo / "run_info.json").read_text())["per_seed"]
+    by_name = {n: row for n, row in zip(names, rows)}
+    for variant in ("contrastive", "hn", "hp+hn"):  # the suite's rows are the demo's own evaluation of the model
+        shown = by_name[f"{variant}/seed-1"][1:]
+        measured = [info[variant]["1"][d][m] for d in ("replace", "swap") for m in report.RATE_METRICS]
+        assert [float(c) for c in shown] == pytest.approx([100 * v for v in measured], abs=0.051)
 
 
 def test_saved_models_reproduce_the_reported_metrics(quick_demo):
@@ -177,24 +186,74 @@ def _run(brittle: float, orig: float = 0.6) -> dict:
     return {"replace": dict(entry), "swap": dict(entry)}
 
 
-def test_seed_aggregation_and_findings():
-    per_seed = {
-        "contrastive": {0: _run(0.2, orig=0.5), 1: _run(0.2, orig=0.6)},
-        "hn": {0: _run(0.3, orig=0.8), 1: _run(0.1, orig=0.8)},
-        "hp+hn": {0: _run(0.2), 1: _run(0.2)},
-    }
+def test_seed_aggregation_and_tables():
+    per_seed = {"hn": {0: _run(0.3, orig=0.8), 1: _run(0.1, orig=0.8)}}
     summary = report.mean_over_seeds(per_seed["hn"])
     assert summary["replace"]["brittleness"] == pytest.approx(0.2)
     assert summary["replace"]["brittleness_std"] == pytest.approx(0.1414213, rel=1e-5)
     assert summary["replace"]["num_seeds"] == 2 and summary["replace"]["num_examples"] == 10
-    assert report.brittleness_comparison(per_seed, "replace") == (1, 2)
-    results = {name: report.mean_over_seeds(runs) for name, runs in per_seed.items()}
-    effect = report.hard_negative_effect(results, "swap")
-    assert effect["gain"] == pytest.approx(0.25) and effect["twice_larger_std"] == pytest.approx(0.1414213, rel=1e-5)
-    rates = _table_rows(report.format_tables(results, per_seed, (0, 1), 10, markdown=True))
+    rates = _table_rows(report.format_tables({"hn": summary}, (0, 1), 10, markdown=True))
     assert rates["hn"][2] == "20.0 ± 14.1"  # REPLACE brittleness: mean ± sample std over the two seeds
     with pytest.raises(ValueError, match="no runs"):
         report.mean_over_seeds({})
+
+
+def test_controlled_comparisons_are_the_papers_with_seed_spread_and_paired_bootstrap():
+    """hp+hn vs hn and hn vs contrastive, never against the pretrained model; each with both measures."""
+    from hf_hardpos.synthetic import findings
+
+    rng = np.random.default_rng(0)
+    rows, groups = 60, np.repeat(np.arange(30), 2)  # two rows per image
+    variants = ("pretrained", "contrastive", "hn", "hp+hn")
+    outcomes = {
+        v: {s: {d: {r: rng.random(rows) < 0.3 + 0.1 * k for r in report.RATE_METRICS} for d in ("replace", "swap")}
+            for s in (0, 1)}
+        for k, v in enumerate(variants)
+    }  # fmt: skip
+    results = {
+        v: report.mean_over_seeds({
+            s: {d: {**{r: float(np.mean(o[d][r])) for r in report.RATE_METRICS},
+                    **dict.fromkeys(report.SCORE_METRICS, 0.5), "num_examples": rows} for d in o}
+            for s, o in runs.items()
+        })
+        for v, runs in outcomes.items()
+    }  # fmt: skip
+    records = findings.compare(results, outcomes, {"replace": groups, "swap": groups})
+    assert {(r["a"], r["b"]) for r in records} == {("hn", "hp+hn"), ("contrastive", "hn")}
+    assert len(records) == 2 * 2 * 3  # two comparisons x (REPLACE, SWAP) x three rates
+    for r in records:
+        a, b = results[r["a"]][r["dataset"]], results[r["b"]][r["dataset"]]
+        metric = r["metric"]
+        assert r["difference"] == pytest.approx(b[metric] - a[metric])
+        assert r["twice_larger_std"] == pytest.approx(2 * max(a[f"{metric}_std"], b[f"{metric}_std"]))
+        assert r["clear"] == (abs(r["difference"]) > r["twice_larger_std"])
+        assert r["ci_low"] <= r["difference"] <= r["ci_high"]
+    # The interval resamples images: recompute one by hand (same seed, same draws as metrics.bootstrap_interval).
+    from hf_hardpos.metrics import bootstrap_interval
+
+    r = records[0]
+    per_row = [np.mean([outcomes[v][s][r["dataset"]][r["metric"]] for s in (0, 1)], axis=0) for v in (r["a"], r["b"])]
+    low, high = bootstrap_interval(per_row[1] - per_row[0], 1000, 0.95, 0, groups)
+    assert (r["ci_low"], r["ci_high"]) == pytest.approx((low, high))
+    lines = findings.format_comparisons(records, results)
+    assert not any("pretrained" in line for line in lines)
+
+
+def test_stage_log_speaks_during_a_silent_stage():
+    import time
+
+    from hf_hardpos.synthetic.stage_log import StageLog
+
+    lines = []
+    log = StageLog(lines.append, interval=0.05)
+    with log.stage("pretrain"):
+        time.sleep(0.4)
+    assert len(lines) >= 3 and all(line.startswith("[pretrain] ... still running") for line in lines)
+    quiet = StageLog(lines.append, enabled=False, interval=0.05)
+    before = len(lines)
+    with quiet.stage("pretrain"):
+        time.sleep(0.2)
+    assert len(lines) == before  # progress bars on a terminal: no heartbeat lines over them
 
 
 def test_intervals_bootstrap_images_of_the_seed_mean():
@@ -214,14 +273,35 @@ def test_intervals_bootstrap_images_of_the_seed_mean():
     assert summary["swap"]["orig_acc_ci_low"] == summary["swap"]["orig_acc_ci_high"] == pytest.approx(0.5)
 
 
+def check_finding(results: dict) -> list[str]:
+    """What the demo's world shows on any seeds (issue 38), read from a results.json; returns the failures.
+
+    Asserted: on REPLACE, hp+hn is less brittle than hn and has higher augmented accuracy; hn has higher SWAP
+    original accuracy than contrastive; hn's oversensitivity (more brittle than contrastive on REPLACE, mean
+    s_p lowered with s_n, paper Table 2); each difference beyond twice the larger seed std. Not asserted: hp+hn
+    against hn on SWAP, which this world does not show clearly (README, "The embedded demo").
+    """
+
+    def gain(a, b, dataset, metric):  # b - a, and twice the larger seed std
+        entry_a, entry_b = results[a][dataset], results[b][dataset]
+        return entry_b[metric] - entry_a[metric], 2 * max(entry_a[f"{metric}_std"], entry_b[f"{metric}_std"])
+
+    checks = {
+        "REPLACE brittleness hn - hp+hn": gain("hp+hn", "hn", "replace", "brittleness"),
+        "REPLACE aug acc hp+hn - hn": gain("hn", "hp+hn", "replace", "aug_acc"),
+        "SWAP orig acc hn - contrastive": gain("contrastive", "hn", "swap", "orig_acc"),
+        "REPLACE brittleness hn - contrastive": gain("contrastive", "hn", "replace", "brittleness"),
+        "REPLACE mean s_p contrastive - hn": gain("hn", "contrastive", "replace", "mean_positive_score"),
+    }
+    return [f"{name}: {diff:+.3f} <= {twice:.3f}" for name, (diff, twice) in checks.items() if not diff > twice]
+
+
 @pytest.mark.slow
-def test_default_demo_fine_tuning_with_hard_negatives_measurably_works(tmp_path):
-    """The issue's check on the real default run: HN-only beats contrastive by > 2x the larger seed std."""
+def test_the_finding_holds_on_seeds_other_than_the_default(tmp_path):
+    """Issue 38's check with the CLI a user runs, on seeds the recipe was never looked at with."""
     from hf_hardpos.cli import main
 
-    assert main(["demo", "--output-dir", str(tmp_path), "--no-progress"]) == 0
-    results = json.loads((tmp_path / "results.json").read_text())
-    effects = [report.hard_negative_effect(results, d) for d in ("replace", "swap")]
-    assert any(e["gain"] > e["twice_larger_std"] for e in effects), effects
-    assert results["pretrained"]["replace"]["orig_acc"] < 0.8 and results["pretrained"]["swap"]["orig_acc"] < 0.8
-    assert (tmp_path / "results.png").is_file()
+    assert main(["demo", "--output-dir", str(tmp_path), "--no-progress", "--seeds", "5", "6"]) == 0
+    assert check_finding(json.loads((tmp_path / "results.json").read_text())) == []
+    info = json.loads((tmp_path / "run_info.json").read_text())
+    assert {(r["a"], r["b"]) for r in info["comparisons"]["records"]} == {("hn", "hp+hn"), ("contrastive", "hn")}

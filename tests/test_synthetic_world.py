@@ -231,3 +231,34 @@ def test_tokenizer_built_on_the_corpus_covers_every_caption_word(tmp_path):
                     ids = tokenizer(text)["input_ids"]
                     assert len(ids) == len(text.split()) + 2, text
     assert words_seen <= set(vocabulary())
+
+
+def test_precise_captions_use_common_words_and_list_in_reading_order():
+    """The fine-tuning and evaluation captions are written as an annotator writes: the common word of every
+    concept, and "X and Y" left to right (top to bottom when stacked); only the hard positives use synonyms."""
+    for kind in ("finetune", "swap", "replace-attributes", "replace-relations"):
+        for scene, row in sample_examples(kind, 200, seed=8):
+            caption = cap.parse_caption(row[columns.CAPTION])
+            for phrase in (caption.first, caption.second):
+                for slot in cap.ATTRIBUTE_SLOTS:
+                    assert getattr(phrase, slot) == cap.surface_forms(slot, phrase.concept(slot))[0], row
+            if caption.relation is not None:
+                assert caption.relation == cap.surface_forms("relation", cap.concept_of("relation", caption.relation))[0]
+            else:
+                first = scene.objects[cap.reading_order(scene)[0]]
+                assert caption.first.describes(first) and scene.relation_between(*cap.reading_order(scene)) in ("left", "above")
+
+
+def test_replace_negatives_draw_the_new_word_from_the_whole_word_list():
+    """A rule-made negative picks the replacement among all surface forms of the new concept (uniformly), not
+    at caption frequencies: rare synonyms are as common in negatives as common words."""
+    rare = total = expected = 0
+    for _, row in sample_examples("finetune", 1500, seed=9):
+        original, negative = (cap.parse_caption(row[c]) for c in (columns.CAPTION, columns.HARD_NEGATIVE_REPLACE))
+        (slot,) = cap.changed_slots(original, negative)
+        word = cap.slot_value(negative, slot)
+        forms = cap.surface_forms(slot.name, cap.concept_of(slot.name, word))
+        rare += word != forms[0]
+        expected += 1 - 1 / len(forms)  # uniform over the concept's forms; Zipf would give about 0.2
+        total += 1
+    assert abs(rare - expected) / total < 0.04 and rare / total > 0.45

@@ -113,12 +113,15 @@ def _start_model(training_args, examples: int | None, epochs: float | None) -> s
 def pretrain_start_model(models_dir: str | Path, examples: int, epochs: float, bars: bool) -> None:
     """Reuse or train the demo's pretrained model in `models_dir`, as `run_demo` runs its pretraining step
     (its thread count, library chatter silenced); what the child process of `_start_model` runs."""
-    from ..synthetic import demo
+    from ..synthetic import demo, runtime
+    from ..synthetic.stage_log import StageLog
 
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     config = _demo_config(examples, epochs)
-    with progress.configure(enabled=bars), demo._torch_threads(config.torch_threads), demo._quiet_libraries():
-        folder, reused = demo._pretrained_model(Path(models_dir), config, bars, logger.info)
+    log = StageLog(logger.info, enabled=not bars)  # a line at least every few seconds while it trains
+    with progress.configure(enabled=bars), runtime.torch_threads(config.torch_threads), runtime.quiet_libraries(), \
+            log.stage("pretrain"):
+        folder, reused = demo._pretrained_model(Path(models_dir), config, bars, log)
     logger.info("start model: %s %s", "reused" if reused else "trained and cached", folder)
 
 

@@ -12,6 +12,15 @@ Two writers: `describe` writes the precise captions of the fine-tuning and evalu
 objects, every attribute), `describe_alt_text` the under-specified pretraining captions that play
 the part of web alt-text (`AltTextStyle`).
 
+Why the words are chosen as they are (the mechanism of Kamath et al. 2024, made able to act; README,
+"The embedded demo"): alt-text writes each concept's rarer synonyms at Zipf frequencies, so the
+pretrained model half-knows them; precise captions use the common word, as careful annotators do;
+a REPLACE hard negative draws its new word from the whole word list (uniformly over the new concept's
+surface forms), as a rule or a generator does, so rare words are over-represented in negatives; a
+REPLACE hard positive is a synonym, hence a rarer word. A model trained on hard negatives alone is
+thus rewarded for scoring rare words down, and takes the hard positives down with the negatives.
+"X and Y" captions list the objects in reading order (`reading_order`), as people describe scenes.
+
 `caption_matches(scene, text)` parses a caption string back and checks it against the drawn scene
 (relations from the drawn positions). It shares only the lexicon with the writers, so tests use it
 to prove that hard negatives contradict the image and hard positives (and alt-text) describe it.
@@ -120,23 +129,40 @@ def _form(rng: np.random.Generator, slot: str, concept: str) -> str:
     return forms[int(rng.choice(len(forms), p=form_probabilities(len(forms))))]
 
 
-def _phrase(rng: np.random.Generator, obj: SceneObject) -> ObjectPhrase:
-    return ObjectPhrase(**{slot: _form(rng, slot, getattr(obj, slot)) for slot in ATTRIBUTE_SLOTS})
+def _common(slot: str, concept: str) -> str:
+    """The common surface form of `concept`: the word a careful annotator writes."""
+    return surface_forms(slot, concept)[0]
+
+
+def _phrase(obj: SceneObject) -> ObjectPhrase:
+    return ObjectPhrase(**{slot: _common(slot, getattr(obj, slot)) for slot in ATTRIBUTE_SLOTS})
+
+
+def reading_order(scene: Scene) -> tuple[int, int]:
+    """The two objects in reading order: the left one first, or the upper one when they are stacked."""
+    return (0, 1) if scene.relation_between(0, 1) in ("left", "above") else (1, 0)
 
 
 def describe(scene: Scene, rng: np.random.Generator, *, conjunction: bool) -> Caption:
-    """A precise true caption of `scene`: "X and Y" or "X <relation> Y", every attribute said."""
-    order = (0, 1) if rng.random() < 0.5 else (1, 0)
-    first, second = (_phrase(rng, scene.objects[k]) for k in order)
+    """A precise true caption of `scene`, every attribute said in its common word.
+
+    "X and Y" lists the objects in reading order (`reading_order`); "X <relation> Y" takes either
+    object as its subject.
+    """
     if conjunction:
-        return Caption(first, second)
-    return Caption(first, second, _form(rng, RELATION_SLOT, _relation(scene, order)))
+        return Caption(*(_phrase(scene.objects[k]) for k in reading_order(scene)))
+    order = (0, 1) if rng.random() < 0.5 else (1, 0)
+    first, second = (_phrase(scene.objects[k]) for k in order)
+    return Caption(first, second, _common(RELATION_SLOT, _relation(scene, order)))
 
 
 def describe_alt_text(scene: Scene, rng: np.random.Generator, style: AltTextStyle = ALT_TEXT) -> Caption:
     """An under-specified true caption of `scene`, written as web alt-text is (`AltTextStyle`)."""
     order = (0, 1) if rng.random() < 0.5 else (1, 0)
     named = order[:1] if rng.random() < style.one_object else order
+    joined_by_relation = rng.random() < style.relation
+    if len(named) == 2 and not joined_by_relation:
+        named = reading_order(scene)
     phrases = [
         ObjectPhrase(
             size=_form(rng, "size", scene.objects[k].size) if rng.random() < style.size else None,
@@ -147,7 +173,7 @@ def describe_alt_text(scene: Scene, rng: np.random.Generator, style: AltTextStyl
     ]
     if len(phrases) == 1:
         return Caption(phrases[0])
-    if rng.random() < style.relation:
+    if joined_by_relation:
         return Caption(phrases[0], phrases[1], _form(rng, RELATION_SLOT, _relation(scene, order)))
     return Caption(phrases[0], phrases[1])
 
@@ -208,10 +234,11 @@ def replace_positive(caption: Caption, slot: Slot, rng: np.random.Generator) -> 
 
 
 def replace_negative(caption: Caption, slot: Slot, rng: np.random.Generator) -> Caption:
-    """Replace the concept in `slot` by a different concept (in one of its surface forms)."""
+    """Replace the concept in `slot` by a different concept, in one of its surface forms drawn uniformly
+    (a rule picks from the word list; it does not know which synonym is rare)."""
     current = concept_of(slot.name, slot_value(caption, slot))
     other = str(rng.choice(sorted(c for c in SLOT_LEXICONS[slot.name] if c != current)))
-    return _set(caption, slot, _form(rng, slot.name, other))
+    return _set(caption, slot, str(rng.choice(surface_forms(slot.name, other))))
 
 
 def swap_positive(caption: Caption) -> Caption:

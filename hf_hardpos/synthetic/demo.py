@@ -13,8 +13,10 @@ the whole pipeline for real, with the same code a user runs on COCO and Visual G
    `hp+hn` and, with the sweep, paper Table 3's `hn_weight=w` (HP weight 1, HN weight w;
    `hn_weight=1` *is* the `hp+hn` run, reported under both names);
 4. evaluate each model on synthetic REPLACE (attributes, relations) and SWAP with the package's
-   scorer and metrics, aggregate over seeds, print the tables, write `results.json`,
-   `run_info.json`, `results.md` and (with matplotlib) `results.png`.
+   scorer and metrics, aggregate over seeds, print the tables and the paper's controlled
+   comparisons (`findings`: hp+hn vs hn, hn vs contrastive), write `results.json`,
+   `run_info.json`, `results.md` and (with matplotlib) `results.png`; then `compare.md` and
+   `report.html` through the package's own suite, compare and report (`run_report`).
 
 Seeds vary the fine-tuning data sample and order; the evaluation sets are fixed (`EVAL_SEED`) so
 variants and seeds are compared on the same rows. Nothing here looks at the outcome: the world, the
@@ -29,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import logging
 import os
 import platform
 import sys
@@ -42,7 +43,10 @@ from typing import Any
 import numpy as np
 from transformers import PrinterCallback, ProgressCallback
 
-from hf_hardpos.synthetic import report
+from hf_hardpos.synthetic import findings, report
+from hf_hardpos.synthetic.run_report import write_run_report
+from hf_hardpos.synthetic.runtime import quiet_libraries, torch_threads
+from hf_hardpos.synthetic.stage_log import StageLog, TrainingLines
 
 # The evaluation sets are drawn once with this seed, whatever the training seeds are.
 EVAL_SEED = 1000
@@ -73,6 +77,8 @@ def sweep_variant(weight: float) -> Variant:
 
 # The tiny CLIP's architecture (keyword arguments of `build_tiny_clip`).
 _MODEL_FIELDS = ("image_size", "patch_size", "hidden_size", "projection_dim", "num_layers")
+# The modules whose source decides what the pretrained model sees and is (`world_digest`).
+_WORLD_MODULES = ("captions", "lexicon", "scene", "tiny_clip", "world")
 # Settings the pretrained model depends on; a cached one is reused only when all of them match.
 _PRETRAIN_FIELDS = (
     "pretrain_seed", "pretrain_examples", "pretrain_epochs", "pretrain_learning_rate", "pretrain_batch_size",
@@ -170,6 +176,7 @@ class DemoResult:
     config: DemoConfig = field(default_factory=DemoConfig)
     output_dir: Path | None = None
     chart: Path | None = None
+    comparisons: list[dict] = field(default_factory=list)  # `findings.compare`: the paper's controlled comparisons
 
 
 def run_demo(
@@ -189,21 +196,22 @@ def run_demo(
         raise ValueError("DemoConfig.seeds is empty: give at least one seed")
     if progress is None:
         progress = sys.stdout.isatty()
+    log = StageLog(log, enabled=not progress)
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
     wall, cpu = time.perf_counter(), time.process_time()
 
-    with _torch_threads(config.torch_threads), _quiet_libraries():
+    with torch_threads(config.torch_threads), quiet_libraries():
         from hf_hardpos.synthetic import world
 
-        with _timed(timings, "data"):
+        with _timed(timings, "data"), log.stage("data"):
             eval_sets = make_eval_sets(config.eval_examples, config.image_size)
         log(
             f"[data] synthetic eval sets: REPLACE attributes, REPLACE relations, SWAP, {config.eval_examples} rows each "
             f"(seed {EVAL_SEED}) in {timings['data']:.1f} s"
         )
-        with _timed(timings, "pretrain"):
+        with _timed(timings, "pretrain"), log.stage("pretrain"):
             pretrained_dir, reused = _pretrained_model(output_dir / "models", config, progress, log)
         log(
             f"[pretrain] {'reused the cached' if reused else 'trained the'} tiny CLIP at {pretrained_dir} "
@@ -211,19 +219,22 @@ def run_demo(
         )
         per_seed: dict[str, dict[int, dict[str, dict[str, float]]]] = {}
         outcomes: dict[str, dict[int, dict[str, dict[str, np.ndarray]]]] = {}
-        with _timed(timings, "evaluate pretrained"):
+        with _timed(timings, "evaluate pretrained"), log.stage("evaluate"):
             model, processor = _load(pretrained_dir)
             metrics, rows = evaluate_on_world(model, processor, eval_sets)
         per_seed[PRETRAINED], outcomes[PRETRAINED] = {config.pretrain_seed: metrics}, {config.pretrain_seed: rows}
         log(f"[evaluate] {PRETRAINED:<16} {_headline(metrics)}")
 
         for seed in config.seeds:
-            finetune_set = world.make_finetune_dataset(config.finetune_examples, seed, image_size=config.image_size)
+            with log.stage("data"):
+                finetune_set = world.make_finetune_dataset(config.finetune_examples, seed, image_size=config.image_size)
             for variant in config.variants():
+                label = f"fine-tune seed {seed} {variant.name}"
                 began = time.perf_counter()
                 folder = output_dir / "models" / variant.name / f"seed-{seed}"
-                model = _train(*_load(pretrained_dir), finetune_set, variant, seed, folder, config, progress)
-                metrics, rows = evaluate_on_world(model, processor, eval_sets)
+                with log.stage(label):
+                    model = _train(*_load(pretrained_dir), finetune_set, variant, seed, folder, config, progress, log)
+                    metrics, rows = evaluate_on_world(model, processor, eval_sets)
                 per_seed.setdefault(variant.name, {})[seed] = metrics
                 outcomes.setdefault(variant.name, {})[seed] = rows
                 timings[f"{variant.name} seed {seed}"] = time.perf_counter() - began
@@ -235,17 +246,19 @@ def run_demo(
         per_seed[alias], outcomes[alias] = per_seed[name], outcomes[name]
 
     results = {variant: report.mean_over_seeds(runs) for variant, runs in per_seed.items()}
+    groups = _image_groups(eval_sets)
     if config.bootstrap_samples:
-        groups = _image_groups(eval_sets)
         for variant, summary in results.items():
             report.add_intervals(summary, outcomes[variant], groups, config.bootstrap_samples)
+    comparisons = findings.compare(results, outcomes, groups)
     timings["total"] = time.perf_counter() - wall
     timings["total_cpu"] = time.process_time() - cpu
-    result = DemoResult(results, per_seed, timings, config, output_dir)
+    result = DemoResult(results, per_seed, timings, config, output_dir, comparisons=comparisons)
     _write(result, log)
-    log(report.format_tables(results, per_seed, config.seeds, config.eval_examples, bootstrap_samples=config.bootstrap_samples))
+    log(_tables(result, markdown=False))
     written = ["results.json", "results.md", "run_info.json"] + ([report.CHART_NAME] if result.chart else [])
-    written += _write_run_report(output_dir, eval_sets, config, log)
+    with log.stage("report"):
+        written += write_run_report(output_dir, eval_sets, config.seeds[0], EVAL_SEED, config.torch_threads, log)
     log(
         f"total {timings['total']:.1f} s wall, {timings['total_cpu']:.1f} s CPU (this process); "
         f"wrote {', '.join(written)} to {output_dir}"
@@ -253,7 +266,16 @@ def run_demo(
     return result
 
 
-def _pretrained_model(models_dir: Path, config: DemoConfig, progress: bool, log: Callable[[str], None]) -> tuple[Path, bool]:
+def _tables(result: DemoResult, markdown: bool) -> str:
+    """The tables of paper Tables 1-3 in miniature, then the controlled comparisons."""
+    config = result.config
+    tables = report.format_tables(
+        result.results, config.seeds, config.eval_examples, markdown=markdown, bootstrap_samples=config.bootstrap_samples
+    )
+    return "\n".join([tables, "", *findings.format_comparisons(result.comparisons, result.results)])
+
+
+def _pretrained_model(models_dir: Path, config: DemoConfig, progress: bool, log: StageLog) -> tuple[Path, bool]:
     """The pretrained tiny CLIP: reused from `models_dir` when its key matches, else built and trained.
 
     The key holds every pretraining setting and the versions the weights depend on, so a cached model
@@ -262,7 +284,7 @@ def _pretrained_model(models_dir: Path, config: DemoConfig, progress: bool, log:
     from hf_hardpos.provenance import digest_of
 
     folder = models_dir / PRETRAINED
-    key = {"settings": config.pretrain_settings(), "environment": _environment()}
+    key = {"settings": config.pretrain_settings(), "world": world_digest(), "environment": _environment()}
     key_file = folder / PRETRAIN_KEY_FILE
     if key_file.is_file() and (folder / "model.safetensors").is_file():
         try:
@@ -274,12 +296,21 @@ def _pretrained_model(models_dir: Path, config: DemoConfig, progress: bool, log:
 
     dataset = world.make_pretrain_dataset(config.pretrain_examples, config.pretrain_seed, image_size=config.image_size)
     log(f"[pretrain] {len(dataset)} image / alt-text pairs, {config.pretrain_epochs:g} epochs, batch {config.pretrain_batch_size}")
-    _pretrain(models_dir, dataset, config, progress)
+    _pretrain(models_dir, dataset, config, progress, log)
     key_file.write_text(json.dumps({"digest": digest_of(key), **key}, indent=2) + "\n")
     return folder, False
 
 
-def _pretrain(models_dir: Path, dataset, config: DemoConfig, progress: bool) -> None:
+def world_digest() -> str:
+    """sha256 over the source of the synthetic world and the tiny CLIP: a cached pretrained model is reused
+    only while the scenes, captions and architecture that trained it are unchanged."""
+    from hf_hardpos.provenance import sha256_files
+
+    folder = Path(__file__).parent
+    return sha256_files(sorted(folder / f"{name}.py" for name in _WORLD_MODULES), root=folder)
+
+
+def _pretrain(models_dir: Path, dataset, config: DemoConfig, progress: bool, log: StageLog) -> None:
     """Build the tiny CLIP and train it with the CLIP loss only; save it as a Hub-style folder."""
     from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
     from hf_hardpos.synthetic.world import tokenizer_corpus
@@ -287,12 +318,14 @@ def _pretrain(models_dir: Path, dataset, config: DemoConfig, progress: bool) -> 
     architecture = {name: getattr(config, name) for name in _MODEL_FIELDS}
     init_dir = build_tiny_clip(models_dir / "init", tokenizer_corpus(), seed=config.pretrain_seed, **architecture)
     variant = Variant(PRETRAINED, 0.0, 0.0)
-    _train(*_load(init_dir), dataset, variant, config.pretrain_seed, models_dir / PRETRAINED, config, progress)
+    _train(*_load(init_dir), dataset, variant, config.pretrain_seed, models_dir / PRETRAINED, config, progress, log)
 
 
-def _train(model, processor, dataset, variant: Variant, seed: int, output_dir: Path, config: DemoConfig, progress: bool):
+def _train(model, processor, dataset, variant: Variant, seed: int, output_dir: Path, config: DemoConfig, progress: bool,
+           log: StageLog):
     """Train `model` with `variant`'s loss weights (the pretraining is the variant named `PRETRAINED`),
-    save it to `output_dir` and return it. Only the caption columns the variant's loss reads are batched."""
+    save it to `output_dir` and return it. Only the caption columns the variant's loss reads are batched.
+    Off a terminal, `log` gets the step and loss every few seconds (`TrainingLines`)."""
     import torch
 
     from hf_hardpos import columns
@@ -325,6 +358,8 @@ def _train(model, processor, dataset, variant: Variant, seed: int, output_dir: P
     trainer = HardPosTrainer(model=model, args=args, train_dataset=dataset, processor=processor)
     # The demo prints one line per run; the Trainer's per-log dict lines would drown it.
     trainer.remove_callback(PrinterCallback)
+    label = "pretrain" if variant.name == PRETRAINED else f"fine-tune seed {seed} {variant.name}"
+    trainer.add_callback(TrainingLines(log, label))
     if progress:
         trainer.remove_callback(ProgressCallback)
         trainer.add_callback(_BarOnlyProgressCallback())
@@ -446,7 +481,7 @@ def _write(result: DemoResult, log: Callable[[str], None]) -> None:
     assert result.output_dir is not None
     out, config = result.output_dir, result.config
     (out / "results.json").write_text(json.dumps(result.results, indent=2) + "\n")
-    with _torch_threads(config.torch_threads):
+    with torch_threads(config.torch_threads):
         environment = _environment()
     info = {
         "config": dataclasses.asdict(config),
@@ -461,15 +496,12 @@ def _write(result: DemoResult, log: Callable[[str], None]) -> None:
             "ties": "strict comparisons: a tie is never correct and never brittle",
         },
         "aliases": config.aliases(),
+        "comparisons": {"method": findings.METHOD, "records": result.comparisons},
         "per_seed": {v: {str(s): m for s, m in runs.items()} for v, runs in result.per_seed.items()},
         "timings_seconds": {k: round(v, 2) for k, v in result.timings.items()},
     }
     (out / "run_info.json").write_text(json.dumps(info, indent=2) + "\n")
-    tables = report.format_tables(
-        result.results, result.per_seed, config.seeds, config.eval_examples, markdown=True,
-        bootstrap_samples=config.bootstrap_samples,
-    )
-    (out / "results.md").write_text(tables + "\n")
+    (out / "results.md").write_text(_tables(result, markdown=True) + "\n")
     try:
         result.chart = report.plot_results(result.results, out / report.CHART_NAME, config.seeds)
     except ImportError:
@@ -480,70 +512,6 @@ def _write(result: DemoResult, log: Callable[[str], None]) -> None:
         )
 
 
-REPORTED_VARIANT = "hp+hn"
-
-
-def _write_run_report(output_dir: Path, eval_sets: dict, config: DemoConfig, log: Callable[[str], None]) -> list[str]:
-    """`hardpos report` and `hardpos compare` on the demo, as a user would run them on their own evaluations.
-
-    The eval sets are saved as REPLACE- and SWAP-layout folders (`eval_data/`), the pretrained model and
-    the first seed's `hp+hn` model are scored on them by the package's suite (`eval/<model>/`, the output
-    folder of `hardpos eval --suite`), then `report.html` (the `hp+hn` model) and `compare.md` (both, with
-    the paired tests) are written. Returns the files written; without matplotlib, only `compare.md`.
-    """
-    import datasets
-
-    bars_were_on = datasets.is_progress_bar_enabled()
-    datasets.disable_progress_bars()  # "Creating parquet", "Generating test split": one line per stage instead
-    began = time.perf_counter()
-    try:
-        return _report_pages(output_dir, eval_sets, config, log)
-    finally:
-        if bars_were_on:
-            datasets.enable_progress_bars()
-        log(f"[report] {time.perf_counter() - began:.1f} s (not in the total below, which is the experiment's)")
-
-
-def _report_pages(output_dir: Path, eval_sets: dict, config: DemoConfig, log: Callable[[str], None]) -> list[str]:
-    """The body of `_write_run_report`, with the datasets progress bars off."""
-    from hf_hardpos import columns
-    from hf_hardpos.errors import UserInputError
-    from hf_hardpos.reporting.compare import compare_runs, render
-    from hf_hardpos.reporting.html import build_report
-    from hf_hardpos.reporting.runs import load_run
-    from ..evaluation.tasks import HARD_POSITIVE
-    from ..evaluation.suite import SuiteEntry, run_suite
-
-    data = output_dir / "eval_data"
-    layout = {"replace": {subset: f"replace_{subset}" for subset in columns.REPLACE_SUBSETS}, "swap": {"default": "swap"}}
-    for folder, configs in layout.items():
-        for config_name, name in configs.items():
-            eval_sets[name].to_parquet(str(data / folder / "data" / config_name / "test-00000-of-00001.parquet"))
-        (data / folder / "README.md").write_text("---\nconfigs:\n" + "".join(
-            f"- config_name: {c}\n  data_files:\n  - split: test\n    path: data/{c}/test-*.parquet\n" for c in configs
-        ) + f"---\nThe demo's synthetic {folder.upper()} set (seed {EVAL_SEED}).\n")
-    entries = [SuiteEntry(folder, str(data / folder), HARD_POSITIVE) for folder in layout]
-    models = {PRETRAINED: output_dir / "models" / PRETRAINED,
-              REPORTED_VARIANT: output_dir / "models" / REPORTED_VARIANT / f"seed-{config.seeds[0]}"}
-    runs = {}
-    with _torch_threads(config.torch_threads), _quiet_libraries():
-        for name, model in models.items():
-            run_suite(str(model), entries, output_dir=output_dir / "eval" / name, progress=False, log=lambda _: None)
-            runs[name] = load_run(output_dir / "eval" / name)
-    table = render(compare_runs(list(runs.values())), "markdown")
-    (output_dir / "compare.md").write_text(table + "\n")
-    try:
-        page = build_report(runs[REPORTED_VARIANT])
-    except UserInputError as err:  # matplotlib (the [demo] extra) is not installed
-        (output_dir / "report.html").unlink(missing_ok=True)
-        log(f"[report] no report.html: {err}")
-        return ["compare.md"]
-    (output_dir / "report.html").write_text(page, encoding="utf-8")
-    log(f"[report] {REPORTED_VARIANT} seed {config.seeds[0]} scored by the suite into {output_dir / 'eval'}; "
-        "report.html and compare.md (pretrained vs hp+hn, paired tests) read from there")
-    return ["compare.md", "report.html"]
-
-
 @contextlib.contextmanager
 def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
     began = time.perf_counter()
@@ -551,40 +519,6 @@ def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
         yield
     finally:
         timings[name] = time.perf_counter() - began
-
-
-@contextlib.contextmanager
-def _torch_threads(count: int) -> Iterator[None]:
-    """Run with `count` intra-op torch threads, restoring the caller's setting afterwards."""
-    import torch
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
-@contextlib.contextmanager
-def _quiet_libraries() -> Iterator[None]:
-    """Silence library chatter (PIL image-processor fallback, weight-loading bars) for a readable log."""
-    import transformers
-
-    previous = transformers.logging.get_verbosity()
-    datasets_logger = logging.getLogger("datasets")
-    previous_datasets = datasets_logger.level
-    bars_were_on = transformers.utils.logging.is_progress_bar_enabled()
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()  # "Loading weights", "Writing model shards"
-    datasets_logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        transformers.logging.set_verbosity(previous)
-        if bars_were_on:
-            transformers.utils.logging.enable_progress_bar()
-        datasets_logger.setLevel(previous_datasets)
 
 
 __all__ = [

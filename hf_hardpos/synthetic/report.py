@@ -136,35 +136,8 @@ def _table(results, variants, datasets, metrics, labels, percent, markdown) -> s
     return render_table(header, rows, markdown=markdown)
 
 
-def brittleness_comparison(
-    per_seed: Mapping[str, Runs], dataset: str
-) -> tuple[int, int] | None:
-    """(seeds where `hn` is more brittle than `hp+hn` on `dataset`, seeds compared); None without both."""
-    if "hn" not in per_seed or "hp+hn" not in per_seed:
-        return None
-    seeds = [s for s in per_seed["hn"] if s in per_seed["hp+hn"]]
-    more = sum(per_seed["hn"][s][dataset]["brittleness"] > per_seed["hp+hn"][s][dataset]["brittleness"] for s in seeds)
-    return more, len(seeds)
-
-
-def hard_negative_effect(results: Mapping[str, Mapping[str, Mapping[str, float]]], dataset: str) -> dict[str, float] | None:
-    """HN-only minus contrastive original accuracy on `dataset`, and twice the larger of their seed stds.
-
-    The issue's test that fine-tuning with hard negatives does something: the gain must exceed
-    `2 * max(std)`. None when either variant is missing.
-    """
-    if "hn" not in results or "contrastive" not in results:
-        return None
-    hn, plain = results["hn"][dataset], results["contrastive"][dataset]
-    return {
-        "gain": float(hn["orig_acc"] - plain["orig_acc"]),
-        "twice_larger_std": 2.0 * max(float(hn["orig_acc_std"]), float(plain["orig_acc_std"])),
-    }
-
-
 def format_tables(
     results: Mapping[str, Mapping[str, Mapping[str, float]]],
-    per_seed: Mapping[str, Runs],
     seeds: Sequence[int],
     eval_examples: int,
     markdown: bool = False,
@@ -209,21 +182,6 @@ def format_tables(
         SCORE_NOTE,
         _table(results, variants, ("replace", "swap"), SCORE_METRICS, ("s_c", "s_n", "s_p"), False, markdown),
     ]
-    findings = []
-    for dataset in ("replace", "swap"):
-        effect = hard_negative_effect(results, dataset)
-        if effect is not None and len(seeds) > 1:
-            verdict = "exceeds" if effect["gain"] > effect["twice_larger_std"] else "does NOT exceed"
-            findings.append(
-                f"{dataset.upper()}: HN-only minus contrastive orig acc = {100 * effect['gain']:+.1f} points, which "
-                f"{verdict} twice the larger seed std ({100 * effect['twice_larger_std']:.1f})."
-            )
-    for dataset in ("replace", "swap"):
-        counted = brittleness_comparison(per_seed, dataset)
-        if counted is not None:
-            findings.append(f"Seeds in which HN-only is more brittle than HP+HN on {dataset.upper()}: {counted[0]}/{counted[1]}.")
-    if findings:
-        parts += ["", *findings]
     return "\n".join(parts)
 
 
