@@ -12,7 +12,7 @@ Two writers: `describe` writes the precise captions of the fine-tuning and evalu
 objects, every attribute), `describe_alt_text` the under-specified pretraining captions that play
 the part of web alt-text (`AltTextStyle`).
 
-Why the words are chosen as they are (the mechanism of Kamath et al. 2024, made able to act; README,
+Why the words are chosen as they are (the mechanism of Kamath et al. 2024, made able to act; docs/demo.md,
 "The embedded demo"): alt-text writes each concept's rarer synonyms at Zipf frequencies, so the
 pretrained model half-knows them; precise captions use the common word, as careful annotators do;
 a REPLACE hard negative draws its new word from the whole word list (uniformly over the new concept's
@@ -105,7 +105,7 @@ class Slot:
 class AltTextStyle:
     """How often web-style alt-text says each thing; the pretraining captions are written with it.
 
-    Why these values: they were fixed up front from the analogy with web alt-text (README, "The
+    Why these values: they were fixed up front from the analogy with web alt-text (docs/demo.md, "The
     embedded demo") and never tuned on a fine-tuning result. Alt-text names the main subject and often
     leaves the rest out (`one_object`), always names the object (the shape noun), names its colour
     sometimes and its size more rarely, and rarely says where things are (`relation`). What a caption
