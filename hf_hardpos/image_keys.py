@@ -2,8 +2,7 @@
 
 Why by content: REPLACE repeats each Visual Genome image on ~2.3 rows and SWAP crops several boxes out
 of one image id, so neither the row nor the id says which pixels a row holds; equal bytes do. Each
-distinct image is then decoded and encoded once (`scoring.ITMScorer`), and a second model of the same
-run reuses the keys (`distinct_images`).
+distinct image is then decoded and encoded once (`scoring.ITMScorer`).
 """
 
 from __future__ import annotations
@@ -80,23 +79,12 @@ class _RecentImages:
             del self._seen[next(iter(self._seen))]  # the least recently stored
 
 
-# (dataset fingerprint, image column) -> its distinct images and each row's slot, for the last few datasets:
-# a run of several models (`--model A --model B`) reads the same rows once per model.
-_DISTINCT_IMAGES: dict[tuple[str, str], tuple[list[ImageSource], np.ndarray]] = {}
-_DISTINCT_IMAGES_KEPT = 8
-
-
 def distinct_images(dataset: Dataset, image_column: str) -> tuple[list[ImageSource], np.ndarray]:
     """The distinct images of `dataset` (by content) and, per row, the index of its image among them.
 
-    Found once per dataset and process when the images are stored in the dataset (bytes): its fingerprint
-    then names their content and every transform applied (what `datasets` itself trusts to reuse its cache
-    files), so a second model of the same run skips reading and keying them again. Images read from
-    files are keyed anew on every call: a file may be replaced in place.
+    Keyed on every call, not remembered per dataset: a dataset's `_fingerprint` is not unique enough to
+    stand for its content (two different local folders loaded in one process were seen to share one).
     """
-    memo_key = (dataset._fingerprint, image_column)
-    if memo_key in _DISTINCT_IMAGES:
-        return _DISTINCT_IMAGES[memo_key]
     image_ids = [str(v) for v in dataset[columns.IMAGE_ID]] if columns.IMAGE_ID in dataset.column_names else None
     key_to_slot: dict[str, int] = {}
     sources: list[ImageSource] = []
@@ -104,11 +92,9 @@ def distinct_images(dataset: Dataset, image_column: str) -> tuple[list[ImageSour
     images_only = dataset.select_columns([image_column])
     cells = (cell for batch in images_only.iter(batch_size=1024) for cell in batch[image_column])
     recent = _RecentImages()
-    from_files = False
     for row, value in enumerate(cells):  # streamed: never all image bytes in memory at once
         if value is None:
             raise ValueError(f"row {row} has no image (column {image_column!r} is null)")
-        from_files = from_files or recent.bytes_of(value) is None
         image_id = image_ids[row] if image_ids else None
         key = recent.key_of(image_id, value)
         if key is None:
@@ -118,9 +104,4 @@ def distinct_images(dataset: Dataset, image_column: str) -> tuple[list[ImageSour
             key_to_slot[key] = len(sources)
             sources.append(ImageSource(row, image_ids[row] if image_ids else str(row), key))
         image_slot[row] = key_to_slot[key]
-    if from_files:
-        return sources, image_slot
-    _DISTINCT_IMAGES[memo_key] = (sources, image_slot)
-    while len(_DISTINCT_IMAGES) > _DISTINCT_IMAGES_KEPT:
-        del _DISTINCT_IMAGES[next(iter(_DISTINCT_IMAGES))]
     return sources, image_slot

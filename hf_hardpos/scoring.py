@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -109,7 +109,8 @@ class _DistinctImages(torch.utils.data.Dataset):
     """Decodes and preprocesses the distinct images; runs inside DataLoader workers."""
 
     def __init__(self, dataset: Dataset, image_column: str, sources: list[ImageSource], image_processor):
-        self.dataset = dataset.select_columns([image_column])  # a worker reads a row's image, not its captions
+        # A worker reads a row's image, not its captions (another process's share arrives as a plain mapping).
+        self.dataset = dataset.select_columns([image_column]) if isinstance(dataset, Dataset) else dataset
         self.image_column = image_column
         self.sources = sources
         self.image_processor = image_processor
@@ -117,7 +118,17 @@ class _DistinctImages(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.sources)
 
-    def __getitem__(self, index: int) -> torch.Tensor:
+    def __getitem__(self, index: int) -> torch.Tensor | str:
+        """The image's pixels, or its one-line error as text: raised in a DataLoader worker, the error would
+        reach the main process as "Caught UserInputError in DataLoader worker process 0", its row lost
+        (`decoded_batches` raises it there instead)."""
+        try:
+            return self.pixels(index)
+        except UserInputError as err:
+            return str(err)
+
+    def pixels(self, index: int) -> torch.Tensor:
+        """The preprocessed pixels of source `index`; a damaged image raises one line naming its row."""
         source = self.sources[index]
         value = self.dataset[source.row][self.image_column]
         try:
@@ -127,6 +138,23 @@ class _DistinctImages(torch.utils.data.Dataset):
                 f"cannot read the image of row {source.row} (image_id={source.image_id!r}): {err}"
             ) from err
         return self.image_processor(images=image, return_tensors="pt")["pixel_values"][0]
+
+
+def _pixels_or_error(items: list[torch.Tensor | str]) -> torch.Tensor | str:
+    """A DataLoader batch: the stacked pixels, or the first image's error."""
+    errors = [item for item in items if isinstance(item, str)]
+    return errors[0] if errors else torch.stack(items)
+
+
+def decoded_batches(images: _DistinctImages, batch_size: int, num_workers: int, pin_memory: bool = False
+                    ) -> Iterator[torch.Tensor]:  # fmt: skip
+    """`images`' pixels, `batch_size` at a time, in order, decoded in `num_workers` DataLoader workers; a
+    damaged image stops the iteration with its one-line error, raised in the calling process."""
+    for batch in torch.utils.data.DataLoader(images, batch_size=batch_size, num_workers=num_workers,
+                                             pin_memory=pin_memory, collate_fn=_pixels_or_error):  # fmt: skip
+        if isinstance(batch, str):
+            raise UserInputError(batch)
+        yield batch
 
 
 # Precision name -> autocast dtype. "fp16-weights" casts the weights themselves to float16 (no autocast),
@@ -372,18 +400,15 @@ class ITMScorer:
     def _pixel_batches(self, dataset: Dataset, image_column: str, sources: list[ImageSource]) -> Iterable[torch.Tensor]:
         """Preprocessed pixels of `sources`, `batch_size` images at a time, in order (decoded in DataLoader
         workers). `pixel_store.SharedPixelScorer` serves pixels decoded earlier (for another model) instead."""
-        return torch.utils.data.DataLoader(
-            _DistinctImages(dataset, image_column, sources, self.processor.image_processor),
-            batch_size=self.batch_size,
-            num_workers=self.num_workers,
-            pin_memory=self.device.type == "cuda",
-        )
+        return decoded_batches(_DistinctImages(dataset, image_column, sources, self.processor.image_processor),
+                               self.batch_size, self.num_workers, pin_memory=self.device.type == "cuda")
 
     @torch.inference_mode()
     def _encode_images(self, dataset: Dataset, image_column: str, sources: list[ImageSource]) -> torch.Tensor:
         loader = self._pixel_batches(dataset, image_column, sources)
         chunks = []
-        for pixel_values in tqdm(loader, desc="Encoding images", disable=not self.progress, unit="batch"):
+        batches = -(-len(sources) // self.batch_size)
+        for pixel_values in tqdm(loader, desc="Encoding images", disable=not self.progress, unit="batch", total=batches):
             with self._numerics():
                 emb = _features(self.model.get_image_features(pixel_values=pixel_values.to(self.device, self.pixel_dtype)))
             chunks.append(torch.nn.functional.normalize(emb.float(), dim=-1).cpu())
