@@ -132,7 +132,7 @@ def throughput(batch_sizes: list[int], device: str, rows: int, hidden_size: int,
         if device.startswith("cuda"):
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
-        figures[f"batch_{batch_size}_seconds"] = f"{seconds:.2f}"
+        figures[f"batch_{batch_size}_seconds"] = f"{seconds:.3g}"
         figures[f"batch_{batch_size}_prompts_per_second"] = f"{rows / seconds:.1f}"
         print(f"batch {batch_size:>3}: {rows} prompts in {seconds:.2f} s = {rows / seconds:.1f} prompts/s ({device})")
     return figures

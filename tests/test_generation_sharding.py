@@ -12,6 +12,7 @@ import pytest
 
 from hf_hardpos import cli
 from hf_hardpos.errors import UserInputError
+from hf_hardpos.evaluation.output_folder import holder_path
 from hf_hardpos.generation.resumable import manifest_path
 from hf_hardpos.generation.sharding import check_world_size, merge_shards, shard_indices, shard_path
 
@@ -62,7 +63,8 @@ def test_two_processes_with_a_killed_rank_resume_to_every_index_exactly_once(tmp
     while _lines(shard1) < 500:
         assert first.poll() is None and time.monotonic() < deadline, first.stderr and first.stderr.read()
         time.sleep(0.02)
-    pid = int(shard1.with_name(shard1.name + ".lock").read_text())
+    holder = holder_path(shard1.with_name(shard1.name + ".lock")).read_text()  # "pid N on HOST since ..."
+    pid = int(holder.split()[1])
     os.kill(pid, signal.SIGKILL)  # rank 1 dies mid-run; torchrun then stops rank 0
     assert first.wait(timeout=120) != 0
     written_before = _lines(shard1)
