@@ -75,7 +75,7 @@ def recipe_arguments(recipe: str, output_dir: Path, device: str, overrides: dict
     known = {f for f in HardPosTrainingArguments.__dataclass_fields__}
     chosen = {k: v for k, v in settings.items() if k in known}
     chosen.update(output_dir=str(output_dir), report_to="none", disable_tqdm=True, use_cpu=device == "cpu",
-                  use_lora=False, **overrides)
+                  **overrides)
     if device == "cpu":  # AMP fp16 needs CUDA; the CPU measures the fp32 step
         chosen.update(fp16=False, bf16=False)
     return HardPosTrainingArguments(**chosen)
