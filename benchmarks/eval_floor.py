@@ -133,7 +133,7 @@ def main() -> None:
     settings = run_settings(work / "fp32")
     start = timed([sys.executable, "-c", IMPORTS])
     decode, images = decode_floor(models[0], dataset, workers)
-    forward = forward_floor(models[0], dataset, settings.get("batch_size", 64) if isinstance(settings, dict) else 64)
+    forward = forward_floor(models[0], dataset, settings["batch_size"])
     bound = 1.5 * (decode + forward) + start
     print(f"model {args.model}; device {args.device}; default workers {workers}")
     print(f"end to end {e2e:.2f} s | floor: decode {decode:.2f} s in {workers} processes + forward {forward:.2f} s "

@@ -48,7 +48,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
 
-def steps(upstream: Path | None, report: Path) -> dict[str, tuple[list[list[str]], int]]:
+def steps(upstream: Path | None) -> dict[str, tuple[list[list[str]], int]]:
     """Step name -> (its commands, its time limit in seconds)."""
     python = sys.executable
     upstream_flags = ["--upstream-dir", str(upstream)] if upstream else []
@@ -96,7 +96,8 @@ def main() -> int:
            "HARDPOS_GPU_REPORT": str(report), "PYTHONPATH": os.pathsep.join(
                [p for p in (os.environ.get("PYTHONPATH"), str(REPO)) if p])}
     began, figures = time.perf_counter(), {"device": torch.cuda.get_device_name()}
-    for name, (commands, limit) in steps(args.upstream_dir, report).items():
+    planned = steps(args.upstream_dir)
+    for name, (commands, limit) in planned.items():
         if name in args.skip:
             figures[name] = "skipped (--skip)"
             continue
@@ -112,7 +113,7 @@ def main() -> int:
     figures["total_s"] = f"{time.perf_counter() - began:.0f}"
     record("gpu_check", figures)
     return 0 if all(str(v).startswith(("ok", "skipped")) for k, v in figures.items()
-                    if k in steps(None, report)) else 1
+                    if k in planned) else 1
 
 
 if __name__ == "__main__":

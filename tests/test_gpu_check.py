@@ -14,9 +14,9 @@ sys.path.insert(0, str(BENCHMARKS))
 from gpu_check import run_step, steps  # noqa: E402
 
 
-@pytest.mark.parametrize("name", list(steps(None, Path("report.json"))))
+@pytest.mark.parametrize("name", list(steps(None)))
 def test_every_step_passes_only_options_its_script_knows(name):
-    commands, limit = steps(Path("upstream"), Path("report.json"))[name]
+    commands, limit = steps(Path("upstream"))[name]
     assert 0 < limit <= 300
     for command in commands:
         script = Path(command[1]) if command[1] != "-m" else None

@@ -205,10 +205,8 @@ def _run(args: argparse.Namespace, workers) -> int:
     from ..evaluation.suite import activation_comparison_suite_table, load_suite, run_suite
     from ..evaluation.suite_entry import single_entry
     from ..model_source import require_model_exists
-    from ..scoring import default_num_workers, pick_device
+    from ..scoring import pick_device
 
-    if args.num_workers is None:
-        args.num_workers = default_num_workers()
     check_run_options(args.batch_size, args.num_workers, args.max_rows, args.bootstrap)
     models = expand_models(args.model or [], args.models or [])
     pixels = _pixel_store(args, several=len(models) > 1 or bool(args.models))

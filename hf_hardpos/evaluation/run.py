@@ -28,11 +28,11 @@ from .report import EvaluationReport
 from .tasks.hard_positive import image_groups, score_eval_set
 
 
-def check_run_options(batch_size: int, num_workers: int, max_rows: int | None, bootstrap_samples: int = 0) -> None:
+def check_run_options(batch_size: int, num_workers: int | None, max_rows: int | None, bootstrap_samples: int = 0) -> None:
     """Refuse invalid numbers before anything is loaded (never silently replaced by a default)."""
     if batch_size < 1:
         raise UserInputError(f"--batch-size must be >= 1, got {batch_size}")
-    if num_workers < 0:
+    if num_workers is not None and num_workers < 0:  # None: the machine's default, resolved by the runner
         raise UserInputError(f"--num-workers must be >= 0, got {num_workers}")
     if max_rows is not None and max_rows < 1:
         raise UserInputError(f"--max-rows must be >= 1, got {max_rows}")

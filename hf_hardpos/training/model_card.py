@@ -465,6 +465,7 @@ def card_contents(
 
     objective = trainer.objective
     objective_config = objective.get_config_dict() if hasattr(objective, "get_config_dict") else {}
+    terms = registry.describe(objective_config)  # L_clip and every active term, as trained
     count_columns = [args.caption_column, *args.positive_columns, *args.negative_columns]
     train_datasets = []
     if trainer.train_dataset is not None and hasattr(trainer.train_dataset, "__len__"):
@@ -519,8 +520,8 @@ def card_contents(
         eval_dataset_facts=eval_dataset_facts,
         objective_class=type(objective).__name__,
         objective_config=json.dumps(objective_config, indent=2, sort_keys=True, default=str),
-        loss_formula=_loss_formula(registry.describe(objective_config)),
-        training_signal=_training_signal(registry.describe(objective_config)),
+        loss_formula=_loss_formula(terms),
+        training_signal=_training_signal(terms),
         hyperparameters={k: _fmt(v) for k, v in non_default_hyperparameters(args).items()},
         training_log=training_log_table(trainer.state.log_history),
         versions=versions("peft", "accelerate", "huggingface_hub"),
