@@ -123,7 +123,7 @@ class Section:
         flat: dict[str, float | int] = {}
         origin: dict[str, str] = {}
         for row, metrics in self.rows().items():
-            stem = f"{prefix}_{slug(set_name)}" + ("" if row == unnamed else f"_{slug(row)}")
+            stem = metric_stem(prefix, set_name, row, unnamed)
             for metric, value in metrics.items():
                 if isinstance(value, bool) or not isinstance(value, Real) or "_ci_" in metric:
                     continue  # descriptions (e.g. ARO's macro protocol), ranges and intervals are for tables, not the log
@@ -139,6 +139,12 @@ def slug(name: str) -> str:
     """A set or row name as it appears in a logged metric name: runs of characters other than letters,
     digits and `_ . @ -` become one `_` (`pooled(attributes,relations)` -> `pooled_attributes_relations`)."""
     return re.sub(r"[^A-Za-z0-9_.@-]+", "_", str(name)).strip("_")
+
+
+def metric_stem(prefix: str, set_name: str, row: str, unnamed: str | None) -> str:
+    """`{prefix}_<set>[_<row>]`, the start of every logged metric name of one row (the row left out when
+    it is the set's only, unnamed one): what `flat_metrics` logs, and what readers of a log look up."""
+    return f"{prefix}_{slug(set_name)}" + ("" if row == unnamed else f"_{slug(row)}")
 
 
 def _percent_bounds(row: dict[str, Any], rate: str) -> str:

@@ -27,7 +27,7 @@ import numpy as np
 from .. import columns
 from ..errors import UserInputError
 from ..evaluation.aggregation import describe, pooled_from_scores
-from ..evaluation.section import slug
+from ..evaluation.section import metric_stem
 from ..evaluation.tables import TIE_RULE, metrics_cells
 from ..metrics import brittle
 from ..provenance import describe_model
@@ -286,7 +286,7 @@ def _step_zero(run: Run, baselines: Sequence[Run]) -> tuple[dict[str, dict], str
             rows = {**bench.results, **bench.aggregates}
             only = next(iter(bench.results)) if len(bench.results) == 1 else None
             for row, metrics in rows.items():
-                stem = f"eval_{slug(bench.name)}" + ("" if row == only else f"_{slug(row)}")
+                stem = metric_stem("eval", bench.name, row, only)
                 if stem in stems:
                     found[stem] = metrics
         if found:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..evaluation.section import HARD_POSITIVE, Section, slug
+from ..evaluation.section import HARD_POSITIVE, Section, metric_stem
 from ..evaluation.tables import render_table
 from ..metrics import METRIC_NAMES
 
@@ -45,7 +45,7 @@ def base_vs_tuned(log_history: Sequence[Mapping[str, Any]], sections: Mapping[st
         unnamed = section.unnamed_row()
         for row, metrics in section.rows().items():
             label = set_name if row == unnamed else f"{set_name} / {row}"
-            stem = f"eval_{slug(set_name)}" + ("" if row == unnamed else f"_{slug(row)}")  # as `flat_metrics` logs it
+            stem = metric_stem("eval", set_name, row, unnamed)
             if start is not None:
                 base = {m: start[f"{stem}_{m}"] for m in METRIC_NAMES if f"{stem}_{m}" in start}
                 if base:
