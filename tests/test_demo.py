@@ -137,9 +137,11 @@ def test_same_command_gives_identical_results_json_and_readable_logs(quick_demo,
     command = [*QUICK, "--seeds", "1", "--output-dir", str(tmp_path)]
     (tmp_path / "results.png").write_bytes(b"a chart of some earlier run")
     assert main(command) == 0
-    out = capfd.readouterr().out
+    captured = capfd.readouterr()
+    out = captured.out
     assert not (tmp_path / "results.png").exists() and (tmp_path / "results.md").is_file()
     assert "\r" not in out  # off a terminal: one line per stage, no carriage-return bars
+    assert "[train " not in captured.err  # the trainer's own log lines would repeat the demo's step lines
     first = (tmp_path / "results.json").read_bytes()
     # Pretraining is deterministic too: the same settings trained the same weights in another folder.
     assert (tmp_path / WEIGHTS).read_bytes() == (quick_demo / WEIGHTS).read_bytes()

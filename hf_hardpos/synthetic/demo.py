@@ -41,12 +41,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from transformers import PrinterCallback, ProgressCallback
+from transformers import ProgressCallback
 
 from hf_hardpos.synthetic import findings, report
 from hf_hardpos.synthetic.run_report import write_run_report
 from hf_hardpos.synthetic.runtime import quiet_libraries, torch_threads
 from hf_hardpos.synthetic.stage_log import StageLog, TrainingLines
+from hf_hardpos.training.log_lines import LogLinesCallback
 
 # The evaluation sets are drawn once with this seed, whatever the training seeds are.
 EVAL_SEED = 1000
@@ -356,8 +357,9 @@ def _train(model, processor, dataset, variant: Variant, seed: int, output_dir: P
         dataloader_persistent_workers=config.dataloader_workers > 0,
     )
     trainer = HardPosTrainer(model=model, args=args, train_dataset=dataset, processor=processor)
-    # The demo prints one line per run; the Trainer's per-log dict lines would drown it.
-    trainer.remove_callback(PrinterCallback)
+    # The demo prints one line per run and its own step lines (`TrainingLines`, on the stage log's clock); the
+    # trainer's log lines would print every step and log entry a second time.
+    trainer.remove_callback(LogLinesCallback)
     label = "pretrain" if variant.name == PRETRAINED else f"fine-tune seed {seed} {variant.name}"
     trainer.add_callback(TrainingLines(log, label))
     if progress:
