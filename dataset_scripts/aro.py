@@ -12,11 +12,11 @@ order configs need spaCy's en_core_web_sm for ARO's part-of-speech shuffles.
 
 import sys
 
-from hf_hardpos.commands.build import run_script
+from hf_hardpos.cli import run_dataset_script
 
 
 def main(argv=None) -> int:
-    return run_script("aro", argv)
+    return run_dataset_script("aro", argv)
 
 
 if __name__ == "__main__":

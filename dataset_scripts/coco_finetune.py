@@ -25,11 +25,11 @@ default build, in row order, then build again with --mlm-negatives:
 
 import sys
 
-from hf_hardpos.commands.build import run_script
+from hf_hardpos.cli import run_dataset_script
 
 
 def main(argv=None) -> int:
-    return run_script("finetune", argv)
+    return run_dataset_script("finetune", argv)
 
 
 if __name__ == "__main__":

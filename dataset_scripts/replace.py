@@ -12,11 +12,11 @@ Visual Genome image archives from the Visual Genome site (cached by `datasets`).
 
 import sys
 
-from hf_hardpos.commands.build import run_script
+from hf_hardpos.cli import run_dataset_script
 
 
 def main(argv=None) -> int:
-    return run_script("replace", argv)
+    return run_dataset_script("replace", argv)
 
 
 if __name__ == "__main__":

@@ -11,11 +11,11 @@ Without --upstream-dir the files come from github.com/Sri-Harsha/scpp at a pinne
 
 import sys
 
-from hf_hardpos.commands.build import run_script
+from hf_hardpos.cli import run_dataset_script
 
 
 def main(argv=None) -> int:
-    return run_script("sugarcrepe_pp", argv)
+    return run_dataset_script("sugarcrepe_pp", argv)
 
 
 if __name__ == "__main__":

@@ -11,11 +11,11 @@ downloaded from its Google Drive link; without --images-dir, the Visual Genome a
 
 import sys
 
-from hf_hardpos.commands.build import run_script
+from hf_hardpos.cli import run_dataset_script
 
 
 def main(argv=None) -> int:
-    return run_script("swap", argv)
+    return run_dataset_script("swap", argv)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,11 @@ Visual7W, COCO, SWiG and VisDial images by file name (VALSE does not ship them).
 
 import sys
 
-from hf_hardpos.commands.build import run_script
+from hf_hardpos.cli import run_dataset_script
 
 
 def main(argv=None) -> int:
-    return run_script("valse", argv)
+    return run_dataset_script("valse", argv)
 
 
 if __name__ == "__main__":

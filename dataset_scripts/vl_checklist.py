@@ -11,11 +11,11 @@ they name); --images-dir holds the images under each yaml file's IMG_ROOT. Non-c
 
 import sys
 
-from hf_hardpos.commands.build import run_script
+from hf_hardpos.cli import run_dataset_script
 
 
 def main(argv=None) -> int:
-    return run_script("vl_checklist", argv)
+    return run_dataset_script("vl_checklist", argv)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .evaluation.output_folder import atomic_path
+from .output_folder import atomic_path
 
 KINDS = ("image", "text")
 # A complete shard; partial files are hidden `.<kind>-<id>.tmp-<id>.npz` (`output_folder.temporary_path`),

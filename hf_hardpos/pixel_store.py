@@ -49,7 +49,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from .evaluation import output_folder
+from . import output_folder
 from .image_processing import describe_image_processor
 from .provenance import digest_of, versions
 from .image_keys import ImageSource

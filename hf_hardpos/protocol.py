@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .conversion.facts import OPENAI_ARCHIVE
+from .conversion_record import OPENAI_ARCHIVE
 from .errors import UserInputError
 
 PROTOCOLS = ("default", "paper")

@@ -118,7 +118,7 @@ def model_identity(name_or_path: str) -> dict[str, Any]:
 
 def converted_from(folder: str | Path) -> dict[str, Any] | None:
     """The checkpoint a converted model folder was made from, from its `conversion.json`; None for other folders."""
-    from .conversion.facts import MARKER, load_conversion_facts
+    from .conversion_record import MARKER, load_conversion_facts
 
     if not (Path(folder) / MARKER).is_file():
         return None

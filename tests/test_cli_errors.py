@@ -49,7 +49,7 @@ def _mkdir(path):
 
 
 def _fail_writes(monkeypatch, code):
-    from hf_hardpos.evaluation import output_folder
+    from hf_hardpos import output_folder
 
     def refuse(target, value, default=None):  # the probe at the start succeeds; saving the results fails
         raise OSError(code, os.strerror(code), str(target))

@@ -20,7 +20,7 @@ from hf_hardpos import citations
 from hf_hardpos.commands import convert as convert_command
 from hf_hardpos.commands import zoo as zoo_command
 from hf_hardpos.conversion import convert_checkpoint, resolve_model
-from hf_hardpos.conversion.facts import DDP_PREFIX_REMOVED, OPENAI_ARCHIVE, TRAINING_CHECKPOINT
+from hf_hardpos.conversion_record import DDP_PREFIX_REMOVED, OPENAI_ARCHIVE, TRAINING_CHECKPOINT
 from hf_hardpos.conversion.open_clip_config import load_open_clip_config
 from hf_hardpos.conversion.presets import NO_PUBLIC_RELEASE, PRESETS
 from hf_hardpos.conversion.tokenizer import clip_tokenizer_from_merges, load_clip_tokenizer, read_bpe_merges

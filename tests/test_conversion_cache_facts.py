@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 from hf_hardpos.conversion import resolve_model
-from hf_hardpos.conversion.facts import MARKER
+from hf_hardpos.conversion_record import MARKER
 
 FIXTURES = Path(__file__).parent / "fixtures" / "open_clip"
 QUICKGELU_JSON = FIXTURES / "tiny-quickgelu.json"

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from hf_hardpos.evaluation import output_folder
+from hf_hardpos import output_folder
 from hf_hardpos.evaluation.run import evaluate_model
 
 from test_eval_provenance import _write_hub_folder

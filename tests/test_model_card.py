@@ -185,7 +185,7 @@ def test_helpers(tmp_path):
 
 
 def test_card_eval_table_is_the_package_table_with_its_tie_rule(trained):
-    from hf_hardpos.evaluation.tables import TIE_RULE, metrics_table
+    from hf_hardpos.tables import TIE_RULE, metrics_table
 
     trainer, output_dir = trained
     text = (output_dir / "README.md").read_text()

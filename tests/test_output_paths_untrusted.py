@@ -1,5 +1,5 @@
 """Every output path derived from a name stays under `--output` and is one name's alone; no command
-writes over one of its own inputs (`evaluation.output_folder`, `evaluation.suite`, `evaluation.multi_model`)."""
+writes over one of its own inputs (`output_folder`, `evaluation.suite`, `evaluation.multi_model`)."""
 
 import json
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from hf_hardpos import model_source
 from hf_hardpos.evaluation import run
 from hf_hardpos.conversion import resolve_model
-from hf_hardpos.conversion.facts import MARKER
+from hf_hardpos.conversion_record import MARKER
 from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.generation.rule_generator import RuleGenerator
 

@@ -31,7 +31,7 @@ from hf_hardpos.evaluation.aggregation import replace_aggregates
 from hf_hardpos.evaluation.eval_data import load_eval_sets
 from hf_hardpos.evaluation.section import Section, slug
 from hf_hardpos.evaluation.suite import SuiteEntry, run_suite
-from hf_hardpos.evaluation.tables import TIE_RULE
+from hf_hardpos.tables import TIE_RULE
 from hf_hardpos.evaluation.tasks import (
     CAPTION_SELECTION,
     WINOGROUND,

@@ -13,11 +13,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cli import add_command
+from ..command_parsers import add_command
 from ..columns import REPLACE_SUBSETS
 from ..errors import UserInputError
 
@@ -277,10 +276,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"Uploading {args.output_dir} to https://huggingface.co/datasets/{args.push_to_hub}")
         print(push_folder(args.output_dir, args.push_to_hub, private=args.private or None))
     return 0
-
-
-def run_script(dataset: str, argv: list[str] | None = None) -> int:
-    """What `dataset_scripts/<dataset>.py` runs: `hardpos build <dataset> ARGS`."""
-    from ..cli import main
-
-    return main(["build", dataset, *(sys.argv[1:] if argv is None else argv)])

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli import add_command, refuse_overwriting_inputs, write_output
+from ..command_parsers import add_command, refuse_overwriting_inputs, write_output
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

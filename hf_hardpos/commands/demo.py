@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli import add_command
+from ..command_parsers import add_command
 from ..errors import UserInputError
 
 

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ..cli import add_command
+from ..command_parsers import add_command
 
 # Set before torch is loaded (the command line loads it only once a command runs): OpenMP threads wait
 # for each other passively instead of spinning. Evaluation runs many small parallel regions (text

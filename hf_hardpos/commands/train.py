@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import columns, progress
-from ..cli import add_command
+from ..command_parsers import add_command
 from ..errors import UserInputError
 
 if TYPE_CHECKING:  # torch, transformers and datasets load when the command runs, not when it is listed

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli import add_command
+from ..command_parsers import add_command
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..conversion.presets import PRETRAINED_PRESETS, TABLE8_HEADER, ZOO_HEADER, table8_rows, zoo_rows
-    from ..evaluation.tables import render_table
+    from ..tables import render_table
 
     print(render_table(ZOO_HEADER, zoo_rows(), markdown=args.markdown))
     print(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..provenance import digest_of, sha256_file
 from .converter import convert_checkpoint
-from .facts import MARKER
+from ..conversion_record import MARKER
 from .lora import TSVLC_ALPHA, TSVLC_RANK
 from .open_clip_config import OpenClipConfig, config_from_openai_state_dict, load_open_clip_config
 

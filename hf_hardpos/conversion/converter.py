@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import UserInputError
 from ..provenance import sha256_file
-from .facts import MARKER, OPENAI_ARCHIVE
+from ..conversion_record import MARKER, OPENAI_ARCHIVE
 from .lora import TSVLC_ALPHA, TSVLC_RANK, LoraMerge, has_lora, merge_tsvlc_lora
 from .open_clip_config import ACTIVATIONS, OpenClipConfig, config_from_openai_state_dict, load_open_clip_config
 from .state_dict import load_into_clip_model, load_state_dict, to_clip_state_dict

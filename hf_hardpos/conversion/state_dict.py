@@ -16,7 +16,7 @@ import torch
 
 from ..errors import UserInputError
 from .archive import check_zip_sizes
-from .facts import DDP_PREFIX_REMOVED, OPENAI_ARCHIVE, PLAIN_STATE_DICT, TRAINING_CHECKPOINT
+from ..conversion_record import DDP_PREFIX_REMOVED, OPENAI_ARCHIVE, PLAIN_STATE_DICT, TRAINING_CHECKPOINT
 from .open_clip_config import OpenClipConfig
 
 # Entries of a checkpoint that are not weights: the causal mask buffer (older open_clip saved it)

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .report import EvaluationReport
-from .tables import TIE_RULE, metrics_table
+from ..tables import TIE_RULE, metrics_table
 
 
 def _is_difference_key(name: str, value: Any) -> bool:

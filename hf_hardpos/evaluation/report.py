@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 
 from ..metrics import augmented_correct, brittle, original_correct
 from ..provenance import describe_model
-from . import output_folder
+from .. import output_folder
 from .aggregation import describe_all
 from .definitions import SCORE_DEFINITION
-from .tables import TIE_RULE, metrics_table, published_table
+from ..tables import TIE_RULE, metrics_table, published_table
 
 
 @dataclass

@@ -19,11 +19,12 @@ from ..protocol import resolve_protocol
 from ..provenance import digest_of, environment
 from ..published import beside_ours
 from ..scoring import EXIF_ORIENTATION, ITMScorer, default_num_workers, pick_device
-from . import intervals, output_folder
+from .. import output_folder
+from . import intervals
 from .aggregation import replace_aggregates
 from .definitions import RESULT_VERSIONS
 from .eval_data import dataset_source, load_eval_sets
-from .output_folder import check_output_writable
+from ..output_folder import check_output_writable
 from .report import EvaluationReport
 from .tasks.hard_positive import image_groups, score_eval_set
 

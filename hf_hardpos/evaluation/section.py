@@ -24,7 +24,7 @@ from typing import Any
 from ..metrics import wilson_interval
 from .intervals import count_rate_bounds
 from .intervals import method as interval_method
-from .tables import metrics_table, published_table, render_table
+from ..tables import metrics_table, published_table, render_table
 
 HARD_POSITIVE = "hard_positive"  # the task whose rows are Original/Augmented Accuracy and Brittleness
 # The file in each training checkpoint holding the latest section of every eval set (`to_dict` form,

@@ -30,15 +30,15 @@ from ..names import folder_name
 from ..provenance import describe_model, digest_of, environment
 from ..published import beside_ours, lookup, model_row
 from ..scoring import ITMScorer, default_num_workers, pick_device
-from . import output_folder
+from .. import output_folder
 from .activations import difference_rule, rows_by_activation
 from .definitions import RESULT_VERSIONS
 from .eval_data import dataset_identity, load_eval_sets
-from .output_folder import check_output_writable
+from ..output_folder import check_output_writable
 from .run import check_run_options, evaluate_model
 from .section import HARD_POSITIVE, Section
 from .suite_entry import SuiteEntry, entry_folders, suite_entry_from_yaml
-from .tables import render_table
+from ..tables import render_table
 from .tasks import TASKS, TaskData, detect_task, get_task, run_task
 from .tasks.caption_selection import CAPTION_SELECTION
 from .tasks.hard_positive import hard_positive_section

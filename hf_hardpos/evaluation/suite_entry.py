@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import UserInputError
 from ..names import folder_name, require_plain_name, unique_folder_names
-from . import output_folder
+from .. import output_folder
 from .tasks import TASKS
 
 

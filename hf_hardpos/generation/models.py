@@ -16,7 +16,7 @@ import torch
 from transformers import AutoTokenizer
 
 from hf_hardpos.errors import UserInputError, first_line
-from hf_hardpos.evaluation import output_folder
+from hf_hardpos import output_folder
 from hf_hardpos.provenance import looks_like_path
 
 

@@ -14,7 +14,7 @@ import random
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from ..evaluation.tables import render_table
+from ..tables import render_table
 from . import validation
 
 

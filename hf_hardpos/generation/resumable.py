@@ -44,7 +44,7 @@ from tqdm.auto import tqdm
 
 from hf_hardpos import __version__
 from hf_hardpos.errors import UserInputError
-from hf_hardpos.evaluation import output_folder
+from hf_hardpos import output_folder
 from hf_hardpos.generation.validation import EMPTY_INPUT
 
 logger = logging.getLogger(__name__)

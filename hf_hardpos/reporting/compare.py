@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import UserInputError
 from ..metrics import METRIC_NAMES
-from ..evaluation.tables import TIE_RULE, render_table
+from ..tables import TIE_RULE, render_table
 from ..text_escaping import csv_cell, latex_text
 from . import paired
 from .runs import Benchmark, Figure, Run

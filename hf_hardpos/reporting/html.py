@@ -28,7 +28,7 @@ from .. import columns
 from ..errors import UserInputError
 from ..evaluation.aggregation import describe, pooled_from_scores
 from ..evaluation.section import metric_stem
-from ..evaluation.tables import TIE_RULE, metrics_cells
+from ..tables import TIE_RULE, metrics_cells
 from ..metrics import brittle
 from ..provenance import describe_model
 from . import breakdown as by_replacement

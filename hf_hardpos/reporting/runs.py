@@ -28,7 +28,7 @@ import numpy as np
 from ..columns import REPLACE_SUBSETS
 from ..errors import UserInputError
 from ..evaluation.aggregation import describe, replace_aggregates
-from ..evaluation.output_folder import METRICS_FILE
+from ..output_folder import METRICS_FILE
 from ..evaluation.section import EVAL_SECTIONS_NAME
 from ..metrics import METRIC_NAMES
 TRAINER_STATE = "trainer_state.json"

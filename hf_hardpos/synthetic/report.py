@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from hf_hardpos.metrics import bootstrap_interval
-from ..evaluation.tables import TIE_RULE, render_table
+from ..tables import TIE_RULE, render_table
 
 CHART_NAME = "results.png"
 # Paper-facing datasets first; the two REPLACE subsets are reported too (docs/reference.md, Scores and metrics), then the

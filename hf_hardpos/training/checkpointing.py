@@ -43,7 +43,7 @@ from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..errors import UserInputError
-from ..evaluation import output_folder
+from .. import output_folder
 from ..evaluation.section import EVAL_SECTIONS_NAME
 
 logger = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ from ..citations import CE_CLIP, HARD_POSITIVES, cite
 from ..metrics import METRIC_NAMES
 from ..provenance import looks_like_hub_id, versions
 from ..evaluation.tasks import CAPTION_SELECTION, HARD_POSITIVE, WINOGROUND, ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL
-from ..evaluation.tables import metrics_table, render_table
+from ..tables import metrics_table, render_table
 from ..evaluation.tasks.zeroshot_retrieval import RECALL_KS
 from ..evaluation.section import Section
 from .losses import registry

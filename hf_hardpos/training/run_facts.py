@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..evaluation.section import HARD_POSITIVE, Section, metric_stem
-from ..evaluation.tables import render_table
+from ..tables import render_table
 from ..metrics import METRIC_NAMES
 
 CHANCE = {"original_accuracy": 1 / 2, "augmented_accuracy": 1 / 3, "brittleness": 1 / 3}

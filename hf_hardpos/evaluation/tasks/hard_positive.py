@@ -19,7 +19,7 @@ from ...metrics import metrics_from_scores
 from ...scoring import ITMScorer
 from ..aggregation import describe_all, replace_aggregates
 from ..section import HARD_POSITIVE, Section
-from ..tables import TIE_RULE
+from ...tables import TIE_RULE
 from .base import Task, TaskData
 
 ROWS_RULE = "rates = fraction of each config's rows; s_c, s_n, s_p = mean cosine scores"

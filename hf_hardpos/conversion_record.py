@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import UserInputError
+from .errors import UserInputError
 
 MARKER = "conversion.json"
 

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ..errors import UserInputError
+from .errors import UserInputError
 
 LOCK_NAME = ".hardpos.lock"
 METRICS_FILE = "metrics.json"  # every run folder's summary (evaluation, suite, fine-tuning)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..metrics import METRIC_NAMES
-from ..text_escaping import markdown_cell
+from .metrics import METRIC_NAMES
+from .text_escaping import markdown_cell
 
 SCORE_NAMES = ("mean_original_score", "mean_negative_score", "mean_positive_score")
 
