@@ -59,7 +59,9 @@ class OpenClipTokenizer:
         inner = getattr(tokenizer, "tokenizer", None)  # open_clip's HF-backed tokenizers wrap a transformers one
         self.pad_token_id = getattr(inner, "pad_token_id", None) if inner is not None else 0
 
-    def __call__(self, texts, padding=True, truncation=True, max_length=None, return_tensors=None, verbose=True):
+    def __call__(self, texts, padding=True, truncation=True, max_length=None, return_tensors=None, verbose=True,
+                 return_attention_mask=None):
+        # `return_attention_mask` is accepted as `ITMScorer.tokenize` passes it; no mask is ever made.
         texts = [texts] if isinstance(texts, str) else list(texts)
         if not truncation:
             return {"input_ids": [self._untruncated(text) for text in texts]}
