@@ -342,7 +342,12 @@ TABLE8_ROWS = {
 
 
 def test_zoo_lists_every_table8_row_with_a_route_and_a_model(capsys):
-    from hf_hardpos.conversion.presets import PRETRAINED_PRESETS, ROUTE_HF, ROUTE_NONE, ROUTE_OPEN_CLIP
+    from hf_hardpos.conversion.presets import (
+        PRETRAINED_PRESETS,
+        ROUTE_HF,
+        ROUTE_NONE,
+        ROUTE_OPEN_CLIP,
+    )
     from hf_hardpos.published import lookup
 
     presets = list(PRETRAINED_PRESETS.values())
@@ -357,8 +362,8 @@ def test_zoo_lists_every_table8_row_with_a_route_and_a_model(capsys):
             assert spec.pretrained in {"openai", "laion2b_s12b_b32k"}
         elif preset.route == ROUTE_HF:
             assert preset.model.count("/") == 1
-            if preset.alternative:  # LAION weights: open_clip's own loading as the other route
-                assert backend_for(preset.alternative) is OPEN_CLIP and parse(preset.alternative).pretrained
+            if preset.other_route:  # LAION weights: open_clip's own loading as the other route
+                assert backend_for(preset.other_route) is OPEN_CLIP and parse(preset.other_route).pretrained
         else:
             assert preset.route == ROUTE_NONE and preset.model == "" and preset.note
     assert main(["zoo"]) == 0
@@ -381,7 +386,7 @@ def test_open_clip_presets_name_open_clip_tags_and_openai_files():
     from hf_hardpos.conversion.presets import PRETRAINED_PRESETS, ROUTE_OPEN_CLIP
 
     for preset in PRETRAINED_PRESETS.values():
-        for model in (preset.model, preset.alternative):
+        for model in (preset.model, preset.other_route):
             if backend_for(model) is not OPEN_CLIP:
                 continue
             spec = parse(model)

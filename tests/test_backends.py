@@ -17,7 +17,13 @@ import pytest
 import torch
 from eval_fixtures import make_eval_set, write_hub_folder
 
-from hf_hardpos.backends import BACKENDS, DEFAULT_BACKEND, ModelBackend, ModelOptions, backend_for
+from hf_hardpos.backends import (
+    BACKENDS,
+    DEFAULT_BACKEND,
+    ModelBackend,
+    ModelOptions,
+    backend_for,
+)
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.model_source import ModelSource, check_model_options

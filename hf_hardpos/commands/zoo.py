@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         "('not typed': no checked reading of that row yet)."
     )
     for preset in PRETRAINED_PRESETS.values():
-        extra = f"; other route: --model {preset.alternative}" if preset.alternative else ""
+        extra = f"; other route: --model {preset.other_route}" if preset.other_route else ""
         if preset.note or extra:
             print(f"- {preset.name}: {preset.note}{extra}")
     return 0

@@ -135,7 +135,7 @@ _MIT_LAION = "MIT (LAION model card)"
 class PretrainedPreset:
     """A row of the paper's Table 8 (Kamath et al., ECCV 2024, appendix): what to pass as `--model`.
 
-    `model` is the `hardpos eval --model` value of `route`; `alternative` the other route's, where
+    `model` is the `hardpos eval --model` value of `route`; `other_route` the other route's, where
     both exist (an HF copy of LAION weights can be checked against open_clip's own loading). `row`
     is the paper's row name, the key of its figures in `hf_hardpos.published.hard_positive`.
     Loaders and precisions are those of the paper's code (hard_positives@33addaa `model_zoo/__init__.py`).
@@ -149,7 +149,7 @@ class PretrainedPreset:
     paper_loader: str
     citation: str
     license: str
-    alternative: str = ""
+    other_route: str = ""
     note: str = ""
 
 
@@ -164,7 +164,7 @@ def _laion(name: str, row: str, hub_id: str, open_clip_name: str, tag: str, note
     return PretrainedPreset(
         name, row, ROUTE_HF, hub_id, f"Hub {hub_id}",
         f'open_clip.create_model_and_transforms("{open_clip_name}", "{tag}") (fp32)', citations.OPEN_CLIP,
-        _MIT_LAION, alternative=f"open_clip:{open_clip_name}/{tag}",
+        _MIT_LAION, other_route=f"open_clip:{open_clip_name}/{tag}",
         note="the HF copy is preprocessed by transformers, not torchvision; the open_clip route uses open_clip's "
         "own transforms" + note,
     )
