@@ -154,41 +154,15 @@ def _json_safe(value: Any) -> Any:
 def describe_image_processor(image_processor) -> dict[str, Any]:
     """Backend, class and pixel settings, JSON-safe: what `metrics.json` records and keys include.
 
-    A processor without transformers' `to_dict` (open_clip's own transform, `open_clip_native`) is
-    described by its transform's text.
+    A processor without transformers' `to_dict` (a model backend's own transform, e.g. open_clip's:
+    `backends.open_clip_adapters.OpenClipImageProcessor`) is described by its transform's text, under
+    the `backend` it names.
     """
     to_dict = getattr(image_processor, "to_dict", None)
     if to_dict is None:
         transform = getattr(image_processor, "transform", image_processor)
-        return {"backend": "open_clip", "class": type(image_processor).__name__, "transform": repr(transform)}
+        return {"backend": backend_of(image_processor), "class": type(image_processor).__name__,
+                "transform": repr(transform)}
     config = to_dict()
     settings = {name: _json_safe(config[name]) for name in PIXEL_SETTINGS if name in config}
     return {"backend": backend_of(image_processor), "class": type(image_processor).__name__, **settings}
-
-
-def image_processor_settings(model: str, backend: str = DEFAULT_IMAGE_BACKEND) -> dict[str, Any]:
-    """`describe_image_processor` of what `hardpos eval` will score `model` with, without loading the model."""
-    from . import open_clip_native
-
-    if open_clip_native.is_native(model):
-        # open_clip builds its own transform; the model identity records it (`open_clip_native`).
-        return {"backend": "open_clip", "transform": "the model's own open_clip transform (see model_identity)"}
-    try:
-        return describe_image_processor(load_image_processor(model, backend))
-    except UserInputError:
-        _refuse_single_encoder(model)  # the likelier reason when a model has no image processor
-        raise
-
-
-def _refuse_single_encoder(model: str) -> None:
-    """Name a model without an image tower as such (a text-only or image-only model has no vision_config)."""
-    from transformers import AutoConfig
-
-    try:
-        config = AutoConfig.from_pretrained(model)
-    except (OSError, ValueError, KeyError):
-        return
-    if getattr(config, "vision_config", None) is None or getattr(config, "text_config", None) is None:
-        raise UserInputError(
-            f"{model} is a {config.model_type} model, not a dual encoder (needs get_image_features/get_text_features)"
-        )

@@ -137,10 +137,10 @@ def converted_from(folder: str | Path) -> dict[str, Any] | None:
 def describe_model(model: str, identity: dict[str, Any]) -> str:
     """How a report names the model it scored: its content digest or Hub commit, and for a converted
     checkpoint the checkpoint's sha256 and activation rather than only the (cache) folder it was loaded from."""
-    native = identity.get("open_clip")
-    if native is not None:  # scored by open_clip itself (hf_hardpos.open_clip_native)
-        return (f"{model} (open_clip {native['model']}, weights sha256 {identity['sha256'][:12]}, "
-                f"activation {native['activation']}, tokenizer {native['tokenizer']})")
+    open_clip = identity.get("open_clip")
+    if open_clip is not None:  # scored by open_clip itself: the identity of hf_hardpos.backends.open_clip
+        return (f"{model} (open_clip {open_clip['model']}, weights sha256 {identity['sha256'][:12]}, "
+                f"activation {open_clip['activation']}, tokenizer {open_clip['tokenizer']})")
     origin = identity.get("converted_from")
     if origin is not None:
         facts = f"sha256 {origin['checkpoint_sha256'][:12]}, hidden_act={origin['activation']}"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hf_hardpos import model_source
+from hf_hardpos.backends import hf as hf_backend
 from hf_hardpos.evaluation import run
 from hf_hardpos.conversion import resolve_model
 from hf_hardpos.conversion_record import MARKER
@@ -49,7 +49,7 @@ def test_every_guarantee_is_written_in_the_docs_and_tested_here():
 def test_scores_of_a_model_whose_hub_commit_is_unknown_are_never_reused(tiny_clip_dir, tmp_path, monkeypatch):
     hub_folder = _write_hub_folder(tmp_path / "replace")
     # As for a Hub id offline: the identity names the repository but no commit could be resolved.
-    monkeypatch.setattr(model_source, "model_identity", lambda name: {"hub_id": "org/model", "revision": None})
+    monkeypatch.setattr(hf_backend, "model_identity", lambda name: {"hub_id": "org/model", "revision": None})
     out, messages = tmp_path / "eval", []
     evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, progress=False, log=messages.append)
     scored = []

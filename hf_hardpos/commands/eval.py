@@ -37,6 +37,7 @@ BOTH = "both"
 def register(subparsers: argparse._SubParsersAction) -> None:
     # Light imports only: this runs for `hardpos eval --help` and every argument error (suite names and
     # tasks are checked in `run`, where the suite module is loaded anyway).
+    from ..backends import BACKENDS
     from ..conversion.open_clip_config import ACTIVATIONS
     from ..evaluation.multi_model import MODEL_LISTS
     from ..image_processing import DEFAULT_IMAGE_BACKEND, IMAGE_BACKENDS
@@ -87,7 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     checkpoint.add_argument(
         "--tokenizer", default=None, metavar="FOLDER_OR_ID",
         help="default openai/clip-vit-base-patch32 (offline: the BPE file open_clip ships). With open_clip:... or "
-        "--native: the model's own tokenizer, or 'clip' for CLIP BPE ids whatever the text tower (how the paper "
+        "--backend open_clip: the model's own tokenizer, or 'clip' for CLIP BPE ids whatever the text tower (how the paper "
         "tokenized its RoBERTa row)",
     )
     checkpoint.add_argument(
@@ -95,11 +96,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a `hardpos zoo` preset: fills --open-clip-config and --activation (the one the paper evaluated with)",
     )
     checkpoint.add_argument(
-        "--native", action="store_true",
-        help="score the checkpoint with open_clip itself instead of converting it to CLIPModel: any open_clip "
-        "architecture (ResNet image towers, Hugging Face text towers), open_clip's transforms and tokenizer; needs "
-        "--open-clip-config and the [openclip] extra. --model open_clip:NAME/TAG or open_clip:hf-hub:ORG/REPO is "
-        "native without it",
+        "--backend", choices=BACKENDS, default=None,
+        help="the model family that scores --model (default: recognised from it, `hardpos zoo` lists them). "
+        "--model FILE --backend open_clip scores the checkpoint with open_clip itself instead of converting it to "
+        "CLIPModel: any open_clip architecture (ResNet image towers, Hugging Face text towers), open_clip's transforms "
+        "and tokenizer; needs --open-clip-config and the [openclip] extra. --model open_clip:NAME/TAG or "
+        "open_clip:hf-hub:ORG/REPO is scored by open_clip without it",
+    )
+    checkpoint.add_argument(
+        "--native", dest="backend", action="store_const", const="open_clip", help="the same as --backend open_clip",
     )
     parser.add_argument(
         "--task", default=None, metavar="TASK",
@@ -195,7 +200,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, workers) -> int:
-    from ..conversion.cache import check_model_options
     from ..errors import UserInputError
     from ..evaluation.activations import activation_comparison_table
     from ..evaluation.eval_data import require_dataset_exists
@@ -204,7 +208,7 @@ def _run(args: argparse.Namespace, workers) -> int:
     from ..evaluation.tasks import HARD_POSITIVE, TASKS, detect_task
     from ..evaluation.suite import activation_comparison_suite_table, load_suite, run_suite
     from ..evaluation.suite_entry import single_entry
-    from ..model_source import require_model_exists
+    from ..model_source import check_model_options, require_model_exists
     from ..scoring import pick_device
 
     check_run_options(args.batch_size, args.num_workers, args.max_rows, args.bootstrap)
@@ -219,8 +223,8 @@ def _run(args: argparse.Namespace, workers) -> int:
         require_dataset_exists(args.dataset)
     pick_device(args.device)  # refuses a device that is not there before anything is loaded
     conversion, activations = _conversion_options(args)
-    if args.native:
-        args.model, conversion["open_clip_config"] = _native_model(args.model, conversion["open_clip_config"]), None
+    if args.backend:
+        args.model, conversion["open_clip_config"] = _backend_model(args.backend, args.model, conversion["open_clip_config"])
     # Before any data is read: these refusals take seconds, not a dataset load.
     check_model_options(args.model, conversion["open_clip_config"], args.activation, conversion["tokenizer"])
     require_model_exists(args.model)
@@ -335,7 +339,6 @@ def _pixel_store(args: argparse.Namespace, several: bool):
 
 def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) -> int:
     """Several models, one run (`evaluation.multi_model`): each model's usual outputs in OUT/<name>/, then one table."""
-    from ..conversion.cache import check_model_options
     from ..errors import UserInputError
     from ..evaluation.eval_data import require_dataset_exists
     from ..evaluation.multi_model import (
@@ -347,12 +350,12 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
     from ..evaluation.tasks import HARD_POSITIVE, TASKS, detect_task
     from ..evaluation.suite import load_suite, run_suite
     from ..evaluation.suite_entry import single_entry
-    from ..model_source import require_model_exists
+    from ..model_source import check_model_options, require_model_exists
     from ..scoring import pick_device
 
     if args.output is None:
         raise UserInputError("--output is required with several models (each gets OUT/<name>/)")
-    for option, value in (("--preset", args.preset), ("--native", args.native), ("--activation both", args.activation == BOTH)):
+    for option, value in (("--preset", args.preset), ("--backend", args.backend), ("--activation both", args.activation == BOTH)):
         if value:
             raise UserInputError(f"{option} applies to one model; run that model on its own")
     if args.task is not None and args.task not in TASKS:
@@ -408,19 +411,16 @@ def _paper_preset(preset: str | None, activation: str | None) -> str | None:
     return preset
 
 
-def _native_model(model: str, open_clip_config: str | None) -> str:
-    """`--model FILE --native --open-clip-config C` as the open_clip-native model `open_clip:C/FILE`."""
+def _backend_model(backend: str, model: str, open_clip_config: str | None) -> tuple[str, str | None]:
+    """`--model M --backend B [--open-clip-config C]`: the model argument backend B scores M as (a checkpoint
+    file in B's syntax), and the --open-clip-config left to apply."""
+    from ..backends import BACKENDS, backend_for
     from ..errors import UserInputError
-    from ..open_clip_native import PREFIX, NativeSpec
 
-    path = Path(model).expanduser()
-    if not path.is_file():
-        raise UserInputError(f"--native applies to a checkpoint file; --model {model} is not one")
-    if open_clip_config is None:
-        raise UserInputError("--native needs --open-clip-config NAME_OR_JSON (the checkpoint's open_clip model)")
-    if open_clip_config.lstrip().startswith("{"):  # JSON text: only the resolved form can hold it
-        return NativeSpec(open_clip_config, str(path.resolve())).to_model_string()
-    return f"{PREFIX}{open_clip_config}/{path.resolve()}"
+    model, open_clip_config = BACKENDS[backend].checkpoint_model(model, open_clip_config)
+    if backend_for(model).name != backend:
+        raise UserInputError(f"--model {model} is a {backend_for(model).name} model, not one for --backend {backend}")
+    return model, open_clip_config
 
 
 def _print_written(output: str | None, folders: list[str | None], what: str) -> None:

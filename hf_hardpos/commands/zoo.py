@@ -2,8 +2,8 @@
 activation, LoRA, citation, license) and the pretrained models of its Table 8 (route, --model, figures).
 
 Presets for `hardpos convert --preset NAME --checkpoint FILE --output-dir DIR`, and the `--model` that
-scores each Table 8 model (HF copy or open_clip-native). Facts read from each project's public code
-(not from the weight files).
+scores each Table 8 model, and the model backend (`hf_hardpos.backends`) that scores it. Facts read from
+each project's public code (not from the weight files); published figures from `hf_hardpos.published`.
 """
 
 from __future__ import annotations
@@ -12,13 +12,17 @@ import argparse
 
 from ..command_parsers import add_command
 
+TABLE8_HEADER = ("preset", "Table 8 row", "route", "--model", "weights", "paper loaded it with", "published REPLACE",
+                 "published SWAP", "cite", "license")
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     add_command(subparsers, __name__, run).add_argument("--markdown", action="store_true", help="print a Markdown table")
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..conversion.presets import PRETRAINED_PRESETS, TABLE8_HEADER, ZOO_HEADER, table8_rows, zoo_rows
+    from ..backends import BACKENDS
+    from ..conversion.presets import PRETRAINED_PRESETS, ZOO_HEADER, zoo_rows
     from ..tables import render_table
 
     print(render_table(ZOO_HEADER, zoo_rows(), markdown=args.markdown))
@@ -30,14 +34,38 @@ def run(args: argparse.Namespace) -> int:
     )
     print("\nTable 8 (more pretrained models): evaluate with hardpos eval --model <--model column>\n")
     print(render_table(TABLE8_HEADER, table8_rows(), markdown=args.markdown))
+    print("\nroute: the model backend that scores the row (hardpos eval --backend NAME):")
+    for backend in BACKENDS.values():
+        print(f"- {backend.name}: {backend.summary}")
     print(
-        "\nroute: 'HF CLIPModel' loads a Hub copy in transformers' format; 'open_clip-native' needs the [openclip] "
-        "extra (pip install -e \".[openclip]\") and scores the model with open_clip's own transforms and tokenizer. "
         "Published figures: original / augmented accuracy / brittleness, percent, from hf_hardpos.published "
         "('not typed': no checked reading of that row yet)."
     )
     for preset in PRETRAINED_PRESETS.values():
-        extra = f"; other route: --model {preset.alternative}" if preset.alternative else ""
+        extra = f"; other route: --model {preset.other_route}" if preset.other_route else ""
         if preset.note or extra:
             print(f"- {preset.name}: {preset.note}{extra}")
     return 0
+
+
+def table8_rows() -> list[list[str]]:
+    """One row per Table 8 model; published figures read from `hf_hardpos.published`, never typed here."""
+    from ..conversion.presets import PRETRAINED_PRESETS
+
+    return [
+        [
+            p.name, p.row, p.route, p.model or "-", p.weights, p.paper_loader, _published(p.row, "replace"),
+            _published(p.row, "swap"), p.citation, p.license,
+        ]
+        for p in PRETRAINED_PRESETS.values()
+    ]
+
+
+def _published(row: str, benchmark: str) -> str:
+    """The paper's orig / aug / brittleness for `row` (percent, from `hf_hardpos.published`), or why not."""
+    from ..published import lookup
+
+    figures = [lookup(row, benchmark, metric) for metric in ("original_accuracy", "augmented_accuracy", "brittleness")]
+    if any(f is None for f in figures):
+        return "not typed"
+    return " / ".join(f"{f.value:.1f}" for f in figures)

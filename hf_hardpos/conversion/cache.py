@@ -12,11 +12,15 @@ import os
 import shutil
 from pathlib import Path
 
+from ..conversion_record import MARKER
 from ..provenance import digest_of, sha256_file
 from .converter import convert_checkpoint
-from ..conversion_record import MARKER
 from .lora import TSVLC_ALPHA, TSVLC_RANK
-from .open_clip_config import OpenClipConfig, config_from_openai_state_dict, load_open_clip_config
+from .open_clip_config import (
+    OpenClipConfig,
+    config_from_openai_state_dict,
+    load_open_clip_config,
+)
 
 # File names that are surely checkpoints: a missing one is reported as a missing file, not as a Hub id.
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".safetensors")
@@ -69,9 +73,8 @@ def resolve_model(
 ) -> str:
     """What `from_pretrained` should load for `--model`: a checkpoint *file* is converted (cached), else unchanged.
 
-    An `open_clip:...` model is scored natively: its options are folded into the string the
-    loaders read (`open_clip_native.resolve`). For `hardpos eval --model X [--open-clip-config C]
-    [--activation A] [--tokenizer T]` and
+    The transformers backend's `resolve` (`hf_hardpos.backends.hf`). For `hardpos eval --model X
+    [--open-clip-config C] [--activation A] [--tokenizer T]` and
     `evaluate_model(..., open_clip_config=, activation=, tokenizer=)`: a Hugging Face folder or Hub
     id passes through (then the conversion options must not be given: they would be silently
     ignored); a file is an open_clip / OpenAI / TSVLC checkpoint, converted once. Call it once per
@@ -84,10 +87,6 @@ def resolve_model(
     convert` runs it). Converted folders live under `cache_dir` (default `default_cache_dir()`),
     named `<sha256[:16]>-<options digest[:12]>`; delete one to force a fresh conversion.
     """
-    from ..open_clip_native import is_native, resolve
-
-    if is_native(model):  # scored by open_clip itself, not converted (hf_hardpos.open_clip_native)
-        return resolve(str(model), open_clip_config, activation, tokenizer)
     if not check_model_options(model, open_clip_config, activation, tokenizer):
         return str(model)
     checkpoint = Path(model).expanduser()
@@ -135,11 +134,7 @@ def check_model_options(
     config fail in seconds, not after the dataset was prepared.
     """
     from ..errors import UserInputError
-    from ..open_clip_native import is_native, resolve
 
-    if is_native(model):
-        resolve(str(model), open_clip_config, activation, tokenizer)  # refuses what cannot apply
-        return False
     path = Path(model).expanduser()
     if path.is_file():
         if open_clip_config is None:

@@ -12,13 +12,21 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..conversion_record import MARKER, OPENAI_ARCHIVE
 from ..errors import UserInputError
 from ..provenance import sha256_file
-from ..conversion_record import MARKER, OPENAI_ARCHIVE
 from .lora import TSVLC_ALPHA, TSVLC_RANK, LoraMerge, has_lora, merge_tsvlc_lora
-from .open_clip_config import ACTIVATIONS, OpenClipConfig, config_from_openai_state_dict, load_open_clip_config
+from .open_clip_config import (
+    ACTIVATIONS,
+    OpenClipConfig,
+    config_from_openai_state_dict,
+    load_open_clip_config,
+)
 from .state_dict import load_into_clip_model, load_state_dict, to_clip_state_dict
 from .tokenizer import load_clip_tokenizer, tokenizer_source
+
+NOT_VERIFIED = "not requested (`hardpos convert --no-verify`, or converted for `hardpos eval`, which does not verify)"
+
 
 @dataclass
 class ConversionResult:
@@ -102,6 +110,7 @@ def convert_checkpoint(
     checkpoint: str | Path,
     output_dir: str | Path,
     open_clip_config: str | Path | dict | OpenClipConfig | None = None,
+    *,
     activation: str | None = None,
     lora_rank: int = TSVLC_RANK,
     lora_alpha: float = TSVLC_ALPHA,
@@ -115,7 +124,7 @@ def convert_checkpoint(
 ) -> ConversionResult:
     """Convert one checkpoint into a `CLIPModel` folder and return what was done.
 
-    Args:
+    Args (all but the first three by keyword):
         checkpoint: an open_clip state dict or training checkpoint (`module.` prefixes and a
             `state_dict` wrapper are handled), a TSVLC/DAC checkpoint with unmerged LoRA, or an
             OpenAI TorchScript archive (auto-detected).
@@ -134,32 +143,14 @@ def convert_checkpoint(
             (a preset's "as the paper evaluated it").
         sha256: the checkpoint's SHA-256 if already known (the cache computes it first).
     """
-    from transformers import CLIPModel
-
     from .card import converted_model_card
     from .verify import open_clip_unavailable_reason, verify_against_open_clip
 
     checkpoint, output_dir = Path(checkpoint), Path(output_dir)
-    if checkpoint.resolve().is_relative_to(output_dir.resolve()):  # save_pretrained may write over it
-        raise UserInputError(f"checkpoint {checkpoint} is inside --output-dir {output_dir}, which the conversion "
-                             "writes; choose another folder")
-    if output_dir.exists() and any(output_dir.iterdir()) and not overwrite:
-        raise UserInputError(f"--output-dir {output_dir} is not empty; choose a new folder (or --overwrite)")
+    _check_output_dir(checkpoint, output_dir, overwrite)
     state, kind = load_state_dict(checkpoint)
-    if open_clip_config is None:
-        if kind != OPENAI_ARCHIVE:
-            raise UserInputError(
-                f"checkpoint {checkpoint}: --config is required for open_clip checkpoints (attention heads and the "
-                "activation cannot be read from the weights); e.g. --config ViT-B-32"
-            )
-        config = config_from_openai_state_dict(state)
-    elif isinstance(open_clip_config, OpenClipConfig):
-        config = open_clip_config
-    else:
-        config = load_open_clip_config(open_clip_config)
+    config = _config(checkpoint, open_clip_config, state, kind)
     chosen_activation, reason = _activation(config, activation)
-    reason = activation_reason or reason
-
     lora = None
     if has_lora(state):
         state, lora = merge_tsvlc_lora(state, lora_rank, lora_alpha, where=f"checkpoint {checkpoint}")
@@ -167,11 +158,7 @@ def convert_checkpoint(
 
     clip_tokenizer = load_clip_tokenizer(tokenizer, config.text.context_length)
     _check_tokenizer(clip_tokenizer, config)
-    clip_config = config.to_clip_config(
-        chosen_activation, clip_tokenizer.bos_token_id, clip_tokenizer.eos_token_id, clip_tokenizer.pad_token_id
-    )
-    model = CLIPModel(clip_config).eval()
-    load_into_clip_model(model, clip_state, str(checkpoint))
+    model = _clip_model(config, chosen_activation, clip_tokenizer, clip_state, str(checkpoint))
     del clip_state  # the model holds the weights now; big checkpoints need the memory back
 
     result = ConversionResult(
@@ -181,7 +168,7 @@ def convert_checkpoint(
         checkpoint_kind=kind,
         config=config,
         activation=chosen_activation,
-        activation_reason=reason,
+        activation_reason=activation_reason or reason,
         tokenizer=tokenizer_source(clip_tokenizer, tokenizer),
         lora=lora,
         preset=preset,
@@ -191,9 +178,7 @@ def convert_checkpoint(
         if result.verification_skipped is None:
             result.verification = verify_against_open_clip(state, config, chosen_activation, model)
     else:
-        result.verification_skipped = (
-            "not requested (`hardpos convert --no-verify`, or converted for `hardpos eval`, which does not verify)"
-        )
+        result.verification_skipped = NOT_VERIFIED
 
     output_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(output_dir)
@@ -201,4 +186,37 @@ def convert_checkpoint(
     converted_model_card(result).save(output_dir / "README.md")
     (output_dir / MARKER).write_text(json.dumps(result.to_dict(), indent=2) + "\n")  # written last: "complete"
     return result
+
+
+def _clip_model(config: OpenClipConfig, activation: str, tokenizer, clip_state: dict, where: str):
+    """A `CLIPModel` of `config` built with `activation` and the tokenizer's special ids, holding `clip_state`."""
+    from transformers import CLIPModel
+
+    clip_config = config.to_clip_config(activation, tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    model = CLIPModel(clip_config).eval()
+    load_into_clip_model(model, clip_state, where)
+    return model
+
+
+def _check_output_dir(checkpoint: Path, output_dir: Path, overwrite: bool) -> None:
+    """Refuse a folder that holds the checkpoint (save_pretrained may write over it) or other files."""
+    if checkpoint.resolve().is_relative_to(output_dir.resolve()):
+        raise UserInputError(f"checkpoint {checkpoint} is inside --output-dir {output_dir}, which the conversion "
+                             "writes; choose another folder")
+    if output_dir.exists() and any(output_dir.iterdir()) and not overwrite:
+        raise UserInputError(f"--output-dir {output_dir} is not empty; choose a new folder (or --overwrite)")
+
+
+def _config(checkpoint: Path, open_clip_config, state: dict, kind: str) -> OpenClipConfig:
+    """The open_clip config as given (name, JSON, dict or parsed), or inferred from an OpenAI archive's shapes."""
+    if open_clip_config is None:
+        if kind != OPENAI_ARCHIVE:
+            raise UserInputError(
+                f"checkpoint {checkpoint}: --config is required for open_clip checkpoints (attention heads and the "
+                "activation cannot be read from the weights); e.g. --config ViT-B-32"
+            )
+        return config_from_openai_state_dict(state)
+    if isinstance(open_clip_config, OpenClipConfig):
+        return open_clip_config
+    return load_open_clip_config(open_clip_config)
 

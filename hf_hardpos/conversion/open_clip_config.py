@@ -15,6 +15,7 @@ from pathlib import Path
 from ..errors import UserInputError
 
 ACTIVATIONS = ("quick_gelu", "gelu")
+OPEN_CLIP_DISTRIBUTION = "open_clip_torch"  # the name open_clip is installed under (its version is recorded)
 LAYER_NORM_EPS = 1e-5
 
 # open_clip's own JSONs (src/open_clip/model_configs) for the ViT CLIPs people fine-tune, kept as the

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from .. import citations
 from ..errors import UserInputError
-from ..published import hard_positive
 from .lora import TSVLC_ALPHA, TSVLC_RANK
 
 NO_PUBLIC_RELEASE = "no public release"
@@ -122,8 +121,9 @@ def zoo_rows() -> list[list[str]]:
 
 # -- The paper's Table 8: more pretrained models, scored as published (no conversion needed) --------
 
-ROUTE_HF = "HF CLIPModel"  # --model HUB_ID: an HF-format copy of the weights exists
-ROUTE_NATIVE = "open_clip-native"  # --model open_clip:NAME/TAG: only open_clip can build it ([openclip] extra)
+# A route is the model backend that scores the row (`hf_hardpos.backends`: `hardpos eval --backend`), or none.
+ROUTE_HF = "hf"  # --model HUB_ID: an HF-format copy of the weights exists
+ROUTE_OPEN_CLIP = "open_clip"  # --model open_clip:NAME/TAG: only open_clip can build it ([openclip] extra)
 ROUTE_NONE = "not supported"
 _OPENAI_URL = "https://openaipublic.azureedge.net/clip/models/{}/{}.pt"  # the hex is the file's sha256
 _OPENAI_LOADER = "OpenAI clip.load (QuickGELU; fp16 weights on CUDA)"
@@ -135,7 +135,7 @@ _MIT_LAION = "MIT (LAION model card)"
 class PretrainedPreset:
     """A row of the paper's Table 8 (Kamath et al., ECCV 2024, appendix): what to pass as `--model`.
 
-    `model` is the `hardpos eval --model` value of `route`; `alternative` the other route's, where
+    `model` is the `hardpos eval --model` value of `route`; `other_route` the other route's, where
     both exist (an HF copy of LAION weights can be checked against open_clip's own loading). `row`
     is the paper's row name, the key of its figures in `hf_hardpos.published.hard_positive`.
     Loaders and precisions are those of the paper's code (hard_positives@33addaa `model_zoo/__init__.py`).
@@ -149,7 +149,7 @@ class PretrainedPreset:
     paper_loader: str
     citation: str
     license: str
-    alternative: str = ""
+    other_route: str = ""
     note: str = ""
 
 
@@ -164,7 +164,7 @@ def _laion(name: str, row: str, hub_id: str, open_clip_name: str, tag: str, note
     return PretrainedPreset(
         name, row, ROUTE_HF, hub_id, f"Hub {hub_id}",
         f'open_clip.create_model_and_transforms("{open_clip_name}", "{tag}") (fp32)', citations.OPEN_CLIP,
-        _MIT_LAION, alternative=f"open_clip:{open_clip_name}/{tag}",
+        _MIT_LAION, other_route=f"open_clip:{open_clip_name}/{tag}",
         note="the HF copy is preprocessed by transformers, not torchvision; the open_clip route uses open_clip's "
         "own transforms" + note,
     )
@@ -179,16 +179,16 @@ _RESNET = "ResNet image tower: CLIPModel cannot hold it; built QuickGELU, as Ope
 PRETRAINED_PRESETS: dict[str, PretrainedPreset] = {
     p.name: p
     for p in (
-        _openai("clip-vit-b-16", hard_positive.CLIP_B16, "5806e77cd80f8b59890b7e101eabd078d9fb84e6937f9e85e4ecb61988df416f",
+        _openai("clip-vit-b-16", "CLIP ViT-B/16", "5806e77cd80f8b59890b7e101eabd078d9fb84e6937f9e85e4ecb61988df416f",
                 "ViT-B-16", "openai/clip-vit-base-patch16", ROUTE_HF, "Hub copy by OpenAI (HF format)"),
-        _openai("clip-vit-l-14", hard_positive.CLIP_L14, "b8cca3fd41ae0c99ba7e8951adf17d267cdb84cd88be6f7c2e0eca1737a03836",
+        _openai("clip-vit-l-14", "CLIP ViT-L/14", "b8cca3fd41ae0c99ba7e8951adf17d267cdb84cd88be6f7c2e0eca1737a03836",
                 "ViT-L-14", "openai/clip-vit-large-patch14", ROUTE_HF, "Hub copy by OpenAI (HF format)"),
         _openai("clip-rn50x16", "CLIP RN50x16", "52378b407f34354e150460fe41077663dd5b39c54cd0bfd2b27167a4a06ec9aa",
-                "RN50x16", "open_clip:RN50x16/openai", ROUTE_NATIVE, _RESNET),
+                "RN50x16", "open_clip:RN50x16/openai", ROUTE_OPEN_CLIP, _RESNET),
         _openai("clip-rn50x64", "CLIP RN50x64", "be1cfb55d75a9666199fb2206c106743da0f6468c9d327f3e0d0a543a9919d9c",
-                "RN50x64", "open_clip:RN50x64/openai", ROUTE_NATIVE, _RESNET),
+                "RN50x64", "open_clip:RN50x64/openai", ROUTE_OPEN_CLIP, _RESNET),
         _openai("clip-rn101", "CLIP RN101", "8fa8567bab74a42d41c5915025a8e4538c3bdbe8804a470a72f30b0d94fab599",
-                "RN101", "open_clip:RN101/openai", ROUTE_NATIVE, _RESNET),
+                "RN101", "open_clip:RN101/openai", ROUTE_OPEN_CLIP, _RESNET),
         _laion("openclip-vit-h-14", "OpenCLIP ViT-H/14", "laion/CLIP-ViT-H-14-laion2B-s32B-b79K", "ViT-H-14",
                "laion2b_s32b_b79k"),
         _laion("openclip-vit-g-14", "OpenCLIP ViT-g/14", "laion/CLIP-ViT-g-14-laion2B-s34B-b88K", "ViT-g-14",
@@ -196,7 +196,7 @@ PRETRAINED_PRESETS: dict[str, PretrainedPreset] = {
         _laion("openclip-vit-bigg-14", "OpenCLIP ViT-bigG/14", "laion/CLIP-ViT-bigG-14-laion2B-39B-b160k", "ViT-bigG-14",
                "laion2b_s39b_b160k"),
         PretrainedPreset(
-            "openclip-roberta-vit-b-32", "OpenCLIP RoBERTa-ViT-B/32", ROUTE_NATIVE,
+            "openclip-roberta-vit-b-32", "OpenCLIP RoBERTa-ViT-B/32", ROUTE_OPEN_CLIP,
             "open_clip:roberta-ViT-B-32/laion2b_s12b_b32k", "Hub laion/CLIP-ViT-B-32-roberta-base-laion2B-s12B-b32k "
             "(open_clip format)", 'open_clip.create_model_and_transforms("roberta-ViT-B-32", "laion2b_s12b_b32k") (fp32)',
             citations.OPEN_CLIP, _MIT_LAION,
@@ -221,27 +221,3 @@ PRETRAINED_PRESETS: dict[str, PretrainedPreset] = {
         ),
     )
 }
-
-TABLE8_HEADER = ("preset", "Table 8 row", "route", "--model", "weights", "paper loaded it with", "published REPLACE",
-                 "published SWAP", "cite", "license")
-
-
-def _published(row: str, benchmark: str) -> str:
-    """The paper's orig / aug / brittleness for `row` (percent, from `hf_hardpos.published`), or why not."""
-    from ..published import lookup
-
-    figures = [lookup(row, benchmark, metric) for metric in ("original_accuracy", "augmented_accuracy", "brittleness")]
-    if any(f is None for f in figures):
-        return "not typed"
-    return " / ".join(f"{f.value:.1f}" for f in figures)
-
-
-def table8_rows() -> list[list[str]]:
-    """One row per Table 8 model; published figures read from `hf_hardpos.published`, never typed here."""
-    return [
-        [
-            p.name, p.row, p.route, p.model or "-", p.weights, p.paper_loader, _published(p.row, "replace"),
-            _published(p.row, "swap"), p.citation, p.license,
-        ]
-        for p in PRETRAINED_PRESETS.values()
-    ]

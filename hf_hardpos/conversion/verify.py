@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from ..open_clip_native import OPEN_CLIP_DISTRIBUTION
 from ..provenance import versions
-from .open_clip_config import OpenClipConfig
+from .open_clip_config import OPEN_CLIP_DISTRIBUTION, OpenClipConfig
 
 VERIFY_SEED = 0
 

@@ -38,7 +38,7 @@ MODEL_LISTS = (TABLE1, TABLE8)
 def model_list(name: str) -> tuple[list[str], list[str]]:
     """A named list's `--model` values, and the rows it cannot include with why (`hardpos zoo`).
 
-    `table8`: every Table 8 row with a route (an HF copy or open_clip-native). `table1`: the Table 1
+    `table8`: every Table 8 row with a route (a backend: an HF copy or open_clip). `table1`: the Table 1
     rows whose weights are addressable by name (the HF copy of OpenAI's CLIP); the other rows are
     checkpoint files the user downloads, passed as `--model FILE` (one run per `--preset`).
     """

@@ -1,10 +1,10 @@
-"""Score any open_clip model natively: open_clip builds the model, its transforms and its tokenizer.
+"""The open_clip backend: open_clip builds the model, its transforms and its tokenizer.
 
-Why a second model source: `CLIPModel` holds a ViT image tower and CLIP's own text transformer only.
+Why a second backend: `CLIPModel` holds a ViT image tower and CLIP's own text transformer only.
 The paper's Table 8 (Kamath et al., ECCV 2024, appendix) also evaluates CLIP RN50x16 / RN50x64 /
 RN101 (ResNet image towers) and OpenCLIP RoBERTa-ViT-B/32 (a RoBERTa text tower), which only
 open_clip can build. Here open_clip itself creates the model, so its own preprocessing and
-tokenizer are used, and `OpenClipDualEncoder` gives the scorer the `get_image_features` /
+tokenizer are used, and `open_clip_adapters.OpenClipDualEncoder` gives the scorer the `get_image_features` /
 `get_text_features` interface every model is scored through (cosine of L2-normalised features).
 
 Accepted forms of `--model` (open_clip is an optional extra: `pip install -e ".[openclip]"`):
@@ -12,7 +12,7 @@ Accepted forms of `--model` (open_clip is an optional extra: `pip install -e ".[
 - `open_clip:RN50x16/openai` — an open_clip model name and a pretrained tag;
 - `open_clip:hf-hub:laion/CLIP-ViT-B-32-roberta-base-laion2B-s12B-b32k` — an open_clip Hub repo;
 - `open_clip:ViT-B-32//path/to/negclip.pt` or `open_clip:my-config.json/model.pt`, i.e.
-  `--model FILE --native --open-clip-config NAME_OR_JSON` — a checkpoint file in a named (or JSON) config.
+  `--model FILE --backend open_clip --open-clip-config NAME_OR_JSON` — a checkpoint file in a named (or JSON) config.
 
 Choices that change scores are explicit and recorded in the model identity: the activation (a tag's
 weights were trained with the activation its open_clip entry records — QuickGELU for OpenAI's — and
@@ -32,25 +32,22 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import torch
-from PIL import Image
-
-from .conversion.open_clip_config import ACTIVATIONS
-from .errors import UserInputError
-from .provenance import digest_of, sha256_file, versions
+from ..conversion.open_clip_config import ACTIVATIONS, OPEN_CLIP_DISTRIBUTION
+from ..errors import UserInputError
+from ..provenance import digest_of, sha256_file, versions
+from .base import ModelBackend, ModelOptions
 
 PREFIX = "open_clip:"
 HF_HUB = "hf-hub:"
 INSTALL_HINT = 'pip install -e ".[openclip]"'
-OPEN_CLIP_DISTRIBUTION = "open_clip_torch"  # the name open_clip is installed under (its version is recorded)
 CLIP_TOKENIZER = "clip"  # open_clip's CLIP BPE (SimpleTokenizer) whatever the text tower
 TOKENIZERS = (CLIP_TOKENIZER,)
-_RESOLVED = PREFIX + "{"  # the JSON form `resolve` returns; users type the short forms above
+_RESOLVED = PREFIX + "{"  # the JSON form `OpenClipBackend.resolve` returns; users type the short forms above
 
 
 @dataclass(frozen=True)
-class NativeSpec:
-    """One open_clip model as the native route builds it.
+class OpenClipSpec:
+    """One open_clip model as this backend builds it.
 
     `model_name` is an open_clip model name, a model-config JSON file, or `hf-hub:org/repo`;
     `pretrained` a tag or a checkpoint file (None with `hf-hub:`, whose repo holds the weights);
@@ -64,7 +61,7 @@ class NativeSpec:
     tokenizer: str | None = None
 
     def to_model_string(self) -> str:
-        """The form `resolve` returns and the loaders read back (a JSON object after `open_clip:`)."""
+        """The form `OpenClipBackend.resolve` returns and the loaders read back (a JSON object after `open_clip:`)."""
         return PREFIX + json.dumps(
             {"model": self.model_name, "pretrained": self.pretrained, "activation": self.activation,
              "tokenizer": self.tokenizer},
@@ -72,21 +69,16 @@ class NativeSpec:
         )
 
 
-def is_native(model: Any) -> bool:
-    """Whether `--model` names the open_clip-native route (`open_clip:...`)."""
-    return isinstance(model, str) and model.startswith(PREFIX)
-
-
-def parse(model: str) -> NativeSpec:
-    """`open_clip:NAME/TAG_OR_FILE`, `open_clip:hf-hub:ORG/REPO`, or the JSON form `resolve` writes."""
+def parse(model: str) -> OpenClipSpec:
+    """`open_clip:NAME/TAG_OR_FILE`, `open_clip:hf-hub:ORG/REPO`, or the JSON form `OpenClipBackend.resolve` writes."""
     if model.startswith(_RESOLVED):
         fields = json.loads(model[len(PREFIX):])
-        return NativeSpec(fields["model"], fields["pretrained"], fields["activation"], fields["tokenizer"])
+        return OpenClipSpec(fields["model"], fields["pretrained"], fields["activation"], fields["tokenizer"])
     body = model[len(PREFIX):]
     if body.startswith(HF_HUB):
         if body.count("/") != 1 or body.endswith("/"):
             raise UserInputError(f"--model {model}: expected open_clip:hf-hub:ORG/REPO")
-        return NativeSpec(body)
+        return OpenClipSpec(body)
     # A config JSON's path holds slashes: then the name ends at ".json/".
     split = body.index(".json/") + len(".json") if ".json/" in body else body.find("/")
     name, pretrained = (body[:split], body[split + 1:]) if split > 0 else (body, "")
@@ -95,29 +87,27 @@ def parse(model: str) -> NativeSpec:
             f"--model {model}: expected open_clip:NAME/PRETRAINED (a tag, e.g. open_clip:RN50x16/openai, or a "
             "checkpoint file), or open_clip:hf-hub:ORG/REPO"
         )
-    return NativeSpec(name, pretrained)
+    return OpenClipSpec(name, pretrained)
 
 
-def resolve(
-    model: str,
-    open_clip_config: str | Path | None = None,
-    activation: str | None = None,
-    tokenizer: str | None = None,
-) -> str:
+def _resolve(model: str, options: ModelOptions) -> str:
     """The string the loaders read for `open_clip:...`: paths made absolute, `activation` / `tokenizer` folded in.
 
     Refuses, without importing open_clip, what cannot apply: a config given twice, an unknown
     activation or tokenizer, a checkpoint file that does not exist.
     """
+    activation, tokenizer = options.activation, options.tokenizer
     if activation is not None and activation not in ACTIVATIONS:
         raise UserInputError(f"--activation must be one of {ACTIVATIONS}, got {activation!r}")
     if tokenizer is not None and tokenizer not in TOKENIZERS:
         raise UserInputError(
-            f"--tokenizer {tokenizer!r}: the open_clip-native route uses the model's own tokenizer, or "
+            f"--tokenizer {tokenizer!r}: the open_clip backend uses the model's own tokenizer, or "
             f"{CLIP_TOKENIZER!r} for open_clip's CLIP BPE (the paper's tokenization of every model)"
         )
-    if open_clip_config is not None:
-        raise UserInputError(f"--model {model} names its open_clip config; --open-clip-config applies to --native FILE")
+    if options.open_clip_config is not None:
+        raise UserInputError(
+            f"--model {model} names its open_clip config; --open-clip-config applies to --backend open_clip FILE"
+        )
     spec = parse(model)
     if spec.pretrained is not None and _is_path(spec.pretrained) and not Path(spec.pretrained).expanduser().is_file():
         raise UserInputError(f"checkpoint {spec.pretrained}: no such file")
@@ -140,16 +130,20 @@ def import_open_clip():
         import open_clip
     except Exception as err:  # ImportError, or torchvision's RuntimeError beside a mismatched torch
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise UserInputError(f"the open_clip-native route needs open_clip: {INSTALL_HINT} ({first})") from err
+        raise UserInputError(f"the open_clip backend needs open_clip: {INSTALL_HINT} ({first})") from err
     return open_clip
 
 
 class _Resolved:
     """What open_clip will build for a spec, worked out without building it (for identity and settings)."""
 
-    def __init__(self, spec: NativeSpec):
+    def __init__(self, spec: OpenClipSpec):
         open_clip = import_open_clip()
-        from open_clip.pretrained import download_pretrained, download_pretrained_from_hf, get_pretrained_cfg
+        from open_clip.pretrained import (
+            download_pretrained,
+            download_pretrained_from_hf,
+            get_pretrained_cfg,
+        )
         from open_clip.transform import PreprocessCfg, merge_preprocess_dict
 
         self.spec = spec
@@ -259,121 +253,81 @@ def _registered_name(open_clip, model_name: str) -> str:
     return name
 
 
-def identity(model: str) -> dict[str, Any]:
-    """`provenance.model_identity` for `open_clip:...`: weights sha256, activation, tokenizer, preprocessing."""
-    return _Resolved(parse(model)).identity()
+class OpenClipBackend(ModelBackend):
+    name = "open_clip"
+    prefix = PREFIX
+    summary = (f"open_clip itself (--model {PREFIX}NAME/TAG, {PREFIX}{HF_HUB}ORG/REPO, or --model FILE --backend "
+               f"open_clip --open-clip-config C): any open_clip architecture with its own transforms and tokenizer; "
+               f"needs the [openclip] extra ({INSTALL_HINT})")
 
+    def checkpoint_model(self, checkpoint: str, open_clip_config: str | None) -> tuple[str, str | None]:
+        """`--model FILE --backend open_clip --open-clip-config C` as the model `open_clip:C/FILE`."""
+        if self.recognises(checkpoint):
+            return checkpoint, open_clip_config
+        path = Path(checkpoint).expanduser()
+        if not path.is_file():
+            raise UserInputError(f"--backend open_clip (--native) applies to a checkpoint file; --model {checkpoint} "
+                                 "is not one")
+        if open_clip_config is None:
+            raise UserInputError("--backend open_clip (--native) needs --open-clip-config NAME_OR_JSON (the checkpoint's "
+                                 "open_clip model)")
+        if open_clip_config.lstrip().startswith("{"):  # JSON text: only the resolved form can hold it
+            return OpenClipSpec(open_clip_config, str(path.resolve())).to_model_string(), None
+        return f"{PREFIX}{open_clip_config}/{path.resolve()}", None
 
-def context_length(model: str) -> int:
-    """The text context open_clip's tokenizer pads and truncates to (77 for CLIP, 64 for SigLIP)."""
-    return _Resolved(parse(model)).context_length
+    def check_options(self, model_argument: str, options: ModelOptions) -> None:
+        _resolve(model_argument, options)  # refuses what cannot apply, without importing open_clip
 
+    def resolve(self, model_argument: str, options: ModelOptions, progress: bool = True) -> str:
+        return _resolve(model_argument, options)
 
-class OpenClipDualEncoder(torch.nn.Module):
-    """An open_clip model behind the interface the scorer calls (`get_image_features` / `get_text_features`).
+    def identity(self, resolved: str) -> dict[str, Any]:
+        """Weights sha256, activation, tokenizer and preprocessing (`_Resolved.identity`)."""
+        return _Resolved(parse(resolved)).identity()
 
-    Features are open_clip's own `encode_image` / `encode_text`, unnormalised (the scorer
-    normalises); the attention mask is not passed because open_clip's text towers derive their
-    own from the ids (CLIP: causal mask and EOT pooling; HF towers: ids != pad id).
-    """
+    def context_length(self, resolved: str) -> int:
+        """The text context open_clip's tokenizer pads and truncates to (77 for CLIP, 64 for SigLIP)."""
+        return _Resolved(parse(resolved)).context_length
 
-    def __init__(self, model: torch.nn.Module, context_length: int):
-        super().__init__()
-        self.model = model
-        # What the scorer reads: the text context (it truncates to it) and a model type for reports.
-        self.config = _Config(context_length)
+    def image_processor_settings(self, resolved: str, image_backend: str) -> dict[str, Any]:
+        # open_clip builds its own transform; the model identity records it (`_Resolved.identity`).
+        return {"backend": "open_clip", "transform": "the model's own open_clip transform (see model_identity)"}
 
-    def get_image_features(self, pixel_values: torch.Tensor) -> torch.Tensor:
-        return self.model.encode_image(pixel_values)
+    def load(self, resolved: str, image_backend: str):
+        """The adapter and processor, built by open_clip (fp32, on CPU; the scorer moves it).
 
-    def get_text_features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.model.encode_text(input_ids)
-
-
-@dataclass
-class _Config:
-    max_position_embeddings: int
-    model_type: str = "open_clip"
-
-
-class OpenClipTokenizer:
-    """open_clip's tokenizer behind the calls the scorer makes (`tokenizer(texts, truncation=..., ...)`).
-
-    Ids are exactly open_clip's, already padded to the context length and truncated the way that
-    tokenizer truncates (CLIP BPE keeps EOT last), whatever `padding` asks: open_clip's towers were
-    trained on such rows and derive their own masks from the ids, so no attention mask is produced
-    (`model_input_names`). With `truncation=False` it returns the untruncated ids, whose lengths
-    find the captions the context cuts.
-    """
-
-    model_input_names = ["input_ids"]
-    padding_side = "right"
-
-    def __init__(self, tokenizer, context_length: int):
-        self.tokenizer = tokenizer
-        self.model_max_length = context_length
-        inner = getattr(tokenizer, "tokenizer", None)  # open_clip's HF-backed tokenizers wrap a transformers one
-        self.pad_token_id = getattr(inner, "pad_token_id", None) if inner is not None else 0
-
-    def __call__(self, texts, padding=True, truncation=True, max_length=None, return_tensors=None, verbose=True):
-        texts = [texts] if isinstance(texts, str) else list(texts)
-        if not truncation:
-            return {"input_ids": [self._untruncated(text) for text in texts]}
-        ids = self.tokenizer(texts, context_length=max_length or self.model_max_length)
-        return {"input_ids": ids if return_tensors == "pt" else ids.tolist()}
-
-    def _untruncated(self, text: str) -> list[int]:
-        inner = getattr(self.tokenizer, "tokenizer", None)
-        if inner is not None:
-            clean = getattr(self.tokenizer, "clean_fn", lambda t: t)
-            return list(inner(clean(text))["input_ids"])
-        return [self.tokenizer.sot_token_id, *self.tokenizer.encode(text), self.tokenizer.eot_token_id]
-
-
-class OpenClipImageProcessor:
-    """open_clip's own eval transform behind the call the scorer makes (`image_processor(images=...)`)."""
-
-    def __init__(self, transform):
-        self.transform = transform
-
-    def __call__(self, images: Image.Image, return_tensors: str = "pt") -> dict[str, torch.Tensor]:
-        return {"pixel_values": self.transform(images).unsqueeze(0)}
-
-
-@dataclass
-class OpenClipProcessor:
-    tokenizer: OpenClipTokenizer
-    image_processor: OpenClipImageProcessor
-
-
-def load(model: str) -> tuple[OpenClipDualEncoder, OpenClipProcessor]:
-    """The adapter and processor for `open_clip:...`, built by open_clip (fp32, on CPU; the scorer moves it).
-
-    The preprocessing open_clip attaches to the model must be the one recorded in the identity,
-    else the recorded identity would not describe what was scored.
-    """
-    resolved = _Resolved(parse(model))
-    open_clip = import_open_clip()
-    spec = resolved.spec
-    pretrained = None if spec.model_name.startswith(HF_HUB) else spec.pretrained
-    with _quiet_open_clip_warnings():
-        net, _, preprocess = open_clip.create_model_and_transforms(
-            resolved.name, pretrained=pretrained, precision="fp32", device="cpu",
-            quick_gelu=resolved.activation == "quick_gelu",
+        The preprocessing open_clip attaches to the model must be the one recorded in the identity,
+        else the recorded identity would not describe what was scored.
+        """
+        from .open_clip_adapters import (
+            OpenClipDualEncoder,
+            OpenClipImageProcessor,
+            OpenClipProcessor,
+            OpenClipTokenizer,
         )
-    used = json.loads(json.dumps(open_clip.get_model_preprocess_cfg(net)))
-    used["size"] = _two(used["size"])
-    recorded = {key: resolved.preprocess[key] for key in used}
-    if used != recorded:
-        raise RuntimeError(f"open_clip preprocesses {model} with {used}, not the recorded {recorded}")
-    if spec.tokenizer == CLIP_TOKENIZER:
-        tokenizer = open_clip.SimpleTokenizer(context_length=resolved.context_length)
-    else:
-        tokenizer = open_clip.get_tokenizer(resolved.name, context_length=resolved.context_length)
-    return (
-        OpenClipDualEncoder(net.eval(), resolved.context_length),
-        OpenClipProcessor(OpenClipTokenizer(tokenizer, resolved.context_length), OpenClipImageProcessor(preprocess)),
-    )
+
+        built = _Resolved(parse(resolved))
+        open_clip = import_open_clip()
+        spec = built.spec
+        pretrained = None if spec.model_name.startswith(HF_HUB) else spec.pretrained
+        with _quiet_open_clip_warnings():
+            net, _, preprocess = open_clip.create_model_and_transforms(
+                built.name, pretrained=pretrained, precision="fp32", device="cpu",
+                quick_gelu=built.activation == "quick_gelu",
+            )
+        used = json.loads(json.dumps(open_clip.get_model_preprocess_cfg(net)))
+        used["size"] = _two(used["size"])
+        recorded = {key: built.preprocess[key] for key in used}
+        if used != recorded:
+            raise RuntimeError(f"open_clip preprocesses {resolved} with {used}, not the recorded {recorded}")
+        if spec.tokenizer == CLIP_TOKENIZER:
+            tokenizer = open_clip.SimpleTokenizer(context_length=built.context_length)
+        else:
+            tokenizer = open_clip.get_tokenizer(built.name, context_length=built.context_length)
+        return (
+            OpenClipDualEncoder(net.eval(), built.context_length),
+            OpenClipProcessor(OpenClipTokenizer(tokenizer, built.context_length), OpenClipImageProcessor(preprocess)),
+        )
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""The open_clip-native route (`--model open_clip:...`, `--native FILE`): models `CLIPModel` cannot hold.
+"""The open_clip backend (`--model open_clip:...`, `--backend open_clip FILE`): models `CLIPModel` cannot hold.
 
 Two parts. Everywhere: the model strings, the refusals and the one-line error without the extra.
 Where open_clip imports (its own venv: it needs torchvision, whose wheels replace the CPU torch of the
@@ -7,7 +7,7 @@ scored through `ITMScorer` / `hardpos eval` give the per-row scores real open_cl
 directly (`tests/fixtures/open_clip/native_goldens.pt`, written by `make_native_goldens.py`).
 
     /tmp/ocvenv/bin/pip install -e . --no-deps && /tmp/ocvenv/bin/pip install datasets evaluate accelerate peft
-    /tmp/ocvenv/bin/python -m pytest -q tests/test_open_clip_native.py
+    /tmp/ocvenv/bin/python -m pytest -q tests/test_backend_open_clip.py
 """
 
 from __future__ import annotations
@@ -19,16 +19,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from datasets import Dataset, Features, Value
 from datasets import Image as ImageFeature
 
-from hf_hardpos import open_clip_native
+from hf_hardpos.backends import BACKENDS, ModelOptions, backend_for
+from hf_hardpos.backends.open_clip import OpenClipSpec, parse
 from hf_hardpos.cli import main
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.metrics import compute_metrics
 from hf_hardpos.provenance import sha256_file
 
 FIXTURES = Path(__file__).parent / "fixtures" / "open_clip"
+OPEN_CLIP = BACKENDS["open_clip"]
 COLUMNS = ("caption", "hard_negative", "hard_positive")
 HAS_OPEN_CLIP = importlib.util.find_spec("open_clip") is not None
 needs_open_clip = pytest.mark.skipif(not HAS_OPEN_CLIP, reason="open_clip is an optional extra (see module docstring)")
@@ -48,9 +51,10 @@ needs_open_clip = pytest.mark.skipif(not HAS_OPEN_CLIP, reason="open_clip is an 
     ],
 )
 def test_model_strings_parse(model, name, pretrained):
-    spec = open_clip_native.parse(model)
+    spec = parse(model)
+    assert backend_for(model) is OPEN_CLIP
     assert (spec.model_name, spec.pretrained, spec.activation, spec.tokenizer) == (name, pretrained, None, None)
-    assert open_clip_native.parse(spec.to_model_string()) == spec  # the resolved form reads back
+    assert parse(spec.to_model_string()) == spec  # the resolved form reads back
 
 
 def test_resolve_folds_options_and_absolute_paths(tmp_path, monkeypatch):
@@ -59,9 +63,9 @@ def test_resolve_folds_options_and_absolute_paths(tmp_path, monkeypatch):
     config = tmp_path / "cfg.json"
     config.write_text("{}")
     monkeypatch.chdir(tmp_path)
-    resolved = open_clip_native.parse(open_clip_native.resolve("open_clip:cfg.json/ckpt.pt", None, "gelu", "clip"))
-    assert resolved == open_clip_native.NativeSpec(str(config), str(checkpoint), "gelu", "clip")
-    tag = open_clip_native.parse(open_clip_native.resolve("open_clip:RN101/openai", activation="quick_gelu"))
+    resolved = parse(OPEN_CLIP.resolve("open_clip:cfg.json/ckpt.pt", ModelOptions(None, "gelu", "clip")))
+    assert resolved == OpenClipSpec(str(config), str(checkpoint), "gelu", "clip")
+    tag = parse(OPEN_CLIP.resolve("open_clip:RN101/openai", ModelOptions(activation="quick_gelu")))
     assert (tag.model_name, tag.pretrained, tag.activation, tag.tokenizer) == ("RN101", "openai", "quick_gelu", None)
 
 
@@ -79,13 +83,13 @@ def test_resolve_folds_options_and_absolute_paths(tmp_path, monkeypatch):
 )
 def test_resolve_refuses_what_cannot_apply(model, options):
     with pytest.raises(UserInputError):
-        open_clip_native.resolve(model, **options)
+        OPEN_CLIP.resolve(model, ModelOptions(**options))
 
 
 def test_without_open_clip_the_error_names_the_extra(monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(sys.modules, "open_clip", None)  # `import open_clip` raises ImportError
     with pytest.raises(UserInputError) as caught:
-        open_clip_native.identity("open_clip:RN50x16/openai")
+        OPEN_CLIP.identity("open_clip:RN50x16/openai")
     assert "[openclip]" in str(caught.value) and "\n" not in str(caught.value)
     folder = tmp_path / "data"
     _hub_folder(folder)
@@ -94,13 +98,98 @@ def test_without_open_clip_the_error_names_the_extra(monkeypatch, tmp_path, caps
     assert "[openclip]" in capsys.readouterr().err
 
 
-def test_native_flag_needs_a_file_and_a_config(tmp_path):
+def test_backend_flag_needs_a_file_and_a_config(tmp_path):
     checkpoint = tmp_path / "ckpt.pt"
     checkpoint.write_bytes(b"weights")
     folder = _hub_folder(tmp_path / "data")
-    for argv in (["--model", str(checkpoint), "--native"], ["--model", "openai/clip-vit-base-patch32", "--native",
-                                                             "--open-clip-config", "ViT-B-32"]):
+    for argv in (["--model", str(checkpoint), "--native"], ["--model", str(checkpoint), "--backend", "open_clip"],
+                 ["--model", "openai/clip-vit-base-patch32", "--native", "--open-clip-config", "ViT-B-32"],
+                 ["--model", "open_clip:RN50x16/openai", "--backend", "hf"]):
         assert main(["eval", *argv, "--dataset", str(folder), "--no-progress"]) == UserInputError.exit_code
+
+
+def test_backend_flag_spells_a_checkpoint_in_the_backends_syntax(tmp_path):
+    """`--model FILE --backend open_clip --open-clip-config C` (or `--native`) is `open_clip:C/FILE`; hf keeps the file."""
+    from hf_hardpos.commands.eval import _backend_model
+
+    checkpoint = tmp_path / "ckpt.pt"
+    checkpoint.write_bytes(b"weights")
+    model, config = _backend_model("open_clip", str(checkpoint), "ViT-B-32")
+    assert (model, config) == (f"open_clip:ViT-B-32/{checkpoint.resolve()}", None)
+    assert parse(model) == OpenClipSpec("ViT-B-32", str(checkpoint.resolve()))
+    as_json = _backend_model("open_clip", str(checkpoint), '{"embed_dim": 8}')[0]
+    assert parse(as_json) == OpenClipSpec('{"embed_dim": 8}', str(checkpoint.resolve()))
+    assert _backend_model("hf", str(checkpoint), "ViT-B-32") == (str(checkpoint), "ViT-B-32")
+
+
+class _FakeOpenClipNet(torch.nn.Module):
+    """What the adapter calls of an open_clip model: `encode_image`, `encode_text` (ids padded with 0)."""
+
+    def __init__(self):
+        super().__init__()
+        self.words = torch.nn.Embedding(40, 3, padding_idx=0)
+        torch.nn.init.normal_(self.words.weight[1:], generator=torch.Generator().manual_seed(0))
+
+    def encode_image(self, pixels):
+        return pixels.mean(dim=(2, 3))
+
+    def encode_text(self, ids):
+        return self.words(ids).sum(1)  # padding adds nothing, as open_clip's towers ignore it
+
+
+class _FakeSimpleTokenizer:
+    """open_clip's SimpleTokenizer calls: `encode`, SOT/EOT ids, and `__call__` padding to the context."""
+
+    sot_token_id, eot_token_id = 38, 39
+
+    def encode(self, text):
+        return [1 + sum(map(ord, word)) % 36 for word in text.split()]
+
+    def __call__(self, texts, context_length):
+        rows = torch.zeros(len(texts), context_length, dtype=torch.long)
+        for row, text in enumerate(texts):
+            ids = [self.sot_token_id, *self.encode(text)][: context_length - 1] + [self.eot_token_id]
+            rows[row, : len(ids)] = torch.tensor(ids)
+        return rows
+
+
+def test_adapters_score_through_itm_scorer_as_the_model_computes():
+    """The scorer's calls (tokenize with and without truncation, pixel values, features) reach the
+    open_clip model as open_clip's own API takes them; a caption longer than the context is cut as
+    open_clip cuts it (EOT kept last)."""
+    from hf_hardpos.backends.open_clip_adapters import (
+        OpenClipDualEncoder,
+        OpenClipImageProcessor,
+        OpenClipProcessor,
+        OpenClipTokenizer,
+    )
+    from hf_hardpos.image_processing import describe_image_processor
+    from hf_hardpos.scoring import ITMScorer
+
+    def transform(image):
+        return torch.from_numpy(np.asarray(image.convert("RGB").resize((4, 4)), dtype=np.float32).transpose(2, 0, 1))
+
+    net, bpe, context = _FakeOpenClipNet(), _FakeSimpleTokenizer(), 5
+    processor = OpenClipProcessor(OpenClipTokenizer(bpe, context), OpenClipImageProcessor(transform))
+    assert describe_image_processor(processor.image_processor)["backend"] == "open_clip"
+    rows = {"image": [_png(i) for i in range(3)], "caption": ["a red cube", "one two three four five six", "b"],
+            "hard_negative": ["a blue cube", "x", "c d"], "hard_positive": ["red cube", "y z", "b b"]}
+    scores = ITMScorer(OpenClipDualEncoder(net, context), processor, batch_size=2, progress=False).score(rows)
+    assert scores.truncation.truncated_captions == 1
+    with torch.no_grad():
+        for row in range(3):
+            image = net.encode_image(transform(rows["image"][row]).unsqueeze(0))
+            for column in COLUMNS:
+                text = net.encode_text(bpe([rows[column][row]], context))
+                expected = float(torch.nn.functional.cosine_similarity(image.double(), text.double()))
+                assert abs(scores[column][row] - expected) < 1e-6, (row, column)
+
+
+def _png(seed: int):
+    from PIL import Image
+
+    pixels = np.random.default_rng(seed).integers(0, 255, (6, 8, 3), dtype=np.uint8)
+    return Image.fromarray(pixels)
 
 
 # -- against real open_clip (its own venv) -------------------------------------------------------------
@@ -149,7 +238,7 @@ def _configs(folder: Path) -> dict[str, Path]:
 def _scores(model: str) -> dict[str, np.ndarray]:
     from hf_hardpos.scoring import ITMScorer
 
-    loaded, processor = open_clip_native.load(model)
+    loaded, processor = OPEN_CLIP.load(model, "pil")
     scores = ITMScorer(loaded, processor, batch_size=4, progress=False).score(_dataset())
     return {column: scores[column] for column in COLUMNS}
 
@@ -159,7 +248,7 @@ def _scores(model: str) -> dict[str, np.ndarray]:
                          [("resnet", "resnet", None), ("resnet", "resnet_as_gelu", "gelu"), ("roberta", "roberta", None)])
 def test_adapter_scores_equal_open_clip_called_directly(tmp_path, tower, golden, activation):
     configs = _configs(tmp_path)
-    model = open_clip_native.resolve(f"open_clip:{configs[tower]}/{FIXTURES / f'native_{tower}.pt'}", activation=activation)
+    model = OPEN_CLIP.resolve(f"open_clip:{configs[tower]}/{FIXTURES / f'native_{tower}.pt'}", ModelOptions(activation=activation))
     ours = _scores(model)
     for column in COLUMNS:
         np.testing.assert_allclose(ours[column], _goldens()[golden][column].numpy(), rtol=0, atol=1e-6)
@@ -172,8 +261,8 @@ def test_config_as_json_text_or_hub_style_file_gives_the_same_scores(tmp_path):
     checkpoint = str(FIXTURES / "native_resnet.pt")
     hub_style = tmp_path / "open_clip_config.json"
     hub_style.write_text(json.dumps({"model_cfg": config, "preprocess_cfg": {}}))
-    for model in (open_clip_native.NativeSpec(json.dumps(config), checkpoint).to_model_string(),
-                  open_clip_native.resolve(f"open_clip:{hub_style}/{checkpoint}")):
+    for model in (OpenClipSpec(json.dumps(config), checkpoint).to_model_string(),
+                  OPEN_CLIP.resolve(f"open_clip:{hub_style}/{checkpoint}", ModelOptions())):
         ours = _scores(model)
         for column in COLUMNS:
             np.testing.assert_allclose(ours[column], _goldens()["resnet"][column].numpy(), rtol=0, atol=1e-6)
@@ -186,7 +275,7 @@ def test_config_as_json_text_or_hub_style_file_gives_the_same_scores(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"vision_cfg": config["vision_cfg"]}))
     with pytest.raises(UserInputError):
-        open_clip_native.identity(open_clip_native.resolve(f"open_clip:{bad}/{checkpoint}"))
+        OPEN_CLIP.identity(OPEN_CLIP.resolve(f"open_clip:{bad}/{checkpoint}", ModelOptions()))
 
 
 @needs_open_clip
@@ -233,8 +322,10 @@ def test_clip_tokenizer_option_feeds_clip_bpe_ids(tmp_path):
 
     configs = _configs(tmp_path)
     checkpoint = FIXTURES / "native_roberta.pt"
-    _, own = open_clip_native.load(open_clip_native.resolve(f"open_clip:{configs['roberta']}/{checkpoint}"))
-    _, clip = open_clip_native.load(open_clip_native.resolve(f"open_clip:{configs['roberta']}/{checkpoint}", tokenizer="clip"))
+    _, own = OPEN_CLIP.load(OPEN_CLIP.resolve(f"open_clip:{configs['roberta']}/{checkpoint}", ModelOptions()), "pil")
+    _, clip = OPEN_CLIP.load(
+        OPEN_CLIP.resolve(f"open_clip:{configs['roberta']}/{checkpoint}", ModelOptions(tokenizer="clip")), "pil"
+    )
     text = ["a red cube left of a blue sphere"]
     expected = open_clip.SimpleTokenizer(context_length=16)(text)
     assert clip.tokenizer(text, max_length=16)["input_ids"] == expected.tolist()
@@ -251,21 +342,28 @@ TABLE8_ROWS = {
 
 
 def test_zoo_lists_every_table8_row_with_a_route_and_a_model(capsys):
-    from hf_hardpos.conversion.presets import PRETRAINED_PRESETS, ROUTE_HF, ROUTE_NATIVE, ROUTE_NONE
+    from hf_hardpos.conversion.presets import (
+        PRETRAINED_PRESETS,
+        ROUTE_HF,
+        ROUTE_NONE,
+        ROUTE_OPEN_CLIP,
+    )
     from hf_hardpos.published import lookup
 
     presets = list(PRETRAINED_PRESETS.values())
     assert {p.row for p in presets} == TABLE8_ROWS and len(presets) == len(TABLE8_ROWS)
-    native = {p.row for p in presets if p.route == ROUTE_NATIVE}
-    assert native == {"CLIP RN50x16", "CLIP RN50x64", "CLIP RN101", "OpenCLIP RoBERTa-ViT-B/32"}
+    by_open_clip = {p.row for p in presets if p.route == ROUTE_OPEN_CLIP}
+    assert by_open_clip == {"CLIP RN50x16", "CLIP RN50x64", "CLIP RN101", "OpenCLIP RoBERTa-ViT-B/32"}
     for preset in presets:
-        if preset.route == ROUTE_NATIVE:
-            spec = open_clip_native.parse(preset.model)
+        if preset.route != ROUTE_NONE:  # a route is the backend that recognises the row's --model
+            assert backend_for(preset.model).name == preset.route
+        if preset.route == ROUTE_OPEN_CLIP:
+            spec = parse(preset.model)
             assert spec.pretrained in {"openai", "laion2b_s12b_b32k"}
         elif preset.route == ROUTE_HF:
-            assert not open_clip_native.is_native(preset.model) and preset.model.count("/") == 1
-            if preset.alternative:  # LAION weights: open_clip's own loading as the other route
-                assert open_clip_native.parse(preset.alternative).pretrained
+            assert preset.model.count("/") == 1
+            if preset.other_route:  # LAION weights: open_clip's own loading as the other route
+                assert backend_for(preset.other_route) is OPEN_CLIP and parse(preset.other_route).pretrained
         else:
             assert preset.route == ROUTE_NONE and preset.model == "" and preset.note
     assert main(["zoo"]) == 0
@@ -281,20 +379,20 @@ def test_zoo_lists_every_table8_row_with_a_route_and_a_model(capsys):
 
 
 @needs_open_clip
-def test_native_presets_name_open_clip_tags_and_openai_files():
-    """Each native preset's tag exists in open_clip; OpenAI's URLs match open_clip's (the hex is the sha256)."""
+def test_open_clip_presets_name_open_clip_tags_and_openai_files():
+    """Each open_clip preset's tag exists in open_clip; OpenAI's URLs match open_clip's (the hex is the sha256)."""
     from open_clip.pretrained import get_pretrained_cfg
 
-    from hf_hardpos.conversion.presets import PRETRAINED_PRESETS, ROUTE_NATIVE
+    from hf_hardpos.conversion.presets import PRETRAINED_PRESETS, ROUTE_OPEN_CLIP
 
     for preset in PRETRAINED_PRESETS.values():
-        for model in (preset.model, preset.alternative):
-            if not open_clip_native.is_native(model):
+        for model in (preset.model, preset.other_route):
+            if backend_for(model) is not OPEN_CLIP:
                 continue
-            spec = open_clip_native.parse(model)
+            spec = parse(model)
             tag = get_pretrained_cfg(spec.model_name, spec.pretrained)
             assert tag, model
             if spec.pretrained == "openai":
                 assert preset.weights == tag["url"] and tag["quick_gelu"]
-            elif preset.route == ROUTE_NATIVE:
+            elif preset.route == ROUTE_OPEN_CLIP:
                 assert tag["hf_hub"].rstrip("/") in preset.weights

@@ -1,0 +1,92 @@
+"""The model-backend protocol: the questions every family of models answers for `ModelSource`.
+
+Why: a `--model` argument names its family by its syntax (a folder or Hub id for transformers,
+`open_clip:NAME/TAG` for open_clip) and each family differs in how it is resolved, identified,
+described and loaded. Each family answers the same questions here, in one module of
+`hf_hardpos.backends`, and the table in `hf_hardpos.backends.__init__` picks the family of an
+argument; nothing outside that folder asks which family a model belongs to.
+
+A backend is light to import (torch, transformers and the family's library are imported inside its
+methods): `hardpos eval --help` reads the table for its `--backend` choices.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserInputError
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """The options that change which model an argument names (`hardpos eval --open-clip-config /
+    --activation / --tokenizer`); None means not given."""
+
+    open_clip_config: str | Path | dict | None = None
+    activation: str | None = None
+    tokenizer: str | Path | None = None
+
+    def given(self) -> dict[str, Any]:
+        """The options given, by name (what `ModelSource.options` records for other processes)."""
+        values = {"open_clip_config": self.open_clip_config, "activation": self.activation, "tokenizer": self.tokenizer}
+        return {name: value for name, value in values.items() if value is not None}
+
+
+class ModelBackend(ABC):
+    """One family of models. `resolved` below is what `resolve` returned: the string the loaders read.
+
+    Attributes:
+        name: the key in `BACKENDS` and the value of `hardpos eval --backend`.
+        prefix: the model arguments this family recognises start with it (`recognises`); None for
+            the family every other argument belongs to (`DEFAULT_BACKEND`).
+        summary: one line for `hardpos zoo`: what the family scores and what it needs installed.
+    """
+
+    name: str
+    prefix: str | None = None
+    summary: str = ""
+
+    def recognises(self, model_argument: str) -> bool:
+        """Whether `model_argument` (as given, or as `resolve` returned it) belongs to this family."""
+        return self.prefix is not None and model_argument.startswith(self.prefix)
+
+    def require_exists(self, model_argument: str) -> None:
+        """Refuse, in milliseconds, an argument naming a local file or folder that is not there."""
+
+    def checkpoint_model(self, checkpoint: str, open_clip_config: str | None) -> tuple[str, str | None]:
+        """`hardpos eval --model FILE --backend NAME [--open-clip-config C]`: the model argument that
+        scores the checkpoint file with this family, and the `--open-clip-config` still to apply."""
+        raise UserInputError(f"--backend {self.name} does not score checkpoint files; pass --model {self.prefix}...")
+
+    @abstractmethod
+    def check_options(self, model_argument: str, options: ModelOptions) -> None:
+        """Refuse, without loading anything, options that cannot apply to `model_argument`."""
+
+    @abstractmethod
+    def resolve(self, model_argument: str, options: ModelOptions, progress: bool = True) -> str:
+        """What the loaders read for `model_argument` with `options` (converting or downloading as needed)."""
+
+    @abstractmethod
+    def identity(self, resolved: str) -> dict[str, Any]:
+        """The content identity recorded with every score and hashed into every resume key.
+
+        It must not change between releases for the same model: saved runs and caches are found by it.
+        """
+
+    @abstractmethod
+    def context_length(self, resolved: str) -> int:
+        """The text context its tokenizer pads and truncates to."""
+
+    @abstractmethod
+    def image_processor_settings(self, resolved: str, image_backend: str) -> dict[str, Any]:
+        """The image processor it is scored with, described without loading the model (recorded in
+        metrics.json and part of its keys)."""
+
+    @abstractmethod
+    def load(self, resolved: str, image_backend: str) -> tuple[Any, Any]:
+        """`(model, processor)` for `ITMScorer`, in float32: the model has `get_image_features` /
+        `get_text_features` and a `config` with the text context; the processor `.tokenizer` and
+        `.image_processor`."""

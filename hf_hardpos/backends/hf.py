@@ -1,0 +1,133 @@
+"""The transformers backend: Hub ids, saved Hugging Face folders, and checkpoint files converted into one.
+
+Any dual encoder `AutoModel` loads (CLIP, SigLIP, SigLIP 2, ...) with its `AutoProcessor`; an
+open_clip / OpenAI / TSVLC checkpoint *file* is converted once into a `CLIPModel` folder in the
+conversion cache (`conversion.resolve_model`) and from then on is such a folder. Identity: the sha256
+of a folder's files (with the checkpoint's sha256 and activation for a converted one), or a Hub id's
+commit (`provenance.model_identity`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserInputError, first_line
+from ..image_processing import describe_image_processor, load_image_processor
+from ..provenance import looks_like_path, model_identity
+from .base import ModelBackend, ModelOptions
+
+
+def missing_model_message(name: str, err: Exception) -> str:
+    """What is wrong with a model that cannot be loaded, and what to run (one line)."""
+    folder = Path(name).expanduser()
+    if folder.is_dir():
+        if not (folder / "config.json").is_file():
+            return (f"model {name}: the folder has no config.json, so it is no saved Hugging Face model (an open_clip "
+                    "or OpenAI checkpoint is a file: pass that file with --open-clip-config NAME, or convert it once with "
+                    "`hardpos convert`)")
+        return f"model {name}: its config.json cannot be read as a CLIP-like model ({first_line(err)})"
+    if folder.is_file():
+        return (f"model {name} is a file: a checkpoint needs --open-clip-config NAME (open_clip) or is converted "
+                "with `hardpos convert`; a Hugging Face model is a folder or a Hub id")
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
+    reach = "HF_HUB_OFFLINE is set" if offline else "the Hub did not answer or has no such model"
+    return (f"model {name!r} is not a local folder and not in the Hugging Face cache, and {reach}: check the id "
+            f"(owner/name), or download it once online (`hf download {name}`) and rerun, or pass a local folder")
+
+
+class HFBackend(ModelBackend):
+    name = "hf"
+    summary = ("transformers (CLIPModel, SigLIP, any AutoModel dual encoder): a Hub id or a saved folder; a checkpoint "
+               "file is converted once into a CLIPModel folder")
+
+    def require_exists(self, model_argument: str) -> None:
+        if looks_like_path(model_argument) and not Path(model_argument).expanduser().exists():
+            raise UserInputError(f"model not found: {model_argument} (no such folder)")
+
+    def checkpoint_model(self, checkpoint: str, open_clip_config: str | None) -> tuple[str, str | None]:
+        return checkpoint, open_clip_config  # converted, with the config the conversion needs
+
+    def check_options(self, model_argument: str, options: ModelOptions) -> None:
+        from ..conversion.cache import check_model_options
+
+        check_model_options(model_argument, options.open_clip_config, options.activation, options.tokenizer)
+
+    def resolve(self, model_argument: str, options: ModelOptions, progress: bool = True) -> str:
+        from ..conversion.cache import resolve_model
+
+        return resolve_model(model_argument, options.open_clip_config, options.activation, options.tokenizer,
+                             progress=progress)
+
+    def identity(self, resolved: str) -> dict[str, Any]:
+        return model_identity(resolved)
+
+    def context_length(self, resolved: str) -> int:
+        from transformers import AutoConfig
+
+        from ..scoring import text_context_length
+
+        try:
+            return text_context_length(AutoConfig.from_pretrained(resolved))
+        except (OSError, ValueError) as err:
+            raise UserInputError(missing_model_message(resolved, err)) from err
+
+    def image_processor_settings(self, resolved: str, image_backend: str) -> dict[str, Any]:
+        try:
+            return describe_image_processor(load_image_processor(resolved, image_backend))
+        except UserInputError:
+            _refuse_single_encoder(resolved)  # the likelier reason when a model has no image processor
+            raise
+
+    def load(self, resolved: str, image_backend: str):
+        """`AutoModel` + `AutoProcessor` in float32, the image processor pinned to `image_backend`.
+
+        float32 whatever dtype the weights were saved in: transformers 5 loads `dtype="auto"`, so a
+        checkpoint saved in half precision would otherwise be scored in half precision (outcomes of
+        near-tied rows flip) while the report says fp32; `--dtype` is the one switch for lower
+        precision. Refuses, with a one-line reason naming the file to add, a model that is not a dual
+        encoder (the scorer needs `get_image_features` and `get_text_features`), a missing or
+        degenerate tokenizer and a missing image processor (`model_checks`).
+        """
+        import torch
+        from transformers import AutoModel, AutoProcessor
+
+        from ..model_checks import check_image_processor, check_tokenizer
+
+        where = "local folder" if Path(resolved).expanduser().exists() else "Hub id (offline: it must be in the local cache)"
+        try:
+            model = AutoModel.from_pretrained(resolved, dtype=torch.float32)
+        except (OSError, ValueError, KeyError) as err:
+            raise UserInputError(f"cannot load model {resolved!r} as a {where}: {first_line(err)}") from err
+        if not all(hasattr(model, m) for m in ("get_image_features", "get_text_features")):
+            raise UserInputError(
+                f"{resolved} is a {type(model).__name__}, not a dual encoder (needs get_image_features/get_text_features)"
+            )
+        try:
+            processor = AutoProcessor.from_pretrained(resolved)
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise UserInputError(
+                f"cannot load the processor of model {resolved!r} ({where}): add preprocessor_config.json (or "
+                f"processor_config.json) and the tokenizer files from the base model ({first_line(err)})"
+            ) from err
+        if getattr(processor, "image_processor", None) is not None:  # pinned, not the backend AutoProcessor picked
+            processor.image_processor = load_image_processor(resolved, image_backend)
+        check_image_processor(resolved, processor)
+        text_config = getattr(model.config, "text_config", model.config)
+        check_tokenizer(resolved, getattr(processor, "tokenizer", None), text_config)
+        return model, processor
+
+
+def _refuse_single_encoder(model: str) -> None:
+    """Name a model without an image tower as such (a text-only or image-only model has no vision_config)."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(model)
+    except (OSError, ValueError, KeyError):
+        return
+    if getattr(config, "vision_config", None) is None or getattr(config, "text_config", None) is None:
+        raise UserInputError(
+            f"{model} is a {config.model_type} model, not a dual encoder (needs get_image_features/get_text_features)"
+        )
