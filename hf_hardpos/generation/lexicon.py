@@ -282,7 +282,7 @@ _NEGATIVE_GUARDS: dict[str, dict[str, Any]] = {
 
 
 def hard_negative_rules() -> tuple[Rule, ...]:
-    """Meaning-changing rules: each source word maps to the alternatives it may become."""
+    """Meaning-changing rules: each source word maps to the replacements it may become."""
     targets: dict[str, tuple[list[str], str]] = {}
     for category, groups in _COHYPONYM_GROUPS.items():
         for group in groups:
@@ -290,12 +290,12 @@ def hard_negative_rules() -> tuple[Rule, ...]:
                 entry = targets.setdefault(word, ([], category))
                 entry[0].extend(w for w in group if w != word and w not in entry[0])
     for category, table in _ANTONYMS.items():
-        for word, alternatives in table.items():
+        for word, replacements in table.items():
             entry = targets.setdefault(word, ([], category))
-            entry[0].extend(w for w in alternatives if w not in entry[0])
+            entry[0].extend(w for w in replacements if w not in entry[0])
     return tuple(
-        Rule(source, tuple(alternatives), category, **{**_GUARDS.get(source, {}), **_NEGATIVE_GUARDS.get(source, {})})
-        for source, (alternatives, category) in targets.items()
+        Rule(source, tuple(replacements), category, **{**_GUARDS.get(source, {}), **_NEGATIVE_GUARDS.get(source, {})})
+        for source, (replacements, category) in targets.items()
     )
 
 
