@@ -10,6 +10,7 @@ caption with no word of a type decodes to "", which the builder refuses as an em
 from __future__ import annotations
 
 from hf_hardpos import columns
+from hf_hardpos.data.build_report import BuildReport
 from hf_hardpos.data.coco_finetune import (
     _TYPED_DEFECTS,
     CE_CLIP_CONFIG,
@@ -18,7 +19,6 @@ from hf_hardpos.data.coco_finetune import (
     SWAP_INELIGIBLE,
     _defects_text,
 )
-from hf_hardpos.data.hub_folder import BuildReport
 
 
 def _report() -> BuildReport:

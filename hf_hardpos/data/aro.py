@@ -36,7 +36,9 @@ import datasets
 from .. import columns
 from ..errors import UserInputError
 from .checks import DataValidationError, load_json_list, selected
-from .hub_folder import BuildOptions, BuildReport, ConfigBuild, card_facts, export_folder, flag_table, row_features
+from .build_report import BuildReport
+from .dataset_card import card_facts, flag_table
+from .hub_folder import BuildOptions, ConfigBuild, export_folder, row_features
 from .sources import (
     ARO_FILES,
     ARO_IMAGES_URL,

@@ -40,7 +40,9 @@ from ..generation.swap_rule import PAPER_SWAP_ELIGIBLE, swap_eligible
 from .checks import DataValidationError, MissingSourceError, load_json
 from .coco_hard_positives import HardPositiveSource, check_line_count, load_hard_positives
 from .generation_outputs import checked_manifest, read_records
-from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, export_folder
+from .build_report import BuildReport
+from .dataset_card import CardFacts
+from .hub_folder import BuildOptions, ConfigBuild, export_folder
 from .sources import (
     COCO_ANNOTATIONS_URL,
     COCO_CAPTIONS_FILE,

@@ -18,7 +18,9 @@ import datasets
 
 from .. import columns
 from .checks import load_aligned_pair, selected
-from .hub_folder import BuildOptions, BuildReport, ConfigBuild, card_facts, count_flags, export_folder, row_features
+from .build_report import BuildReport, count_flags
+from .dataset_card import card_facts
+from .hub_folder import BuildOptions, ConfigBuild, export_folder, row_features
 from .sources import Sources, VisualGenomeImages, locate_images, vg_part_of
 
 SPLIT = "test"

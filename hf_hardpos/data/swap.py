@@ -17,7 +17,9 @@ import datasets
 from .. import columns
 from .aro import BBOX_FEATURES, BBOX_FIELDS, BboxCrop, aro_file, locate_crop_sources, vg_rows
 from .checks import load_aligned_pair
-from .hub_folder import BuildOptions, BuildReport, ConfigBuild, card_facts, export_folder, row_features
+from .build_report import BuildReport
+from .dataset_card import card_facts
+from .hub_folder import BuildOptions, ConfigBuild, export_folder, row_features
 from .sources import Sources, VisualGenomeImages
 
 CONFIG = "default"

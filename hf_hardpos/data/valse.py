@@ -32,7 +32,9 @@ import datasets
 
 from .. import columns
 from .checks import DataValidationError, load_json, selected
-from .hub_folder import BuildOptions, BuildReport, card_facts, count_flags, export_with_image_files, flag_table, row_features
+from .build_report import BuildReport, count_flags
+from .dataset_card import card_facts, flag_table
+from .hub_folder import BuildOptions, export_with_image_files, row_features
 from .sources import GitHubRepo, ImageFolder, Sources
 
 SPLIT = "test"
