@@ -35,8 +35,8 @@ import datasets
 
 from .. import columns
 from ..errors import UserInputError
-from .checks import DataValidationError, load_json_list, selected
 from .build_report import BuildReport
+from .checks import DataValidationError, load_json_list, selected
 from .dataset_card import card_facts, flag_table
 from .hub_folder import BuildOptions, ConfigBuild, export_folder, row_features
 from .sources import (

@@ -17,8 +17,8 @@ from typing import Any
 import datasets
 
 from .. import columns
-from .checks import load_aligned_pair, selected
 from .build_report import BuildReport, count_flags
+from .checks import load_aligned_pair, selected
 from .dataset_card import card_facts
 from .hub_folder import BuildOptions, ConfigBuild, export_folder, row_features
 from .sources import Sources, VisualGenomeImages, locate_images, vg_part_of

@@ -20,8 +20,8 @@ from typing import Any
 import datasets
 
 from .. import columns
-from .checks import DataValidationError, check_rows, load_json, load_json_list, selected
 from .build_report import BuildReport, count_flags
+from .checks import DataValidationError, check_rows, load_json, load_json_list, selected
 from .dataset_card import card_facts, flag_table
 from .hub_folder import BuildOptions, ConfigBuild, export_folder, row_features
 from .sources import COCO_VAL2017_URL, SUGARCREPE_PP_REPO, SUGARCREPE_REPO, GitHubRepo, ImageFolder, Sources, locate_images

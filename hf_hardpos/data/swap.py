@@ -16,8 +16,8 @@ import datasets
 
 from .. import columns
 from .aro import BBOX_FEATURES, BBOX_FIELDS, BboxCrop, aro_file, locate_crop_sources, vg_rows
-from .checks import load_aligned_pair
 from .build_report import BuildReport
+from .checks import load_aligned_pair
 from .dataset_card import card_facts
 from .hub_folder import BuildOptions, ConfigBuild, export_folder, row_features
 from .sources import Sources, VisualGenomeImages

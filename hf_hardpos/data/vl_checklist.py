@@ -33,8 +33,8 @@ import datasets
 import yaml
 
 from .. import columns
-from .checks import DataValidationError, load_json, selected
 from .build_report import BuildReport, count_flags
+from .checks import DataValidationError, load_json, selected
 from .dataset_card import card_facts, flag_table
 from .hub_folder import BuildOptions, export_with_image_files, row_features
 from .sources import GitHubRepo, ImageFolder, Sources
