@@ -67,14 +67,8 @@ from .coco_hard_positives import (
 )
 from .coco_typed_negatives import TypedNegatives, read_mlm_negatives
 from .hub_folder import BuildOptions, ConfigBuild, export_folder
-from .sources import (
-    ImageFolder,
-    ImageSpec,
-    Sources,
-    UnsafePathError,
-    path_under,
-    resolve_images,
-)
+from .image_sources import ImageFolder, ImageSpec, UnsafePathError, path_under, resolve_images
+from .sources import Sources
 
 SPLIT = "train"
 HP_FILES = {"replace": "hard_positives_ft/replace_hp.jsonl", "swap": "hard_positives_ft/swap_hp.jsonl"}

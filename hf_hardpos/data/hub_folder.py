@@ -36,7 +36,7 @@ from .shards import (
     verify_export,
     write_config_shards,
 )
-from .sources import ImageFolder, ImageSpec, locate_images
+from .image_sources import ImageFolder, ImageSpec, locate_images
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,6 @@ def row_features(*groups: Sequence[str] | Mapping[str, object]) -> datasets.Feat
         for name, kind in items:
             found[name] = datasets.Value(kind) if isinstance(kind, str) else kind
     return datasets.Features(found)
-
 
 
 @dataclass
@@ -195,7 +194,6 @@ def _write_configs(
                     report.skipped_missing_images[config.name] = used_missing
                     report.skipped_rows[config.name] = config.upstream_rows - report.counts[config.name]
     return exported
-
 
 
 def _commit(staging: Path, output_dir: Path) -> None:

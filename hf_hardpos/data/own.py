@@ -30,7 +30,7 @@ from ..names import require_plain_name
 from .build_report import BuildReport
 from .dataset_card import CardFacts
 from .hub_folder import BuildOptions, ConfigBuild, export_folder, row_features
-from .sources import ImageSpec, UnsafePathError, path_under
+from .image_sources import ImageSpec, UnsafePathError, path_under
 
 REQUIRED = (columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS)
 OPTIONAL = (columns.IMAGE_ID, "config")

@@ -21,7 +21,8 @@ from .build_report import BuildReport, count_flags
 from .checks import load_aligned_pair, selected
 from .dataset_card import card_facts
 from .hub_folder import BuildOptions, ConfigBuild, export_folder, row_features
-from .sources import Sources, VisualGenomeImages, locate_images, vg_part_of
+from .image_sources import VisualGenomeImages, locate_images, vg_part_of
+from .sources import Sources
 
 SPLIT = "test"
 UPSTREAM_FIELDS = ("image_id", "true_caption", "false_caption", "image_path")

@@ -18,7 +18,7 @@ from datasets.exceptions import DatasetGenerationError
 from .. import columns
 from ..errors import UserInputError
 from .checks import DataValidationError
-from .sources import ImageSpec
+from .image_sources import ImageSpec
 
 SHARD_SIZE = "500MB"  # the default maximum parquet shard size (push_to_hub's default too)
 # Rows per Arrow record batch when images are embedded: bounds memory to ~100 images at a time.

@@ -20,7 +20,8 @@ from .build_report import BuildReport
 from .checks import load_aligned_pair
 from .dataset_card import card_facts
 from .hub_folder import BuildOptions, ConfigBuild, export_folder, row_features
-from .sources import Sources, VisualGenomeImages
+from .image_sources import VisualGenomeImages
+from .sources import Sources
 
 CONFIG = "default"
 SPLIT = "test"

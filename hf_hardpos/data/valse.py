@@ -35,7 +35,8 @@ from .build_report import BuildReport, count_flags
 from .checks import DataValidationError, load_json, selected
 from .dataset_card import card_facts, flag_table
 from .hub_folder import BuildOptions, export_with_image_files, row_features
-from .sources import GitHubRepo, ImageFolder, Sources
+from .image_sources import ImageFolder
+from .sources import GitHubRepo, Sources
 
 SPLIT = "test"
 VALSE_REPO = GitHubRepo("Heidelberg-NLP/VALSE", "2152d90")

@@ -37,7 +37,8 @@ from .build_report import BuildReport, count_flags
 from .checks import DataValidationError, load_json, selected
 from .dataset_card import card_facts, flag_table
 from .hub_folder import BuildOptions, export_with_image_files, row_features
-from .sources import GitHubRepo, ImageFolder, Sources
+from .image_sources import ImageFolder
+from .sources import GitHubRepo, Sources
 
 SPLIT = "test"
 VL_CHECKLIST_REPO = GitHubRepo("om-ai-lab/VL-CheckList", "6f8d6a3")
