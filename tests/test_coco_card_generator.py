@@ -10,15 +10,14 @@ caption with no word of a type decodes to "", which the builder refuses as an em
 from __future__ import annotations
 
 from hf_hardpos import columns
-from hf_hardpos.data.coco_finetune import (
+from hf_hardpos.data.build_report import BuildReport
+from hf_hardpos.data.coco_finetune_card import (
     _TYPED_DEFECTS,
-    CE_CLIP_CONFIG,
-    CONFIG,
     SWAP_ELIGIBLE,
     SWAP_INELIGIBLE,
     _defects_text,
 )
-from hf_hardpos.data.hub_folder import BuildReport
+from hf_hardpos.data.coco_finetune_rows import CE_CLIP_CONFIG, CONFIG
 
 
 def _report() -> BuildReport:

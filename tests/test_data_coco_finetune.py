@@ -5,16 +5,23 @@ from pathlib import Path
 
 import datasets
 import pytest
-from data_fixtures import COCO_CAPTIONS, COCO_IMAGES, card_numbers, column_sources, make_coco_sources, write_json
-
-from hf_hardpos.data.coco_finetune import (
-    attach_coco_images,
-    column_meanings_for,
-    export_finetune,
-    get_coco_split,
-    swap_eligible,
+from data_fixtures import (
+    COCO_CAPTIONS,
+    COCO_IMAGES,
+    card_numbers,
+    column_sources,
+    make_coco_sources,
+    write_json,
 )
-from hf_hardpos.data.checks import DataValidationError, MissingImageError, MissingSourceError
+
+from hf_hardpos.data.checks import (
+    DataValidationError,
+    MissingImageError,
+    MissingSourceError,
+)
+from hf_hardpos.data.coco_captions import get_coco_split
+from hf_hardpos.data.coco_finetune import attach_coco_images, export_finetune
+from hf_hardpos.data.coco_finetune_card import column_meanings_for, swap_eligible
 
 
 def fake_replace(caption: str) -> str | None:

@@ -21,7 +21,7 @@ from data_fixtures import (
 )
 
 from hf_hardpos.data.checks import AlignmentError, DataValidationError, MissingImageError
-from hf_hardpos.data.hub_folder import completeness_text
+from hf_hardpos.data.dataset_card import completeness_text
 from hf_hardpos.data.replace import export_replace, is_substring_artifact, phrase_diff
 
 

@@ -17,7 +17,7 @@ from data_fixtures import (
 )
 
 from hf_hardpos.data.checks import DataValidationError, MissingImageError
-from hf_hardpos.data.hub_folder import completeness_text
+from hf_hardpos.data.dataset_card import completeness_text
 from hf_hardpos.data.sugarcrepe import (
     SUGARCREPE_COUNTS,
     SUGARCREPE_PP_COUNTS,

@@ -28,7 +28,7 @@ from data_fixtures import (
 from PIL import Image
 
 from hf_hardpos.cli import main as hardpos
-from hf_hardpos.data.sources import UnsafePathError, path_under
+from hf_hardpos.data.image_sources import UnsafePathError, path_under
 
 MARKER = b"PRIVATE-MARKER-7f3a9c"
 

@@ -9,7 +9,7 @@ import pytest
 from huggingface_hub import DatasetCard
 from PIL import Image
 
-from hf_hardpos.data.hub_folder import card_facts
+from hf_hardpos.data.dataset_card import card_facts
 from hf_hardpos.data.own import export_own
 
 

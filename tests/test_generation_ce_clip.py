@@ -158,16 +158,16 @@ def test_types_are_the_generators():
 
 def test_dataset_card_names_the_procedure_that_made_the_columns(tmp_path):
     from hf_hardpos import columns
-    from hf_hardpos.data import coco_finetune
+    from hf_hardpos.data import coco_typed_negatives
     from hf_hardpos.generation import ce_clip
 
     def meanings(procedure):
         options = {"kind": "all", "model": "m", "dtype": "float32", "seed": 0, **procedure}
-        source = coco_finetune.TypedNegativesSource(tmp_path / "neg.jsonl", TYPES, options)
-        negatives = coco_finetune.TypedNegatives({}, dict.fromkeys(TYPES, source))
-        return coco_finetune._typed_column_meanings(negatives)
+        source = coco_typed_negatives.TypedNegativesSource(tmp_path / "neg.jsonl", TYPES, options)
+        negatives = coco_typed_negatives.TypedNegatives({}, dict.fromkeys(TYPES, source))
+        return coco_typed_negatives.typed_column_meanings(negatives)
 
     for kind, name in columns.CE_CLIP_NEGATIVE_TYPES.items():
         assert ce_clip.TYPE_PROCEDURES[kind] in meanings({"procedure": "ce-clip"})[name]
-        assert coco_finetune.TYPE_PROCEDURES[kind] in meanings({"procedure": "ours"})[name]
-        assert coco_finetune.TYPE_PROCEDURES[kind] in meanings({})[name]  # written before `procedure` was recorded
+        assert coco_typed_negatives.TYPE_PROCEDURES[kind] in meanings({"procedure": "ours"})[name]
+        assert coco_typed_negatives.TYPE_PROCEDURES[kind] in meanings({})[name]  # written before `procedure` was recorded

@@ -17,7 +17,7 @@ from hf_hardpos.commands import generate as generate_command
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.generation import llm, resumable, validation
 from hf_hardpos.generation.llm import LLMGenerator
-from hf_hardpos.generation.resumable import read_captions
+from hf_hardpos.generation.caption_file import read_captions
 from hf_hardpos.generation.validation import NO_AND
 
 CAPTIONS = [

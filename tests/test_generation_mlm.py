@@ -17,7 +17,7 @@ from hf_hardpos import cli
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.generation import validation
 from hf_hardpos.generation.mlm import TYPES, MLMNegativeGenerator, TaggedWord, spacy_tagger
-from hf_hardpos.generation.resumable import read_captions
+from hf_hardpos.generation.caption_file import read_captions
 
 
 def _generator(path, kind="all", pos_nlp=None, **kwargs):

@@ -198,7 +198,8 @@ def _multiword_phrases() -> list[str]:
 
 def _partial_edits(caption: str, phrase: str) -> list[str]:
     """Rule matches (positive and negative tables) that replace part, not all, of `phrase`."""
-    from hf_hardpos.generation.rules import find_matches, tokenize
+    from hf_hardpos.generation.rules import find_matches
+    from hf_hardpos.generation.tokens import tokenize
 
     words = [t.lower for t in tokenize(caption)]
     target = phrase.split()

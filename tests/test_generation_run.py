@@ -13,13 +13,13 @@ import pytest
 from hf_hardpos import __version__, cli
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.generation import validation
+from hf_hardpos.generation.caption_file import read_captions
 from hf_hardpos.generation.report import quality_report, quality_summary
 from hf_hardpos.generation.resumable import (
     GenerationOutput,
     input_fingerprint,
     lock_path,
     manifest_path,
-    read_captions,
 )
 from hf_hardpos.generation.rule_generator import RuleGenerator
 

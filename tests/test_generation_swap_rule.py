@@ -2,7 +2,7 @@
 
 import pytest
 
-from hf_hardpos.data import coco_finetune
+from hf_hardpos.data import coco_finetune, coco_finetune_card
 from hf_hardpos.generation import swap_rule, validation
 from hf_hardpos.generation.rule_generator import RuleGenerator
 
@@ -38,13 +38,13 @@ def test_the_word_and(caption, has_and):
 
 
 def test_generator_and_builder_use_the_same_rule():
-    assert coco_finetune.swap_eligible is swap_rule.swap_eligible
+    assert coco_finetune_card.swap_eligible is swap_rule.swap_eligible
     assert coco_finetune.PAPER_SWAP_HARD_POSITIVES == swap_rule.PAPER_SWAP_ELIGIBLE == 119_071
     generator = RuleGenerator("swap", progress=False)
     for caption in (_caption(14), _caption(15), _caption(16), "Rock-and-roll band on a stage", "two dogs"):
         reason = generator.precheck(caption)
         assert reason == swap_rule.swap_ineligibility(caption)
-        assert (reason is None) is coco_finetune.swap_eligible(caption)
+        assert (reason is None) is coco_finetune_card.swap_eligible(caption)
     assert validation.swap_precheck("replace", _caption(16)) is None  # REPLACE has no such limit
 
 

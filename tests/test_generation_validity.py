@@ -8,7 +8,7 @@ synonym rules leave phrasal verbs and names alone, and a SWAP keeps names capita
 
 import pytest
 
-from hf_hardpos.generation import rules, validation
+from hf_hardpos.generation import rules, tokens, validation
 from hf_hardpos.generation.validation import clean_output, validate_replace, validate_swap
 
 ORIGINAL = "a man holding a cup"
@@ -97,8 +97,8 @@ def test_names_are_not_attributes(caption, name):
     produced = [*rules.hard_positive_candidates(caption), rules.replace_hard_negative(caption)]
     for output in filter(None, produced):
         assert name in output.split()
-    assert rules.proper_noun_tokens(caption) and all(
-        rules.tokenize(caption)[i].text[:1].isupper() for i in rules.proper_noun_tokens(caption)
+    assert tokens.proper_noun_tokens(caption) and all(
+        tokens.tokenize(caption)[i].text[:1].isupper() for i in tokens.proper_noun_tokens(caption)
     )
 
 

@@ -200,7 +200,7 @@ def test_card_eval_table_is_the_package_table_with_its_tie_rule(trained):
 def test_global_batch_counts_processes_and_accumulation():
     from types import SimpleNamespace
 
-    from hf_hardpos.training.model_card import global_batch
+    from hf_hardpos.training.run_facts import global_batch
 
     layout = dict(per_device_train_batch_size=8, world_size=2, gradient_accumulation_steps=4, dataloader_drop_last=False)
     assert global_batch(SimpleNamespace(**layout, gather_across_processes=True)) == {
@@ -214,13 +214,13 @@ def test_card_records_global_batch_and_the_training_sets_config_split_revision(t
     """Without a recipe too: a 2-process card must not read like a 1-process one."""
     import re
 
-    from hf_hardpos.training import model_card
+    from hf_hardpos.training import model_card, run_facts
 
     trainer, _ = trained
     data = HardPosModelCardData(train_dataset_id="example-org/hardpos-coco", train_dataset_config="ce_clip",
                                 train_dataset_split="train", train_dataset_revision="commit 0123abcd")
     single = model_card.card_contents(trainer, data)[1]
-    monkeypatch.setattr(model_card, "batch_layout", lambda args: (8, 2, 4))
+    monkeypatch.setattr(run_facts, "batch_layout", lambda args: (8, 2, 4))
     double = model_card.card_contents(trainer, data)[1]
     layout = ("size", "per_device", "processes", "accumulation", "padded_rows")
     assert [single["global_batch"][k] for k in layout] == [8, 8, 1, 1, 0]
@@ -235,7 +235,7 @@ def test_card_records_global_batch_and_the_training_sets_config_split_revision(t
 
 
 def test_padded_rows_per_epoch_follow_accelerates_even_batches():
-    from hf_hardpos.training.model_card import padded_rows_per_epoch
+    from hf_hardpos.training.run_facts import padded_rows_per_epoch
 
     # 20 rows, 8 per device, 2 processes: batches [0-7] [8-15] [16-19]; the second round needs 12 more rows.
     assert padded_rows_per_epoch(20, 8, 2, drop_last=False) == 12

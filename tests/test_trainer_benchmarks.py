@@ -52,7 +52,7 @@ from hf_hardpos.training import (
     HardPosTrainingArguments,
 )
 from hf_hardpos.training.checkpointing import EVAL_SECTIONS_NAME
-from hf_hardpos.training.model_card import section_table
+from hf_hardpos.training.card_evaluation import section_table
 
 EVAL_BATCH = 16
 

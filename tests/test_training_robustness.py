@@ -143,14 +143,14 @@ def test_card_reports_the_loaded_best_checkpoints_evaluation(tiny_clip_dir, tmp_
     from huggingface_hub import ModelCard
 
     if not sections_saved:  # a best checkpoint without eval sections: the loaded model is evaluated again
-        from hf_hardpos.training import trainer as trainer_module
+        from hf_hardpos.training import atomic_checkpoints
         from hf_hardpos.training.checkpointing import EVAL_SECTIONS_NAME, save_extras
 
         def without_sections(folder, *args, **kwargs):  # as an older version wrote checkpoints
             save_extras(folder, *args, **kwargs)
             (Path(folder) / EVAL_SECTIONS_NAME).unlink()
 
-        monkeypatch.setattr(trainer_module, "save_extras", without_sections)
+        monkeypatch.setattr(atomic_checkpoints, "save_extras", without_sections)
     trainer = _best_run(tiny_clip_dir, tmp_path / "run", max_steps=6)
     assert trainer.best_model_loaded["step"] == 2 and trainer.best_model_loaded["last_step"] == 6
     evals = {}  # the evaluations during training (a re-evaluation after loading the best one comes later)

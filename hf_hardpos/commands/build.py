@@ -260,7 +260,8 @@ def check_output_dir(output_dir: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..data.hub_folder import push_folder, size_in_bytes
+    from ..data.hub_folder import push_folder
+    from ..data.shards import size_in_bytes
     from ..data.sources import existing_cache_dir
 
     if args.output_dir is None:  # `own` only: every other dataset requires it

@@ -267,7 +267,8 @@ def build_generator(args: argparse.Namespace, method: str, device: str | None = 
 
 def run(args: argparse.Namespace) -> int:
     from ..generation.report import quality_report
-    from ..generation.resumable import GenerationOutput, generate_into, read_captions
+    from ..generation.caption_file import read_captions
+    from ..generation.resumable import GenerationOutput, generate_into
     from ..generation.sharding import adopt_shards, generate_sharded, run_shard, shard_dir, world_size
 
     method = check_arguments(args)

@@ -236,7 +236,7 @@ def _train(model_args, data_args, training_args, recipe) -> dict[str, float]:
     from transformers import CLIPModel, CLIPProcessor
 
     from ..image_processing import DEFAULT_IMAGE_BACKEND
-    from ..training.model_card import HardPosModelCardData
+    from ..training.card_data import HardPosModelCardData
     from ..training.trainer import HardPosTrainer
     from ..training.validation import validate_training_data
 

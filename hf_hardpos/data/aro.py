@@ -35,20 +35,20 @@ import datasets
 
 from .. import columns
 from ..errors import UserInputError
+from .build_report import BuildReport
 from .checks import DataValidationError, load_json_list, selected
-from .hub_folder import BuildOptions, BuildReport, ConfigBuild, card_facts, export_folder, flag_table, row_features
-from .sources import (
-    ARO_FILES,
-    ARO_IMAGES_URL,
+from .dataset_card import card_facts, flag_table
+from .hub_folder import BuildOptions, ConfigBuild, export_folder, row_features
+from .image_sources import (
     ImageFolder,
     ImageSpec,
-    Sources,
     UnsafePathError,
     VisualGenomeImages,
     locate_images,
     relative_name,
     vg_part_of,
 )
+from .sources import ARO_FILES, ARO_IMAGES_URL, Sources
 
 SPLIT = "test"
 CROP_FORMATS = {"png": ("PNG", {}), "jpeg": ("JPEG", {"quality": 95})}
@@ -145,7 +145,7 @@ def crop_to_bbox(image_bytes: bytes, row: dict, crop_format: str = "png") -> byt
 
 
 class BboxCrop:
-    """Image encoder for :class:`~hf_hardpos.data.sources.ImageSpec`: the row's bbox crop."""
+    """Image encoder for :class:`~hf_hardpos.data.image_sources.ImageSpec`: the row's bbox crop."""
 
     def __init__(self, crop_format: str = "png"):
         if crop_format not in CROP_FORMATS:

@@ -27,8 +27,10 @@ from PIL import Image, UnidentifiedImageError
 from .. import columns
 from ..errors import UserInputError
 from ..names import require_plain_name
-from .hub_folder import BuildOptions, BuildReport, CardFacts, ConfigBuild, export_folder, row_features
-from .sources import ImageSpec, UnsafePathError, path_under
+from .build_report import BuildReport
+from .dataset_card import CardFacts
+from .hub_folder import BuildOptions, ConfigBuild, export_folder, row_features
+from .image_sources import ImageSpec, UnsafePathError, path_under
 
 REQUIRED = (columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS)
 OPTIONAL = (columns.IMAGE_ID, "config")
@@ -185,7 +187,7 @@ def export_own(
     report.sources["images"] = str(images_dir.resolve())
     configs = [ConfigBuild(name, config_rows, features, images=images) for name, config_rows in by_config.items()]
     # The card is pushed as it is: named after the dataset (its Hub repository, else its folder), its usage
-    # loading that, and no local path (`hub_folder.shown_source`).
+    # loading that, and no local path (`dataset_card.shown_source`).
     name = options.repo_id_for_card or Path(output_dir).name
     where = options.repo_id_for_card or f"./{Path(output_dir).name}"
     first = next(iter(by_config))

@@ -17,9 +17,12 @@ from typing import Any
 import datasets
 
 from .. import columns
+from .build_report import BuildReport, count_flags
 from .checks import load_aligned_pair, selected
-from .hub_folder import BuildOptions, BuildReport, ConfigBuild, card_facts, count_flags, export_folder, row_features
-from .sources import Sources, VisualGenomeImages, locate_images, vg_part_of
+from .dataset_card import card_facts
+from .hub_folder import BuildOptions, ConfigBuild, export_folder, row_features
+from .image_sources import VisualGenomeImages, locate_images, vg_part_of
+from .sources import Sources
 
 SPLIT = "test"
 UPSTREAM_FIELDS = ("image_id", "true_caption", "false_caption", "image_path")

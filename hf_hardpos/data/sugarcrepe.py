@@ -20,18 +20,12 @@ from typing import Any
 import datasets
 
 from .. import columns
+from .build_report import BuildReport, count_flags
 from .checks import DataValidationError, check_rows, load_json, load_json_list, selected
-from .hub_folder import (
-    BuildOptions,
-    BuildReport,
-    ConfigBuild,
-    card_facts,
-    count_flags,
-    export_folder,
-    flag_table,
-    row_features,
-)
-from .sources import COCO_VAL2017_URL, SUGARCREPE_PP_REPO, SUGARCREPE_REPO, GitHubRepo, ImageFolder, Sources, locate_images
+from .dataset_card import card_facts, flag_table
+from .hub_folder import BuildOptions, ConfigBuild, export_folder, row_features
+from .image_sources import ImageFolder, locate_images
+from .sources import COCO_VAL2017_URL, SUGARCREPE_PP_REPO, SUGARCREPE_REPO, GitHubRepo, Sources
 
 SPLIT = "test"
 # Rows per subset in the papers (checked against the upstream files at the pinned commits, docs/reference.md, Other benchmarks).

@@ -16,9 +16,12 @@ import datasets
 
 from .. import columns
 from .aro import BBOX_FEATURES, BBOX_FIELDS, BboxCrop, aro_file, locate_crop_sources, vg_rows
+from .build_report import BuildReport
 from .checks import load_aligned_pair
-from .hub_folder import BuildOptions, BuildReport, ConfigBuild, card_facts, export_folder, row_features
-from .sources import Sources, VisualGenomeImages
+from .dataset_card import card_facts
+from .hub_folder import BuildOptions, ConfigBuild, export_folder, row_features
+from .image_sources import VisualGenomeImages
+from .sources import Sources
 
 CONFIG = "default"
 SPLIT = "test"

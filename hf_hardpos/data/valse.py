@@ -31,9 +31,12 @@ from typing import Any
 import datasets
 
 from .. import columns
+from .build_report import BuildReport, count_flags
 from .checks import DataValidationError, load_json, selected
-from .hub_folder import BuildOptions, BuildReport, card_facts, count_flags, export_with_image_files, flag_table, row_features
-from .sources import GitHubRepo, ImageFolder, Sources
+from .dataset_card import card_facts, flag_table
+from .hub_folder import BuildOptions, export_with_image_files, row_features
+from .image_sources import ImageFolder
+from .sources import GitHubRepo, Sources
 
 SPLIT = "test"
 VALSE_REPO = GitHubRepo("Heidelberg-NLP/VALSE", "2152d90")

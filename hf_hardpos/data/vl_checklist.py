@@ -33,9 +33,12 @@ import datasets
 import yaml
 
 from .. import columns
+from .build_report import BuildReport, count_flags
 from .checks import DataValidationError, load_json, selected
-from .hub_folder import BuildOptions, BuildReport, card_facts, count_flags, export_with_image_files, flag_table, row_features
-from .sources import GitHubRepo, ImageFolder, Sources
+from .dataset_card import card_facts, flag_table
+from .hub_folder import BuildOptions, export_with_image_files, row_features
+from .image_sources import ImageFolder
+from .sources import GitHubRepo, Sources
 
 SPLIT = "test"
 VL_CHECKLIST_REPO = GitHubRepo("om-ai-lab/VL-CheckList", "6f8d6a3")

@@ -45,7 +45,8 @@ from hf_hardpos.errors import UserInputError
 from hf_hardpos.generation import lexicon, validation
 from hf_hardpos.generation.models import load_model_and_tokenizer, model_fingerprint
 from hf_hardpos.generation.resumable import Candidate, CaptionGenerator, caption_rng
-from hf_hardpos.generation.rules import protected_character_spans, replace_words, tokenize
+from hf_hardpos.generation.rules import protected_character_spans, replace_words
+from hf_hardpos.generation.tokens import tokenize
 
 TYPES: tuple[str, ...] = ("relation", "attribute", "action", "object")
 MLM_KINDS: tuple[str, ...] = (*TYPES, "all")

@@ -20,11 +20,7 @@ in one file. So the output *owns* its run:
 `output` holds the cleaned candidate even when it failed validation (for auditing); consumers must
 use it only where `valid` is true.
 
-Captions are read from a .txt (one per line) or .jsonl file. The position of a caption in the file
-is its `index` in the output, so a blank line or a null value is kept as `None` and gets an
-"empty input" record (rejected by row) rather than being dropped: dropping it would shift every
-later index and break the join back to the source data. For the same reason lines are split only
-on `\\n` (an optional `\\r` before it is removed): a lone `\\r` stays inside its caption.
+The captions come from `caption_file.read_captions`, in file order: a caption's position is its `index`.
 """
 
 from __future__ import annotations
@@ -36,8 +32,8 @@ import logging
 import os
 import random
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -50,66 +46,6 @@ from hf_hardpos.generation.validation import EMPTY_INPUT
 logger = logging.getLogger(__name__)
 
 MANIFEST_FORMAT = "hf_hardpos.generate/1"
-_BOM = b"\xef\xbb\xbf"
-
-
-# ---- input -------------------------------------------------------------------------------------
-
-
-def read_captions(path: str | Path, field: str = "caption") -> list[str | None]:
-    """Captions in file order; `None` for a blank line or a null value (an "empty input" row).
-
-    A UTF-8 byte-order mark is dropped. Raises UserInputError naming the file and line on bytes
-    that are not UTF-8, malformed JSON, a missing field or a value that is not a string.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise UserInputError(f"input file {path} does not exist")
-    suffix = path.suffix.lower()
-    if suffix not in (".txt", ".jsonl", ".ndjson"):
-        raise UserInputError(f"input file {path}: expected a .txt (one caption per line) or .jsonl file, got {suffix!r}")
-    captions: list[str | None] = []
-    for number, line in _lines(path):
-        if suffix == ".txt":
-            captions.append(line.strip() or None)
-        else:
-            captions.append(_jsonl_caption(path, number, line, field))
-    return captions
-
-
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(1-based line number, decoded line); split on b"\\n" only, "\\r\\n" accepted, BOM dropped."""
-    data = path.read_bytes()
-    if data.startswith(_BOM):
-        data = data[len(_BOM) :]
-    pieces = data.split(b"\n")
-    if pieces and pieces[-1] == b"":
-        pieces.pop()  # the newline that ends the last line does not start another one
-    for number, raw in enumerate(pieces, start=1):
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
-        try:
-            yield number, raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise UserInputError(
-                f"{path} line {number}: byte 0x{raw[error.start]:02x} at column {error.start + 1} is not UTF-8; "
-                "re-encode the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
-            ) from None
-
-
-def _jsonl_caption(path: Path, number: int, line: str, field: str) -> str | None:
-    if not line.strip():
-        return None
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise UserInputError(f"{path} line {number}: not valid JSON ({error.msg})") from None
-    if not isinstance(row, dict) or field not in row:
-        raise UserInputError(f"{path} line {number}: no field {field!r} (use --field to name the caption field)")
-    value = row[field]
-    if value is not None and not isinstance(value, str):
-        raise UserInputError(f"{path} line {number}: field {field!r} is {type(value).__name__}, expected a string")
-    return (value.strip() or None) if isinstance(value, str) else None
 
 
 def input_fingerprint(inputs: Sequence[str | None]) -> str:
@@ -479,55 +415,29 @@ def generate_into(
     reasons: Counter[str] = Counter()
     counts = {"valid": 0, "written": 0, "model_calls": 0, "generated_rows": 0}
     description = f"hard {generator.polarity}s ({'/'.join(generator.kinds)}, {generator.method})"
-    pending: list[int] = []  # rows waiting to be written, in index order
-    skipped: dict[int, str] = {}
-    to_generate: list[int] = []
+    batch = _Batch()
     with tqdm(
         total=len(indices), initial=len(indices) - len(todo), desc=description, disable=not generator.progress,
         unit="caption",
     ) as bar:
 
         def flush() -> None:
-            results: dict[int, dict[str, Candidate]] = {
-                i: {k: Candidate(raw=None, output=None, reason=skipped[i]) for k in generator.kinds}
-                for i in pending
-                if i in skipped
-            }
-            if to_generate:
-                generated = generator.generate_rows(list(to_generate), [inputs[i] for i in to_generate])
-                if len(generated) != len(to_generate):
-                    raise RuntimeError(f"generator returned {len(generated)} results for {len(to_generate)} inputs")
-                results.update(zip(to_generate, generated))
-                counts["model_calls"] += 1
-                counts["generated_rows"] += len(to_generate)
-            records = [
-                _record(generator, index, inputs[index], kind, results[index][kind])
-                for index in pending
-                for kind in generator.kinds
-                if (index, kind) not in output.done
-            ]
+            records = batch.records(generator, inputs, output, counts)
             output.append(records)
             for record in records:
                 counts["valid"] += record["valid"]
                 if record["reason"] is not None:
                     reasons[record["reason"]] += 1
             counts["written"] += len(records)
-            bar.update(len(pending))
-            pending.clear()
-            skipped.clear()
-            to_generate.clear()
+            bar.update(len(batch.rows))
+            batch.clear()
 
         for index in todo:
             caption = inputs[index]
-            pending.append(index)
-            skip = EMPTY_INPUT if not caption else generator.precheck(caption)
-            if skip is not None:
-                skipped[index] = skip
-            else:
-                to_generate.append(index)
-            if len(to_generate) == generator.batch_size or len(pending) >= max(generator.batch_size, MAX_PENDING_ROWS):
+            batch.add(index, EMPTY_INPUT if not caption else generator.precheck(caption))
+            if len(batch.to_generate) == generator.batch_size or len(batch.rows) >= max(generator.batch_size, MAX_PENDING_ROWS):
                 flush()
-        if pending:
+        if batch.rows:
             flush()
     return {
         "total": len(indices),
@@ -536,3 +446,49 @@ def generate_into(
         "reasons": dict(reasons),
         "empty_rows": [i for i in indices if not inputs[i]],
     }
+
+
+@dataclass
+class _Batch:
+    """The rows read since the last write, in index order: those the model must see, and those skipped
+    (with the reason their records carry)."""
+
+    rows: list[int] = field(default_factory=list)
+    skipped: dict[int, str] = field(default_factory=dict)
+    to_generate: list[int] = field(default_factory=list)
+
+    def add(self, index: int, skip: str | None) -> None:
+        self.rows.append(index)
+        if skip is not None:
+            self.skipped[index] = skip
+        else:
+            self.to_generate.append(index)
+
+    def records(
+        self, generator: CaptionGenerator, inputs: Sequence[str | None], output: GenerationOutput, counts: dict
+    ) -> list[dict]:
+        """One model call for the rows that need it (counted in `counts`), then the record of every
+        (row, kind) of the batch not yet in `output`, in index order."""
+        results: dict[int, dict[str, Candidate]] = {
+            i: {k: Candidate(raw=None, output=None, reason=self.skipped[i]) for k in generator.kinds}
+            for i in self.rows
+            if i in self.skipped
+        }
+        if self.to_generate:
+            generated = generator.generate_rows(list(self.to_generate), [inputs[i] for i in self.to_generate])
+            if len(generated) != len(self.to_generate):
+                raise RuntimeError(f"generator returned {len(generated)} results for {len(self.to_generate)} inputs")
+            results.update(zip(self.to_generate, generated))
+            counts["model_calls"] += 1
+            counts["generated_rows"] += len(self.to_generate)
+        return [
+            _record(generator, index, inputs[index], kind, results[index][kind])
+            for index in self.rows
+            for kind in generator.kinds
+            if (index, kind) not in output.done
+        ]
+
+    def clear(self) -> None:
+        self.rows.clear()
+        self.skipped.clear()
+        self.to_generate.clear()

@@ -13,70 +13,23 @@ replaces, leaves punctuation where it was and fixes "a"/"an" before the new word
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from hf_hardpos.generation import lexicon
 from hf_hardpos.generation.lexicon import Rule
-
-# A word: letters/digits, possibly joined by apostrophes or hyphens ("t-shirt", "man's").
-_WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
-_VOWEL_SOUND_EXCEPTIONS_A = ("uni", "use", "one", "eu", "ufo")  # vowel letter, consonant sound
-_VOWEL_SOUND_EXCEPTIONS_AN = ("hour", "honest", "honor", "heir")  # consonant letter, vowel sound
-
-
-@dataclass(frozen=True)
-class Token:
-    text: str
-    start: int
-    end: int
-
-    @property
-    def lower(self) -> str:
-        return self.text.lower()
-
-
-def tokenize(caption: str) -> list[Token]:
-    """Word tokens with their character spans; punctuation and spaces are left out."""
-    return [Token(m.group(), m.start(), m.end()) for m in _WORD.finditer(caption)]
-
-
-def _joined(caption: str, left: Token, right: Token) -> bool:
-    """True when only whitespace separates two tokens (no comma, full stop, bracket...)."""
-    return caption[left.end : right.start].strip() == ""
-
-
-def _previous(caption: str, tokens: Sequence[Token], i: int) -> Token | None:
-    if i == 0 or not _joined(caption, tokens[i - 1], tokens[i]):
-        return None
-    return tokens[i - 1]
-
-
-def _next(caption: str, tokens: Sequence[Token], j: int) -> Token | None:
-    """The token after position j-1 (i.e. tokens[j]) when it directly follows, else None."""
-    if j >= len(tokens) or not _joined(caption, tokens[j - 1], tokens[j]):
-        return None
-    return tokens[j]
-
-
-def match_case(template: str, replacement: str) -> str:
-    """Give `replacement` the casing pattern of the word it replaces."""
-    if len(template) > 1 and template.isupper():
-        return replacement.upper()
-    if template[:1].isupper():
-        return replacement[:1].upper() + replacement[1:]
-    return replacement
-
-
-def _article_for(word: str) -> str:
-    lower = word.lower()
-    if lower.startswith(_VOWEL_SOUND_EXCEPTIONS_AN):
-        return "an"
-    if lower.startswith(_VOWEL_SOUND_EXCEPTIONS_A):
-        return "a"
-    return "an" if lower[:1] in "aeiou" else "a"
+from hf_hardpos.generation.tokens import (
+    Token,
+    apply_edits,
+    article_edit,
+    joined,
+    match_case,
+    next_token,
+    previous_token,
+    proper_noun_tokens,
+    tokenize,
+)
 
 
 @dataclass(frozen=True)
@@ -93,7 +46,7 @@ def _phrase_at(caption: str, tokens: Sequence[Token], i: int, words: Sequence[st
         token = tokens[i + offset]
         if token.lower != word:
             return False
-        if offset and not _joined(caption, tokens[i + offset - 1], token):
+        if offset and not joined(caption, tokens[i + offset - 1], token):
             return False
     return True
 
@@ -148,8 +101,8 @@ def find_matches(caption: str, rules: Sequence[Rule]) -> list[_Match]:
             stop = i + len(words)
             if any(j in names for j in range(i, stop)):
                 continue  # "the Red Sox" is a name, not a red thing
-            before = _previous(caption, tokens, i)
-            after = _next(caption, tokens, stop)
+            before = previous_token(caption, tokens, i)
+            after = next_token(caption, tokens, stop)
             if after is not None and after.lower in rule.not_before:
                 continue
             if before is not None and before.lower in rule.not_after:
@@ -166,49 +119,6 @@ def find_matches(caption: str, rules: Sequence[Rule]) -> list[_Match]:
     kept = [m for m in found if not inside_longer(m)]
     kept.sort(key=lambda m: (m.first, m.stop))
     return kept
-
-
-def _sentence_initial(caption: str, tokens: Sequence[Token], i: int) -> bool:
-    """True for the first word of the caption or of a sentence in it (after . ! ? and optional quotes)."""
-    if i == 0:
-        return True
-    between = caption[tokens[i - 1].end : tokens[i].start].strip().strip("\"'“”‘’([")
-    return between[-1:] in (".", "!", "?")
-
-
-def proper_noun_tokens(caption: str, tokens: Sequence[Token] | None = None) -> set[int]:
-    """Indices of the tokens that look like parts of a name ("Red" and "Sox" in "the Red Sox").
-
-    A capitalised word that does not open a sentence is a name part; so is a sentence-initial
-    capitalised word directly followed by a name part ("Red Sox fans"). Why: a synonym or antonym
-    rule must not rewrite a name ("the Crimson Sox"). A caption without lowercase letters (all caps)
-    carries no casing signal and gets none.
-    """
-    tokens = tokenize(caption) if tokens is None else tokens
-    if not any(ch.islower() for ch in caption):
-        return set()
-    names = {
-        i for i, t in enumerate(tokens) if t.text[:1].isupper() and not _sentence_initial(caption, tokens, i)
-    }
-    for i, token in enumerate(tokens):
-        if token.text[:1].isupper() and i + 1 in names and _joined(caption, token, tokens[i + 1]):
-            names.add(i)
-    return names
-
-
-def _apply_edits(caption: str, edits: list[tuple[int, int, str]]) -> str:
-    for start, end, text in sorted(edits, reverse=True):
-        caption = caption[:start] + text + caption[end:]
-    return caption
-
-
-def _article_edit(caption: str, tokens: Sequence[Token], first: int, new_word: str) -> list[tuple[int, int, str]]:
-    """Re-choose "a"/"an" before token `first` when the word after it changes."""
-    before = _previous(caption, tokens, first)
-    if before is None or before.lower not in ("a", "an"):
-        return []
-    article = match_case(before.text, _article_for(new_word))
-    return [] if article == before.text else [(before.start, before.end, article)]
 
 
 def _replace(
@@ -238,8 +148,8 @@ def _apply_match(caption: str, tokens: Sequence[Token], match: _Match, target: s
     """Put `target` in place of the matched tokens, in their casing, with the article fixed."""
     first, last = tokens[match.first], tokens[match.stop - 1]
     new_text = match_case(first.text, target)
-    edits = [(first.start, last.end, new_text), *_article_edit(caption, tokens, match.first, new_text)]
-    return _apply_edits(caption, edits)
+    edits = [(first.start, last.end, new_text), *article_edit(caption, tokens, match.first, new_text)]
+    return apply_edits(caption, edits)
 
 
 def replace_words(caption: str, edits: Sequence[tuple[int, int, str]]) -> str:
@@ -258,8 +168,8 @@ def replace_words(caption: str, edits: Sequence[tuple[int, int, str]]) -> str:
             changes.append((start, end, word))
             continue
         new_text = match_case(tokens[i].text, word)
-        changes += [(start, end, new_text), *_article_edit(caption, tokens, i, new_text)]
-    return _apply_edits(caption, changes)
+        changes += [(start, end, new_text), *article_edit(caption, tokens, i, new_text)]
+    return apply_edits(caption, changes)
 
 
 @lru_cache(maxsize=2)
@@ -331,7 +241,7 @@ def _is_breaker(word: str) -> bool:
 
 
 def _contiguous(caption: str, tokens: Sequence[Token], first: int, stop: int) -> bool:
-    return all(_joined(caption, tokens[i - 1], tokens[i]) for i in range(first + 1, stop))
+    return all(joined(caption, tokens[i - 1], tokens[i]) for i in range(first + 1, stop))
 
 
 def _attribute_spans(caption: str, tokens: Sequence[Token], k: int) -> tuple[int, int] | None:
@@ -341,8 +251,8 @@ def _attribute_spans(caption: str, tokens: Sequence[Token], k: int) -> tuple[int
     left, right = tokens[k - 1].lower, tokens[k + 1].lower
     if left not in lexicon.SWAPPABLE_ATTRIBUTES or right not in lexicon.SWAPPABLE_ATTRIBUTES:
         return None
-    before = _previous(caption, tokens, k - 1)
-    after = _next(caption, tokens, k + 2)
+    before = previous_token(caption, tokens, k - 1)
+    after = next_token(caption, tokens, k + 2)
     if before is not None and before.lower in lexicon.AUXILIARIES:
         # Predicative ("is blue and white"): the right attribute must end the clause, else
         # "the sky is blue and white clouds" would move "white" away from "clouds".
@@ -360,7 +270,7 @@ def _verb_phrase_spans(caption: str, tokens: Sequence[Token], k: int) -> tuple[i
     if any(_is_participle(w) for w in right_words) or not _contiguous(caption, tokens, k + 1, len(tokens)):
         return None
     for first in range(k - 1, -1, -1):
-        if not _joined(caption, tokens[first], tokens[first + 1]):
+        if not joined(caption, tokens[first], tokens[first + 1]):
             return None
         if _is_participle(tokens[first].lower):
             return (first, len(tokens))
@@ -396,7 +306,7 @@ def _noun_phrase_spans(caption: str, tokens: Sequence[Token], k: int) -> tuple[i
     if right_determiner not in lexicon.DETERMINERS or right_determiner in lexicon.POSSESSIVES:
         return None  # "a man and his dog" -> "his dog and a man" would lose the antecedent
     stop = k + 2
-    while stop < len(tokens) and _next(caption, tokens, stop) is not None and not _is_breaker(tokens[stop].lower):
+    while stop < len(tokens) and next_token(caption, tokens, stop) is not None and not _is_breaker(tokens[stop].lower):
         stop += 1
     if stop - (k + 2) == 0 or stop - (k + 2) > _MAX_PHRASE:
         return None
@@ -418,11 +328,11 @@ def _single_word_spans(caption: str, tokens: Sequence[Token], k: int) -> tuple[i
         return None
     if left in lexicon.SWAPPABLE_ATTRIBUTES or right in lexicon.SWAPPABLE_ATTRIBUTES:
         return None  # attributes are handled (more carefully) by _attribute_spans
-    before_ok = k - 1 == 0 or not _joined(caption, tokens[k - 2], tokens[k - 1])  # start or comma
+    before_ok = k - 1 == 0 or not joined(caption, tokens[k - 2], tokens[k - 1])  # start or comma
     if not before_ok:
         before = tokens[k - 2].lower
         before_ok = before in lexicon.DETERMINERS or before in lexicon.PREPOSITIONS
-    after = _next(caption, tokens, k + 2)
+    after = next_token(caption, tokens, k + 2)
     separator = caption[tokens[k + 1].end : tokens[k + 2].start].strip() if k + 2 < len(tokens) else ""
     if after is None and separator and separator not in _CLAUSE_PUNCTUATION:
         return None  # something other than , ; : . follows (a bracket, a quote): refuse
@@ -448,7 +358,7 @@ def swap_hard_positive(caption: str) -> str | None:
     k = ands[0]
     if k == 0 or k + 1 >= len(tokens):
         return None
-    if not (_joined(caption, tokens[k - 1], tokens[k]) and _joined(caption, tokens[k], tokens[k + 1])):
+    if not (joined(caption, tokens[k - 1], tokens[k]) and joined(caption, tokens[k], tokens[k + 1])):
         return None
     for parse in _SWAP_PARSERS:
         span = parse(caption, tokens, k)
@@ -497,7 +407,7 @@ _NON_HEADS = lexicon.DETERMINERS | lexicon.PREPOSITIONS | lexicon.AUXILIARIES | 
 def _head(caption: str, tokens: Sequence[Token], i: int) -> int | None:
     """Index of the noun an attribute at i modifies: the next token that is not an attribute/"and"."""
     j = i + 1
-    while j < len(tokens) and _joined(caption, tokens[j - 1], tokens[j]):
+    while j < len(tokens) and joined(caption, tokens[j - 1], tokens[j]):
         word = tokens[j].lower
         if word not in lexicon.SWAPPABLE_ATTRIBUTES and word != "and":
             return None if word in _NON_HEADS or _is_participle(word) else j
@@ -538,5 +448,5 @@ def swap_hard_negative(caption: str) -> str | None:
     new_i = match_case(tokens[i].text, tokens[j].lower)
     new_j = match_case(tokens[j].text, tokens[i].lower)
     edits = [(tokens[i].start, tokens[i].end, new_i), (tokens[j].start, tokens[j].end, new_j)]
-    edits += _article_edit(caption, tokens, i, new_i) + _article_edit(caption, tokens, j, new_j)
-    return _apply_edits(caption, edits)
+    edits += article_edit(caption, tokens, i, new_i) + article_edit(caption, tokens, j, new_j)
+    return apply_edits(caption, edits)

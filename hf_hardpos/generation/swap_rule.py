@@ -20,12 +20,12 @@ What counts:
 - "and": a word token equal to "and", case-insensitive, punctuation around it ignored ("cats, and
   dogs", "And"). Inside a hyphenated compound it is not the conjunction the prompt swaps around:
   "Rock-and-roll band" has no "and" (swapping around it would give "roll-and-Rock"). The token
-  rule is `hf_hardpos.generation.rules.tokenize`'s, the one every check of a swap uses.
+  rule is `hf_hardpos.generation.tokens.tokenize`'s, the one every check of a swap uses.
 """
 
 from __future__ import annotations
 
-from hf_hardpos.generation.rules import tokenize
+from hf_hardpos.generation.tokens import tokenize
 
 SWAP_MAX_WORDS = 14  # "fewer than 15 words" (Appendix C)
 PAPER_SWAP_ELIGIBLE = 119_071  # COCO train2017 captions the paper made a SWAP hard positive for

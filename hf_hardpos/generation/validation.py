@@ -22,7 +22,7 @@ from functools import lru_cache
 
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.generation import lexicon
-from hf_hardpos.generation.rules import proper_noun_tokens, tokenize
+from hf_hardpos.generation.tokens import proper_noun_tokens, tokenize
 from hf_hardpos.generation.swap_rule import NO_AND, TOO_LONG_FOR_SWAP, swap_ineligibility  # noqa: F401  (every reason here)
 
 # Every rejection reason of every generator, in one place (stable strings: they are written to the

@@ -183,55 +183,13 @@ def compare_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, resamples
         present = [figs[g] for figs in figures if g in figs]
         groups[g] = _metric_names([f for _, f in present], present[0][0].is_hard_positive)
 
-    rows, captions, notes, mismatched = [], [], [], []
-    for run, label, figs in zip(runs, labels, figures):
-        row = Row(label, "run")
-        for g, metrics in groups.items():
-            if g in figs:
-                bench, fig = figs[g]
-                row.cells[g] = {m: _cell(fig.metrics, m) for m in metrics}
-                if fig.interval:
-                    row.notes.append(f"{g} intervals: {fig.interval}")
-                if fig.recomputed:
-                    row.notes.append(f"{g}: {fig.row} recomputed from the saved per-subset rates (older metrics.json)")
-        rows.append(row)
-
+    rows = [_run_row(label, figs, groups) for label, figs in zip(labels, figures)]
+    mismatched: list[str] = []
     by_image = True
-    reference, ref_figs = runs[0], figures[0]
     for run, label, figs in zip(runs[1:], labels[1:], figures[1:]):
-        diff = Row(f"{label} - {labels[0]}", "difference")
-        for g, metrics in groups.items():
-            if g not in figs or g not in ref_figs:
-                continue
-            (bench_a, fig_a), (bench_b, fig_b) = ref_figs[g], figs[g]
-            said: list[str] = []
-            problems = _mismatches(reference, run, bench_a, bench_b, fig_a, fig_b, said)
-            diff.notes.extend(f"{g}: {note}" for note in said)
-            if problems:
-                mismatched.append(f"{label} vs {labels[0]}, {g}: {'; '.join(problems)}")
-                diff.notes.append(f"{g}: not comparable ({'; '.join(problems)}); no difference shown")
-                continue
-            if not bench_a.is_hard_positive:
-                diff.notes.append(f"{g}: this task's per-row outcomes are not saved; no paired difference")
-                continue
-            known = all(bench_a.data_identity(c) is not None and bench_b.data_identity(c) is not None
-                        for c in fig_a.configs)
-            out_a, out_b = bench_a.outcomes(fig_a.configs), bench_b.outcomes(fig_b.configs)
-            if not known or out_a is None or out_b is None:
-                why = "data identity unknown" if not known else "per-row scores not saved"
-                diff.notes.append(f"{g}: {why}, so the same rows cannot be proven; no paired test")
-                continue
-            (rates_a, groups_a), (rates_b, groups_b) = out_a, out_b
-            _check_agrees(fig_a, rates_a, str(bench_a.folder))
-            _check_agrees(fig_b, rates_b, str(bench_b.folder))
-            if groups_a is None or groups_b is None or not np.array_equal(groups_a, groups_b):
-                groups_a = None
-                by_image = False
-            diff.cells[g] = {}
-            for m in metrics:
-                d = paired.paired_difference(rates_a[m], rates_b[m], groups_a, accuracy=m in ACCURACIES,
-                                             resamples=resamples)
-                diff.cells[g][m] = Cell(d.difference, d.ci_low, d.ci_high, d.mcnemar_p, d.excludes_zero)
+        diff, grouped = _difference_row(runs[0], run, figures[0], figs, labels=(labels[0], label), groups=groups,
+                                        resamples=resamples, mismatched=mismatched)
+        by_image = by_image and grouped
         rows.append(diff)
     if mismatched and not allow_mismatch:
         raise UserInputError(
@@ -239,9 +197,74 @@ def compare_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, resamples
             + " | ".join(mismatched)
         )
     rows.extend(published)
+    captions = _captions(runs, labels, figures, groups, resamples=resamples, by_image=by_image)
+    captions.extend(f"{row.label}: {n}" for row in rows for n in row.notes)
+    return Comparison(groups, rows, captions)
 
-    captions.append(f"Rates in % of rows; hard positives: {TIE_RULE}. Rows: one per run (model; folder if a model "
-                    "repeats).")
+
+def _run_row(label: str, figs: dict, groups: dict[str, list[str]]) -> Row:
+    """One run's figures in every group it has, with its intervals and recomputations noted."""
+    row = Row(label, "run")
+    for g, metrics in groups.items():
+        if g in figs:
+            _, fig = figs[g]
+            row.cells[g] = {m: _cell(fig.metrics, m) for m in metrics}
+            if fig.interval:
+                row.notes.append(f"{g} intervals: {fig.interval}")
+            if fig.recomputed:
+                row.notes.append(f"{g}: {fig.row} recomputed from the saved per-subset rates (older metrics.json)")
+    return row
+
+
+def _difference_row(reference: Run, run: Run, ref_figs: dict, figs: dict, *, labels: tuple[str, str],
+                    groups: dict[str, list[str]], resamples: int, mismatched: list[str]) -> tuple[Row, bool]:
+    """`run` minus the reference run, paired per row, in every group both have and can prove on the same
+    rows; a group that cannot be compared is noted (and added to `mismatched`). Also whether every
+    paired group was resampled by image (False: by row)."""
+    ref_label, label = labels
+    diff = Row(f"{label} - {ref_label}", "difference")
+    by_image = True
+    for g, metrics in groups.items():
+        if g not in figs or g not in ref_figs:
+            continue
+        (bench_a, fig_a), (bench_b, fig_b) = ref_figs[g], figs[g]
+        said: list[str] = []
+        problems = _mismatches(reference, run, bench_a, bench_b, fig_a, fig_b, said)
+        diff.notes.extend(f"{g}: {note}" for note in said)
+        if problems:
+            mismatched.append(f"{label} vs {ref_label}, {g}: {'; '.join(problems)}")
+            diff.notes.append(f"{g}: not comparable ({'; '.join(problems)}); no difference shown")
+            continue
+        if not bench_a.is_hard_positive:
+            diff.notes.append(f"{g}: this task's per-row outcomes are not saved; no paired difference")
+            continue
+        known = all(bench_a.data_identity(c) is not None and bench_b.data_identity(c) is not None
+                    for c in fig_a.configs)
+        out_a, out_b = bench_a.outcomes(fig_a.configs), bench_b.outcomes(fig_b.configs)
+        if not known or out_a is None or out_b is None:
+            why = "data identity unknown" if not known else "per-row scores not saved"
+            diff.notes.append(f"{g}: {why}, so the same rows cannot be proven; no paired test")
+            continue
+        (rates_a, groups_a), (rates_b, groups_b) = out_a, out_b
+        _check_agrees(fig_a, rates_a, str(bench_a.folder))
+        _check_agrees(fig_b, rates_b, str(bench_b.folder))
+        if groups_a is None or groups_b is None or not np.array_equal(groups_a, groups_b):
+            groups_a = None
+            by_image = False
+        diff.cells[g] = {}
+        for m in metrics:
+            d = paired.paired_difference(rates_a[m], rates_b[m], groups_a, accuracy=m in ACCURACIES,
+                                         resamples=resamples)
+            diff.cells[g][m] = Cell(d.difference, d.ci_low, d.ci_high, d.mcnemar_p, d.excludes_zero)
+    return diff, by_image
+
+
+def _captions(runs: Sequence[Run], labels: Sequence[str], figures: Sequence[dict], groups: dict[str, list[str]], *,
+              resamples: int, by_image: bool) -> list[str]:
+    """The table's captions: the tie rule, each group's aggregation, the paired test's method, and each run."""
+    captions = [
+        f"Rates in % of rows; hard positives: {TIE_RULE}. Rows: one per run (model; folder if a model repeats)."
+    ]
     for g in groups:
         lines = dict.fromkeys(figs[g][1].aggregation for figs in figures if g in figs)
         for line in lines:
@@ -257,10 +280,7 @@ def compare_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, resamples
             continue
         captions.append(f"{label}: {run.kind} run in {run.folder}; {s.get('precision', '?')} on {s.get('device', '?')}"
                         + (f", max_rows {s['max_rows']}" if s.get("max_rows") else ""))
-    for row in rows:
-        notes.extend(f"{row.label}: {n}" for n in row.notes)
-    captions.extend(notes)
-    return Comparison(groups, rows, captions)
+    return captions
 
 
 def published_rows(runs: Sequence[Run], paper_rows: Sequence[str] = ()) -> list[Row]:

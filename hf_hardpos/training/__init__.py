@@ -18,7 +18,7 @@ __getattr__, __all__ = lazy_exports(
         "HardPosTrainingArguments": "hf_hardpos.training.training_args",
         "HardPosDataCollator": "hf_hardpos.training.data_collator",
         "HardPosBatch": "hf_hardpos.training.data_collator",
-        "HardPosModelCardData": "hf_hardpos.training.model_card",
+        "HardPosModelCardData": "hf_hardpos.training.card_data",
         "generate_model_card": "hf_hardpos.training.model_card",
         "apply_lora": "hf_hardpos.training.lora",
         "merge_lora": "hf_hardpos.training.lora",

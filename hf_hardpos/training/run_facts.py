@@ -1,5 +1,5 @@
 """What a model card says beyond the latest evaluation: the base model beside the fine-tuned one (with
-chance flags), and what the run ran on and for how long.
+chance flags), and what the run ran on and for how long, with which global batch.
 
 Why: a rate alone does not say whether fine-tuning helped, nor whether the model is better than a coin.
 The base model's figures come from the trainer's own step-0 evaluation (`eval_on_start=True`, logged like
@@ -16,6 +16,7 @@ from typing import Any
 from ..evaluation.section import HARD_POSITIVE, Section, metric_stem
 from ..tables import render_table
 from ..metrics import METRIC_NAMES
+from .recipe import batch_layout
 
 CHANCE = {"original_accuracy": 1 / 2, "augmented_accuracy": 1 / 3, "brittleness": 1 / 3}
 SHORT = {"original_accuracy": "orig acc", "augmented_accuracy": "aug acc", "brittleness": "brittleness"}
@@ -75,3 +76,37 @@ def compute_facts(args, log_history: Sequence[Mapping[str, Any]]) -> dict[str, A
         "runtime": f"{runtime:,.0f} s" if isinstance(runtime, (int, float)) else None,
         "steps": next((e.get("step") for e in reversed(log_history) if "train_runtime" in e), None),
     }
+
+
+def global_batch(args, rows: int | None = None) -> dict[str, int]:
+    """The batch one optimiser step sees: per-device batch x processes x gradient-accumulation steps,
+    and (given the training set's `rows`) how many rows each epoch trains twice (`padded_rows`).
+
+    Why on every card: the per-device batch alone makes a 2-process run's card read like a 1-process
+    run's, while the contrastive losses and the learning rate depend on the global batch.
+    """
+    per_device, processes, accumulation = batch_layout(args)
+    gathered = bool(getattr(args, "gather_across_processes", False)) and processes > 1
+    return {
+        "size": per_device * processes * accumulation,
+        "per_device": per_device,
+        "processes": processes,
+        "accumulation": accumulation,
+        # captions each image is contrasted with: one micro-batch, of every process when gathered
+        "contrasted": per_device * (processes if gathered else 1),
+        "padded_rows": padded_rows_per_epoch(rows, per_device, processes, args.dataloader_drop_last),
+    }
+
+
+def padded_rows_per_epoch(rows: int | None, per_device: int, processes: int, drop_last: bool) -> int:
+    """Rows that each epoch trains a second time under data parallelism without `dataloader_drop_last`.
+
+    accelerate gives every process the same number of full batches (`BatchSamplerShard`, even_batches):
+    when the epoch's rows do not fill the last round of `per_device x processes`, it completes that round
+    with rows from the epoch's start, which are then trained on twice. One process only gets a smaller
+    last batch; with `drop_last` the incomplete round is dropped instead.
+    """
+    if rows is None or processes <= 1 or drop_last:
+        return 0
+    per_round = per_device * processes
+    return -rows % per_round

@@ -17,8 +17,8 @@ What it adds to the stock Trainer, and why:
 - The logit scale is clamped to CLIP's ceiling of 100 after every optimiser step, as CLIP does.
 - The objective's state (CE-CLIP's adaptive thresholds) is saved into every checkpoint next to the
   optimizer state and restored on `resume_from_checkpoint`, so a resumed run computes the same loss.
-- Checkpoints are written atomically (a staging folder renamed when complete), and a resume uses the
-  last *complete* checkpoint, saying which incomplete ones it skipped (`checkpointing`).
+- Checkpoints are written atomically (a staging folder renamed when complete: `atomic_checkpoints`), and a
+  resume uses the last *complete* checkpoint, saying which incomplete ones it skipped (`checkpointing`).
 - Options that have no effect with the others chosen (`--save_steps` under `save_strategy=epoch`,
   LoRA options without `--use_lora`, ...) are reported at construction; an `eval_strategy` without
   eval sets is a clear error instead of the Trainer's.
@@ -40,88 +40,45 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import os
-import shutil
 import time
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from datasets import Dataset
-from transformers import CLIPModel, Trainer, TrainerCallback
-from transformers.trainer import TRAINER_STATE_NAME
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
+from transformers import Trainer
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from .. import columns
 from ..errors import UserInputError
 from ..scoring import ITMScorer
-from .augmentation import RandomResizedCrop
-from .checkpointing import (
-    final_checkpoint_path,
-    load_loss_state,
-    publish_staged,
-    read_eval_sections,
-    repair_best_checkpoint,
-    resolve_checkpoint,
-    save_extras,
-    staging_folder,
-)
-from .data_collator import HardPosBatch, HardPosDataCollator, with_row_index
+from .atomic_checkpoints import AtomicCheckpoints
+from .callbacks import EpochStateCallback, LogitScaleClampCallback
+from .checkpointing import load_loss_state, read_eval_sections, repair_best_checkpoint, resolve_checkpoint
+from .data_collator import HardPosBatch, HardPosDataCollator
 from ..evaluation.training_sets import BenchmarkEvalSet, as_benchmark_eval_set
 from ..progress import configure as progress_lines
 from .interrupt import InterruptCallback, TrainingInterrupted, stop_on_interrupt
 from .log_lines import use_log_lines
-from .logit_scale import clamp_logit_scale, unwrap_model
+from .logit_scale import unwrap_model
 from .lora import apply_lora, is_peft_model, merge_lora
 from .loss_guard import check_finite_loss
-from .model_card import HardPosModelCardData, generate_model_card, padded_rows_per_epoch
+from .card_data import HardPosModelCardData
+from .model_card import MODEL_CARD_NAME, generate_model_card
+from .run_facts import padded_rows_per_epoch
 from .recipe import batch_layout
+from .trainer_setup import checked_arguments, default_collator, prepared_train_dataset, require_clip
 from .training_args import HardPosTrainingArguments
-from .validation import check_numeric_arguments, validate_training_data
 
 logger = logging.getLogger(__name__)
 
-MODEL_CARD_NAME = "README.md"
 # The one parameter name excluded from weight decay whatever its shape. open_clip (up to v3.3), TSVLC
 # and CE-CLIP exclude `p.ndim < 2 or "bn"/"ln"/"bias"/"logit_scale" in name`; every bn/ln/bias tensor
 # of CLIP is 1-D, so the rule is "ndim >= 2, except the logit scale" (position embeddings included).
 NO_DECAY_NAME = "logit_scale"
 
 
-class LogitScaleClampCallback(TrainerCallback):
-    """Clamp CLIP's logit scale to ln(100) after every optimiser step, as CLIP's own training does."""
-
-    def on_optimizer_step(self, args, state, control, model=None, **kwargs):
-        if model is not None:
-            clamp_logit_scale(model)
-
-
-class EpochStateCallback(TrainerCallback):
-    """Tell the objective and the collator which epoch starts, and apply the loss state after each step.
-
-    The epoch is `floor(state.epoch)`: 0 on a fresh run, the checkpoint's epoch on a resume inside it, so
-    CE-CLIP's CMR thresholds reset only when an epoch really starts (they record the epoch they belong
-    to) and the collator's per-row draws repeat on a resume.
-    """
-
-    def __init__(self, objective: torch.nn.Module, collator: Any) -> None:
-        self.objective = objective
-        self.collator = collator
-
-    def on_epoch_begin(self, args, state, control, **kwargs):
-        epoch = math.floor(state.epoch + 1e-9) if state.epoch else 0
-        if callable(getattr(self.objective, "start_epoch", None)):
-            self.objective.start_epoch(epoch)
-        if callable(getattr(self.collator, "set_epoch", None)):
-            self.collator.set_epoch(epoch)
-
-    def on_optimizer_step(self, args, state, control, **kwargs):
-        if callable(getattr(self.objective, "apply_pending", None)):
-            self.objective.apply_pending()
-
-
-class HardPosTrainer(Trainer):
+class HardPosTrainer(AtomicCheckpoints, Trainer):
     """Fine-tune a `CLIPModel` with hard positives and hard negatives.
 
     Args:
@@ -154,14 +111,8 @@ class HardPosTrainer(Trainer):
         model_card_data: HardPosModelCardData | None = None,
         **kwargs: Any,
     ):
-        if args is None:
-            args = HardPosTrainingArguments(output_dir="hardpos_trainer_output")
-        if not isinstance(args, HardPosTrainingArguments):
-            raise TypeError(
-                "HardPosTrainer needs HardPosTrainingArguments (loss weights, columns, LoRA), "
-                f"got {type(args).__name__}"
-            )
-        _require_clip(model)
+        args = checked_arguments(args)
+        require_clip(model)
         if processor is None:
             raise UserInputError("HardPosTrainer needs the model's processor (CLIPProcessor) to build batches")
         if "eval_dataset" in kwargs:
@@ -169,38 +120,10 @@ class HardPosTrainer(Trainer):
         if args.use_lora and not is_peft_model(model):
             model = apply_lora(model, args.lora_r, args.lora_alpha, args.lora_dropout, args.lora_target_modules)
         if data_collator is None:
-            data_collator = HardPosDataCollator(
-                processor,
-                args.image_column,
-                args.caption_column,
-                args.positive_columns,
-                args.negative_columns,
-                image_transform=_train_transform(args, processor),
-                sampling=args.hard_example_sampling,
-                seed=args.seed,
-            )
+            data_collator = default_collator(args, processor)
         if isinstance(eval_datasets, (Dataset, BenchmarkEvalSet)):
             eval_datasets = {"eval": eval_datasets}
-        # Fail before hours of training, not at the first batch or the first evaluation.
-        check_numeric_arguments(args)
-        if isinstance(train_dataset, Dataset):  # columns, nulls, placeholders, a sample of images (`validation`)
-            validate_training_data(train_dataset, args)
-        elif train_dataset is not None and getattr(train_dataset, "column_names", None) is not None:
-            columns.require_columns(
-                train_dataset,
-                [args.image_column, args.caption_column, *args.positive_columns, *args.negative_columns],
-                "the training set",
-            )
-        seeded_per_row = args.hard_example_sampling == "one_per_row" or args.train_crop_scale is not None
-        if seeded_per_row and getattr(train_dataset, "column_names", None) is not None:
-            # each row's draw and crop are seeded by its position
-            train_dataset = with_row_index(train_dataset)
-            if args.dataloader_persistent_workers and args.dataloader_num_workers > 0:
-                raise UserInputError(
-                    "dataloader_persistent_workers keeps the collator of the first epoch in its workers, so "
-                    "random crops and hard-example draws (seeded per epoch) would repeat every epoch: turn "
-                    "persistent workers off"
-                )
+        train_dataset = prepared_train_dataset(train_dataset, args)
         # Each eval set resolved now: its task recognised, its columns checked, hard-positive rows loaded.
         self.eval_datasets: dict[str, BenchmarkEvalSet] = {
             name: as_benchmark_eval_set(name, value) for name, value in (eval_datasets or {}).items()
@@ -229,15 +152,7 @@ class HardPosTrainer(Trainer):
         )
         self.objective = objective.to(self.args.device)
         if train_dataset is not None and hasattr(train_dataset, "__len__"):
-            per_device, processes, _ = batch_layout(self.args)
-            padded = padded_rows_per_epoch(len(train_dataset), per_device, processes, self.args.dataloader_drop_last)
-            if padded:
-                logger.warning(
-                    "%d processes x %d rows per batch do not divide the %d training rows: each epoch completes its "
-                    "last round with %d rows from its start, trained twice (the card says so); pass "
-                    "--dataloader_drop_last to drop that round instead.",
-                    processes, per_device, len(train_dataset), padded,
-                )  # fmt: skip
+            _warn_padded_rounds(len(train_dataset), self.args)
         if callable(getattr(self.objective, "defer_state_updates", None)):
             self.objective.defer_state_updates()  # CMR thresholds move once per optimiser step
         self.model_card_data = model_card_data or HardPosModelCardData()
@@ -250,8 +165,6 @@ class HardPosTrainer(Trainer):
         self._term_steps = 0
         # {checkpoint, step, metric, value, last_step} once load_best_model_at_end loaded the best checkpoint
         self.best_model_loaded: dict[str, Any] | None = None
-        self._staging_dir: str | None = None  # set while a checkpoint is being written
-        self._pending_push: str | None = None
 
     @staticmethod
     def build_objective(args: HardPosTrainingArguments) -> torch.nn.Module:
@@ -444,60 +357,6 @@ class HardPosTrainer(Trainer):
             raise TrainingInterrupted(self.state.global_step, saved if os.path.isdir(saved) else None)
         return result
 
-    def _save_checkpoint(self, model, trial) -> None:
-        """Write `checkpoint-N` atomically, with the loss state and the eval sections beside the Trainer's files.
-
-        The Trainer writes into `_incomplete-checkpoint-N/` (`_get_output_dir` points there meanwhile),
-        which is renamed once every part is there: a kill during the save leaves only the `_incomplete-`
-        folder, which neither a resume nor `get_last_checkpoint` picks. Every process writes its RNG
-        state before the rename.
-
-        An override, not an `on_save` callback: `on_save` runs after the Trainer has written the folder
-        under its final name, and the staging must begin before its first file.
-        """
-        run_dir = self._get_output_dir(trial=trial)
-        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-        staging = staging_folder(run_dir, name)
-        if self.args.should_save and os.path.isdir(staging):
-            shutil.rmtree(staging)  # left by an earlier interrupted save of this step
-        self.accelerator.wait_for_everyone()
-        self._staging_dir = staging
-        try:
-            super()._save_checkpoint(model, trial)
-        finally:
-            self._staging_dir = None
-        self.accelerator.wait_for_everyone()
-        final = os.path.join(run_dir, name)
-        # The Trainer recorded this checkpoint as the best one under its staging path, in memory and in
-        # the staged trainer_state.json: both must name the final folder, or a resume drops the best
-        # checkpoint (it does not exist) and rotation deletes it.
-        staged_best = self.state.best_model_checkpoint
-        self.state.best_model_checkpoint = final_checkpoint_path(staged_best)
-        if self.args.should_save:
-            staged = os.path.join(staging, name)
-            save_extras(staged, self.objective, self.eval_sections, training_state=not self.args.save_only_model)
-            if staged_best != self.state.best_model_checkpoint:
-                self.state.save_to_json(os.path.join(staged, TRAINER_STATE_NAME))
-            publish_staged(run_dir, name)
-            rotate_checkpoints(
-                output_dir=run_dir,
-                save_total_limit=self.args.save_total_limit,
-                best_model_checkpoint=self.state.best_model_checkpoint,
-                use_mtime=True,
-            )
-        self.accelerator.wait_for_everyone()
-        if self._pending_push is not None:
-            self._pending_push = None
-            self._push_from_checkpoint(final)
-
-    def _get_output_dir(self, trial) -> str:
-        """While a checkpoint is being written, the Trainer's run folder is the staging folder.
-
-        An override: the Trainer's `_save_checkpoint` takes the checkpoint's parent folder from here,
-        not from an argument.
-        """
-        return self._staging_dir if self._staging_dir is not None else super()._get_output_dir(trial)
-
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         """`save_pretrained` model (or adapter) + processor, then the model card of this run.
 
@@ -549,21 +408,6 @@ class HardPosTrainer(Trainer):
             data.train_dataset_id = dataset
         os.makedirs(self.args.output_dir, exist_ok=True)
         self.write_model_card(self.args.output_dir, model_name=model_name)
-
-    def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
-        """Mid-training pushes upload `output_dir`; give it the checkpoint's card (the Trainer copies weights only).
-
-        During an atomic save the push waits until the checkpoint has its final name. An override: the
-        Trainer pushes from inside its `_save_checkpoint`, i.e. from the staging folder, which is renamed
-        while the upload (run in the background) still reads it; no callback event precedes that push.
-        """
-        if self._staging_dir is not None:
-            self._pending_push = checkpoint_folder
-            return
-        card = os.path.join(checkpoint_folder, MODEL_CARD_NAME)
-        if self.is_world_process_zero() and os.path.isfile(card):
-            shutil.copy(card, os.path.join(self.args.output_dir, MODEL_CARD_NAME))
-        super()._push_from_checkpoint(checkpoint_folder)
 
     def save_merged(self, output_dir: str) -> str:
         """Save a plain `CLIPModel` + processor + card: LoRA adapters merged in (the trainer's model is untouched).
@@ -619,29 +463,6 @@ class HardPosTrainer(Trainer):
                     checkpoint, step, self.args.metric_for_best_model, self.state.best_metric)  # fmt: skip
 
 
-def _require_clip(model: torch.nn.Module | None) -> None:
-    """Refuse anything the objective cannot train: it reads CLIP's two towers and its logit scale."""
-    if model is None:
-        raise UserInputError(
-            "HardPosTrainer needs a model: pass a CLIPModel (or a peft wrapper of one); model_init is not supported"
-        )
-    base = unwrap_model(model)
-    if not isinstance(base, CLIPModel):
-        wrapped = f" (inside {type(model).__name__})" if base is not model else ""
-        raise UserInputError(
-            f"HardPosTrainer trains a transformers CLIPModel or a peft wrapper of one; got {type(base).__name__}"
-            f"{wrapped}. Load the model with CLIPModel.from_pretrained (convert other dual encoders first)."
-        )
-
-
-def _train_transform(args: HardPosTrainingArguments, processor) -> RandomResizedCrop | None:
-    """The training-image augmentation `args` asks for, sized to the processor's crop."""
-    if args.train_crop_scale is None:
-        return None
-    crop = processor.image_processor.crop_size
-    return RandomResizedCrop((crop["height"], crop["width"]), scale=tuple(args.train_crop_scale))
-
-
 def _mean_over_processes(values: dict[str, float], world_size: int) -> dict[str, float]:
     """Per-key mean over processes (keys may differ between processes; one collective either way)."""
     if world_size <= 1:
@@ -651,3 +472,16 @@ def _mean_over_processes(values: dict[str, float], world_size: int) -> dict[str,
     gathered = gather_object([values])
     keys = dict.fromkeys(k for d in gathered for k in d)
     return {k: sum(d[k] for d in gathered if k in d) / sum(1 for d in gathered if k in d) for k in keys}
+
+
+def _warn_padded_rounds(rows: int, args: HardPosTrainingArguments) -> None:
+    """Say so when the processes' batches do not divide the training rows (the card says it too)."""
+    per_device, processes, _ = batch_layout(args)
+    padded = padded_rows_per_epoch(rows, per_device, processes, args.dataloader_drop_last)
+    if padded:
+        logger.warning(
+            "%d processes x %d rows per batch do not divide the %d training rows: each epoch completes its "
+            "last round with %d rows from its start, trained twice (the card says so); pass "
+            "--dataloader_drop_last to drop that round instead.",
+            processes, per_device, rows, padded,
+        )  # fmt: skip
