@@ -6,8 +6,10 @@ import pytest
 
 from hf_hardpos.evaluation.aggregation import REPLACE_POOLED, macro_mean, pooled_from_results
 from hf_hardpos.evaluation.run import evaluate_model
-from hf_hardpos.published import all_figures, beside_ours, lookup, model_row
-from hf_hardpos.published.hard_positive import CLIP_B32, REPLACE_SUBSET_ROWS, RATES, benchmark_of
+from hf_hardpos.evaluation.published_rows import beside_ours
+from hf_hardpos.published import all_figures, lookup, model_row
+from hf_hardpos.evaluation.tasks.hard_positive import benchmark_of
+from hf_hardpos.published.hard_positive import CLIP_B32, REPLACE_SUBSET_ROWS, RATES
 
 from eval_fixtures import make_eval_set
 

@@ -34,7 +34,7 @@ class EvaluationReport:
     results: dict[str, dict] = field(default_factory=dict)
     provenance: dict[str, dict] = field(default_factory=dict)
     aggregates: dict[str, dict] = field(default_factory=dict)
-    published: dict = field(default_factory=dict)  # a known paper row beside ours (`published.beside_ours`)
+    published: dict = field(default_factory=dict)  # a known paper row beside ours (`evaluation.published_rows.beside_ours`)
     scores: dict[str, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)
     saved_configs: set[str] = field(default_factory=set, repr=False)  # scores already on disk
 

@@ -12,33 +12,21 @@ from datasets import Dataset, DatasetDict
 from .. import columns
 from ..embedding_cache import EmbeddingCache
 from ..errors import UserInputError
-from ..image_processing import DEFAULT_IMAGE_BACKEND
 from ..metrics import metrics_from_scores
 from ..model_source import ModelSource, model_location
 from ..protocol import resolve_protocol
 from ..provenance import digest_of, environment
-from ..published import beside_ours
-from ..scoring import EXIF_ORIENTATION, ITMScorer, default_num_workers, pick_device
+from .published_rows import beside_ours
+from ..scoring import EXIF_ORIENTATION, ITMScorer, pick_device
 from .. import output_folder
 from . import intervals
 from .aggregation import replace_aggregates
 from .definitions import RESULT_VERSIONS
 from .eval_data import dataset_source, load_eval_sets
+from .options import RunOptions, split_keywords
 from ..output_folder import check_output_writable
 from .report import EvaluationReport
 from .tasks.hard_positive import image_groups, score_eval_set
-
-
-def check_run_options(batch_size: int, num_workers: int | None, max_rows: int | None, bootstrap_samples: int = 0) -> None:
-    """Refuse invalid numbers before anything is loaded (never silently replaced by a default)."""
-    if batch_size < 1:
-        raise UserInputError(f"--batch-size must be >= 1, got {batch_size}")
-    if num_workers is not None and num_workers < 0:  # None: the machine's default, resolved by the runner
-        raise UserInputError(f"--num-workers must be >= 0, got {num_workers}")
-    if max_rows is not None and max_rows < 1:
-        raise UserInputError(f"--max-rows must be >= 1, got {max_rows}")
-    if bootstrap_samples < 0:
-        raise UserInputError(f"--bootstrap must be >= 0, got {bootstrap_samples}")
 
 
 def evaluate_model(
@@ -47,28 +35,17 @@ def evaluate_model(
     configs: Sequence[str] | None = None,
     split: str = "test",
     *,
-    batch_size: int = 64,
-    num_workers: int | None = None,
-    device: str | None = None,
-    precision: str = "fp32",
-    allow_tf32: bool = False,
-    max_rows: int | None = None,
-    bootstrap_samples: int = 0,
     output_dir: str | Path | None = None,
-    resume: bool = True,
-    progress: bool = True,
-    cache_dir: str | Path | None = None,
     scorer_provider: Callable[[], ITMScorer] | None = None,
-    make_scorer: Callable[..., ITMScorer] | None = None,
-    open_clip_config: str | Path | dict | None = None,
-    activation: str | None = None,
-    tokenizer: str | Path | None = None,
-    preset: str | None = None,
-    image_backend: str = DEFAULT_IMAGE_BACKEND,
-    protocol: str = "default",
-    log=print,
+    options: RunOptions | None = None,
+    **keywords,
 ) -> EvaluationReport:
     """Evaluate a Hub/local model, or a checkpoint file, on every config of a Hub/local hard-positive dataset.
+
+    Settings are `RunOptions`' fields (`batch_size`, `num_workers`, `device`, `precision`, `allow_tf32`,
+    `image_backend`, `protocol`, `max_rows`, `bootstrap_samples`, `cache_dir`, `resume`, `progress`,
+    `preset`, `make_scorer`, `log`), given as keywords or as one `options` object, and `ModelOptions`'
+    (`open_clip_config`, `activation`, `tokenizer`).
 
     `model` may be an open_clip / OpenAI TorchScript / TSVLC-LoRA checkpoint file: it is converted
     once into the conversion cache (`conversion.resolve_model`, with `open_clip_config` — required
@@ -94,29 +71,59 @@ def evaluate_model(
     as `ITMScorer` is) builds the scorer otherwise: `evaluation.multi_model` passes one that shares decoded pixels
     between models, or shards the work across processes.
     """
-    num_workers = default_num_workers() if num_workers is None else num_workers
-    check_run_options(batch_size, num_workers, max_rows, bootstrap_samples)
+    given, conversion = split_keywords(keywords)
+    options = (options or given).resolved()
     if output_dir is not None:
         check_output_writable(output_dir)
-    source = ModelSource.resolve(model, open_clip_config, activation, tokenizer, progress=progress)
-    identity = source.identity
+    source = ModelSource.resolve(model, conversion.open_clip_config, conversion.activation, conversion.tokenizer,
+                                 progress=options.progress)
     eval_sets = load_eval_sets(dataset, configs, split)
     for name, eval_set in eval_sets.items():  # before the model is loaded, not after
         columns.require_columns(
             eval_set.dataset, [columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS], f"{dataset} config {name!r}"
         )
-    max_length = source.context_length()
-    chosen = resolve_protocol(protocol, source.name, identity, pick_device(device).type, precision, image_backend, preset)
-    precision, image_backend = chosen.precision, chosen.image_backend
+    report, options = _new_report(source, dataset, split, options)
+    keys = {}
+    for name, eval_set in eval_sets.items():
+        data_known = eval_set.identity.get("revision", "local") is not None
+        known = report.run["key"] is not None and data_known
+        keys[name] = digest_of([source.identity, eval_set.identity, _key_settings(report)]) if known else None
+    log = options.log
+    with contextlib.ExitStack() as held:
+        if output_dir is not None:
+            held.enter_context(output_folder.locked(output_dir, log))
+            output_dir = partial_run_folder(output_dir, options.max_rows, log)
+            held.enter_context(output_folder.locked(output_dir, log))
+            report.output_dir = str(output_dir)
+            if options.resume:
+                require_same_model(output_dir, source)
+                report.merge_saved(output_dir, keys, log=log)
+        _score_missing(report, eval_sets, keys, output_dir, source, scorer_provider, options)
+    return report
+
+
+def _key_settings(report: EvaluationReport) -> dict:
+    """The score-changing settings of `report.run` (what the resume keys are made of)."""
+    recorded = report.run["settings"]
+    return {k: v for k, v in recorded.items() if k not in ("batch_size", "num_workers", "bootstrap_samples")}
+
+
+def _new_report(source: ModelSource, dataset, split: str, options: RunOptions) -> tuple[EvaluationReport, RunOptions]:
+    """An empty report with its run record (identity, settings, keys), and the options as the protocol sets them."""
+    identity = source.identity
+    device = pick_device(options.device).type
+    chosen = resolve_protocol(options.protocol, source.name, identity, device, options.precision,
+                              options.image_backend, options.preset)
+    options = options.replace(precision=chosen.precision, image_backend=chosen.image_backend)
     settings = {
         "protocol": chosen.to_dict(),
         "split": split,
-        "max_rows": max_rows,
-        "precision": precision,
-        "allow_tf32": allow_tf32,
-        "device": pick_device(device).type,
-        "max_length": max_length,
-        "image_processor": source.image_processor_settings(image_backend),
+        "max_rows": options.max_rows,
+        "precision": options.precision,
+        "allow_tf32": options.allow_tf32,
+        "device": device,
+        "max_length": source.context_length(),
+        "image_processor": source.image_processor_settings(options.image_backend),
         "versions": RESULT_VERSIONS,
         "exif_orientation": EXIF_ORIENTATION,
     }
@@ -125,67 +132,50 @@ def evaluate_model(
         "model_identity": identity,
         # Intervals are recomputed from the per-row scores on every run (`intervals`), so --bootstrap is recorded
         # beside the scoring settings, not in the key that decides what to rescore.
-        "settings": {**settings, "batch_size": batch_size, "num_workers": num_workers, "bootstrap_samples": bootstrap_samples},
+        "settings": {**settings, "batch_size": options.batch_size, "num_workers": options.num_workers,
+                     "bootstrap_samples": options.bootstrap_samples},
         "settings_key": digest_of(settings),
         "environment": environment(),
-        "preset": preset,  # the `hardpos zoo` preset the weights are, when given (published rows)
+        "preset": options.preset,  # the `hardpos zoo` preset the weights are, when given (published rows)
     }
-    known = source.known
-    report.run["key"] = digest_of([identity, settings]) if known else None
-    keys = {}
-    for name, eval_set in eval_sets.items():
-        data_known = eval_set.identity.get("revision", "local") is not None
-        keys[name] = digest_of([identity, eval_set.identity, settings]) if known and data_known else None
-    with contextlib.ExitStack() as held:
-        if output_dir is not None:
-            held.enter_context(output_folder.locked(output_dir, log))
-            output_dir = partial_run_folder(output_dir, max_rows, log)
-            held.enter_context(output_folder.locked(output_dir, log))
-            report.output_dir = str(output_dir)
-            if resume:
-                require_same_model(output_dir, source)
-                report.merge_saved(output_dir, keys, log=log)
-        _score_missing(
-            report, eval_sets, keys, output_dir, source, scorer_provider, cache_dir,
-            batch_size, num_workers, device, precision, allow_tf32, progress, max_rows, bootstrap_samples, log,
-            make_scorer=make_scorer,
-        )
-    return report
+    report.run["key"] = digest_of([identity, settings]) if source.known else None
+    return report, options
+
+
+def _scorer_for(report: EvaluationReport, source: ModelSource, scorer_provider, options: RunOptions) -> ITMScorer:
+    """The shared scorer `scorer_provider` gives (checked against the settings), or one built here."""
+    settings = report.run["settings"]
+    if scorer_provider is not None:
+        scorer = scorer_provider()
+        if (scorer.precision, scorer.allow_tf32, scorer.device.type) != (options.precision, options.allow_tf32,
+                                                                         settings["device"]):
+            raise ValueError("scorer_provider's scorer was built with other precision/TF32/device settings")
+        return scorer
+    loaded_model, processor = source.load(settings["image_processor"]["backend"])
+    cache = None
+    if options.cache_dir is not None:
+        if report.run["key"] is None:
+            options.log(f"embedding cache not used: the model's revision is unknown offline ({source.name})")
+        else:
+            embedding_settings = {
+                k: settings[k] for k in ("precision", "allow_tf32", "device", "max_length", "versions", "image_processor")
+            }
+            cache = EmbeddingCache(options.cache_dir, namespace=digest_of([report.run["model_identity"], embedding_settings]))
+    return (options.make_scorer or ITMScorer)(loaded_model, processor, cache=cache, **options.scorer_keywords())
 
 
 def _score_missing(
-    report: EvaluationReport, eval_sets, keys, output_dir, source: ModelSource, scorer_provider, cache_dir,
-    batch_size, num_workers, device, precision, allow_tf32, progress, max_rows, bootstrap_samples, log,
-    make_scorer: Callable[..., ITMScorer] | None = None,
+    report: EvaluationReport, eval_sets, keys, output_dir, source: ModelSource, scorer_provider, options: RunOptions,
 ) -> None:
     """Score the configs `report` does not hold yet, saving after each; then order and aggregate."""
     settings = report.run["settings"]
-    identity = report.run["model_identity"]
-    split = settings["split"]
     todo = [name for name in eval_sets if name not in report.results]
-    if todo and scorer_provider is not None:
-        scorer = scorer_provider()
-        if (scorer.precision, scorer.allow_tf32, scorer.device.type) != (precision, allow_tf32, settings["device"]):
-            raise ValueError("scorer_provider's scorer was built with other precision/TF32/device settings")
-    elif todo:
-        loaded_model, processor = source.load(settings["image_processor"]["backend"])
-        cache = None
-        if cache_dir is not None:
-            if report.run["key"] is None:
-                log(f"embedding cache not used: the model's revision is unknown offline ({source.name})")
-            else:
-                embedding_settings = {
-                    k: settings[k] for k in ("precision", "allow_tf32", "device", "max_length", "versions", "image_processor")
-                }
-                cache = EmbeddingCache(cache_dir, namespace=digest_of([identity, embedding_settings]))
-        scorer = (make_scorer or ITMScorer)(
-            loaded_model, processor, batch_size, num_workers, device, precision, allow_tf32, progress, cache
-        )
+    scorer = _scorer_for(report, source, scorer_provider, options) if todo else None
     pixels = getattr(scorer, "pixels", None) if todo else None  # a `pixel_store.PixelStore`, when shared
     for name in todo:
         eval_set = eval_sets[name].dataset
-        if max_rows is not None:
-            eval_set = eval_set.select(range(min(max_rows, len(eval_set))))
+        if options.max_rows is not None:
+            eval_set = eval_set.select(range(min(options.max_rows, len(eval_set))))
         pixels_before = pixels.snapshot() if pixels is not None else None
         s = score_eval_set(scorer, eval_set)
         groups = image_groups(eval_set)
@@ -197,9 +187,9 @@ def _score_missing(
         report.provenance[name] = {
             "key": keys[name],
             "source": report.source,
-            "key_parts": {"model": identity, "settings": report.run["settings_key"]},
+            "key_parts": {"model": report.run["model_identity"], "settings": report.run["settings_key"]},
             "dataset": eval_sets[name].identity,
-            "split": split,
+            "split": settings["split"],
             "truncation": truncation.to_dict(),
         }
         pixel_record = pixels.record(pixels_before) if pixels is not None else None
@@ -212,7 +202,7 @@ def _score_missing(
     report.results = {config: report.results[config] for config in order}
     report.provenance = {config: report.provenance[config] for config in order if config in report.provenance}
     report.aggregates = replace_aggregates(report.results, report.scores)
-    intervals.attach(report.results, report.aggregates, report.provenance, report.scores, bootstrap_samples)
+    intervals.attach(report.results, report.aggregates, report.provenance, report.scores, options.bootstrap_samples)
     report.published = beside_ours(report.model, report.dataset, {**report.results, **report.aggregates}, report.run.get("preset"))
     if output_dir is not None:
         report.save(output_dir)

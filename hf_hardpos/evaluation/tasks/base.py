@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from datasets import Dataset
 
@@ -45,12 +46,16 @@ class Task:
             recognised by its files instead (clip_benchmark's webdatasets: `tasks.webdataset`).
         group_metrics: what a suite group of this task's datasets (e.g. VTAB) averages, headline first;
             empty for tasks that are not averaged across datasets.
+        published_benchmark: `(dataset, row, metrics) ->` the benchmark of the papers' printed figures
+            (`hf_hardpos.published`) that a row of this task's results measures, or None; None for a
+            task no paper prints.
     """
 
     name: str
     score: Callable[[ITMScorer, TaskData, int | None], Section]
     matches_columns: Callable[[frozenset[str]], bool] | None = None
     group_metrics: tuple[str, ...] = ()
+    published_benchmark: Callable[[str, str, Mapping[str, Any]], str | None] | None = None
 
 
 def one_row_section(task: str, source: str, result: Mapping) -> Section:
@@ -60,11 +65,12 @@ def one_row_section(task: str, source: str, result: Mapping) -> Section:
     return Section(task, source, {"all": metrics}, {}, result["tie_rule"], result["aggregation"])
 
 
-def one_row_task(name: str, evaluate: Callable[..., Mapping], group_metrics: tuple[str, ...]) -> Task:
+def one_row_task(name: str, evaluate: Callable[..., Mapping], group_metrics: tuple[str, ...],
+                 published_benchmark: Callable[[str, str, Mapping[str, Any]], str | None] | None = None) -> Task:
     """A task whose `evaluate(scorer, source, split, max_rows=...)` measures a whole dataset at once (the
     zero-shot tasks, recognised by their files): its result becomes a one-row section."""
 
     def score(scorer: ITMScorer, data: TaskData, max_rows: int | None = None) -> Section:
         return one_row_section(name, data.describe(), evaluate(scorer, data.source, data.split, max_rows=max_rows))
 
-    return Task(name, score, group_metrics=group_metrics)
+    return Task(name, score, group_metrics=group_metrics, published_benchmark=published_benchmark)

@@ -9,6 +9,7 @@ sections and the trainer's evaluations are built by `hard_positive_section` eith
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ from datasets import Dataset
 from ... import columns
 from ...metrics import metrics_from_scores
 from ...scoring import ITMScorer
-from ..aggregation import describe_all, replace_aggregates
+from ..aggregation import REPLACE_POOLED, describe_all, replace_aggregates
 from ..section import HARD_POSITIVE, Section
 from ...tables import TIE_RULE
 from .base import Task, TaskData
@@ -79,6 +80,24 @@ def hard_positive_section(
     )
 
 
+# Our result rows -> the paper's benchmarks (REPLACE's configs and its pooled aggregate; `hf_hardpos.published`).
+_REPLACE_ROWS = {"attributes": "replace/attributes", "relations": "replace/relations", REPLACE_POOLED: "replace"}
+
+
+def benchmark_of(dataset: str, row: str, metrics=None) -> str | None:
+    """The benchmark of Kamath et al. (ECCV 2024) a row of our hard-positive results measures, or None.
+
+    REPLACE rows are known by their config names; SWAP has one config, `default`, so a `default` row is
+    SWAP only when the dataset is named `swap` (the Hub id `hardpos/swap` or a folder named `swap`, as
+    `hardpos build swap` writes it).
+    """
+    if row in _REPLACE_ROWS:
+        return _REPLACE_ROWS[row]
+    if row == "default" and Path(str(dataset).rstrip("/")).name.lower() == "swap":
+        return "swap"
+    return None
+
+
 def score_hard_positive(scorer: ITMScorer, data: TaskData, max_rows: int | None = None) -> Section:
     """Every config scored with `scorer` (no output folder: `evaluate_model` is the resumable path)."""
     results = {}
@@ -95,4 +114,5 @@ TASK = Task(
     HARD_POSITIVE,
     score_hard_positive,
     matches_columns=lambda names: {columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS} <= names,
+    published_benchmark=benchmark_of,
 )
