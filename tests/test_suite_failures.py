@@ -5,12 +5,11 @@ import json
 
 import pytest
 import yaml
+from test_suite import folders  # noqa: F401 - the shared fixture folders
 
 from hf_hardpos.cli import main
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.evaluation.suite import SuiteEntry, run_suite
-
-from test_suite import folders  # noqa: F401 - the shared fixture folders
 
 
 def _quiet(**kwargs):
@@ -51,7 +50,7 @@ def test_complete_suite_is_marked_complete(tiny_clip_dir, folders, tmp_path):  #
 def test_group_mixing_tasks_is_refused_before_scoring(tiny_clip_dir, folders, tmp_path, monkeypatch):  # noqa: F811
     from hf_hardpos.evaluation import suite
 
-    monkeypatch.setattr(suite._SuiteRun, "entry", lambda *a, **k: pytest.fail("scored before the groups were checked"))
+    monkeypatch.setattr(suite, "_run_entry", lambda *a, **k: pytest.fail("scored before the groups were checked"))
     entries = [
         SuiteEntry("cifar_a", str(folders["cifar_a"]), group="g"),
         SuiteEntry("coco", str(folders["coco"]), group="g"),

@@ -227,9 +227,12 @@ def _run_one_model(args: argparse.Namespace, pixels, workers) -> int:
     from ..evaluation.eval_data import require_dataset_exists
     from ..evaluation.multi_model import scorer_factory
     from ..evaluation.run import evaluate_model
-    from ..evaluation.tasks import HARD_POSITIVE, TASKS, detect_task
-    from ..evaluation.suite import activation_comparison_suite_table, load_suite, run_suite
-    from ..evaluation.suite_entry import single_entry
+    from ..evaluation.suite import (
+        activation_comparison_suite_table,
+        load_suite,
+        run_suite,
+    )
+    from ..evaluation.tasks import TASKS, detect_task
     from ..model_source import require_model_exists
     from ..scoring import pick_device
 
@@ -260,25 +263,21 @@ def _run_one_model(args: argparse.Namespace, pixels, workers) -> int:
 
     if args.suite is None:
         task = args.task or detect_task(args.dataset, args.split, args.configs)
-        if task == HARD_POSITIVE:
-            reports = {activation: evaluate_model(args.model, args.dataset, args.configs, args.split,
-                                                  output_dir=output_for(activation), options=options_for(activation),
-                                                  activation=activation, **conversion)
-                       for activation in activations}
-            first = next(iter(reports.values()))
-            print(activation_comparison_table(reports) if compare else first.table())
-            # A --max-rows run may have gone beside a fuller result: name the folder it really wrote.
-            _print_written(args.output, [r.output_dir for r in reports.values()], "metrics.json and per-row scores")
-            if pixels is not None:
-                print(_pixel_line(pixels, workers))
-            return 0
-        entries = [single_entry(args.dataset, task, args.configs, args.split)]
-    else:
-        entries = load_suite(args.suite)
+        reports = {activation: evaluate_model(args.model, args.dataset, args.configs, args.split, task=task,
+                                              output_dir=output_for(activation), options=options_for(activation),
+                                              activation=activation, **conversion)
+                   for activation in activations}
+        print(activation_comparison_table(reports) if compare else next(iter(reports.values())).table())
+        # A --max-rows run may have gone beside a fuller result: name the folder it really wrote.
+        _print_written(args.output, [r.output_dir for r in reports.values()], "metrics.json and per-row scores")
+        if pixels is not None:
+            print(_pixel_line(pixels, workers))
+        return 0
     if args.output is None:
-        raise UserInputError("--output is required for this task (results are saved per dataset, to resume)")
+        raise UserInputError("--output is required for --suite (results are saved per dataset, to resume)")
     if args.protocol != "default":
-        raise UserInputError("--protocol applies to hard-positive datasets evaluated on their own")
+        raise UserInputError("--protocol applies to a dataset evaluated on its own (--dataset), not to --suite")
+    entries = load_suite(args.suite)
     suite_reports = {activation: run_suite(args.model, entries, output_dir=output_for(activation),
                                            options=options_for(activation), activation=activation, **conversion)
                      for activation in activations}
@@ -339,9 +338,8 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
     from ..evaluation.eval_data import require_dataset_exists
     from ..evaluation.multi_model import evaluate_models, scorer_factory
     from ..evaluation.run import evaluate_model
-    from ..evaluation.tasks import HARD_POSITIVE, TASKS, detect_task
     from ..evaluation.suite import load_suite, run_suite
-    from ..evaluation.suite_entry import single_entry
+    from ..evaluation.tasks import TASKS, detect_task
     from ..model_source import require_model_exists
     from ..scoring import pick_device
 
@@ -360,17 +358,17 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
     if args.dataset is not None:
         require_dataset_exists(args.dataset)
         task = args.task or detect_task(args.dataset, args.split, args.configs)
-        entries = [single_entry(args.dataset, task, args.configs, args.split)]
+    elif args.protocol != "default":
+        raise UserInputError("--protocol applies to a dataset evaluated on its own (--dataset), not to --suite")
     else:
-        task, entries = None, load_suite(args.suite)
-    if task != HARD_POSITIVE and args.protocol != "default":
-        raise UserInputError("--protocol applies to hard-positive datasets evaluated on their own")
+        entries = load_suite(args.suite)
+
     def run_one(model: str, folder: Path, log):
         options = _run_options(args, log=log,
                                make_scorer=scorer_factory(pixels, workers, _model_spec(model, conversion, args.activation)))
-        if task == HARD_POSITIVE:
-            return evaluate_model(model, args.dataset, args.configs, args.split, output_dir=folder, options=options,
-                                  activation=args.activation, **conversion)
+        if args.dataset is not None:
+            return evaluate_model(model, args.dataset, args.configs, args.split, task=task, output_dir=folder,
+                                  options=options, activation=args.activation, **conversion)
         return run_suite(model, entries, output_dir=folder, options=options, activation=args.activation, **conversion)
 
     run = evaluate_models(models, run_one, args.output)

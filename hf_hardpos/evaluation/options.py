@@ -39,6 +39,7 @@ class RunOptions:
     protocol: str = "default"
     max_rows: int | None = None
     bootstrap_samples: int = 0
+    intervals: bool = True  # every rate's interval (Wilson, or `bootstrap_samples`); the trainer logs rates only
     cache_dir: str | Path | None = None
     resume: bool = True
     progress: bool = True

@@ -1,6 +1,7 @@
-"""One entry point for every benchmark: recognise what a dataset is, run its task, one report.
+"""Several benchmarks in one run: recognise what each dataset is, run its task, one report.
 
-`hardpos eval --dataset D` and `--suite NAME` both land here. A dataset is recognised by its
+Each dataset is run by the one runner (`runner.run_dataset`), as `hardpos eval --dataset D` runs one,
+into its own folder under the suite's. A dataset is recognised by its
 layout: clip_benchmark's webdataset files (zero-shot classification or retrieval), Winoground's
 columns, our hard-positive schema (caption, hard_negative, hard_positive: Original/Augmented
 Accuracy and Brittleness) or a caption with its negatives only (image-caption selection, as in
@@ -8,45 +9,37 @@ SugarCrepe and ARO). `--task` overrides the guess.
 
 A suite shares one scorer, so every distinct image and caption is encoded once per model across all
 its datasets (SugarCrepe and SugarCrepe++ share COCO images; REPLACE's subsets share 8,041 images),
-and resumes per dataset: each dataset's result is saved as soon as it is done, under a key made of
-the model's and the dataset's content and every score-changing setting (see `provenance`).
+and resumes per dataset (per config for hard positives): each result is saved as soon as it is done,
+under a key made of the model's and the dataset's content, the task and every score-changing setting.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import yaml
 
+from .. import output_folder
 from ..errors import UserInputError
 from ..model_source import ModelSource
 from ..names import folder_name
-from ..provenance import describe_model, digest_of, environment
-from ..published import lookup, model_row
-from .published_rows import beside_ours
-from ..scoring import ITMScorer, pick_device
-from .. import output_folder
-from .activations import difference_rule, rows_by_activation
-from .definitions import RESULT_VERSIONS
-from .eval_data import dataset_identity, load_eval_sets
 from ..output_folder import check_output_writable
+from ..provenance import describe_model, environment
+from ..published import lookup, model_row
+from ..tables import render_table
+from .activations import difference_rule, rows_by_activation
 from .options import RunOptions, split_keywords
-from .run import evaluate_model
+from .runner import ModelRun, run_dataset
 from .section import HARD_POSITIVE, Section
 from .suite_entry import SuiteEntry, entry_folders, suite_entry_from_yaml
-from ..tables import render_table
-from .tasks import TASKS, TaskData, detect_task, get_task, run_task
+from .tasks import TASKS, TaskData, detect_task, get_task
 from .tasks.caption_selection import CAPTION_SELECTION
-from .tasks.hard_positive import hard_positive_section
-from .tasks.text_only import TEXT_ONLY_TIE_RULE, evaluate_text_only
 from .tasks.zeroshot_classification import ZEROSHOT_CLASSIFICATION
 from .tasks.zeroshot_retrieval import ZEROSHOT_RETRIEVAL
-
 
 # The paper's compositional benchmarks, as published by this package's dataset builders.
 COMPOSITIONAL = [
@@ -208,20 +201,6 @@ def _json_default(value):
     raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
 
 
-class _LazyScorer:
-    """Loads the model only when some dataset actually needs scoring (a fully resumed suite does not)."""
-
-    def __init__(self, source: ModelSource, options: RunOptions, cache=None):
-        self.source, self.options, self.cache, self.scorer = source, options, cache, None
-
-    def __call__(self) -> ITMScorer:
-        if self.scorer is None:
-            loaded, processor = self.source.load(self.options.image_backend)
-            make = self.options.make_scorer or ITMScorer
-            self.scorer = make(loaded, processor, cache=self.cache, **self.options.scorer_keywords())
-        return self.scorer
-
-
 def run_suite(
     model: str | ModelSource,
     entries: Sequence[SuiteEntry],
@@ -248,41 +227,29 @@ def run_suite(
     hard-positive rates' intervals (`intervals`).
     """
     given, conversion = split_keywords(keywords)
-    options = (options or given).resolved()
+    options = (options or given).resolved().replace(protocol="default")  # --protocol: one dataset on its own
     entry_folders(entries)
     output_dir = Path(output_dir)
     check_output_writable(output_dir)
-    log = options.log
-    with output_folder.locked(output_dir, log):  # one suite run per folder at a time
+    with output_folder.locked(output_dir, options.log):  # one suite run per folder at a time
         source = ModelSource.resolve(model, conversion.open_clip_config, conversion.activation, conversion.tokenizer,
                                      progress=options.progress)
-        settings = {"precision": options.precision, "allow_tf32": options.allow_tf32,
-                    "device": pick_device(options.device).type, "max_rows": options.max_rows,
-                    "image_processor": source.image_processor_settings(options.image_backend), "versions": RESULT_VERSIONS}
+        run = ModelRun.start(source, options)
         report = SuiteReport(model=source.name, run={
             "model_identity": source.identity,
-            "settings": {**settings, "batch_size": options.batch_size},
+            "settings": {**run.settings, "batch_size": options.batch_size},
             "environment": environment(),
             "num_datasets": len(entries),
             "preset": options.preset,  # the `hardpos zoo` preset the weights are, when given (published rows)
         })
-        tasks = _entry_tasks(entries, report, log)
-        cache = None
-        if options.cache_dir is not None:
-            from ..embedding_cache import EmbeddingCache
-
-            cache = EmbeddingCache(options.cache_dir, namespace=digest_of([source.identity, settings]))
-        run = _SuiteRun(source, output_dir, settings, _LazyScorer(source, options, cache), options)
+        tasks = _entry_tasks(entries, report, options.log)
         for entry in entries:
             if entry.name not in tasks:
                 continue  # its task could not be told: already recorded as failed
             try:
-                report.sections[entry.name] = run.entry(entry, tasks[entry.name])
+                report.sections[entry.name] = _run_entry(run, entry, tasks[entry.name], output_dir)
             except Exception as err:  # one dataset's failure must not lose the others' results
-                report.sections[entry.name] = _failed_section(tasks[entry.name], entry, err, log)
-            section = report.sections[entry.name]
-            if not section.failed:  # not part of the saved result's key: recomputed on a resumed run too
-                section.published = beside_ours(source.name, entry.dataset, section.rows(), options.preset, section.task)
+                report.sections[entry.name] = _failed_section(tasks[entry.name], entry, err, options.log)
             report.save(output_dir)
         report.sections = {e.name: report.sections[e.name] for e in entries if e.name in report.sections}
         report.group_means = group_means(report.sections, entries)
@@ -336,59 +303,17 @@ def check_groups(entries: Sequence[SuiteEntry], tasks: Mapping[str, str]) -> Non
                 )
 
 
-@dataclass(frozen=True)
-class _SuiteRun:
-    """What every dataset of one suite run shares: the model, the output folder, the settings, the scorer."""
+def _run_entry(run: ModelRun, entry: SuiteEntry, task: str, output_dir: Path) -> Section:
+    """One dataset's section: its task run (or resumed) by the runner in `output_dir/<name>/`.
 
-    source: ModelSource
-    output_dir: Path
-    settings: dict
-    scorer: Callable[[], ITMScorer]
-    options: RunOptions
-
-    def entry(self, entry: SuiteEntry, task: str) -> Section:
-        """One dataset's section: its task run (or resumed) in `output_dir/<name>/`."""
-        get_task(task)  # an unknown task is refused before its folder is made
-        folder = self.output_dir / folder_name(entry.name, "dataset name")  # checked by `entry_folders`
-        folder.mkdir(parents=True, exist_ok=True)
-        self.options.log(f"[{entry.name}] {task} on {entry.dataset}")
-        if task == HARD_POSITIVE:
-            # The model resolved once for the whole suite: this dataset's own metrics.json names what the
-            # user asked for (`source.name`), not the conversion cache it loads from.
-            hp = evaluate_model(self.source, entry.dataset, entry.configs, entry.split, output_dir=folder,
-                                scorer_provider=self.scorer, options=self.options.replace(protocol="default", preset=None))
-            section = hard_positive_section(entry.dataset, hp.results, hp.aggregates, hp.provenance, hp.published)
-            if entry.text_only:
-                _add_text_only(section, self.scorer, entry, self.options.max_rows)
-            return section
-        return _run_other_task(task, entry, folder, self, self.options.resume, self.options.log)
-
-
-def _add_text_only(section: Section, scorer, entry: SuiteEntry, max_rows: int | None) -> None:
-    """SugarCrepe++'s TOT per config: text embeddings only (cached from the image-text pass)."""
-    for name, eval_set in load_eval_sets(entry.dataset, entry.configs, entry.split).items():
-        result = evaluate_text_only(scorer(), eval_set.dataset, max_rows=max_rows)
-        section.results[name]["text_only_accuracy"] = result["text_only_accuracy"]
-    section.tie_rule += f"; text-only (TOT): {TEXT_ONLY_TIE_RULE}"
-
-
-def _run_other_task(task, entry, folder, run: _SuiteRun, resume, log) -> Section:
-    """Caption selection, Winoground or zero-shot: one saved result per dataset, keyed by content."""
-    source, settings, scorer, max_rows = run.source, run.settings, run.scorer, run.options.max_rows
-    data_identity = dataset_identity(entry.dataset, entry.split)
-    known = source.identity.get("revision", "local") is not None and data_identity.get("revision", "local") is not None
-    key = digest_of([source.identity, data_identity, task, entry.configs, settings]) if known else None
-    saved_file = folder / "result.json"
-    if resume and key is not None and saved_file.exists():
-        saved = json.loads(saved_file.read_text())
-        if saved.get("key") == key:
-            log(f"[{entry.name}] reusing {saved_file} (same model, data and settings)")
-            return Section.from_dict(saved["section"])
-        log(f"[{entry.name}] {saved_file} came from other inputs or settings; recomputing")
-    section = run_task(task, scorer(), TaskData(entry.dataset, entry.configs, entry.split), max_rows)
-    section.provenance = {"key": key, "dataset": data_identity}
-    output_folder.write_json(saved_file, {"key": key, "section": section.to_dict()}, default=_json_default)
-    return section
+    The model was resolved once for the whole suite: this dataset's own metrics.json names what the user
+    asked for (`source.name`), not the conversion cache it loads from."""
+    get_task(task)  # an unknown task is refused before its folder is made
+    folder = output_dir / folder_name(entry.name, "dataset name")  # checked by `entry_folders`
+    folder.mkdir(parents=True, exist_ok=True)
+    run.options.log(f"[{entry.name}] {task} on {entry.dataset}")
+    data = TaskData(entry.dataset, entry.configs, entry.split)
+    return run_dataset(run, task, data, folder, label=entry.dataset, text_only=entry.text_only).section
 
 
 def _group_values(sections: dict[str, Section], done: Sequence[SuiteEntry], metrics: Sequence[str]) -> dict[str, float]:
