@@ -61,7 +61,7 @@ def _rate(metrics: Mapping, name: str) -> str:
 
 
 def published_table(published: Mapping, *, markdown: bool = False) -> str:
-    """A paper's rows beside ours (`hf_hardpos.published.beside_ours`): the printed figure and ours minus it.
+    """A paper's rows beside ours (`hf_hardpos.evaluation.published_rows.beside_ours`): the printed figure and ours minus it.
 
     `paper: <row>` holds the published figures, `ours - paper: <row>` our difference (percentage points
     for rates, cosine for mean scores); the sources (paper, table) follow on one line. Hard-positive rows

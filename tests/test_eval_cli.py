@@ -58,7 +58,7 @@ def test_unknown_config_is_an_error(tiny_clip_dir, hub_folder):
 
 
 def test_rerun_resumes_from_saved_configs(tiny_clip_dir, hub_folder, tmp_path, monkeypatch):
-    from hf_hardpos.evaluation import run
+    from hf_hardpos.evaluation.tasks import hard_positive
     from hf_hardpos.model_source import ModelSource
 
     out = tmp_path / "eval"
@@ -69,8 +69,8 @@ def test_rerun_resumes_from_saved_configs(tiny_clip_dir, hub_folder, tmp_path, m
     (out / "metrics.json").write_text(json.dumps(saved))
 
     scored = []
-    real_score = run.score_eval_set
-    monkeypatch.setattr(run, "score_eval_set", lambda scorer, ds: scored.append(len(ds)) or real_score(scorer, ds))
+    real_score = hard_positive.score_eval_set
+    monkeypatch.setattr(hard_positive, "score_eval_set", lambda scorer, ds: scored.append(len(ds)) or real_score(scorer, ds))
     second = evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, progress=False)
     assert scored == [first.results["relations"]["num_examples"]]  # only the missing config was scored
     assert second.results == first.results and second.aggregates == first.aggregates

@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 import pytest
+from run_fixtures import write_replace_folder
 from scipy.stats import binomtest
 
 from hf_hardpos.cli import main
@@ -13,8 +14,6 @@ from hf_hardpos.evaluation import intervals
 from hf_hardpos.evaluation.suite import SuiteEntry, run_suite
 from hf_hardpos.evaluation.tasks import HARD_POSITIVE
 from hf_hardpos.metrics import METRIC_NAMES, wilson_interval
-
-from run_fixtures import write_replace_folder
 
 RATE_CELL = re.compile(r"\d+\.\d \[\d+\.\d, \d+\.\d\]")
 
@@ -64,9 +63,9 @@ def test_eval_prints_an_interval_on_every_rate_and_a_new_bootstrap_does_not_resc
             assert result[f"{rate}_ci_high"] > 0
         assert "Wilson" in saved["provenance"][config]["interval"]
 
-    from hf_hardpos.evaluation import run
+    from hf_hardpos.evaluation.tasks import hard_positive
 
-    monkeypatch.setattr(run, "score_eval_set", lambda *a, **k: pytest.fail("a new --bootstrap rescored a config"))
+    monkeypatch.setattr(hard_positive, "score_eval_set", lambda *a, **k: pytest.fail("a new --bootstrap rescored a config"))
     assert main([*argv, "--bootstrap", "100"]) == 0
     assert all(RATE_CELL.fullmatch(c) for c in _rate_cells(capsys.readouterr().out))
     again = json.loads((out / "metrics.json").read_text())
@@ -95,8 +94,7 @@ def test_other_tasks_print_an_interval_on_each_counted_rate(tiny_clip_dir, tmp_p
                  "--no-progress"]) == 0
     out = capsys.readouterr().out
     saved = json.loads((tmp_path / "o" / "metrics.json").read_text())
-    section = next(iter(saved["datasets"].values()))
-    row = section["results"]["default"]
+    row = saved["results"]["default"]
     low, high = wilson_interval(round(row["accuracy"] * row["num_examples"]), row["num_examples"])
     assert f"{row['accuracy']:.4f} [{low:.4f}, {high:.4f}]" in out
 

@@ -6,11 +6,10 @@ import threading
 
 import numpy as np
 import pytest
+from test_eval_provenance import _write_hub_folder
 
 from hf_hardpos import output_folder
 from hf_hardpos.evaluation.run import evaluate_model
-
-from test_eval_provenance import _write_hub_folder
 
 
 def _quiet(**kwargs):
@@ -111,13 +110,14 @@ def test_second_dataset_never_reports_the_first_ones_configs(tiny_clip_dir, tmp_
 
 def test_result_keys_name_package_and_metric_definition_versions(tiny_clip_dir, hub_folder, tmp_path, monkeypatch):
     from hf_hardpos import __version__
-    from hf_hardpos.evaluation import definitions, run
+    from hf_hardpos.evaluation import definitions, runner
 
     out = tmp_path / "out"
     evaluate_model(str(tiny_clip_dir), str(hub_folder), ["attributes"], output_dir=out, **_quiet())
     versions = _saved(out)["run"]["settings"]["versions"]
-    assert versions == {"hf_hardpos": __version__, "metric_definitions": definitions.METRIC_DEFINITIONS_VERSION}
-    monkeypatch.setattr(run, "RESULT_VERSIONS", {**versions, "metric_definitions": versions["metric_definitions"] + 1})
+    assert versions == {"hf_hardpos": __version__, "metric_definitions": definitions.METRIC_DEFINITIONS_VERSION,
+                        "result_layout": definitions.RESULT_LAYOUT_VERSION}
+    monkeypatch.setattr(runner, "RESULT_VERSIONS", {**versions, "metric_definitions": versions["metric_definitions"] + 1})
     messages = []
     evaluate_model(str(tiny_clip_dir), str(hub_folder), ["attributes"], output_dir=out, progress=False,
                    log=messages.append)

@@ -3,13 +3,18 @@
 import json
 
 import pytest
-
-from hf_hardpos.evaluation.aggregation import REPLACE_POOLED, macro_mean, pooled_from_results
-from hf_hardpos.evaluation.run import evaluate_model
-from hf_hardpos.published import all_figures, beside_ours, lookup, model_row
-from hf_hardpos.published.hard_positive import CLIP_B32, REPLACE_SUBSET_ROWS, RATES, benchmark_of
-
 from eval_fixtures import make_eval_set
+
+from hf_hardpos.evaluation.aggregation import (
+    REPLACE_POOLED,
+    macro_mean,
+    pooled_from_results,
+)
+from hf_hardpos.evaluation.published_rows import beside_ours
+from hf_hardpos.evaluation.run import evaluate_model
+from hf_hardpos.evaluation.tasks.hard_positive import benchmark_of
+from hf_hardpos.published import all_figures, lookup, model_row
+from hf_hardpos.published.hard_positive import CLIP_B32, RATES, REPLACE_SUBSET_ROWS
 
 # Each printed figure is rounded to 0.1: a pooled value of rounded inputs is within 0.05 of the
 # pooled exact value, and Table 1's own rounding adds 0.05.
@@ -93,10 +98,8 @@ def test_known_model_report_adds_published_rows_and_delta(tiny_clip_dir, tmp_pat
     plain = evaluate_model(str(tiny_clip_dir), str(folder), progress=False)
     assert plain.published == {} and "paper:" not in plain.table()
 
-    # A suite's hard-positive section carries and prints the same rows.
-    from hf_hardpos.evaluation.tasks.hard_positive import hard_positive_section
-
-    section = hard_positive_section(str(folder), report.results, report.aggregates, report.provenance, report.published)
+    # The section itself (what a suite saves and prints) carries and prints the same rows.
+    section = report.section
     assert section.to_dict()["published"] == report.published
     printed = section.table().splitlines()
     assert any(row.startswith(f"ours - paper: {REPLACE_POOLED}") for row in printed)
@@ -150,6 +153,7 @@ def test_valse_vl_checklist_aro_and_retention_results_stand_beside_the_printed_r
 def test_suite_shows_sugarcrepe_rows_of_a_known_model_with_our_delta(tiny_clip_dir, tmp_path):
     """`hardpos eval --suite ... --preset ce-clip`: the SugarCrepe section carries and prints CE-CLIP Table 3."""
     from eval_fixtures import write_hub_folder
+
     from hf_hardpos.evaluation.suite import SuiteEntry, run_suite
     from hf_hardpos.evaluation.tasks import CAPTION_SELECTION
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from test_eval_provenance import _write_hub_folder
+
 from hf_hardpos.backends import hf as hf_backend
-from hf_hardpos.evaluation import run
 from hf_hardpos.conversion import resolve_model
 from hf_hardpos.conversion_record import MARKER
+from hf_hardpos.evaluation import runner
 from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.generation.rule_generator import RuleGenerator
-
-from test_eval_provenance import _write_hub_folder
 
 FIXTURES = Path(__file__).parent / "fixtures" / "open_clip"
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,13 +53,14 @@ def test_scores_of_a_model_whose_hub_commit_is_unknown_are_never_reused(tiny_cli
     out, messages = tmp_path / "eval", []
     evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, progress=False, log=messages.append)
     scored = []
-    original = run._score_missing
+    original = runner._unit_keys
 
-    def spy(report, eval_sets, keys, *args, **kwargs):
+    def spy(*args, **kwargs):
+        keys = original(*args, **kwargs)
         scored.append(dict(keys))
-        return original(report, eval_sets, keys, *args, **kwargs)
+        return keys
 
-    monkeypatch.setattr(run, "_score_missing", spy)
+    monkeypatch.setattr(runner, "_unit_keys", spy)
     again = evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, progress=False, log=messages.append)
     assert scored == [{"attributes": None, "relations": None}]  # no key: nothing can match a saved result
     assert set(again.results) >= {"attributes", "relations"}

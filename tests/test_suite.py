@@ -142,11 +142,20 @@ def _distinct_images(folders):
     return keys
 
 
-def test_cli_dataset_of_another_task_needs_output_and_prints_the_rule(tiny_clip_dir, folders, tmp_path, capsys):
-    assert main(["eval", "--model", str(tiny_clip_dir), "--dataset", str(folders["coco"]), "--no-progress"]) == 2
-    assert "--output is required" in capsys.readouterr().err
-    out = tmp_path / "coco"
-    assert main(["eval", "--model", str(tiny_clip_dir), "--dataset", str(folders["coco"]), "--output", str(out),
-                 "--no-progress"]) == 0
+def test_cli_dataset_of_another_task_runs_as_one_dataset_and_prints_the_rule(tiny_clip_dir, folders, tmp_path, capsys):
+    """Any task's dataset runs through the one runner: without --output it prints, with it OUT/metrics.json is
+    that dataset's section (as a hard-positive dataset's), resumed by a rerun."""
+    assert main(["eval", "--model", str(tiny_clip_dir), "--dataset", str(folders["coco"]), "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "image_retrieval_recall@1" in printed and "tie rule" in printed
+    out = tmp_path / "coco"
+    argv = ["eval", "--model", str(tiny_clip_dir), "--dataset", str(folders["coco"]), "--output", str(out), "--no-progress"]
+    assert main(argv) == 0
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["task"] == "zeroshot_retrieval" and set(saved["results"]) == {"all"}
+    assert f"{saved['results']['all']['image_retrieval_recall@1']:.4f}" in printed  # the same figures, saved
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "reusing" in capsys.readouterr().out
+    assert main(["eval", "--model", str(tiny_clip_dir), "--suite", "paper", "--no-progress"]) == 2
+    assert "--output is required" in capsys.readouterr().err

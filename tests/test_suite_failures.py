@@ -5,12 +5,11 @@ import json
 
 import pytest
 import yaml
+from test_suite import folders  # noqa: F401 - the shared fixture folders
 
 from hf_hardpos.cli import main
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.evaluation.suite import SuiteEntry, run_suite
-
-from test_suite import folders  # noqa: F401 - the shared fixture folders
 
 
 def _quiet(**kwargs):

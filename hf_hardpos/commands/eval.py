@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from ..command_parsers import add_command
@@ -199,24 +198,48 @@ def run(args: argparse.Namespace) -> int:
         return _run(args, workers)
 
 
-def _run(args: argparse.Namespace, workers) -> int:
-    from ..errors import UserInputError
-    from ..evaluation.activations import activation_comparison_table
-    from ..evaluation.eval_data import require_dataset_exists
-    from ..evaluation.multi_model import expand_models, scorer_factory
-    from ..evaluation.run import check_run_options, evaluate_model
-    from ..evaluation.tasks import HARD_POSITIVE, TASKS, detect_task
-    from ..evaluation.suite import activation_comparison_suite_table, load_suite, run_suite
-    from ..evaluation.suite_entry import single_entry
-    from ..model_source import check_model_options, require_model_exists
-    from ..scoring import pick_device
+def _run_options(args: argparse.Namespace, **changes):
+    """The command line's `RunOptions` (checked: invalid numbers are refused before anything is loaded)."""
+    from ..evaluation.options import RunOptions
 
-    check_run_options(args.batch_size, args.num_workers, args.max_rows, args.bootstrap)
+    options = RunOptions(
+        batch_size=args.batch_size, num_workers=args.num_workers, device=args.device, precision=args.dtype,
+        allow_tf32=args.allow_tf32, image_backend=args.image_backend, protocol=args.protocol, max_rows=args.max_rows,
+        bootstrap_samples=args.bootstrap, cache_dir=args.cache_dir, resume=not args.no_resume,
+        progress=not args.no_progress,
+    ).replace(**changes)
+    options.check()
+    return options
+
+
+def _run(args: argparse.Namespace, workers) -> int:
+    from ..evaluation.multi_model import expand_models
+
+    _run_options(args)  # refuses invalid numbers first
     models = expand_models(args.model or [], args.models or [])
     pixels = _pixel_store(args, several=len(models) > 1 or bool(args.models))
     if len(models) > 1 or args.models:
         return _run_models(args, models, pixels, workers)
     args.model = models[0]
+    return _run_one_model(args, pixels, workers)
+
+
+def _run_one_model(args: argparse.Namespace, pixels, workers) -> int:
+    """One model (once per activation with `--activation both`) on one dataset or a suite."""
+    from ..errors import UserInputError
+    from ..evaluation.activations import activation_comparison_table
+    from ..evaluation.eval_data import require_dataset_exists
+    from ..evaluation.multi_model import scorer_factory
+    from ..evaluation.run import evaluate_model
+    from ..evaluation.suite import (
+        activation_comparison_suite_table,
+        load_suite,
+        run_suite,
+    )
+    from ..evaluation.tasks import TASKS, detect_task
+    from ..model_source import check_model_options, require_model_exists
+    from ..scoring import pick_device
+
     if args.task is not None and args.task not in TASKS:
         raise UserInputError(f"--task {args.task!r} is not one of {list(TASKS)}")
     if args.dataset is not None:
@@ -230,9 +253,11 @@ def _run(args: argparse.Namespace, workers) -> int:
     require_model_exists(args.model)
     compare = len(activations) > 1
 
-    def log_for(activation: str | None) -> Callable[[str], None]:
+    def options_for(activation: str | None):
         """With two activations, each log line says which run it belongs to."""
-        return (lambda message: print(f"[{activation}] {message}")) if compare else print
+        log = (lambda message: print(f"[{activation}] {message}")) if compare else print
+        return _run_options(args, log=log, preset=_paper_preset(args.preset, activation),
+                            make_scorer=scorer_factory(pixels, workers, _model_spec(args.model, conversion, activation)))
 
     def output_for(activation: str | None) -> str | None:
         """`--activation both` keeps one folder per activation, so resume and metrics.json stay per model."""
@@ -240,69 +265,42 @@ def _run(args: argparse.Namespace, workers) -> int:
             return args.output
         return str(Path(args.output) / activation)
 
-    common = dict(
-        batch_size=args.batch_size,
-        num_workers=args.num_workers,
-        device=args.device,
-        precision=args.dtype,
-        allow_tf32=args.allow_tf32,
-        image_backend=args.image_backend,
-        max_rows=args.max_rows,
-        cache_dir=args.cache_dir,
-        resume=not args.no_resume,
-        progress=not args.no_progress,
-        **conversion,
-    )
     if args.suite is None:
         task = args.task or detect_task(args.dataset, args.split, args.configs)
-        if task == HARD_POSITIVE:
-            reports = {
-                activation: evaluate_model(
-                    args.model, args.dataset, args.configs, args.split, bootstrap_samples=args.bootstrap,
-                    output_dir=output_for(activation), activation=activation, log=log_for(activation),
-                    preset=_paper_preset(args.preset, activation), protocol=args.protocol,
-                    make_scorer=scorer_factory(pixels, workers, _model_spec(args.model, conversion, activation)),
-                    **common,
-                )
-                for activation in activations
-            }
-            if compare:
-                print(activation_comparison_table(reports))
-            else:
-                print(next(iter(reports.values())).table())
-            # A --max-rows run may have gone beside a fuller result: name the folder it really wrote.
-            _print_written(args.output, [r.output_dir for r in reports.values()], "metrics.json and per-row scores")
-            if pixels is not None:
-                print(_pixel_line(pixels, workers))
-            return 0
-        entries = [single_entry(args.dataset, task, args.configs, args.split)]
-    else:
-        entries = load_suite(args.suite)
+        reports = {activation: evaluate_model(args.model, args.dataset, args.configs, args.split, task=task,
+                                              output_dir=output_for(activation), options=options_for(activation),
+                                              activation=activation, **conversion)
+                   for activation in activations}
+        print(activation_comparison_table(reports) if compare else next(iter(reports.values())).table())
+        # A --max-rows run may have gone beside a fuller result: name the folder it really wrote.
+        _print_written(args.output, [r.output_dir for r in reports.values()], "metrics.json and per-row scores")
+        if pixels is not None:
+            print(_pixel_line(pixels, workers))
+        return 0
     if args.output is None:
-        raise UserInputError("--output is required for this task (results are saved per dataset, to resume)")
+        raise UserInputError("--output is required for --suite (results are saved per dataset, to resume)")
     if args.protocol != "default":
-        raise UserInputError("--protocol applies to hard-positive datasets evaluated on their own")
-    suite_reports = {
-        activation: run_suite(
-            args.model, entries, output_dir=output_for(activation), activation=activation, log=log_for(activation),
-            make_scorer=scorer_factory(pixels, workers, _model_spec(args.model, conversion, activation)),
-            preset=_paper_preset(args.preset, activation), bootstrap_samples=args.bootstrap, **common,
-        )
-        for activation in activations
-    }
-    if compare:
-        print(activation_comparison_suite_table(suite_reports))
-    else:
-        print(next(iter(suite_reports.values())).table())
+        raise UserInputError("--protocol applies to a dataset evaluated on its own (--dataset), not to --suite")
+    entries = load_suite(args.suite)
+    suite_reports = {activation: run_suite(args.model, entries, output_dir=output_for(activation),
+                                           options=options_for(activation), activation=activation, **conversion)
+                     for activation in activations}
+    first = next(iter(suite_reports.values()))
+    print(activation_comparison_suite_table(suite_reports) if compare else first.table())
     _print_written(args.output, [output_for(a) for a in activations], "metrics.json")
     if pixels is not None:
         print(_pixel_line(pixels, workers))
-    failed = {a: r.failed for a, r in suite_reports.items() if r.failed}
-    if failed:  # every dataset ran; the failures are in their sections and in metrics.json
-        listed = "; ".join(f"{', '.join(names)}" + (f" [{a}]" if compare else "") for a, names in failed.items())
-        print(f"hardpos eval: error: incomplete suite, failed: {listed}", file=sys.stderr)
-        return 1
-    return 0
+    return _failure_status({a: r.failed for a, r in suite_reports.items() if r.failed}, compare)
+
+
+def _failure_status(failed: dict[str | None, list[str]], compare: bool) -> int:
+    """1, with the failed datasets named on stderr, when any failed (every dataset ran; the failures are in
+    their sections and in metrics.json); else 0."""
+    if not failed:
+        return 0
+    listed = "; ".join(f"{', '.join(names)}" + (f" [{a}]" if compare else "") for a, names in failed.items())
+    print(f"hardpos eval: error: incomplete suite, failed: {listed}", file=sys.stderr)
+    return 1
 
 
 def _pixel_line(pixels, workers) -> str:
@@ -341,15 +339,10 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
     """Several models, one run (`evaluation.multi_model`): each model's usual outputs in OUT/<name>/, then one table."""
     from ..errors import UserInputError
     from ..evaluation.eval_data import require_dataset_exists
-    from ..evaluation.multi_model import (
-        comparison_table,
-        evaluate_models,
-        scorer_factory,
-    )
+    from ..evaluation.multi_model import evaluate_models, scorer_factory
     from ..evaluation.run import evaluate_model
-    from ..evaluation.tasks import HARD_POSITIVE, TASKS, detect_task
     from ..evaluation.suite import load_suite, run_suite
-    from ..evaluation.suite_entry import single_entry
+    from ..evaluation.tasks import TASKS, detect_task
     from ..model_source import check_model_options, require_model_exists
     from ..scoring import pick_device
 
@@ -368,31 +361,24 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
     if args.dataset is not None:
         require_dataset_exists(args.dataset)
         task = args.task or detect_task(args.dataset, args.split, args.configs)
-        entries = [single_entry(args.dataset, task, args.configs, args.split)]
+    elif args.protocol != "default":
+        raise UserInputError("--protocol applies to a dataset evaluated on its own (--dataset), not to --suite")
     else:
-        task, entries = None, load_suite(args.suite)
-    if task != HARD_POSITIVE and args.protocol != "default":
-        raise UserInputError("--protocol applies to hard-positive datasets evaluated on their own")
-    common = dict(
-        batch_size=args.batch_size, num_workers=args.num_workers, device=args.device, precision=args.dtype,
-        allow_tf32=args.allow_tf32, image_backend=args.image_backend, max_rows=args.max_rows,
-        cache_dir=args.cache_dir, resume=not args.no_resume, progress=not args.no_progress,
-        activation=args.activation, **conversion,
-    )
+        entries = load_suite(args.suite)
 
     def run_one(model: str, folder: Path, log):
-        make = scorer_factory(pixels, workers, _model_spec(model, conversion, args.activation))
-        if task == HARD_POSITIVE:
-            return evaluate_model(model, args.dataset, args.configs, args.split, bootstrap_samples=args.bootstrap,
-                                  output_dir=folder, protocol=args.protocol, make_scorer=make, log=log, **common)
-        return run_suite(model, entries, output_dir=folder, make_scorer=make, log=log, bootstrap_samples=args.bootstrap,
-                         **common)
+        options = _run_options(args, log=log,
+                               make_scorer=scorer_factory(pixels, workers, _model_spec(model, conversion, args.activation)))
+        if args.dataset is not None:
+            return evaluate_model(model, args.dataset, args.configs, args.split, task=task, output_dir=folder,
+                                  options=options, activation=args.activation, **conversion)
+        return run_suite(model, entries, output_dir=folder, options=options, activation=args.activation, **conversion)
 
     run = evaluate_models(models, run_one, args.output)
     for model, outcome in run.outcomes.items():
         print(f"\n=== {outcome.folder.name}: {model} ===")
         print(outcome.report.table() if outcome.error is None else f"FAILED: {outcome.error}")
-    print(f"\n=== all models (first = reference A) ===\n{comparison_table(run)}")
+    print(f"\n=== all models (first = reference A) ===\n{_comparison_table(run)}")
     print(_pixel_line(pixels, workers))
     _print_written(args.output, [o.folder for o in run.outcomes.values() if o.error is None], "each model's outputs")
     failed = run.failed + [n for n, o in run.outcomes.items() if o.error is None and getattr(o.report, "failed", None)]
@@ -400,6 +386,22 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
         print(f"hardpos eval: error: incomplete, failed: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _comparison_table(run) -> str:
+    """`hardpos compare`'s table of the models of a `MultiRun` that finished (first model = reference A), or why none."""
+    from ..errors import UserInputError
+    from ..reporting.compare import compare_runs, render
+    from ..reporting.runs import load_run
+
+    done = [o.folder for o in run.outcomes.values() if o.error is None]
+    if not done:
+        return "no model finished: nothing to compare"
+    try:
+        runs = [load_run(folder) for folder in done]
+        return render(compare_runs(runs, allow_mismatch=True), "text")
+    except UserInputError as err:
+        return f"no comparison table: {err}"
 
 
 def _paper_preset(preset: str | None, activation: str | None) -> str | None:

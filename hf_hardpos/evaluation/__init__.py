@@ -1,8 +1,11 @@
 """Evaluation: every benchmark task, one typed result, aggregation and output folders in one package.
 
-- `run.evaluate_model`: a model on a hard-positive dataset, resumable per config (`hardpos eval`);
+- `runner`: the one runner: any registered task (`tasks`) on one dataset, resumable per config, keyed
+  by content; `hardpos eval --dataset`, every suite dataset and the trainer's evaluations go through it;
+- `run.evaluate_model`: a model on one dataset (`hardpos eval --dataset`), options in `options.RunOptions`;
 - `suite.run_suite`: a model on several benchmarks, each recognised by the task registry (`tasks`);
-- `section.Section`: one benchmark's result, which tables, `metrics.json`, model cards and reports render;
+- `section.Section`: one benchmark's result, which tables, `metrics.json`, model cards and reports render
+  (`report.EvaluationReport`: a dataset's section with the run it came from, as `hardpos eval` saves it);
 - `aggregation`, `output_folder`, `tables`: how figures combine, where they are saved, how they print.
 
 Names load lazily so that `hardpos --help` does not import torch.
@@ -12,6 +15,7 @@ from ..lazy import lazy_exports
 
 __getattr__, __all__ = lazy_exports(__name__, {
     "EvaluationReport": ".report",
+    "RunOptions": ".options",
     "Section": ".section",
     "SuiteEntry": ".suite",
     "SuiteReport": ".suite",

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .report import EvaluationReport
-from ..tables import TIE_RULE, metrics_table
 
 
 def _is_difference_key(name: str, value: Any) -> bool:
@@ -53,17 +53,21 @@ def difference_rule(activations: Sequence[str], units: str = "rates in percentag
 
 
 def activation_comparison_table(reports: Mapping[str, EvaluationReport]) -> str:
-    """One table for `hardpos eval --activation both`: each config's rows per activation and their difference.
+    """One table for `hardpos eval --dataset D --activation both`: each row per activation and their difference.
 
-    `reports` maps activation -> the report of the checkpoint converted with it. The lines under the
-    table say how each figure was obtained, with one model line per activation (same checkpoint
-    sha256, different `hidden_act`).
+    `reports` maps activation -> the report of the checkpoint converted with it. The dataset keeps its task's
+    table layout (`Section.table`), with rows labelled `name [activation]` and `name [other - first]`; the
+    lines under the table say how each figure was obtained, with one model line per activation (same
+    checkpoint sha256, different `hidden_act`).
     """
     first = next(iter(reports.values()))
-    rows = {activation: {**r.results, **r.aggregates} for activation, r in reports.items()}
+    merged = dataclasses.replace(
+        first.section, published={},
+        results=rows_by_activation({activation: r.results for activation, r in reports.items()}),
+        aggregates=rows_by_activation({activation: r.aggregates for activation, r in reports.items()}),
+    )
     lines = [
-        metrics_table(rows_by_activation(rows), label="config [activation]"),
-        f"rates: {TIE_RULE}",
+        merged.table(),
         difference_rule(list(reports)),
         *first.settings_lines(),
         *(f"model [{activation}]: {r.model_line()}" for activation, r in reports.items()),

@@ -186,18 +186,3 @@ def scorer_factory(pixels, workers=None, spec: dict | None = None) -> Callable[.
         return SharedPixelScorer(model, processor, *args, pixels=pixels, **kwargs)
 
     return make_shared
-
-
-def comparison_table(run: MultiRun) -> str:
-    """`hardpos compare`'s table of the models that finished (first model = reference A), or why none."""
-    from ..reporting.compare import compare_runs, render
-    from ..reporting.runs import load_run
-
-    done = [o.folder for o in run.outcomes.values() if o.error is None]
-    if not done:
-        return "no model finished: nothing to compare"
-    try:
-        runs = [load_run(folder) for folder in done]
-        return render(compare_runs(runs, allow_mismatch=True), "text")
-    except UserInputError as err:
-        return f"no comparison table: {err}"

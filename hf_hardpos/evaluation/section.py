@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import Any
 
-from ..metrics import wilson_interval
+from ..metrics import METRIC_NAMES, wilson_interval
+from ..tables import metrics_table, published_table, render_table
 from .intervals import count_rate_bounds
 from .intervals import method as interval_method
-from ..tables import metrics_table, published_table, render_table
 
 HARD_POSITIVE = "hard_positive"  # the task whose rows are Original/Augmented Accuracy and Brittleness
 # The file in each training checkpoint holding the latest section of every eval set (`to_dict` form,
@@ -50,6 +50,9 @@ class Section:
     step: int | None = None
     error: str | None = None
     traceback: list[str] | None = None
+    # Per-row scores of the rows whose task keeps them (`Task.row_scores`): saved beside `metrics.json`
+    # as `scores-<row>.parquet` by the runner, never part of `to_dict`.
+    row_scores: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def failed(self) -> bool:
@@ -67,14 +70,14 @@ class Section:
                         aggregation=self.aggregation)
         for name in _OPTIONAL:
             value = getattr(self, name)
-            if value not in (None, {}) or (name == "published" and self.task == HARD_POSITIVE and not self.failed):
+            if value not in (None, {}) or (name == "published" and not self.failed):  # {}: no paper prints it
                 data[name] = value
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Section:
         """A section read back from `metrics.json` (or `result.json`); unknown keys are refused."""
-        known = set(cls.__dataclass_fields__)
+        known = set(cls.__dataclass_fields__) - {"row_scores"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"not a result section: unknown key(s) {unknown}")
@@ -83,7 +86,7 @@ class Section:
     def table(self) -> str:
         """The results as a table, with the tie rule and aggregation underneath."""
         rows = self.rows()
-        if self.task == HARD_POSITIVE:
+        if rows and all(name in row for row in rows.values() for name in METRIC_NAMES):  # the hard-positive rates
             text = metrics_table(rows)
             extra = {k: v for k, v in rows.items() if "text_only_accuracy" in v}
             if extra:

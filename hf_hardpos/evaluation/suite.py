@@ -1,6 +1,7 @@
-"""One entry point for every benchmark: recognise what a dataset is, run its task, one report.
+"""Several benchmarks in one run: recognise what each dataset is, run its task, one report.
 
-`hardpos eval --dataset D` and `--suite NAME` both land here. A dataset is recognised by its
+Each dataset is run by the one runner (`runner.run_dataset`), as `hardpos eval --dataset D` runs one,
+into its own folder under the suite's. A dataset is recognised by its
 layout: clip_benchmark's webdataset files (zero-shot classification or retrieval), Winoground's
 columns, our hard-positive schema (caption, hard_negative, hard_positive: Original/Augmented
 Accuracy and Brittleness) or a caption with its negatives only (image-caption selection, as in
@@ -8,44 +9,37 @@ SugarCrepe and ARO). `--task` overrides the guess.
 
 A suite shares one scorer, so every distinct image and caption is encoded once per model across all
 its datasets (SugarCrepe and SugarCrepe++ share COCO images; REPLACE's subsets share 8,041 images),
-and resumes per dataset: each dataset's result is saved as soon as it is done, under a key made of
-the model's and the dataset's content and every score-changing setting (see `provenance`).
+and resumes per dataset (per config for hard positives): each result is saved as soon as it is done,
+under a key made of the model's and the dataset's content, the task and every score-changing setting.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import yaml
 
+from .. import output_folder
 from ..errors import UserInputError
-from ..image_processing import DEFAULT_IMAGE_BACKEND
 from ..model_source import ModelSource
 from ..names import folder_name
-from ..provenance import describe_model, digest_of, environment
-from ..published import beside_ours, lookup, model_row
-from ..scoring import ITMScorer, default_num_workers, pick_device
-from .. import output_folder
-from .activations import difference_rule, rows_by_activation
-from .definitions import RESULT_VERSIONS
-from .eval_data import dataset_identity, load_eval_sets
 from ..output_folder import check_output_writable
-from .run import check_run_options, evaluate_model
+from ..provenance import describe_model, environment
+from ..published import lookup, model_row
+from ..tables import render_table
+from .activations import difference_rule, rows_by_activation
+from .options import RunOptions, split_keywords
+from .runner import ModelRun, run_dataset
 from .section import HARD_POSITIVE, Section
 from .suite_entry import SuiteEntry, entry_folders, suite_entry_from_yaml
-from ..tables import render_table
-from .tasks import TASKS, TaskData, detect_task, get_task, run_task
+from .tasks import TASKS, TaskData, detect_task, get_task
 from .tasks.caption_selection import CAPTION_SELECTION
-from .tasks.hard_positive import hard_positive_section
-from .tasks.text_only import TEXT_ONLY_TIE_RULE, evaluate_text_only
 from .tasks.zeroshot_classification import ZEROSHOT_CLASSIFICATION
 from .tasks.zeroshot_retrieval import ZEROSHOT_RETRIEVAL
-
 
 # The paper's compositional benchmarks, as published by this package's dataset builders.
 COMPOSITIONAL = [
@@ -207,49 +201,21 @@ def _json_default(value):
     raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
 
 
-class _LazyScorer:
-    """Loads the model only when some dataset actually needs scoring (a fully resumed suite does not)."""
-
-    def __init__(self, source: ModelSource, image_backend: str, make_scorer=None, **options):
-        self.source, self.image_backend, self.options, self.scorer = source, image_backend, options, None
-        self.make_scorer = make_scorer or ITMScorer
-
-    def __call__(self) -> ITMScorer:
-        if self.scorer is None:
-            loaded, processor = self.source.load(self.image_backend)
-            self.scorer = self.make_scorer(loaded, processor, **self.options)
-        return self.scorer
-
-
 def run_suite(
     model: str | ModelSource,
     entries: Sequence[SuiteEntry],
     *,
     output_dir: str | Path,
-    batch_size: int = 64,
-    num_workers: int | None = None,
-    device: str | None = None,
-    precision: str = "fp32",
-    allow_tf32: bool = False,
-    max_rows: int | None = None,
-    cache_dir: str | Path | None = None,
-    resume: bool = True,
-    progress: bool = True,
-    open_clip_config: str | Path | dict | None = None,
-    activation: str | None = None,
-    tokenizer: str | Path | None = None,
-    image_backend: str = DEFAULT_IMAGE_BACKEND,
-    log=print,
-    make_scorer: Callable[..., ITMScorer] | None = None,
-    preset: str | None = None,
-    bootstrap_samples: int = 0,
+    options: RunOptions | None = None,
+    **keywords,
 ) -> SuiteReport:
     """Evaluate `model` on every entry; one `metrics.json` and one table in `output_dir`.
 
-    Each entry's result is saved in `output_dir/<name>/` when done and reused by a rerun only if
-    its key (model and dataset content, task, split, settings) is unchanged. A checkpoint file is
-    converted once, before the first entry, with `open_clip_config` / `activation` / `tokenizer`
-    (as `evaluate_model`); every entry then scores the converted folder.
+    Settings are `RunOptions`' fields, as keywords or one `options` object, and `ModelOptions'` (as
+    `evaluate_model`). Each entry's result is saved in `output_dir/<name>/` when done and reused by a
+    rerun only if its key (model and dataset content, task, split, settings) is unchanged. A checkpoint
+    file is converted once, before the first entry, with `open_clip_config` / `activation` / `tokenizer`;
+    every entry then scores the converted folder.
 
     Every dataset runs even when another fails: a failure is recorded in its section (`error`) and
     in `run.failed` (`run.complete` stays False), group means list what they miss, and `hardpos
@@ -257,60 +223,51 @@ def run_suite(
     before anything is scored. `make_scorer` builds the scorer in place of `ITMScorer` (see
     `evaluate_model`). `preset` (a `hardpos zoo` name) or a Hub id with published rows adds, to each
     dataset whose benchmark the papers print, the printed row and ours minus it (`Section.published`,
-    `hf_hardpos.published.beside_ours`), and the paper's row to the Table 10 layout. `bootstrap_samples`
-    picks the hard-positive rates' intervals (`intervals`).
+    `beside_ours`), and the paper's row to the Table 10 layout. `bootstrap_samples` picks the
+    hard-positive rates' intervals (`intervals`).
     """
-    num_workers = default_num_workers() if num_workers is None else num_workers
-    check_run_options(batch_size, num_workers, max_rows, bootstrap_samples)
+    given, conversion = split_keywords(keywords)
+    options = (options or given).resolved().replace(protocol="default")  # --protocol: one dataset on its own
     entry_folders(entries)
     output_dir = Path(output_dir)
     check_output_writable(output_dir)
-    with output_folder.locked(output_dir, log):  # one suite run per folder at a time
-        source = ModelSource.resolve(model, open_clip_config, activation, tokenizer, progress=progress)
-        identity = source.identity
-        settings = {"precision": precision, "allow_tf32": allow_tf32, "device": pick_device(device).type, "max_rows": max_rows,
-                    "image_processor": source.image_processor_settings(image_backend), "versions": RESULT_VERSIONS}
+    with output_folder.locked(output_dir, options.log):  # one suite run per folder at a time
+        source = ModelSource.resolve(model, conversion.open_clip_config, conversion.activation, conversion.tokenizer,
+                                     progress=options.progress)
+        run = ModelRun.start(source, options)
         report = SuiteReport(model=source.name, run={
-            "model_identity": identity,
-            "settings": {**settings, "batch_size": batch_size},
+            "model_identity": source.identity,
+            "settings": {**run.settings, "batch_size": options.batch_size},
             "environment": environment(),
             "num_datasets": len(entries),
-            "preset": preset,  # the `hardpos zoo` preset the weights are, when given (published rows)
+            "preset": options.preset,  # the `hardpos zoo` preset the weights are, when given (published rows)
         })
-        # Every dataset's task first, so a group that mixes tasks is refused before anything is scored.
-        tasks: dict[str, str] = {}
-        for entry in entries:
-            try:
-                tasks[entry.name] = entry.task or detect_task(entry.dataset, entry.split, entry.configs)
-            except Exception as err:  # recorded in its section below; the other datasets still run
-                report.sections[entry.name] = _failed_section(None, entry, err, log)
-        check_groups(entries, tasks)
-        cache = None
-        if cache_dir is not None:
-            from ..embedding_cache import EmbeddingCache
-
-            cache = EmbeddingCache(cache_dir, namespace=digest_of([identity, settings]))
-        scorer = _LazyScorer(source, image_backend, make_scorer, batch_size=batch_size, num_workers=num_workers, device=device,
-                             precision=precision, allow_tf32=allow_tf32, progress=progress, cache=cache)
+        tasks = _entry_tasks(entries, report, options.log)
         for entry in entries:
             if entry.name not in tasks:
                 continue  # its task could not be told: already recorded as failed
             try:
-                report.sections[entry.name] = _run_entry(
-                    entry, tasks[entry.name], source, output_dir, settings, scorer, batch_size, num_workers,
-                    device, precision, allow_tf32, max_rows, resume, progress, image_backend, log,
-                    bootstrap_samples=bootstrap_samples,
-                )
+                report.sections[entry.name] = _run_entry(run, entry, tasks[entry.name], output_dir)
             except Exception as err:  # one dataset's failure must not lose the others' results
-                report.sections[entry.name] = _failed_section(tasks[entry.name], entry, err, log)
-            section = report.sections[entry.name]
-            if not section.failed:  # not part of the saved result's key: recomputed on a resumed run too
-                section.published = beside_ours(source.name, entry.dataset, section.rows(), preset, section.task)
+                report.sections[entry.name] = _failed_section(tasks[entry.name], entry, err, options.log)
             report.save(output_dir)
         report.sections = {e.name: report.sections[e.name] for e in entries if e.name in report.sections}
         report.group_means = group_means(report.sections, entries)
         report.save(output_dir)
         return report
+
+
+def _entry_tasks(entries: Sequence[SuiteEntry], report: SuiteReport, log) -> dict[str, str]:
+    """Every dataset's task first, so a group that mixes tasks is refused before anything is scored; a
+    dataset whose task cannot be told is recorded as failed in `report` (the others still run)."""
+    tasks: dict[str, str] = {}
+    for entry in entries:
+        try:
+            tasks[entry.name] = entry.task or detect_task(entry.dataset, entry.split, entry.configs)
+        except Exception as err:  # recorded in its section; the other datasets still run
+            report.sections[entry.name] = _failed_section(None, entry, err, log)
+    check_groups(entries, tasks)
+    return tasks
 
 
 def _failed_section(task: str | None, entry: SuiteEntry, err: Exception, log) -> Section:
@@ -346,54 +303,17 @@ def check_groups(entries: Sequence[SuiteEntry], tasks: Mapping[str, str]) -> Non
                 )
 
 
-def _run_entry(
-    entry, task, source, output_dir, settings, scorer, batch_size, num_workers, device, precision,
-    allow_tf32, max_rows, resume, progress, image_backend, log, *, bootstrap_samples: int = 0,
-) -> Section:
-    """One dataset's section: its task run (or resumed) in `output_dir/<name>/`."""
+def _run_entry(run: ModelRun, entry: SuiteEntry, task: str, output_dir: Path) -> Section:
+    """One dataset's section: its task run (or resumed) by the runner in `output_dir/<name>/`.
+
+    The model was resolved once for the whole suite: this dataset's own metrics.json names what the user
+    asked for (`source.name`), not the conversion cache it loads from."""
     get_task(task)  # an unknown task is refused before its folder is made
     folder = output_dir / folder_name(entry.name, "dataset name")  # checked by `entry_folders`
     folder.mkdir(parents=True, exist_ok=True)
-    log(f"[{entry.name}] {task} on {entry.dataset}")
-    if task == HARD_POSITIVE:
-        # The model resolved once for the whole suite: this dataset's own metrics.json names what the
-        # user asked for (`source.name`), not the conversion cache it loads from.
-        hp = evaluate_model(source, entry.dataset, entry.configs, entry.split, batch_size=batch_size,
-                            num_workers=num_workers, device=device, precision=precision, allow_tf32=allow_tf32,
-                            max_rows=max_rows, output_dir=folder, resume=resume, progress=progress,
-                            scorer_provider=scorer, log=log, image_backend=image_backend,
-                            bootstrap_samples=bootstrap_samples)
-        section = hard_positive_section(entry.dataset, hp.results, hp.aggregates, hp.provenance, hp.published)
-        if entry.text_only:
-            _add_text_only(section, scorer, entry, max_rows)
-        return section
-    return _run_other_task(task, entry, folder, source, settings, scorer, max_rows, resume, log)
-
-
-def _add_text_only(section: Section, scorer, entry: SuiteEntry, max_rows: int | None) -> None:
-    """SugarCrepe++'s TOT per config: text embeddings only (cached from the image-text pass)."""
-    for name, eval_set in load_eval_sets(entry.dataset, entry.configs, entry.split).items():
-        result = evaluate_text_only(scorer(), eval_set.dataset, max_rows=max_rows)
-        section.results[name]["text_only_accuracy"] = result["text_only_accuracy"]
-    section.tie_rule += f"; text-only (TOT): {TEXT_ONLY_TIE_RULE}"
-
-
-def _run_other_task(task, entry, folder, source: ModelSource, settings, scorer, max_rows, resume, log) -> Section:
-    """Caption selection, Winoground or zero-shot: one saved result per dataset, keyed by content."""
-    data_identity = dataset_identity(entry.dataset, entry.split)
-    known = source.identity.get("revision", "local") is not None and data_identity.get("revision", "local") is not None
-    key = digest_of([source.identity, data_identity, task, entry.configs, settings]) if known else None
-    saved_file = folder / "result.json"
-    if resume and key is not None and saved_file.exists():
-        saved = json.loads(saved_file.read_text())
-        if saved.get("key") == key:
-            log(f"[{entry.name}] reusing {saved_file} (same model, data and settings)")
-            return Section.from_dict(saved["section"])
-        log(f"[{entry.name}] {saved_file} came from other inputs or settings; recomputing")
-    section = run_task(task, scorer(), TaskData(entry.dataset, entry.configs, entry.split), max_rows)
-    section.provenance = {"key": key, "dataset": data_identity}
-    output_folder.write_json(saved_file, {"key": key, "section": section.to_dict()}, default=_json_default)
-    return section
+    run.options.log(f"[{entry.name}] {task} on {entry.dataset}")
+    data = TaskData(entry.dataset, entry.configs, entry.split)
+    return run_dataset(run, task, data, folder, label=entry.dataset, text_only=entry.text_only).section
 
 
 def _group_values(sections: dict[str, Section], done: Sequence[SuiteEntry], metrics: Sequence[str]) -> dict[str, float]:

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import output_folder
 from ..errors import UserInputError
 from ..names import folder_name, require_plain_name, unique_folder_names
-from .. import output_folder
 from .tasks import TASKS
 
 
@@ -58,14 +58,6 @@ def suite_entry_from_yaml(path: Path, index: int, item) -> SuiteEntry:
     if entry.task is not None and entry.task not in TASKS:
         raise UserInputError(f"{path}: datasets[{index}].task {entry.task!r} is not one of {list(TASKS)}")
     return entry
-
-
-def single_entry(dataset: str, task: str | None, configs: list[str] | None, split: str) -> SuiteEntry:
-    """`hardpos eval --dataset D` as a one-entry suite, named by D's folder (resolved, so `..` or `.` are
-    named for the folder they are) or the last part of its Hub id."""
-    local = Path(dataset).expanduser()
-    name = local.resolve().name if local.exists() else Path(dataset).name
-    return SuiteEntry(name or dataset, dataset, task, configs, split)
 
 
 def entry_folders(entries: Sequence[SuiteEntry], where: str = "suite") -> dict[str, str]:

@@ -10,7 +10,7 @@ may have lost ImageNet accuracy. So `HardPosTrainer(eval_datasets=...)` takes, p
   recognises (hard positives, caption selection such as SugarCrepe and ARO, Winoground,
   clip_benchmark's zero-shot classification and retrieval webdatasets).
 
-Either is run by the registry's `run_task`, the code `hardpos eval` runs, so the numbers logged in
+Either is run by the runner `hardpos eval` runs (`runner.score_dataset`), so the numbers logged in
 training equal the CLI's. Each evaluation gives a `Section`; `Section.flat_metrics` names what the
 Trainer logs:
 
@@ -39,9 +39,10 @@ from .. import columns
 from ..errors import UserInputError
 from ..provenance import looks_like_hub_id
 from ..scoring import ITMScorer
-from .eval_data import load_eval_sets
+from .options import RunOptions
+from .runner import dataset_units, score_dataset
 from .section import HARD_POSITIVE, Section
-from .tasks import TASKS, TaskData, detect_task, run_task, task_of_columns
+from .tasks import TASKS, TaskData, detect_task, get_task, task_of_columns
 from .tasks.zeroshot_classification import ZEROSHOT_CLASSIFICATION
 from .tasks.zeroshot_retrieval import ZEROSHOT_RETRIEVAL
 
@@ -69,7 +70,7 @@ class BenchmarkEvalSet:
     configs: list[str] | None = None
     split: str = "test"
     max_rows: int | None = None
-    # Hard-positive rows per config, loaded once by `resolve` (other tasks load through the suite).
+    # Rows per config of a task scored config by config (`Task.per_config`), loaded once by `resolve`.
     subsets: dict[str, Dataset] = field(default_factory=dict, init=False, repr=False)
 
     @property
@@ -110,25 +111,23 @@ class BenchmarkEvalSet:
                 "not an in-memory table"
             )
         resolved = dataclasses.replace(self, task=task)
-        if task == HARD_POSITIVE:
+        if get_task(task).per_config:  # its configs' rows loaded once, checked before training starts
             if self.in_memory:
-                resolved.subsets = {SINGLE_ROW: self.source}
-            else:
-                loaded = load_eval_sets(str(self.source), self.configs, self.split)
-                resolved.subsets = {config: eval_set.dataset for config, eval_set in loaded.items()}
-            for config, rows in resolved.subsets.items():
-                where = f"eval set {name!r}" + ("" if config == SINGLE_ROW else f" config {config!r}")
-                columns.require_columns(rows, [columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS], where)
+                get_task(task).check_columns(self.source, f"eval set {name!r}")
+            source = {SINGLE_ROW: self.source} if self.in_memory else self.source
+            units = dataset_units(get_task(task), TaskData(source, self.configs, self.split), f"eval set {name!r}")
+            resolved.subsets = {config: unit.source[config] for config, (unit, _) in units.items()}
         return resolved
 
     def evaluate(self, name: str, scorer: Callable[[], ITMScorer]) -> Section:
-        """This set's section for the model as it is now (call `resolve` first), by the registry's
-        `run_task`; `scorer()` is built fresh by the caller for each evaluation, since its embedding
-        cache is only valid for one state of the model."""
+        """This set's section for the model as it is now (call `resolve` first), by the runner `hardpos eval`
+        uses (`runner.score_dataset`); `scorer()` is built fresh by the caller for each evaluation, since its
+        embedding cache is only valid for one state of the model."""
         if self.task is None:
             raise ValueError(f"eval set {name!r} was not resolved: call .resolve(name) first")
-        data = TaskData(self.subsets) if self.task == HARD_POSITIVE else TaskData(self.source, self.configs, self.split)
-        return run_task(self.task, scorer(), data, self.max_rows)
+        data = TaskData(self.subsets) if self.subsets else TaskData(self.source, self.configs, self.split)
+        return score_dataset(self.task, scorer(), data,
+                             RunOptions(max_rows=self.max_rows, progress=False, intervals=False))
 
 
 def as_benchmark_eval_set(name: str, value: Dataset | BenchmarkEvalSet) -> BenchmarkEvalSet:

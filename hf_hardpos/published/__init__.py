@@ -14,9 +14,9 @@ header says how). This module reads it once and hands out flat records:
 
 Which published row a run is: `model_row` maps a Hub id or a `hardpos zoo` preset to the row's
 `model` key (`weights.HUB_ROWS`, `weights.PRESET_ROWS`), never a local folder's name. Which of our
-result rows a figure stands beside: `hard_positive.benchmark_of` (REPLACE, SWAP) and
-`ce_clip.benchmark_of` (ARO, VALSE, VL-CheckList, SugarCrepe); zero-shot retention is laid out by
-`evaluation.suite.retention_table`. Printed figures that contradict the paper's own other cells are
+result rows a figure stands beside is each evaluation task's to say (`evaluation.tasks.Task.published_benchmark`;
+`evaluation.published_rows.beside_ours` puts the two together through `comparison`); zero-shot retention
+is laid out by `evaluation.suite.retention_table`. Printed figures that contradict the paper's own other cells are
 listed in `slips()`, kept as printed.
 """
 
@@ -197,38 +197,3 @@ def comparison(model: str, rows: Mapping[str, Mapping], benchmarks: Mapping[str,
             compared[row] = {"benchmark": benchmark, "published": published, "delta": delta, "units": units,
                              "sources": sorted(set(sources))}  # fmt: skip
     return compared
-
-
-def benchmarks_of(dataset: str, rows: Mapping[str, Mapping], task: str | None) -> dict[str, str]:
-    """Our row -> the papers' benchmark it measures, for every row of one result that has one."""
-    from . import ce_clip, hard_positive
-
-    found = {}
-    for row, metrics in rows.items():
-        if task in (None, hard_positive.TASK):
-            benchmark = hard_positive.benchmark_of(dataset, row)
-        elif task in hard_positive.RETENTION_TASKS:
-            benchmark = hard_positive.retention_benchmark_of(dataset, row)
-        else:
-            benchmark = ce_clip.benchmark_of(row, metrics) if task == ce_clip.TASK else None
-        if benchmark is not None:
-            found[row] = benchmark
-    return found
-
-
-def beside_ours(
-    model: str, dataset: str, rows: Mapping[str, Mapping], preset: str | None = None, task: str | None = None
-) -> dict:
-    """What a report stores and prints about a known published model: its system and `comparison`.
-
-    `task` is the result's task (None: a hard-positive result, as `hardpos eval` on REPLACE/SWAP).
-    Empty when `model` (or `preset`) is no known system, or no row of ours has a published figure.
-    """
-    system = model_row(model, preset)
-    if system is None:
-        return {}
-    compared = comparison(system, rows, benchmarks_of(dataset, rows, task))
-    if not compared:
-        return {}
-    return {"model_row": system, "units": "published: as printed (percent, or cosine for mean scores); delta: "
-            "ours - published (percentage points, or cosine)", "rows": compared}  # fmt: skip

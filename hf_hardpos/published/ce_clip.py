@@ -1,5 +1,6 @@
-"""CE-CLIP (Zhang, Awal, Agrawal, CVPR 2024): which of our caption-selection result rows stand beside
-which of its printed figures (Tables 1, 2, 3 and 5, in ``figures.yaml``).
+"""CE-CLIP (Zhang, Awal, Agrawal, CVPR 2024): the systems of its printed figures (Tables 1, 2, 3 and 5, in
+``figures.yaml``). Which of our caption-selection rows stands beside which figure is the caption-selection
+profiles' to say (`evaluation.tasks.caption_selection.published_key`).
 
 Benchmarks, in the vocabulary of our results:
 
@@ -16,21 +17,5 @@ Benchmarks, in the vocabulary of our results:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from ..evaluation.tasks.caption_selection import CAPTION_SELECTION, published_key
-
-TASK = CAPTION_SELECTION
 CE_CLIP = "CE-CLIP"
 NEGCLIP = "NegCLIP"
-
-
-def benchmark_of(row: str, metrics: Mapping[str, Any]) -> str | None:
-    """The CE-CLIP benchmark a row of our caption-selection results measures, or None.
-
-    VALSE piece rows are told by their `num_upstream_rows` (only VALSE's carry it); `avg` only when it
-    averages all 11 pieces; a SugarCrepe group or overall mean only over all its subsets (each benchmark
-    module's `PROFILE.published_column`).
-    """
-    return published_key(row, metrics)  # each benchmark's profile (`evaluation.tasks.caption_selection.PROFILES`)

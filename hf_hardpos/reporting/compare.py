@@ -291,7 +291,7 @@ def published_rows(runs: Sequence[Run], paper_rows: Sequence[str] = ()) -> list[
     folder's name (`hf_hardpos.published.model_row`). With `paper_rows` (any printed row or system name
     of either paper, e.g. "NegCLIP", "Our HP+HN", "CE-CLIP", "DAC-LLM"; case-insensitive), every run is
     put beside each named row, whatever its weights. Cells are the figures printed for the benchmark and
-    metric of each column group (`published.benchmarks_of`). Differences to a published row have no
+    metric of each column group (`evaluation.published_rows.benchmarks_of`). Differences to a published row have no
     interval: the paper's per-row outcomes are not available to pair.
     """
     from ..published import find_model, model_row, systems
@@ -320,7 +320,8 @@ def published_rows(runs: Sequence[Run], paper_rows: Sequence[str] = ()) -> list[
 def _published_pair(run: Run, system: str, delta_label: str) -> tuple[Row, Row]:
     """The printed row of `system` over `run`'s column groups, and `run` minus it, as fractions (cosine for
     mean scores)."""
-    from ..published import PERCENT, benchmarks_of, lookup
+    from ..evaluation.published_rows import benchmarks_of
+    from ..published import PERCENT, lookup
 
     published, delta, sources = Row(f"{system} (published)", "published"), Row(delta_label, "difference"), set()
     for g, (bench, fig) in _figures(run).items():

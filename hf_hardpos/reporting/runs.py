@@ -2,10 +2,13 @@
 
 Three layouts exist:
 
-- `hardpos eval --dataset D --output OUT`: `OUT/metrics.json` (results, aggregates, provenance) and
-  one `OUT/scores-<config>.parquet` per config (s_c, s_n, s_p and the per-row outcomes);
-- `hardpos eval --suite S --output OUT`: `OUT/metrics.json` with one section per dataset, and for each
-  hard-positive dataset a sub-folder laid out like the above;
+- `hardpos eval --dataset D --output OUT`: `OUT/metrics.json` (results, aggregates, provenance; since
+  result layout 2 a `Section` with `task`, `tie_rule`, `aggregation`, and `model`, `dataset`, `run` beside
+  it; before, hard positives only, without `task`) and one `OUT/scores-<config>.parquet` per config of a
+  hard-positive set (s_c, s_n, s_p and the per-row outcomes);
+- `hardpos eval --suite S --output OUT`: `OUT/metrics.json` with one section per dataset, and a
+  sub-folder per dataset laid out like the above (before layout 2: a hard-positive dataset's only; the
+  others held a `result.json`, which nothing reads any more);
 - a fine-tuning output folder: `trainer_state.json` (its `log_history`: loss terms and eval metrics
   over steps), at the top or in its newest `checkpoint-*`, with the trainer's latest eval sections.
 
@@ -28,9 +31,10 @@ import numpy as np
 from ..columns import REPLACE_SUBSETS
 from ..errors import UserInputError
 from ..evaluation.aggregation import describe, replace_aggregates
-from ..output_folder import METRICS_FILE
 from ..evaluation.section import EVAL_SECTIONS_NAME
 from ..metrics import METRIC_NAMES
+from ..output_folder import METRICS_FILE
+
 TRAINER_STATE = "trainer_state.json"
 OUTCOME_COLUMNS = {"original_accuracy": "original_correct", "augmented_accuracy": "augmented_correct",
                    "brittleness": "brittle"}
@@ -77,7 +81,9 @@ class Benchmark:
 
     @property
     def is_hard_positive(self) -> bool:
-        return self.task == "hard_positive"
+        """Whether its rows are the hard-positive rates (Original/Augmented Accuracy, Brittleness), whose
+        per-row outcomes `scores-<config>.parquet` keeps; told from the rows, so every layout reads alike."""
+        return _has_rates(self.data)
 
     def display_name(self) -> str:
         return KNOWN_NAMES.get(self.name.lower(), self.name)
@@ -89,7 +95,7 @@ class Benchmark:
         both subsets); a metrics.json written before that row existed gets it recomputed here from the
         saved per-subset rates and row counts (exact: each rate is a count over rows), flagged as such.
         """
-        if not self.is_hard_positive:
+        if not _has_rates(self.data):
             return self._other_task_figures()
         paper = [(name, row) for name, row in self.aggregates.items()
                  if isinstance(row.get("aggregation"), dict) and row["aggregation"].get("paper_column")]
@@ -247,13 +253,13 @@ def _benchmark_name(data: dict) -> str:
     return Path(str(data.get("dataset", "dataset")).rstrip("/")).name or "dataset"
 
 
-def _is_hard_positive_section(section: dict) -> bool:
+def _has_rates(section: dict) -> bool:
     rows = {**section.get("results", {}), **section.get("aggregates", {})}
     return any(isinstance(r, dict) and "brittleness" in r for r in rows.values())
 
 
 def _suite_folders(folder: Path) -> dict[tuple, Path]:
-    """Sub-folders holding a hard-positive dataset's metrics.json, keyed by (source, configs)."""
+    """Sub-folders holding a dataset's metrics.json, keyed by (source, configs)."""
     found = {}
     for sub in sorted(p for p in folder.iterdir() if (p / METRICS_FILE).is_file()):
         data = _read_json(sub / METRICS_FILE)
@@ -273,8 +279,8 @@ def load_run(folder: str | Path) -> Run:
         check_metrics(metrics_file, data)
         if "datasets" in data:
             return _load_suite(folder, data)
-        if "results" in data:
-            bench = Benchmark(_benchmark_name(data), data, folder)
+        if "results" in data:  # one dataset's result; written before results named their task: hard positives
+            bench = Benchmark(_benchmark_name(data), data, folder, task=data.get("task") or "hard_positive")
             return Run(folder, "eval", str(data.get("model", folder.name)), data.get("run", {}), {bench.name: bench})
         raise UserInputError(f"{metrics_file}: neither a `hardpos eval` result (no `results`) nor a suite's (no `datasets`)")
     state_file = find_trainer_state(folder)
@@ -293,13 +299,11 @@ def _load_suite(folder: Path, data: dict) -> Run:
     run = Run(folder, "suite", str(data.get("model", folder.name)), data.get("run", {}),
               group_means=data.get("group_means", {}))
     for name, section in data["datasets"].items():
-        if section.get("task") == "hard_positive":
-            sub = subfolders.get((str(section.get("source")), tuple(sorted(section.get("results", {})))))
-            saved = _read_json(sub / METRICS_FILE) if sub is not None else section
-            # The sub-folder's metrics.json has the per-config provenance and sits beside the scores.
-            run.benchmarks[name] = Benchmark(name, {**section, **saved}, sub)
-        else:
-            run.benchmarks[name] = Benchmark(name, section, None, task=section.get("task", "other"))
+        # A dataset's sub-folder (every task's since result layout 2, hard positives' before) has its
+        # metrics.json, with the per-config provenance, beside the per-row scores.
+        sub = subfolders.get((str(section.get("source")), tuple(sorted(section.get("results", {})))))
+        saved = _read_json(sub / METRICS_FILE) if sub is not None else section
+        run.benchmarks[name] = Benchmark(name, {**section, **saved}, sub, task=section.get("task") or "other")
     return run
 
 
@@ -316,8 +320,7 @@ def _load_finetune(folder: Path, state_file: Path) -> Run:
         sections = _read_json(sections_file)
         check_sections(sections_file, sections, "")
         for name, section in sections.items():
-            task = "hard_positive" if _is_hard_positive_section(section) else section.get("task", "other")
-            run.benchmarks[name] = Benchmark(name, section, None, task=task)
+            run.benchmarks[name] = Benchmark(name, section, None, task=section.get("task") or "other")
         recorded = {b.provenance.get("precision") for b in run.benchmarks.values()} - {None}
         precision = recorded.pop() if len(recorded) == 1 else TRAINER_EVAL_PRECISION
         run.run = {"settings": {"precision": precision}}

@@ -10,8 +10,10 @@ files), and what a suite group of its datasets averages.
 - `zeroshot_classification`, `zeroshot_retrieval`: clip_benchmark webdatasets (zero-shot retention).
 
 `hardpos eval --dataset`, the suites and the trainer's evaluations all go through `detect_task` and
-`run_task`, so a number logged in training equals the CLI's. SugarCrepe++'s text-only task
-(`text_only`) is an addition to a hard-positive section, not a task of its own.
+the one runner (`evaluation.runner`), which scores each task as its `Task` declares (per config or whole,
+its aggregates, per-row scores, published benchmarks), so a number logged in training equals the CLI's.
+`run_task` scores a dataset with a task directly, nothing saved. SugarCrepe++'s text-only task
+(`text_only`) is an addition to a hard-positive section (`Task.text_only`), not a task of its own.
 """
 
 from __future__ import annotations

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from datasets import Dataset
 
 from ...scoring import ITMScorer
+from ..options import RunOptions
 from ..section import Section
 
 
@@ -45,12 +47,47 @@ class Task:
             recognised by its files instead (clip_benchmark's webdatasets: `tasks.webdataset`).
         group_metrics: what a suite group of this task's datasets (e.g. VTAB) averages, headline first;
             empty for tasks that are not averaged across datasets.
+        published_benchmark: `(dataset, row, metrics) ->` the benchmark of the papers' printed figures
+            (`hf_hardpos.published`) that a row of this task's results measures, or None; None for a
+            task no paper prints.
+        per_config: True when each config is scored, saved and resumed on its own (`evaluation.runner`),
+            its rows loaded once and checked for `required_columns` before the model loads; False when
+            the dataset is scored as a whole (aggregates that need every subset's outcomes, webdatasets).
+        required_columns: the columns every config of a `per_config` task must have.
+        aggregate: `(section, options)`: the rows computed over several configs (and their intervals,
+            `RunOptions.intervals`, `bootstrap_samples`) from the configs' results and per-row scores, in
+            place, after every run or resume.
+        row_scores: how the per-row scores a task keeps (`Section.row_scores`) are saved as a table and
+            read back (`scores-<row>.parquet`); None for tasks that keep none.
+        text_only: `(section, scorer, data, max_rows)`: adds a text-only figure to each config (SugarCrepe++'s
+            TOT), for a suite entry with `text_only: true`; None for tasks without one.
     """
 
     name: str
     score: Callable[[ITMScorer, TaskData, int | None], Section]
     matches_columns: Callable[[frozenset[str]], bool] | None = None
     group_metrics: tuple[str, ...] = ()
+    published_benchmark: Callable[[str, str, Mapping[str, Any]], str | None] | None = None
+    per_config: bool = False
+    required_columns: tuple[str, ...] = ()
+    aggregate: Callable[[Section, RunOptions], None] | None = None
+    row_scores: RowScores | None = None
+    text_only: Callable[[Section, ITMScorer, TaskData, int | None], None] | None = None
+
+    def check_columns(self, rows: Dataset, where: str) -> None:
+        """Refuse, in one line naming `where`, rows that lack one of `required_columns`."""
+        if self.required_columns:
+            from ... import columns
+
+            columns.require_columns(rows, list(self.required_columns), where)
+
+
+@dataclass(frozen=True)
+class RowScores:
+    """How a task's per-row scores are saved (`to_table`: column -> values) and read back (`from_table`)."""
+
+    to_table: Callable[[Mapping[str, Any]], dict[str, Any]]
+    from_table: Callable[[Mapping[str, list]], dict[str, Any]]
 
 
 def one_row_section(task: str, source: str, result: Mapping) -> Section:
@@ -60,11 +97,12 @@ def one_row_section(task: str, source: str, result: Mapping) -> Section:
     return Section(task, source, {"all": metrics}, {}, result["tie_rule"], result["aggregation"])
 
 
-def one_row_task(name: str, evaluate: Callable[..., Mapping], group_metrics: tuple[str, ...]) -> Task:
+def one_row_task(name: str, evaluate: Callable[..., Mapping], group_metrics: tuple[str, ...],
+                 published_benchmark: Callable[[str, str, Mapping[str, Any]], str | None] | None = None) -> Task:
     """A task whose `evaluate(scorer, source, split, max_rows=...)` measures a whole dataset at once (the
     zero-shot tasks, recognised by their files): its result becomes a one-row section."""
 
     def score(scorer: ITMScorer, data: TaskData, max_rows: int | None = None) -> Section:
         return one_row_section(name, data.describe(), evaluate(scorer, data.source, data.split, max_rows=max_rows))
 
-    return Task(name, score, group_metrics=group_metrics)
+    return Task(name, score, group_metrics=group_metrics, published_benchmark=published_benchmark)

@@ -102,37 +102,8 @@ def evaluate_caption_selection(
         if max_rows is not None:
             dataset = dataset.select(range(min(max_rows, len(dataset))))
         scores = selection_scores(scorer, dataset, caption_column, negative_columns, image_column, f"subset {name!r}")
-        correct = selection_correct(scores, ties_count_as_correct=name in true_caption_first)
-        outcomes[name] = correct
-        counts = (~np.isnan(scores)).sum(axis=1)
-        results[name] = {
-            "accuracy": float(correct.mean()),
-            "num_examples": int(correct.size),
-            "num_candidates": int(counts.max()) if counts.min() == counts.max() else f"{counts.min()}-{counts.max()}",
-        }
-        if name in true_caption_first:
-            results[name]["accuracy_strict"] = float(selection_correct(scores).mean())
-        protocol = (macro or {}).get(name)
-        if protocol is not None and protocol.column in dataset.column_names:
-            results[name].update(macro_accuracy(correct, list(dataset[protocol.column]), protocol))
-
-    aggregates: dict[str, dict] = {}
-    names = list(results)
-    accuracies = {n: r["accuracy"] for n, r in results.items()}
-    if len(names) > 1:
-        aggregates[f"mean({','.join(names)})"] = {
-            "accuracy": mean_of_subsets(accuracies, names),
-            "num_examples": int(sum(results[n]["num_examples"] for n in names)),
-        }
-        pooled = np.concatenate([outcomes[n] for n in names])
-        aggregates[f"pooled({','.join(names)})"] = {"accuracy": float(pooled.mean()), "num_examples": int(pooled.size)}
-    for category, members in (categories or {}).items():
-        present = [m for m in members if m in results]
-        if present:
-            aggregates[f"{category}=mean({','.join(present)})"] = {
-                "accuracy": mean_of_subsets(accuracies, present),
-                "num_examples": int(sum(results[m]["num_examples"] for m in present)),
-            }
+        results[name], outcomes[name] = _subset_result(scores, dataset, name in true_caption_first, (macro or {}).get(name))
+    aggregates = _aggregates(results, outcomes, categories or {})
     aggregation = (
         "accuracy per subset = fraction of its rows; mean(...) = unweighted mean of subset accuracies; "
         "pooled(...) = fraction over all rows of the subsets"
@@ -153,6 +124,45 @@ def evaluate_caption_selection(
         "tie_rule": tie_rule,
         "aggregation": aggregation,
     }
+
+
+def _subset_result(scores: np.ndarray, dataset: Dataset, ties_count: bool, protocol: MacroProtocol | None):
+    """One subset's accuracy (and its strict and macro variants) from its candidates' scores, and its outcomes."""
+    correct = selection_correct(scores, ties_count_as_correct=ties_count)
+    counts = (~np.isnan(scores)).sum(axis=1)
+    result = {
+        "accuracy": float(correct.mean()),
+        "num_examples": int(correct.size),
+        "num_candidates": int(counts.max()) if counts.min() == counts.max() else f"{counts.min()}-{counts.max()}",
+    }
+    if ties_count:
+        result["accuracy_strict"] = float(selection_correct(scores).mean())
+    if protocol is not None and protocol.column in dataset.column_names:
+        result.update(macro_accuracy(correct, list(dataset[protocol.column]), protocol))
+    return result, correct
+
+
+def _aggregates(results: Mapping[str, dict], outcomes: Mapping[str, np.ndarray],
+                categories: Mapping[str, Sequence[str]]) -> dict[str, dict]:
+    """The subsets' unweighted mean and pooled accuracy (when several), and each category's mean."""
+    aggregates: dict[str, dict] = {}
+    names = list(results)
+    accuracies = {n: r["accuracy"] for n, r in results.items()}
+    if len(names) > 1:
+        aggregates[f"mean({','.join(names)})"] = {
+            "accuracy": mean_of_subsets(accuracies, names),
+            "num_examples": int(sum(results[n]["num_examples"] for n in names)),
+        }
+        pooled = np.concatenate([outcomes[n] for n in names])
+        aggregates[f"pooled({','.join(names)})"] = {"accuracy": float(pooled.mean()), "num_examples": int(pooled.size)}
+    for category, members in categories.items():
+        present = [m for m in members if m in results]
+        if present:
+            aggregates[f"{category}=mean({','.join(present)})"] = {
+                "accuracy": mean_of_subsets(accuracies, present),
+                "num_examples": int(sum(results[m]["num_examples"] for m in present)),
+            }
+    return aggregates
 
 
 def score_caption_selection(scorer: ITMScorer, data: TaskData, max_rows: int | None = None) -> Section:
@@ -180,10 +190,11 @@ def _is_selection_table(names: frozenset[str]) -> bool:
     )
 
 
-TASK = Task(CAPTION_SELECTION, score_caption_selection, matches_columns=_is_selection_table)
-
-
 def published_key(row: str, metrics: Mapping[str, Any]) -> str | None:
     """``<benchmark>/<column>`` of the published figure a row of our caption-selection results stands
     beside (e.g. ``valse/counting``, ``aro/vg_relation``), from the profiles; None for any other row."""
     return next((key for profile in PROFILES if (key := profile.published_key(row, metrics)) is not None), None)
+
+
+TASK = Task(CAPTION_SELECTION, score_caption_selection, matches_columns=_is_selection_table,
+            published_benchmark=lambda dataset, row, metrics: published_key(row, metrics))

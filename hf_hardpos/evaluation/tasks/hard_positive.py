@@ -2,25 +2,31 @@
 
 Recognised by the shared schema (image, caption, hard_negative, hard_positive). Each config's rates are
 fractions of its rows (`hf_hardpos.metrics`); REPLACE's two subsets are also reported as one figure,
-the paper's pooled column, with the macro mean beside it (`evaluation.aggregation`). `hardpos eval`
-runs this task through `evaluation.run.evaluate_model` (resumable, per-config files); the suite's
-sections and the trainer's evaluations are built by `hard_positive_section` either way.
+the paper's pooled column, with the macro mean beside it (`evaluation.aggregation`), and every rate
+gets its interval from the per-row scores (`evaluation.intervals`). What differs from the other tasks
+is declared on `TASK`: each config is scored and resumed on its own and keeps its per-row scores
+(`scores-<config>.parquet`), the pooled column is computed over configs after every run or resume, the
+rows map to the paper's REPLACE and SWAP columns, and SugarCrepe++'s text-only figure can be added.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from datasets import Dataset
 
 from ... import columns
-from ...metrics import metrics_from_scores
+from ...metrics import augmented_correct, brittle, metrics_from_scores, original_correct
 from ...scoring import ITMScorer
-from ..aggregation import describe_all, replace_aggregates
-from ..section import HARD_POSITIVE, Section
 from ...tables import TIE_RULE
-from .base import Task, TaskData
+from .. import intervals
+from ..aggregation import REPLACE_POOLED, describe_all, replace_aggregates
+from ..options import RunOptions
+from ..section import HARD_POSITIVE, Section
+from .base import RowScores, Task, TaskData
+from .text_only import TEXT_ONLY_TIE_RULE, evaluate_text_only
 
 ROWS_RULE = "rates = fraction of each config's rows; s_c, s_n, s_p = mean cosine scores"
 
@@ -65,34 +71,94 @@ def evaluate_dataset(
     return metrics_from_scores(s["original"], s["negative"], s["positive"], bootstrap_samples, groups=groups)
 
 
-def hard_positive_section(
-    source: str,
-    results: dict[str, dict],
-    aggregates: dict[str, dict],
-    provenance: dict | None = None,
-    published: dict | None = None,
-) -> Section:
-    """The section of per-config results and their aggregates, with the rules they follow."""
-    return Section(
-        HARD_POSITIVE, source, results, aggregates, TIE_RULE, "; ".join([ROWS_RULE, *describe_all(aggregates)]),
-        provenance=provenance or {}, published=published or {},
-    )
-
-
 def score_hard_positive(scorer: ITMScorer, data: TaskData, max_rows: int | None = None) -> Section:
-    """Every config scored with `scorer` (no output folder: `evaluate_model` is the resumable path)."""
-    results = {}
+    """Every config scored with `scorer`: its rates, its per-row scores (with image ids when the set has
+    them, for intervals over images) and its truncation report. Aggregates over configs: `aggregate`."""
+    section = Section(HARD_POSITIVE, data.describe(), tie_rule=TIE_RULE, aggregation=ROWS_RULE)
     for config, rows in data.subsets().items():
-        columns.require_columns(rows, [columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS], f"config {config!r}")
+        TASK.check_columns(rows, f"config {config!r}")
         if max_rows is not None:
             rows = rows.select(range(min(max_rows, len(rows))))
         s = score_eval_set(scorer, rows)
-        results[config] = metrics_from_scores(s["original"], s["negative"], s["positive"])
-    return hard_positive_section(data.describe(), results, replace_aggregates(results))
+        groups = image_groups(rows)
+        if groups is not None:
+            s["image_id"] = groups
+        section.provenance[config] = {"truncation": s.pop("truncation").to_dict()}
+        section.row_scores[config] = s
+        section.results[config] = metrics_from_scores(s["original"], s["negative"], s["positive"])
+    return section
+
+
+def aggregate_hard_positive(section: Section, options: RunOptions) -> None:
+    """REPLACE's pooled column and macro mean over the configs (from their per-row scores), every rate's
+    interval unless `options.intervals` is off (`intervals.attach`), and the rules they follow, in `section`."""
+    section.aggregates = replace_aggregates(section.results, section.row_scores)
+    if options.intervals:
+        intervals.attach(section.results, section.aggregates, section.provenance, section.row_scores,
+                         options.bootstrap_samples)
+    section.tie_rule = TIE_RULE
+    section.aggregation = "; ".join([ROWS_RULE, *describe_all(section.aggregates)])
+
+
+def add_text_only(section: Section, scorer: ITMScorer, data: TaskData, max_rows: int | None = None) -> None:
+    """SugarCrepe++'s TOT per config: text embeddings only (cached from the image-text pass)."""
+    for name, rows in data.subsets().items():
+        if name in section.results:
+            result = evaluate_text_only(scorer, rows, max_rows=max_rows)
+            section.results[name]["text_only_accuracy"] = result["text_only_accuracy"]
+    section.tie_rule += f"; text-only (TOT): {TEXT_ONLY_TIE_RULE}"
+
+
+def _scores_table(s: dict[str, Any]) -> dict[str, Any]:
+    """One config's `scores-<config>.parquet`: row, s_c, s_n, s_p, the per-row outcomes, image ids when known."""
+    table = {
+        "row": np.arange(len(s["original"])),
+        "original_score": s["original"],
+        "negative_score": s["negative"],
+        "positive_score": s["positive"],
+        "original_correct": original_correct(s["original"], s["negative"]),
+        "augmented_correct": augmented_correct(s["original"], s["negative"], s["positive"]),
+        "brittle": brittle(s["original"], s["negative"], s["positive"]),
+    }
+    if "image_id" in s:
+        table["image_id"] = s["image_id"]
+    return table
+
+
+def _scores_from_table(table: dict[str, list]) -> dict[str, np.ndarray]:
+    scores = {"original": np.asarray(table["original_score"]), "negative": np.asarray(table["negative_score"]),
+              "positive": np.asarray(table["positive_score"])}
+    if "image_id" in table:
+        scores["image_id"] = np.asarray(table["image_id"])
+    return scores
+
+
+# Our result rows -> the paper's benchmarks (REPLACE's configs and its pooled aggregate; `hf_hardpos.published`).
+_REPLACE_ROWS = {"attributes": "replace/attributes", "relations": "replace/relations", REPLACE_POOLED: "replace"}
+
+
+def benchmark_of(dataset: str, row: str, metrics=None) -> str | None:
+    """The benchmark of Kamath et al. (ECCV 2024) a row of our hard-positive results measures, or None.
+
+    REPLACE rows are known by their config names; SWAP has one config, `default`, so a `default` row is
+    SWAP only when the dataset is named `swap` (the Hub id `hardpos/swap` or a folder named `swap`, as
+    `hardpos build swap` writes it).
+    """
+    if row in _REPLACE_ROWS:
+        return _REPLACE_ROWS[row]
+    if row == "default" and Path(str(dataset).rstrip("/")).name.lower() == "swap":
+        return "swap"
+    return None
 
 
 TASK = Task(
     HARD_POSITIVE,
     score_hard_positive,
     matches_columns=lambda names: {columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS} <= names,
+    published_benchmark=benchmark_of,
+    per_config=True,
+    required_columns=(columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS),
+    aggregate=aggregate_hard_positive,
+    row_scores=RowScores(_scores_table, _scores_from_table),
+    text_only=add_text_only,
 )

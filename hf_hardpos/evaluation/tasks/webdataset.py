@@ -33,6 +33,11 @@ from ...errors import UserInputError
 ZEROSHOT_CLASSIFICATION = "zeroshot_classification"
 ZEROSHOT_RETRIEVAL = "zeroshot_retrieval"
 
+# The paper's Table 10 (Kamath et al., ECCV 2024) single datasets as clip_benchmark's Hub webdatasets name
+# them (`clip-benchmark/wds_<name>`); its VTAB column is a mean over tasks, laid out by
+# `evaluation.suite.retention_table`.
+RETENTION_DATASETS = ("imagenet1k", "mscoco_captions", "flickr30k")
+
 NSHARDS_FILE = "nshards.txt"
 CLASSNAMES_FILE = "classnames.txt"
 TEMPLATES_FILE = "zeroshot_classification_templates.txt"
@@ -276,3 +281,10 @@ def load_task_rows(
     if len(rows) == 0:
         raise UserInputError(f"{loaded.source} ({loaded.split}) has no samples")
     return loaded, rows
+
+
+def retention_benchmark(dataset: str, row: str, metrics=None) -> str | None:
+    """Table 10's benchmark a zero-shot result measures: the dataset's name (without clip_benchmark's
+    `wds_` prefix) when it is one of `RETENTION_DATASETS`, for its one row `all`; else None."""
+    name = Path(str(dataset).rstrip("/")).name.lower().removeprefix("wds_")
+    return name if row == "all" and name in RETENTION_DATASETS else None

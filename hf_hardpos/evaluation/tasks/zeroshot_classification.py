@@ -32,6 +32,7 @@ from .webdataset import (
     ZEROSHOT_CLASSIFICATION,
     ClipBenchmarkWebDataset,
     load_task_rows,
+    retention_benchmark,
 )
 
 CLASSIFICATION_AGGREGATION = (
@@ -135,4 +136,4 @@ def evaluate_zeroshot_classification(
 
 
 # A suite group (e.g. VTAB) averages the first metric.
-TASK = one_row_task(ZEROSHOT_CLASSIFICATION, evaluate_zeroshot_classification, ("acc1", "acc5"))
+TASK = one_row_task(ZEROSHOT_CLASSIFICATION, evaluate_zeroshot_classification, ("acc1", "acc5"), retention_benchmark)

@@ -31,6 +31,7 @@ from .webdataset import (
     ZEROSHOT_RETRIEVAL,
     ClipBenchmarkWebDataset,
     load_task_rows,
+    retention_benchmark,
 )
 
 RECALL_KS = (1, 5, 10)
@@ -122,5 +123,6 @@ def evaluate_zeroshot_retrieval(
 
 # A suite group (e.g. VTAB) averages the first metric.
 TASK = one_row_task(
-    ZEROSHOT_RETRIEVAL, evaluate_zeroshot_retrieval, ("image_retrieval_recall@1", "text_retrieval_recall@1")
+    ZEROSHOT_RETRIEVAL, evaluate_zeroshot_retrieval, ("image_retrieval_recall@1", "text_retrieval_recall@1"),
+    retention_benchmark,
 )
