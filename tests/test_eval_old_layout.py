@@ -34,7 +34,7 @@ def test_layout_1_eval_and_suite_folders_still_read():
     assert "task" not in saved and isinstance(saved["aggregation"], dict)  # what layout 1 looks like
     run = load_run(LAYOUT_1 / "eval")
     bench = run.benchmarks["replace"]
-    assert run.kind == "eval" and bench.is_hard_positive
+    assert run.kind == "eval" and bench.carries_rates
     figure = bench.figures()[0]
     assert figure.row == REPLACE_POOLED and figure.metrics == saved["aggregates"][REPLACE_POOLED]
     outcomes, groups = bench.outcomes(["attributes", "relations"])

@@ -8,12 +8,13 @@ from pathlib import Path
 
 from datasets import Dataset, DatasetDict
 
+from ..errors import UserInputError
 from ..model_source import ModelSource
 from ..output_folder import check_output_writable
 from .options import RunOptions, split_keywords
 from .report import EvaluationReport
 from .runner import ModelRun, run_dataset
-from .tasks import HARD_POSITIVE, TaskData, detect_task
+from .tasks import TaskData, detect_task, task_of_columns
 
 
 def evaluate_model(
@@ -68,5 +69,16 @@ def evaluate_model(
                                  progress=options.progress)
     data = TaskData(dataset, list(configs) if configs else None, split)
     if task is None:
-        task = detect_task(dataset, split, configs) if isinstance(dataset, str) else HARD_POSITIVE
+        task = detect_task(dataset, split, configs) if isinstance(dataset, str) else task_of_table(dataset)
     return run_dataset(ModelRun.start(source, options), task, data, output_dir, label=str(dataset))
+
+
+def task_of_table(dataset: Dataset | DatasetDict) -> str:
+    """The task an in-memory dataset's columns call for (its first config's, for a `DatasetDict`), as
+    `detect_task` recognises a folder; refused in one line when no task's columns match."""
+    table = next(iter(dataset.values())) if isinstance(dataset, DatasetDict) else dataset
+    task = task_of_columns(table.column_names)
+    if task is None:
+        raise UserInputError(f"the dataset's columns {table.column_names} match no task; name one with task=")
+    return task
+

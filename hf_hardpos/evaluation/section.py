@@ -83,10 +83,17 @@ class Section:
             raise ValueError(f"not a result section: unknown key(s) {unknown}")
         return cls(**data)
 
+    @property
+    def carries_rates(self) -> bool:
+        """Whether every row holds Original/Augmented Accuracy and Brittleness (Kamath et al.'s Table 1
+        layout): told from the rows, not from the task, so any task that reports those rates is laid out alike."""
+        rows = self.rows()
+        return bool(rows) and all(name in row for row in rows.values() for name in METRIC_NAMES)
+
     def table(self) -> str:
         """The results as a table, with the tie rule and aggregation underneath."""
         rows = self.rows()
-        if rows and all(name in row for row in rows.values() for name in METRIC_NAMES):  # the hard-positive rates
+        if self.carries_rates:
             text = metrics_table(rows)
             extra = {k: v for k, v in rows.items() if "text_only_accuracy" in v}
             if extra:

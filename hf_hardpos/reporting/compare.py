@@ -181,7 +181,7 @@ def compare_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, resamples
     groups = {}
     for g in ordered:
         present = [figs[g] for figs in figures if g in figs]
-        groups[g] = _metric_names([f for _, f in present], present[0][0].is_hard_positive)
+        groups[g] = _metric_names([f for _, f in present], present[0][0].carries_rates)
 
     rows = [_run_row(label, figs, groups) for label, figs in zip(labels, figures)]
     mismatched: list[str] = []
@@ -235,7 +235,7 @@ def _difference_row(reference: Run, run: Run, ref_figs: dict, figs: dict, *, lab
             mismatched.append(f"{label} vs {ref_label}, {g}: {'; '.join(problems)}")
             diff.notes.append(f"{g}: not comparable ({'; '.join(problems)}); no difference shown")
             continue
-        if not bench_a.is_hard_positive:
+        if not bench_a.carries_rates:
             diff.notes.append(f"{g}: this task's per-row outcomes are not saved; no paired difference")
             continue
         known = all(bench_a.data_identity(c) is not None and bench_b.data_identity(c) is not None
@@ -329,7 +329,7 @@ def _published_pair(run: Run, system: str, delta_label: str) -> tuple[Row, Row]:
         benchmark = benchmarks_of(dataset, {fig.row: fig.metrics}, bench.task).get(fig.row)
         if benchmark is None:
             continue
-        metrics = METRIC_NAMES if bench.is_hard_positive else [k for k, v in fig.metrics.items() if isinstance(v, float)]
+        metrics = METRIC_NAMES if bench.carries_rates else [k for k, v in fig.metrics.items() if isinstance(v, float)]
         for metric in metrics:
             figure = lookup(system, benchmark, metric)
             if figure is None:

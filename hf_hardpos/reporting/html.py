@@ -328,7 +328,7 @@ def build_report(run: Run, *, baselines: Sequence[Run] = (), resamples: int = DE
     charts.require_matplotlib()
     deltas, baseline_notes = baseline_deltas(run, baselines, resamples)
     for delta in (d for found in deltas.values() for d in found):
-        if delta.bench.is_hard_positive:  # the baseline's interval as this page computes the run's
+        if delta.bench.carries_rates:  # the baseline's interval as this page computes the run's
             scored = {c: ScoredRows(c, delta.bench.read_scores(c), None, "") for c in delta.bench.results
                       if delta.bench.scores_file(c) is not None}
             delta.metrics.update(_with_intervals(delta.bench, scored, resamples)[0].get(delta.row, {}))
@@ -343,7 +343,7 @@ def build_report(run: Run, *, baselines: Sequence[Run] = (), resamples: int = DE
     sections, boxes = [], []
     training = training_section(run, baselines) if run.kind == "finetune" else None
     for bench in run.benchmarks.values():
-        if bench.is_hard_positive:
+        if bench.carries_rates:
             section, found = benchmark_section(bench, context)
             sections.append(section)
             boxes.extend(found)

@@ -80,7 +80,7 @@ class Benchmark:
         return self.data.get("provenance", {})
 
     @property
-    def is_hard_positive(self) -> bool:
+    def carries_rates(self) -> bool:
         """Whether its rows are the hard-positive rates (Original/Augmented Accuracy, Brittleness), whose
         per-row outcomes `scores-<config>.parquet` keeps; told from the rows, so every layout reads alike."""
         return _has_rates(self.data)

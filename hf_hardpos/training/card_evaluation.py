@@ -117,14 +117,14 @@ def eval_card_sections(sections: dict[str, dict], eval_sets: dict, card_data: Ha
 
     `sections` are `trainer.eval_sections` of the sets in `eval_sets` (the trainer's resolved sets)."""
     typed = {n: Section.from_dict(s) for n, s in sections.items()}
-    hard_positive = {n: s for n, s in typed.items() if s.task == HARD_POSITIVE}
+    hard_positive = {n: s for n, s in typed.items() if s.carries_rates}
     table_rows = {}
     for set_name, section in hard_positive.items():
         unnamed = section.unnamed_row()
         table_rows.update({row_label(set_name, r, unnamed): m for r, m in section.rows().items()})
     others = []
     for set_name, section in typed.items():
-        if section.task == HARD_POSITIVE:
+        if section.carries_rates:
             continue
         others.append({
             "name": set_name,

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..evaluation.section import HARD_POSITIVE, Section, metric_stem
-from ..tables import render_table
+from ..evaluation.section import Section, metric_stem
 from ..metrics import METRIC_NAMES
+from ..tables import render_table
 from .recipe import batch_layout
 
 CHANCE = {"original_accuracy": 1 / 2, "augmented_accuracy": 1 / 3, "brittleness": 1 / 3}
@@ -41,7 +41,7 @@ def base_vs_tuned(log_history: Sequence[Mapping[str, Any]], sections: Mapping[st
     rows: list[list[str]] = []
     for set_name, saved in sections.items():
         section = Section.from_dict(saved)
-        if section.task != HARD_POSITIVE:
+        if not section.carries_rates:
             continue
         unnamed = section.unnamed_row()
         for row, metrics in section.rows().items():
