@@ -110,7 +110,8 @@ def test_demo_writes_a_report_and_a_comparison_from_its_own_eval_folders(quick_d
 def test_saved_models_reproduce_the_reported_metrics(quick_demo):
     from transformers import CLIPModel, CLIPProcessor
 
-    from hf_hardpos.synthetic.demo import DemoConfig, evaluate_on_world, make_eval_sets
+    from hf_hardpos.synthetic.demo import DemoConfig
+    from hf_hardpos.synthetic.world_eval import evaluate_on_world, make_eval_sets
 
     eval_sets = make_eval_sets(DemoConfig.quick().eval_examples)
     info = json.loads((quick_demo / "run_info.json").read_text())

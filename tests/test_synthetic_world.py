@@ -13,6 +13,7 @@ from hf_hardpos.synthetic.world import (
     make_pretrain_dataset,
     make_replace_dataset,
     make_swap_dataset,
+    render_rows,
     sample_examples,
     tokenizer_corpus,
 )
@@ -186,6 +187,20 @@ def test_rows_do_not_depend_on_set_size_and_images_are_the_scenes():
         assert stored[columns.IMAGE]["bytes"] == scene.to_png()
         assert stored[columns.CAPTION] == row[columns.CAPTION]
     assert len({r[columns.IMAGE_ID] for r in large}) == len(large)
+
+
+@pytest.mark.parametrize("kind, make", [("finetune", make_finetune_dataset), ("pretrain", make_pretrain_dataset)])
+def test_rendered_rows_are_the_datasets_rows_with_the_same_pixels(kind, make):
+    """What the demo trains on (rendered once, in memory) is row for row what the `datasets.Dataset` yields."""
+    dataset, rendered = make(6, 2), render_rows(kind, 6, 2)
+    assert rendered.column_names == dataset.column_names and len(rendered) == len(dataset)
+    for index, stored in enumerate(dataset):
+        row = rendered[index]
+        assert {k: v for k, v in row.items() if k != columns.IMAGE} == {
+            k: v for k, v in stored.items() if k != columns.IMAGE
+        }
+        assert row[columns.IMAGE].mode == "RGB"
+        assert np.array_equal(np.asarray(row[columns.IMAGE]), np.asarray(stored[columns.IMAGE].convert("RGB")))
 
 
 def test_schema_matches_the_shared_column_constants():

@@ -49,6 +49,9 @@ RELATION_SLOT = "relation"
 # adjectives such as colour, size, material, never the object noun) and what a SWAP negative may
 # exchange (shapes are nouns: swapping them is swapping the objects).
 ADJECTIVE_SLOTS = ("size", "colour")
+# What a fine-tuning SWAP negative may exchange: an adjective (swap-att) or the object nouns (swap-obj), the two
+# swap categories of SugarCrepe (Hsieh et al., NeurIPS 2023), whose procedure the paper's fine-tuning negatives follow.
+SWAP_SLOTS = (*ADJECTIVE_SLOTS, "shape")
 
 
 @dataclass(frozen=True)
@@ -248,23 +251,24 @@ def swap_positive(caption: Caption) -> Caption:
     return Caption(caption.second, caption.first)
 
 
-def swap_negative(caption: Caption, rng: np.random.Generator) -> Caption:
-    """Exchange one attribute (size or colour) between the two objects, changing what is bound where.
+def swap_negative(caption: Caption, rng: np.random.Generator, slots: tuple[str, ...] = ADJECTIVE_SLOTS) -> Caption:
+    """Exchange one slot's word between the two objects, changing what is bound where.
 
-    Only attributes both phrases say, with different concepts, are eligible: exchanging two equal
-    sizes changes nothing.
+    `slots`: which may be exchanged. The adjectives (the default) are an attribute swap, as SugarCrepe's
+    swap-att and ARO's VG-Attribution (the paper's SWAP benchmark) make; `SWAP_SLOTS` adds the shape
+    noun, SugarCrepe's swap-obj ("a red cube and a blue sphere" -> "a red sphere and a blue cube"). Only
+    slots both phrases say, with different concepts, are eligible (exchanging two equal sizes changes
+    nothing); the slot is drawn uniformly among them.
     """
     second = caption.second
     if second is None:
         raise ValueError(f"caption {caption.text()!r} names one object: there is nothing to swap with")
-    slots = [
-        s
-        for s in ADJECTIVE_SLOTS
-        if None not in (caption.first.concept(s), second.concept(s)) and caption.first.concept(s) != second.concept(s)
+    eligible = [
+        s for s in slots if None not in (caption.first.concept(s), second.concept(s)) and caption.first.concept(s) != second.concept(s)
     ]
-    if not slots:
-        raise ValueError(f"caption {caption.text()!r} has no differing attribute to swap")
-    name = str(rng.choice(slots))
+    if not eligible:
+        raise ValueError(f"caption {caption.text()!r} has no differing {'/'.join(slots)} to swap")
+    name = str(rng.choice(eligible))
     first_form, second_form = getattr(caption.first, name), getattr(second, name)
     return replace(
         caption,
