@@ -19,7 +19,11 @@ a REPLACE hard negative draws its new word from the whole word list (uniformly o
 surface forms), as a rule or a generator does, so rare words are over-represented in negatives; a
 REPLACE hard positive is a synonym, hence a rarer word. A model trained on hard negatives alone is
 thus rewarded for scoring rare words down, and takes the hard positives down with the negatives.
-"X and Y" captions list the objects in reading order (`reading_order`), as people describe scenes.
+Precise captions name the larger object first (`salience_order`), as people mention the salient object
+of a scene first. A rule-made SWAP negative that exchanges the sizes therefore breaks that convention
+("a small ... and a large ..."), and so does a SWAP hard positive "Y and X": a model fine-tuned on hard
+negatives alone is rewarded for scoring the convention's breach down, i.e. for detecting the word-order
+perturbation (the paper's explanation of SWAP brittleness), and takes "Y and X" down with the negatives.
 
 `caption_matches(scene, text)` parses a caption string back and checks it against the drawn scene
 (relations from the drawn positions). It shares only the lexicon with the writers, so tests use it
@@ -49,9 +53,6 @@ RELATION_SLOT = "relation"
 # adjectives such as colour, size, material, never the object noun) and what a SWAP negative may
 # exchange (shapes are nouns: swapping them is swapping the objects).
 ADJECTIVE_SLOTS = ("size", "colour")
-# What a fine-tuning SWAP negative may exchange: an adjective (swap-att) or the object nouns (swap-obj), the two
-# swap categories of SugarCrepe (Hsieh et al., NeurIPS 2023), whose procedure the paper's fine-tuning negatives follow.
-SWAP_SLOTS = (*ADJECTIVE_SLOTS, "shape")
 
 
 @dataclass(frozen=True)
@@ -146,16 +147,30 @@ def reading_order(scene: Scene) -> tuple[int, int]:
     return (0, 1) if scene.relation_between(0, 1) in ("left", "above") else (1, 0)
 
 
-def describe(scene: Scene, rng: np.random.Generator, *, conjunction: bool) -> Caption:
-    """A precise true caption of `scene`, every attribute said in its common word.
+def salience_order(scene: Scene, rng: np.random.Generator, *, conjunction: bool) -> tuple[int, int]:
+    """The order in which an annotator mentions the two objects: the larger one first.
 
-    "X and Y" lists the objects in reading order (`reading_order`); "X <relation> Y" takes either
-    object as its subject.
+    Speakers tend to mention first the referent that draws attention (Gleitman et al., "On the give and take
+    between event apprehension and utterance formulation", J. Memory and Language 2007), and size is a main
+    cue of what a description mentions (Berg et al., "Understanding and Predicting Importance in Images",
+    CVPR 2012). The world takes the larger object as the salient one. Between two objects of the same size,
+    "X and Y" follows reading order (`reading_order`) and "X <relation> Y" takes either as its subject.
     """
+    sizes = [obj.size for obj in scene.objects]
+    if sizes[0] != sizes[1]:
+        return (0, 1) if sizes[0] == "large" else (1, 0)
     if conjunction:
-        return Caption(*(_phrase(scene.objects[k]) for k in reading_order(scene)))
-    order = (0, 1) if rng.random() < 0.5 else (1, 0)
+        return reading_order(scene)
+    return (0, 1) if rng.random() < 0.5 else (1, 0)
+
+
+def describe(scene: Scene, rng: np.random.Generator, *, conjunction: bool) -> Caption:
+    """A precise true caption of `scene`, every attribute said in its common word, the objects in
+    `salience_order` (the larger first): "X and Y", or "X <relation> Y"."""
+    order = salience_order(scene, rng, conjunction=conjunction)
     first, second = (_phrase(scene.objects[k]) for k in order)
+    if conjunction:
+        return Caption(first, second)
     return Caption(first, second, _common(RELATION_SLOT, _relation(scene, order)))
 
 
@@ -251,24 +266,23 @@ def swap_positive(caption: Caption) -> Caption:
     return Caption(caption.second, caption.first)
 
 
-def swap_negative(caption: Caption, rng: np.random.Generator, slots: tuple[str, ...] = ADJECTIVE_SLOTS) -> Caption:
-    """Exchange one slot's word between the two objects, changing what is bound where.
+def swap_negative(caption: Caption, rng: np.random.Generator) -> Caption:
+    """Exchange one attribute (size or colour) between the two objects, changing what is bound where.
 
-    `slots`: which may be exchanged. The adjectives (the default) are an attribute swap, as SugarCrepe's
-    swap-att and ARO's VG-Attribution (the paper's SWAP benchmark) make; `SWAP_SLOTS` adds the shape
-    noun, SugarCrepe's swap-obj ("a red cube and a blue sphere" -> "a red sphere and a blue cube"). Only
-    slots both phrases say, with different concepts, are eligible (exchanging two equal sizes changes
-    nothing); the slot is drawn uniformly among them.
+    Only attributes both phrases say, with different concepts, are eligible: exchanging two equal
+    sizes changes nothing.
     """
     second = caption.second
     if second is None:
         raise ValueError(f"caption {caption.text()!r} names one object: there is nothing to swap with")
-    eligible = [
-        s for s in slots if None not in (caption.first.concept(s), second.concept(s)) and caption.first.concept(s) != second.concept(s)
+    slots = [
+        s
+        for s in ADJECTIVE_SLOTS
+        if None not in (caption.first.concept(s), second.concept(s)) and caption.first.concept(s) != second.concept(s)
     ]
-    if not eligible:
-        raise ValueError(f"caption {caption.text()!r} has no differing {'/'.join(slots)} to swap")
-    name = str(rng.choice(eligible))
+    if not slots:
+        raise ValueError(f"caption {caption.text()!r} has no differing attribute to swap")
+    name = str(rng.choice(slots))
     first_form, second_form = getattr(caption.first, name), getattr(second, name)
     return replace(
         caption,
