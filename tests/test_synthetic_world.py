@@ -13,6 +13,7 @@ from hf_hardpos.synthetic.world import (
     make_pretrain_dataset,
     make_replace_dataset,
     make_swap_dataset,
+    render_rows,
     sample_examples,
     tokenizer_corpus,
 )
@@ -188,6 +189,20 @@ def test_rows_do_not_depend_on_set_size_and_images_are_the_scenes():
     assert len({r[columns.IMAGE_ID] for r in large}) == len(large)
 
 
+@pytest.mark.parametrize("kind, make", [("finetune", make_finetune_dataset), ("pretrain", make_pretrain_dataset)])
+def test_rendered_rows_are_the_datasets_rows_with_the_same_pixels(kind, make):
+    """What the demo trains on (rendered once, in memory) is row for row what the `datasets.Dataset` yields."""
+    dataset, rendered = make(6, 2), render_rows(kind, 6, 2)
+    assert rendered.column_names == dataset.column_names and len(rendered) == len(dataset)
+    for index, stored in enumerate(dataset):
+        row = rendered[index]
+        assert {k: v for k, v in row.items() if k != columns.IMAGE} == {
+            k: v for k, v in stored.items() if k != columns.IMAGE
+        }
+        assert row[columns.IMAGE].mode == "RGB"
+        assert np.array_equal(np.asarray(row[columns.IMAGE]), np.asarray(stored[columns.IMAGE].convert("RGB")))
+
+
 def test_schema_matches_the_shared_column_constants():
     eval_columns = [columns.IMAGE, columns.IMAGE_ID, *columns.EVAL_CAPTION_COLUMNS]
     assert make_swap_dataset(3).column_names == eval_columns
@@ -233,20 +248,38 @@ def test_tokenizer_built_on_the_corpus_covers_every_caption_word(tmp_path):
     assert words_seen <= set(vocabulary())
 
 
-def test_precise_captions_use_common_words_and_list_in_reading_order():
+def test_precise_captions_use_common_words_and_name_the_larger_object_first():
     """The fine-tuning and evaluation captions are written as an annotator writes: the common word of every
-    concept, and "X and Y" left to right (top to bottom when stacked); only the hard positives use synonyms."""
+    concept, the larger object first (`salience_order`); between equal sizes "X and Y" left to right (top to
+    bottom when stacked). Only the hard positives use synonyms, and only "Y and X" breaks the order."""
     for kind in ("finetune", "swap", "replace-attributes", "replace-relations"):
         for scene, row in sample_examples(kind, 200, seed=8):
             caption = cap.parse_caption(row[columns.CAPTION])
             for phrase in (caption.first, caption.second):
                 for slot in cap.ATTRIBUTE_SLOTS:
                     assert getattr(phrase, slot) == cap.surface_forms(slot, phrase.concept(slot))[0], row
+            sizes = {obj.size for obj in scene.objects}
+            if len(sizes) == 2:
+                assert (caption.first.size, caption.second.size) == ("large", "small"), row
             if caption.relation is not None:
                 assert caption.relation == cap.surface_forms("relation", cap.concept_of("relation", caption.relation))[0]
-            else:
+            elif len(sizes) == 1:
                 first = scene.objects[cap.reading_order(scene)[0]]
                 assert caption.first.describes(first) and scene.relation_between(*cap.reading_order(scene)) in ("left", "above")
+
+
+def test_size_swap_negatives_and_swap_positives_break_the_larger_first_order():
+    """The SWAP artifact: a rule-made negative that exchanges the sizes names the small object first, which no
+    caption does; so does the SWAP hard positive "Y and X" whenever the sizes differ."""
+    counts = {"caption": 0, "negative": 0, "positive": 0}
+    for scene, row in sample_examples("finetune", 600, seed=10):
+        if len({obj.size for obj in scene.objects}) == 1:
+            continue
+        for name, column in (("caption", columns.CAPTION), ("negative", columns.HARD_NEGATIVE_SWAP),
+                             ("positive", columns.HARD_POSITIVE_SWAP)):  # fmt: skip
+            if row[column] is not None:
+                counts[name] += cap.parse_caption(row[column]).first.size == "small"
+    assert counts["caption"] == 0 and counts["negative"] > 50 and counts["positive"] > 50
 
 
 def test_replace_negatives_draw_the_new_word_from_the_whole_word_list():

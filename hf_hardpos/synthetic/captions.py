@@ -19,7 +19,11 @@ a REPLACE hard negative draws its new word from the whole word list (uniformly o
 surface forms), as a rule or a generator does, so rare words are over-represented in negatives; a
 REPLACE hard positive is a synonym, hence a rarer word. A model trained on hard negatives alone is
 thus rewarded for scoring rare words down, and takes the hard positives down with the negatives.
-"X and Y" captions list the objects in reading order (`reading_order`), as people describe scenes.
+Precise captions name the larger object first (`salience_order`), as people mention the salient object
+of a scene first. A rule-made SWAP negative that exchanges the sizes therefore breaks that convention
+("a small ... and a large ..."), and so does a SWAP hard positive "Y and X": a model fine-tuned on hard
+negatives alone is rewarded for scoring the convention's breach down, i.e. for detecting the word-order
+perturbation (the paper's explanation of SWAP brittleness), and takes "Y and X" down with the negatives.
 
 `caption_matches(scene, text)` parses a caption string back and checks it against the drawn scene
 (relations from the drawn positions). It shares only the lexicon with the writers, so tests use it
@@ -143,16 +147,30 @@ def reading_order(scene: Scene) -> tuple[int, int]:
     return (0, 1) if scene.relation_between(0, 1) in ("left", "above") else (1, 0)
 
 
-def describe(scene: Scene, rng: np.random.Generator, *, conjunction: bool) -> Caption:
-    """A precise true caption of `scene`, every attribute said in its common word.
+def salience_order(scene: Scene, rng: np.random.Generator, *, conjunction: bool) -> tuple[int, int]:
+    """The order in which an annotator mentions the two objects: the larger one first.
 
-    "X and Y" lists the objects in reading order (`reading_order`); "X <relation> Y" takes either
-    object as its subject.
+    Speakers tend to mention first the referent that draws attention (Gleitman et al., "On the give and take
+    between event apprehension and utterance formulation", J. Memory and Language 2007), and size is a main
+    cue of what a description mentions (Berg et al., "Understanding and Predicting Importance in Images",
+    CVPR 2012). The world takes the larger object as the salient one. Between two objects of the same size,
+    "X and Y" follows reading order (`reading_order`) and "X <relation> Y" takes either as its subject.
     """
+    sizes = [obj.size for obj in scene.objects]
+    if sizes[0] != sizes[1]:
+        return (0, 1) if sizes[0] == "large" else (1, 0)
     if conjunction:
-        return Caption(*(_phrase(scene.objects[k]) for k in reading_order(scene)))
-    order = (0, 1) if rng.random() < 0.5 else (1, 0)
+        return reading_order(scene)
+    return (0, 1) if rng.random() < 0.5 else (1, 0)
+
+
+def describe(scene: Scene, rng: np.random.Generator, *, conjunction: bool) -> Caption:
+    """A precise true caption of `scene`, every attribute said in its common word, the objects in
+    `salience_order` (the larger first): "X and Y", or "X <relation> Y"."""
+    order = salience_order(scene, rng, conjunction=conjunction)
     first, second = (_phrase(scene.objects[k]) for k in order)
+    if conjunction:
+        return Caption(first, second)
     return Caption(first, second, _common(RELATION_SLOT, _relation(scene, order)))
 
 

@@ -47,10 +47,15 @@ from hf_hardpos.synthetic import findings, report
 from hf_hardpos.synthetic.run_report import write_run_report
 from hf_hardpos.synthetic.runtime import quiet_libraries, torch_threads
 from hf_hardpos.synthetic.stage_log import StageLog, TrainingLines
+from hf_hardpos.synthetic.world_eval import (
+    EVAL_SEED,
+    evaluate_on_world,
+    headline,
+    image_groups,
+    make_eval_sets,
+)
 from hf_hardpos.training.log_lines import LogLinesCallback
 
-# The evaluation sets are drawn once with this seed, whatever the training seeds are.
-EVAL_SEED = 1000
 PRETRAINED = "pretrained"
 PRETRAIN_KEY_FILE = "pretrain_key.json"
 
@@ -204,8 +209,6 @@ def run_demo(
     wall, cpu = time.perf_counter(), time.process_time()
 
     with torch_threads(config.torch_threads), quiet_libraries():
-        from hf_hardpos.synthetic import world
-
         with _timed(timings, "data"), log.stage("data"):
             eval_sets = make_eval_sets(config.eval_examples, config.image_size)
         log(
@@ -221,33 +224,16 @@ def run_demo(
         per_seed: dict[str, dict[int, dict[str, dict[str, float]]]] = {}
         outcomes: dict[str, dict[int, dict[str, dict[str, np.ndarray]]]] = {}
         with _timed(timings, "evaluate pretrained"), log.stage("evaluate"):
-            model, processor = _load(pretrained_dir)
-            metrics, rows = evaluate_on_world(model, processor, eval_sets)
+            metrics, rows = evaluate_on_world(*_load(pretrained_dir), eval_sets)
         per_seed[PRETRAINED], outcomes[PRETRAINED] = {config.pretrain_seed: metrics}, {config.pretrain_seed: rows}
-        log(f"[evaluate] {PRETRAINED:<16} {_headline(metrics)}")
+        log(f"[evaluate] {PRETRAINED:<16} {headline(metrics)}")
 
-        for seed in config.seeds:
-            with log.stage("data"):
-                finetune_set = world.make_finetune_dataset(config.finetune_examples, seed, image_size=config.image_size)
-            for variant in config.variants():
-                label = f"fine-tune seed {seed} {variant.name}"
-                began = time.perf_counter()
-                folder = output_dir / "models" / variant.name / f"seed-{seed}"
-                with log.stage(label):
-                    model = _train(*_load(pretrained_dir), finetune_set, variant, seed, folder, config, progress, log)
-                    metrics, rows = evaluate_on_world(model, processor, eval_sets)
-                per_seed.setdefault(variant.name, {})[seed] = metrics
-                outcomes.setdefault(variant.name, {})[seed] = rows
-                timings[f"{variant.name} seed {seed}"] = time.perf_counter() - began
-                log(
-                    f"[fine-tune] seed {seed} {variant.name:<16} {timings[f'{variant.name} seed {seed}']:5.1f} s  "
-                    f"{_headline(metrics)}"
-                )
+        _fine_tune_all(pretrained_dir, eval_sets, output_dir, config, progress, log, timings, per_seed, outcomes)
     for alias, name in config.aliases().items():
         per_seed[alias], outcomes[alias] = per_seed[name], outcomes[name]
 
     results = {variant: report.mean_over_seeds(runs) for variant, runs in per_seed.items()}
-    groups = _image_groups(eval_sets)
+    groups = image_groups(eval_sets)
     if config.bootstrap_samples:
         for variant, summary in results.items():
             report.add_intervals(summary, outcomes[variant], groups, config.bootstrap_samples)
@@ -265,6 +251,32 @@ def run_demo(
         f"wrote {', '.join(written)} to {output_dir}"
     )
     return result
+
+
+def _fine_tune_all(pretrained_dir: Path, eval_sets: dict, output_dir: Path, config: DemoConfig, progress: bool,
+                   log: StageLog, timings: dict[str, float], per_seed: dict, outcomes: dict) -> None:
+    """Fine-tune every variant for every seed from the pretrained model and evaluate it; record its metrics in
+    `per_seed`, its per-row outcomes in `outcomes` and its time in `timings` (variant -> seed -> ...)."""
+    from hf_hardpos.synthetic import world
+
+    for seed in config.seeds:
+        with log.stage("data"):
+            finetune_set = world.render_rows("finetune", config.finetune_examples, seed, image_size=config.image_size)
+        for variant in config.variants():
+            label = f"fine-tune seed {seed} {variant.name}"
+            began = time.perf_counter()
+            folder = output_dir / "models" / variant.name / f"seed-{seed}"
+            with log.stage(label):
+                model, processor = _load(pretrained_dir)
+                model = _train(model, processor, finetune_set, variant, seed, folder, config, progress, log)
+                metrics, rows = evaluate_on_world(model, processor, eval_sets)
+            per_seed.setdefault(variant.name, {})[seed] = metrics
+            outcomes.setdefault(variant.name, {})[seed] = rows
+            timings[f"{variant.name} seed {seed}"] = time.perf_counter() - began
+            log(
+                f"[fine-tune] seed {seed} {variant.name:<16} {timings[f'{variant.name} seed {seed}']:5.1f} s  "
+                f"{headline(metrics)}"
+            )
 
 
 def _tables(result: DemoResult, markdown: bool) -> str:
@@ -295,7 +307,7 @@ def _pretrained_model(models_dir: Path, config: DemoConfig, progress: bool, log:
             pass  # an unreadable key file: train again and overwrite it
     from hf_hardpos.synthetic import world
 
-    dataset = world.make_pretrain_dataset(config.pretrain_examples, config.pretrain_seed, image_size=config.image_size)
+    dataset = world.render_rows("pretrain", config.pretrain_examples, config.pretrain_seed, image_size=config.image_size)
     log(f"[pretrain] {len(dataset)} image / alt-text pairs, {config.pretrain_epochs:g} epochs, batch {config.pretrain_batch_size}")
     _pretrain(models_dir, dataset, config, progress, log)
     key_file.write_text(json.dumps({"digest": digest_of(key), **key}, indent=2) + "\n")
@@ -383,85 +395,6 @@ def _load(folder: Path):
     return CLIPModel.from_pretrained(folder), CLIPProcessor.from_pretrained(folder)
 
 
-def make_eval_sets(examples: int, image_size: int = 32) -> dict:
-    """The fixed synthetic REPLACE (two subsets) and SWAP sets every model is evaluated on."""
-    from hf_hardpos.synthetic import world
-
-    return {
-        "replace_attributes": world.make_replace_dataset(examples, EVAL_SEED, "attributes", image_size=image_size),
-        "replace_relations": world.make_replace_dataset(examples, EVAL_SEED, "relations", image_size=image_size),
-        "swap": world.make_swap_dataset(examples, EVAL_SEED, image_size=image_size),
-    }
-
-
-def evaluate_on_world(model, processor, eval_sets: dict) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, np.ndarray]]]:
-    """Metrics on each eval set, the paper's REPLACE column and the attribute rows split by edited word.
-
-    Returns (metrics by dataset under the demo's short names, per-row 0/1 outcomes by dataset) — the
-    latter for bootstrap intervals over images. Scores come from the package's `ITMScorer` (fp32
-    cosine similarity), metrics from `hf_hardpos.metrics` with its strict tie rule.
-    """
-    from ..evaluation.aggregation import REPLACE_POOLED, replace_aggregates
-    from ..evaluation.tasks.hard_positive import score_eval_set
-    from ..metrics import metrics_from_scores
-    from hf_hardpos.metrics import augmented_correct, brittle, original_correct
-    from hf_hardpos.scoring import ITMScorer
-
-    model.eval()
-    scorer = ITMScorer(model, processor, batch_size=256, progress=False)
-    scores = {name: score_eval_set(scorer, dataset) for name, dataset in eval_sets.items()}
-    words = edited_words(eval_sets["replace_attributes"])
-    for word in report.EDITED_WORDS:
-        keep = words == word
-        scores[f"replace_attributes[{word}]"] = {k: scores["replace_attributes"][k][keep] for k in ("original", "negative", "positive")}
-    raw = {name: metrics_from_scores(s["original"], s["negative"], s["positive"]) for name, s in scores.items()}
-    subsets = {"attributes": "replace_attributes", "relations": "replace_relations"}
-    raw["replace"] = replace_aggregates(
-        {subset: raw[name] for subset, name in subsets.items()}, {subset: scores[name] for subset, name in subsets.items()}
-    )[REPLACE_POOLED]
-    metrics = {name: report.rename_metrics(raw[name]) for name in (*report.DATASETS, *report.BY_EDITED_WORD)}
-    rows: dict[str, dict[str, np.ndarray]] = {}
-    for name in eval_sets:
-        s = scores[name]
-        rows[name] = {
-            "orig_acc": original_correct(s["original"], s["negative"]),
-            "aug_acc": augmented_correct(s["original"], s["negative"], s["positive"]),
-            "brittleness": brittle(s["original"], s["negative"], s["positive"]),
-        }
-    rows["replace"] = {
-        rate: np.concatenate([rows["replace_attributes"][rate], rows["replace_relations"][rate]]) for rate in report.RATE_METRICS
-    }
-    return metrics, rows
-
-
-def edited_words(dataset) -> np.ndarray:
-    """Per row of a REPLACE-attributes set: which slot ("shape", "colour", "size") its hard negative edits."""
-    from hf_hardpos import columns
-    from hf_hardpos.synthetic import captions as cap
-
-    names = []
-    for caption, negative in zip(dataset[columns.CAPTION], dataset[columns.HARD_NEGATIVE]):
-        (slot,) = cap.changed_slots(cap.parse_caption(caption), cap.parse_caption(negative))
-        names.append(slot.name)
-    return np.asarray(names)
-
-
-def _image_groups(eval_sets: dict) -> dict[str, np.ndarray]:
-    from hf_hardpos import columns
-
-    groups = {name: np.asarray(dataset[columns.IMAGE_ID]) for name, dataset in eval_sets.items()}
-    groups["replace"] = np.concatenate([groups["replace_attributes"], groups["replace_relations"]])
-    return groups
-
-
-def _headline(metrics: dict[str, dict[str, float]]) -> str:
-    return "  ".join(
-        f"{name.upper()} orig {100 * metrics[name]['orig_acc']:.1f} aug {100 * metrics[name]['aug_acc']:.1f} "
-        f"brittle {100 * metrics[name]['brittleness']:.1f}"
-        for name in ("replace", "swap")
-    )
-
-
 def _environment() -> dict[str, Any]:
     """Versions and thread settings the numbers depend on (recorded in run_info.json and the cache key)."""
     import torch
@@ -524,13 +457,10 @@ def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
 
 
 __all__ = [
-    "DemoConfig",
-    "DemoResult",
     "MAIN_VARIANTS",
     "SWEEP_WEIGHTS",
+    "DemoConfig",
+    "DemoResult",
     "Variant",
-    "edited_words",
-    "evaluate_on_world",
-    "make_eval_sets",
     "run_demo",
 ]
