@@ -19,8 +19,7 @@ from hf_hardpos.reporting.paired import mcnemar_exact_p, paired_difference
 from hf_hardpos.evaluation.tasks import CAPTION_SELECTION, HARD_POSITIVE
 from hf_hardpos.evaluation.suite import SuiteEntry, run_suite
 from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
-
-from run_fixtures import write_replace_folder, write_selection_folder, write_swap_folder
+from tests.support.runs import write_replace_folder, write_selection_folder, write_swap_folder
 
 
 @pytest.fixture(scope="module")

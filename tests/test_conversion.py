@@ -28,10 +28,10 @@ from hf_hardpos.conversion.verify import fixed_inputs, max_abs_differences, open
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.model_source import ModelSource
 from hf_hardpos.scoring import ITMScorer
+from tests.support.eval_data import make_eval_set
+from tests.support.paths import OPEN_CLIP_FIXTURES as FIXTURES
 
-from eval_fixtures import make_eval_set
 
-FIXTURES = Path(__file__).parent / "fixtures" / "open_clip"
 TOLERANCE = 1e-5
 QUICKGELU_JSON = FIXTURES / "tiny-quickgelu.json"
 GELU_JSON = FIXTURES / "tiny-gelu.json"

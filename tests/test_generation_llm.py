@@ -130,7 +130,7 @@ def test_batched_left_padded_generation_equals_one_by_one(tiny_lm_dir):
 
 def test_greedy_option_decodes_greedily_and_returns_only_new_tokens(tiny_lm_dir):
     # current-pipeline: the new tokens decoded on their own (the paper's fidelity keeps the 2024
-    # pipeline's leading space, tested in test_generation_fidelity.py)
+    # pipeline's leading space, tested in tests/test_generation_fidelity.py)
     generator = _generator(tiny_lm_dir, "replace", max_new_tokens=6, decoding="greedy", fidelity="current-pipeline")
     caption = "a white cat"
     prompt_ids = generator.tokenizer(generator.render(caption), return_tensors="pt")["input_ids"]

@@ -21,9 +21,9 @@ from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.metrics import METRIC_NAMES
 from hf_hardpos.evaluation.tasks import HARD_POSITIVE
 from hf_hardpos.evaluation.suite import SuiteEntry, run_suite
+from tests.support.eval_data import make_eval_set
+from tests.support.runs import write_replace_folder, write_swap_folder
 
-from eval_fixtures import make_eval_set
-from run_fixtures import write_replace_folder, write_swap_folder
 
 # (replaced phrase, replacement, hard negative's phrase): REPLACE relation rows whose word-level diff cuts the
 # phrase ("to the left of" -> "left of" gives `to the -> ''` for left and right alike).

@@ -25,8 +25,8 @@ from transformers.models.siglip2.tokenization_siglip2 import Siglip2Tokenizer
 from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.metrics import compute_metrics
 from hf_hardpos.scoring import ITMScorer
+from tests.support.eval_data import WORDS, make_eval_set
 
-from eval_fixtures import WORDS, make_eval_set
 
 CONTEXT = 64  # SigLIP's and SigLIP 2's text context
 COLUMNS = ("caption", "hard_negative", "hard_positive")

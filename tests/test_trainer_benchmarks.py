@@ -15,15 +15,6 @@ import json
 import numpy as np
 import pytest
 import yaml
-from eval_fixtures import write_hub_folder
-from test_tasks_caption_selection import make_selection_set, make_winoground
-from test_tasks_zeroshot import (
-    CLASSNAMES,
-    TEMPLATES,
-    WORDS,
-    _image_bytes,
-    write_webdataset,
-)
 from transformers import CLIPModel, CLIPProcessor
 
 from hf_hardpos.errors import UserInputError
@@ -53,17 +44,19 @@ from hf_hardpos.training import (
 )
 from hf_hardpos.training.checkpointing import EVAL_SECTIONS_NAME
 from hf_hardpos.training.model_card import section_table
+from tests.support.caption_selection import make_selection_set, make_winoground
+from tests.support.eval_data import write_hub_folder
+from tests.support.webdataset import CLASSNAMES, TEMPLATES, WORDS, image_bytes, write_webdataset
 
 EVAL_BATCH = 16
-
 
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("benchmarks")
     rng = np.random.default_rng(3)
-    samples = [{"png": _image_bytes(rng, "PNG"), "cls": str(i % len(CLASSNAMES)).encode()} for i in range(10)]
-    captioned = [{"jpg": _image_bytes(rng, "JPEG"), "txt": "\n".join(rng.choice(WORDS, 3)).encode()} for _ in range(6)]
+    samples = [{"png": image_bytes(rng, "PNG"), "cls": str(i % len(CLASSNAMES)).encode()} for i in range(10)]
+    captioned = [{"jpg": image_bytes(rng, "JPEG"), "txt": "\n".join(rng.choice(WORDS, 3)).encode()} for _ in range(6)]
     return {
         "coco": write_webdataset(root / "coco", captioned, nshards=2, dataset_type="retrieval"),
         "cifar": write_webdataset(root / "cifar", samples, nshards=2, classnames="\n".join(CLASSNAMES),

@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from test_trainer import SKIPPED, logged_args
-from train_fixtures import eval_rows, finetune_rows, load_tiny, make_args
 from transformers import TrainerCallback
 
 from hf_hardpos.training import HardPosTrainer
 from hf_hardpos.evaluation.section import Section
+from tests.support.training import SKIPPED, eval_rows, finetune_rows, load_tiny, logged_args, make_args
 
 # --- the best checkpoint survives a resume (load_best_model_at_end) ----------------------------------
 
