@@ -11,7 +11,8 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+from tests.support.devices import HAS_CUDA  # noqa: E402
+from tests.support.paths import OPEN_CLIP_FIXTURES, SHARED_DATA  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -25,16 +26,6 @@ def _private_datasets_cache(tmp_path, monkeypatch):
     import datasets
 
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf_datasets_cache")
-
-
-def cuda_available() -> bool:
-    """Whether this machine really has CUDA (read before any test hides it)."""
-    import torch
-
-    return torch.cuda.is_available()
-
-
-HAS_CUDA = cuda_available()
 
 
 @pytest.fixture(autouse=True)
@@ -81,7 +72,7 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def pos_nlp():
-    """A spaCy pipeline that tags the masked-LM fixtures' words (tests/mlm_fixtures.py), built in code.
+    """A spaCy pipeline that tags the masked-LM fixtures' words (tests/support/mlm.py), built in code.
 
     spaCy is in the `test` extra, so in CI (`CI=true`) its absence fails instead of skipping the
     tagger tests; locally they skip with the install command.
@@ -93,7 +84,7 @@ def pos_nlp():
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(message + "; CI installs the test extra, which includes spaCy")
         pytest.skip(message)
-    from mlm_fixtures import make_pos_pipeline
+    from tests.support.mlm import make_pos_pipeline
 
     return make_pos_pipeline()
 
@@ -101,7 +92,7 @@ def pos_nlp():
 @pytest.fixture(scope="session")
 def tiny_mlm_dir(tmp_path_factory) -> Path:
     """A tiny random masked LM (BERT, word-level tokenizer) saved like a Hub repo, built once per session."""
-    from mlm_fixtures import build_tiny_mlm
+    from tests.support.mlm import build_tiny_mlm
 
     return build_tiny_mlm(tmp_path_factory.mktemp("tiny_mlm"))
 
@@ -110,9 +101,20 @@ def tiny_mlm_dir(tmp_path_factory) -> Path:
 def tiny_tokenizer(tmp_path_factory) -> Path:
     """The tiny open_clip fixtures' 528-token BPE (tests/fixtures/open_clip): the first 14 merges of
     CLIP's, in open_clip's file format."""
-    from hf_hardpos.conversion.tokenizer import clip_tokenizer_from_merges, read_bpe_merges
+    from hf_hardpos.conversion.tokenizer import (
+        clip_tokenizer_from_merges,
+        read_bpe_merges,
+    )
 
     folder = tmp_path_factory.mktemp("tiny_tokenizer")
-    merges = read_bpe_merges(Path(__file__).parent / "fixtures" / "open_clip" / "tiny_bpe_merges.txt")
+    merges = read_bpe_merges(OPEN_CLIP_FIXTURES / "tiny_bpe_merges.txt")
     clip_tokenizer_from_merges(merges, context_length=16).save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="module")
+def suite_folders(tmp_path_factory) -> dict[str, Path]:
+    """One tiny folder per task the suite recognises (tests/support/suite.py), by name."""
+    from tests.support.suite import write_suite_folders
+
+    return write_suite_folders(tmp_path_factory.mktemp("suite_data"))

@@ -5,7 +5,6 @@ import json
 import numpy as np
 import pytest
 from datasets import Dataset
-from eval_fixtures import make_eval_set, write_hub_folder
 
 from hf_hardpos.cli import main
 from hf_hardpos.evaluation.aggregation import (
@@ -14,7 +13,13 @@ from hf_hardpos.evaluation.aggregation import (
     pooled_from_results,
     replace_aggregates,
 )
-from hf_hardpos.metrics import METRIC_NAMES, bootstrap_interval, compute_metrics, wilson_interval
+from hf_hardpos.metrics import (
+    METRIC_NAMES,
+    bootstrap_interval,
+    compute_metrics,
+    wilson_interval,
+)
+from tests.support.eval_data import make_eval_set, write_hub_folder
 
 RATES = {"original_accuracy": "original_correct", "augmented_accuracy": "augmented_correct", "brittleness": "brittle"}
 

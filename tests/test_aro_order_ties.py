@@ -5,12 +5,11 @@ import numpy as np
 import pytest
 from transformers import CLIPModel, CLIPProcessor
 
-from hf_hardpos.scoring import ITMScorer
 from hf_hardpos.evaluation.tasks.aro import ARO_TRUE_CAPTION_FIRST
 from hf_hardpos.evaluation.tasks.caption_selection import evaluate_caption_selection
 from hf_hardpos.evaluation.tasks.selection import selection_correct
-
-from test_tasks_caption_selection import make_selection_set
+from hf_hardpos.scoring import ITMScorer
+from tests.support.caption_selection import make_selection_set
 
 
 def aro_order_correct(scores: np.ndarray) -> np.ndarray:

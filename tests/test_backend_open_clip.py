@@ -29,8 +29,8 @@ from hf_hardpos.cli import main
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.metrics import compute_metrics
 from hf_hardpos.provenance import sha256_file
+from tests.support.paths import OPEN_CLIP_FIXTURES as FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "open_clip"
 OPEN_CLIP = BACKENDS["open_clip"]
 COLUMNS = ("caption", "hard_negative", "hard_positive")
 HAS_OPEN_CLIP = importlib.util.find_spec("open_clip") is not None

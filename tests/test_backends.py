@@ -15,7 +15,6 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from eval_fixtures import make_eval_set, write_hub_folder
 
 from hf_hardpos.backends import (
     BACKENDS,
@@ -29,6 +28,7 @@ from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.model_source import ModelSource, check_model_options
 from hf_hardpos.provenance import digest_of
 from hf_hardpos.scoring import ITMScorer
+from tests.support.eval_data import make_eval_set, write_hub_folder
 
 # -- the table --------------------------------------------------------------------------------------------
 

@@ -10,8 +10,7 @@ from transformers import CLIPConfig, CLIPModel, CLIPProcessor
 
 from hf_hardpos import cli
 from hf_hardpos.errors import UserInputError
-
-from test_eval_provenance import _write_hub_folder
+from tests.support.eval_data import write_attributes_relations_folder
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +36,8 @@ def broken_models(tiny_clip_dir, tmp_path_factory):
 @pytest.fixture(scope="module")
 def data_folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("data")
-    good = _write_hub_folder(_mkdir(root / "good"))
-    garbled = _write_hub_folder(_mkdir(root / "garbled"))
+    good = write_attributes_relations_folder(_mkdir(root / "good"))
+    garbled = write_attributes_relations_folder(_mkdir(root / "garbled"))
     (garbled / "data" / "attributes" / "test-00000-of-00001.parquet").write_bytes(b"not a parquet file")
     return {"good": good, "garbled": garbled}
 

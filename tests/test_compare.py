@@ -11,16 +11,19 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from hf_hardpos.evaluation.aggregation import REPLACE_POOLED
 from hf_hardpos.cli import main
+from hf_hardpos.evaluation.aggregation import REPLACE_POOLED
 from hf_hardpos.evaluation.run import evaluate_model
+from hf_hardpos.evaluation.suite import SuiteEntry, run_suite
+from hf_hardpos.evaluation.tasks import CAPTION_SELECTION, HARD_POSITIVE
 from hf_hardpos.metrics import METRIC_NAMES
 from hf_hardpos.reporting.paired import mcnemar_exact_p, paired_difference
-from hf_hardpos.evaluation.tasks import CAPTION_SELECTION, HARD_POSITIVE
-from hf_hardpos.evaluation.suite import SuiteEntry, run_suite
 from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
-
-from run_fixtures import write_replace_folder, write_selection_folder, write_swap_folder
+from tests.support.runs import (
+    write_replace_folder,
+    write_selection_folder,
+    write_swap_folder,
+)
 
 
 @pytest.fixture(scope="module")

@@ -20,18 +20,29 @@ from hf_hardpos import citations
 from hf_hardpos.commands import convert as convert_command
 from hf_hardpos.commands import zoo as zoo_command
 from hf_hardpos.conversion import convert_checkpoint, resolve_model
-from hf_hardpos.conversion_record import DDP_PREFIX_REMOVED, OPENAI_ARCHIVE, TRAINING_CHECKPOINT
 from hf_hardpos.conversion.open_clip_config import load_open_clip_config
 from hf_hardpos.conversion.presets import NO_PUBLIC_RELEASE, PRESETS
-from hf_hardpos.conversion.tokenizer import clip_tokenizer_from_merges, load_clip_tokenizer, read_bpe_merges
-from hf_hardpos.conversion.verify import fixed_inputs, max_abs_differences, open_clip_unavailable_reason
+from hf_hardpos.conversion.tokenizer import (
+    clip_tokenizer_from_merges,
+    load_clip_tokenizer,
+    read_bpe_merges,
+)
+from hf_hardpos.conversion.verify import (
+    fixed_inputs,
+    max_abs_differences,
+    open_clip_unavailable_reason,
+)
+from hf_hardpos.conversion_record import (
+    DDP_PREFIX_REMOVED,
+    OPENAI_ARCHIVE,
+    TRAINING_CHECKPOINT,
+)
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.model_source import ModelSource
 from hf_hardpos.scoring import ITMScorer
+from tests.support.eval_data import make_eval_set
+from tests.support.paths import OPEN_CLIP_FIXTURES as FIXTURES
 
-from eval_fixtures import make_eval_set
-
-FIXTURES = Path(__file__).parent / "fixtures" / "open_clip"
 TOLERANCE = 1e-5
 QUICKGELU_JSON = FIXTURES / "tiny-quickgelu.json"
 GELU_JSON = FIXTURES / "tiny-gelu.json"

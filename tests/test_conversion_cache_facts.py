@@ -6,8 +6,8 @@ from pathlib import Path
 
 from hf_hardpos.conversion import resolve_model
 from hf_hardpos.conversion_record import MARKER
+from tests.support.paths import OPEN_CLIP_FIXTURES as FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "open_clip"
 QUICKGELU_JSON = FIXTURES / "tiny-quickgelu.json"
 
 

@@ -10,8 +10,8 @@ import torch
 from hf_hardpos.conversion.openai import read_torchscript_tensors
 from hf_hardpos.conversion.state_dict import load_state_dict
 from hf_hardpos.errors import UserInputError
+from tests.support.paths import OPEN_CLIP_FIXTURES as FIXTURES
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "open_clip"
 MARKER = "SETSTATE-MARKER-5b1e"
 
 
@@ -125,9 +125,8 @@ def test_a_failing_push_never_shows_the_token(tmp_path, tiny_tokenizer, monkeypa
 
 def test_hardpos_eval_of_the_crafted_archive_runs_nothing(crafted, tmp_path, capfd):
     """`hardpos eval --model FILE.pt` reaches the same reader: exit 2, one line, no marker."""
-    from eval_fixtures import make_eval_set
-
     from hf_hardpos.cli import main
+    from tests.support.eval_data import make_eval_set
 
     data = tmp_path / "set"
     make_eval_set(num_images=2, rows_per_image=1).to_parquet(str(data / "data" / "default" / "test-00000-of-00001.parquet"))

@@ -6,17 +6,6 @@ from collections import Counter
 
 import datasets
 import pytest
-from data_fixtures import (
-    ARO_ATTRIBUTION_ROWS,
-    column_sources,
-    ARO_RELATION_ROWS,
-    KARPATHY_COCO,
-    KARPATHY_FLICKR,
-    make_aro_sources,
-    make_coco_placeholders,
-    make_vg_images,
-    toy_tagger,
-)
 from PIL import Image
 
 from hf_hardpos.data.aro import (
@@ -27,6 +16,18 @@ from hf_hardpos.data.aro import (
     shuffle_trigrams,
     shuffle_within_trigrams,
 )
+from tests.support.data_sources import (
+    ARO_ATTRIBUTION_ROWS,
+    ARO_RELATION_ROWS,
+    KARPATHY_COCO,
+    KARPATHY_FLICKR,
+    column_sources,
+    make_aro_sources,
+    make_coco_placeholders,
+    make_vg_images,
+    toy_tagger,
+)
+from tests.support.paths import REPO
 
 
 @pytest.fixture
@@ -116,14 +117,13 @@ def test_build_all_four_configs(sources):
 
 def test_cli_vg_configs_and_clear_errors(sources, capsys):
     import runpy
-    from pathlib import Path
 
     from hf_hardpos.cli import main as hardpos
 
     tmp_path, *_ = sources
     common = ["build", "aro", "--aro-dir", str(tmp_path / "aro"), "--no-progress"]
     argv = [*common, "--images-dir", str(tmp_path / "aro" / "images"), "--output-dir", str(tmp_path / "out")]
-    script = runpy.run_path(str(Path(__file__).resolve().parents[1] / "dataset_scripts" / "aro.py"))["main"]
+    script = runpy.run_path(str(REPO / "dataset_scripts" / "aro.py"))["main"]
     assert script([*argv[2:], "--configs", "vg_relation", "vg_attribution"]) == 0
     saved = json.loads((tmp_path / "out" / "build_report.json").read_text())
     assert saved["counts"]["vg_relation"] == 2 and saved["expected_counts"]["vg_relation"] == 23_937

@@ -9,7 +9,12 @@ import re
 
 import pyarrow.parquet as pq
 import pytest
-from data_fixtures import (
+
+from hf_hardpos.cli import main as hardpos
+from hf_hardpos.data.checks import DataValidationError, MissingImageError
+from hf_hardpos.data.replace import export_replace
+from hf_hardpos.data.swap import export_swap
+from tests.support.data_sources import (
     REPLACE_ROWS,
     make_replace_upstream,
     make_swap_upstream,
@@ -17,11 +22,7 @@ from data_fixtures import (
     replace_images,
     write_json,
 )
-
-from hf_hardpos.cli import main as hardpos
-from hf_hardpos.data.checks import DataValidationError, MissingImageError
-from hf_hardpos.data.replace import export_replace
-from hf_hardpos.data.swap import export_swap
+from tests.support.paths import REPO
 
 
 @pytest.fixture
@@ -145,14 +146,13 @@ def test_no_command_takes_a_token(capsys):
     """Issue 28.3: a token on a command line is readable by every user; none of our options takes one."""
     import subprocess
     import sys
-    from pathlib import Path
 
     token_option = re.compile(r"--[\w-]*token(?![a-z])", re.IGNORECASE)  # --token, --hub_token; not --tokenizer
     texts = _all_help_texts()
     assert len(texts) > 10 and any("--tokenizer" in text for text in texts)
     for text in texts:
         assert not token_option.findall(text), token_option.findall(text)
-    script = Path(__file__).resolve().parents[1] / "examples" / "finetune.py"
+    script = REPO / "examples" / "finetune.py"
     result = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120,
                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert result.returncode == 0 and "--output_dir" in result.stdout

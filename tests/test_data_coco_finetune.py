@@ -5,14 +5,6 @@ from pathlib import Path
 
 import datasets
 import pytest
-from data_fixtures import (
-    COCO_CAPTIONS,
-    COCO_IMAGES,
-    card_numbers,
-    column_sources,
-    make_coco_sources,
-    write_json,
-)
 
 from hf_hardpos.data.checks import (
     DataValidationError,
@@ -22,6 +14,15 @@ from hf_hardpos.data.checks import (
 from hf_hardpos.data.coco_captions import get_coco_split
 from hf_hardpos.data.coco_finetune import attach_coco_images, export_finetune
 from hf_hardpos.data.coco_finetune_card import column_meanings_for, swap_eligible
+from tests.support.data_sources import (
+    COCO_CAPTIONS,
+    COCO_IMAGES,
+    card_numbers,
+    column_sources,
+    make_coco_sources,
+    write_json,
+)
+from tests.support.paths import REPO
 
 
 def fake_replace(caption: str) -> str | None:
@@ -109,10 +110,9 @@ def test_default_generators_are_the_package_rules(sources, tmp_path):
 
 def test_script(sources, tmp_path):
     import runpy
-    from pathlib import Path
 
     upstream, coco = sources
-    main = runpy.run_path(str(Path(__file__).resolve().parents[1] / "dataset_scripts" / "coco_finetune.py"))["main"]
+    main = runpy.run_path(str(REPO / "dataset_scripts" / "coco_finetune.py"))["main"]
     pytest.importorskip("hf_hardpos.generation.rules")
     out = tmp_path / "out"
     assert main(["--upstream-dir", str(upstream), "--coco-annotations", str(coco), "--output-dir", str(out)]) == 0

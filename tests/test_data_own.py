@@ -5,12 +5,12 @@ import json
 
 import numpy as np
 import pytest
-from data_fixtures import card_metadata
 from PIL import Image
 
 from hf_hardpos.data.own import export_own
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.evaluation.run import evaluate_model
+from tests.support.data_sources import card_metadata
 
 
 def _write_images(folder, count):

@@ -1,11 +1,18 @@
 """REPLACE builder: fixture sources -> Hub folder -> load_dataset gives the same rows; bad inputs fail clearly."""
 
 import json
-from pathlib import Path
 
 import datasets
 import pytest
-from data_fixtures import (
+
+from hf_hardpos.data.checks import (
+    AlignmentError,
+    DataValidationError,
+    MissingImageError,
+)
+from hf_hardpos.data.dataset_card import completeness_text
+from hf_hardpos.data.replace import export_replace, is_substring_artifact, phrase_diff
+from tests.support.data_sources import (
     EXPECTED_ARTIFACTS,
     EXPECTED_DUPLICATE_OF,
     REPLACE_ROWS,
@@ -19,13 +26,9 @@ from data_fixtures import (
     replace_images,
     write_json,
 )
+from tests.support.paths import REPO, SHARED_DATA
 
-from hf_hardpos.data.checks import AlignmentError, DataValidationError, MissingImageError
-from hf_hardpos.data.dataset_card import completeness_text
-from hf_hardpos.data.replace import export_replace, is_substring_artifact, phrase_diff
-
-
-SHARED_HARD_POSITIVES = Path(__file__).resolve().parents[2] / "shared" / "data" / "hard_positives"
+SHARED_HARD_POSITIVES = SHARED_DATA / "hard_positives"
 
 
 @pytest.fixture
@@ -161,7 +164,7 @@ def test_script_builds_and_reports_errors(sources, tmp_path, capsys):
     import runpy
 
     upstream, images_dir, _ = sources
-    script = Path(__file__).resolve().parents[1] / "dataset_scripts" / "replace.py"
+    script = REPO / "dataset_scripts" / "replace.py"
     main = runpy.run_path(str(script))["main"]
     out = tmp_path / "out"
     assert main(["--upstream-dir", str(upstream), "--images-dir", str(images_dir), "--output-dir", str(out)]) == 0

@@ -5,16 +5,6 @@ import json
 
 import datasets
 import pytest
-from data_fixtures import (
-    card_numbers,
-    card_section,
-    card_sources,
-    column_sources,
-    fake_downloads,
-    make_coco_placeholders,
-    unpack_upstream,
-    write_json,
-)
 
 from hf_hardpos.data.checks import DataValidationError, MissingImageError
 from hf_hardpos.data.dataset_card import completeness_text
@@ -24,6 +14,17 @@ from hf_hardpos.data.sugarcrepe import (
     export_sugarcrepe,
     export_sugarcrepe_pp,
 )
+from tests.support.data_sources import (
+    card_numbers,
+    card_section,
+    card_sources,
+    column_sources,
+    fake_downloads,
+    make_coco_placeholders,
+    unpack_upstream,
+    write_json,
+)
+from tests.support.paths import REPO
 
 
 def upstream_rows(root, subset):
@@ -167,13 +168,12 @@ def test_malformed_upstream_rows_name_file_and_row(tmp_path):
 
 def test_scripts_and_hardpos_build(tmp_path, capsys):
     import runpy
-    from pathlib import Path
 
     from hf_hardpos.cli import main as hardpos
 
     root = unpack_upstream("sugarcrepe_pp", tmp_path / "scpp")
     images_dir, _ = coco_images(root, tmp_path, ["swap_obj"])
-    script = Path(__file__).resolve().parents[1] / "dataset_scripts" / "sugarcrepe_pp.py"
+    script = REPO / "dataset_scripts" / "sugarcrepe_pp.py"
     main = runpy.run_path(str(script))["main"]
     common = ["--upstream-dir", str(root), "--subsets", "swap_obj", "--no-progress"]
     assert main([*common, "--images-dir", str(images_dir), "--output-dir", str(tmp_path / "a")]) == 0
@@ -189,7 +189,7 @@ def test_scripts_and_hardpos_build(tmp_path, capsys):
     (tmp_path / "file").write_text("")
     assert hardpos(["build", "sugarcrepe", "--output-dir", str(tmp_path / "file" / "x")]) == 2
     assert "--output-dir" in capsys.readouterr().err
-    script = Path(__file__).resolve().parents[1] / "dataset_scripts" / "sugarcrepe.py"
+    script = REPO / "dataset_scripts" / "sugarcrepe.py"
     sc_root = unpack_upstream("sugarcrepe", tmp_path / "sugar-crepe")
     main = runpy.run_path(str(script))["main"]
     argv = ["--upstream-dir", str(sc_root), "--subsets", "swap_att", "--no-images", "--output-dir", str(tmp_path / "d")]

@@ -5,11 +5,21 @@ import json
 
 import datasets
 import pytest
-from data_fixtures import SWAP_ROWS, make_swap_upstream, make_vg_images, write_json
 from PIL import Image
 
+from hf_hardpos.data.checks import (
+    AlignmentError,
+    DataValidationError,
+    MissingImageError,
+)
 from hf_hardpos.data.swap import export_swap
-from hf_hardpos.data.checks import AlignmentError, DataValidationError, MissingImageError
+from tests.support.data_sources import (
+    SWAP_ROWS,
+    make_swap_upstream,
+    make_vg_images,
+    write_json,
+)
+from tests.support.paths import REPO
 
 
 @pytest.fixture
@@ -81,7 +91,6 @@ def test_misaligned_invalid_and_missing(sources, tmp_path):
 
 def test_script_without_images_and_push(sources, tmp_path, monkeypatch):
     import runpy
-    from pathlib import Path
 
     import huggingface_hub
 
@@ -100,7 +109,7 @@ def test_script_without_images_and_push(sources, tmp_path, monkeypatch):
 
     monkeypatch.setattr(huggingface_hub, "HfApi", FakeHfApi)
     upstream, aro, _, _ = sources
-    main = runpy.run_path(str(Path(__file__).resolve().parents[1] / "dataset_scripts" / "swap.py"))["main"]
+    main = runpy.run_path(str(REPO / "dataset_scripts" / "swap.py"))["main"]
     out = tmp_path / "out"
     argv = ["--upstream-dir", str(upstream), "--aro-dir", str(aro), "--no-images", "--output-dir", str(out)]
     assert main([*argv, "--push-to-hub", "someorg/swap", "--private"]) == 0

@@ -12,7 +12,11 @@ import json
 import re
 
 import pytest
-from data_fixtures import (
+from PIL import Image
+
+from hf_hardpos.cli import main as hardpos
+from hf_hardpos.data.image_sources import UnsafePathError, path_under
+from tests.support.data_sources import (
     COCO_IMAGES,
     KARPATHY_COCO,
     make_aro_sources,
@@ -25,10 +29,6 @@ from data_fixtures import (
     toy_tagger,
     write_json,
 )
-from PIL import Image
-
-from hf_hardpos.cli import main as hardpos
-from hf_hardpos.data.image_sources import UnsafePathError, path_under
 
 MARKER = b"PRIVATE-MARKER-7f3a9c"
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO as ROOT
+
 LINK = re.compile(r"\]\((?!https?://|#)([^)#\s]+)(?:#[^)]*)?\)")
 MAX_README_LINES = 300
 BASH_BLOCK = re.compile(r"^```bash\n(.*?)^```", re.M | re.S)

@@ -1,6 +1,6 @@
 """`hardpos eval --model FILE.pt`: a checkpoint is converted once, scored like any HF model, and named by its sha256.
 
-Uses the tiny open_clip fixtures of test_conversion.py (a DDP training checkpoint of a QuickGELU
+Uses the tiny open_clip fixtures of tests/test_conversion.py (a DDP training checkpoint of a QuickGELU
 config and its 528-token BPE) on generated hard-positive sets.
 """
 
@@ -16,16 +16,15 @@ from datasets import Dataset
 
 from hf_hardpos.cli import main
 from hf_hardpos.conversion import resolve_model
-from hf_hardpos.provenance import sha256_file
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.evaluation.suite import SuiteEntry, run_suite
+from hf_hardpos.provenance import sha256_file
+from tests.support.caption_selection import make_selection_set
+from tests.support.eval_data import write_attributes_relations_folder
+from tests.support.paths import OPEN_CLIP_FIXTURES, QUICKGELU_JSON
 
-from test_conversion import FIXTURES, QUICKGELU_JSON
-from test_eval_provenance import _write_hub_folder
-from test_tasks_caption_selection import make_selection_set
-
-CHECKPOINT = FIXTURES / "quickgelu_ddp.pt"
+CHECKPOINT = OPEN_CLIP_FIXTURES / "quickgelu_ddp.pt"
 CHECKPOINT_SHA256 = sha256_file(CHECKPOINT, progress=False)
 
 
@@ -39,7 +38,7 @@ def cache(tmp_path, monkeypatch) -> Path:
 
 @pytest.fixture(scope="module")
 def hub_folder(tmp_path_factory) -> Path:
-    return _write_hub_folder(tmp_path_factory.mktemp("replace"))
+    return write_attributes_relations_folder(tmp_path_factory.mktemp("replace"))
 
 
 def _eval(*argv: str) -> int:

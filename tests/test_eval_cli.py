@@ -5,12 +5,12 @@ import json
 import numpy as np
 import pytest
 from datasets import load_dataset
-from eval_fixtures import make_eval_set, write_hub_folder
 
 from hf_hardpos.cli import main
 from hf_hardpos.evaluation.aggregation import REPLACE_MACRO_MEAN, REPLACE_POOLED
 from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.metrics import compute_metrics
+from tests.support.eval_data import make_eval_set, write_hub_folder
 
 
 @pytest.fixture(scope="module")

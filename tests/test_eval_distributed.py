@@ -14,14 +14,13 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 from datasets import Dataset, Features, Image, Value
-from eval_fixtures import make_eval_set, write_hub_folder
 
 from hf_hardpos.cli import main
 from hf_hardpos.evaluation.distributed import deal_batches
 from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
+from tests.support.eval_data import make_eval_set, write_hub_folder
 
 CONFIGS = ("attributes", "relations")
-
 
 
 def _torchrun(*args, cwd):

@@ -6,7 +6,6 @@ import re
 
 import numpy as np
 import pytest
-from run_fixtures import write_replace_folder
 from scipy.stats import binomtest
 
 from hf_hardpos.cli import main
@@ -14,6 +13,7 @@ from hf_hardpos.evaluation import intervals
 from hf_hardpos.evaluation.suite import SuiteEntry, run_suite
 from hf_hardpos.evaluation.tasks import HARD_POSITIVE
 from hf_hardpos.metrics import METRIC_NAMES, wilson_interval
+from tests.support.runs import write_replace_folder
 
 RATE_CELL = re.compile(r"\d+\.\d \[\d+\.\d, \d+\.\d\]")
 
@@ -86,7 +86,7 @@ def test_suite_takes_bootstrap(tiny_clip_dir, tmp_path):
 
 def test_other_tasks_print_an_interval_on_each_counted_rate(tiny_clip_dir, tmp_path, capsys):
     """Caption selection: accuracy is a count over rows, so it gets its Wilson interval too."""
-    from run_fixtures import write_selection_folder
+    from tests.support.runs import write_selection_folder
 
     data = write_selection_folder(tmp_path / "selection")
     capsys.readouterr()

@@ -9,7 +9,6 @@ import json
 import pyarrow.parquet as pq
 import pytest
 import torch
-from eval_fixtures import make_eval_set, write_hub_folder
 from transformers import CLIPModel, CLIPProcessor
 
 from hf_hardpos.cli import main
@@ -17,6 +16,7 @@ from hf_hardpos.evaluation.multi_model import expand_models, folder_names, model
 from hf_hardpos.pixel_store import PixelStore, SharedPixelScorer
 from hf_hardpos.scoring import ITMScorer
 from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
+from tests.support.eval_data import make_eval_set, write_hub_folder
 
 CONFIGS = ("attributes", "relations")
 

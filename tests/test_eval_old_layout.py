@@ -11,7 +11,6 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-from eval_fixtures import make_eval_set, write_hub_folder
 
 from hf_hardpos.evaluation.aggregation import REPLACE_POOLED
 from hf_hardpos.evaluation.definitions import RESULT_LAYOUT_VERSION
@@ -21,8 +20,10 @@ from hf_hardpos.evaluation.suite_entry import SuiteEntry
 from hf_hardpos.model_source import ModelSource
 from hf_hardpos.reporting.compare import compare_runs, render
 from hf_hardpos.reporting.runs import load_run
+from tests.support.eval_data import make_eval_set, write_hub_folder
+from tests.support.paths import FIXTURES
 
-LAYOUT_1 = Path(__file__).parent / "fixtures" / "run_layout_1"
+LAYOUT_1 = FIXTURES / "run_layout_1"
 
 
 def _json(path: Path) -> dict:

@@ -6,10 +6,10 @@ import threading
 
 import numpy as np
 import pytest
-from test_eval_provenance import _write_hub_folder
 
 from hf_hardpos import output_folder
 from hf_hardpos.evaluation.run import evaluate_model
+from tests.support.eval_data import write_attributes_relations_folder
 
 
 def _quiet(**kwargs):
@@ -22,7 +22,7 @@ def _saved(out):
 
 @pytest.fixture()
 def hub_folder(tmp_path):
-    return _write_hub_folder(tmp_path / "replace")
+    return write_attributes_relations_folder(tmp_path / "replace")
 
 
 def test_concurrent_runs_into_one_output_keep_both_configs(tiny_clip_dir, hub_folder, tmp_path):
@@ -91,8 +91,8 @@ def test_full_run_replaces_a_partial_one(tiny_clip_dir, hub_folder, tmp_path):
 
 
 def test_second_dataset_never_reports_the_first_ones_configs(tiny_clip_dir, tmp_path):
-    first = _write_hub_folder(tmp_path / "A", seeds=(0, 1))
-    second = _write_hub_folder(tmp_path / "B", seeds=(5, 6))
+    first = write_attributes_relations_folder(tmp_path / "A", seeds=(0, 1))
+    second = write_attributes_relations_folder(tmp_path / "B", seeds=(5, 6))
     out = tmp_path / "out"
     evaluate_model(str(tiny_clip_dir), str(first), output_dir=out, **_quiet())
     messages = []

@@ -5,20 +5,16 @@ import shutil
 
 import pytest
 from datasets import Dataset
-from eval_fixtures import make_eval_set, write_hub_folder
 
 from hf_hardpos.cli import main
 from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
-
-
-def _write_hub_folder(root, seeds=(0, 1), configs=("attributes", "relations")):
-    return write_hub_folder(root, {c: make_eval_set(num_images=4, rows_per_image=2, seed=s) for s, c in zip(seeds, configs)})
+from tests.support.eval_data import make_eval_set, write_attributes_relations_folder
 
 
 @pytest.fixture()
 def hub_folder(tmp_path):
-    return _write_hub_folder(tmp_path / "replace")
+    return write_attributes_relations_folder(tmp_path / "replace")
 
 
 def test_metrics_json_records_how_the_numbers_were_obtained(tiny_clip_dir, hub_folder, tmp_path):
@@ -66,14 +62,14 @@ def test_configs_evaluated_one_by_one_are_merged(tiny_clip_dir, hub_folder, tmp_
 
 def test_local_datasets_are_read_by_content_not_by_folder_name(tiny_clip_dir, tmp_path):
     """Two folders with the same name and README but different rows must not share `datasets`' cache."""
-    a = _write_hub_folder(tmp_path / "a" / "replace", seeds=(0, 1))
-    b = _write_hub_folder(tmp_path / "b" / "replace", seeds=(2, 3))
+    a = write_attributes_relations_folder(tmp_path / "a" / "replace", seeds=(0, 1))
+    b = write_attributes_relations_folder(tmp_path / "b" / "replace", seeds=(2, 3))
     assert (a / "README.md").read_text() == (b / "README.md").read_text()
     result_a = evaluate_model(str(tiny_clip_dir), str(a), progress=False)
     result_b = evaluate_model(str(tiny_clip_dir), str(b), progress=False)
     assert result_a.results != result_b.results
     # Rebuilt in place with other rows: the new rows are read.
-    _write_hub_folder(a, seeds=(2, 3))
+    write_attributes_relations_folder(a, seeds=(2, 3))
     assert evaluate_model(str(tiny_clip_dir), str(a), progress=False).results == result_b.results
 
 

@@ -38,8 +38,7 @@ def test_scorer_and_collator_open_images_as_stored():
 
 def test_policy_is_recorded_with_the_results(tiny_clip_dir, tmp_path):
     from hf_hardpos.evaluation.run import evaluate_model
-
-    from eval_fixtures import make_eval_set
+    from tests.support.eval_data import make_eval_set
 
     out = tmp_path / "out"
     evaluate_model(str(tiny_clip_dir), make_eval_set(2, 2), output_dir=out, progress=False, log=lambda m: None)

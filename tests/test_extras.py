@@ -10,9 +10,9 @@ import re
 import subprocess
 import sys
 from email.parser import Parser
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import REPO as ROOT
+
 DOCUMENTED = re.compile(r"""\.\[([A-Za-z0-9_,.-]+)\]|\[([A-Za-z0-9_.-]+)\] extra""")
 
 

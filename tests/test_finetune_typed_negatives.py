@@ -2,7 +2,7 @@
 `hardpos generate --negative --method mlm` output, aligned by caption index, and trained on.
 
 The negatives are made by the real masked-LM generator (tiny random BERT + rule-tagged spaCy, see
-tests/mlm_fixtures.py) over the captions of a default build, exported the way the docs say; the
+tests/support/mlm.py) over the captions of a default build, exported the way the docs say; the
 expected columns are read from the generation JSONL here, independently of the builder.
 """
 
@@ -17,8 +17,6 @@ import datasets
 import numpy as np
 import pytest
 import torch
-from data_fixtures import COCO_CAPTIONS, card_numbers, column_sources, make_coco_sources
-from test_recipes import RECIPES
 from transformers import AutoTokenizer
 
 from hf_hardpos import cli, columns
@@ -28,6 +26,13 @@ from hf_hardpos.generation import validation
 from hf_hardpos.generation.mlm import TYPES, MLMNegativeGenerator, spacy_tagger
 from hf_hardpos.generation.resumable import manifest_path
 from hf_hardpos.generation.rule_generator import RuleGenerator
+from tests.support.data_sources import (
+    COCO_CAPTIONS,
+    card_numbers,
+    column_sources,
+    make_coco_sources,
+)
+from tests.support.paths import RECIPES
 
 CAPTIONS = [caption for _, _, caption, _, _ in COCO_CAPTIONS]
 
@@ -40,7 +45,7 @@ def load(folder: Path, config: str | None = None) -> datasets.Dataset:
 
 
 def build_and_generate(tmp_path, tiny_mlm_dir, pos_nlp, *procedure: str, captions=None, report: bool = False) -> dict:
-    """COCO sources (`captions`: `data_fixtures.COCO_CAPTIONS`' shape, those by default), a default build,
+    """COCO sources (`captions`: tests/support/data_sources.py's `COCO_CAPTIONS` shape, those by default), a default build,
     its captions exported to JSONL, and `hardpos generate --kind all` on them; `procedure`: the extra
     arguments (none: CE-CLIP's, the default)."""
     upstream, annotations, images = tmp_path / "hard_positives", tmp_path / "coco", tmp_path / "coco" / "train2014"

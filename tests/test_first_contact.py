@@ -19,7 +19,7 @@ def _error(capsys, *argv) -> str:
 
 
 def test_a_missing_hub_model_says_what_to_run(capsys, tmp_path, monkeypatch):
-    from run_fixtures import write_replace_folder
+    from tests.support.runs import write_replace_folder
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     data = write_replace_folder(tmp_path / "replace")
@@ -29,7 +29,7 @@ def test_a_missing_hub_model_says_what_to_run(capsys, tmp_path, monkeypatch):
 
 
 def test_a_folder_that_is_no_model_is_named(tiny_clip_dir, capsys, tmp_path):
-    from run_fixtures import write_replace_folder
+    from tests.support.runs import write_replace_folder
 
     data = write_replace_folder(tmp_path / "replace")
     empty = tmp_path / "weights"

@@ -16,7 +16,11 @@ import json
 import pytest
 
 from hf_hardpos.generation import validation
-from hf_hardpos.generation.report import acceptance_shares, quality_report, quality_summary
+from hf_hardpos.generation.report import (
+    acceptance_shares,
+    quality_report,
+    quality_summary,
+)
 
 # (kind, caption, answer, the strict checks' verdict); the paper's acceptance keeps all of them.
 PAPER_STYLE_ACCEPTED = [

@@ -15,13 +15,13 @@ import json
 
 import pytest
 import torch
-from mlm_fixtures import CAPTIONS
 
 from hf_hardpos import cli
 from hf_hardpos.generation import mlm, validation
 from hf_hardpos.generation.ce_clip import CEClipNegativeGenerator
 from hf_hardpos.generation.mlm import TYPES, spacy_tagger
 from hf_hardpos.generation.resumable import caption_rng
+from tests.support.mlm import CAPTIONS
 
 POS_OF = {"attribute": "ADJ", "object": "NOUN", "action": "VERB"}
 EXTRA = ["a dog near two dogs and a man", "a man in a t-shirt riding a horse near a fence"]

@@ -11,13 +11,19 @@ from pathlib import Path
 import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerFast,
+)
 
 from hf_hardpos.commands import generate as generate_command
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.generation import llm, resumable, validation
-from hf_hardpos.generation.llm import LLMGenerator
 from hf_hardpos.generation.caption_file import read_captions
+from hf_hardpos.generation.llm import LLMGenerator
 from hf_hardpos.generation.validation import NO_AND
 
 CAPTIONS = [
@@ -130,7 +136,7 @@ def test_batched_left_padded_generation_equals_one_by_one(tiny_lm_dir):
 
 def test_greedy_option_decodes_greedily_and_returns_only_new_tokens(tiny_lm_dir):
     # current-pipeline: the new tokens decoded on their own (the paper's fidelity keeps the 2024
-    # pipeline's leading space, tested in test_generation_fidelity.py)
+    # pipeline's leading space, tested in tests/test_generation_fidelity.py)
     generator = _generator(tiny_lm_dir, "replace", max_new_tokens=6, decoding="greedy", fidelity="current-pipeline")
     caption = "a white cat"
     prompt_ids = generator.tokenizer(generator.render(caption), return_tensors="pt")["input_ids"]

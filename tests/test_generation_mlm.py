@@ -2,7 +2,7 @@
 
 A tiny random BERT masked LM with a word-level tokenizer, and a spaCy pipeline built in code
 (`spacy.blank("en")` + an attribute ruler that sets the POS of a few words): no download. Both are
-session fixtures (tests/conftest.py, tests/mlm_fixtures.py), shared with the COCO builder's tests.
+session fixtures (tests/conftest.py, tests/support/mlm.py), shared with the COCO builder's tests.
 The random LM's fills are arbitrary, so the tests check mechanics (positions per type, filters,
 determinism, resume, records, report); a biased output layer checks the ranking and the filters.
 """
@@ -11,13 +11,18 @@ import json
 
 import pytest
 import torch
-from mlm_fixtures import CAPTIONS, POS
 
 from hf_hardpos import cli
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.generation import validation
-from hf_hardpos.generation.mlm import TYPES, MLMNegativeGenerator, TaggedWord, spacy_tagger
 from hf_hardpos.generation.caption_file import read_captions
+from hf_hardpos.generation.mlm import (
+    TYPES,
+    MLMNegativeGenerator,
+    TaggedWord,
+    spacy_tagger,
+)
+from tests.support.mlm import CAPTIONS, POS
 
 
 def _generator(path, kind="all", pos_nlp=None, **kwargs):

@@ -19,7 +19,12 @@ from hf_hardpos import cli
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.generation import models
 from hf_hardpos.generation.report import quality_report, quality_summary
-from hf_hardpos.generation.resumable import Candidate, CaptionGenerator, GenerationOutput, generate_into
+from hf_hardpos.generation.resumable import (
+    Candidate,
+    CaptionGenerator,
+    GenerationOutput,
+    generate_into,
+)
 from hf_hardpos.generation.rule_generator import RuleGenerator
 from hf_hardpos.generation.sharding import generate_sharded, shard_indices, shard_path
 

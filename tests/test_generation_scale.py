@@ -5,18 +5,19 @@ import json
 import os
 
 import pytest
-from test_generation_fidelity import CAPTIONS, _tiny_llama
 
 from hf_hardpos import provenance
 from hf_hardpos.cli import main
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.generation import models
 from hf_hardpos.generation.sharding import shard_path
+from tests.support.llm import CAPTIONS, tiny_llama
+from tests.support.paths import REPO
 
 
 @pytest.fixture(scope="module")
 def sampled_model_dir(tmp_path_factory):
-    model, tokenizer = _tiny_llama(sampled=True)
+    model, tokenizer = tiny_llama(sampled=True)
     path = tmp_path_factory.mktemp("tiny_llama")
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
@@ -118,9 +119,8 @@ def test_weight_files_are_hashed_once_per_path_size_and_mtime(tmp_path, monkeypa
 def test_throughput_benchmark_measures_prompts_per_second_at_each_batch(monkeypatch):
     """`benchmarks/generation_batches.py --throughput` (run on a GPU with --device cuda): one figure per
     batch size, computed from the rows and the measured seconds; here tiny, on the CPU, not recorded."""
-    from pathlib import Path
 
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
     import generation_batches
 
     figures = generation_batches.throughput([2, 4], "cpu", rows=4, hidden_size=32, layers=1)

@@ -12,9 +12,14 @@ import pytest
 
 from hf_hardpos import cli
 from hf_hardpos.errors import UserInputError
-from hf_hardpos.output_folder import holder_path
 from hf_hardpos.generation.resumable import manifest_path
-from hf_hardpos.generation.sharding import check_world_size, merge_shards, shard_indices, shard_path
+from hf_hardpos.generation.sharding import (
+    check_world_size,
+    merge_shards,
+    shard_indices,
+    shard_path,
+)
+from hf_hardpos.output_folder import holder_path
 
 ROWS = 12_000
 

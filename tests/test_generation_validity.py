@@ -9,7 +9,11 @@ synonym rules leave phrasal verbs and names alone, and a SWAP keeps names capita
 import pytest
 
 from hf_hardpos.generation import rules, tokens, validation
-from hf_hardpos.generation.validation import clean_output, validate_replace, validate_swap
+from hf_hardpos.generation.validation import (
+    clean_output,
+    validate_replace,
+    validate_swap,
+)
 
 ORIGINAL = "a man holding a cup"
 

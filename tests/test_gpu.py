@@ -19,14 +19,14 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
-from conftest import HAS_CUDA
-from eval_fixtures import make_eval_set, write_hub_folder
-from train_fixtures import finetune_rows, load_tiny, make_args
 
 from hf_hardpos import metrics
 from hf_hardpos.cli import main
 from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
 from hf_hardpos.training import HardPosTrainer
+from tests.support.devices import HAS_CUDA
+from tests.support.eval_data import make_eval_set, write_hub_folder
+from tests.support.training import finetune_rows, load_tiny, make_args
 
 CUDA = pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device")])
 CONFIGS = ("attributes", "relations")
@@ -154,7 +154,7 @@ def _scores(folder: Path) -> dict[str, np.ndarray]:
             if column.endswith("_score")}
 
 
-@pytest.mark.parametrize("device", [CUDA])  # the CPU: tests/test_eval_multi_model.py, test_eval_distributed.py
+@pytest.mark.parametrize("device", [CUDA])  # the CPU: tests/test_eval_multi_model.py, tests/test_eval_distributed.py
 def test_two_models_in_one_run_and_torchrun_equal_single_runs(device, replace_like, tmp_path):
     """`--model A --model B` equals A alone and B alone; `torchrun --nproc_per_node 1` equals a plain
     process (on CUDA: the process's own GPU, LOCAL_RANK 0)."""

@@ -16,8 +16,7 @@ from hf_hardpos import image_processing
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.model_source import ModelSource
-
-from eval_fixtures import make_eval_set
+from tests.support.eval_data import make_eval_set
 
 
 class FakeTorchvisionProcessor(CLIPImageProcessorPil):

@@ -5,9 +5,6 @@ import os
 
 import numpy as np
 import pytest
-from eval_fixtures import write_hub_folder
-from test_tasks_caption_selection import make_winoground
-from test_tasks_zeroshot import CLASSNAMES, TEMPLATES, _image_bytes, write_webdataset
 from transformers import CLIPModel, CLIPProcessor
 
 from hf_hardpos.evaluation.tasks.winoground import evaluate_winoground
@@ -15,6 +12,14 @@ from hf_hardpos.evaluation.tasks.zeroshot_classification import (
     evaluate_zeroshot_classification,
 )
 from hf_hardpos.scoring import ITMScorer
+from tests.support.caption_selection import make_winoground
+from tests.support.eval_data import write_hub_folder
+from tests.support.webdataset import (
+    CLASSNAMES,
+    TEMPLATES,
+    image_bytes,
+    write_webdataset,
+)
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +40,7 @@ def _times(folder):
 
 def _classification_samples(seed):
     rng = np.random.default_rng(seed)
-    return [{"png": _image_bytes(rng, "PNG"), "cls": str(i % len(CLASSNAMES)).encode()} for i in range(8)]
+    return [{"png": image_bytes(rng, "PNG"), "cls": str(i % len(CLASSNAMES)).encode()} for i in range(8)]
 
 
 def test_rebuilt_webdataset_with_old_times_is_read_anew(scorer, tmp_path):

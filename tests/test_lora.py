@@ -12,7 +12,12 @@ from datasets import Dataset, Features, Image, Value
 from PIL import Image as PILImage
 
 from hf_hardpos import columns
-from hf_hardpos.training import HardPosTrainer, HardPosTrainingArguments, apply_lora, merge_lora
+from hf_hardpos.training import (
+    HardPosTrainer,
+    HardPosTrainingArguments,
+    apply_lora,
+    merge_lora,
+)
 
 
 def _rows(n: int) -> Dataset:

@@ -1,5 +1,5 @@
 """Every loss term against a plain, loop-by-loop reference (values and gradients), plus masks, CMR state,
-and the combined objective's bookkeeping. Single process; see test_distributed_losses.py for DDP."""
+and the combined objective's bookkeeping. Single process; see tests/test_distributed_losses.py for DDP."""
 
 from __future__ import annotations
 
@@ -10,7 +10,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hf_hardpos.training.logit_scale import MAX_LOGIT_SCALE, clamp_logit_scale, unwrap_model
+from hf_hardpos.training.logit_scale import (
+    MAX_LOGIT_SCALE,
+    clamp_logit_scale,
+    unwrap_model,
+)
 from hf_hardpos.training.losses import (
     CMRLoss,
     ContrastiveLoss,
@@ -516,7 +520,12 @@ def test_clamp_logit_scale_unwraps_and_clamps():
 
 
 def test_distributed_helpers_are_identity_without_a_process_group():
-    from hf_hardpos.training.distributed import all_gather, all_gather_with_grad, all_reduce_sum, world_info
+    from hf_hardpos.training.distributed import (
+        all_gather,
+        all_gather_with_grad,
+        all_reduce_sum,
+        world_info,
+    )
 
     x = torch.randn(3, 4, requires_grad=True)
     assert world_info() == (0, 1)

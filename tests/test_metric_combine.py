@@ -2,15 +2,15 @@
 `references` to every module: each accepts them (documented in its `_KWARGS_DESCRIPTION`), and its numbers
 do not change."""
 
-from pathlib import Path
 
 import evaluate
 import numpy as np
 import pytest
 
 from hf_hardpos.metrics import compute_metrics
+from tests.support.paths import REPO
 
-METRICS_DIR = Path(__file__).resolve().parent.parent / "metrics"
+METRICS_DIR = REPO / "metrics"
 HARD_POSITIVE = ("original_accuracy", "augmented_accuracy", "brittleness")
 
 

@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import sys
 import types
-from pathlib import Path
 
 import evaluate
 import numpy as np
@@ -21,8 +20,9 @@ import yaml
 from hf_hardpos import metrics as package_metrics
 from hf_hardpos.citations import BIBTEX, HARD_POSITIVES, SUGARCREPE_PP
 from hf_hardpos.metrics import compute_metrics
+from tests.support.paths import REPO
 
-METRICS_DIR = Path(__file__).resolve().parents[1] / "metrics"
+METRICS_DIR = REPO / "metrics"
 NAMES = ["original_accuracy", "augmented_accuracy", "brittleness"]
 HARD_POSITIVE_INPUTS = ("original_scores", "negative_scores", "positive_scores")
 INPUTS = {

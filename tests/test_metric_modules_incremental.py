@@ -1,12 +1,13 @@
 """The `evaluate` modules in metrics/ support `evaluate`'s incremental API: add / add_batch, then compute()."""
 
-from pathlib import Path
 
 import evaluate
 import numpy as np
 import pytest
 
-METRICS_DIR = Path(__file__).resolve().parents[1] / "metrics"
+from tests.support.paths import REPO
+
+METRICS_DIR = REPO / "metrics"
 HARD_POSITIVE = ["original_accuracy", "augmented_accuracy", "brittleness"]
 TOT_COLUMNS = ("positive_pair_scores", "caption_negative_scores", "positive_negative_scores")
 

@@ -12,9 +12,13 @@ from huggingface_hub import ModelCard
 from PIL import Image as PILImage
 
 from hf_hardpos import columns
-from hf_hardpos.training import HardPosModelCardData, HardPosTrainer, HardPosTrainingArguments
-from hf_hardpos.provenance import looks_like_hub_id
 from hf_hardpos.citations import cite
+from hf_hardpos.provenance import looks_like_hub_id
+from hf_hardpos.training import (
+    HardPosModelCardData,
+    HardPosTrainer,
+    HardPosTrainingArguments,
+)
 from hf_hardpos.training.model_card import (
     PAPER_CITATIONS,
     card_contents,

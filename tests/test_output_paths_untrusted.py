@@ -5,13 +5,13 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
-from eval_fixtures import make_eval_set, write_hub_folder
 
 from hf_hardpos.cli import main
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.evaluation.multi_model import folder_names
 from hf_hardpos.evaluation.suite import SuiteEntry, load_suite, run_suite
 from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
+from tests.support.eval_data import make_eval_set, write_hub_folder
 
 
 @pytest.fixture(scope="module")

@@ -11,13 +11,13 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
-from eval_fixtures import make_eval_set, write_hub_folder
 from transformers import CLIPModel, CLIPProcessor
 
 from hf_hardpos.cli import main
 from hf_hardpos.pixel_store import PixelStore, SharedPixelScorer
 from hf_hardpos.scoring import ITMScorer
 from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
+from tests.support.eval_data import make_eval_set, write_hub_folder
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,7 @@ from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.image_processing import PaperImageProcessor
 from hf_hardpos.protocol import resolve_protocol
 from hf_hardpos.scoring import ITMScorer
-
-from eval_fixtures import make_eval_set
+from tests.support.eval_data import make_eval_set
 
 MEAN = (0.48145466, 0.4578275, 0.40821073)
 STD = (0.26862954, 0.26130258, 0.27577711)

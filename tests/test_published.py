@@ -3,7 +3,6 @@
 import json
 
 import pytest
-from eval_fixtures import make_eval_set
 
 from hf_hardpos.evaluation.aggregation import (
     REPLACE_POOLED,
@@ -15,6 +14,7 @@ from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.evaluation.tasks.hard_positive import benchmark_of
 from hf_hardpos.published import all_figures, lookup, model_row
 from hf_hardpos.published.hard_positive import CLIP_B32, RATES, REPLACE_SUBSET_ROWS
+from tests.support.eval_data import make_eval_set
 
 # Each printed figure is rounded to 0.1: a pooled value of rounded inputs is within 0.05 of the
 # pooled exact value, and Table 1's own rounding adds 0.05.
@@ -152,10 +152,9 @@ def test_valse_vl_checklist_aro_and_retention_results_stand_beside_the_printed_r
 
 def test_suite_shows_sugarcrepe_rows_of_a_known_model_with_our_delta(tiny_clip_dir, tmp_path):
     """`hardpos eval --suite ... --preset ce-clip`: the SugarCrepe section carries and prints CE-CLIP Table 3."""
-    from eval_fixtures import write_hub_folder
-
     from hf_hardpos.evaluation.suite import SuiteEntry, run_suite
     from hf_hardpos.evaluation.tasks import CAPTION_SELECTION
+    from tests.support.eval_data import write_hub_folder
 
     subsets = ("replace_att", "replace_obj", "replace_rel")
     folder = write_hub_folder(tmp_path / "sugarcrepe", {

@@ -8,11 +8,10 @@ figure can only come from a command that regenerates it.
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO as ROOT
 
 
 @pytest.fixture(scope="module")

@@ -13,17 +13,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_eval_provenance import _write_hub_folder
-
 from hf_hardpos.backends import hf as hf_backend
 from hf_hardpos.conversion import resolve_model
 from hf_hardpos.conversion_record import MARKER
 from hf_hardpos.evaluation import runner
 from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.generation.rule_generator import RuleGenerator
+from tests.support.eval_data import write_attributes_relations_folder
+from tests.support.paths import OPEN_CLIP_FIXTURES as FIXTURES
+from tests.support.paths import REPO as ROOT
 
-FIXTURES = Path(__file__).parent / "fixtures" / "open_clip"
-ROOT = Path(__file__).resolve().parents[1]
 # Each promise as the docs word it (whitespace aside), with the page that holds it and the test below.
 GUARANTEES = {
     "A Hub id whose commit cannot be resolved (offline, never downloaded) is never reused.":
@@ -47,7 +46,7 @@ def test_every_guarantee_is_written_in_the_docs_and_tested_here():
 
 
 def test_scores_of_a_model_whose_hub_commit_is_unknown_are_never_reused(tiny_clip_dir, tmp_path, monkeypatch):
-    hub_folder = _write_hub_folder(tmp_path / "replace")
+    hub_folder = write_attributes_relations_folder(tmp_path / "replace")
     # As for a Hub id offline: the identity names the repository but no commit could be resolved.
     monkeypatch.setattr(hf_backend, "model_identity", lambda name: {"hub_id": "org/model", "revision": None})
     out, messages = tmp_path / "eval", []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,12 +11,16 @@ import torch
 from PIL import Image
 
 from hf_hardpos.columns import CE_CLIP_NEGATIVE_COLUMNS
-from hf_hardpos.errors import UserInputError
 from hf_hardpos.commands import train
-from hf_hardpos.training import HardPosDataCollator, RandomResizedCrop, read_arguments_file
+from hf_hardpos.errors import UserInputError
+from hf_hardpos.training import (
+    HardPosDataCollator,
+    RandomResizedCrop,
+    read_arguments_file,
+)
 from hf_hardpos.training.finetune_args import all_arguments, parse_arguments
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 RECIPES = REPO / "examples" / "recipes"
 
 # The published settings (each recipe file's `source`: the paper and upstream code it follows), typed in

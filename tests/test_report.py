@@ -11,19 +11,17 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from hf_hardpos.evaluation.aggregation import REPLACE_POOLED
 from hf_hardpos.cli import main
+from hf_hardpos.evaluation.aggregation import REPLACE_POOLED
+from hf_hardpos.evaluation.run import evaluate_model
+from hf_hardpos.evaluation.suite import SuiteEntry, run_suite
+from hf_hardpos.evaluation.tasks import HARD_POSITIVE
+from hf_hardpos.metrics import METRIC_NAMES, wilson_interval
 from hf_hardpos.reporting.breakdown import replace_key, swap_pair, type_of
 from hf_hardpos.reporting.paired import paired_difference
-from hf_hardpos.metrics import wilson_interval
 from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
-from hf_hardpos.evaluation.run import evaluate_model
-from hf_hardpos.metrics import METRIC_NAMES
-from hf_hardpos.evaluation.tasks import HARD_POSITIVE
-from hf_hardpos.evaluation.suite import SuiteEntry, run_suite
-
-from eval_fixtures import make_eval_set
-from run_fixtures import write_replace_folder, write_swap_folder
+from tests.support.eval_data import make_eval_set
+from tests.support.runs import write_replace_folder, write_swap_folder
 
 # (replaced phrase, replacement, hard negative's phrase): REPLACE relation rows whose word-level diff cuts the
 # phrase ("to the left of" -> "left of" gives `to the -> ''` for left and right alike).

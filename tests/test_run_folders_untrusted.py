@@ -7,10 +7,10 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from eval_fixtures import make_eval_set, write_hub_folder
 
 from hf_hardpos.cli import main
 from hf_hardpos.evaluation.run import evaluate_model
+from tests.support.eval_data import make_eval_set, write_hub_folder
 
 
 @pytest.fixture(scope="module")

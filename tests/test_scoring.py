@@ -9,8 +9,7 @@ from transformers import CLIPModel, CLIPProcessor
 from hf_hardpos.evaluation.tasks.hard_positive import evaluate_dataset
 from hf_hardpos.metrics import compute_metrics
 from hf_hardpos.scoring import ITMScorer
-
-from eval_fixtures import make_eval_set
+from tests.support.eval_data import make_eval_set
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,7 @@ from transformers import SiglipConfig, SiglipImageProcessor, SiglipModel
 from hf_hardpos.metrics import compute_metrics
 from hf_hardpos.scoring import ITMScorer
 from hf_hardpos.synthetic.tiny_clip import train_clip_tokenizer
-
-from eval_fixtures import WORDS, make_eval_set
+from tests.support.eval_data import WORDS, make_eval_set
 
 CAPTION_COLUMNS = ("caption", "hard_negative", "hard_positive")
 SIGLIP_CONTEXT = 16

@@ -6,8 +6,7 @@ import torch
 from transformers import CLIPModel, CLIPProcessor
 
 from hf_hardpos.scoring import ITMScorer, _cuda_tf32
-
-from eval_fixtures import make_eval_set
+from tests.support.eval_data import make_eval_set
 
 
 @pytest.fixture()

@@ -10,8 +10,8 @@ from PIL import Image as PILImage
 from transformers import CLIPModel, CLIPProcessor
 
 from hf_hardpos.evaluation.run import evaluate_model
-from hf_hardpos.model_source import ModelSource
 from hf_hardpos.metrics import compute_metrics
+from hf_hardpos.model_source import ModelSource
 from hf_hardpos.scoring import ITMScorer
 
 # Pairs that differ as text but not as CLIP tokens (lower-cased, whitespace collapsed).

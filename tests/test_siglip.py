@@ -19,14 +19,18 @@ import numpy as np
 import pytest
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
-from transformers import SiglipConfig, SiglipImageProcessor, SiglipModel, SiglipProcessor
+from transformers import (
+    SiglipConfig,
+    SiglipImageProcessor,
+    SiglipModel,
+    SiglipProcessor,
+)
 from transformers.models.siglip2.tokenization_siglip2 import Siglip2Tokenizer
 
 from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.metrics import compute_metrics
 from hf_hardpos.scoring import ITMScorer
-
-from eval_fixtures import WORDS, make_eval_set
+from tests.support.eval_data import WORDS, make_eval_set
 
 CONTEXT = 64  # SigLIP's and SigLIP 2's text context
 COLUMNS = ("caption", "hard_negative", "hard_positive")

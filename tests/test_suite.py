@@ -2,19 +2,8 @@
 
 import json
 
-import numpy as np
 import pytest
 import yaml
-from eval_fixtures import write_hub_folder
-from test_eval_provenance import _write_hub_folder
-from test_tasks_caption_selection import make_selection_set, make_winoground
-from test_tasks_zeroshot import (
-    CLASSNAMES,
-    TEMPLATES,
-    WORDS,
-    _image_bytes,
-    write_webdataset,
-)
 from transformers import CLIPModel
 
 from hf_hardpos.cli import main
@@ -33,29 +22,10 @@ from hf_hardpos.evaluation.tasks.zeroshot_classification import (
 )
 
 
-@pytest.fixture(scope="module")
-def folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("suite_data")
-    rng = np.random.default_rng(0)
-    cls = [{"png": _image_bytes(rng, "PNG"), "cls": str(i % len(CLASSNAMES)).encode()} for i in range(8)]
-    ret = [{"jpg": _image_bytes(rng, "JPEG"), "txt": "\n".join(rng.choice(WORDS, 3)).encode()} for i in range(6)]
-    return {
-        "replace": _write_hub_folder(root / "replace"),
-        "sugarcrepe": write_hub_folder(root / "sugarcrepe", {
-            "replace_att": make_selection_set(6, 1, seed=1), "swap_obj": make_selection_set(4, 1, seed=2)}),
-        "winoground": write_hub_folder(root / "winoground", {"default": make_winoground(4)}),
-        "cifar_a": write_webdataset(root / "cifar_a", cls, nshards=2, classnames="\n".join(CLASSNAMES),
-                                    zeroshot_classification_templates="\n".join(TEMPLATES)),
-        "cifar_b": write_webdataset(root / "cifar_b", cls[:5], nshards=1, classnames="\n".join(CLASSNAMES),
-                                    zeroshot_classification_templates="\n".join(TEMPLATES)),
-        "coco": write_webdataset(root / "coco", ret, nshards=2, dataset_type="retrieval"),
-    }
-
-
-def test_tasks_are_recognised_from_the_layout(folders):
+def test_tasks_are_recognised_from_the_layout(suite_folders):
     expected = {"replace": HARD_POSITIVE, "sugarcrepe": CAPTION_SELECTION, "winoground": WINOGROUND,
                 "cifar_a": ZEROSHOT_CLASSIFICATION, "coco": ZEROSHOT_RETRIEVAL}
-    assert {name: detect_task(str(folders[name])) for name in expected} == expected
+    assert {name: detect_task(str(suite_folders[name])) for name in expected} == expected
 
 
 def test_named_suites_and_yaml_errors(tmp_path):
@@ -71,15 +41,15 @@ def test_named_suites_and_yaml_errors(tmp_path):
         load_suite("no-such-suite")
 
 
-def test_suite_end_to_end_resumes_and_encodes_each_image_once(tiny_clip_dir, folders, tmp_path, monkeypatch):
+def test_suite_end_to_end_resumes_and_encodes_each_image_once(tiny_clip_dir, suite_folders, tmp_path, monkeypatch):
     spec = tmp_path / "suite.yaml"
     spec.write_text(yaml.safe_dump({"datasets": [
-        {"name": "replace", "dataset": str(folders["replace"])},
-        {"name": "sugarcrepe", "dataset": str(folders["sugarcrepe"])},
-        {"name": "winoground", "dataset": str(folders["winoground"])},
-        {"name": "cifar_a", "dataset": str(folders["cifar_a"]), "group": "mini-vtab"},
-        {"name": "cifar_b", "dataset": str(folders["cifar_b"]), "group": "mini-vtab"},
-        {"name": "coco", "dataset": str(folders["coco"])},
+        {"name": "replace", "dataset": str(suite_folders["replace"])},
+        {"name": "sugarcrepe", "dataset": str(suite_folders["sugarcrepe"])},
+        {"name": "winoground", "dataset": str(suite_folders["winoground"])},
+        {"name": "cifar_a", "dataset": str(suite_folders["cifar_a"]), "group": "mini-vtab"},
+        {"name": "cifar_b", "dataset": str(suite_folders["cifar_b"]), "group": "mini-vtab"},
+        {"name": "coco", "dataset": str(suite_folders["coco"])},
     ]}))
     images_encoded = []
     real = CLIPModel.get_image_features
@@ -90,10 +60,10 @@ def test_suite_end_to_end_resumes_and_encodes_each_image_once(tiny_clip_dir, fol
                        log=lambda m: None)
     assert set(report.sections) == {"replace", "sugarcrepe", "winoground", "cifar_a", "cifar_b", "coco"}
     # cifar_b's images are a subset of cifar_a's: the shared scorer never encodes an image twice.
-    assert sum(images_encoded) == len({*_distinct_images(folders)})
+    assert sum(images_encoded) == len({*_distinct_images(suite_folders)})
     section = report.sections["cifar_a"]
     assert section.task == ZEROSHOT_CLASSIFICATION and section.tie_rule and section.aggregation
-    direct = evaluate_zeroshot_classification(_scorer(tiny_clip_dir), str(folders["cifar_a"]))
+    direct = evaluate_zeroshot_classification(_scorer(tiny_clip_dir), str(suite_folders["cifar_a"]))
     assert section.results["all"]["acc1"] == direct["acc1"]
     mean = report.group_means["mini-vtab"]
     assert mean["value"] == pytest.approx((section.results["all"]["acc1"] + report.sections["cifar_b"].results["all"]["acc1"]) / 2)
@@ -120,36 +90,36 @@ def _scorer(model_dir):
     return ITMScorer(AutoModel.from_pretrained(model_dir), AutoProcessor.from_pretrained(model_dir), progress=False)
 
 
-def _distinct_images(folders):
+def _distinct_images(suite_folders):
     """Content keys of every image in the suite's data, as the scorer sees them."""
     import hashlib
 
     from datasets import Image
-    from test_tasks_zeroshot import read_webdataset
 
     from hf_hardpos.evaluation.eval_data import load_eval_sets
+    from tests.support.webdataset import read_webdataset
 
     keys = set()
     for name, image_columns in (("replace", ["image"]), ("sugarcrepe", ["image"]), ("winoground", ["image_0", "image_1"])):
-        for eval_set in load_eval_sets(str(folders[name]), None, "test").values():
+        for eval_set in load_eval_sets(str(suite_folders[name]), None, "test").values():
             for column in image_columns:
                 cells = eval_set.dataset.cast_column(column, Image(decode=False))[column]
                 keys |= {hashlib.blake2b(c["bytes"], digest_size=16).hexdigest() for c in cells}
     for name in ("cifar_a", "cifar_b", "coco"):
-        for sample in read_webdataset(folders[name]):
+        for sample in read_webdataset(suite_folders[name]):
             data = next(v for k, v in sample.items() if k in ("png", "jpg", "webp", "jpeg"))
             keys.add(hashlib.blake2b(data, digest_size=16).hexdigest())
     return keys
 
 
-def test_cli_dataset_of_another_task_runs_as_one_dataset_and_prints_the_rule(tiny_clip_dir, folders, tmp_path, capsys):
+def test_cli_dataset_of_another_task_runs_as_one_dataset_and_prints_the_rule(tiny_clip_dir, suite_folders, tmp_path, capsys):
     """Any task's dataset runs through the one runner: without --output it prints, with it OUT/metrics.json is
     that dataset's section (as a hard-positive dataset's), resumed by a rerun."""
-    assert main(["eval", "--model", str(tiny_clip_dir), "--dataset", str(folders["coco"]), "--no-progress"]) == 0
+    assert main(["eval", "--model", str(tiny_clip_dir), "--dataset", str(suite_folders["coco"]), "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "image_retrieval_recall@1" in printed and "tie rule" in printed
     out = tmp_path / "coco"
-    argv = ["eval", "--model", str(tiny_clip_dir), "--dataset", str(folders["coco"]), "--output", str(out), "--no-progress"]
+    argv = ["eval", "--model", str(tiny_clip_dir), "--dataset", str(suite_folders["coco"]), "--output", str(out), "--no-progress"]
     assert main(argv) == 0
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["task"] == "zeroshot_retrieval" and set(saved["results"]) == {"all"}

@@ -6,8 +6,21 @@ from datasets import Image
 
 from hf_hardpos import columns
 from hf_hardpos.synthetic import captions as cap
-from hf_hardpos.synthetic.lexicon import COLOURS, RELATIONS, SHAPES, SIZES, form_probabilities, vocabulary
-from hf_hardpos.synthetic.scene import PALETTE, RADIUS_RANGES, Scene, SceneObject, sample_scene
+from hf_hardpos.synthetic.lexicon import (
+    COLOURS,
+    RELATIONS,
+    SHAPES,
+    SIZES,
+    form_probabilities,
+    vocabulary,
+)
+from hf_hardpos.synthetic.scene import (
+    PALETTE,
+    RADIUS_RANGES,
+    Scene,
+    SceneObject,
+    sample_scene,
+)
 from hf_hardpos.synthetic.world import (
     make_finetune_dataset,
     make_pretrain_dataset,

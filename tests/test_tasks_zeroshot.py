@@ -8,7 +8,6 @@ with `tarfile` and (b) clip_benchmark's own metric code (`pip install --no-deps 
 from __future__ import annotations
 
 import io
-import tarfile
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,6 @@ from PIL import Image
 from transformers import AutoModel, AutoProcessor
 
 from hf_hardpos.errors import UserInputError
-from hf_hardpos.scoring import ITMScorer
 from hf_hardpos.evaluation.tasks.ranking import strict_rank
 from hf_hardpos.evaluation.tasks.webdataset import (
     ZEROSHOT_CLASSIFICATION,
@@ -31,45 +29,19 @@ from hf_hardpos.evaluation.tasks.zeroshot_classification import (
     classification_metrics,
     evaluate_zeroshot_classification,
 )
-from hf_hardpos.evaluation.tasks.zeroshot_retrieval import evaluate_zeroshot_retrieval, retrieval_metrics
-
-CLASSNAMES = ["red cube", "blue sphere", "green cone", "small dog", "large cat", "wine bottle"]
-TEMPLATES = ["a photo of a {c}.", "a drawing of the {c}", "{c}"]
-WORDS = ["red", "blue", "cube", "sphere", "left", "right", "holding", "small", "large", "dog", "cat"]
-
-
-def _image_bytes(rng: np.random.Generator, fmt: str) -> bytes:
-    buffer = io.BytesIO()
-    Image.fromarray(rng.integers(0, 255, (18, 22, 3), dtype=np.uint8)).save(buffer, format=fmt)
-    return buffer.getvalue()
-
-
-def write_webdataset(root: Path, samples: list[dict[str, bytes]], split="test", nshards=2, **root_files: str) -> Path:
-    """`samples[i]` maps extension -> file bytes; written as `<split>/{0..n-1}.tar` + `nshards.txt`."""
-    (root / split).mkdir(parents=True, exist_ok=True)
-    (root / split / "nshards.txt").write_text(f"{nshards}\n")
-    for shard in range(nshards):
-        with tarfile.open(root / split / f"{shard}.tar", "w") as tar:
-            for index in range(shard, len(samples), nshards):
-                for ext, data in samples[index].items():
-                    info = tarfile.TarInfo(f"s{index:06d}.{ext}")
-                    info.size = len(data)
-                    tar.addfile(info, io.BytesIO(data))
-    for name, text in root_files.items():
-        (root / f"{name}.txt").write_text(text)
-    return root
-
-
-def read_webdataset(root: Path, split="test") -> list[dict[str, bytes]]:
-    """The reference reader: plain `tarfile`, samples grouped by key, shards in order."""
-    samples: dict[str, dict[str, bytes]] = {}
-    nshards = int((root / split / "nshards.txt").read_text())
-    for shard in range(nshards):
-        with tarfile.open(root / split / f"{shard}.tar") as tar:
-            for member in tar.getmembers():
-                key, ext = member.name.split(".", 1)
-                samples.setdefault(key, {})[ext] = tar.extractfile(member).read()
-    return list(samples.values())
+from hf_hardpos.evaluation.tasks.zeroshot_retrieval import (
+    evaluate_zeroshot_retrieval,
+    retrieval_metrics,
+)
+from hf_hardpos.scoring import ITMScorer
+from tests.support.webdataset import (
+    CLASSNAMES,
+    TEMPLATES,
+    WORDS,
+    image_bytes,
+    read_webdataset,
+    write_webdataset,
+)
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +58,7 @@ def scorer(model_and_processor):
 def classification_dir(tmp_path_factory) -> Path:
     rng = np.random.default_rng(0)
     samples = [
-        {"png": _image_bytes(rng, "PNG"), "cls": str(i % len(CLASSNAMES)).encode()} for i in range(15)
+        {"png": image_bytes(rng, "PNG"), "cls": str(i % len(CLASSNAMES)).encode()} for i in range(15)
     ]
     samples[3] = dict(samples[0])  # a repeated image: encoded once, counted twice
     return write_webdataset(
@@ -104,7 +76,7 @@ def retrieval_dir(tmp_path_factory) -> Path:
     samples = []
     for i in range(12):
         captions = [" ".join(rng.choice(WORDS, size=rng.integers(2, 6))) for _ in range(1 + i % 3)]
-        samples.append({"webp": _image_bytes(rng, "WEBP"), "txt": "\n".join(captions).encode()})
+        samples.append({"webp": image_bytes(rng, "WEBP"), "txt": "\n".join(captions).encode()})
     return write_webdataset(tmp_path_factory.mktemp("wds_ret"), samples, nshards=3, dataset_type="retrieval\n")
 
 
@@ -200,9 +172,9 @@ def test_reader_detects_task_and_reads_every_sample(classification_dir, retrieva
 )
 def test_reader_errors_name_the_file(tmp_path, broken, message):
     rng = np.random.default_rng(4)
-    samples = [{"png": _image_bytes(rng, "PNG"), "cls": b"0"} for _ in range(4)]
+    samples = [{"png": image_bytes(rng, "PNG"), "cls": b"0"} for _ in range(4)]
     if broken == "mixed_formats":
-        samples[2] = {"jpg": _image_bytes(rng, "JPEG"), "cls": b"0"}
+        samples[2] = {"jpg": image_bytes(rng, "JPEG"), "cls": b"0"}
     root = write_webdataset(
         tmp_path / "wds", samples, nshards=1, classnames="a\n", zeroshot_classification_templates="{c}\n"
     )
@@ -222,7 +194,7 @@ def test_reader_errors_name_the_file(tmp_path, broken, message):
 
 def test_class_index_out_of_range_names_the_sample(tmp_path, scorer):
     rng = np.random.default_rng(5)
-    samples = [{"png": _image_bytes(rng, "PNG"), "cls": str(c).encode()} for c in (0, 1, 7)]
+    samples = [{"png": image_bytes(rng, "PNG"), "cls": str(c).encode()} for c in (0, 1, 7)]
     root = write_webdataset(
         tmp_path / "wds", samples, nshards=1, classnames="a\nb\n", zeroshot_classification_templates="{c}\n"
     )

@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 
 from hf_hardpos.reporting import charts
-from hf_hardpos.text_escaping import csv_cell, latex_text, markdown_cell, mathtext_literal
+from hf_hardpos.text_escaping import (
+    csv_cell,
+    latex_text,
+    markdown_cell,
+    mathtext_literal,
+)
 
 
 @pytest.mark.parametrize("start", ["=", "+", "-", "@", "\t", "\r"])

@@ -1,11 +1,9 @@
 """SugarCrepe++'s text-only task: the evaluate module, the package's text-only scorer, and their agreement.
 
 The folder's Space files, doctest, standalone run and input wording are checked with the other modules
-in `test_metric_modules.py`."""
+in `tests/test_metric_modules.py`."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import evaluate
 import numpy as np
@@ -15,15 +13,16 @@ from datasets import Dataset
 from transformers import AutoModel, AutoProcessor
 
 from hf_hardpos.errors import UserInputError
-from hf_hardpos.scoring import ITMScorer
 from hf_hardpos.evaluation.tasks.text_only import (
     TEXT_ONLY_TIE_RULE,
     evaluate_text_only,
     text_only_correct,
     text_only_scores,
 )
+from hf_hardpos.scoring import ITMScorer
+from tests.support.paths import REPO
 
-MODULE_DIR = Path(__file__).resolve().parents[1] / "metrics" / "text_only_accuracy"
+MODULE_DIR = REPO / "metrics" / "text_only_accuracy"
 NAME = "text_only_accuracy"
 
 

@@ -7,14 +7,13 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from hf_hardpos import cli
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 REDRAWS = re.compile(rb"\r|\x1b\[")  # carriage-return redraws and terminal control sequences (cursor up: ESC[A)
 # Warnings about settings nobody chose: pinning memory on a CPU-only machine, transformers' image backend fallback.
 UNCHOSEN_WARNINGS = ("pin_memory", "torchvision")

@@ -6,7 +6,6 @@ import dataclasses
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,18 +19,17 @@ from hf_hardpos.training import (
     NonFiniteLossError,
 )
 from hf_hardpos.training.data_collator import HardPosBatch
-from train_fixtures import eval_rows, finetune_rows, load_tiny, make_args
+from tests.support.paths import REPO
+from tests.support.training import (
+    SKIPPED,
+    eval_rows,
+    finetune_rows,
+    load_tiny,
+    logged_args,
+    make_args,
+)
 
-REPO = Path(__file__).resolve().parents[1]
 TERMS = ("loss_clip", "loss_hn", "loss_hp", "loss_imc", "loss_cmr")
-
-
-def logged_args(caplog, message: str) -> list[tuple]:
-    """The arguments of every record logged with the format `message`: the values a warning reports."""
-    return [record.args for record in caplog.records if record.msg == message]
-
-
-SKIPPED = "Resuming from %s, the last complete checkpoint: skipped %s."  # checkpointing.resolve_checkpoint's warning
 
 
 # --- collator ------------------------------------------------------------------------------------
@@ -673,8 +671,8 @@ def test_kill_nine_and_resume_reproduces_the_uninterrupted_losses(tiny_clip_dir,
     inside epoch 1, reset when epoch 1 starts fresh), the draws are seeded by (seed, epoch, row)."""
     straight = _killable_run(tiny_clip_dir, tmp_path / "straight", recipe)
     code = (
-        f"import sys; sys.path.insert(0, {str(REPO / 'tests')!r}); from pathlib import Path; "
-        f"import test_trainer as t; t._killable_run(Path({str(tiny_clip_dir)!r}), Path({str(tmp_path / 'killed')!r}), "
+        f"import sys; sys.path.insert(0, {str(REPO)!r}); from pathlib import Path; "
+        f"import {__name__} as t; t._killable_run(Path({str(tiny_clip_dir)!r}), Path({str(tmp_path / 'killed')!r}), "
         f"{recipe!r}, kill_after={kill_after})"
     )
     killed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

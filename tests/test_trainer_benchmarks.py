@@ -15,15 +15,6 @@ import json
 import numpy as np
 import pytest
 import yaml
-from eval_fixtures import write_hub_folder
-from test_tasks_caption_selection import make_selection_set, make_winoground
-from test_tasks_zeroshot import (
-    CLASSNAMES,
-    TEMPLATES,
-    WORDS,
-    _image_bytes,
-    write_webdataset,
-)
 from transformers import CLIPModel, CLIPProcessor
 
 from hf_hardpos.errors import UserInputError
@@ -31,7 +22,6 @@ from hf_hardpos.evaluation.aggregation import replace_aggregates
 from hf_hardpos.evaluation.eval_data import load_eval_sets
 from hf_hardpos.evaluation.section import Section, slug
 from hf_hardpos.evaluation.suite import SuiteEntry, run_suite
-from hf_hardpos.tables import TIE_RULE
 from hf_hardpos.evaluation.tasks import (
     CAPTION_SELECTION,
     WINOGROUND,
@@ -45,25 +35,34 @@ from hf_hardpos.evaluation.tasks.ranking import RANK_TIE_RULE
 from hf_hardpos.evaluation.tasks.selection import SELECTION_TIE_RULE
 from hf_hardpos.scoring import ITMScorer
 from hf_hardpos.synthetic.world import make_finetune_dataset, make_replace_dataset
+from hf_hardpos.tables import TIE_RULE
 from hf_hardpos.training import (
     BenchmarkEvalSet,
     HardPosModelCardData,
     HardPosTrainer,
     HardPosTrainingArguments,
 )
-from hf_hardpos.training.checkpointing import EVAL_SECTIONS_NAME
 from hf_hardpos.training.card_evaluation import section_table
+from hf_hardpos.training.checkpointing import EVAL_SECTIONS_NAME
+from tests.support.caption_selection import make_selection_set, make_winoground
+from tests.support.eval_data import write_hub_folder
+from tests.support.webdataset import (
+    CLASSNAMES,
+    TEMPLATES,
+    WORDS,
+    image_bytes,
+    write_webdataset,
+)
 
 EVAL_BATCH = 16
-
 
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("benchmarks")
     rng = np.random.default_rng(3)
-    samples = [{"png": _image_bytes(rng, "PNG"), "cls": str(i % len(CLASSNAMES)).encode()} for i in range(10)]
-    captioned = [{"jpg": _image_bytes(rng, "JPEG"), "txt": "\n".join(rng.choice(WORDS, 3)).encode()} for _ in range(6)]
+    samples = [{"png": image_bytes(rng, "PNG"), "cls": str(i % len(CLASSNAMES)).encode()} for i in range(10)]
+    captioned = [{"jpg": image_bytes(rng, "JPEG"), "txt": "\n".join(rng.choice(WORDS, 3)).encode()} for _ in range(6)]
     return {
         "coco": write_webdataset(root / "coco", captioned, nshards=2, dataset_type="retrieval"),
         "cifar": write_webdataset(root / "cifar", samples, nshards=2, classnames="\n".join(CLASSNAMES),

@@ -11,12 +11,18 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from test_trainer import SKIPPED, logged_args
-from train_fixtures import eval_rows, finetune_rows, load_tiny, make_args
 from transformers import TrainerCallback
 
-from hf_hardpos.training import HardPosTrainer
 from hf_hardpos.evaluation.section import Section
+from hf_hardpos.training import HardPosTrainer
+from tests.support.training import (
+    SKIPPED,
+    eval_rows,
+    finetune_rows,
+    load_tiny,
+    logged_args,
+    make_args,
+)
 
 # --- the best checkpoint survives a resume (load_best_model_at_end) ----------------------------------
 
@@ -265,8 +271,8 @@ def test_ctrl_c_saves_the_current_step_and_resume_continues_from_it(tiny_clip_di
 
 
 def test_example_exit_codes_and_one_line_messages(monkeypatch, capsys):
-    from hf_hardpos.errors import UserInputError
     from hf_hardpos.commands import train
+    from hf_hardpos.errors import UserInputError
     from hf_hardpos.training import TrainingInterrupted
     outcomes = {
         TrainingInterrupted(7, "out/checkpoint-7"): 130,

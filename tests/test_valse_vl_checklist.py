@@ -26,14 +26,13 @@ from datasets import load_dataset
 from PIL import Image as PILImage
 from transformers import AutoModel, AutoProcessor
 
-from data_fixtures import jpeg_bytes
 from hf_hardpos.data.checks import MissingImageError
 from hf_hardpos.data.valse import PIECES, export_valse
 from hf_hardpos.data.vl_checklist import export_vl_checklist
-from hf_hardpos.scoring import ITMScorer
-from hf_hardpos.evaluation.tasks import CAPTION_SELECTION
-from hf_hardpos.evaluation.tasks import TaskData, run_task
+from hf_hardpos.evaluation.tasks import CAPTION_SELECTION, TaskData, run_task
 from hf_hardpos.evaluation.tasks.vl_checklist import vl_checklist_section
+from hf_hardpos.scoring import ITMScorer
+from tests.support.data_sources import jpeg_bytes
 
 WORDS = ["red", "blue", "cube", "sphere", "dog", "cat", "on", "two", "three", "holding", "small"]
 COLORS = [(200, 30, 30), (30, 200, 30), (30, 30, 200), (200, 200, 30), (30, 200, 200), (120, 60, 200)]

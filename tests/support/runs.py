@@ -4,8 +4,8 @@ from pathlib import Path
 
 from datasets import Dataset
 
-from eval_fixtures import make_eval_set
 from hf_hardpos.data.replace import phrase_diff
+from tests.support.eval_data import make_eval_set
 
 
 def _readme(configs) -> str:

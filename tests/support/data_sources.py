@@ -10,6 +10,8 @@ from pathlib import Path
 import yaml
 from PIL import Image
 
+from tests.support.paths import UPSTREAM_FIXTURES
+
 # (subset, image_id, VG part, c, c_n, c_p)
 REPLACE_ROWS = {
     "attributes": [
@@ -146,7 +148,6 @@ def make_coco_sources(
 
 
 # SugarCrepe / SugarCrepe++: the real upstream files (tests/fixtures/upstream, gzip) and COCO placeholders.
-UPSTREAM_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "upstream"
 
 
 def unpack_upstream(name: str, root: Path) -> Path:

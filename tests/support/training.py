@@ -1,5 +1,6 @@
 """Fine-tuning fixtures shared by the trainer tests: rows of the fine-tuning and eval schemas, the
-tiny CLIP loaded from its folder, and `HardPosTrainingArguments` for short CPU runs."""
+tiny CLIP loaded from its folder, `HardPosTrainingArguments` for short CPU runs, and the arguments of
+the warnings a run logged (a resume's skipped checkpoints)."""
 
 from __future__ import annotations
 
@@ -69,3 +70,11 @@ def load_tiny(tiny_clip_dir):
     from transformers import CLIPModel, CLIPProcessor
 
     return CLIPModel.from_pretrained(tiny_clip_dir), CLIPProcessor.from_pretrained(tiny_clip_dir)
+
+
+def logged_args(caplog, message: str) -> list[tuple]:
+    """The arguments of every record logged with the format `message`: the values a warning reports."""
+    return [record.args for record in caplog.records if record.msg == message]
+
+
+SKIPPED = "Resuming from %s, the last complete checkpoint: skipped %s."  # checkpointing.resolve_checkpoint's warning

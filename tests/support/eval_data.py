@@ -42,3 +42,9 @@ def write_hub_folder(root: Path, sets: dict[str, Dataset]) -> Path:
         f"- config_name: {c}\n  data_files:\n  - split: test\n    path: data/{c}/test-*.parquet\n" for c in sets
     ) + "---\n")
     return root
+
+
+def write_attributes_relations_folder(root: Path, seeds=(0, 1), configs=("attributes", "relations")) -> Path:
+    """A Hub folder with REPLACE's two configs, each `make_eval_set` of 4 images x 2 rows with its own seed."""
+    sets = {config: make_eval_set(num_images=4, rows_per_image=2, seed=seed) for seed, config in zip(seeds, configs)}
+    return write_hub_folder(root, sets)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from data_fixtures import COCO_CAPTIONS
+from tests.support.data_sources import COCO_CAPTIONS
 
 POS = {
     "ADJ": ["white", "red", "small", "big", "black", "blue", "green", "ivory", "tiny", "large", "wooden"],

@@ -1,0 +1,1 @@
+"""Builders the tests share (tiny datasets, folders, models and paths); no tests here."""
