@@ -6,7 +6,7 @@ generation benchmarks, with their figures in `benchmarks/results.json`, in about
 Steps, in this order (the cheapest evidence first), each a fresh process with its own time limit; a
 step that would start past the budget is skipped and recorded as such:
 
-  tests       `pytest -m gpu tests/test_gpu.py`: AMP fine-tuning with pinned memory and exact resumes,
+  tests       `pytest -m gpu tests/integration/test_gpu.py`: AMP fine-tuning with pinned memory and exact resumes,
               evaluation under --dtype / --allow-tf32 / --protocol paper (outcome flips against fp32
               recorded), two models and torchrun on the GPU
   demo        `hardpos demo` at its defaults (benchmarks/demo_time.py)
@@ -53,7 +53,7 @@ def steps(upstream: Path | None) -> dict[str, tuple[list[list[str]], int]]:
     python = sys.executable
     upstream_flags = ["--upstream-dir", str(upstream)] if upstream else []
     return {
-        "tests": ([[python, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", str(REPO / "tests" / "test_gpu.py")]],
+        "tests": ([[python, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", str(REPO / "tests" / "integration" / "test_gpu.py")]],
                   180),
         "demo": ([[python, str(HERE / "demo_time.py")]], 150),
         "eval": ([[python, str(HERE / "eval_floor.py"), "--device", "cuda", "--model", "vit-b-32", *upstream_flags]],

@@ -4,7 +4,7 @@
 Cards (dataset, model, metric) and loss modules pick entries by key with `cite`, so one paper is
 always cited under one key with one text. The `metrics/<name>/` folders must build as Hub Spaces
 without this package, so `metrics/generate.py` writes the entries they cite into them from here
-(`tests/test_metric_modules.py` regenerates them and checks the committed files are equal).
+(`tests/repository/test_metric_modules.py` regenerates them and checks the committed files are equal).
 """
 
 from __future__ import annotations

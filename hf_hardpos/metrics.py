@@ -9,7 +9,7 @@ s_p (hard positive). Kamath et al. (2024) define:
 
 All comparisons are strict, so a tie is never correct and never brittle. The `evaluate` modules in
 `metrics/` restate these one-line formulas so that each runs as a Hub Space without this package;
-`tests/test_metric_modules.py` proves them bit-identical to these functions on tie-heavy data.
+`tests/repository/test_metric_modules.py` proves them bit-identical to these functions on tie-heavy data.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ the templates in `metrics/_template/` and the specs in `metrics/specs.py`.
 
 Why generated: the modules share their input checks, bootstrap and `evaluate` plumbing, yet each must
 stay one self-contained file, because a Hub Space installs neither `hf_hardpos` nor a sibling module.
-The output is committed (a Space is a folder of files); `tests/test_metric_modules.py` regenerates it
+The output is committed (a Space is a folder of files); `tests/repository/test_metric_modules.py` regenerates it
 into a temporary folder and fails when a committed file differs.
 
     python metrics/generate.py            # rewrite the folders in place

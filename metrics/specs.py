@@ -91,7 +91,7 @@ def hard_positive(
         title=title,
         headline=headline,
         proof=(
-            "`tests/test_metric_modules.py` proves it bit-identical to `hf_hardpos.metrics` on tie-heavy data "
+            "`tests/repository/test_metric_modules.py` proves it bit-identical to `hf_hardpos.metrics` on tie-heavy data "
             "and checks that the input errors read the same"
         ),
         summary=(
@@ -201,7 +201,7 @@ hard negative: the hard negative lands strictly between the original and the har
         title="Text-Only Accuracy (SugarCrepe++ TOT)",
         headline="SugarCrepe++'s text-only task (TOT) accuracy",
         proof=(
-            "`tests/test_tot_metric.py` proves it equal to "
+            "`tests/evaluation/tasks/test_tot_metric.py` proves it equal to "
             "`hf_hardpos.evaluation.tasks.text_only.text_only_correct` and checks the input errors"
         ),
         summary="""SugarCrepe++'s text-only task (Dumpala et al., NeurIPS 2024): the two positive captions must be

@@ -36,7 +36,7 @@ def _cpu_unless_marked_gpu(request, monkeypatch):
     restatements, bit-identical resumes, golden CLI tables), and the package picks CUDA by default
     wherever it exists, as a user wants. Each CUDA path (AMP training, `--dtype`, `--allow-tf32`,
     `--protocol paper`, several models, torchrun with NCCL) is exercised by the tests marked `gpu`
-    (tests/test_gpu.py), which see the device. Subprocesses inherit `CUDA_VISIBLE_DEVICES=""`.
+    (tests/integration/test_gpu.py), which see the device. Subprocesses inherit `CUDA_VISIBLE_DEVICES=""`.
     """
     if request.node.get_closest_marker("gpu") or not HAS_CUDA:
         return

@@ -423,7 +423,7 @@ def _write(result: DemoResult, log: Callable[[str], None]) -> None:
         "eval_seed": EVAL_SEED,
         "environment": environment,
         "determinism": "results.json is byte-identical across reruns on one machine with these versions and "
-        "thread settings (checked by tests/test_demo.py); other machines may differ in the last digits",
+        "thread settings (checked by tests/synthetic/test_demo.py); other machines may differ in the last digits",
         "aggregation": {
             "replace": report.AGGREGATION_NOTE,
             "seeds": "each metric is the mean over seeds; <metric>_std is the sample standard deviation",

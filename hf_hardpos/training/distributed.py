@@ -10,7 +10,7 @@ but autograd on that process only reaches its own encoders. :func:`all_gather_wi
 the incoming gradient over processes (one ``all_reduce``) before keeping the slice that belongs to the
 local rows. Combined with losses that normalise their local rows by the *global* number of terms times
 the world size, the gradient that DDP averages over ranks equals the single-process, full-batch gradient
-(see ``tests/test_distributed_losses.py``).
+(see ``tests/training/test_distributed_losses.py``).
 
 Every helper returns its input untouched when no process group is initialised (or the world is one
 process), so single-process training pays nothing.

@@ -98,7 +98,7 @@ def test_prompts_are_the_released_scripts():
 
 def test_default_is_the_released_script_protocol(tiny_lm_dir):
     """No chat template, no decoding arguments (the model's generation_config samples here), EOS as
-    left pad, the 2024 pipeline's inputs (tests/test_generation_fidelity.py compares them with a
+    left pad, the 2024 pipeline's inputs (tests/generation/test_fidelity.py compares them with a
     restatement of the script's call), sampling seeded per (seed, row)."""
     generator = _generator(tiny_lm_dir, "replace", max_new_tokens=10, seed=3)
     assert not generator.use_chat_template and generator.decoding == "model" and generator.fidelity == "paper"
@@ -136,7 +136,7 @@ def test_batched_left_padded_generation_equals_one_by_one(tiny_lm_dir):
 
 def test_greedy_option_decodes_greedily_and_returns_only_new_tokens(tiny_lm_dir):
     # current-pipeline: the new tokens decoded on their own (the paper's fidelity keeps the 2024
-    # pipeline's leading space, tested in tests/test_generation_fidelity.py)
+    # pipeline's leading space, tested in tests/generation/test_fidelity.py)
     generator = _generator(tiny_lm_dir, "replace", max_new_tokens=6, decoding="greedy", fidelity="current-pipeline")
     caption = "a white cat"
     prompt_ids = generator.tokenizer(generator.render(caption), return_tensors="pt")["input_ids"]

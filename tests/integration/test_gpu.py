@@ -154,7 +154,7 @@ def _scores(folder: Path) -> dict[str, np.ndarray]:
             if column.endswith("_score")}
 
 
-@pytest.mark.parametrize("device", [CUDA])  # the CPU: tests/test_eval_multi_model.py, tests/test_eval_distributed.py
+@pytest.mark.parametrize("device", [CUDA])  # the CPU: tests/evaluation/test_multi_model.py, tests/evaluation/test_distributed.py
 def test_two_models_in_one_run_and_torchrun_equal_single_runs(device, replace_like, tmp_path):
     """`--model A --model B` equals A alone and B alone; `torchrun --nproc_per_node 1` equals a plain
     process (on CUDA: the process's own GPU, LOCAL_RANK 0)."""

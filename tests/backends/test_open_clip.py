@@ -6,8 +6,8 @@ main environment, so CI skips these): a tiny ResNet-tower CLIP and a tiny RoBERT
 scored through `ITMScorer` / `hardpos eval` give the per-row scores real open_clip gives when called
 directly (`tests/fixtures/open_clip/native_goldens.pt`, written by `make_native_goldens.py`).
 
-    /tmp/ocvenv/bin/pip install -e . --no-deps && /tmp/ocvenv/bin/pip install datasets evaluate accelerate peft
-    /tmp/ocvenv/bin/python -m pytest -q tests/test_backend_open_clip.py
+    python -m venv .venv-openclip && .venv-openclip/bin/pip install -e ".[openclip,test]"
+    .venv-openclip/bin/python -m pytest -q tests/backends/test_open_clip.py
 """
 
 from __future__ import annotations

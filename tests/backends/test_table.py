@@ -112,7 +112,7 @@ class ToyImageProcessor:
 class ToyBackend(ModelBackend):
     name = "toy"
     prefix = PREFIX
-    summary = "toy:SEED, a seeded dual encoder defined in tests/test_backends.py"
+    summary = "toy:SEED, a seeded dual encoder defined in tests/backends/test_table.py"
 
     def check_options(self, model_argument, options):
         if options.given():

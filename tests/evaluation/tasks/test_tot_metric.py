@@ -1,7 +1,7 @@
 """SugarCrepe++'s text-only task: the evaluate module, the package's text-only scorer, and their agreement.
 
 The folder's Space files, doctest, standalone run and input wording are checked with the other modules
-in `tests/test_metric_modules.py`."""
+in `tests/repository/test_metric_modules.py`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`hardpos eval --model FILE.pt`: a checkpoint is converted once, scored like any HF model, and named by its sha256.
 
-Uses the tiny open_clip fixtures of tests/test_conversion.py (a DDP training checkpoint of a QuickGELU
+Uses the tiny open_clip fixtures of tests/conversion/test_conversion.py (a DDP training checkpoint of a QuickGELU
 config and its 528-token BPE) on generated hard-positive sets.
 """
 

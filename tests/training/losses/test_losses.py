@@ -1,5 +1,5 @@
 """Every loss term against a plain, loop-by-loop reference (values and gradients), plus masks, CMR state,
-and the combined objective's bookkeeping. Single process; see tests/test_distributed_losses.py for DDP."""
+and the combined objective's bookkeeping. Single process; see tests/training/test_distributed_losses.py for DDP."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 - "A Hub id whose commit cannot be resolved (offline, never downloaded) is never reused."
 - An interrupted conversion "is never used" (the conversion cache).
 - A rule-method caption's output "does not depend on the other captions of the run".
-(A resumed training run draws the same crops: tests/test_training_robustness.py.)
+(A resumed training run draws the same crops: tests/training/test_robustness.py.)
 Each sentence is checked to be in the README or a docs page too (`GUARANTEES`), so a promise and its test
 cannot drift apart: rewording one means updating the other.
 """
@@ -42,7 +42,7 @@ def test_every_guarantee_is_written_in_the_docs_and_tested_here():
         assert _words(sentence) in _words((ROOT / "docs" / page).read_text()), (page, sentence)
         assert callable(globals()[test])
         # the trust page lists it too, pointing at this file
-        assert "tests/test_readme_guarantees.py" in (ROOT / "docs" / "trust.md").read_text()
+        assert "tests/repository/test_readme_guarantees.py" in (ROOT / "docs" / "trust.md").read_text()
 
 
 def test_scores_of_a_model_whose_hub_commit_is_unknown_are_never_reused(tiny_clip_dir, tmp_path, monkeypatch):
