@@ -87,7 +87,7 @@ class EvaluationReport:
             data_id = prov.get("dataset") or {}
             ident = data_id.get("sha256") or data_id.get("revision") or data_id.get("fingerprint") or "unknown"
             source = prov.get("source", self.dataset)  # each unit names the dataset it was computed on
-            line = f"data: {source} [{unit}] split {prov.get('split')} ({str(ident)[:12]})"
+            line = f"data: {source} [{unit}] split {prov.get('split')} ({str(ident)[:12]}), task {self.section.task}"
             truncation = prov.get("truncation", {})
             if truncation.get("truncated_captions"):
                 line += (
