@@ -55,6 +55,15 @@ def tiny_clip_dir(tmp_path_factory) -> Path:
     return build_tiny_clip(tmp_path_factory.mktemp("tiny_clip"))
 
 
+@pytest.fixture(scope="module")
+def model_and_processor(tiny_clip_dir):
+    """The tiny CLIP and its processor loaded as a user would, fresh for each test module (a module may
+    change the model's weights without touching another's)."""
+    from transformers import AutoModel, AutoProcessor
+
+    return AutoModel.from_pretrained(tiny_clip_dir).eval(), AutoProcessor.from_pretrained(tiny_clip_dir)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """`../shared/data` beside the checkout.

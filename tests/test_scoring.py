@@ -4,17 +4,11 @@ import numpy as np
 import pytest
 import torch
 from datasets import Dataset, Image
-from transformers import CLIPModel, CLIPProcessor
 
 from hf_hardpos.evaluation.tasks.hard_positive import evaluate_dataset
 from hf_hardpos.metrics import compute_metrics
 from hf_hardpos.scoring import ITMScorer
 from tests.support.eval_data import make_eval_set
-
-
-@pytest.fixture(scope="module")
-def model_and_processor(tiny_clip_dir):
-    return CLIPModel.from_pretrained(tiny_clip_dir).eval(), CLIPProcessor.from_pretrained(tiny_clip_dir)
 
 
 def naive_scores(model, processor, dataset, column):

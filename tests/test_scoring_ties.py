@@ -33,11 +33,6 @@ def _tie_set(rows: int = 60, seed: int = 0) -> Dataset:
     return Dataset.from_dict(data, features=features)
 
 
-@pytest.fixture(scope="module")
-def model_and_processor(tiny_clip_dir):
-    return CLIPModel.from_pretrained(tiny_clip_dir).eval(), CLIPProcessor.from_pretrained(tiny_clip_dir)
-
-
 def test_identical_token_captions_are_exact_ties_at_every_batch_size(model_and_processor):
     model, processor = model_and_processor
     dataset = _tie_set()

@@ -24,7 +24,6 @@ import pytest
 import torch
 from datasets import load_dataset
 from PIL import Image as PILImage
-from transformers import AutoModel, AutoProcessor
 
 from hf_hardpos.data.checks import MissingImageError
 from hf_hardpos.data.valse import PIECES, export_valse
@@ -81,11 +80,6 @@ def naive_scores(model, processor, image_path: Path, texts: list[str]) -> list[f
             feature = getattr(feature, "pooler_output", feature)
             out.append(float((image @ (feature / feature.norm(dim=-1, keepdim=True)).T).item()))
     return out
-
-
-@pytest.fixture(scope="module")
-def model_and_processor(tiny_clip_dir):
-    return AutoModel.from_pretrained(tiny_clip_dir).eval(), AutoProcessor.from_pretrained(tiny_clip_dir)
 
 
 def test_valse_build_flags_and_aggregations_equal_an_independent_computation(tmp_path, tiny_clip_dir, model_and_processor):

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 from datasets import Dataset, Image, Value
-from transformers import AutoModel, AutoProcessor
 
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.evaluation.tasks.aro import ARO_MACRO, ARO_VG_RELATION_EXCLUDED
@@ -29,11 +28,6 @@ from hf_hardpos.evaluation.tasks.winoground import (
 )
 from hf_hardpos.scoring import ITMScorer
 from tests.support.caption_selection import make_selection_set, make_winoground
-
-
-@pytest.fixture(scope="module")
-def model_and_processor(tiny_clip_dir):
-    return AutoModel.from_pretrained(tiny_clip_dir).eval(), AutoProcessor.from_pretrained(tiny_clip_dir)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 from datasets import Dataset
-from transformers import AutoModel, AutoProcessor
 
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.evaluation.tasks.text_only import (
@@ -77,11 +76,6 @@ def test_bootstrap_and_input_errors(module, tie_heavy_scores):
 
 
 # ---- the package's text-only scorer ----------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def model_and_processor(tiny_clip_dir):
-    return AutoModel.from_pretrained(tiny_clip_dir).eval(), AutoProcessor.from_pretrained(tiny_clip_dir)
 
 
 def _sc_pp_rows() -> Dataset:

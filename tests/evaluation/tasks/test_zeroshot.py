@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from transformers import AutoModel, AutoProcessor
 
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.evaluation.tasks.ranking import strict_rank
@@ -42,11 +41,6 @@ from tests.support.webdataset import (
     read_webdataset,
     write_webdataset,
 )
-
-
-@pytest.fixture(scope="module")
-def model_and_processor(tiny_clip_dir):
-    return AutoModel.from_pretrained(tiny_clip_dir).eval(), AutoProcessor.from_pretrained(tiny_clip_dir)
 
 
 @pytest.fixture(scope="module")
