@@ -30,6 +30,7 @@ def apply_lora(
     alpha: int = 32,
     dropout: float = 0.0,
     target_modules: Sequence[str] | str = DEFAULT_LORA_TARGET_MODULES,
+    seed: int | None = None,
 ) -> PeftModel:
     """Wrap `model` in a peft `PeftModel` whose only trainable weights are the LoRA adapters.
 
@@ -39,12 +40,21 @@ def apply_lora(
     regular expression that must match a module's whole name, so a one-entry list is never turned into
     a string. A plain string is passed on as such a regular expression. The logit scale stays frozen,
     as it is not a target module. A target that matches no module is an error naming the candidates.
+
+    `seed`: peft draws each adapter's A matrix from torch's global generator, at whatever state the
+    caller left it in, so two runs with the same training seed would start from different adapters
+    (`Trainer` seeds only after the model is built). Given a seed, the adapters are drawn from a
+    generator seeded with it, and the caller's generator state is restored afterwards.
     """
     if isinstance(target_modules, (list, tuple)):
         target_modules = list(target_modules)
     config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules, bias="none")
+    devices = list(range(torch.cuda.device_count())) if seed is not None and torch.cuda.is_available() else []
     try:
-        return get_peft_model(model, config)
+        with torch.random.fork_rng(devices=devices, enabled=seed is not None):
+            if seed is not None:
+                torch.manual_seed(seed)  # the CPU generator and every CUDA device's
+            return get_peft_model(model, config)
     except ValueError as error:  # peft: "Target modules ... not found in the base model"
         if "not found" not in str(error) and "NoMatching" not in type(error).__name__:
             raise

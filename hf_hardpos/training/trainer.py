@@ -118,7 +118,9 @@ class HardPosTrainer(AtomicCheckpoints, Trainer):
         if "eval_dataset" in kwargs:
             raise TypeError("pass eval sets as eval_datasets={name: Dataset}")
         if args.use_lora and not is_peft_model(model):
-            model = apply_lora(model, args.lora_r, args.lora_alpha, args.lora_dropout, args.lora_target_modules)
+            model = apply_lora(
+                model, args.lora_r, args.lora_alpha, args.lora_dropout, args.lora_target_modules, seed=args.seed
+            )
         if data_collator is None:
             data_collator = default_collator(args, processor)
         if isinstance(eval_datasets, (Dataset, BenchmarkEvalSet)):

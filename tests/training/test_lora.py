@@ -139,3 +139,29 @@ def test_one_target_module_is_a_module_name_not_a_regex(tiny):
     assert sum(1 for n, _ in peft_model.named_parameters() if n.endswith("lora_A.default.weight")) == layers
     with pytest.raises(UserInputError, match=r"\['qproj'\] matches no module .*'q_proj'"):
         apply_lora(copy.deepcopy(model), target_modules=["qproj"])
+
+
+def test_the_training_seed_fixes_the_adapters_whatever_the_global_generator_holds(tiny, tmp_path):
+    """peft draws lora_A from torch's global generator; the trainer draws it from `args.seed` instead."""
+    model, processor = tiny
+
+    def adapters(global_seed: int, seed: int) -> dict[str, torch.Tensor]:
+        torch.manual_seed(global_seed)  # what the caller happened to do before building the trainer
+        args = HardPosTrainingArguments(
+            output_dir=str(tmp_path), use_lora=True, lora_r=4, lora_alpha=8, seed=seed, report_to="none",
+            use_cpu=True,
+        )
+        trainer = HardPosTrainer(model=copy.deepcopy(model), args=args, train_dataset=_rows(4), processor=processor)
+        return {n: p.detach().clone() for n, p in trainer.model.named_parameters() if "lora_A" in n}
+
+    first, second, other_seed = adapters(1, seed=7), adapters(2, seed=7), adapters(1, seed=8)
+    assert first and first.keys() == second.keys() == other_seed.keys()
+    for name in first:
+        torch.testing.assert_close(first[name], second[name], rtol=0, atol=0, msg=name)
+    assert any(not torch.equal(first[name], other_seed[name]) for name in first)
+    # The caller's generator is left where it was: the draw after apply_lora is the same as without it.
+    torch.manual_seed(3)
+    expected = torch.rand(4)
+    torch.manual_seed(3)
+    apply_lora(copy.deepcopy(model), r=4, alpha=8, seed=5)
+    torch.testing.assert_close(torch.rand(4), expected, rtol=0, atol=0)
