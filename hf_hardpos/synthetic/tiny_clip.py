@@ -2,26 +2,42 @@
 
 Why: the Hub is out of reach in tests and in the embedded demo, yet every code path of the package
 (`from_pretrained`, `CLIPProcessor`, the trainer, `save_pretrained`) must run for real. This module
-trains a CLIP-format byte-level BPE on a caption corpus with the `tokenizers` library, wraps it in a
+learns a CLIP-format byte-level BPE on a caption corpus (split and byte-encoded by the `tokenizers`
+library's CLIP pre-tokenizers, merges learned deterministically, `learn_merges`), wraps it in a
 `CLIPTokenizer` (77-token context, like OpenAI CLIP), pairs it with a `CLIPImageProcessor` and a
 small randomly initialised `CLIPModel`, and saves the lot as a folder laid out like a Hub repo.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
+from itertools import pairwise
 from pathlib import Path
 
 import torch
-from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
-from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor, CLIPTokenizer
+from tokenizers import Regex, normalizers, pre_tokenizers
+from transformers import (
+    CLIPConfig,
+    CLIPImageProcessor,
+    CLIPModel,
+    CLIPProcessor,
+    CLIPTokenizer,
+)
 
 BOS_TOKEN = "<|startoftext|>"
 EOS_TOKEN = "<|endoftext|>"
 CONTEXT_LENGTH = 77
 
-# The same split CLIPTokenizer applies, so the merges we learn are the merges it will use.
+END_OF_WORD = "</w>"
+
+# The same normalisation and split CLIPTokenizer applies, so the merges we learn are the merges it will use.
 _CLIP_SPLIT = r"""<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+"""
+_NORMALIZER = normalizers.Sequence([normalizers.NFC(), normalizers.Replace(Regex(r"\s+"), " "), normalizers.Lowercase()])
+_PRE_TOKENIZER = pre_tokenizers.Sequence([
+    pre_tokenizers.Split(Regex(_CLIP_SPLIT), behavior="removed", invert=True),
+    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+])  # fmt: skip
 
 _DEFAULT_CORPUS = (
     "a photo of a red cube to the left of a blue sphere",
@@ -36,46 +52,69 @@ def train_clip_tokenizer(corpus: Iterable[str], vocab_size: int = 1024) -> CLIPT
     """Learn a CLIP-format BPE (byte alphabet, `</w>` word ends) from `corpus`.
 
     The vocabulary is laid out as OpenAI's: 256 byte symbols, the same with `</w>`, one entry per
-    merge, then the two special tokens, so the ids of the specials are the last two.
+    merge, then the two special tokens, so the ids of the specials are the last two. Merges are
+    learned until every word is one symbol or the vocabulary holds `vocab_size` entries
+    (`learn_merges`: the same text always gives the same tokenizer).
     """
-    bpe = Tokenizer(models.BPE(end_of_word_suffix="</w>", continuing_subword_prefix=""))
-    bpe.normalizer = normalizers.Sequence(
-        [normalizers.NFC(), normalizers.Replace(Regex(r"\s+"), " "), normalizers.Lowercase()]
-    )
-    bpe.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(_CLIP_SPLIT), behavior="removed", invert=True),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
     byte_alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        initial_alphabet=byte_alphabet,
-        end_of_word_suffix="</w>",
-        show_progress=False,
-        min_frequency=1,
-    )
-    bpe.train_from_iterator(list(corpus), trainer=trainer)
-    merges = _learned_merges(bpe)
+    merges = learn_merges(corpus, max_merges=vocab_size - 2 * len(byte_alphabet) - 2)
 
     vocab: dict[str, int] = {}
-    for symbol in byte_alphabet + [s + "</w>" for s in byte_alphabet]:
+    for symbol in byte_alphabet + [s + END_OF_WORD for s in byte_alphabet]:
         vocab.setdefault(symbol, len(vocab))
     for left, right in merges:
         vocab.setdefault(left + right, len(vocab))
     vocab[BOS_TOKEN] = len(vocab)
     vocab[EOS_TOKEN] = len(vocab)
-    # Keep only merges whose parts are in the vocabulary (always true for BPE order, checked anyway).
-    merges = [(a, b) for a, b in merges if a in vocab and b in vocab]
     return CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=CONTEXT_LENGTH)
 
 
-def _learned_merges(bpe: Tokenizer) -> list[tuple[str, str]]:
-    import json
+def learn_merges(corpus: Iterable[str], max_merges: int) -> list[tuple[str, str]]:
+    """BPE merges of `corpus` as CLIP splits and byte-encodes it, most frequent pair first, ties broken by
+    the symbols' ranks (the byte alphabet in code-point order, then word-final symbols in code-point order,
+    then merged symbols in the order they were made).
 
-    state = json.loads(bpe.to_str())["model"]["merges"]
-    return [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in state]
+    Why not `tokenizers.trainers.BpeTrainer`: it ranks word-final symbols in the iteration order of a
+    Rust hash map, which is seeded per process, so a corpus with tied pair counts gave a different
+    tokenizer, hence a different tiny CLIP, in every process. With the same tie rule and a fixed rank
+    this gives the merges that trainer gives whenever its result does not depend on that order (the
+    demo world's corpus: all 138 merges alike), and the same merges in every process always.
+    """
+    words = Counter(
+        word
+        for text in corpus
+        for word, _ in _PRE_TOKENIZER.pre_tokenize_str(_NORMALIZER.normalize_str(text))
+    )
+    symbols = {word: [*word[:-1], word[-1] + END_OF_WORD] for word in words}
+    rank = {symbol: i for i, symbol in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    for symbol in sorted({split[-1] for split in symbols.values()}):
+        rank.setdefault(symbol, len(rank))
+    merges: list[tuple[str, str]] = []
+    while len(merges) < max_merges:
+        pairs: Counter[tuple[str, str]] = Counter()
+        for word, split in symbols.items():
+            for pair in pairwise(split):
+                pairs[pair] += words[word]
+        if not pairs:
+            break
+        best = max(pairs, key=lambda pair: (pairs[pair], -rank[pair[0]], -rank[pair[1]]))
+        rank.setdefault(best[0] + best[1], len(rank))
+        merges.append(best)
+        symbols = {word: _merge(split, best) for word, split in symbols.items()}
+    return merges
+
+
+def _merge(split: list[str], pair: tuple[str, str]) -> list[str]:
+    """`split` with every occurrence of `pair` joined, left to right (as BPE applies a merge)."""
+    merged, i = [], 0
+    while i < len(split):
+        if i + 1 < len(split) and (split[i], split[i + 1]) == pair:
+            merged.append(split[i] + split[i + 1])
+            i += 2
+        else:
+            merged.append(split[i])
+            i += 1
+    return merged
 
 
 def build_tiny_clip(
