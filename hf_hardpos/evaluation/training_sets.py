@@ -5,8 +5,7 @@ Why: hard-negative fine-tuning buys compositionality at some cost in zero-shot a
 hard-positive sets cannot show that cost while it trains, and a checkpoint chosen on REPLACE alone
 may have lost ImageNet accuracy. So `HardPosTrainer(eval_datasets=...)` takes, per name, either
 
-- a plain `Dataset`, whose task its columns name as they do for `evaluate_model` (`task_of_columns`:
-  image, caption, hard_negative, hard_positive is the hard-positive schema); or
+- a plain `Dataset` in the hard-positive schema (image, caption, hard_negative, hard_positive); or
 - a `BenchmarkEvalSet`: a local folder, Hub id or in-memory table of any benchmark the task registry
   recognises (hard positives, caption selection such as SugarCrepe and ARO, Winoground,
   clip_benchmark's zero-shot classification and retrieval webdatasets).
@@ -132,13 +131,12 @@ class BenchmarkEvalSet:
 
 
 def as_benchmark_eval_set(name: str, value: Dataset | BenchmarkEvalSet) -> BenchmarkEvalSet:
-    """A trainer eval-set value, resolved: a plain `Dataset` is scored as the task its columns name; one whose
-    columns name none is taken as a hard-positive set, whose schema check then names the missing columns."""
+    """A trainer eval-set value, resolved: a plain `Dataset` is a hard-positive set (the schema is checked)."""
     if isinstance(value, Dataset):
-        value = BenchmarkEvalSet(value, task=task_of_columns(value.column_names) or HARD_POSITIVE)
+        value = BenchmarkEvalSet(value, task=HARD_POSITIVE)
     if not isinstance(value, BenchmarkEvalSet):
         raise TypeError(
-            f"eval set {name!r} is a {type(value).__name__}; pass a datasets.Dataset (its columns name the task) "
+            f"eval set {name!r} is a {type(value).__name__}; pass a datasets.Dataset (hard-positive schema) "
             "or a hf_hardpos.training.BenchmarkEvalSet"
         )
     return value.resolve(name)
