@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import shutil
 import sys
@@ -69,9 +68,9 @@ def run_budget(name: str, pairs: list[tuple[int, int]], root: Path) -> dict:
     """Every pair at one budget; the pretrained model is trained once and copied into the later pairs' folders."""
     config = dataclasses.replace(DemoConfig(), **BUDGETS[name])
     runs, pretrain_s, fixed_s = [], None, 0.0
+    first = root / name / "-".join(map(str, pairs[0]))
     for pair in pairs:
         folder = root / name / "-".join(map(str, pair))
-        first = root / name / "-".join(map(str, pairs[0]))
         if folder != first:
             shutil.copytree(first / "models" / "pretrained", folder / "models" / "pretrained")
         result = run_demo(folder, dataclasses.replace(config, seeds=pair), progress=False, log=_stage_lines)
@@ -80,7 +79,7 @@ def run_budget(name: str, pairs: list[tuple[int, int]], root: Path) -> dict:
             pretrain_s = timings["pretrain"]
             fixed_s = sum(timings[stage] for stage in FIXED_STAGES)
         finetune_s = sum(v for k, v in timings.items() if " seed " in k)
-        held, margin = holding(json.loads((folder / "run_info.json").read_text())["comparisons"]["records"])
+        held, margin = holding(result.comparisons)
         runs.append({"seeds": list(pair), "finetune_s": finetune_s, "held": held, "margin": margin})
         print(f"[{name}] seeds {pair}: {held} of {len(EXPECTED)} hold, margin {margin:.2f}, fine-tunes {finetune_s:.0f} s")
     mean_finetune = sum(r["finetune_s"] for r in runs) / len(runs)
