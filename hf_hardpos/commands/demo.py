@@ -32,6 +32,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--sweep", action="store_true", help="add the HN-weight sweep of paper Table 3 (on with --full)")
     parser.add_argument("--quick", action="store_true", help="tiny budgets: a smoke test in seconds (numbers meaningless)")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        help="fine-tunes run at a time, each in a forked process (default: one per core on a Linux CPU; 1: one after "
+        "another, with progress bars on a terminal); the numbers are the same either way",
+    )
     progress = parser.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_true", default=None, help="progress bars")
     progress.add_argument(
@@ -55,5 +62,9 @@ def run(args: argparse.Namespace) -> int:
         config = DemoConfig(seeds=seeds) if seeds else DemoConfig()
     if args.sweep:
         config.sweep = True
+    if args.processes is not None:
+        if args.processes < 1:
+            raise UserInputError(f"--processes must be at least 1, got {args.processes}")
+        config.processes = args.processes
     run_demo(args.output_dir, config, progress=args.progress)
     return 0

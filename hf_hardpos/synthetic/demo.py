@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import platform
@@ -43,7 +44,8 @@ from typing import Any
 import numpy as np
 from transformers import ProgressCallback
 
-from hf_hardpos.synthetic import findings, report
+from hf_hardpos.synthetic import findings, report, world
+from hf_hardpos.synthetic.forked_runs import background, run_all, worker_count
 from hf_hardpos.synthetic.run_report import write_run_report
 from hf_hardpos.synthetic.runtime import quiet_libraries, torch_threads
 from hf_hardpos.synthetic.stage_log import StageLog, TrainingLines
@@ -126,6 +128,9 @@ class DemoConfig:
     # Batches (PNG decoding, image processing, tokenising) are built in this many worker processes,
     # in parallel with the training step on the other core; 0 = in the training process.
     dataloader_workers: int = 1
+    # Fine-tunes run at a time, each in a forked process with one torch thread (`forked_runs`): None = one per
+    # usable core; 1 = one after another in this process (the only choice with an accelerator). Same numbers.
+    processes: int | None = None
 
     @classmethod
     def full(cls, seeds: tuple[int, ...] = (0, 1, 2, 3, 4)) -> DemoConfig:
@@ -183,6 +188,7 @@ class DemoResult:
     output_dir: Path | None = None
     chart: Path | None = None
     comparisons: list[dict] = field(default_factory=list)  # `findings.compare`: the paper's controlled comparisons
+    fine_tune_workers: int = 1  # fine-tunes that ran at a time (`forked_runs.worker_count`)
 
 
 def run_demo(
@@ -208,18 +214,32 @@ def run_demo(
     timings: dict[str, float] = {}
     wall, cpu = time.perf_counter(), time.process_time()
 
+    runs = [(seed, variant) for seed in config.seeds for variant in config.variants()]
+    workers = worker_count(config.processes, len(runs), config.torch_threads)
     with torch_threads(config.torch_threads), quiet_libraries():
-        with _timed(timings, "data"), log.stage("data"):
-            eval_sets = make_eval_sets(config.eval_examples, config.image_size)
+        # The eval and fine-tuning sets are built in a forked process while pretraining runs, where fine-tunes
+        # may be forked too (`forked_runs`); else here, first. Either way the same rows.
+        with background(forked=workers > 1) as submit:
+            eval_sets_later = submit(make_eval_sets, config.eval_examples, config.image_size)
+            finetune_sets_later = {
+                seed: submit(world.render_rows, "finetune", config.finetune_examples, seed, image_size=config.image_size)
+                for seed in config.seeds
+            }
+            with _timed(timings, "pretrain"), log.stage("pretrain"):
+                pretrained_dir, reused = _pretrained_model(output_dir / "models", config, progress, log)
+            log(
+                f"[pretrain] {'reused the cached' if reused else 'trained the'} tiny CLIP at {pretrained_dir} "
+                f"({timings['pretrain']:.1f} s)"
+            )
+            with _timed(timings, "data"), log.stage("data"):
+                eval_sets = eval_sets_later.result()
+                finetune_sets = {seed: later.result() for seed, later in finetune_sets_later.items()}
         log(
             f"[data] synthetic eval sets: REPLACE attributes, REPLACE relations, SWAP, {config.eval_examples} rows each "
-            f"(seed {EVAL_SEED}) in {timings['data']:.1f} s"
-        )
-        with _timed(timings, "pretrain"), log.stage("pretrain"):
-            pretrained_dir, reused = _pretrained_model(output_dir / "models", config, progress, log)
-        log(
-            f"[pretrain] {'reused the cached' if reused else 'trained the'} tiny CLIP at {pretrained_dir} "
-            f"({timings['pretrain']:.1f} s)"
+            f"(seed {EVAL_SEED}); fine-tuning sets of {config.finetune_examples} rows for seeds "
+            f"{' '.join(map(str, config.seeds))}; "
+            + ("built in a forked process while pretraining ran, " if workers > 1 else "built before pretraining, ")
+            + f"{timings['data']:.1f} s on this process's clock after it"
         )
         per_seed: dict[str, dict[int, dict[str, dict[str, float]]]] = {}
         outcomes: dict[str, dict[int, dict[str, dict[str, np.ndarray]]]] = {}
@@ -228,7 +248,8 @@ def run_demo(
         per_seed[PRETRAINED], outcomes[PRETRAINED] = {config.pretrain_seed: metrics}, {config.pretrain_seed: rows}
         log(f"[evaluate] {PRETRAINED:<16} {headline(metrics)}")
 
-        _fine_tune_all(pretrained_dir, eval_sets, output_dir, config, progress, log, timings, per_seed, outcomes)
+        _fine_tune_all(runs, workers, pretrained_dir, eval_sets, finetune_sets, output_dir, config, progress, log,
+                       timings, per_seed, outcomes)
     for alias, name in config.aliases().items():
         per_seed[alias], outcomes[alias] = per_seed[name], outcomes[name]
 
@@ -240,7 +261,7 @@ def run_demo(
     comparisons = findings.compare(results, outcomes, groups)
     timings["total"] = time.perf_counter() - wall
     timings["total_cpu"] = time.process_time() - cpu
-    result = DemoResult(results, per_seed, timings, config, output_dir, comparisons=comparisons)
+    result = DemoResult(results, per_seed, timings, config, output_dir, comparisons=comparisons, fine_tune_workers=workers)
     _write(result, log)
     log(_tables(result, markdown=False))
     written = ["results.json", "results.md", "run_info.json"] + ([report.CHART_NAME] if result.chart else [])
@@ -253,30 +274,54 @@ def run_demo(
     return result
 
 
-def _fine_tune_all(pretrained_dir: Path, eval_sets: dict, output_dir: Path, config: DemoConfig, progress: bool,
-                   log: StageLog, timings: dict[str, float], per_seed: dict, outcomes: dict) -> None:
-    """Fine-tune every variant for every seed from the pretrained model and evaluate it; record its metrics in
-    `per_seed`, its per-row outcomes in `outcomes` and its time in `timings` (variant -> seed -> ...)."""
-    from hf_hardpos.synthetic import world
+def _fine_tune_all(runs: list[tuple[int, Variant]], workers: int, pretrained_dir: Path, eval_sets: dict,
+                   finetune_sets: dict, output_dir: Path, config: DemoConfig, progress: bool, log: StageLog,
+                   timings: dict[str, float], per_seed: dict, outcomes: dict) -> None:
+    """Fine-tune each (seed, variant) of `runs` from the pretrained model and evaluate it, `workers` at a time
+    (`forked_runs`); record its metrics in `per_seed`, its per-row outcomes in `outcomes` and its time in
+    `timings` (variant -> seed -> ...).
 
-    for seed in config.seeds:
-        with log.stage("data"):
-            finetune_set = world.render_rows("finetune", config.finetune_examples, seed, image_size=config.image_size)
-        for variant in config.variants():
-            label = f"fine-tune seed {seed} {variant.name}"
-            began = time.perf_counter()
-            folder = output_dir / "models" / variant.name / f"seed-{seed}"
-            with log.stage(label):
-                model, processor = _load(pretrained_dir)
-                model = _train(model, processor, finetune_set, variant, seed, folder, config, progress, log)
-                metrics, rows = evaluate_on_world(model, processor, eval_sets)
-            per_seed.setdefault(variant.name, {})[seed] = metrics
-            outcomes.setdefault(variant.name, {})[seed] = rows
-            timings[f"{variant.name} seed {seed}"] = time.perf_counter() - began
-            log(
-                f"[fine-tune] seed {seed} {variant.name:<16} {timings[f'{variant.name} seed {seed}']:5.1f} s  "
-                f"{headline(metrics)}"
-            )
+    Whatever order the runs end in, the records are kept in the order of `runs`, so `results.json` and
+    `run_info.json` do not depend on the number of processes.
+    """
+    if workers > 1:
+        log(f"[fine-tune] {len(runs)} runs, {workers} at a time in forked processes (one torch thread each)")
+        runs_to_start = sorted(runs, key=lambda run: _text_columns(run[1]), reverse=True)  # the longest first
+    else:
+        runs_to_start = runs
+    fine_tune = functools.partial(
+        _fine_tune, pretrained_dir, eval_sets, finetune_sets, output_dir, config, progress and workers == 1
+    )
+    ended = {}
+    with log.stage("fine-tune"):
+        for (seed, variant), (metrics, rows, seconds) in run_all(fine_tune, runs_to_start, workers, log):
+            ended[seed, variant.name] = metrics, rows, seconds
+            log(f"[fine-tune] seed {seed} {variant.name:<16} {seconds:5.1f} s  {headline(metrics)}")
+    for seed, variant in runs:
+        metrics, rows, seconds = ended[seed, variant.name]
+        per_seed.setdefault(variant.name, {})[seed] = metrics
+        outcomes.setdefault(variant.name, {})[seed] = rows
+        timings[f"{variant.name} seed {seed}"] = seconds
+
+
+def _text_columns(variant: Variant) -> int:
+    """How many caption columns a variant's batches hold (its step time grows with them)."""
+    return 1 + 2 * (variant.hard_negative_weight > 0) + 2 * (variant.hard_positive_weight > 0)
+
+
+def _fine_tune(pretrained_dir: Path, eval_sets: dict, finetune_sets: dict, output_dir: Path, config: DemoConfig,
+               progress: bool, run: tuple[int, Variant], log: Callable[[str], None]):
+    """One fine-tune from the pretrained model, then its evaluation: (metrics, per-row outcomes, seconds)."""
+    seed, variant = run
+    began = time.perf_counter()
+    label = f"fine-tune seed {seed} {variant.name}"
+    stage_log = StageLog(log, enabled=not progress)
+    with torch_threads(config.torch_threads), stage_log.stage(label):
+        model, processor = _load(pretrained_dir)
+        folder = output_dir / "models" / variant.name / f"seed-{seed}"
+        model = _train(model, processor, finetune_sets[seed], variant, seed, folder, config, progress, stage_log)
+        metrics, rows = evaluate_on_world(model, processor, eval_sets)
+    return metrics, rows, time.perf_counter() - began
 
 
 def _tables(result: DemoResult, markdown: bool) -> str:
@@ -305,8 +350,6 @@ def _pretrained_model(models_dir: Path, config: DemoConfig, progress: bool, log:
                 return folder, True
         except (ValueError, KeyError):
             pass  # an unreadable key file: train again and overwrite it
-    from hf_hardpos.synthetic import world
-
     dataset = world.render_rows("pretrain", config.pretrain_examples, config.pretrain_seed, image_size=config.image_size)
     log(f"[pretrain] {len(dataset)} image / alt-text pairs, {config.pretrain_epochs:g} epochs, batch {config.pretrain_batch_size}")
     _pretrain(models_dir, dataset, config, progress, log)
@@ -433,6 +476,7 @@ def _write(result: DemoResult, log: Callable[[str], None]) -> None:
         "aliases": config.aliases(),
         "comparisons": {"method": findings.METHOD, "records": result.comparisons},
         "per_seed": {v: {str(s): m for s, m in runs.items()} for v, runs in result.per_seed.items()},
+        "fine_tune_workers": result.fine_tune_workers,
         "timings_seconds": {k: round(v, 2) for k, v in result.timings.items()},
     }
     (out / "run_info.json").write_text(json.dumps(info, indent=2) + "\n")

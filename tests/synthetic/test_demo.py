@@ -131,11 +131,13 @@ def test_saved_models_reproduce_the_reported_metrics(quick_demo):
 
 
 def test_same_command_gives_identical_results_json_and_readable_logs(quick_demo, tmp_path, capfd, monkeypatch):
-    """Determinism: a fresh run and a rerun (cached pretrained model) agree byte for byte; no matplotlib."""
+    """Determinism: a fresh run and a rerun (cached pretrained model) agree byte for byte, and fine-tunes run one
+    after another give the numbers of the same fine-tunes run in forked processes; no matplotlib."""
     from hf_hardpos.cli import main
+    from hf_hardpos.synthetic.forked_runs import worker_count
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # the [demo] extra is not installed
-    command = [*QUICK, "--seeds", "1", "--output-dir", str(tmp_path)]
+    command = [*QUICK, "--seeds", "1", "--processes", "1", "--output-dir", str(tmp_path)]
     (tmp_path / "results.png").write_bytes(b"a chart of some earlier run")
     assert main(command) == 0
     captured = capfd.readouterr()
@@ -146,8 +148,12 @@ def test_same_command_gives_identical_results_json_and_readable_logs(quick_demo,
     first = (tmp_path / "results.json").read_bytes()
     # Pretraining is deterministic too: the same settings trained the same weights in another folder.
     assert (tmp_path / WEIGHTS).read_bytes() == (quick_demo / WEIGHTS).read_bytes()
-    earlier = json.loads((quick_demo / "run_info.json").read_text())["per_seed"]
-    assert json.loads((tmp_path / "run_info.json").read_text())["per_seed"]["hn"]["1"] == earlier["hn"]["1"]
+    earlier = json.loads((quick_demo / "run_info.json").read_text())
+    assert earlier["fine_tune_workers"] == worker_count(None, 7, 1)  # > 1 on a Linux CPU with 2 cores or more
+    info = json.loads((tmp_path / "run_info.json").read_text())
+    assert info["fine_tune_workers"] == 1
+    for variant in ("pretrained", "contrastive", "hn", "hp+hn"):
+        assert info["per_seed"][variant] == earlier["per_seed"][variant], variant
     trained = (tmp_path / WEIGHTS).stat().st_mtime_ns
 
     assert main(command) == 0
