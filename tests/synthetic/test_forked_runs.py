@@ -71,3 +71,22 @@ def test_one_worker_runs_here_in_order():
 def test_a_failed_run_raises_in_the_parent():
     with pytest.raises(ValueError, match="negative task -1"):
         list(run_all(_square_in_a_process, [2, -1, 4], workers=2, log=lambda _: None))
+
+
+def _pid_and_sum(*numbers):
+    return os.getpid(), sum(numbers)
+
+
+@pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(), reason="needs fork")
+def test_background_work_runs_in_another_process_and_comes_back():
+    with forked_runs.background(forked=True) as submit:
+        later = [submit(_pid_and_sum, 1, 2), submit(_pid_and_sum, 3)]
+    (first_pid, three), (second_pid, also_three) = (future.result() for future in later)
+    assert (three, also_three) == (3, 3)
+    assert first_pid == second_pid != os.getpid()  # one forked process, in submission order
+
+
+def test_background_work_without_a_fork_is_done_at_once_here():
+    with forked_runs.background(forked=False) as submit:
+        future = submit(_pid_and_sum, 4, 5)
+        assert future.done() and future.result() == (os.getpid(), 9)
