@@ -174,6 +174,31 @@ def test_collator_eval_schema_and_pixel_values_match_processor(tiny_clip_dir):
     torch.testing.assert_close(batch["pixel_values"], reference["pixel_values"])  # rescaled exactly once
 
 
+@pytest.mark.parametrize("cache_size", [0, 5, 10_000])
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_collator_tokens_are_the_tokenizers_whatever_it_has_cached(tiny_clip_dir, cache_size, side):
+    """Three batches over the same rows, as three epochs read them: each batch's ids and mask equal one
+    `tokenizer(texts, padding=True, truncation=True)` call, cached or not, texts cut at max_length included."""
+    _, processor = load_tiny(tiny_clip_dir)
+    processor.tokenizer.padding_side = side
+    data = finetune_rows(8)
+    rows = [dict(data[i]) for i in range(8)]
+    rows[3][columns.CAPTION] = " ".join(["a red cube and a blue sphere"] * 12)  # longer than 16 tokens: cut
+    collator = HardPosDataCollator(processor, max_length=16, token_cache_size=cache_size)
+    for order in ([0, 1, 2, 3], [3, 2, 1, 0, 4, 5, 6, 7], [5, 3, 5, 0]):
+        batch = collator([rows[i] for i in order])
+        texts = [rows[i][columns.CAPTION] for i in order]  # the layout of `HardPosBatch`: captions, positives, negatives
+        for extra_columns in (columns.FINETUNE_POSITIVE_COLUMNS, columns.FINETUNE_NEGATIVE_COLUMNS):
+            texts += [rows[i][c] for i in order for c in extra_columns if rows[i][c] is not None]
+        reference = processor.tokenizer(texts, padding=True, truncation=True, max_length=16, return_tensors="pt")
+        assert torch.equal(batch["input_ids"], reference["input_ids"])
+        assert torch.equal(batch["attention_mask"], reference["attention_mask"])
+    assert batch["input_ids"].shape[1] == 16  # the long caption was cut, the rest padded to it
+    text_columns = (columns.CAPTION, *columns.FINETUNE_POSITIVE_COLUMNS, *columns.FINETUNE_NEGATIVE_COLUMNS)
+    distinct = {row[c] for row in rows for c in text_columns if row[c] is not None}
+    assert len(collator._token_ids) == min(cache_size, len(distinct))
+
+
 @pytest.mark.parametrize(
     ("column", "value", "message"),
     [
