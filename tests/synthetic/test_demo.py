@@ -180,6 +180,7 @@ def test_contradictory_or_repeated_options_are_refused(tmp_path):
 
     assert main(["demo", "--output-dir", str(tmp_path), "--full", "--quick"]) == 2
     assert main(["demo", "--output-dir", str(tmp_path), "--seeds", "0", "0"]) == 2
+    assert main(["demo", "--output-dir", str(tmp_path), "--processes", "0"]) == 2
     assert not (tmp_path / "results.json").exists()
 
 
