@@ -38,6 +38,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -219,10 +220,16 @@ def run_demo(
     runs = [(seed, variant) for seed in config.seeds for variant in config.variants()]
     workers = worker_count(config.processes, len(runs), config.torch_threads)
     with torch_threads(config.torch_threads), quiet_libraries():
-        # The eval and fine-tuning sets are built in a forked process while pretraining runs, where fine-tunes
-        # are forked too (`forked_runs`); else here, before it. Either way the same rows. `timings["data"]` is
-        # this process's time on them: submitting and waiting for them, or building them.
+        # Where fine-tunes are forked (`forked_runs`), a forked process renders the second half of the pretraining
+        # rows while this one renders the first, then builds the eval and fine-tuning sets while pretraining runs;
+        # else all here, in that order. Either way the same rows. `timings["data"]` is this process's time on the
+        # eval and fine-tuning sets: submitting and waiting for them, or building them.
         with background(forked=workers > 1) as submit:
+            second_half = None
+            if workers > 1 and _cached_pretrained(output_dir / "models", config) is None:
+                n = config.pretrain_examples
+                second_half = submit(world.render_rows, "pretrain", n, config.pretrain_seed, image_size=config.image_size,
+                                     start=n // 2)  # fmt: skip
             with _timed(timings, "data"), log.stage("data"):
                 eval_sets_later = submit(make_eval_sets, config.eval_examples, config.image_size)
                 finetune_sets_later = {
@@ -230,7 +237,7 @@ def run_demo(
                     for seed in config.seeds
                 }
             with _timed(timings, "pretrain"), log.stage("pretrain"):
-                pretrained_dir, reused = _pretrained_model(output_dir / "models", config, progress, log)
+                pretrained_dir, reused = _pretrained_model(output_dir / "models", config, progress, log, second_half)
             log(
                 f"[pretrain] {'reused the cached' if reused else 'trained the'} tiny CLIP at {pretrained_dir} "
                 f"({timings['pretrain']:.1f} s)"
@@ -266,16 +273,30 @@ def run_demo(
     timings["total"] = time.perf_counter() - wall
     timings["total_cpu"] = time.process_time() - cpu
     result = DemoResult(results, per_seed, timings, config, output_dir, comparisons=comparisons, fine_tune_workers=workers)
-    _write(result, log)
-    log(_tables(result, markdown=False))
+    # The report pages are written in a forked process while this one writes the results, where forks are safe
+    # (else here, first).
+    with background(forked=workers > 1) as submit:
+        with log.stage("report"):
+            report_later = submit(_run_report, output_dir, eval_sets, config.seeds[0], config.torch_threads)
+        _write(result, log)
+        log(_tables(result, markdown=False))
+        with log.stage("report"):
+            report_files, report_lines = report_later.result()
+    for line in report_lines:
+        log(line)
     written = ["results.json", "results.md", "run_info.json"] + ([report.CHART_NAME] if result.chart else [])
-    with log.stage("report"):
-        written += write_run_report(output_dir, eval_sets, config.seeds[0], EVAL_SEED, config.torch_threads, log)
+    written += report_files
     log(
         f"total {timings['total']:.1f} s wall, {timings['total_cpu']:.1f} s CPU (this process); "
         f"wrote {', '.join(written)} to {output_dir}"
     )
     return result
+
+
+def _run_report(output_dir: Path, eval_sets: dict, seed: int, threads: int) -> tuple[list[str], list[str]]:
+    """`write_run_report` of seed `seed`'s models: (the files written, its log lines, to be printed by the caller)."""
+    lines: list[str] = []
+    return write_run_report(output_dir, eval_sets, seed, EVAL_SEED, threads, lines.append), lines
 
 
 def _fine_tune_all(runs: list[tuple[int, Variant]], workers: int, pretrained_dir: Path, eval_sets: dict,
@@ -337,28 +358,48 @@ def _tables(result: DemoResult, markdown: bool) -> str:
     return "\n".join([tables, "", *findings.format_comparisons(result.comparisons, result.results)])
 
 
-def _pretrained_model(models_dir: Path, config: DemoConfig, progress: bool, log: StageLog) -> tuple[Path, bool]:
+def _pretrained_model(
+    models_dir: Path, config: DemoConfig, progress: bool, log: StageLog, second_half: Future | None = None
+) -> tuple[Path, bool]:
     """The pretrained tiny CLIP: reused from `models_dir` when its key matches, else built and trained.
 
-    The key holds every pretraining setting and the versions the weights depend on, so a cached model
-    is never reused across settings that would have trained a different one.
+    `second_half`: the pretraining rows from `pretrain_examples // 2` on, being rendered elsewhere
+    (`forked_runs.background`) while this process renders the first half.
     """
     from hf_hardpos.provenance import digest_of
 
+    if (folder := _cached_pretrained(models_dir, config)) is not None:
+        return folder, True
+    half = config.pretrain_examples // 2 if second_half is not None else config.pretrain_examples
+    dataset = world.render_rows("pretrain", half, config.pretrain_seed, image_size=config.image_size)
+    if second_half is not None:
+        dataset = world.RenderedRows(dataset.column_names, dataset.rows + second_half.result().rows)
+    log(f"[pretrain] {len(dataset)} image / alt-text pairs, {config.pretrain_epochs:g} epochs, batch {config.pretrain_batch_size}")
+    _pretrain(models_dir, dataset, config, progress, log)
+    key = _pretrain_key(config)
+    (models_dir / PRETRAINED / PRETRAIN_KEY_FILE).write_text(json.dumps({"digest": digest_of(key), **key}, indent=2) + "\n")
+    return models_dir / PRETRAINED, False
+
+
+def _pretrain_key(config: DemoConfig) -> dict[str, Any]:
+    """Every pretraining setting and the versions the weights depend on, so a cached model is never reused
+    across settings that would have trained a different one."""
+    return {"settings": config.pretrain_settings(), "world": world_digest(), "environment": _environment()}
+
+
+def _cached_pretrained(models_dir: Path, config: DemoConfig) -> Path | None:
+    """The pretrained model's folder under `models_dir` when its key matches `config`'s, else None."""
+    from hf_hardpos.provenance import digest_of
+
     folder = models_dir / PRETRAINED
-    key = {"settings": config.pretrain_settings(), "world": world_digest(), "environment": _environment()}
     key_file = folder / PRETRAIN_KEY_FILE
     if key_file.is_file() and (folder / "model.safetensors").is_file():
         try:
-            if json.loads(key_file.read_text())["digest"] == digest_of(key):
-                return folder, True
+            if json.loads(key_file.read_text())["digest"] == digest_of(_pretrain_key(config)):
+                return folder
         except (ValueError, KeyError):
             pass  # an unreadable key file: train again and overwrite it
-    dataset = world.render_rows("pretrain", config.pretrain_examples, config.pretrain_seed, image_size=config.image_size)
-    log(f"[pretrain] {len(dataset)} image / alt-text pairs, {config.pretrain_epochs:g} epochs, batch {config.pretrain_batch_size}")
-    _pretrain(models_dir, dataset, config, progress, log)
-    key_file.write_text(json.dumps({"digest": digest_of(key), **key}, indent=2) + "\n")
-    return folder, False
+    return None
 
 
 def world_digest() -> str:

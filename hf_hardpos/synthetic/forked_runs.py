@@ -3,9 +3,9 @@ and work done in a forked process while the parent goes on (`background`: the de
 
 Why: each fine-tune of the tiny CLIP is bound to one core (its matrices are so small that a second torch
 thread costs more than it gives), and the runs do not depend on one another. On 2 CPU cores, two at a
-time finish the demo's six fine-tunes in about half the time of one after another, with the same numbers:
-each run seeds everything it draws (`HardPosTrainer` seeds torch, numpy and Python from its `seed`) and
-runs one torch thread wherever it runs.
+time finish the demo's six fine-tunes in little more than half the time of one after another, with the
+same numbers: each run seeds everything it draws (`HardPosTrainer` seeds torch, numpy and Python from its
+`seed`) and runs one torch thread wherever it runs.
 
 How: `concurrent.futures.ProcessPoolExecutor` with the "fork" start method. Forked workers inherit the
 parent's imports and its in-memory data (nothing is re-imported or pickled on the way in), and they are

@@ -110,18 +110,19 @@ _ROW_MAKERS: dict[str, tuple[int, Callable[[Scene, np.random.Generator], dict[st
 }
 
 
-def sample_examples(kind: str, n: int, seed: int = 0, *, image_size: int = 32) -> list[Example]:
-    """The scenes and caption columns behind a set, without images encoded (for checks and tests).
+def sample_examples(kind: str, n: int, seed: int = 0, *, image_size: int = 32, start: int = 0) -> list[Example]:
+    """The scenes and caption columns behind rows `start` to `n - 1` of a set, without images encoded.
 
-    `kind` is one of "replace-attributes", "replace-relations", "swap", "finetune", "pretrain".
+    `kind` is one of "replace-attributes", "replace-relations", "swap", "finetune", "pretrain". Row `i` is
+    the same whatever `start` and `n` are, so a set can be drawn in parts.
     """
     if kind not in _ROW_MAKERS:
         raise ValueError(f"unknown synthetic set kind {kind!r}; known: {sorted(_ROW_MAKERS)}")
-    if n < 0:
-        raise ValueError(f"n must be non-negative, got {n}")
+    if not 0 <= start <= n:
+        raise ValueError(f"need 0 <= start <= n, got start={start}, n={n}")
     stream, make_row = _ROW_MAKERS[kind]
     examples = []
-    for index in range(n):
+    for index in range(start, n):
         rng = np.random.default_rng([seed, stream, index])
         scene = sample_scene(rng, image_size)
         row = {columns.IMAGE_ID: f"synthetic-{kind}-{seed}-{index:06d}", **make_row(scene, rng)}
@@ -159,13 +160,13 @@ class RenderedRows:
         return self.rows[index]
 
 
-def render_rows(kind: str, n: int, seed: int = 0, *, image_size: int = 32) -> RenderedRows:
-    """The rows of `make_finetune_dataset` ("finetune") or `make_pretrain_dataset` ("pretrain"), images rendered
-    straight to PIL (no PNG round trip)."""
+def render_rows(kind: str, n: int, seed: int = 0, *, image_size: int = 32, start: int = 0) -> RenderedRows:
+    """Rows `start` to `n - 1` of `make_finetune_dataset` ("finetune") or `make_pretrain_dataset` ("pretrain"),
+    images rendered straight to PIL (no PNG round trip)."""
     features = {"finetune": FINETUNE_FEATURES, "pretrain": PRETRAIN_FEATURES}[kind]
     rows = [
         {name: scene.render() if name == columns.IMAGE else row[name] for name in features}
-        for scene, row in sample_examples(kind, n, seed, image_size=image_size)
+        for scene, row in sample_examples(kind, n, seed, image_size=image_size, start=start)
     ]
     return RenderedRows(list(features), rows)
 

@@ -216,6 +216,17 @@ def test_rendered_rows_are_the_datasets_rows_with_the_same_pixels(kind, make):
         assert np.array_equal(np.asarray(row[columns.IMAGE]), np.asarray(stored[columns.IMAGE].convert("RGB")))
 
 
+def test_a_set_rendered_in_two_parts_is_the_set_rendered_at_once():
+    """The demo renders the pretraining rows in two halves, in two processes (`start`)."""
+    whole, first, second = render_rows("pretrain", 7, 3), render_rows("pretrain", 3, 3), render_rows("pretrain", 7, 3, start=3)
+    assert len(first) + len(second) == len(whole)
+    for row, part in zip(whole.rows, first.rows + second.rows):
+        assert {k: v for k, v in row.items() if k != columns.IMAGE} == {k: v for k, v in part.items() if k != columns.IMAGE}
+        assert np.array_equal(np.asarray(row[columns.IMAGE]), np.asarray(part[columns.IMAGE]))
+    with pytest.raises(ValueError, match="start"):
+        render_rows("pretrain", 3, 3, start=4)
+
+
 def test_schema_matches_the_shared_column_constants():
     eval_columns = [columns.IMAGE, columns.IMAGE_ID, *columns.EVAL_CAPTION_COLUMNS]
     assert make_swap_dataset(3).column_names == eval_columns
