@@ -6,8 +6,8 @@ Why: nearly all of the demo's time is the model's forward and backward passes (d
 budgets (`DemoConfig`: 8,000 alt-text pairs pretrained for `pretrain_epochs`, 2,048 fine-tuning rows for
 5 epochs, the paper's fine-tuning length) decide whether it fits its two minutes on 2 CPU cores, and
 they must not be bought with the finding. This script measures what lengthening or shortening either
-stage costs or buys in time and in the finding. For each budget and each seed pair it runs the demo's experiment (`run_demo`: the same
-world, trainer, scorer and comparisons as `hardpos demo`) and records
+stage costs or buys in time and in the finding. For each budget and each seed pair it runs the demo's
+experiment (`run_demo`: the same world, trainer, scorer and comparisons as `hardpos demo`) and records
 - the experiment's clock: the pretraining (trained by the first pair of a budget, reused from the
   cache by the others, its key checked as `hardpos demo` checks it), and each pair's six fine-tunes
   with their evaluations (wall clock, as many at a time as `hardpos demo` runs them on this machine);

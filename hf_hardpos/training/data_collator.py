@@ -8,8 +8,8 @@ placeholder caption, which would otherwise be trained on as if it were real text
 
 Each distinct text is encoded once per collator (up to `token_cache_size` texts): a training set is read
 once per epoch, and the paper's recipe runs five, so without the cache the same captions, hard positives
-and hard negatives would be tokenised five times; on 2 CPU cores that was most of the time spent building
-a batch. The batch is then padded from the cached ids exactly as `tokenizer(texts, padding=True,
+and hard negatives would be tokenised five times; on 2 CPU cores that was about half the time spent
+building a batch. The batch is then padded from the cached ids exactly as `tokenizer(texts, padding=True,
 truncation=True)` pads it (a test compares the two). The cache lives in the collator, so in each
 dataloader worker; it lasts across epochs where the workers do (`dataloader_persistent_workers`), or with
 no workers.
@@ -36,7 +36,7 @@ from .augmentation import RandomResizedCrop, sample_generator
 from .options import one_of
 
 CLIP_CONTEXT_LENGTH = 77
-# Distinct texts whose token ids a collator keeps (about 100 bytes each for a caption of 15 tokens).
+# Distinct texts whose token ids a collator keeps (a few hundred bytes each for a caption of 15 tokens).
 TOKEN_CACHE_SIZE = 2**17
 # How many of a row's hard positives / negatives enter a batch, with what each mode does.
 SAMPLING_MODES = {
