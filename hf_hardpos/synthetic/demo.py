@@ -242,10 +242,9 @@ def run_demo(
                 f"[pretrain] {'reused the cached' if reused else 'trained the'} tiny CLIP at {pretrained_dir} "
                 f"({timings['pretrain']:.1f} s)"
             )
-            with _timed(timings, "data wait"), log.stage("data"):
+            with _timed(timings, "data"), log.stage("data"):
                 eval_sets = eval_sets_later.result()
                 finetune_sets = {seed: later.result() for seed, later in finetune_sets_later.items()}
-        timings["data"] += timings.pop("data wait")
         log(
             f"[data] synthetic eval sets: REPLACE attributes, REPLACE relations, SWAP, {config.eval_examples} rows each "
             f"(seed {EVAL_SEED}); fine-tuning sets of {config.finetune_examples} rows for seeds "
@@ -538,11 +537,12 @@ def _write(result: DemoResult, log: Callable[[str], None]) -> None:
 
 @contextlib.contextmanager
 def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
+    """Add the block's wall-clock seconds to `timings[name]` (a stage timed in several blocks sums them)."""
     began = time.perf_counter()
     try:
         yield
     finally:
-        timings[name] = time.perf_counter() - began
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - began
 
 
 __all__ = [
