@@ -26,6 +26,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from . import columns
+from .backends import text_inputs_of
 from .errors import UserInputError
 from .image_processing import describe_image_processor
 from .embedding_cache import EmbeddingCache, token_key
@@ -187,21 +188,6 @@ def _cuda_tf32(allow: bool):
         matmul.allow_tf32, conv.allow_tf32 = saved
 
 
-def text_context_length(config, tokenizer=None) -> int:
-    """The model's text context (CLIP 77, SigLIP 64), read from its config, else the tokenizer's.
-
-    Passed to the tokenizer explicitly: a tokenizer saved without `model_max_length` never truncates,
-    and a caption longer than the position table would then fail or, worse, be cut silently elsewhere.
-    """
-    text_config = getattr(config, "text_config", config)
-    length = getattr(text_config, "max_position_embeddings", None)
-    if length is None:
-        length = getattr(tokenizer, "model_max_length", None)
-        if length is None or length > 100_000:  # transformers' "no limit" sentinel
-            raise ValueError("cannot tell the model's text context length: set max_position_embeddings")
-    return int(length)
-
-
 @dataclass
 class TruncationReport:
     """Captions longer than the text context, which the tokenizer cut to `max_length` tokens.
@@ -285,15 +271,9 @@ class ITMScorer:
         self.precision = precision
         self.allow_tf32 = allow_tf32
         self.cache = cache if cache is not None else EmbeddingCache()
-        self.max_length = text_context_length(getattr(model, "config", None), processor.tokenizer)
-        # SigLIP and SigLIP 2 were trained on text padded on the right to the context length (64),
-        # attending to that padding (no attention mask) and pooling the last position (big_vision;
-        # open_clip's SigLipTokenizer returns ids only, padded right). transformers' SigLIP
-        # tokenizers may say otherwise (5.x: attention_mask, Gemma's left padding), so the protocol is
-        # fixed here. CLIP pools at the EOS token: dynamic padding gives it the same result.
-        model_type = getattr(getattr(model, "config", None), "model_type", "")
-        self.siglip_text = "siglip" in str(model_type)
-        self.text_padding = "max_length" if self.siglip_text else True
+        # How the text tower reads ids (padding, side, mask), as its family declares (`backends.TextInputs`).
+        self.text_inputs = text_inputs_of(model, processor.tokenizer)
+        self.max_length = self.text_inputs.context_length
 
     def settings(self) -> dict:
         """Everything about the scorer that can change a score, for provenance and resume keys."""
@@ -302,7 +282,7 @@ class ITMScorer:
             "precision": self.precision,
             "allow_tf32": self.allow_tf32,
             "max_length": self.max_length,
-            "text_padding": self.text_padding if isinstance(self.text_padding, str) else "longest",
+            "text_padding": self.text_inputs.padding,
             "image_processor": describe_image_processor(self.processor.image_processor),
         }
 
@@ -315,21 +295,18 @@ class ITMScorer:
             yield
 
     def _pad(self, sequences: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
-        """`input_ids` and `attention_mask` for token sequences, padded as `_tokenize` pads (to the
-        longest, or to `max_length` for SigLIP) with the tokenizer's pad id and side."""
-        tokenizer = self.processor.tokenizer
-        width = self.max_length if self.text_padding == "max_length" else max(len(s) for s in sequences)
-        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        input_ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+        """The inputs `get_text_features` takes for token sequences, padded as the model's family declares
+        (`self.text_inputs`: to the longest or to the context, which side, with which id, with a mask or not)."""
+        declared = self.text_inputs
+        width = self.max_length if declared.pad_to_context else max(len(s) for s in sequences)
+        input_ids = torch.full((len(sequences), width), declared.pad_token_id, dtype=torch.long)
         attention_mask = torch.zeros((len(sequences), width), dtype=torch.long)
-        left = not self.siglip_text and getattr(tokenizer, "padding_side", "right") == "left"
         for row, sequence in enumerate(sequences):
-            span = slice(width - len(sequence), width) if left else slice(0, len(sequence))
+            span = slice(width - len(sequence), width) if declared.padding_side == "left" else slice(0, len(sequence))
             input_ids[row, span] = torch.as_tensor(list(sequence), dtype=torch.long)
             attention_mask[row, span] = 1
-        if self.siglip_text or "attention_mask" not in getattr(tokenizer, "model_input_names", ["attention_mask"]):
-            return {"input_ids": input_ids}  # SigLIP attends to its padding, as it was trained
-        return {"input_ids": input_ids, "attention_mask": attention_mask}
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        return {name: inputs[name] for name in declared.input_names}
 
     def tokenize(self, texts: Sequence[str]) -> tuple[list[list[int]], np.ndarray]:
         """Each text's token ids as the model reads them (cut to the text context, as the tokenizer cuts

@@ -8,8 +8,8 @@ is a module in this folder and its line in `BACKENDS` (docs/architecture.md, "Ad
 
 from __future__ import annotations
 
-from .base import ModelBackend, ModelOptions
-from .hf import HFBackend
+from .base import ModelBackend, ModelOptions, TextInputs
+from .hf import HFBackend, transformers_text_inputs
 from .open_clip import OpenClipBackend
 
 DEFAULT_BACKEND = HFBackend.name
@@ -21,7 +21,7 @@ BACKENDS: dict[str, ModelBackend] = {
     )
 }
 
-__all__ = ["BACKENDS", "DEFAULT_BACKEND", "ModelBackend", "ModelOptions", "backend_for"]
+__all__ = ["BACKENDS", "DEFAULT_BACKEND", "ModelBackend", "ModelOptions", "TextInputs", "backend_for", "text_inputs_of"]
 
 
 def backend_for(model_argument: object) -> ModelBackend:
@@ -31,3 +31,10 @@ def backend_for(model_argument: object) -> ModelBackend:
         if backend.recognises(argument):
             return backend
     return BACKENDS[DEFAULT_BACKEND]
+
+
+def text_inputs_of(model, tokenizer) -> TextInputs:
+    """What `model` reads from `tokenizer`'s ids: what the tokenizer declares (`TextInputs`; the open_clip
+    backend's does), else what a transformers model reads (`hf.transformers_text_inputs`)."""
+    declared = getattr(tokenizer, "text_inputs", None)
+    return declared if isinstance(declared, TextInputs) else transformers_text_inputs(model, tokenizer)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import UserInputError
 
@@ -33,6 +33,37 @@ class ModelOptions:
         """The options given, by name (what `ModelSource.options` records for other processes)."""
         values = {"open_clip_config": self.open_clip_config, "activation": self.activation, "tokenizer": self.tokenizer}
         return {name: value for name, value in values.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class TextInputs:
+    """What a text tower reads from token ids, declared by its family: `ITMScorer` pads every batch by it.
+
+    Why declared, not guessed by the scorer: the families differ and a wrong guess does not fail, it
+    scores other numbers (or, for open_clip, crashes only where open_clip runs). open_clip's text towers add
+    their whole positional table to the ids, so they need ids padded to the context length and derive
+    their masks from the ids; SigLIP was trained attending to right padding up to its context length;
+    CLIP pools at the EOS token, so padding to the longest text in a batch gives the same features.
+
+    Attributes:
+        context_length: the text context: longer texts are cut to it, as the tokenizer cuts them.
+        pad_to_context: pad every text to `context_length` (else to the longest text of a batch).
+        padding_side: where padding goes ("right" or "left").
+        pad_token_id: the id padding is made of.
+        input_names: what `get_text_features` is given: `input_ids`, and `attention_mask` where the
+            tower reads one (those that derive their own masks or attend to their padding get none).
+    """
+
+    context_length: int
+    pad_to_context: bool
+    padding_side: Literal["right", "left"]
+    pad_token_id: int
+    input_names: tuple[str, ...]
+
+    @property
+    def padding(self) -> str:
+        """The padding as recorded with every score: "max_length" (to the context) or "longest"."""
+        return "max_length" if self.pad_to_context else "longest"
 
 
 class ModelBackend(ABC):
@@ -89,4 +120,6 @@ class ModelBackend(ABC):
     def load(self, resolved: str, image_backend: str) -> tuple[Any, Any]:
         """`(model, processor)` for `ITMScorer`, in float32: the model has `get_image_features` /
         `get_text_features` and a `config` with the text context; the processor `.tokenizer` and
-        `.image_processor`."""
+        `.image_processor`. A tokenizer that is not a transformers one declares `text_inputs` (a
+        `TextInputs`), which the scorer obeys; a transformers model's is read from it by
+        `hf.transformers_text_inputs`."""

@@ -16,7 +16,42 @@ from typing import Any
 from ..errors import UserInputError, first_line
 from ..image_processing import describe_image_processor, load_image_processor
 from ..provenance import looks_like_path, model_identity
-from .base import ModelBackend, ModelOptions
+from .base import ModelBackend, ModelOptions, TextInputs
+
+
+def text_context_length(config, tokenizer=None) -> int:
+    """The model's text context (CLIP 77, SigLIP 64), read from its config, else the tokenizer's.
+
+    Passed to the tokenizer explicitly: a tokenizer saved without `model_max_length` never truncates,
+    and a caption longer than the position table would then fail or, worse, be cut silently elsewhere.
+    """
+    text_config = getattr(config, "text_config", config)
+    length = getattr(text_config, "max_position_embeddings", None)
+    if length is None:
+        length = getattr(tokenizer, "model_max_length", None)
+        if length is None or length > 100_000:  # transformers' "no limit" sentinel
+            raise ValueError("cannot tell the model's text context length: set max_position_embeddings")
+    return int(length)
+
+
+def transformers_text_inputs(model, tokenizer) -> TextInputs:
+    """What a transformers dual encoder reads from its tokenizer's ids (`base.TextInputs`).
+
+    SigLIP and SigLIP 2 were trained on text padded on the right to the context length (64), attending
+    to that padding (no attention mask) and pooling the last position (big_vision; open_clip's
+    SigLipTokenizer returns ids only, padded right). transformers' SigLIP tokenizers may say otherwise
+    (5.x: attention_mask, Gemma's left padding), so that is fixed here. CLIP pools at the EOS token:
+    padding to the longest text of a batch, on the tokenizer's side and with its mask, gives the same result.
+    """
+    config = getattr(model, "config", None)
+    context = text_context_length(config, tokenizer)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    if "siglip" in str(getattr(config, "model_type", "")):
+        return TextInputs(context, True, "right", pad_id, ("input_ids",))
+    side = "left" if getattr(tokenizer, "padding_side", "right") == "left" else "right"
+    names = getattr(tokenizer, "model_input_names", ["attention_mask"])
+    return TextInputs(context, False, side, pad_id, ("input_ids", "attention_mask") if "attention_mask" in names
+                      else ("input_ids",))
 
 
 def missing_model_message(name: str, err: Exception) -> str:
@@ -65,8 +100,6 @@ class HFBackend(ModelBackend):
 
     def context_length(self, resolved: str) -> int:
         from transformers import AutoConfig
-
-        from ..scoring import text_context_length
 
         try:
             return text_context_length(AutoConfig.from_pretrained(resolved))

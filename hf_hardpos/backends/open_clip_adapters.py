@@ -12,6 +12,9 @@ from typing import ClassVar
 import torch
 from PIL import Image
 
+from ..errors import UserInputError
+from .base import TextInputs
+
 
 class OpenClipDualEncoder(torch.nn.Module):
     """An open_clip model behind the interface the scorer calls (`get_image_features` / `get_text_features`).
@@ -43,30 +46,52 @@ class _Config:
 class OpenClipTokenizer:
     """open_clip's tokenizer behind the calls the scorer makes (`tokenizer(texts, truncation=..., ...)`).
 
-    Ids are exactly open_clip's, already padded to the context length and truncated the way that
-    tokenizer truncates (CLIP BPE keeps EOT last), whatever `padding` asks: open_clip's towers were
-    trained on such rows and derive their own masks from the ids, so no attention mask is produced
-    (`model_input_names`). With `truncation=False` it returns the untruncated ids, whose lengths
-    find the captions the context cuts.
+    The ids the model reads are open_clip's own rows (`tokenizer(texts, context_length)`: CLIP BPE cut
+    with EOT kept last, an HF tokenizer's `max_length` padding, its cleaning and `strip_sep_token`), and
+    `text_inputs` declares how the scorer rebuilds such rows from unpadded ids: padded to the context
+    length, on the tokenizer's side, with its pad id, and no attention mask. open_clip's text towers add
+    their whole positional table and derive their masks from the ids (CLIP: causal mask and EOT pooling;
+    HF towers: ids != pad id), so any other padding either fails or scores other numbers.
+
+    With `truncation=False` each text's ids are its untruncated tokens where the context cuts it (their
+    lengths find the captions the context cuts) and, where it does not, open_clip's row without its
+    padding — checked to be exactly padding, so a tokenizer whose rows are not ids-then-padding (a
+    class token after the padding, a reduction mask) is refused instead of scored differently.
     """
 
     model_input_names: ClassVar[list[str]] = ["input_ids"]
-    padding_side = "right"
 
     def __init__(self, tokenizer, context_length: int):
         self.tokenizer = tokenizer
         self.model_max_length = context_length
         inner = getattr(tokenizer, "tokenizer", None)  # open_clip's HF-backed tokenizers wrap a transformers one
-        self.pad_token_id = getattr(inner, "pad_token_id", None) if inner is not None else 0
+        self.pad_token_id = 0 if inner is None else int(inner.pad_token_id)  # CLIP BPE pads with zeros
+        self.padding_side = "right" if inner is None else inner.padding_side
+        self.text_inputs = TextInputs(context_length, True, self.padding_side, self.pad_token_id, ("input_ids",))
 
     def __call__(self, texts, padding=True, truncation=True, max_length=None, return_tensors=None, verbose=True,
                  return_attention_mask=None):
-        # `return_attention_mask` is accepted as `ITMScorer.tokenize` passes it; no mask is ever made.
+        # `padding` and `return_attention_mask` are accepted as the scorer passes them: rows are always
+        # open_clip's, padded to the context, and no mask is ever made (`text_inputs`).
         texts = [texts] if isinstance(texts, str) else list(texts)
-        if not truncation:
-            return {"input_ids": [self._untruncated(text) for text in texts]}
-        ids = self.tokenizer(texts, context_length=max_length or self.model_max_length)
-        return {"input_ids": ids if return_tensors == "pt" else ids.tolist()}
+        rows = self.tokenizer(texts, context_length=max_length or self.model_max_length)
+        if truncation:
+            return {"input_ids": rows if return_tensors == "pt" else rows.tolist()}
+        return {"input_ids": [self._unpadded(text, row) for text, row in zip(texts, rows.tolist())]}
+
+    def _unpadded(self, text: str, row: list[int]) -> list[int]:
+        """open_clip's row for `text` without its padding, or the untruncated tokens where the row cuts them."""
+        tokens = self._untruncated(text)
+        if len(tokens) > len(row):
+            return tokens
+        padding = len(row) - len(tokens)
+        ids, pads = (row[padding:], row[:padding]) if self.padding_side == "left" else (row[:len(tokens)], row[len(tokens):])
+        if any(token != self.pad_token_id for token in pads):
+            raise UserInputError(
+                f"open_clip's {type(self.tokenizer).__name__} makes rows that are not its tokens then padding "
+                f"(text {text[:40]!r}); this tokenizer mode is not supported by the open_clip backend"
+            )
+        return ids
 
     def _untruncated(self, text: str) -> list[int]:
         inner = getattr(self.tokenizer, "tokenizer", None)

@@ -123,18 +123,21 @@ def test_backend_flag_spells_a_checkpoint_in_the_backends_syntax(tmp_path):
 
 
 class _FakeOpenClipNet(torch.nn.Module):
-    """What the adapter calls of an open_clip model: `encode_image`, `encode_text` (ids padded with 0)."""
+    """What the adapter calls of an open_clip model: `encode_image`, `encode_text` (ids padded with 0 to the
+    context length: like open_clip's text towers it adds its whole positional table, so other widths fail)."""
 
-    def __init__(self):
+    def __init__(self, context: int):
         super().__init__()
-        self.words = torch.nn.Embedding(40, 3, padding_idx=0)
-        torch.nn.init.normal_(self.words.weight[1:], generator=torch.Generator().manual_seed(0))
+        generator = torch.Generator().manual_seed(0)
+        self.words = torch.nn.Embedding(40, 3)
+        torch.nn.init.normal_(self.words.weight, generator=generator)
+        self.positions = torch.nn.Parameter(torch.randn(context, 3, generator=generator))
 
     def encode_image(self, pixels):
         return pixels.mean(dim=(2, 3))
 
     def encode_text(self, ids):
-        return self.words(ids).sum(1)  # padding adds nothing, as open_clip's towers ignore it
+        return (self.words(ids) + self.positions).sum(1)
 
 
 class _FakeSimpleTokenizer:
@@ -169,7 +172,7 @@ def test_adapters_score_through_itm_scorer_as_the_model_computes():
     def transform(image):
         return torch.from_numpy(np.asarray(image.convert("RGB").resize((4, 4)), dtype=np.float32).transpose(2, 0, 1))
 
-    net, bpe, context = _FakeOpenClipNet(), _FakeSimpleTokenizer(), 5
+    net, bpe, context = _FakeOpenClipNet(5), _FakeSimpleTokenizer(), 5
     processor = OpenClipProcessor(OpenClipTokenizer(bpe, context), OpenClipImageProcessor(transform))
     assert describe_image_processor(processor.image_processor)["backend"] == "open_clip"
     rows = {"image": [_png(i) for i in range(3)], "caption": ["a red cube", "one two three four five six", "b"],
