@@ -12,7 +12,8 @@ Accepted forms of `--model` (open_clip is an optional extra: `pip install -e ".[
 - `open_clip:RN50x16/openai` — an open_clip model name and a pretrained tag;
 - `open_clip:hf-hub:laion/CLIP-ViT-B-32-roberta-base-laion2B-s12B-b32k` — an open_clip Hub repo;
 - `open_clip:ViT-B-32//path/to/negclip.pt` or `open_clip:my-config.json/model.pt`, i.e.
-  `--model FILE --backend open_clip --open-clip-config NAME_OR_JSON` — a checkpoint file in a named (or JSON) config.
+  `--model FILE --native --open-clip-config NAME_OR_JSON` (`--native` is `--backend open_clip`) or
+  `--model open_clip:FILE --open-clip-config NAME_OR_JSON` — a checkpoint file in a named (or JSON) config.
 
 Choices that change scores are explicit and recorded in the model identity: the activation (a tag's
 weights were trained with the activation its open_clip entry records — QuickGELU for OpenAI's — and
@@ -105,9 +106,14 @@ def _resolve(model: str, options: ModelOptions) -> str:
             f"{CLIP_TOKENIZER!r} for open_clip's CLIP BPE (the paper's tokenization of every model)"
         )
     if options.open_clip_config is not None:
-        raise UserInputError(
-            f"--model {model} names its open_clip config; --open-clip-config applies to --backend open_clip FILE"
-        )
+        body = model[len(PREFIX):]
+        if model.startswith(_RESOLVED) or not Path(body).expanduser().is_file():
+            raise UserInputError(
+                f"--model {model} names its open_clip config and weights, so --open-clip-config does not apply; it "
+                "names the config of a checkpoint file: --model FILE --native --open-clip-config C (or --model "
+                "open_clip:FILE --open-clip-config C, or --model open_clip:C/FILE)"
+            )
+        model = checkpoint_spelling(body, options.open_clip_config)
     spec = parse(model)
     if spec.pretrained is not None and _is_path(spec.pretrained) and not Path(spec.pretrained).expanduser().is_file():
         raise UserInputError(f"checkpoint {spec.pretrained}: no such file")
@@ -118,6 +124,16 @@ def _resolve(model: str, options: ModelOptions) -> str:
             raise UserInputError(f"open_clip config {spec.model_name}: no such file")
         spec = replace(spec, model_name=str(Path(spec.model_name).expanduser().resolve()))
     return replace(spec, activation=activation or spec.activation, tokenizer=tokenizer or spec.tokenizer).to_model_string()
+
+
+def checkpoint_spelling(checkpoint: str, open_clip_config: str | Path | dict) -> str:
+    """A checkpoint file in an open_clip config (a name, a JSON file, JSON text or a dict) as a model argument:
+    `open_clip:C/FILE`, or the resolved JSON form where the config is JSON text (no short form holds it)."""
+    path = str(Path(checkpoint).expanduser().resolve())
+    config = json.dumps(open_clip_config) if isinstance(open_clip_config, dict) else str(open_clip_config)
+    if config.lstrip().startswith("{"):
+        return OpenClipSpec(config, path).to_model_string()
+    return f"{PREFIX}{config}/{path}"
 
 
 def _is_path(value: str) -> bool:
@@ -271,9 +287,7 @@ class OpenClipBackend(ModelBackend):
         if open_clip_config is None:
             raise UserInputError("--backend open_clip (--native) needs --open-clip-config NAME_OR_JSON (the checkpoint's "
                                  "open_clip model)")
-        if open_clip_config.lstrip().startswith("{"):  # JSON text: only the resolved form can hold it
-            return OpenClipSpec(open_clip_config, str(path.resolve())).to_model_string(), None
-        return f"{PREFIX}{open_clip_config}/{path.resolve()}", None
+        return checkpoint_spelling(checkpoint, open_clip_config), None
 
     def check_options(self, model_argument: str, options: ModelOptions) -> None:
         _resolve(model_argument, options)  # refuses what cannot apply, without importing open_clip

@@ -1,18 +1,19 @@
 """The open_clip backend (`--model open_clip:...`, `--backend open_clip FILE`): models `CLIPModel` cannot hold.
 
 Two parts. Everywhere: the model strings, the refusals and the one-line error without the extra.
-Where open_clip imports (its own venv: it needs torchvision, whose wheels replace the CPU torch of the
-main environment, so CI skips these): a tiny ResNet-tower CLIP and a tiny RoBERTa-text-tower CLIP
-scored through `ITMScorer` / `hardpos eval` give the per-row scores real open_clip gives when called
-directly (`tests/fixtures/open_clip/native_goldens.pt`, written by `make_native_goldens.py`).
+Against real open_clip (`pytest -m open_clip`, in the side venv `.ci/openclip_env.sh` builds: open_clip
+needs torchvision, whose wheel does not load beside the main environment's CPU torch; `.ci/run` runs
+them there on every run): a tiny ResNet-tower CLIP and a tiny RoBERTa-text-tower CLIP scored through
+`ITMScorer` / `hardpos eval` give the per-row scores real open_clip gives when called directly
+(`tests/fixtures/open_clip/native_goldens.pt`, written by `make_native_goldens.py`), and models open_clip
+makes and saves during the test give, through `hardpos eval --native` on a REPLACE-layout folder, every
+row's s_c, s_n, s_p that open_clip's own preprocessing, tokenizer and encoders give.
 
-    python -m venv .venv-openclip && .venv-openclip/bin/pip install -e ".[openclip,test]"
-    .venv-openclip/bin/python -m pytest -q tests/backends/test_open_clip.py
+    .ci/openclip_env.sh tests/backends/test_open_clip.py
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -29,12 +30,11 @@ from hf_hardpos.cli import main
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.metrics import compute_metrics
 from hf_hardpos.provenance import sha256_file
+from tests.support.open_clip_env import needs_open_clip
 from tests.support.paths import OPEN_CLIP_FIXTURES as FIXTURES
 
 OPEN_CLIP = BACKENDS["open_clip"]
 COLUMNS = ("caption", "hard_negative", "hard_positive")
-HAS_OPEN_CLIP = importlib.util.find_spec("open_clip") is not None
-needs_open_clip = pytest.mark.skipif(not HAS_OPEN_CLIP, reason="open_clip is an optional extra (see module docstring)")
 
 
 # -- model strings and refusals (no open_clip needed) -------------------------------------------------
@@ -67,6 +67,28 @@ def test_resolve_folds_options_and_absolute_paths(tmp_path, monkeypatch):
     assert resolved == OpenClipSpec(str(config), str(checkpoint), "gelu", "clip")
     tag = parse(OPEN_CLIP.resolve("open_clip:RN101/openai", ModelOptions(activation="quick_gelu")))
     assert (tag.model_name, tag.pretrained, tag.activation, tag.tokenizer) == ("RN101", "openai", "quick_gelu", None)
+    # docs/models.md's three spellings of a checkpoint file in a config name the same model.
+    from hf_hardpos.commands.eval import _backend_model
+
+    spellings = [("open_clip:ViT-B-32/ckpt.pt", None), ("open_clip:ckpt.pt", "ViT-B-32"),
+                 (_backend_model("open_clip", "ckpt.pt", "ViT-B-32")[0], None)]
+    resolved = {OPEN_CLIP.resolve(model, ModelOptions(open_clip_config=config)) for model, config in spellings}
+    assert {parse(model) for model in resolved} == {OpenClipSpec("ViT-B-32", str(checkpoint))}
+    with_json = OPEN_CLIP.resolve("open_clip:ckpt.pt", ModelOptions(open_clip_config={"embed_dim": 8}))
+    assert parse(with_json) == OpenClipSpec('{"embed_dim": 8}', str(checkpoint))
+
+
+def test_a_config_given_twice_names_the_spelling_that_works(tmp_path):
+    """--open-clip-config with a model that names its own config: the error's suggested spelling scores the file."""
+    from hf_hardpos.commands.eval import _backend_model
+
+    checkpoint = tmp_path / "ckpt.pt"
+    checkpoint.write_bytes(b"weights")
+    with pytest.raises(UserInputError) as caught:
+        OPEN_CLIP.resolve(f"open_clip:RN50x16/{checkpoint}", ModelOptions(open_clip_config="RN50x16"))
+    assert "--model FILE --native --open-clip-config C" in str(caught.value)
+    model, _ = _backend_model("open_clip", str(checkpoint), "RN50x16")  # that spelling
+    assert parse(OPEN_CLIP.resolve(model, ModelOptions())) == OpenClipSpec("RN50x16", str(checkpoint))
 
 
 @pytest.mark.parametrize(
@@ -221,13 +243,19 @@ def _hub_folder(root: Path) -> Path:
     return root
 
 
-def _configs(folder: Path) -> dict[str, Path]:
-    """The fixtures' model configs, with the absolute paths they need (as make_native_goldens.py writes them)."""
+def _make_native_goldens():
+    """`tests/fixtures/open_clip/make_native_goldens.py`, the script that makes the fixtures with open_clip."""
     sys.path.insert(0, str(FIXTURES))
     try:
-        import make_native_goldens as make
+        import make_native_goldens
     finally:
         sys.path.remove(str(FIXTURES))
+    return make_native_goldens
+
+
+def _configs(folder: Path) -> dict[str, Path]:
+    """The fixtures' model configs, with the absolute paths they need (as make_native_goldens.py writes them)."""
+    make = _make_native_goldens()
     bpe = make.write_bpe(folder)
     configs = {
         "resnet": make.native_resnet_config(bpe),
@@ -255,6 +283,69 @@ def test_adapter_scores_equal_open_clip_called_directly(tmp_path, tower, golden,
     ours = _scores(model)
     for column in COLUMNS:
         np.testing.assert_allclose(ours[column], _goldens()[golden][column].numpy(), rtol=0, atol=1e-6)
+
+
+def _replace_rows(rows: int, seed: int) -> dict[str, list]:
+    """REPLACE-shaped rows: PNG images of several sizes shared by ~2.3 rows each, short captions and a few
+    longer than the tiny models' 16-token context (cut as open_clip cuts them)."""
+    make = _make_native_goldens()
+    rng = np.random.default_rng(seed)
+    table: dict[str, list] = {"image": [], "image_id": [], **{column: [] for column in COLUMNS}}
+    images = [_png_bytes(rng) for _ in range(rows * 3 // 7 + 1)]
+    for row in range(rows):
+        table["image"].append(images[row * 3 // 7])
+        table["image_id"].append(str(row * 3 // 7))
+        for column in COLUMNS:
+            words = int(rng.integers(2, 7)) if row % 13 else 20
+            table[column].append(" ".join(rng.choice(make.WORDS, size=words)))
+    return table
+
+
+def _png_bytes(rng: np.random.Generator) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    height, width = (int(v) for v in rng.integers(24, 96, size=2))
+    Image.fromarray(rng.integers(0, 255, (height, width, 3), dtype=np.uint8)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+@needs_open_clip
+@pytest.mark.parametrize("tower", ["resnet", "roberta"])
+def test_native_route_scores_every_row_as_open_clip_itself(tmp_path, tower):
+    """A model open_clip makes and saves now (a ModifiedResNet image tower, or a Hugging Face RoBERTa text
+    tower), scored by `hardpos eval --model FILE --native --open-clip-config CFG` on a 120-row folder laid
+    out as REPLACE (attributes and relations): every row's s_c, s_n, s_p equal what open_clip gives called
+    directly (`make_native_goldens.direct_scores`: its own eval transform and tokenizer, `encode_image` /
+    `encode_text`, cosine of the normalised features) within 1e-5."""
+    import open_clip
+    import pyarrow.parquet as pq
+
+    from hf_hardpos.columns import REPLACE_SUBSETS
+    from tests.support.eval_data import write_hub_folder
+
+    make = _make_native_goldens()
+    config = _configs(tmp_path)[tower]
+    name = make.register(json.loads(config.read_text()), f"check-{tower}", tmp_path)
+    built = open_clip.create_model(name, **({"pretrained_text": False} if tower == "roberta" else {}))
+    checkpoint = tmp_path / f"{tower}.pt"
+    torch.save(make.randomise(built, seed=49).state_dict(), checkpoint)
+    rows = {subset: _replace_rows(60, seed) for seed, subset in enumerate(REPLACE_SUBSETS)}
+    features = Features({"image": ImageFeature(), **{c: Value("string") for c in ("image_id", *COLUMNS)}})
+    sets = {subset: Dataset.from_dict({**table, "image": [{"bytes": png, "path": None} for png in table["image"]]},
+                                      features=features) for subset, table in rows.items()}
+    folder = write_hub_folder(tmp_path / "replace", sets)
+    out = tmp_path / "out"
+    assert main(["eval", "--model", str(checkpoint), "--native", "--open-clip-config", str(config), "--dataset",
+                 str(folder), "--output", str(out), "--batch-size", "16", "--no-progress"]) == 0
+    for subset, table in rows.items():
+        saved = pq.read_table(out / f"scores-{subset}.parquet").to_pydict()
+        expected = make.direct_scores(name, checkpoint, table)
+        assert len(saved["row"]) == 60
+        for column, field in zip(COLUMNS, ("original_score", "negative_score", "positive_score")):
+            np.testing.assert_allclose(saved[field], expected[column].numpy(), rtol=0, atol=1e-5, err_msg=column)
 
 
 @needs_open_clip

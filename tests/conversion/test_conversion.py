@@ -41,6 +41,7 @@ from hf_hardpos.errors import UserInputError
 from hf_hardpos.model_source import ModelSource
 from hf_hardpos.scoring import ITMScorer
 from tests.support.eval_data import make_eval_set
+from tests.support.open_clip_env import needs_open_clip
 from tests.support.paths import OPEN_CLIP_FIXTURES as FIXTURES
 
 TOLERANCE = 1e-5
@@ -340,11 +341,13 @@ def test_zoo_lists_every_row(capsys):
     assert all(p.citation in citations.BIBTEX for p in PRESETS.values())
 
 
-def test_verification_against_real_open_clip(tmp_path, tiny_tokenizer):
-    """Runs where open_clip imports (e.g. the venv of make_goldens.py); the card records the result."""
-    pytest.importorskip("open_clip")
-    result, _ = _convert(tmp_path, tiny_tokenizer, "lora_tsvlc.pt")
-    assert result.verification is not None
+@needs_open_clip
+@pytest.mark.parametrize("golden, checkpoint, config, activation", CASES, ids=[c[0] for c in CASES])
+def test_verification_against_real_open_clip(tmp_path, tiny_tokenizer, golden, checkpoint, config, activation):
+    """Every fixture checkpoint converted where open_clip imports (`.ci/openclip_env.sh`): the converter
+    builds the same model in open_clip and compares features (`verify_against_open_clip`); the card records it."""
+    result, _ = _convert(tmp_path, tiny_tokenizer, checkpoint, config, activation=activation)
+    assert result.verification is not None, golden
     assert max(v for k, v in result.verification.items() if k.startswith("max_abs")) <= TOLERANCE
     assert f"{result.verification['max_abs_diff_text_features']:.3g}" in (tmp_path / "converted" / "README.md").read_text()
 
