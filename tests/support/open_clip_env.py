@@ -24,6 +24,9 @@ def open_clip_imports() -> bool:
 
 REQUIRED = os.environ.get("HF_HARDPOS_REQUIRE_OPEN_CLIP", "") == "1"
 HAS_OPEN_CLIP = REQUIRED or open_clip_imports()
-needs_open_clip = pytest.mark.open_clip(
-    pytest.mark.skipif(not HAS_OPEN_CLIP, reason="open_clip does not import here: .ci/openclip_env.sh runs these tests")
-)
+
+
+def needs_open_clip(test):
+    """Marks `test` `open_clip`, and skips it where open_clip does not import unless it is required here."""
+    skip = pytest.mark.skipif(not HAS_OPEN_CLIP, reason="open_clip does not import here: .ci/openclip_env.sh runs it")
+    return pytest.mark.open_clip(skip(test))
