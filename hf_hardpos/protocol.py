@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .backends import backend_for
 from .conversion_record import OPENAI_ARCHIVE
 from .errors import UserInputError
 
@@ -51,7 +52,7 @@ def is_openai_weights(model: str, identity: dict[str, Any], preset: str | None =
     origin = identity.get("converted_from") or {}
     return (
         str(model).startswith(OPENAI_HUB_PREFIX)
-        or (str(model).startswith("open_clip:") and str(model).endswith("/openai"))  # e.g. open_clip:RN50x16/openai
+        or backend_for(model).holds_openai_release(str(model))  # e.g. open_clip:RN50x16/openai
         or preset == "clip"
         or origin.get("checkpoint_kind") == OPENAI_ARCHIVE
     )

@@ -84,6 +84,11 @@ class ModelBackend(ABC):
         """Whether `model_argument` (as given, or as `resolve` returned it) belongs to this family."""
         return self.prefix is not None and model_argument.startswith(self.prefix)
 
+    def holds_openai_release(self, model_argument: str) -> bool:
+        """Whether the argument names OpenAI's released CLIP weights in this family's syntax (the paper
+        scored those through `clip.load`: `protocol.is_openai_weights`)."""
+        return False
+
     def require_exists(self, model_argument: str) -> None:
         """Refuse, in milliseconds, an argument naming a local file or folder that is not there."""
 

@@ -289,6 +289,10 @@ class OpenClipBackend(ModelBackend):
                                  "open_clip model)")
         return checkpoint_spelling(checkpoint, open_clip_config), None
 
+    def holds_openai_release(self, model_argument: str) -> bool:
+        """`open_clip:NAME/openai` (as given or resolved): open_clip's tag for OpenAI's weights."""
+        return parse(model_argument).pretrained == "openai"
+
     def check_options(self, model_argument: str, options: ModelOptions) -> None:
         _resolve(model_argument, options)  # refuses what cannot apply, without importing open_clip
 

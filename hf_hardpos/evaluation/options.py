@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..backends import ModelOptions
 from ..errors import UserInputError
 from ..image_processing import DEFAULT_IMAGE_BACKEND
 
@@ -74,15 +75,6 @@ class RunOptions:
         """What `ITMScorer` (or `make_scorer`) takes from these options, besides the model and its cache."""
         return {"batch_size": self.batch_size, "num_workers": self.num_workers, "device": self.device,
                 "precision": self.precision, "allow_tf32": self.allow_tf32, "progress": self.progress}
-
-
-@dataclass(frozen=True)
-class ModelOptions:
-    """How a checkpoint file is converted (`conversion.resolve_model`); refused for Hugging Face models."""
-
-    open_clip_config: str | Path | dict | None = None
-    activation: str | None = None
-    tokenizer: str | Path | None = None
 
 
 def split_keywords(keywords: dict[str, Any]) -> tuple[RunOptions, ModelOptions]:

@@ -78,6 +78,15 @@ def test_resolve_folds_options_and_absolute_paths(tmp_path, monkeypatch):
     assert parse(with_json) == OpenClipSpec('{"embed_dim": 8}', str(checkpoint))
 
 
+def test_openai_tag_is_openai_weights_as_given_and_resolved():
+    """The paper scored OpenAI's weights through `clip.load` (fp16 on CUDA): the backend recognises its tag."""
+    from hf_hardpos.protocol import is_openai_weights
+
+    resolved = OPEN_CLIP.resolve("open_clip:RN50x16/openai", ModelOptions())
+    assert is_openai_weights("open_clip:RN50x16/openai", {}) and is_openai_weights(resolved, {})
+    assert not is_openai_weights("open_clip:ViT-B-32/laion2b_s34b_b79k", {})
+
+
 def test_a_config_given_twice_names_the_spelling_that_works(tmp_path):
     """--open-clip-config with a model that names its own config: the error's suggested spelling scores the file."""
     from hf_hardpos.commands.eval import _backend_model
