@@ -4,7 +4,7 @@
 # Why a side venv: open_clip needs torchvision, and torchvision's wheel does not load beside the CPU torch
 # the README installs in the main environment ("operator torchvision::nms does not exist"). So the pins in
 # .ci/openclip-requirements.txt (torch, torchvision, open_clip_torch) get a venv of their own, cached under
-# ${HF_HARDPOS_CACHE:-~/.cache/hf_hardpos}/openclip-<hash>, keyed by those pins, the package's own
+# ${HARDPOS_OPENCLIP_VENVS:-~/.cache/hf_hardpos}/openclip-<hash>, keyed by those pins, the package's own
 # requirements (pyproject.toml's dependencies and its openclip and test extras) and the Python version: the
 # first build downloads several GB, a repeat with the same key reuses the venv and costs seconds.
 # The checkout itself is put first on PYTHONPATH, so one cached venv serves any checkout.
@@ -15,7 +15,11 @@ cd "$(dirname "$0")/.."
 root=$PWD
 python=${PYTHON:-python}
 key=$("$python" - <<'PY'
-import hashlib, sys, tomllib
+import hashlib, sys
+try:
+    import tomllib
+except ImportError:  # Python 3.10: the TOML reader pip vendors
+    from pip._vendor import tomli as tomllib
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
 extras = project["optional-dependencies"]
 parts = [open(".ci/openclip-requirements.txt").read(), repr(project["dependencies"]),
@@ -23,7 +27,7 @@ parts = [open(".ci/openclip-requirements.txt").read(), repr(project["dependencie
 print(hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16])
 PY
 )
-cache=${HF_HARDPOS_CACHE:-$HOME/.cache/hf_hardpos}
+cache=${HARDPOS_OPENCLIP_VENVS:-$HOME/.cache/hf_hardpos}
 venv=$cache/openclip-$key
 mkdir -p "$cache"
 started=$(date +%s)
@@ -37,7 +41,10 @@ started=$(date +%s)
         # The package's requirements from pyproject.toml, installed without the package itself (the
         # checkout is on PYTHONPATH at run time), so the venv does not point at the checkout that built it.
         "$venv/bin/python" - <<'PY' > "$venv/requirements-package.txt"
-import tomllib
+try:
+    import tomllib
+except ImportError:
+    from pip._vendor import tomli as tomllib
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
 extras = project["optional-dependencies"]
 print("\n".join(project["dependencies"] + extras["openclip"] + extras["test"]))
