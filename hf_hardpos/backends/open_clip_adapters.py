@@ -84,8 +84,8 @@ class OpenClipTokenizer:
         tokens = self._untruncated(text)
         if len(tokens) > len(row):
             return tokens
-        padding = len(row) - len(tokens)
-        ids, pads = (row[padding:], row[:padding]) if self.padding_side == "left" else (row[:len(tokens)], row[len(tokens):])
+        split = len(row) - len(tokens) if self.padding_side == "left" else len(tokens)
+        ids, pads = (row[split:], row[:split]) if self.padding_side == "left" else (row[:split], row[split:])
         if any(token != self.pad_token_id for token in pads):
             raise UserInputError(
                 f"open_clip's {type(self.tokenizer).__name__} makes rows that are not its tokens then padding "
