@@ -119,6 +119,22 @@ def slips() -> list[Slip]:
     return list(_load()[1])
 
 
+def slip_for(figure: PublishedFigure) -> Slip | None:
+    """The recorded slip of a printed figure (`slips`), or None when its value follows from the paper's cells."""
+    return next((s for s in _load()[1] if (s.paper, s.table, s.row, s.column) == (figure.paper, figure.table,
+                                                                                 figure.row, figure.column)), None)
+
+
+def slip_note(figure: PublishedFigure) -> str | None:
+    """One line flagging a slip wherever `figure` is shown: the printed value, the package's recomputation
+    from the paper's other cells, and the recorded explanation; None when the figure is no slip."""
+    slip = slip_for(figure)
+    if slip is None:
+        return None
+    return (f"{figure.source} {slip.row} {slip.column}: printed {slip.printed:g}, the paper's own rule gives "
+            f"{slip.derived:g} ({slip.why})")
+
+
 def table_rows(paper: str, table: str) -> dict[str, dict[str, float]]:
     """One printed table as {printed row: {printed column: value}} (columns the paper left "-" absent).
 
@@ -178,13 +194,15 @@ def comparison(model: str, rows: Mapping[str, Mapping], benchmarks: Mapping[str,
     maps the same names to the paper's benchmark. Returns `{row: {"benchmark", "published": {metric:
     value as printed}, "delta": {metric: ours - published}, "units": {metric: unit}, "sources": [...]}}`:
     a percent figure's delta is in percentage points, a cosine figure's in cosine; deltas are rounded
-    to 0.01 points (0.0001 cosine), the figures' own precision being 0.1 (0.001).
+    to 0.01 points (0.0001 cosine), the figures' own precision being 0.1 (0.001). A row with a printed
+    figure listed in `slips` also gets `"slips"`: one `slip_note` line each. Whether a delta may be shown
+    at all (the run's data are the paper's) is the caller's to decide (`evaluation.paper_data`).
     """
     compared: dict[str, dict] = {}
     order = {b: i for i, b in reversed(list(enumerate(f.benchmark for f in _load()[0])))}
     # In the paper's column order (CE-CLIP Table 1's nine VALSE columns, then its Avg, ...).
     for row, benchmark in sorted(benchmarks.items(), key=lambda item: order.get(item[1], len(order))):
-        published, delta, units, sources = {}, {}, {}, []
+        published, delta, units, sources, slipped = {}, {}, {}, [], []
         for metric, value in rows.get(row, {}).items():
             figure = lookup(model, benchmark, metric) if isinstance(value, float) else None
             if figure is None:
@@ -193,7 +211,11 @@ def comparison(model: str, rows: Mapping[str, Mapping], benchmarks: Mapping[str,
             units[metric] = figure.unit
             delta[metric] = round(100 * value - figure.value, 2) if figure.unit == PERCENT else round(value - figure.value, 4)
             sources.append(figure.source)
+            if (note := slip_note(figure)) is not None:
+                slipped.append(note)
         if published:
             compared[row] = {"benchmark": benchmark, "published": published, "delta": delta, "units": units,
                              "sources": sorted(set(sources))}  # fmt: skip
+            if slipped:
+                compared[row]["slips"] = slipped
     return compared
