@@ -163,9 +163,13 @@ class SuiteReport:
 def group_mean_line(group: str, mean: dict) -> str:
     """A group's mean (e.g. VTAB), naming the metric, how many datasets it averages and which are missing."""
     value = "none (no member scored)" if mean["value"] is None else f"{100 * mean['value']:.1f}%"
+    fewer = {k: n for k, n in mean.get("values_over", {}).items() if n < mean["num_datasets"]}
     return (
         f"== {group}: unweighted mean of {mean['metric']} over {mean['num_datasets']} datasets "
         f"= {value} ==" + (f" (missing: {', '.join(mean['missing'])})" if mean["missing"] else "")
+        + "".join(f" ({k} = {100 * mean['values'][k]:.1f}% over the {n} datasets that have it: with fewer classes "
+                  "than k there is none, as clip_benchmark's NaN that the paper's mean skipped)"
+                  for k, n in fewer.items())
     )
 
 
@@ -319,10 +323,23 @@ def _run_entry(run: ModelRun, entry: SuiteEntry, task: str, output_dir: Path) ->
     return run_dataset(run, task, data, folder, label=entry.dataset, text_only=entry.text_only).section
 
 
-def _group_values(sections: dict[str, Section], done: Sequence[SuiteEntry], metrics: Sequence[str]) -> dict[str, float]:
-    """The unweighted mean over `done` of each metric every one of them reports."""
+def _group_values(sections: dict[str, Section], done: Sequence[SuiteEntry],
+                  metrics: Sequence[str]) -> tuple[dict[str, float], dict[str, int]]:
+    """The unweighted mean over `done` of each metric, over the members that report it, and how many do.
+
+    A member without a metric is one the metric does not apply to: acc@5 of a task with fewer than 5
+    classes (VTAB's pcam, 2, and kitti_closest_vehicle_distance, 4). clip_benchmark 1.6.2, which the paper
+    ran, gives such a task acc5 = NaN (`metrics/zeroshot_classification.py`, `evaluate`), and a mean of its
+    results with pandas (`DataFrame.mean`, `skipna=True`) leaves it out, so Table 10's VTAB acc@5 is the
+    mean over the tasks that have one; the count says over how many.
+    """
     rows = [sections[m.name].results["all"] for m in done]
-    return {k: float(np.mean([row[k] for row in rows])) for k in metrics if rows and all(k in row for row in rows)}
+    values, counts = {}, {}
+    for k in metrics:
+        present = [row[k] for row in rows if k in row]
+        if present:
+            values[k], counts[k] = float(np.mean(present)), len(present)
+    return values, counts
 
 
 def group_means(sections: dict[str, Section], entries: Sequence[SuiteEntry]) -> dict[str, dict]:
@@ -345,8 +362,8 @@ def group_means(sections: dict[str, Section], entries: Sequence[SuiteEntry]) -> 
             "value": float(np.mean(values)) if values else None,
             "num_datasets": len(values),
             "missing": [m.name for m in members if m not in done],  # failed or not run: not in the mean
-            "values": _group_values(sections, done, metrics or (metric,)),
         }
+        means[group]["values"], means[group]["values_over"] = _group_values(sections, done, metrics or (metric,))
     return means
 
 

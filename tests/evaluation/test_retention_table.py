@@ -92,3 +92,22 @@ def test_a_preset_names_the_paper_row_of_a_local_checkpoint(suite_sections):
     paper = next(line.split() for line in report.table().splitlines() if line.startswith("paper: "))
     assert paper[-8:] == ["49.85", "79.70", "49.67", "65.02", "67.52", "80.60", "33.24", "67.75"]  # Table 10, HP+HN
     assert "paper: " not in SuiteReport("out/converted", sections=sections, group_means=means).table()
+
+
+def test_vtab_acc5_averages_the_tasks_that_have_one():
+    """clip_benchmark 1.6.2 gives a task with fewer than 5 classes acc5 = NaN (metrics/zeroshot_classification.py,
+    `evaluate`); a pandas mean of its results skips NaN, so VTAB acc@5 is the mean over the other tasks, never
+    blank because pcam (2 classes) and kitti (4) are in the group."""
+    import pandas as pd
+
+    results = {"vtab/cifar10": {"acc1": 0.8, "acc5": 0.99}, "vtab/dtd": {"acc1": 0.4, "acc5": 0.7},
+               "vtab/pcam": {"acc1": 0.55}, "vtab/kitti_closest_vehicle_distance": {"acc1": 0.3}}
+    sections = {name: _section(ZEROSHOT_CLASSIFICATION, f"clip-benchmark/wds_{name.replace('/', '-')}", **m)
+                for name, m in results.items()}
+    means = group_means(sections, [SuiteEntry(n, s.source, s.task, group="vtab") for n, s in sections.items()])
+    # As the paper's clip_benchmark outputs would be averaged: NaN where acc5 is not computed, skipped.
+    frame = pd.DataFrame([{"acc1": m["acc1"], "acc5": m.get("acc5", float("nan"))} for m in results.values()])
+    assert means["vtab"]["values"] == {"acc1": pytest.approx(frame["acc1"].mean()), "acc5": pytest.approx(frame["acc5"].mean())}
+    assert means["vtab"]["values_over"] == {"acc1": 4, "acc5": 2}
+    assert ("vtab", "acc5") in retention_values(sections, means)
+
