@@ -164,3 +164,35 @@ def test_printed_averages_rederive_with_the_package_aggregation_except_named_sli
         assert named[key].printed == printed, key
     # The example the papers' readers meet first: CE-CLIP's CLIP REPLACE Avg, 80.2 printed, 80.03 derived.
     assert named[(CE, "Table 3", "CLIP", "REPLACE Avg")].derived == 80.03
+
+
+def test_the_recorded_explanations_of_slips_follow_from_the_printed_cells():
+    """The explanations `figures.yaml` records, redone from the printed cells (CE-CLIP, arXiv 2306.08832,
+    Tables 1, 2, 3, 5, as printed): the other rule each slip follows, within the printed rounding."""
+    t1, t2 = table_rows("Zhang", "Table 1"), table_rows("Zhang", "Table 2")
+    valse_columns = ["existence", "plurality", "counting", "spatial relations", "action replacement", "actant swap",
+                     "coreference standard", "coreference clean", "foil-it"]
+    for row in ("MiniGPT-4", "CE-CLIP+"):  # the plain mean of the 9 printed VALSE columns
+        assert round(sum(t1[row][c] for c in valse_columns) / 9, 1) == t1[row]["VALSE Avg"]
+    for row in ("ALBEF", "UNITER"):  # the mean of the three category averages
+        categories = [t2[row][f"{c} Avg"] for c in ("Attribute", "Object", "Relation")]
+        assert round(sum(categories) / 3, 1) == t2[row]["Avg"]
+    t3 = table_rows("Zhang", "Table 3")["CLIP"]
+    largest = sum(t3[f"REPLACE {s}"] + 0.05 for s in ("object", "attribute", "relation")) / 3
+    assert largest < t3["REPLACE Avg"] - 0.05  # no unrounded cells average to 80.2
+    t5 = table_rows("Zhang", "Table 5")
+    assert round(t5["CE-CLIP"]["T2I R@"] - t5["CLIP"]["T2I R@"], 1) == t5["CE-CLIP+"]["T2I R@ gain"]
+    notes = {(s.row, s.column): s.why for s in slips()}
+    assert "9 printed columns" in notes[("MiniGPT-4", "VALSE Avg")] and "9 printed columns" in notes[("CE-CLIP+", "VALSE Avg")]
+    assert "category averages" in notes[("ALBEF", "Avg")] and "category averages" in notes[("UNITER", "Avg")]
+    assert "80.08" in notes[("CLIP", "REPLACE Avg")] and "CE-CLIP's gain" in notes[("CE-CLIP+", "T2I R@ gain")]
+
+
+def test_a_slip_is_flagged_where_its_figure_is_shown():
+    """CE-CLIP+'s printed VALSE 76.7 beside a run: the package's recomputation (75.05) and the reason travel with it."""
+    from hf_hardpos.published import comparison
+
+    compared = comparison("CE-CLIP+", {"avg": {"accuracy": 0.75}}, {"avg": "valse/avg"})
+    assert compared["avg"]["published"] == {"accuracy": 76.7}
+    (note,) = compared["avg"]["slips"]
+    assert "printed 76.7" in note and "gives 75.05" in note and "Table 1" in note
