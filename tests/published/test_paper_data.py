@@ -1,0 +1,25 @@
+"""`hardpos eval` records the data's build, and a real build from local copies of other files gets no difference."""
+
+import json
+
+from hf_hardpos.data.replace import export_replace
+from hf_hardpos.evaluation.aggregation import REPLACE_POOLED
+from hf_hardpos.evaluation.run import evaluate_model
+from tests.support.data_sources import make_replace_upstream, make_vg_images, replace_images
+
+
+def test_a_build_from_other_files_is_recorded_and_gets_no_difference(tiny_clip_dir, tmp_path):
+    upstream = make_replace_upstream(tmp_path / "hard_positives")
+    make_vg_images(tmp_path / "VG", replace_images())
+    built = tmp_path / "replace"
+    export_replace(built, upstream_dir=upstream, images_dir=tmp_path / "VG", progress=False)
+    evaluate_model(str(tiny_clip_dir), str(built), output_dir=tmp_path / "eval", preset="clip", progress=False)
+    saved = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    report = json.loads((built / "build_report.json").read_text())
+    for config in ("attributes", "relations"):
+        build = saved["provenance"][config]["build"]
+        assert build["dataset"] == "replace" and build["counts"] == report["counts"]
+        assert build["local_variants"] == report["local_variants"] != []  # the fixture is not the pinned file
+    pooled = saved["published"]["rows"][REPLACE_POOLED]
+    assert "delta" not in pooled
+    assert pooled["differs"].startswith("11 of 27,443 rows; built from local copies that are not the paper's files")
