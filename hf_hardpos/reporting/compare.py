@@ -63,10 +63,11 @@ class Comparison:
     captions: list[str]
 
 
-def _figures(run: Run) -> dict[str, tuple[Benchmark, Figure]]:
+def _figures(run: Run, all_rows: bool = False) -> dict[str, tuple[Benchmark, Figure]]:
+    """Column group -> the benchmark and figure it shows: the headline rows, or with `all_rows` every row."""
     found: dict[str, tuple[Benchmark, Figure]] = {}
     for bench in run.benchmarks.values():
-        for fig in bench.figures():
+        for fig in bench.figures(all_rows):
             found.setdefault(fig.label, (bench, fig))
     return found
 
@@ -166,11 +167,12 @@ def _check_agrees(fig: Figure, outcomes: dict[str, np.ndarray], where: str) -> N
 
 
 def compare_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, resamples: int = paired.DEFAULT_RESAMPLES,
-                 published: Sequence[Row] = ()) -> Comparison:
-    """Build the table (see the module docstring). `published` rows (from `--paper`) are appended as given."""
+                 published: Sequence[Row] = (), all_rows: bool = False) -> Comparison:
+    """Build the table (see the module docstring). `published` rows (from `--paper`) are appended as given;
+    `all_rows` (`--rows all`) adds every config, subset and piece beside the headline figures."""
     if not runs:
         raise UserInputError("give at least one run folder")
-    figures = [_figures(r) for r in runs]
+    figures = [_figures(r, all_rows) for r in runs]
     for run, figs in zip(runs, figures):
         if not figs:
             raise UserInputError(f"{run.folder}: no evaluated benchmark to compare (a fine-tuning folder without "
@@ -283,7 +285,7 @@ def _captions(runs: Sequence[Run], labels: Sequence[str], figures: Sequence[dict
     return captions
 
 
-def published_rows(runs: Sequence[Run], paper_rows: Sequence[str] = ()) -> list[Row]:
+def published_rows(runs: Sequence[Run], paper_rows: Sequence[str] = (), all_rows: bool = False) -> list[Row]:
     """`--paper [ROW]`: printed rows of the papers (`hf_hardpos.published`) and each run minus them.
 
     Without `paper_rows`, each run whose weights are a published system gets that system's rows: the
@@ -309,7 +311,7 @@ def published_rows(runs: Sequence[Run], paper_rows: Sequence[str] = ()) -> list[
     for run, label in zip(runs, run_labels(runs)):
         own = model_row(run.model, run.run.get("preset"))
         for system in named or ([own] if own is not None else []):
-            published, delta = _published_pair(run, system, f"{label} - {system} (published)")
+            published, delta = _published_pair(run, system, f"{label} - {system} (published)", all_rows)
             if not published.cells:
                 continue
             if system not in seen:
@@ -323,7 +325,7 @@ def published_rows(runs: Sequence[Run], paper_rows: Sequence[str] = ()) -> list[
     return rows
 
 
-def _published_pair(run: Run, system: str, delta_label: str) -> tuple[Row, Row]:
+def _published_pair(run: Run, system: str, delta_label: str, all_rows: bool = False) -> tuple[Row, Row]:
     """The printed row of `system` over `run`'s column groups, and `run` minus it, as fractions (cosine for
     mean scores). A group gets a difference only when the run measured it on the paper's benchmark (all its
     rows, built from the paper's sources: `evaluation.paper_data`); otherwise the published row says what
@@ -333,7 +335,7 @@ def _published_pair(run: Run, system: str, delta_label: str) -> tuple[Row, Row]:
     from ..published import PERCENT, lookup, slip_note
 
     published, delta, sources = Row(f"{system} (published)", "published"), Row(delta_label, "difference"), set()
-    for g, (bench, fig) in _figures(run).items():
+    for g, (bench, fig) in _figures(run, all_rows).items():
         dataset = str(bench.data.get("dataset") or bench.data.get("source") or bench.name)
         benchmark = benchmarks_of(dataset, {fig.row: fig.metrics}, bench.task, bench.provenance).get(fig.row)
         if benchmark is None:

@@ -426,3 +426,29 @@ def test_markdown_and_latex_keep_names_inside_their_cells(runs, capsys, tmp_path
     body = out[out.index(r"\hline", out.index(r"\hline") + 1):out.index(r"\end{tabular}")]
     assert code == 0 and r"a|b c \& d\_\$x\$" in body
     assert all(line.endswith((r"\\", r"\hline")) for line in body.splitlines() if line)
+
+
+def test_rows_all_shows_every_subset_with_its_printed_figures(runs, capsys):
+    """`--rows all`: REPLACE's two subsets beside its pooled column, each equal to metrics.json, and the paper's
+    per-subset row (Kamath et al. Table 7, CLIP ViT-B/32: relations 57.6 / 45.3 / 21.7, attributes 68.1 / 49.0 /
+    25.5) beside them, without a difference (the folder is not the paper's data)."""
+    code, out, _ = _compare(capsys, runs["a"], "--rows", "all", "--paper", "CLIP ViT-B/32", "--format", "json")
+    assert code == 0
+    table = json.loads(out)
+    assert list(table["groups"]) == ["REPLACE", "REPLACE [attributes]", "REPLACE [relations]"]
+    saved = _metrics(runs["a"])["results"]
+    records = table["records"]
+    for config in ("attributes", "relations"):
+        for metric in METRIC_NAMES:
+            ours = next(r for r in records if r["kind"] == "run" and r["benchmark"] == f"REPLACE [{config}]"
+                        and r["metric"] == metric)  # fmt: skip
+            assert ours["value"] == saved[config][metric]
+    printed = {"attributes": (68.1, 49.0, 25.5), "relations": (57.6, 45.3, 21.7)}
+    for config, values in printed.items():
+        for metric, value in zip(METRIC_NAMES, values):
+            published = next(r for r in records if r["kind"] == "published" and r["benchmark"] == f"REPLACE [{config}]"
+                             and r["metric"] == metric)  # fmt: skip
+            assert published["value"] == pytest.approx(value / 100)
+    assert [r for r in records if r["kind"] == "difference"] == []
+    code, out, _ = _compare(capsys, runs["a"], "--format", "json")
+    assert list(json.loads(out)["groups"]) == ["REPLACE"]  # headline rows only, by default
