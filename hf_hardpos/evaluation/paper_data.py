@@ -36,6 +36,7 @@ from ..data.sugarcrepe import SUGARCREPE_COUNTS
 from ..data.swap import CONFIG as SWAP_CONFIG
 from ..data.swap import PAPER_COUNT as SWAP_COUNT
 from ..data.valse import VALSE_COUNTS
+from ..provenance import looks_like_path
 from .tasks.webdataset import RETENTION_DATASETS
 
 BUILD_REPORT = "build_report.json"
@@ -86,15 +87,32 @@ def _source_checks(sources: Mapping[str, str]) -> dict[str, bool]:
     return checks
 
 
+def _report_file(source: str) -> Path | None:
+    """The `build_report.json` of a local dataset folder, or of a Hub dataset repository (`push_folder`
+    uploads it beside the shards; fetched through the Hub cache, None offline when not cached)."""
+    folder = Path(str(source)).expanduser()
+    if folder.exists():
+        path = folder / BUILD_REPORT
+        return path if path.is_file() and not path.is_symlink() else None
+    if looks_like_path(str(source)) or str(source).count("/") != 1:
+        return None
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return Path(hf_hub_download(str(source), BUILD_REPORT, repo_type="dataset"))
+    except Exception:  # offline and not cached, no such file, gated: the build is not known
+        return None
+
+
 def build_record(source: str) -> dict[str, Any] | None:
-    """What the build of a local dataset folder recorded (its `build_report.json`), reduced to what the
-    paper-data check reads; None when the folder has none (not built by `hardpos build`, or a Hub id).
+    """What the build of a dataset (a local folder or a Hub dataset id) recorded in its `build_report.json`,
+    reduced to what the paper-data check reads; None when there is none (not built by `hardpos build`).
 
     `pinned_inputs` maps each input read from a pinned repository to whether its recorded sha256 is the
     pinned one; `repos` the pinned repositories those inputs came from.
     """
-    path = Path(str(source)).expanduser() / BUILD_REPORT
-    if not path.is_file() or path.is_symlink():
+    path = _report_file(source)
+    if path is None:
         return None
     try:
         report = json.loads(path.read_text(encoding="utf-8"))

@@ -23,3 +23,23 @@ def test_a_build_from_other_files_is_recorded_and_gets_no_difference(tiny_clip_d
     pooled = saved["published"]["rows"][REPLACE_POOLED]
     assert "delta" not in pooled
     assert pooled["differs"].startswith("11 of 27,443 rows; built from local copies that are not the paper's files")
+
+
+def test_a_hub_datasets_build_record_is_read_through_the_hub_cache(tmp_path, monkeypatch):
+    """`hardpos build --push` uploads build_report.json beside the shards: a Hub id's record is that file."""
+    import huggingface_hub
+
+    from hf_hardpos.evaluation.paper_data import build_record
+
+    (tmp_path / "build_report.json").write_text(json.dumps({"dataset": "swap", "counts": {"default": 28_748},
+                                                            "expected_counts": {"default": 28_748}}))
+    asked = []
+
+    def download(repo_id, filename, repo_type):
+        asked.append((repo_id, filename, repo_type))
+        return str(tmp_path / filename)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    assert build_record("hardpos/swap")["counts"] == {"default": 28_748}
+    assert asked == [("hardpos/swap", "build_report.json", "dataset")]
+    assert build_record(str(tmp_path / "missing" / "x")) is None and len(asked) == 1  # a path is never a Hub id
