@@ -5,8 +5,8 @@ A difference between our number and that figure means something only when ours w
 rows, so a difference is printed (text, CSV, JSON, report, card) only when
 
 - the rows scored are all of the paper's rows for the figure (REPLACE 10,575 + 16,868, SWAP 28,748,
-  SugarCrepe's and VALSE's per-subset counts: the builders' constants, checked against the upstream
-  files at their pinned commits), and
+  SugarCrepe's per-subset counts, VALSE's valid rows per piece: the builders' constants, checked against
+  the upstream files at their pinned commits), and
 - the data were built by `hardpos build` from the upstream annotation files this package pins: the
   build's `build_report.json` (recorded at evaluation time in each unit's provenance, `build`) names the
   benchmark, read no local copy that differs from the pinned file (`local_variants` empty), dropped no
@@ -59,8 +59,8 @@ def _paper_rows(family: str) -> dict[str, int]:
         return {SWAP_CONFIG: SWAP_COUNT}
     if family == "sugarcrepe":
         return dict(SUGARCREPE_COUNTS)
-    if family == "valse":
-        return {piece: counts[0] for piece, counts in VALSE_COUNTS.items()}
+    if family == "valse":  # VALSE scores its valid rows (mturk.caption >= 2), as its figures count them
+        return {piece: counts[1] for piece, counts in VALSE_COUNTS.items()}
     return {}
 
 

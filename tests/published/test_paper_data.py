@@ -43,3 +43,14 @@ def test_a_hub_datasets_build_record_is_read_through_the_hub_cache(tmp_path, mon
     assert build_record("hardpos/swap")["counts"] == {"default": 28_748}
     assert asked == [("hardpos/swap", "build_report.json", "dataset")]
     assert build_record(str(tmp_path / "missing" / "x")) is None and len(asked) == 1  # a path is never a Hub id
+
+
+def test_valse_rows_are_counted_as_its_figures_count_them():
+    """VALSE's figures are over its valid rows (mturk.caption >= 2: existence 505 of 534, read from the
+    VALSE files at Heidelberg-NLP/VALSE@2152d90); a full run is not short of rows, only of a pinned digest."""
+    from hf_hardpos.evaluation.paper_data import data_differs
+
+    full = data_differs("valse/existence", ["existence"], {"existence": {"num_examples": 505}}, {"existence": {"dataset": {}}})
+    assert "rows" not in full.split(";")[0] and "not built from the paper's sources" in full
+    short = data_differs("valse/existence", ["existence"], {"existence": {"num_examples": 8}}, {"existence": {"dataset": {}}})
+    assert short.startswith("8 of 505 rows")
