@@ -18,8 +18,9 @@ at a recorded commit, all rows.
 
 Anything else (a hand-made folder of 120 rows, the demo's synthetic sets, a partial build, a run saved
 before builds were recorded) still shows the published row, with one line saying what differs, and no
-difference. Benchmarks whose annotation files have no digest pinned here (VALSE, VL-CheckList, ARO,
-distributed without a commit to pin, or pinned by commit only) can never be shown to be the paper's.
+difference. Benchmarks whose annotation files have no digest pinned here (VL-CheckList, whose files the
+builder finds through its yaml corpus; ARO, distributed through Google Drive without a commit to pin) can
+never be shown to be the paper's.
 """
 
 from __future__ import annotations
@@ -35,16 +36,16 @@ from ..data.sources import HARD_POSITIVES_REPO, SUGARCREPE_PP_REPO, SUGARCREPE_R
 from ..data.sugarcrepe import SUGARCREPE_COUNTS
 from ..data.swap import CONFIG as SWAP_CONFIG
 from ..data.swap import PAPER_COUNT as SWAP_COUNT
-from ..data.valse import VALSE_COUNTS
+from ..data.valse import VALSE_COUNTS, VALSE_REPO
 from ..provenance import looks_like_path
 from .tasks.webdataset import RETENTION_DATASETS
 
 BUILD_REPORT = "build_report.json"
-PINNED_REPOS = {repo.name: repo for repo in (HARD_POSITIVES_REPO, SUGARCREPE_REPO, SUGARCREPE_PP_REPO)}
+PINNED_REPOS = {repo.name: repo for repo in (HARD_POSITIVES_REPO, SUGARCREPE_REPO, SUGARCREPE_PP_REPO, VALSE_REPO)}
 # Benchmark families whose annotation files this package pins by sha256 (`data.sources`): only their builds
 # can be shown to be the paper's data.
 PINNED_FAMILIES = {"replace": HARD_POSITIVES_REPO.name, "swap": HARD_POSITIVES_REPO.name,
-                   "sugarcrepe": SUGARCREPE_REPO.name}
+                   "sugarcrepe": SUGARCREPE_REPO.name, "valse": VALSE_REPO.name}
 ZERO_SHOT = RETENTION_DATASETS
 CLIP_BENCHMARK_HUB = "clip-benchmark/wds_{}"
 # `Sources.record` writes "<origin>, sha256 <hex>"; a pinned file's origin names its raw GitHub URL.

@@ -54,3 +54,23 @@ def test_valse_rows_are_counted_as_its_figures_count_them():
     assert "rows" not in full.split(";")[0] and "not built from the paper's sources" in full
     short = data_differs("valse/existence", ["existence"], {"existence": {"num_examples": 8}}, {"existence": {"dataset": {}}})
     assert short.startswith("8 of 505 rows")
+
+
+def test_a_build_of_valses_pinned_files_is_valses_data():
+    """VALSE's files are pinned by sha256 at Heidelberg-NLP/VALSE@2152d90: a complete build of them, scored on
+    every valid row, may stand beside CE-CLIP's VALSE figures with a difference."""
+    import tempfile
+    from pathlib import Path
+
+    from hf_hardpos.data.valse import VALSE_COUNTS, VALSE_REPO
+    from hf_hardpos.evaluation.paper_data import build_record, data_differs
+    from tests.support.paper_data import write_paper_build_report
+
+    with tempfile.TemporaryDirectory() as folder:
+        write_paper_build_report(Path(folder), "valse", [f"data/{p}.json" for p in VALSE_COUNTS],
+                                 {p: rows for p, (rows, _) in VALSE_COUNTS.items()}, repo=VALSE_REPO)
+        build = build_record(folder)
+    provenance = {p: {"dataset": {}, "build": build} for p in VALSE_COUNTS}
+    results = {p: {"num_examples": valid} for p, (_, valid) in VALSE_COUNTS.items()}
+    assert data_differs("valse/existence", ["existence"], results, provenance) is None
+    assert data_differs("vl_checklist/overall", ["official/overall"], {}, provenance).startswith("built as 'valse'")
