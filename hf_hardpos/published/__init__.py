@@ -2,8 +2,11 @@
 
 Kamath et al., ECCV 2024 ("The Hard Positive Truth about Vision-Language Compositionality", Tables 1,
 2, 3, 9, 10, and the rows of Tables 7 and 8 this package carries) and Zhang, Awal, Agrawal, CVPR 2024
-(CE-CLIP, Tables 1, 2, 3, 5). Every printed row is here, including rows of models the package cannot
-download: they still serve `hardpos compare --paper ROW` and the reports.
+(CE-CLIP, Tables 1, 2, 3, 5). Every printed row of those tables is here, including rows of models the
+package cannot download (they still serve `hardpos compare --paper ROW` and the reports) and Kamath et
+al.'s Random Chance and Human Estimate rows (Tables 1 and 3); not carried: the red drop figures of
+Tables 1 and 3 (aug - orig of the printed cells), CE-CLIP Table 1's Random Chance row and its
+subscript gains other than Table 5's, none of which were transcribed for this package.
 
 The figures are data, not code: ``figures.yaml`` beside this module holds each table as printed (its
 header says how). This module reads it once and hands out flat records:
@@ -17,7 +20,8 @@ Which published row a run is: `model_row` maps a Hub id or a `hardpos zoo` prese
 result rows a figure stands beside is each evaluation task's to say (`evaluation.tasks.Task.published_benchmark`;
 `evaluation.published_rows.beside_ours` puts the two together through `comparison`); zero-shot retention
 is laid out by `evaluation.suite.retention_table`. Printed figures that contradict the paper's own other cells are
-listed in `slips()`, kept as printed.
+listed in `slips()`, kept as printed, and flagged wherever shown (`slip_note`). A difference to a printed
+figure is shown only on the paper's own data (`evaluation.paper_data`).
 """
 
 from __future__ import annotations
