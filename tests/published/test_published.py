@@ -141,6 +141,12 @@ def test_a_delta_is_reported_only_on_the_papers_data(tmp_path):
     published = beside_ours("openai/clip-vit-base-patch32", "anything", {**fewer, **replace_aggregates(fewer)},
                             provenance=provenance)
     assert published["rows"][REPLACE_POOLED]["differs"] == "10,675 of 27,443 rows"
+    # Only all of the paper's rows are "the paper's REPLACE column"; fewer follow its rule, and say so.
+    from hf_hardpos.evaluation.aggregation import describe
+
+    full, partial = rows[REPLACE_POOLED]["aggregation"], replace_aggregates(fewer)[REPLACE_POOLED]["aggregation"]
+    assert "(the paper's REPLACE column, Kamath" in describe(REPLACE_POOLED, full)
+    assert "the paper's REPLACE column's rule, on 10,675 of its 27,443 rows" in describe(REPLACE_POOLED, partial)
     # A build is matched by what it was built as, never by its folder's name.
     swap = build_record(str(tmp_path / "built")) | {"dataset": "swap"}
     assert beside_ours("openai/clip-vit-base-patch32", "out/other", {"default": {"brittleness": 0.2}},
