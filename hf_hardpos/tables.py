@@ -64,16 +64,24 @@ def published_table(published: Mapping, *, markdown: bool = False) -> str:
     """A paper's rows beside ours (`hf_hardpos.evaluation.published_rows.beside_ours`): the printed figure and ours minus it.
 
     `paper: <row>` holds the published figures, `ours - paper: <row>` our difference (percentage points
-    for rates, cosine for mean scores); the sources (paper, table) follow on one line. Hard-positive rows
+    for rates, cosine for mean scores) where ours was measured on the paper's benchmark; the sources
+    (paper, table) follow on one line, then why a row has no difference and any printed slip. Hard-positive rows
     keep `metrics_table`'s columns; other tasks' rows (accuracy, ARO's macro accuracy) get one column per
     metric, in percent.
     """
     if not published:
         return ""
     rows: dict[str, dict] = {}
+    notes: list[str] = []
     for row, entry in published["rows"].items():
         units = entry.get("units", {})  # absent in older metrics.json: every figure was a percentage
-        for label, values in ((f"paper: {row}", entry["published"]), (f"ours - paper: {row}", entry["delta"])):
+        shown = [(f"paper: {row}", entry["published"])]
+        if "delta" in entry:  # only where ours was measured on the paper's benchmark
+            shown.append((f"ours - paper: {row}", entry["delta"]))
+        else:
+            notes.append(f"{row}: no difference shown: {entry.get('differs', 'not the paper data')}")
+        notes.extend(f"slip: {line}" for line in entry.get("slips", ()))
+        for label, values in shown:
             rows[label] = {k: v if units.get(k) == "cosine" else v / 100 for k, v in values.items()}
     sources = sorted({s for entry in published["rows"].values() for s in entry["sources"]})
     label = f"published: {published['model_row']}"
@@ -83,4 +91,6 @@ def published_table(published: Mapping, *, markdown: bool = False) -> str:
     else:
         body = [[name, *(f"{100 * m[k]:.1f}" if k in m else "" for k in metrics)] for name, m in rows.items()]
         table = render_table([label, *(f"{k} %" for k in metrics)], body, markdown=markdown)
-    return f"{table}\npublished rows: {'; '.join(sources)}; ours - paper in percentage points (cosine for mean scores)"
+    lines = [table, f"published rows: {'; '.join(sources)}; ours - paper in percentage points (cosine for mean scores)",
+             *dict.fromkeys(notes)]
+    return "\n".join(lines)

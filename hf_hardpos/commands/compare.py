@@ -11,6 +11,7 @@ for the paired tests, its per-row scores); nothing is re-scored.
     hardpos compare out/clip out/negclip --paper
     hardpos compare out/negclip out/hp_hn --reference out/clip --paper
     hardpos compare out/my-model --paper NegCLIP --paper "Our HP+HN"
+    hardpos compare out/ce-clip --paper CE-CLIP --rows all      # SugarCrepe's subsets, VALSE's pieces too
     hardpos compare out/clip out/negclip --format latex --output table1.tex
 """
 
@@ -33,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="add published rows and each run's delta to them: alone, the row of each run whose "
                         "weights a paper reports (Hub id or --preset); with ROW (repeatable), that printed row of "
                         "Kamath et al. or CE-CLIP for every run, e.g. --paper NegCLIP --paper CE-CLIP")
+    parser.add_argument("--rows", choices=("headline", "all"), default="headline",
+                        help="headline (default): each benchmark's paper column or aggregates; all: every config, "
+                        "subset and piece as well (SugarCrepe's 7 subsets, VALSE's pieces, REPLACE's two subsets)")
     parser.add_argument("--format", choices=FORMATS, default="text",
                         help="text (default), markdown, latex; csv and json give one record per number, as fractions")
     parser.add_argument("--output", default=None, help="write the table to this file instead of printing it")
@@ -62,12 +66,13 @@ def run(args: argparse.Namespace) -> int:
         chosen = Path(args.reference).expanduser().resolve()
         folders = [args.reference, *(f for f in folders if Path(f).expanduser().resolve() != chosen)]
     runs = [load_run(folder) for folder in folders]
-    extra = published_rows(runs, [name for name in args.paper if name]) if args.paper else []
+    all_rows = args.rows == "all"
+    extra = published_rows(runs, [name for name in args.paper if name], all_rows) if args.paper else []
     width = args.width
     if width is None and args.output is None and sys.stdout.isatty():
         width = shutil.get_terminal_size().columns
     text = render(compare_runs(runs, allow_mismatch=args.allow_mismatch, resamples=args.bootstrap,
-                               published=extra), args.format, width)
+                               published=extra, all_rows=all_rows), args.format, width)
     if args.output is None:
         print(text, end="" if text.endswith("\n") else "\n")
         return 0

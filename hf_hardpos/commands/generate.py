@@ -91,8 +91,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--acceptance", choices=("paper", "strict"), default="paper",
-        help="llm: paper (default: refuse only the failure modes the paper names: empty, chatter, several "
-        "sentences, identical, an and-swap that moved attributes) or strict (ours: one short replacement, "
+        help="llm: both rules are ours (the paper's script keeps every output): paper (default, lenient: refuse "
+        "only empty, chatter, several sentences, identical, an and-swap that moved attributes) or strict "
+        "(one short replacement, "
         "exactly the same words swapped, symbols and names kept, no cut-off answer); --report gives both shares",
     )
     parser.add_argument(

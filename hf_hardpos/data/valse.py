@@ -36,10 +36,26 @@ from .checks import DataValidationError, load_json, selected
 from .dataset_card import card_facts, flag_table
 from .hub_folder import BuildOptions, export_with_image_files, row_features
 from .image_sources import ImageFolder
-from .sources import GitHubRepo, Sources
+from .sources import FileDigest, GitHubRepo, Sources
 
 SPLIT = "test"
-VALSE_REPO = GitHubRepo("Heidelberg-NLP/VALSE", "2152d90")
+# Each piece's file at the pinned commit: git blob id and sha256 (computed from the files of that commit),
+# so a build of them can be shown to be VALSE's own data (`evaluation.paper_data`).
+_VALSE_FILES = {
+    "actant-swap": ("6ca5b8ea4031c953a8a2de4a5e06377a5a11ba17", "915294ac3ade7c4c067b1c6841d0db93b60cb8a61ac8e2fb6b125c2a1c0ca93a"),
+    "action-replacement": ("7ba2fd2c2039b82755eef5c16283161063759124", "336ba134f29a3475d0508809067218909a6bd30f079c59309d19244eccb7917f"),
+    "coreference-hard": ("7db2ec7b4b2a02723f4dd3c3e14c81f23e456cc8", "ef54d8d971d9e0f264e07de08d9915c6e3d6129a2f239888f2b938f5c2eb4139"),
+    "coreference-standard": ("3dc00f694e14d52f3534e9180e0e2900e5a4d952", "dae1d9eb018acb54e29a1c4983f3563f86ec3b6beb4037a261564270b0473e95"),
+    "counting-adversarial": ("72f5ac7a2c45a59a58c44f9d80cbc555324c3cb2", "0d23529308449c98b37a91048a865a5f377325eceb9accd73f2947bc512d12b0"),
+    "counting-hard": ("80db438e1c27393a7d90217cfd52d4be96484154", "2cc83615653675fb50914ce2d8ab4041cce1278eed7ac0abf6f319dbce5c967a"),
+    "counting-small-quant": ("8458f64b94d02275d2d270781000b79aab964b6c", "ca0645885b05738f6c6df2dffec70c669aaff64114017f33425821faab4bc374"),
+    "existence": ("b3a65479f36ddc60f419c243a14da1fbfcba71db", "b20fca52eba86c544083d423345a2e28e60e601ef61c56c9ac1c73a95a3a6d18"),
+    "foil-it": ("1f2f1c30631c52b98be3bd2383d40dbe855ba908", "6f6f0d7494271ed28f6e6f075c3ba36ba1bc45d00ecf7403920f060915130460"),
+    "plurals": ("040fc8c011599574d38ca8ef46376bac5e4204a1", "43760db7fc8c6f2a21d3536d52f81539cb101f3370e8d2effb09de43d91486a3"),
+    "relations": ("b3f0a30d41ecd3eec6e36a253ba4de00621eae41", "061fc557459c318ccd6734d07c21cfa5bf5ae87aa6b1110b8f5ec3d6b2911043"),
+}  # fmt: skip
+VALSE_REPO = GitHubRepo("Heidelberg-NLP/VALSE", "2152d90d4aecd11f7f74cf03420abcb63efff9c5",
+                        {f"data/{piece}.json": FileDigest(*digests) for piece, digests in _VALSE_FILES.items()})
 VALID_VOTES = 2  # VALSE README: a valid foil has mturk.caption >= 2 of 3 annotators
 
 # piece -> (rows in the upstream file, rows with mturk.caption >= 2), read from the files at 2152d90.
@@ -149,7 +165,7 @@ def export_valse(
     sources = Sources(upstream_dir, options.cache_dir, repo=VALSE_REPO)
     report = BuildReport(dataset="valse")
     rows_by_piece = {piece: read_valse_piece(sources.upstream_file(upstream_file(piece)), piece) for piece in pieces}
-    report.sources.update(sources.provenance)
+    report.record_sources(sources)
     return export_with_image_files(
         output_dir, rows_by_piece, folder=ImageFolder(images_dir, sources), features=valse_features(),
         expected_counts={piece: VALSE_COUNTS[piece][0] for piece in pieces}, flags=_flags,

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..columns import REPLACE_SUBSETS
 from ..metrics import METRIC_NAMES, metrics_from_scores
+from ..published.hard_positive import REPLACE_SUBSET_ROWS
 
 REPLACE_POOLED = "pooled(attributes,relations)"
 REPLACE_MACRO_MEAN = "mean(attributes,relations)"
@@ -45,9 +46,13 @@ def describe(name: str, aggregation: Mapping[str, Any]) -> str:
     """One line saying how an aggregate row was computed, from its machine-readable `aggregation`."""
     configs = " + ".join(aggregation["configs"])
     if aggregation["method"] == POOLED:
+        paper_rows = sum(REPLACE_SUBSET_ROWS.values())
+        # Only all of the paper's rows are its column; fewer (a --skip-missing build, a sample) follow its rule.
+        column = ("the paper's REPLACE column" if aggregation["rows"] == paper_rows
+                  else f"the paper's REPLACE column's rule, on {aggregation['rows']:,} of its {paper_rows:,} rows")
         text = (
             f"{name} = fraction over all {aggregation['rows']:,} rows of {configs}, each row once; mean scores "
-            "over all rows (the paper's REPLACE column, Kamath et al. 2024 Tables 1 and 8)"
+            f"over all rows ({column}, Kamath et al. 2024 Tables 1 and 8)"
         )
         if aggregation.get("interval"):
             text += f"; CI: {aggregation['interval']}"

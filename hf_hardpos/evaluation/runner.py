@@ -36,6 +36,7 @@ from ..scoring import EXIF_ORIENTATION, ITMScorer, pick_device
 from .definitions import EMBEDDING_VERSIONS, RESULT_VERSIONS
 from .eval_data import dataset_identity, dataset_source, load_eval_sets
 from .options import RunOptions
+from .paper_data import build_record
 from .published_rows import beside_ours
 from .report import EvaluationReport
 from .run_folder import partial_run_folder, require_same_model
@@ -173,8 +174,13 @@ def run_dataset(run: ModelRun, task_name: str, data: TaskData, folder: str | Pat
         if todo:
             report.section.aggregates = {}
 
+        # What the data's build recorded (sources, counts): whether a difference to a paper may be shown.
+        build = build_record(data.source) if isinstance(data.source, str) else None
+
         def saved(name: str) -> None:
             report.section.provenance[name].update(_unit_provenance(report, keys, units, name, data.split))
+            if build is not None:
+                report.section.provenance[name]["build"] = build
             if folder is not None:
                 save(report, task, folder)
 
@@ -183,7 +189,7 @@ def run_dataset(run: ModelRun, task_name: str, data: TaskData, folder: str | Pat
         if text_only:
             task.text_only(report.section, run.scorer(), data, run.options.max_rows)
         report.section.published = beside_ours(run.source.name, label, report.section.rows(), run.options.preset,
-                                               task.name)
+                                               task.name, report.section.provenance, run.options.max_rows)
         if folder is not None:
             save(report, task, folder)
     return report

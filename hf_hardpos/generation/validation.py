@@ -1,7 +1,9 @@
 """Clean an LLM's answer and decide whether it is a usable hard positive, with a reason if not.
 
-Why a reason and not a bool: the paper lists the ways LLM outputs fail (output equal to the input,
-extra chatter, several sentences, an "and"-swap that moved attributes between objects). Recording
+Why a reason and not a bool: an LLM's output can fail in several ways (output equal to the input,
+extra chatter, several sentences, an "and"-swap that moved attributes between objects); both
+acceptance rules are ours: the paper names no failure mode (it hand-checked 100 swap outputs) and its
+released script (`generate_hard_positives.py` @33addaa) keeps every first line as it is. Recording
 which check failed on each row lets a user see what their model does wrong and tune the prompt or
 the model, instead of silently losing rows.
 
@@ -167,8 +169,8 @@ def _sentence_count(text: str) -> int:
 
 
 def _paper_failures(original: str, candidate: str) -> str | None:
-    """The failure modes the paper lists for its LLM outputs (Appendix C): nothing left, extra chatter,
-    several sentences, the input repeated."""
+    """The failures the lenient rule refuses (ours; the paper and its released script filter nothing):
+    nothing left, extra chatter, several sentences, the input repeated."""
     if not candidate.strip() or not words(candidate):
         return EMPTY
     original_words = set(words(original))
@@ -335,7 +337,8 @@ def swap_precheck(kind: str, caption: str) -> str | None:
 
 
 # How strictly a generated hard positive is accepted:
-# - "paper" (default): only the failure modes the paper names for its LLM outputs (Appendix C): empty,
+# - "paper" (default; our rule, named for staying as close to the paper's unfiltered outputs as a usable
+#   set allows: the paper names no failure mode and its released script filters nothing): empty,
 #   chatter, several sentences, identical to the input, and for SWAP an "and"-swap that moved
 #   attributes between objects (the same words, not a swap of whole conjuncts). Several edits ("on top
 #   of" -> "atop" and "riding" -> "surfing"), a capitalised colour ("a Red shirt" -> "crimson"), an

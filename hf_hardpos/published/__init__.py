@@ -2,8 +2,11 @@
 
 Kamath et al., ECCV 2024 ("The Hard Positive Truth about Vision-Language Compositionality", Tables 1,
 2, 3, 9, 10, and the rows of Tables 7 and 8 this package carries) and Zhang, Awal, Agrawal, CVPR 2024
-(CE-CLIP, Tables 1, 2, 3, 5). Every printed row is here, including rows of models the package cannot
-download: they still serve `hardpos compare --paper ROW` and the reports.
+(CE-CLIP, Tables 1, 2, 3, 5). Every printed row of those tables is here, including rows of models the
+package cannot download (they still serve `hardpos compare --paper ROW` and the reports) and Kamath et
+al.'s Random Chance and Human Estimate rows (Tables 1 and 3); not carried: the red drop figures of
+Tables 1 and 3 (aug - orig of the printed cells), CE-CLIP Table 1's Random Chance row and its
+subscript gains other than Table 5's, none of which were transcribed for this package.
 
 The figures are data, not code: ``figures.yaml`` beside this module holds each table as printed (its
 header says how). This module reads it once and hands out flat records:
@@ -17,7 +20,8 @@ Which published row a run is: `model_row` maps a Hub id or a `hardpos zoo` prese
 result rows a figure stands beside is each evaluation task's to say (`evaluation.tasks.Task.published_benchmark`;
 `evaluation.published_rows.beside_ours` puts the two together through `comparison`); zero-shot retention
 is laid out by `evaluation.suite.retention_table`. Printed figures that contradict the paper's own other cells are
-listed in `slips()`, kept as printed.
+listed in `slips()`, kept as printed, and flagged wherever shown (`slip_note`). A difference to a printed
+figure is shown only on the paper's own data (`evaluation.paper_data`).
 """
 
 from __future__ import annotations
@@ -119,6 +123,22 @@ def slips() -> list[Slip]:
     return list(_load()[1])
 
 
+def slip_for(figure: PublishedFigure) -> Slip | None:
+    """The recorded slip of a printed figure (`slips`), or None when its value follows from the paper's cells."""
+    return next((s for s in _load()[1] if (s.paper, s.table, s.row, s.column) == (figure.paper, figure.table,
+                                                                                 figure.row, figure.column)), None)
+
+
+def slip_note(figure: PublishedFigure) -> str | None:
+    """One line flagging a slip wherever `figure` is shown: the printed value, the package's recomputation
+    from the paper's other cells, and the recorded explanation; None when the figure is no slip."""
+    slip = slip_for(figure)
+    if slip is None:
+        return None
+    return (f"{figure.source} {slip.row} {slip.column}: printed {slip.printed:g}, the paper's own rule gives "
+            f"{slip.derived:g} ({slip.why})")
+
+
 def table_rows(paper: str, table: str) -> dict[str, dict[str, float]]:
     """One printed table as {printed row: {printed column: value}} (columns the paper left "-" absent).
 
@@ -178,13 +198,15 @@ def comparison(model: str, rows: Mapping[str, Mapping], benchmarks: Mapping[str,
     maps the same names to the paper's benchmark. Returns `{row: {"benchmark", "published": {metric:
     value as printed}, "delta": {metric: ours - published}, "units": {metric: unit}, "sources": [...]}}`:
     a percent figure's delta is in percentage points, a cosine figure's in cosine; deltas are rounded
-    to 0.01 points (0.0001 cosine), the figures' own precision being 0.1 (0.001).
+    to 0.01 points (0.0001 cosine), the figures' own precision being 0.1 (0.001). A row with a printed
+    figure listed in `slips` also gets `"slips"`: one `slip_note` line each. Whether a delta may be shown
+    at all (the run's data are the paper's) is the caller's to decide (`evaluation.paper_data`).
     """
     compared: dict[str, dict] = {}
     order = {b: i for i, b in reversed(list(enumerate(f.benchmark for f in _load()[0])))}
     # In the paper's column order (CE-CLIP Table 1's nine VALSE columns, then its Avg, ...).
     for row, benchmark in sorted(benchmarks.items(), key=lambda item: order.get(item[1], len(order))):
-        published, delta, units, sources = {}, {}, {}, []
+        published, delta, units, sources, slipped = {}, {}, {}, [], []
         for metric, value in rows.get(row, {}).items():
             figure = lookup(model, benchmark, metric) if isinstance(value, float) else None
             if figure is None:
@@ -193,7 +215,11 @@ def comparison(model: str, rows: Mapping[str, Mapping], benchmarks: Mapping[str,
             units[metric] = figure.unit
             delta[metric] = round(100 * value - figure.value, 2) if figure.unit == PERCENT else round(value - figure.value, 4)
             sources.append(figure.source)
+            if (note := slip_note(figure)) is not None:
+                slipped.append(note)
         if published:
             compared[row] = {"benchmark": benchmark, "published": published, "delta": delta, "units": units,
                              "sources": sorted(set(sources))}  # fmt: skip
+            if slipped:
+                compared[row]["slips"] = slipped
     return compared

@@ -63,10 +63,11 @@ class Comparison:
     captions: list[str]
 
 
-def _figures(run: Run) -> dict[str, tuple[Benchmark, Figure]]:
+def _figures(run: Run, all_rows: bool = False) -> dict[str, tuple[Benchmark, Figure]]:
+    """Column group -> the benchmark and figure it shows: the headline rows, or with `all_rows` every row."""
     found: dict[str, tuple[Benchmark, Figure]] = {}
     for bench in run.benchmarks.values():
-        for fig in bench.figures():
+        for fig in bench.figures(all_rows):
             found.setdefault(fig.label, (bench, fig))
     return found
 
@@ -166,11 +167,12 @@ def _check_agrees(fig: Figure, outcomes: dict[str, np.ndarray], where: str) -> N
 
 
 def compare_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, resamples: int = paired.DEFAULT_RESAMPLES,
-                 published: Sequence[Row] = ()) -> Comparison:
-    """Build the table (see the module docstring). `published` rows (from `--paper`) are appended as given."""
+                 published: Sequence[Row] = (), all_rows: bool = False) -> Comparison:
+    """Build the table (see the module docstring). `published` rows (from `--paper`) are appended as given;
+    `all_rows` (`--rows all`) adds every config, subset and piece beside the headline figures."""
     if not runs:
         raise UserInputError("give at least one run folder")
-    figures = [_figures(r) for r in runs]
+    figures = [_figures(r, all_rows) for r in runs]
     for run, figs in zip(runs, figures):
         if not figs:
             raise UserInputError(f"{run.folder}: no evaluated benchmark to compare (a fine-tuning folder without "
@@ -283,7 +285,7 @@ def _captions(runs: Sequence[Run], labels: Sequence[str], figures: Sequence[dict
     return captions
 
 
-def published_rows(runs: Sequence[Run], paper_rows: Sequence[str] = ()) -> list[Row]:
+def published_rows(runs: Sequence[Run], paper_rows: Sequence[str] = (), all_rows: bool = False) -> list[Row]:
     """`--paper [ROW]`: printed rows of the papers (`hf_hardpos.published`) and each run minus them.
 
     Without `paper_rows`, each run whose weights are a published system gets that system's rows: the
@@ -291,8 +293,10 @@ def published_rows(runs: Sequence[Run], paper_rows: Sequence[str] = ()) -> list[
     folder's name (`hf_hardpos.published.model_row`). With `paper_rows` (any printed row or system name
     of either paper, e.g. "NegCLIP", "Our HP+HN", "CE-CLIP", "DAC-LLM"; case-insensitive), every run is
     put beside each named row, whatever its weights. Cells are the figures printed for the benchmark and
-    metric of each column group (`evaluation.published_rows.benchmarks_of`). Differences to a published row have no
-    interval: the paper's per-row outcomes are not available to pair.
+    metric of each column group (`evaluation.published_rows.benchmarks_of`). A difference to a published row is
+    shown only for a group the run measured on the paper's benchmark (`evaluation.paper_data`); elsewhere the
+    published row's note says what differs ("120 of 27,443 rows", "not built from the paper's sources").
+    Differences have no interval: the paper's per-row outcomes are not available to pair.
     """
     from ..published import find_model, model_row, systems
 
@@ -307,28 +311,37 @@ def published_rows(runs: Sequence[Run], paper_rows: Sequence[str] = ()) -> list[
     for run, label in zip(runs, run_labels(runs)):
         own = model_row(run.model, run.run.get("preset"))
         for system in named or ([own] if own is not None else []):
-            published, delta = _published_pair(run, system, f"{label} - {system} (published)")
+            published, delta = _published_pair(run, system, f"{label} - {system} (published)", all_rows)
             if not published.cells:
                 continue
             if system not in seen:
                 rows.append(published)
                 seen.add(system)
-            rows.append(delta)
+            else:  # the row is shown once; what differs for this run is said on it too
+                shown = next(r for r in rows if r.kind == "published" and r.label == published.label)
+                shown.notes.extend(n for n in published.notes if n not in shown.notes)
+            if delta.cells:
+                rows.append(delta)
     return rows
 
 
-def _published_pair(run: Run, system: str, delta_label: str) -> tuple[Row, Row]:
+def _published_pair(run: Run, system: str, delta_label: str, all_rows: bool = False) -> tuple[Row, Row]:
     """The printed row of `system` over `run`'s column groups, and `run` minus it, as fractions (cosine for
-    mean scores)."""
+    mean scores). A group gets a difference only when the run measured it on the paper's benchmark (all its
+    rows, built from the paper's sources: `evaluation.paper_data`); otherwise the published row says what
+    differs. A printed figure the paper's own cells contradict is flagged (`published.slip_note`)."""
+    from ..evaluation.paper_data import data_differs
     from ..evaluation.published_rows import benchmarks_of
-    from ..published import PERCENT, lookup
+    from ..published import PERCENT, lookup, slip_note
 
     published, delta, sources = Row(f"{system} (published)", "published"), Row(delta_label, "difference"), set()
-    for g, (bench, fig) in _figures(run).items():
+    for g, (bench, fig) in _figures(run, all_rows).items():
         dataset = str(bench.data.get("dataset") or bench.data.get("source") or bench.name)
-        benchmark = benchmarks_of(dataset, {fig.row: fig.metrics}, bench.task).get(fig.row)
+        benchmark = benchmarks_of(dataset, {fig.row: fig.metrics}, bench.task, bench.provenance).get(fig.row)
         if benchmark is None:
             continue
+        differs = data_differs(benchmark, fig.configs, {**bench.results, **bench.aggregates}, bench.provenance,
+                               run.settings.get("max_rows"))
         metrics = METRIC_NAMES if bench.carries_rates else [k for k, v in fig.metrics.items() if isinstance(v, float)]
         for metric in metrics:
             figure = lookup(system, benchmark, metric)
@@ -336,11 +349,16 @@ def _published_pair(run: Run, system: str, delta_label: str) -> tuple[Row, Row]:
                 continue
             value = figure.value / 100 if figure.unit == PERCENT else figure.value
             published.cells.setdefault(g, {})[metric] = Cell(value)
-            if metric in fig.metrics:
+            if metric in fig.metrics and differs is None:
                 delta.cells.setdefault(g, {})[metric] = Cell(float(fig.metrics[metric]) - value)
             sources.add(figure.source)
+            if (note := slip_note(figure)) is not None:
+                published.notes.append(f"{g}: slip: {note}")
+        if g in published.cells and differs is not None:
+            published.notes.append(f"{g}: {run_labels([run])[0]}'s data are not the paper's benchmark ({differs}); "
+                                   "no difference shown")
     if published.cells:
-        published.notes.append("as printed in " + "; ".join(sorted(sources)))
+        published.notes.insert(0, "as printed in " + "; ".join(sorted(sources)))
         delta.notes.append("difference to the published row, no interval (the paper's per-row outcomes are not public)")
     return published, delta
 

@@ -88,15 +88,16 @@ class Benchmark:
     def display_name(self) -> str:
         return KNOWN_NAMES.get(self.name.lower(), self.name)
 
-    def figures(self) -> list[Figure]:
-        """The rows the cross-run table shows: the paper's column where the data has one, else each config.
+    def figures(self, all_rows: bool = False) -> list[Figure]:
+        """The rows the cross-run table shows: the paper's column where the data has one, else each config;
+        with `all_rows`, every config (and every other task's every row) as well.
 
         REPLACE's paper column is the aggregate row marked `paper_column` (the pooled fraction over
         both subsets); a metrics.json written before that row existed gets it recomputed here from the
         saved per-subset rates and row counts (exact: each rate is a count over rows), flagged as such.
         """
         if not _has_rates(self.data):
-            return self._other_task_figures()
+            return self._other_task_figures(all_rows)
         paper = [(name, row) for name, row in self.aggregates.items()
                  if isinstance(row.get("aggregation"), dict) and row["aggregation"].get("paper_column")]
         recomputed = False
@@ -106,8 +107,13 @@ class Benchmark:
         if paper:
             name, row = paper[0]
             how = {k: v for k, v in row["aggregation"].items() if k != "interval"}
-            return [Figure(self.display_name(), name, row, list(row["aggregation"]["configs"]), describe(name, how),
-                           row["aggregation"].get("interval"), recomputed)]
+            column = Figure(self.display_name(), name, row, list(row["aggregation"]["configs"]), describe(name, how),
+                            row["aggregation"].get("interval"), recomputed)
+            return [column, *(self._config_figures() if all_rows else [])]
+        return self._config_figures()
+
+    def _config_figures(self) -> list[Figure]:
+        """One figure per config of a hard-positive set, each the fraction of its own rows."""
         tie_rule = self.data.get("metric_definitions", {}).get("tie_rule") or self.data.get("tie_rule", "")
         figures = []
         for config, row in self.results.items():
@@ -118,9 +124,10 @@ class Benchmark:
                                   or self.provenance.get(config, {}).get("bootstrap")))
         return figures
 
-    def _other_task_figures(self) -> list[Figure]:
-        """Caption selection, Winoground, zero-shot: the aggregates (e.g. a category mean), else each row."""
-        rows = self.aggregates or self.results
+    def _other_task_figures(self, all_rows: bool = False) -> list[Figure]:
+        """Caption selection, Winoground, zero-shot: the aggregates (e.g. a category mean), else each row; with
+        `all_rows`, every row (SugarCrepe's subsets, VALSE's pieces) and then the aggregates."""
+        rows = {**self.results, **self.aggregates} if all_rows else (self.aggregates or self.results)
         how = self.data.get("aggregation", "")
         how = how if isinstance(how, str) else json.dumps(how)
         return [Figure(self.display_name() if len(rows) == 1 else f"{self.display_name()} [{name}]", name, row, [name],

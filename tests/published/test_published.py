@@ -89,12 +89,15 @@ def test_known_model_report_adds_published_rows_and_delta(tiny_clip_dir, tmp_pat
     assert set(saved["rows"]) == {"attributes", "relations", REPLACE_POOLED}
     pooled = saved["rows"][REPLACE_POOLED]
     assert pooled["benchmark"] == "replace" and pooled["published"]["brittleness"] == 23.2
-    ours = report.aggregates[REPLACE_POOLED]["brittleness"]
-    assert pooled["delta"]["brittleness"] == round(100 * ours - 23.2, 2)
+    # The folder is not the paper's REPLACE (a few rows, no build record): no difference, and why.
+    rows = report.aggregates[REPLACE_POOLED]["num_examples"]
+    assert "delta" not in pooled and f"{rows} of 27,443 rows" in pooled["differs"]
+    assert "not built from the paper's sources" in pooled["differs"]
     assert saved["rows"]["relations"]["published"]["original_accuracy"] == 57.6
     table = report.table()
     line = next(row for row in table.splitlines() if row.startswith(f"paper: {REPLACE_POOLED}"))
     assert line.split()[2:5] == ["61.6", "46.8", "23.2"]
+    assert "ours - paper" not in table.split("published rows:")[0]
     plain = evaluate_model(str(tiny_clip_dir), str(folder), progress=False)
     assert plain.published == {} and "paper:" not in plain.table()
 
@@ -102,7 +105,52 @@ def test_known_model_report_adds_published_rows_and_delta(tiny_clip_dir, tmp_pat
     section = report.section
     assert section.to_dict()["published"] == report.published
     printed = section.table().splitlines()
-    assert any(row.startswith(f"ours - paper: {REPLACE_POOLED}") for row in printed)
+    assert any(row.startswith(f"{REPLACE_POOLED}: no difference shown: {rows} of 27,443 rows") for row in printed)
+
+
+def test_a_delta_is_reported_only_on_the_papers_data(tmp_path):
+    """The same rates beside CLIP ViT-B/32's printed row: a difference once the rows are all of the paper's
+    REPLACE (Kamath et al.'s data files at amitakamath/hard_positives@33addaa: 10,575 + 16,868 rows) and the
+    build recorded the pinned upstream files; a partial build or a local copy of other files gets none."""
+    from hf_hardpos.evaluation.aggregation import replace_aggregates
+    from hf_hardpos.evaluation.paper_data import build_record
+    from tests.support.paper_data import write_paper_build_report
+
+    counts = {"attributes": 10_575, "relations": 16_868}
+    files = [f"{part}/vl_checklist_{subset}.json" for subset in counts for part in ("data", "swapped_data")]
+    write_paper_build_report(tmp_path / "built", "replace", files, counts)
+    build = build_record(str(tmp_path / "built"))
+    results = {c: {"original_accuracy": 0.6, "augmented_accuracy": 0.5, "brittleness": 0.2, "num_examples": n}
+               for c, n in counts.items()}
+    rows = {**results, **replace_aggregates(results)}
+    provenance = {c: {"dataset": {"path": "x"}, "build": build} for c in counts}
+    published = beside_ours("openai/clip-vit-base-patch32", "anything", rows, provenance=provenance)
+    assert published["rows"][REPLACE_POOLED]["delta"]["brittleness"] == round(20.0 - 23.2, 2)
+    assert "differs" not in published["rows"][REPLACE_POOLED]
+
+    partial = {**build, "counts": {"attributes": 10_575, "relations": 16_000}, "skipped_rows": {"relations": 868}}
+    published = beside_ours("openai/clip-vit-base-patch32", "anything", rows,
+                            provenance={c: {"dataset": {}, "build": partial} for c in counts})
+    assert "delta" not in published["rows"][REPLACE_POOLED]
+    assert "relations: 16,000 of 16,868 rows, --skip-missing" in published["rows"][REPLACE_POOLED]["differs"]
+    local = {**build, "local_variants": ["data/vl_checklist_attributes.json"]}
+    published = beside_ours("openai/clip-vit-base-patch32", "anything", rows,
+                            provenance={c: {"dataset": {}, "build": local} for c in counts})
+    assert "local copies that are not the paper's files" in published["rows"][REPLACE_POOLED]["differs"]
+    fewer = {**results, "relations": {**results["relations"], "num_examples": 100}}
+    published = beside_ours("openai/clip-vit-base-patch32", "anything", {**fewer, **replace_aggregates(fewer)},
+                            provenance=provenance)
+    assert published["rows"][REPLACE_POOLED]["differs"] == "10,675 of 27,443 rows"
+    # Only all of the paper's rows are "the paper's REPLACE column"; fewer follow its rule, and say so.
+    from hf_hardpos.evaluation.aggregation import describe
+
+    full, partial = rows[REPLACE_POOLED]["aggregation"], replace_aggregates(fewer)[REPLACE_POOLED]["aggregation"]
+    assert "(the paper's REPLACE column, Kamath" in describe(REPLACE_POOLED, full)
+    assert "the paper's REPLACE column's rule, on 10,675 of its 27,443 rows" in describe(REPLACE_POOLED, partial)
+    # A build is matched by what it was built as, never by its folder's name.
+    swap = build_record(str(tmp_path / "built")) | {"dataset": "swap"}
+    assert beside_ours("openai/clip-vit-base-patch32", "out/other", {"default": {"brittleness": 0.2}},
+                       provenance={"default": {"dataset": {}, "build": swap}})["rows"]["default"]["benchmark"] == "swap"
 
 
 def _published_cells(published: dict) -> dict[str, tuple[str, dict]]:
@@ -129,7 +177,8 @@ def test_valse_vl_checklist_aro_and_retention_results_stand_beside_the_printed_r
         "actant-swap": 71.8, "coreference-standard": 54.1, "coreference-hard": 51.0, "foil-it": 89.8, "avg": 65.3}
     assert list(cells) == ["existence", "plurals", "counting", "relations", "action-replacement", "actant-swap",
                            "coreference-standard", "coreference-hard", "foil-it", "avg"]  # the printed column order
-    assert published["rows"]["avg"]["delta"]["accuracy"] == round(100 * rows["avg"]["accuracy"] - 65.3, 2)
+    assert "delta" not in published["rows"]["avg"]  # no build recorded: not the paper's data, no difference
+    assert "not built from the paper's sources" in published["rows"]["avg"]["differs"]
     assert "Table 1" in published["rows"]["avg"]["sources"][0]
 
     files = [f"{a}_{k}_file{i}" for a, kinds in LEAVES.items() for k in kinds for i in range(2)]
@@ -150,7 +199,7 @@ def test_valse_vl_checklist_aro_and_retention_results_stand_beside_the_printed_r
     assert _published_cells(retention)["all"][1] == {"image_retrieval_recall@1": 49.67, "text_retrieval_recall@1": 65.02}
 
 
-def test_suite_shows_sugarcrepe_rows_of_a_known_model_with_our_delta(tiny_clip_dir, tmp_path):
+def test_suite_shows_sugarcrepe_rows_of_a_known_model(tiny_clip_dir, tmp_path):
     """`hardpos eval --suite ... --preset ce-clip`: the SugarCrepe section carries and prints CE-CLIP Table 3."""
     from hf_hardpos.evaluation.suite import SuiteEntry, run_suite
     from hf_hardpos.evaluation.tasks import CAPTION_SELECTION
@@ -166,7 +215,7 @@ def test_suite_shows_sugarcrepe_rows_of_a_known_model_with_our_delta(tiny_clip_d
     group = "replace=mean(replace_att,replace_obj,replace_rel)"
     assert _published_cells(saved)[group] == ("sugarcrepe/replace", {"accuracy": 87.0})
     assert _published_cells(saved)["replace_att"] == ("sugarcrepe/replace_att", {"accuracy": 88.8})
-    ours = report.sections["sugarcrepe"].aggregates[group]["accuracy"]
-    assert saved["rows"][group]["delta"]["accuracy"] == round(100 * ours - 87.0, 2)
+    assert "delta" not in saved["rows"][group]  # a few rows, not built from SugarCrepe's files: no difference
+    assert "not built from the paper's sources" in saved["rows"][group]["differs"]
     line = next(r for r in report.table().splitlines() if r.startswith(f"paper: {group}"))
     assert line.split()[-1] == "87.0"

@@ -19,6 +19,7 @@ from hf_hardpos.evaluation.tasks import CAPTION_SELECTION, HARD_POSITIVE
 from hf_hardpos.metrics import METRIC_NAMES
 from hf_hardpos.reporting.paired import mcnemar_exact_p, paired_difference
 from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
+from tests.support.paper_data import write_paper_build_report
 from tests.support.runs import (
     write_replace_folder,
     write_selection_folder,
@@ -206,8 +207,29 @@ def test_suite_folders_give_replace_and_swap_groups(runs, capsys):
     assert any("selection: this task's per-row outcomes are not saved" in line for line in table["captions"])
 
 
-def test_paper_rows_for_a_known_model(runs, capsys, tmp_path):
-    """A run of openai/clip-vit-base-patch32 gets the paper's CLIP ViT-B/32 row (Table 1) and its delta."""
+def _as_paper_data(folder, replace_folder):
+    """`folder`'s REPLACE run made a run on the paper's REPLACE: every row (10,575 + 16,868, the counts of
+    Kamath et al.'s data files at amitakamath/hard_positives@33addaa) of a build whose record names the four
+    pinned upstream annotation files with their digests (as `hardpos eval` records it from build_report.json)."""
+    from hf_hardpos.evaluation.paper_data import build_record
+
+    counts = {"attributes": 10_575, "relations": 16_868}
+    files = [f"{part}/vl_checklist_{subset}.json" for subset in counts for part in ("data", "swapped_data")]
+    write_paper_build_report(replace_folder, "replace", files, counts)
+    record = build_record(str(replace_folder))
+    (replace_folder / "build_report.json").unlink()
+    saved = _metrics(folder)
+    for config, rows in counts.items():
+        saved["results"][config]["num_examples"] = rows
+        saved["provenance"][config]["build"] = record
+    saved["aggregates"][REPLACE_POOLED]["num_examples"] = sum(counts.values())
+    (folder / "metrics.json").write_text(json.dumps(saved))
+    return saved
+
+
+def test_paper_rows_for_a_known_model_show_a_delta_only_on_the_papers_data(runs, capsys, tmp_path):
+    """A run of openai/clip-vit-base-patch32 gets the paper's CLIP ViT-B/32 row (Table 1); the difference to it
+    only once the run's data are the paper's REPLACE (all rows, built from the pinned upstream files)."""
     from hf_hardpos.published import lookup
 
     copy = shutil.copytree(runs["a"], tmp_path / "clip")
@@ -216,35 +238,52 @@ def test_paper_rows_for_a_known_model(runs, capsys, tmp_path):
     (copy / "metrics.json").write_text(json.dumps(saved))
     code, out, _ = _compare(capsys, copy, "--paper", "--format", "json")
     assert code == 0
-    records = json.loads(out)["records"]
+    table = json.loads(out)
     for metric in METRIC_NAMES:
         printed = lookup("CLIP ViT-B/32", "replace", metric).value
-        published = next(r for r in records if r["kind"] == "published" and r["metric"] == metric)
+        published = next(r for r in table["records"] if r["kind"] == "published" and r["metric"] == metric)
         assert published["value"] == pytest.approx(printed / 100)
+    # The tiny REPLACE-layout folder is not the paper's: the published row, no difference, and why.
+    assert [r for r in table["records"] if r["kind"] == "difference"] == []
+    rows = saved["aggregates"][REPLACE_POOLED]["num_examples"]
+    why = [line for line in table["captions"] if "no difference shown" in line]
+    assert len(why) == 1 and f"{rows} of 27,443 rows" in why[0] and "not built from the paper's sources" in why[0]
+
+    saved = _as_paper_data(copy, tmp_path / "replace_build")
+    code, out, _ = _compare(capsys, copy, "--paper", "--format", "csv")
+    assert code == 0
+    records = _records(out)
+    for metric in METRIC_NAMES:
+        printed = lookup("CLIP ViT-B/32", "replace", metric).value
         delta = next(r for r in records if r["kind"] == "difference" and r["metric"] == metric)
-        assert delta["value"] == pytest.approx(saved["aggregates"][REPLACE_POOLED][metric] - printed / 100)
+        assert float(delta["value"]) == pytest.approx(saved["aggregates"][REPLACE_POOLED][metric] - printed / 100)
     code, out, _ = _compare(capsys, runs["a"], "--paper", "--format", "json")  # a local folder: no paper row
     assert [r for r in json.loads(out)["records"] if r["kind"] == "published"] == []
 
 
 def test_paper_accepts_any_printed_row(runs, capsys):
     """`--paper ROW`: any printed row of either paper beside every run, here Kamath et al. Table 1's NegCLIP and
-    "Our HP+HN" (models the package cannot download) beside a local suite run of REPLACE and SWAP."""
+    "Our HP+HN" (models the package cannot download) beside a local suite run of REPLACE and SWAP-layout folders:
+    the printed rows, and no difference, since neither folder is the paper's data."""
     code, out, _ = _compare(capsys, runs["suite_a"], "--paper", "negclip", "--paper", "Our HP+HN", "--format", "json")
     assert code == 0
-    records = json.loads(out)["records"]
+    table = json.loads(out)
+    records = table["records"]
     printed = {("NegCLIP", "REPLACE"): (68.6, 52.1, 21.5), ("NegCLIP", "SWAP"): (70.9, 56.7, 26.4),
                ("HP+HN (Kamath et al.)", "REPLACE"): (69.0, 58.0, 16.9), ("HP+HN (Kamath et al.)", "SWAP"): (73.2, 61.1, 22.9)}
-    saved = _metrics(runs["suite_a"])["datasets"]
-    ours = {"REPLACE": saved["replace"]["aggregates"][REPLACE_POOLED], "SWAP": saved["swap"]["results"]["default"]}
     for (system, group), values in printed.items():
         for metric, value in zip(METRIC_NAMES, values):
             published = next(r for r in records if r["kind"] == "published" and r["row"] == f"{system} (published)"
                              and r["benchmark"] == group and r["metric"] == metric)  # fmt: skip
             assert published["value"] == pytest.approx(value / 100)
-            delta = next(r for r in records if r["kind"] == "difference" and system in r["row"]
-                         and r["benchmark"] == group and r["metric"] == metric)  # fmt: skip
-            assert delta["value"] == pytest.approx(ours[group][metric] - value / 100)
+    assert [r for r in records if r["kind"] == "difference"] == []
+    saved = _metrics(runs["suite_a"])["datasets"]
+    for system in ("NegCLIP", "HP+HN (Kamath et al.)"):
+        notes = [line for line in table["captions"] if line.startswith(f"{system} (published):") and "no difference" in line]
+        rows = {"REPLACE": saved["replace"]["aggregates"][REPLACE_POOLED]["num_examples"],
+                "SWAP": saved["swap"]["results"]["default"]["num_examples"]}
+        assert any(f"REPLACE:" in n and f"{rows['REPLACE']} of 27,443 rows" in n for n in notes)
+        assert any(f"SWAP:" in n and f"{rows['SWAP']} of 28,748 rows" in n for n in notes)
     code, _, err = _compare(capsys, runs["suite_a"], "--paper", "no such model")
     assert code == 2 and "--paper 'no such model'" in err and "NegCLIP" in err
 
@@ -387,3 +426,29 @@ def test_markdown_and_latex_keep_names_inside_their_cells(runs, capsys, tmp_path
     body = out[out.index(r"\hline", out.index(r"\hline") + 1):out.index(r"\end{tabular}")]
     assert code == 0 and r"a|b c \& d\_\$x\$" in body
     assert all(line.endswith((r"\\", r"\hline")) for line in body.splitlines() if line)
+
+
+def test_rows_all_shows_every_subset_with_its_printed_figures(runs, capsys):
+    """`--rows all`: REPLACE's two subsets beside its pooled column, each equal to metrics.json, and the paper's
+    per-subset row (Kamath et al. Table 7, CLIP ViT-B/32: relations 57.6 / 45.3 / 21.7, attributes 68.1 / 49.0 /
+    25.5) beside them, without a difference (the folder is not the paper's data)."""
+    code, out, _ = _compare(capsys, runs["a"], "--rows", "all", "--paper", "CLIP ViT-B/32", "--format", "json")
+    assert code == 0
+    table = json.loads(out)
+    assert list(table["groups"]) == ["REPLACE", "REPLACE [attributes]", "REPLACE [relations]"]
+    saved = _metrics(runs["a"])["results"]
+    records = table["records"]
+    for config in ("attributes", "relations"):
+        for metric in METRIC_NAMES:
+            ours = next(r for r in records if r["kind"] == "run" and r["benchmark"] == f"REPLACE [{config}]"
+                        and r["metric"] == metric)  # fmt: skip
+            assert ours["value"] == saved[config][metric]
+    printed = {"attributes": (68.1, 49.0, 25.5), "relations": (57.6, 45.3, 21.7)}
+    for config, values in printed.items():
+        for metric, value in zip(METRIC_NAMES, values):
+            published = next(r for r in records if r["kind"] == "published" and r["benchmark"] == f"REPLACE [{config}]"
+                             and r["metric"] == metric)  # fmt: skip
+            assert published["value"] == pytest.approx(value / 100)
+    assert [r for r in records if r["kind"] == "difference"] == []
+    code, out, _ = _compare(capsys, runs["a"], "--format", "json")
+    assert list(json.loads(out)["groups"]) == ["REPLACE"]  # headline rows only, by default

@@ -32,9 +32,16 @@ TABLE = {
                 "use_lora": False, "global_batch": 256},
     "ce-clip": {"learning_rate": 5e-6, "num_train_epochs": 5, "warmup_steps": 50, "weight_decay": 0.1,
                 "use_lora": False, "global_batch": 256},
+    # Kamath et al. Table 1(d) and Table 10's CLIP-COCO: the HP+HN setting with other data or no hard terms.
+    "hp-hn-swap-only": {"learning_rate": 5e-6, "num_train_epochs": 5, "warmup_steps": 2500, "weight_decay": 0.1,
+                        "use_lora": True, "global_batch": 512},
+    "hp-hn-replace-only": {"learning_rate": 5e-6, "num_train_epochs": 5, "warmup_steps": 2500, "weight_decay": 0.1,
+                           "use_lora": True, "global_batch": 512},
+    "clip-coco": {"learning_rate": 5e-6, "num_train_epochs": 5, "warmup_steps": 2500, "weight_decay": 0.1,
+                  "use_lora": True, "global_batch": 512},
 }  # fmt: skip
 # svlc 3: contrastive_hard_negatives follows the HN weight, so --hard_negative_weight 0 is Table 3's "0 HN".
-VERSIONS = {"svlc": 3, "negclip": 2, "ce-clip": 2}
+VERSIONS = {"svlc": 3, "negclip": 2, "ce-clip": 2, "hp-hn-swap-only": 1, "hp-hn-replace-only": 1, "clip-coco": 1}
 
 
 @pytest.mark.parametrize("name", sorted(TABLE))
@@ -61,6 +68,13 @@ def test_recipe_files_pin_the_published_settings(name, tmp_path):
         assert data_args.dataset_config == "ce_clip"
     if name == "negclip":
         assert args.contrastive_hard_negatives and args.hard_negative_weight == args.hard_positive_weight == 0
+    if name.startswith("hp-hn-"):  # Table 1(d): HP+HN on one kind of data
+        kind = name.split("-")[2]
+        assert (args.hard_negative_weight, args.hard_positive_weight) == (1.0, 1.0)
+        assert args.positive_columns == [f"hard_positive_{kind}"] and args.negative_columns == [f"hard_negative_{kind}"]
+    if name == "clip-coco":  # Table 10: no hard positive, no hard negative in any term
+        assert args.hard_negative_weight == args.hard_positive_weight == 0 and args.contrastive_hard_negatives is False
+        assert args.positive_columns == [] and args.negative_columns == []
 
 
 @pytest.mark.parametrize(("name", "captions"), [("svlc", 591_753), ("negclip", 591_753), ("ce-clip", 414_113)])
