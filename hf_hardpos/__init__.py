@@ -5,6 +5,7 @@ Light at import time: heavy modules (torch, transformers, datasets) load when fi
 
 from __future__ import annotations
 
+from hf_hardpos import benchmarks as _benchmarks  # noqa: F401  (registers the benchmark folders; light)
 from hf_hardpos.lazy import lazy_exports
 
 __version__ = "0.1.0"
