@@ -2,10 +2,10 @@
 
 Recognises what --dataset is (our hard-positive schema, caption + negatives, Winoground, or
 clip_benchmark's webdataset layout) and runs its task; or runs a --suite. Prints tables that name their
-aggregation and tie rule; writes metrics.json (with provenance) and per-row scores to --output.
+aggregation and tie rule; writes metrics.json (with provenance) and per-row scores to --output-dir.
 
-    hardpos eval --model openai/clip-vit-base-patch32 --dataset hardpos/replace --output out/clip
-    hardpos eval --model negclip.pth --open-clip-config ViT-B-32 --activation both --suite compositional --output out/negclip
+    hardpos eval --model openai/clip-vit-base-patch32 --dataset hardpos/replace --output-dir out/clip
+    hardpos eval --model negclip.pth --open-clip-config ViT-B-32 --activation both --suite compositional --output-dir out/negclip
 
 A checkpoint file (open_clip, OpenAI TorchScript, TSVLC LoRA) is converted once into a cache keyed by
 its content and scored like any HF model. `--activation both` runs the checkpoint once per
@@ -146,7 +146,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="95%% intervals by a bootstrap of N resamples over images instead of the Wilson interval every rate gets "
         "by default; computed from the saved per-row scores, so changing it never rescores",
     )
-    parser.add_argument("--output", default=None, help="folder for metrics.json and per-row scores (required for --suite)")
+    parser.add_argument("--output-dir", "--output", dest="output", default=None, metavar="DIR",
+                        help="folder for metrics.json and per-row scores (required for --suite)")
     parser.add_argument(
         "--no-resume", action="store_true", help="recompute what --output already holds from the same inputs"
     )

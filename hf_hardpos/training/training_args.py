@@ -105,7 +105,7 @@ class HardPosTrainingArguments(LossArguments, TrainingArguments):
         default=False,
         metadata={"help": "Train LoRA adapters instead of all weights; checkpoints then hold the adapter only."},
     )
-    lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank.", "aliases": ["--lora-rank"]})  # as `hardpos convert`
     lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha (the update is scaled by alpha / r)."})
     lora_dropout: float = field(default=0.0, metadata={"help": "Dropout on the LoRA branch."})
     lora_target_modules: list[str] = field(
