@@ -5,10 +5,18 @@ Light at import time: heavy modules (torch, transformers, datasets) load when fi
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hf_hardpos import benchmarks as _benchmarks  # noqa: F401  (registers the benchmark folders; light)
 from hf_hardpos.lazy import lazy_exports
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # what a type checker and an IDE resolve; at run time the names load lazily
+    from hf_hardpos.metrics import compute_metrics
+    from hf_hardpos.scoring import ITMScorer
+    from hf_hardpos.evaluation.tasks.hard_positive import evaluate_dataset
+    from hf_hardpos.evaluation.run import evaluate_model
 
 __getattr__, __all__ = lazy_exports(
     __name__,

@@ -5,9 +5,15 @@ this package turns each into a Hub-ready folder the rest of `hf_hardpos` scores 
 refusing anything `CLIPModel` cannot express instead of producing a silently partial model.
 """
 
+from typing import TYPE_CHECKING
+
 from hf_hardpos.lazy import lazy_exports
 
 # Loaded on first use: `hardpos eval --help` reads `open_clip_config.ACTIVATIONS` without importing torch.
+if TYPE_CHECKING:  # what a type checker and an IDE resolve; at run time the names load lazily
+    from .cache import resolve_model
+    from .converter import ConversionResult, convert_checkpoint
+
 __getattr__, __all__ = lazy_exports(
     __name__,
     {

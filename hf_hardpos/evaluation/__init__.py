@@ -11,7 +11,18 @@
 Names load lazily so that `hardpos --help` does not import torch.
 """
 
+from typing import TYPE_CHECKING
+
 from ..lazy import lazy_exports
+
+if TYPE_CHECKING:  # what a type checker and an IDE resolve; at run time the names load lazily
+    from .report import EvaluationReport
+    from .options import RunOptions
+    from .section import Section
+    from .suite import SuiteEntry, SuiteReport, load_suite, run_suite
+    from .tasks.hard_positive import evaluate_dataset
+    from .run import evaluate_model
+    from .tasks import run_task
 
 __getattr__, __all__ = lazy_exports(__name__, {
     "EvaluationReport": ".report",

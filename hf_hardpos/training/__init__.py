@@ -5,7 +5,23 @@ Names load lazily so that `hf_hardpos.training.losses` (pure torch) does not pul
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hf_hardpos.lazy import lazy_exports
+
+if TYPE_CHECKING:  # what a type checker and an IDE resolve; at run time the names load lazily
+    from hf_hardpos.training.trainer import HardPosTrainer
+    from hf_hardpos.evaluation.training_sets import BenchmarkEvalSet
+    from hf_hardpos.training.loss_guard import NonFiniteLossError
+    from hf_hardpos.training.interrupt import TrainingInterrupted
+    from hf_hardpos.training.checkpointing import LOSS_STATE_NAME
+    from hf_hardpos.training.training_args import HardPosTrainingArguments
+    from hf_hardpos.training.data_collator import HardPosBatch, HardPosDataCollator
+    from hf_hardpos.training.card_data import HardPosModelCardData
+    from hf_hardpos.training.model_card import generate_model_card
+    from hf_hardpos.training.lora import apply_lora, merge_lora
+    from hf_hardpos.training.augmentation import RandomResizedCrop
+    from hf_hardpos.training.recipe import Recipe, RecipeReport, read_arguments_file
 
 __getattr__, __all__ = lazy_exports(
     __name__,
