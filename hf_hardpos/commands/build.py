@@ -26,7 +26,7 @@ CROP_FORMAT = option("--crop-format", default="png", help="encoding of the crops
 # `Buildable` in `benchmark_registry.BENCHMARKS` and is added after these.
 DATASETS: dict[str, Buildable] = {
     "replace": Buildable(
-        "REPLACE (Kamath et al. 2024): VL-CheckList c/c_n with the paper's c_p, Visual Genome images",
+        "REPLACE (Kamath et al. 2024): replaced-word c/c_n with the paper's c_p, Visual Genome images",
         "hf_hardpos.data.replace:export_replace",
         (
             images_dir_option("folder with VG_100K/<id>.jpg and VG_100K_2/<id>.jpg (default: download the VG archives)"),

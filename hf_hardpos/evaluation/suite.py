@@ -59,8 +59,7 @@ PAPER_COMPOSITIONAL = [
 ]
 COMPOSITIONAL = [*PAPER_COMPOSITIONAL, *_registered("compositional")]
 
-# CE-CLIP's four benchmarks (its Tables 1-3): SugarCrepe, ARO and the registered ones of its suite
-# (VALSE and VL-CheckList).
+# CE-CLIP's four benchmarks (its Tables 1-3): SugarCrepe, ARO and the two registered in its suite.
 CE_CLIP_SUITE = [entry for entry in PAPER_COMPOSITIONAL if entry.name in ("sugarcrepe", "aro")] + _registered("ce_clip")
 
 # clip_benchmark's VTAB webdatasets (its benchmark/webdatasets.txt), the paper's Table 10 VTAB mean.
