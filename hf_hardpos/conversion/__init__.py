@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING
 from hf_hardpos.lazy import lazy_exports
 
 # Loaded on first use: `hardpos eval --help` reads `open_clip_config.ACTIVATIONS` without importing torch.
-if TYPE_CHECKING:  # what a type checker and an IDE resolve; at run time the names load lazily
-    from .cache import resolve_model
-    from .converter import ConversionResult, convert_checkpoint
+# What type checkers and IDEs resolve (`X as X`: an explicit re-export); at run time the names load lazily.
+if TYPE_CHECKING:
+    from .cache import resolve_model as resolve_model
+    from .converter import ConversionResult as ConversionResult
+    from .converter import convert_checkpoint as convert_checkpoint
 
 __getattr__, __all__ = lazy_exports(
     __name__,

@@ -15,14 +15,18 @@ from typing import TYPE_CHECKING
 
 from ..lazy import lazy_exports
 
-if TYPE_CHECKING:  # what a type checker and an IDE resolve; at run time the names load lazily
-    from .report import EvaluationReport
-    from .options import RunOptions
-    from .section import Section
-    from .suite import SuiteEntry, SuiteReport, load_suite, run_suite
-    from .tasks.hard_positive import evaluate_dataset
-    from .run import evaluate_model
-    from .tasks import run_task
+# What type checkers and IDEs resolve (`X as X`: an explicit re-export); at run time the names load lazily.
+if TYPE_CHECKING:
+    from .options import RunOptions as RunOptions
+    from .report import EvaluationReport as EvaluationReport
+    from .run import evaluate_model as evaluate_model
+    from .section import Section as Section
+    from .suite import SuiteEntry as SuiteEntry
+    from .suite import SuiteReport as SuiteReport
+    from .suite import load_suite as load_suite
+    from .suite import run_suite as run_suite
+    from .tasks import run_task as run_task
+    from .tasks.hard_positive import evaluate_dataset as evaluate_dataset
 
 __getattr__, __all__ = lazy_exports(__name__, {
     "EvaluationReport": ".report",

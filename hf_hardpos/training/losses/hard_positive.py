@@ -15,7 +15,8 @@ from torch import nn
 
 from hf_hardpos.citations import HARD_POSITIVES, SVLC, cite
 from hf_hardpos.training.losses.batch import EmbeddingBatch
-from hf_hardpos.training.losses.term import HARD_NEGATIVES, HARD_POSITIVES as READS_HARD_POSITIVES, LossTerm, TermOption
+from hf_hardpos.training.losses.term import HARD_NEGATIVES, LossTerm, TermOption
+from hf_hardpos.training.losses.term import HARD_POSITIVES as READS_HARD_POSITIVES
 from hf_hardpos.training.options import one_of
 
 __all__ = ["HARD_POSITIVE_MODES", "HardPositiveLoss"]

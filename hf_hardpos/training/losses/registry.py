@@ -25,7 +25,13 @@ from hf_hardpos.training.losses.cmr import CMRLoss
 from hf_hardpos.training.losses.hard_negative import HardNegativeLoss
 from hf_hardpos.training.losses.hard_positive import HardPositiveLoss
 from hf_hardpos.training.losses.imc import IMCLoss
-from hf_hardpos.training.losses.term import HARD_NEGATIVES, HARD_POSITIVES, TYPED_NEGATIVES, LossTerm, TermOption
+from hf_hardpos.training.losses.term import (
+    HARD_NEGATIVES,
+    HARD_POSITIVES,
+    TYPED_NEGATIVES,
+    LossTerm,
+    TermOption,
+)
 from hf_hardpos.training.options import one_of
 
 __all__ = [
