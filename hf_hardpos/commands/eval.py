@@ -81,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     checkpoint.add_argument(
         "--activation", choices=(*ACTIVATIONS, BOTH), default=None,
         help="default: the config's. The open_clip baselines were trained with quick_gelu but the paper evaluated "
-        f"them with gelu; '{BOTH}' evaluates each and prints them side by side, with --output DIR writing "
+        f"them with gelu; '{BOTH}' evaluates each and prints them side by side, with --output-dir DIR writing "
         + " and ".join(f"DIR/{a}" for a in ACTIVATIONS),
     )
     checkpoint.add_argument(
@@ -149,7 +149,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--output-dir", "--output", dest="output", default=None, metavar="DIR",
                         help="folder for metrics.json and per-row scores (required for --suite)")
     parser.add_argument(
-        "--no-resume", action="store_true", help="recompute what --output already holds from the same inputs"
+        "--no-resume", action="store_true", help="recompute what --output-dir already holds from the same inputs"
     )
     parser.add_argument(
         "--cache-dir",
@@ -279,7 +279,7 @@ def _run_one_model(args: argparse.Namespace, pixels, workers) -> int:
             print(_pixel_line(pixels, workers))
         return 0
     if args.output is None:
-        raise UserInputError("--output is required for --suite (results are saved per dataset, to resume)")
+        raise UserInputError("--output-dir is required for --suite (results are saved per dataset, to resume)")
     if args.protocol != "default":
         raise UserInputError("--protocol applies to a dataset evaluated on its own (--dataset), not to --suite")
     entries = load_suite(args.suite)
@@ -348,7 +348,7 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
     from ..scoring import pick_device
 
     if args.output is None:
-        raise UserInputError("--output is required with several models (each gets OUT/<name>/)")
+        raise UserInputError("--output-dir is required with several models (each gets OUT/<name>/)")
     for option, value in (("--preset", args.preset), ("--backend", args.backend), ("--activation both", args.activation == BOTH)):
         if value:
             raise UserInputError(f"{option} applies to one model; run that model on its own")
