@@ -6,9 +6,10 @@ After merging the branches, the lead runs once, at the repository root:
 
     ruff check --fix hf_hardpos tests benchmarks examples metrics && ruff format hf_hardpos tests benchmarks examples metrics
 
-then fixes by hand what `ruff check` still lists (at 9ce31ae: B027 backends/base.py `require_exists`,
-B023 data/aro.py:432 and evaluation/distributed.py:138, B007 in three tests, E741 and B018 in two
-tests), and removes the `xfail` below.
+then fixes by hand what `ruff check` still lists (on this branch, after those two commands: B027
+backends/base.py `ModelBackend.require_exists`, B023 in data/aro.py `_order_images` and
+evaluation/distributed.py `_encode`, B007 in three tests, E741 and B018 in two tests), and removes the
+`xfail` below.
 """
 
 from __future__ import annotations
