@@ -5,9 +5,19 @@ Light at import time: heavy modules (torch, transformers, datasets) load when fi
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from hf_hardpos import benchmarks as _benchmarks  # noqa: F401  (registers the benchmark folders; light)
 from hf_hardpos.lazy import lazy_exports
 
 __version__ = "0.1.0"
+
+# What type checkers and IDEs resolve (`X as X`: an explicit re-export); at run time the names load lazily.
+if TYPE_CHECKING:
+    from hf_hardpos.evaluation.run import evaluate_model as evaluate_model
+    from hf_hardpos.evaluation.tasks.hard_positive import evaluate_dataset as evaluate_dataset
+    from hf_hardpos.metrics import compute_metrics as compute_metrics
+    from hf_hardpos.scoring import ITMScorer as ITMScorer
 
 __getattr__, __all__ = lazy_exports(
     __name__,

@@ -21,7 +21,7 @@ import signal
 import sys
 
 from . import commands, progress
-from .command_parsers import help_texts
+from .command_parsers import add_underscore_aliases, help_texts
 from .errors import UserInputError, user_error_from
 
 COMMANDS = sorted(module.name for module in pkgutil.iter_modules(commands.__path__))
@@ -51,6 +51,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
             importlib.import_module(f"{commands.__name__}.{name}").register(subparsers)
         else:
             subparsers.add_parser(name, help=help_texts(name)[0], add_help=False)
+    add_underscore_aliases(parser)
     return parser
 
 

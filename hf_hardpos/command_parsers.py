@@ -75,6 +75,23 @@ def add_command(
     return parser
 
 
+def add_underscore_aliases(parser: argparse.ArgumentParser) -> None:
+    """Accept `--output_dir` wherever `--output-dir` is an option, in `parser` and its subcommands' parsers.
+
+    Why: the commands spell their flags with dashes (as open_clip and clip_benchmark do), but
+    `hardpos train` (HfArgumentParser) takes both spellings, so a user who types one command's spelling
+    in another is understood. The underscore spelling is hidden: `--help` shows one name per option.
+    """
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in {id(p): p for p in action.choices.values()}.values():
+                add_underscore_aliases(sub)
+        for flag in action.option_strings:
+            alias = "--" + flag[2:].replace("-", "_")
+            if flag.startswith("--") and alias not in parser._option_string_actions:
+                parser._option_string_actions[alias] = action
+
+
 # What the readers of run folders, datasets and checkpoints read: a command's output must not replace one.
 READ_SUFFIXES = frozenset({".json", ".jsonl", ".parquet", ".arrow", ".safetensors", ".bin", ".pt", ".pth", ".npy",
                            ".yaml", ".yml", ".csv"})

@@ -53,7 +53,8 @@ from . import output_folder
 from .image_processing import describe_image_processor
 from .provenance import digest_of, versions
 from .image_keys import ImageSource
-from .scoring import ITMScorer, _DistinctImages, decoded_batches
+from .image_decoding import DistinctImages, decoded_batches
+from .scoring import ITMScorer
 
 GIB = 1024**3
 DEFAULT_MEMORY_BYTES = 4 * GIB  # one run's shared pixels in memory (REPLACE at 224 px: ~7 GB for all 11,723 images)
@@ -312,7 +313,7 @@ class SharedPixelScorer(ITMScorer):
         missing = [source for source, known in zip(sources, stored) if not known]
         decoded: Iterator[torch.Tensor] = iter(())
         if missing:
-            decoded = decoded_batches(_DistinctImages(dataset, image_column, missing, self.processor.image_processor),
+            decoded = decoded_batches(DistinctImages(dataset, image_column, missing, self.processor.image_processor),
                                       self.batch_size, self.num_workers)
         settings = self.pixel_settings
         waiting: deque[torch.Tensor] = deque()
@@ -322,7 +323,7 @@ class SharedPixelScorer(ITMScorer):
                 source = sources[index]
                 pixels = store.get(key, source.key, self.pixel_shape) if stored[index] else None
                 if pixels is None and stored[index]:  # vanished, unreadable or rejected: decoded here
-                    pixels = _DistinctImages(dataset, image_column, [source], self.processor.image_processor).pixels(0)
+                    pixels = DistinctImages(dataset, image_column, [source], self.processor.image_processor).pixels(0)
                     store.put(key, source.key, pixels, settings, replacing=True)
                 elif pixels is None:
                     if not waiting:

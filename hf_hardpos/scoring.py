@@ -13,23 +13,21 @@ a peft-wrapped CLIP, ...), whether they return a tensor or a `BaseModelOutputWit
 from __future__ import annotations
 
 import contextlib
-import io
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from datasets import Dataset
 from datasets import Image as ImageFeature
-from PIL import Image
 from tqdm.auto import tqdm
 
 from . import columns
 from .backends import text_inputs_of
-from .errors import UserInputError
 from .image_processing import describe_image_processor
 from .embedding_cache import EmbeddingCache, token_key
+from .image_decoding import DistinctImages, decoded_batches
 from .image_keys import ImageSource, distinct_images
 
 
@@ -93,69 +91,6 @@ def _features(output) -> torch.Tensor:
 # reference code opens images (amitakamath/hard_positives: `Image.open(path).convert("RGB")`).
 # `datasets`' Image decoding applies the EXIF rotation instead, so images are opened here, not there.
 EXIF_ORIENTATION = "ignored (pixels as stored, as the reference code's PIL Image.open(...).convert('RGB'))"
-
-
-def open_image(value) -> Image.Image:
-    """An image cell (PIL image, `{"bytes", "path"}` dict, or path) as RGB, EXIF orientation ignored."""
-    if isinstance(value, Image.Image):
-        return value.convert("RGB")
-    if isinstance(value, dict):
-        if value.get("bytes") is not None:
-            return Image.open(io.BytesIO(value["bytes"])).convert("RGB")
-        return Image.open(value["path"]).convert("RGB")
-    return Image.open(value).convert("RGB")
-
-
-class _DistinctImages(torch.utils.data.Dataset):
-    """Decodes and preprocesses the distinct images; runs inside DataLoader workers."""
-
-    def __init__(self, dataset: Dataset, image_column: str, sources: list[ImageSource], image_processor):
-        # A worker reads a row's image, not its captions (another process's share arrives as a plain mapping).
-        self.dataset = dataset.select_columns([image_column]) if isinstance(dataset, Dataset) else dataset
-        self.image_column = image_column
-        self.sources = sources
-        self.image_processor = image_processor
-
-    def __len__(self) -> int:
-        return len(self.sources)
-
-    def __getitem__(self, index: int) -> torch.Tensor | str:
-        """The image's pixels, or its one-line error as text: raised in a DataLoader worker, the error would
-        reach the main process as "Caught UserInputError in DataLoader worker process 0", its row lost
-        (`decoded_batches` raises it there instead)."""
-        try:
-            return self.pixels(index)
-        except UserInputError as err:
-            return str(err)
-
-    def pixels(self, index: int) -> torch.Tensor:
-        """The preprocessed pixels of source `index`; a damaged image raises one line naming its row."""
-        source = self.sources[index]
-        value = self.dataset[source.row][self.image_column]
-        try:
-            image = open_image(value)
-        except Exception as err:  # PIL raises several types; all mean the same to the user
-            raise UserInputError(  # a damaged image, or one over PIL's pixel limit: the data's fault, one line
-                f"cannot read the image of row {source.row} (image_id={source.image_id!r}): {err}"
-            ) from err
-        return self.image_processor(images=image, return_tensors="pt")["pixel_values"][0]
-
-
-def _pixels_or_error(items: list[torch.Tensor | str]) -> torch.Tensor | str:
-    """A DataLoader batch: the stacked pixels, or the first image's error."""
-    errors = [item for item in items if isinstance(item, str)]
-    return errors[0] if errors else torch.stack(items)
-
-
-def decoded_batches(images: _DistinctImages, batch_size: int, num_workers: int, pin_memory: bool = False
-                    ) -> Iterator[torch.Tensor]:  # fmt: skip
-    """`images`' pixels, `batch_size` at a time, in order, decoded in `num_workers` DataLoader workers; a
-    damaged image stops the iteration with its one-line error, raised in the calling process."""
-    for batch in torch.utils.data.DataLoader(images, batch_size=batch_size, num_workers=num_workers,
-                                             pin_memory=pin_memory, collate_fn=_pixels_or_error):  # fmt: skip
-        if isinstance(batch, str):
-            raise UserInputError(batch)
-        yield batch
 
 
 # Precision name -> autocast dtype. "fp16-weights" casts the weights themselves to float16 (no autocast),
@@ -377,7 +312,7 @@ class ITMScorer:
     def _pixel_batches(self, dataset: Dataset, image_column: str, sources: list[ImageSource]) -> Iterable[torch.Tensor]:
         """Preprocessed pixels of `sources`, `batch_size` images at a time, in order (decoded in DataLoader
         workers). `pixel_store.SharedPixelScorer` serves pixels decoded earlier (for another model) instead."""
-        return decoded_batches(_DistinctImages(dataset, image_column, sources, self.processor.image_processor),
+        return decoded_batches(DistinctImages(dataset, image_column, sources, self.processor.image_processor),
                                self.batch_size, self.num_workers, pin_memory=self.device.type == "cuda")
 
     @torch.inference_mode()

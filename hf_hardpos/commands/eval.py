@@ -2,10 +2,10 @@
 
 Recognises what --dataset is (our hard-positive schema, caption + negatives, Winoground, or
 clip_benchmark's webdataset layout) and runs its task; or runs a --suite. Prints tables that name their
-aggregation and tie rule; writes metrics.json (with provenance) and per-row scores to --output.
+aggregation and tie rule; writes metrics.json (with provenance) and per-row scores to --output-dir.
 
-    hardpos eval --model openai/clip-vit-base-patch32 --dataset hardpos/replace --output out/clip
-    hardpos eval --model negclip.pth --open-clip-config ViT-B-32 --activation both --suite compositional --output out/negclip
+    hardpos eval --model openai/clip-vit-base-patch32 --dataset hardpos/replace --output-dir out/clip
+    hardpos eval --model negclip.pth --open-clip-config ViT-B-32 --activation both --suite compositional --output-dir out/negclip
 
 A checkpoint file (open_clip, OpenAI TorchScript, TSVLC LoRA) is converted once into a cache keyed by
 its content and scored like any HF model. `--activation both` runs the checkpoint once per
@@ -81,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     checkpoint.add_argument(
         "--activation", choices=(*ACTIVATIONS, BOTH), default=None,
         help="default: the config's. The open_clip baselines were trained with quick_gelu but the paper evaluated "
-        f"them with gelu; '{BOTH}' evaluates each and prints them side by side, with --output DIR writing "
+        f"them with gelu; '{BOTH}' evaluates each and prints them side by side, with --output-dir DIR writing "
         + " and ".join(f"DIR/{a}" for a in ACTIVATIONS),
     )
     checkpoint.add_argument(
@@ -146,9 +146,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="95%% intervals by a bootstrap of N resamples over images instead of the Wilson interval every rate gets "
         "by default; computed from the saved per-row scores, so changing it never rescores",
     )
-    parser.add_argument("--output", default=None, help="folder for metrics.json and per-row scores (required for --suite)")
+    parser.add_argument("--output-dir", "--output", dest="output", default=None, metavar="DIR",
+                        help="folder for metrics.json and per-row scores (required for --suite)")
     parser.add_argument(
-        "--no-resume", action="store_true", help="recompute what --output already holds from the same inputs"
+        "--no-resume", action="store_true", help="recompute what --output-dir already holds from the same inputs"
     )
     parser.add_argument(
         "--cache-dir",
@@ -278,7 +279,7 @@ def _run_one_model(args: argparse.Namespace, pixels, workers) -> int:
             print(_pixel_line(pixels, workers))
         return 0
     if args.output is None:
-        raise UserInputError("--output is required for --suite (results are saved per dataset, to resume)")
+        raise UserInputError("--output-dir is required for --suite (results are saved per dataset, to resume)")
     if args.protocol != "default":
         raise UserInputError("--protocol applies to a dataset evaluated on its own (--dataset), not to --suite")
     entries = load_suite(args.suite)
@@ -347,7 +348,7 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
     from ..scoring import pick_device
 
     if args.output is None:
-        raise UserInputError("--output is required with several models (each gets OUT/<name>/)")
+        raise UserInputError("--output-dir is required with several models (each gets OUT/<name>/)")
     for option, value in (("--preset", args.preset), ("--backend", args.backend), ("--activation both", args.activation == BOTH)):
         if value:
             raise UserInputError(f"{option} applies to one model; run that model on its own")

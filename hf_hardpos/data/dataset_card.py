@@ -42,15 +42,17 @@ class CardFacts:
 
 
 def card_facts(
-    dataset: str, *, repo: str, defects: str | Callable[[BuildReport], str] | None = None, **fields: object
+    dataset: str | Path, *, repo: str, defects: str | Callable[[BuildReport], str] | None = None, **fields: object
 ) -> CardFacts:
-    """The card text of a benchmark, kept as data in ``cards/<dataset>.yaml`` (the card's prose is
-    edited there, not in code): ``repo`` (the repository its usage example loads) and ``fields`` fill
+    """The card text of a benchmark, kept as data in ``cards/<dataset>.yaml`` or, for a benchmark with a
+    folder of its own, in the ``card.yaml`` path its builder passes (the card's prose is edited there, not
+    in code): ``repo`` (the repository its usage example loads) and ``fields`` fill
     the ``{{ ... }}`` of its summary and usage (Jinja, an unknown name is an error); ``defects`` is the
     builder's measured text unless the file states it."""
     import jinja2
 
-    text = yaml.safe_load(files(__package__).joinpath("cards", f"{dataset}.yaml").read_text(encoding="utf-8"))
+    source = dataset if isinstance(dataset, Path) else files(__package__).joinpath("cards", f"{dataset}.yaml")
+    text = yaml.safe_load(source.read_text(encoding="utf-8"))
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     return CardFacts(
         **{name: value for name, value in text.items() if name not in ("summary", "usage", "citations", "defects")},

@@ -227,7 +227,7 @@ def export_with_image_files(
 ) -> BuildReport:
     """Export configs whose rows name their image files by ``image_id`` under one ``ImageFolder``:
     every image located up front (a missing one refused by name unless ``skip_missing``), then
-    :func:`export_folder`. The builders of benchmarks shipped without images (VALSE, VL-CheckList) share it."""
+    :func:`export_folder`. The builders of benchmarks shipped without images share it."""
     images = locate_images(folder, (row for rows in rows_by_config.values() for row in rows), options)
     report.sources["images"] = f"{folder.description}: {images_note}"
     configs = [

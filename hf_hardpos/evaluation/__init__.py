@@ -11,7 +11,22 @@
 Names load lazily so that `hardpos --help` does not import torch.
 """
 
+from typing import TYPE_CHECKING
+
 from ..lazy import lazy_exports
+
+# What type checkers and IDEs resolve (`X as X`: an explicit re-export); at run time the names load lazily.
+if TYPE_CHECKING:
+    from .options import RunOptions as RunOptions
+    from .report import EvaluationReport as EvaluationReport
+    from .run import evaluate_model as evaluate_model
+    from .section import Section as Section
+    from .suite import SuiteEntry as SuiteEntry
+    from .suite import SuiteReport as SuiteReport
+    from .suite import load_suite as load_suite
+    from .suite import run_suite as run_suite
+    from .tasks import run_task as run_task
+    from .tasks.hard_positive import evaluate_dataset as evaluate_dataset
 
 __getattr__, __all__ = lazy_exports(__name__, {
     "EvaluationReport": ".report",

@@ -24,6 +24,7 @@ import numpy as np
 import yaml
 
 from .. import output_folder
+from ..benchmark_registry import BENCHMARKS
 from ..errors import UserInputError
 from ..model_source import ModelSource
 from ..names import folder_name
@@ -43,19 +44,25 @@ from .tasks.webdataset import retention_benchmark
 from .tasks.zeroshot_classification import ZEROSHOT_CLASSIFICATION
 from .tasks.zeroshot_retrieval import ZEROSHOT_RETRIEVAL
 
-# The paper's compositional benchmarks, as published by this package's dataset builders.
-COMPOSITIONAL = [
+
+def _registered(suite: str) -> list[SuiteEntry]:
+    """The registered benchmarks (`benchmark_registry`) that declare themselves part of `suite`."""
+    return [SuiteEntry(b.name, b.hub_id, b.task) for b in BENCHMARKS.values() if suite in b.suites]
+
+
+# The compositional benchmarks, as published by this package's dataset builders: the paper's, then the
+# registered ones that join the suite.
+PAPER_COMPOSITIONAL = [
     SuiteEntry("replace", "hardpos/replace", HARD_POSITIVE),
     SuiteEntry("swap", "hardpos/swap", HARD_POSITIVE),
     SuiteEntry("sugarcrepe_pp", "hardpos/sugarcrepe_pp", HARD_POSITIVE, text_only=True),
     SuiteEntry("sugarcrepe", "hardpos/sugarcrepe", CAPTION_SELECTION),
     SuiteEntry("aro", "hardpos/aro", CAPTION_SELECTION),
-    SuiteEntry("valse", "hardpos/valse", CAPTION_SELECTION),
-    SuiteEntry("vl_checklist", "hardpos/vl_checklist", CAPTION_SELECTION),
 ]
+COMPOSITIONAL = [*PAPER_COMPOSITIONAL, *_registered("compositional")]
 
-# CE-CLIP's four benchmarks (its Tables 1-3): ARO, VALSE, VL-CheckList and SugarCrepe.
-CE_CLIP_SUITE = [entry for entry in COMPOSITIONAL if entry.name in ("aro", "valse", "vl_checklist", "sugarcrepe")]
+# CE-CLIP's four benchmarks (its Tables 1-3): SugarCrepe, ARO and the two registered in its suite.
+CE_CLIP_SUITE = [entry for entry in PAPER_COMPOSITIONAL if entry.name in ("sugarcrepe", "aro")] + _registered("ce_clip")
 
 # clip_benchmark's VTAB webdatasets (its benchmark/webdatasets.txt), the paper's Table 10 VTAB mean.
 VTAB_TASKS = (
@@ -76,7 +83,7 @@ RETENTION = [
 SUITES = {
     "compositional": COMPOSITIONAL,
     "retention": RETENTION,
-    "paper": [e for e in COMPOSITIONAL if e.name not in ("valse", "vl_checklist")] + RETENTION,
+    "paper": PAPER_COMPOSITIONAL + _registered("paper") + RETENTION,
     "ce_clip": CE_CLIP_SUITE,
 }
 

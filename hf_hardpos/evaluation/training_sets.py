@@ -43,8 +43,6 @@ from .options import RunOptions
 from .runner import dataset_units, score_dataset
 from .section import HARD_POSITIVE, Section
 from .tasks import TASKS, TaskData, detect_task, get_task, task_of_columns
-from .tasks.zeroshot_classification import ZEROSHOT_CLASSIFICATION
-from .tasks.zeroshot_retrieval import ZEROSHOT_RETRIEVAL
 
 SINGLE_ROW = "all"  # the row of an in-memory hard-positive set, evaluated as one table
 
@@ -105,7 +103,7 @@ class BenchmarkEvalSet:
             task = detect_task(str(self.source), self.split, self.configs)
         if task not in TASKS:
             raise UserInputError(f"eval set {name!r}: unknown task {task!r}; known: {list(TASKS)}")
-        if self.in_memory and task in (ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL):
+        if self.in_memory and get_task(task).reads_files:
             raise UserInputError(
                 f"eval set {name!r}: {task} reads a clip_benchmark webdataset (folder or Hub id), "
                 "not an in-memory table"

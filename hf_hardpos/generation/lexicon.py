@@ -2,12 +2,12 @@
 
 Why data and not code: the REPLACE benchmark's hard positives were made from a small hand-written
 synonym table (paper Appendix C). The table is not published as such, so we read it off the upstream
-pairs (c, c_p) of `vl_checklist_{attributes,relations}.json` vs `swapped_data/...`: every row differs
+pairs (c, c_p) of REPLACE's `data/` files vs `swapped_data/...` (`data.replace`): every row differs
 from its hard positive by exactly one of the edits below (counts are rows of the upstream files).
 Users do not have that data, so the table lives here, in the package.
 
 Each rule carries the context guards that keep a whole-word replacement grammatical and
-meaning-preserving outside VL-Checklist's three-word captions (e.g. "dressed in" must not become
+meaning-preserving outside REPLACE's three-word captions (e.g. "dressed in" must not become
 "dressed within"). Upstream applied its table by substring replacement, which produced
 "ivory ivoryboard", "covecrimson", "belengthying" and "within front of" (354 rows); the matcher in
 `rules.py` works on whole tokens and honours `protected_phrases()` (fixed expressions and every
@@ -103,7 +103,7 @@ _MOTION_PREPOSITIONS = frozenset(
 _AGE_UNITS = frozenset({"year", "years", "month", "months", "week", "weeks", "day", "days"})
 
 # ---- hard positives: the paper's REPLACE table (read off the upstream data) -------------------
-# Per VL-Checklist subset: (source, target, upstream rows with that edit), most frequent first.
+# Per REPLACE subset: (source, target, upstream rows with that edit), most frequent first.
 # Attributes: 23 source words. Relations: 15 sources for 14 relations ("wearing"/"wears" share the
 # target "in"); "riding on" -> "traveling on" is how upstream avoided "traveling on on".
 PAPER_SYNONYMS: dict[str, tuple[tuple[str, str, int], ...]] = {

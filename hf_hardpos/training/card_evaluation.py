@@ -12,36 +12,9 @@ from typing import Any
 from huggingface_hub import EvalResult
 
 from ..evaluation.section import Section
-from ..evaluation.tasks import (
-    CAPTION_SELECTION,
-    HARD_POSITIVE,
-    WINOGROUND,
-    ZEROSHOT_CLASSIFICATION,
-    ZEROSHOT_RETRIEVAL,
-)
-from ..evaluation.tasks.zeroshot_retrieval import RECALL_KS
-from ..metrics import METRIC_NAMES
+from ..evaluation.tasks import get_task
 from ..tables import metrics_table, render_table
 from .card_data import HardPosModelCardData
-
-# `model-index` task (type, name) of each benchmark task. The Hub lists zero-shot image classification;
-# the compositional tasks and retrieval have no Hub task id, so they get descriptive ones.
-CARD_TASKS = {
-    HARD_POSITIVE: ("image-text-matching", "Image-text matching with hard positives"),
-    CAPTION_SELECTION: ("image-text-matching", "Image-caption selection among hard negatives"),
-    WINOGROUND: ("image-text-matching", "Winoground"),
-    ZEROSHOT_CLASSIFICATION: ("zero-shot-image-classification", "Zero-shot image classification"),
-    ZEROSHOT_RETRIEVAL: ("image-text-retrieval", "Zero-shot image-text retrieval"),
-}
-# The rates of each task that `model-index` carries (counts and mean cosine scores stay in the body).
-CARD_METRICS = {
-    HARD_POSITIVE: METRIC_NAMES,
-    CAPTION_SELECTION: ("accuracy", "macro_accuracy"),
-    WINOGROUND: ("text_score", "image_score", "group_score"),
-    ZEROSHOT_CLASSIFICATION: ("acc1", "acc5", "mean_per_class_recall"),
-    ZEROSHOT_RETRIEVAL: tuple(f"{d}_retrieval_recall@{k}" for d in ("image", "text") for k in RECALL_KS),
-}
-
 
 def card_value(value: Any) -> str:
     if isinstance(value, float):
@@ -57,7 +30,7 @@ def row_label(set_name: str, row: str, unnamed: str | None) -> str:
 
 
 def model_index_results(sections: dict[str, dict], eval_sets: dict, dataset_ids: dict[str, str]) -> list[EvalResult]:
-    """`model-index` entries: every rate of `CARD_METRICS` of every row of every set, with its task type.
+    """`model-index` entries: every rate of its task's `card_metrics` of every row of every set, with its task type.
 
     `dataset.type` is the set's Hub id when known, `dataset.split` the split read from a source. The Hub
     groups metrics by task, dataset type, config and split, so every row that its logged names name
@@ -67,13 +40,14 @@ def model_index_results(sections: dict[str, dict], eval_sets: dict, dataset_ids:
     results = []
     for set_name, saved in sections.items():
         section = Section.from_dict(saved)
-        task_type, task_name = CARD_TASKS[section.task]
+        task = get_task(section.task)
+        task_type, task_name = task.card_task
         eval_set = eval_sets[set_name]
         split = None if eval_set.in_memory else eval_set.split
         unnamed = section.unnamed_row()
         given_config = eval_set.configs[0] if eval_set.configs else None
         for row, metrics in section.rows().items():
-            for metric in CARD_METRICS[section.task]:
+            for metric in task.card_metrics:
                 if _is_number(metrics.get(metric)):
                     results.append(
                         EvalResult(
@@ -104,7 +78,7 @@ def _cell(metric: str, value: Any, rates: tuple[str, ...]) -> str:
 def section_table(section: Section) -> str:
     """One benchmark set as a markdown table: a row per config/aggregate, its rates in percent."""
     rows = section.rows()
-    rates = CARD_METRICS[section.task]
+    rates = get_task(section.task).card_metrics
     names = list(dict.fromkeys(k for m in rows.values() for k, v in m.items() if _is_number(v) or isinstance(v, str)))
     header = ["row", *(f"{n} %" if n in rates else n for n in names)]
     cells = [[row, *(_cell(n, m[n], rates) if n in m else "" for n in names)] for row, m in rows.items()]
@@ -128,7 +102,7 @@ def eval_card_sections(sections: dict[str, dict], eval_sets: dict, card_data: Ha
             continue
         others.append({
             "name": set_name,
-            "task": CARD_TASKS[section.task][1],
+            "task": get_task(section.task).card_task[1],
             "source": eval_set_description(set_name, eval_sets[set_name], card_data),
             "step": section.step,
             "table": section_table(section),
@@ -141,7 +115,7 @@ def eval_card_sections(sections: dict[str, dict], eval_sets: dict, card_data: Ha
         "hard_positive_tie_rule": next((s.tie_rule for s in hard_positive.values()), ""),
         "hard_positive_aggregation": sorted({s.aggregation for s in hard_positive.values()}),
         "benchmark_sections": others,
-        "measures_retention": any(s.task in (ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL) for s in typed.values()),
+        "measures_retention": any(get_task(s.task).retention for s in typed.values()),
     }
 
 

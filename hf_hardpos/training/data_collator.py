@@ -249,7 +249,7 @@ class HardPosDataCollator:
         if value is None:
             raise ValueError(f"{self._describe(row, b)}: column {self.image_column!r} is null (no image)")
         if isinstance(value, dict):  # an undecoded datasets Image cell: {"bytes": ..., "path": ...}
-            from ..scoring import open_image  # as the scorer opens it: EXIF orientation ignored
+            from ..image_decoding import open_image  # as the scorer opens it: EXIF orientation ignored
 
             value = open_image(value)
         if not isinstance(value, Image.Image):

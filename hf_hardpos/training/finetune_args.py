@@ -72,6 +72,7 @@ class ModelArguments:
     model_name_or_path: str | None = field(
         default=None,
         metadata={
+            "aliases": ["--model"],  # as `hardpos eval --model`
             "help": "Hub id or local folder of a CLIP model (e.g. openai/clip-vit-base-patch32). Default: the "
             "demo's tiny CLIP pretrained on the synthetic world (`hardpos demo`'s starting point), trained once "
             "and cached under HF_HOME/hardpos, never written into --output_dir."

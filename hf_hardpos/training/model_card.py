@@ -25,11 +25,11 @@ from accelerate.utils import extract_model_from_parallel
 from huggingface_hub import ModelCard, ModelCardData
 
 from ..citations import CE_CLIP, HARD_POSITIVES, cite
+from ..evaluation.tasks import get_task
 from ..provenance import looks_like_hub_id, versions
 from ..tables import render_table
 from .card_data import HardPosModelCardData
 from .card_evaluation import (
-    CARD_TASKS,
     card_value,
     dataset_description,
     eval_card_sections,
@@ -257,7 +257,7 @@ def card_contents(
         eval_dataset_facts=[
             {
                 "name": n,
-                "description": f"{eval_set_description(n, eval_set, card_data)} ({CARD_TASKS[eval_set.task][1].lower()})",
+                "description": f"{eval_set_description(n, eval_set, card_data)} ({get_task(eval_set.task).card_task[1].lower()})",
             }
             for n, eval_set in eval_sets.items()
         ],

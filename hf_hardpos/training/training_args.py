@@ -16,6 +16,7 @@ from .. import columns
 from ..errors import UserInputError
 from .data_collator import SAMPLING_MODES
 from .losses import registry
+from .losses.registry import LossArguments
 from .options import describe_choices, one_of
 
 DEFAULT_LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -29,14 +30,9 @@ def _choice(default: str, choices: dict[str, str], what: str):
     return field(default=default, metadata={"help": describe_choices(what, choices), "choices": list(choices)})
 
 
-# Every loss term's weight and options (`--hard_negative_weight`, `--imc_form`, ...), built from the loss
-# registry so that a new term needs no field here. A base listed before TrainingArguments: its fields come
-# after the Trainer's in `--help`, as the fields below do.
-LossArguments = dataclasses.make_dataclass("LossArguments", registry.argument_fields(), repr=False, eq=False)
-LossArguments.__module__ = __name__  # importable by name, as pickle (training_args.bin) and the docs look it up
-LossArguments.__doc__ = "The loss terms' weights and options, one field each (`losses.registry.argument_fields`)."
-
-
+# Every loss term's weight and options (`--hard_negative_weight`, `--imc_form`, ...), as fields the terms
+# declare (`losses.registry.LossArguments`). A base listed before TrainingArguments: its fields come after
+# the Trainer's in `--help`, as the fields below do.
 @dataclass
 class HardPosTrainingArguments(LossArguments, TrainingArguments):
     """Trainer options for `HardPosTrainer`; every field below, and every loss term's weight and options
@@ -105,7 +101,7 @@ class HardPosTrainingArguments(LossArguments, TrainingArguments):
         default=False,
         metadata={"help": "Train LoRA adapters instead of all weights; checkpoints then hold the adapter only."},
     )
-    lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank.", "aliases": ["--lora-rank"]})  # as `hardpos convert`
     lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha (the update is scaled by alpha / r)."})
     lora_dropout: float = field(default=0.0, metadata={"help": "Dropout on the LoRA branch."})
     lora_target_modules: list[str] = field(

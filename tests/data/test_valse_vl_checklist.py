@@ -25,11 +25,11 @@ import torch
 from datasets import load_dataset
 from PIL import Image as PILImage
 
+from hf_hardpos.benchmarks.valse.builder import PIECES, export_valse
+from hf_hardpos.benchmarks.vl_checklist.builder import export_vl_checklist
+from hf_hardpos.benchmarks.vl_checklist.task import vl_checklist_section
 from hf_hardpos.data.checks import MissingImageError
-from hf_hardpos.data.valse import PIECES, export_valse
-from hf_hardpos.data.vl_checklist import export_vl_checklist
 from hf_hardpos.evaluation.tasks import CAPTION_SELECTION, TaskData, run_task
-from hf_hardpos.evaluation.tasks.vl_checklist import vl_checklist_section
 from hf_hardpos.scoring import ITMScorer
 from tests.support.data_sources import jpeg_bytes
 

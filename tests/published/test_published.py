@@ -162,9 +162,9 @@ def test_valse_vl_checklist_aro_and_retention_results_stand_beside_the_printed_r
     shaped as the tasks produce them (the aggregation functions run on per-row outcomes)."""
     import numpy as np
 
-    from hf_hardpos.data.valse import PIECES
-    from hf_hardpos.evaluation.tasks.valse import valse_section
-    from hf_hardpos.evaluation.tasks.vl_checklist import LEAVES, vl_checklist_section
+    from hf_hardpos.benchmarks.valse.builder import PIECES
+    from hf_hardpos.benchmarks.valse.task import valse_section
+    from hf_hardpos.benchmarks.vl_checklist.task import LEAVES, vl_checklist_section
 
     rng = np.random.default_rng(0)
     valse = valse_section({p: rng.random(8) > 0.4 for p in PIECES}, {p: np.ones(8, bool) for p in PIECES})

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from hf_hardpos.evaluation.tasks.caption_selection import (
-    SUGARCREPE_CATEGORIES,
-    SUGARCREPE_SUBSETS,
-    mean_of_subsets,
-)
-from hf_hardpos.evaluation.tasks.valse import AVG, COLUMNS, aggregate_pieces
-from hf_hardpos.evaluation.tasks.vl_checklist import LEAVES, OVERALL, aggregate_leaves
+from hf_hardpos.benchmarks.valse.task import AVG, COLUMNS, aggregate_pieces
+from hf_hardpos.benchmarks.vl_checklist.task import LEAVES, OVERALL, aggregate_leaves
+from hf_hardpos.evaluation.tasks.caption_selection import mean_of_subsets
+from hf_hardpos.evaluation.tasks.sugarcrepe import SUGARCREPE_CATEGORIES, SUGARCREPE_SUBSETS
 from hf_hardpos.published import all_figures, lookup, slips, table_rows
 
 KAMATH, CE = "Kamath et al.", "Zhang, Awal, Agrawal"

@@ -5,7 +5,7 @@ Each task is one module declaring a `TASK` (`base.Task`): its name, how it score
 files), and what a suite group of its datasets averages.
 
 - `hard_positive`: Original/Augmented Accuracy and Brittleness (REPLACE, SWAP, SugarCrepe++);
-- `caption_selection`: SugarCrepe, ARO, VALSE, VL-CheckList (accuracy per subset, their aggregates);
+- `caption_selection`: SugarCrepe, ARO and the registered benchmarks (accuracy per subset, their aggregates);
 - `winoground`: text, image and group scores;
 - `zeroshot_classification`, `zeroshot_retrieval`: clip_benchmark webdatasets (zero-shot retention).
 
@@ -40,10 +40,6 @@ from .winoground import WINOGROUND
 from .zeroshot_classification import ZEROSHOT_CLASSIFICATION
 from .zeroshot_retrieval import ZEROSHOT_RETRIEVAL
 
-# In the order data is recognised: Winoground's columns are the most specific, and a hard-positive
-# table also has the caption and hard negative of a caption-selection one.
-_RECOGNITION_ORDER = (winoground.TASK, hard_positive.TASK, caption_selection.TASK,
-                      zeroshot_classification.TASK, zeroshot_retrieval.TASK)
 TASKS: dict[str, Task] = {task.name: task for task in (
     hard_positive.TASK, caption_selection.TASK, winoground.TASK, zeroshot_classification.TASK, zeroshot_retrieval.TASK
 )}
@@ -59,7 +55,8 @@ def get_task(name: str) -> Task:
 def task_of_columns(column_names: Sequence[str]) -> str | None:
     """The task a table's columns call for, or None."""
     names = frozenset(column_names)
-    matching = (t.name for t in _RECOGNITION_ORDER if t.matches_columns is not None and t.matches_columns(names))
+    in_order = sorted((t for t in TASKS.values() if t.matches_columns is not None), key=lambda t: t.recognition_order)
+    matching = (t.name for t in in_order if t.matches_columns(names))
     return next(matching, None)
 
 

@@ -61,6 +61,15 @@ class Task:
             read back (`scores-<row>.parquet`); None for tasks that keep none.
         text_only: `(section, scorer, data, max_rows)`: adds a text-only figure to each config (SugarCrepe++'s
             TOT), for a suite entry with `text_only: true`; None for tasks without one.
+        recognition_order: tables are matched against the tasks' `matches_columns` in ascending order, the
+            most specific layout first (Winoground's columns; a hard-positive table also has a
+            caption-selection table's caption and hard negative).
+        card_task: the model card's `model-index` task `(type, name)`: the Hub's task id where it has one,
+            else a descriptive one.
+        card_metrics: the rates of a result row that `model-index` carries (counts and mean scores stay in
+            the card's body).
+        retention: whether the task measures zero-shot retention (the paper's Appendix E), which the model
+            card says it reports.
     """
 
     name: str
@@ -73,6 +82,15 @@ class Task:
     aggregate: Callable[[Section, RunOptions], None] | None = None
     row_scores: RowScores | None = None
     text_only: Callable[[Section, ITMScorer, TaskData, int | None], None] | None = None
+    recognition_order: int = 0
+    card_task: tuple[str, str] = ("image-text-matching", "")
+    card_metrics: tuple[str, ...] = ()
+    retention: bool = False
+
+    @property
+    def reads_files(self) -> bool:
+        """Whether the task reads its data from files (clip_benchmark's webdatasets), not from a table."""
+        return self.matches_columns is None
 
     def check_columns(self, rows: Dataset, where: str) -> None:
         """Refuse, in one line naming `where`, rows that lack one of `required_columns`."""
@@ -98,11 +116,13 @@ def one_row_section(task: str, source: str, result: Mapping) -> Section:
 
 
 def one_row_task(name: str, evaluate: Callable[..., Mapping], group_metrics: tuple[str, ...],
-                 published_benchmark: Callable[[str, str, Mapping[str, Any]], str | None] | None = None) -> Task:
+                 published_benchmark: Callable[[str, str, Mapping[str, Any]], str | None] | None = None,
+                 **facts: Any) -> Task:
     """A task whose `evaluate(scorer, source, split, max_rows=...)` measures a whole dataset at once (the
-    zero-shot tasks, recognised by their files): its result becomes a one-row section."""
+    zero-shot tasks, recognised by their files): its result becomes a one-row section. `facts`: its other
+    `Task` fields (the model card's task and metrics, retention)."""
 
     def score(scorer: ITMScorer, data: TaskData, max_rows: int | None = None) -> Section:
         return one_row_section(name, data.describe(), evaluate(scorer, data.source, data.split, max_rows=max_rows))
 
-    return Task(name, score, group_metrics=group_metrics, published_benchmark=published_benchmark)
+    return Task(name, score, group_metrics=group_metrics, published_benchmark=published_benchmark, **facts)

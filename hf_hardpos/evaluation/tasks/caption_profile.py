@@ -3,10 +3,11 @@ aggregate, and which of its result rows are the columns its paper prints, in tha
 
 Why: the caption-selection task scores every benchmark the same way (which of k captions fits the
 image, strict), but each benchmark aggregates its own way (SugarCrepe's category means, ARO's macro
-accuracies, VALSE's valid rows, VL-CheckList's first 1,000 rows per file). Each benchmark module
-(`sugarcrepe`, `aro`, `valse`, `vl_checklist`) declares one `CaptionSelectionProfile`;
-`caption_selection.PROFILES` lists them and the task iterates that list, so a new benchmark is its module
-plus one line there (docs/architecture.md, "Adding a caption-selection benchmark").
+accuracies, a benchmark's valid rows or its first N rows per file). Each benchmark declares one
+`CaptionSelectionProfile` (SugarCrepe and ARO in `sugarcrepe`, `aro`; a benchmark with a folder of its
+own in its `task.py`, registered in `benchmark_registry`); `caption_selection.profiles()` lists them and
+the task iterates that list, so a new benchmark is its folder plus one registration line
+(docs/architecture.md, "A new caption-selection benchmark").
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
-"""Image-caption selection: which of k captions fits the image (SugarCrepe, ARO, VALSE, VL-CheckList).
+"""Image-caption selection: which of k captions fits the image (SugarCrepe, ARO and the registered benchmarks).
 
 Why one task: SugarCrepe (c vs c_n), ARO's VG-Relation / VG-Attribution (true vs false caption)
 and COCO/Flickr30k-Order (one true caption among 5) are the same task with a different number of
 candidates, and the compositionality papers (CE-CLIP, Kamath et al.) report them side by side. Each
 benchmark declares a profile (`caption_profile.CaptionSelectionProfile`: how it is recognised, how it
-aggregates, its paper's columns) in its own module, listed in `PROFILES`: VALSE and VL-CheckList are
-recognised by their own columns and aggregated as their seeds do (`valse`, `vl_checklist`); SugarCrepe
+aggregates, its paper's columns): a benchmark with a folder of its own registers it
+(`benchmark_registry`; those recognised by their own columns aggregate as their seeds do), and SugarCrepe
 adds its category means (`sugarcrepe`) and ARO its macro accuracies and Order tie rule (`aro`) to the
-shared aggregation below. The scores and the strict rule are `selection`'s.
+shared aggregation below; `profiles()` lists them all. The scores and the strict rule are `selection`'s.
 
 Tie rule: a row is correct only when the true caption scores strictly higher than every other
 candidate, as SugarCrepe's `>`. ARO takes `np.argmax`, which returns the first maximum, so a tie
@@ -26,9 +26,10 @@ import numpy as np
 from datasets import Dataset
 
 from ... import columns
+from ...benchmark_registry import BENCHMARKS, load
 from ...scoring import ITMScorer
 from ..section import Section
-from . import aro, sugarcrepe, valse, vl_checklist
+from . import aro, sugarcrepe
 from .base import Task, TaskData
 from .caption_profile import CaptionSelectionProfile
 from .selection import (
@@ -39,26 +40,29 @@ from .selection import (
     selection_correct,
     selection_scores,
 )
-from .sugarcrepe import SUGARCREPE_CATEGORIES, SUGARCREPE_SUBSETS
 
 __all__ = [
     "CAPTION_SELECTION",
-    "PROFILES",
-    "SUGARCREPE_CATEGORIES",  # SugarCrepe's facts live in `sugarcrepe`; read from here too (published tables)
-    "SUGARCREPE_SUBSETS",
     "TASK",
     "evaluate_caption_selection",
     "mean_of_subsets",
+    "profiles",
     "published_key",
     "score_caption_selection",
 ]
 
 CAPTION_SELECTION = "caption_selection"
 
-# The caption-selection benchmarks, in the order they are tried: one with its own `evaluate` that recognises
-# a dataset scores it alone; the others' options to `evaluate_caption_selection` are merged. A new benchmark
-# is its module with a `PROFILE` and one line here.
-PROFILES: tuple[CaptionSelectionProfile, ...] = (valse.PROFILE, vl_checklist.PROFILE, sugarcrepe.PROFILE, aro.PROFILE)
+# The profiles of the caption-selection benchmarks that have no folder of their own yet.
+BUILT_IN_PROFILES: tuple[CaptionSelectionProfile, ...] = (sugarcrepe.PROFILE, aro.PROFILE)
+
+
+def profiles() -> tuple[CaptionSelectionProfile, ...]:
+    """The caption-selection benchmarks, in the order they are tried: the registered ones (in the order
+    their folders register), then the built-in ones. One with its own `evaluate` that recognises a
+    dataset scores it alone; the others' options to `evaluate_caption_selection` are merged."""
+    registered = (load(b.profile) for b in BENCHMARKS.values() if b.task == CAPTION_SELECTION and b.profile is not None)
+    return (*registered, *BUILT_IN_PROFILES)
 
 
 def mean_of_subsets(accuracies: Mapping[str, float], members: Sequence[str]) -> float:
@@ -83,7 +87,7 @@ def evaluate_caption_selection(
 
     `subsets` maps a subset name (a dataset config such as `replace_att`) to its rows; a single
     `Dataset` is evaluated as `default`. `categories` adds named unweighted means over subsets (e.g.
-    `SUGARCREPE_CATEGORIES`). `macro` maps a subset name to a `MacroProtocol`; a subset that has the
+    `sugarcrepe.SUGARCREPE_CATEGORIES`). `macro` maps a subset name to a `MacroProtocol`; a subset that has the
     protocol's column also gets `macro_accuracy` (ARO reports VG-Relation / VG-Attribution this way:
     pass `aro.ARO_MACRO`). `true_caption_first` names subsets whose benchmark code takes `np.argmax`
     over a candidate list with the true caption first (ARO's COCO/Flickr30k-Order,
@@ -166,17 +170,17 @@ def _aggregates(results: Mapping[str, dict], outcomes: Mapping[str, np.ndarray],
 
 
 def score_caption_selection(scorer: ITMScorer, data: TaskData, max_rows: int | None = None) -> Section:
-    """Every subset of a caption-selection dataset, aggregated as its benchmark's profile says (`PROFILES`):
-    VALSE and VL-CheckList by their seeds' rules, SugarCrepe with its categories, ARO with its macro
-    accuracies; a dataset no profile recognises gets the shared aggregation alone."""
+    """Every subset of a caption-selection dataset, aggregated as its benchmark's profile says (`profiles()`):
+    a benchmark with its own `evaluate` by its seed's rules, SugarCrepe with its categories, ARO with its
+    macro accuracies; a dataset no profile recognises gets the shared aggregation alone."""
     subsets = data.subsets()
-    profiles = [profile for profile in PROFILES if profile.recognises(subsets)]
-    own = next((profile for profile in profiles if profile.evaluate is not None), None)
+    matching = [profile for profile in profiles() if profile.recognises(subsets)]
+    own = next((profile for profile in matching if profile.evaluate is not None), None)
     if own is not None:
         result = own.evaluate(scorer, subsets, max_rows)
     else:
         options: dict = {}
-        for profile in profiles:
+        for profile in matching:
             options.update(profile.selection_options(subsets))
         result = evaluate_caption_selection(scorer, subsets, max_rows=max_rows, **options)
     return Section(CAPTION_SELECTION, data.describe(), result["results"], result.get("aggregates", {}),
@@ -192,9 +196,11 @@ def _is_selection_table(names: frozenset[str]) -> bool:
 
 def published_key(row: str, metrics: Mapping[str, Any]) -> str | None:
     """``<benchmark>/<column>`` of the published figure a row of our caption-selection results stands
-    beside (e.g. ``valse/counting``, ``aro/vg_relation``), from the profiles; None for any other row."""
-    return next((key for profile in PROFILES if (key := profile.published_key(row, metrics)) is not None), None)
+    beside (e.g. ``sugarcrepe/add``, ``aro/vg_relation``), from the profiles; None for any other row."""
+    return next((key for profile in profiles() if (key := profile.published_key(row, metrics)) is not None), None)
 
 
 TASK = Task(CAPTION_SELECTION, score_caption_selection, matches_columns=_is_selection_table,
-            published_benchmark=lambda dataset, row, metrics: published_key(row, metrics))
+            published_benchmark=lambda dataset, row, metrics: published_key(row, metrics), recognition_order=2,
+            card_task=("image-text-matching", "Image-caption selection among hard negatives"),
+            card_metrics=("accuracy", "macro_accuracy"))

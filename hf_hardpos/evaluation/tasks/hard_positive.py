@@ -18,7 +18,7 @@ import numpy as np
 from datasets import Dataset
 
 from ... import columns
-from ...metrics import augmented_correct, brittle, metrics_from_scores, original_correct
+from ...metrics import METRIC_NAMES, augmented_correct, brittle, metrics_from_scores, original_correct
 from ...scoring import ITMScorer
 from ...tables import TIE_RULE
 from .. import intervals
@@ -161,4 +161,7 @@ TASK = Task(
     aggregate=aggregate_hard_positive,
     row_scores=RowScores(_scores_table, _scores_from_table),
     text_only=add_text_only,
+    recognition_order=1,
+    card_task=("image-text-matching", "Image-text matching with hard positives"),
+    card_metrics=METRIC_NAMES,
 )

@@ -1,7 +1,7 @@
 """Picking the true caption among a row's candidates: the scores, the strict rule, macro accuracies.
 
-Shared by every caption-selection benchmark: SugarCrepe and ARO (`caption_selection`), VALSE and
-VL-CheckList. Tie rule: a row is correct only when the true caption scores strictly higher than every
+Shared by every caption-selection benchmark: SugarCrepe and ARO (`caption_selection`) and the registered
+ones (`hf_hardpos/benchmarks/`). Tie rule: a row is correct only when the true caption scores strictly higher than every
 other candidate, as SugarCrepe's `>` (ARO's argmax exception is `caption_selection`'s).
 
 Schema read (hf_hardpos.columns): `image`, the true caption `caption`, and the other candidates in

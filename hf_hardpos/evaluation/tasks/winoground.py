@@ -105,5 +105,6 @@ def score_winoground(scorer: ITMScorer, data: TaskData, max_rows: int | None = N
 
 
 TASK = Task(
-    WINOGROUND, score_winoground, matches_columns=lambda names: {*WINOGROUND_IMAGES, *WINOGROUND_CAPTIONS} <= names
+    WINOGROUND, score_winoground, matches_columns=lambda names: {*WINOGROUND_IMAGES, *WINOGROUND_CAPTIONS} <= names,
+    card_task=("image-text-matching", "Winoground"), card_metrics=("text_score", "image_score", "group_score"),
 )

@@ -136,4 +136,8 @@ def evaluate_zeroshot_classification(
 
 
 # A suite group (e.g. VTAB) averages the first metric.
-TASK = one_row_task(ZEROSHOT_CLASSIFICATION, evaluate_zeroshot_classification, ("acc1", "acc5"), retention_benchmark)
+TASK = one_row_task(
+    ZEROSHOT_CLASSIFICATION, evaluate_zeroshot_classification, ("acc1", "acc5"), retention_benchmark,
+    card_task=("zero-shot-image-classification", "Zero-shot image classification"),
+    card_metrics=("acc1", "acc5", "mean_per_class_recall"), retention=True,
+)

@@ -125,4 +125,7 @@ def evaluate_zeroshot_retrieval(
 TASK = one_row_task(
     ZEROSHOT_RETRIEVAL, evaluate_zeroshot_retrieval, ("image_retrieval_recall@1", "text_retrieval_recall@1"),
     retention_benchmark,
+    card_task=("image-text-retrieval", "Zero-shot image-text retrieval"),
+    card_metrics=tuple(f"{d}_retrieval_recall@{k}" for d in ("image", "text") for k in RECALL_KS),
+    retention=True,
 )

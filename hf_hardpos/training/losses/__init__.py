@@ -1,4 +1,4 @@
-"""Loss terms of hf_hardpos training (docs/reference.md, Losses), one module per file, declared in `registry`,
+"""Loss terms of hf_hardpos training (docs/reference.md, Losses), one module per file, each declaring its `TERM`,
 and the combined objective."""
 
 from hf_hardpos.training.losses.batch import EmbeddingBatch, Slots
@@ -8,7 +8,7 @@ from hf_hardpos.training.losses.hard_negative import HardNegativeLoss
 from hf_hardpos.training.losses.hard_positive import HARD_POSITIVE_MODES, HardPositiveLoss
 from hf_hardpos.training.losses.imc import IMC_FORMS, IMCLoss
 from hf_hardpos.training.losses.objective import HardPosObjective
-from hf_hardpos.training.losses.registry import TERMS, LossTerm, describe
+from hf_hardpos.training.losses.registry import TERMS, LossArguments, LossTerm, describe
 
 __all__ = [
     "CMRLoss",
@@ -20,6 +20,7 @@ __all__ = [
     "HardPositiveLoss",
     "IMC_FORMS",
     "IMCLoss",
+    "LossArguments",
     "LossTerm",
     "Slots",
     "TERMS",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -12,6 +12,7 @@ from torch import nn
 from hf_hardpos.citations import CE_CLIP, cite
 from hf_hardpos.training.distributed import all_reduce_sum
 from hf_hardpos.training.losses.batch import EmbeddingBatch
+from hf_hardpos.training.losses.term import HARD_NEGATIVES, TYPED_NEGATIVES, LossTerm, TermOption
 
 __all__ = ["CMRLoss"]
 
@@ -48,6 +49,22 @@ class CMRLoss(nn.Module):
       * a type with no valid negative in the step keeps its previous threshold (the code divides 0 by 0
         and carries a NaN; a non-finite value is never stored here).
     """
+
+    # What the registry, the arguments, the checks and the model card know of this term.
+    TERM: ClassVar[LossTerm] = LossTerm(
+        key="cmr", symbol="L_cmr", weight="cmr_weight", default_weight=0.0,
+        help="Weight beta of CE-CLIP's cross-modal rank loss (paper: 0.4).",
+        reads=frozenset({HARD_NEGATIVES, TYPED_NEGATIVES}),
+        citation="CE-CLIP (Zhang et al., CVPR 2024) eq. 4-7 as Clip_DALoss.get_cmr_loss and train_one_epoch run "
+        "them, github.com/lezhang7/Enhance-FineGrained @ef87eb7",
+        build=lambda settings, negative_types: CMRLoss(negative_types, upper_bound=settings["cmr_upper_bound"]),
+        options=(TermOption("cmr_upper_bound", 10.0, "Upper clamp u of CE-CLIP's adaptive CMR thresholds, on the "
+                            "logit scale (paper: 10)."),),
+        state="one adaptive threshold per negative type and the epoch they belong to (buffers "
+        "terms.cmr.threshold_<type>, terms.cmr.threshold_epoch); 0 at every epoch start, updated after each "
+        "optimiser step",
+        state_log=lambda module: {f"cmr_threshold/{name}": value for name, value in module.threshold_dict().items()},
+    )  # fmt: skip
 
     def __init__(self, negative_types: Sequence[str] = ("hard_negative",), upper_bound: float = 10.0) -> None:
         super().__init__()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
 from hf_hardpos.citations import SVLC, cite
 from hf_hardpos.training.losses.batch import EmbeddingBatch
+from hf_hardpos.training.losses.term import HARD_NEGATIVES, LossTerm
 
 __all__ = ["HardNegativeLoss"]
 
@@ -25,6 +26,16 @@ class HardNegativeLoss(nn.Module):
     ``pos_that_have_negs`` does. Unlike the contrastive term, the comparison is only between an image's
     own caption and its own hard negatives, which is what the benchmarks' Original Accuracy counts.
     """
+
+    # What the registry, the arguments, the checks and the model card know of this term.
+    TERM: ClassVar[LossTerm] = LossTerm(
+        key="hn", symbol="L_hn", weight="hard_negative_weight", default_weight=1.0,
+        help="Weight of the hard-negative (SVLC) loss; the paper sweeps 0, 0.25, 0.5, 0.75, 1.",
+        reads=frozenset({HARD_NEGATIVES}),
+        citation="SVLC (Doveh et al., CVPR 2023): TSVLC ClipLoss.get_loss_neg_only, "
+        "github.com/SivanDoveh/TSVLC @90b18e7",
+        build=lambda settings, negative_types: HardNegativeLoss(),
+    )  # fmt: skip
 
     def forward(self, batch: EmbeddingBatch, logit_scale: torch.Tensor) -> torch.Tensor:
         batch.require("HardNegativeLoss", "negative")

@@ -7,7 +7,7 @@ term pulls the hard positives back.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
@@ -15,6 +15,8 @@ from torch import nn
 
 from hf_hardpos.citations import HARD_POSITIVES, SVLC, cite
 from hf_hardpos.training.losses.batch import EmbeddingBatch
+from hf_hardpos.training.losses.term import HARD_NEGATIVES, LossTerm, TermOption
+from hf_hardpos.training.losses.term import HARD_POSITIVES as READS_HARD_POSITIVES
 from hf_hardpos.training.options import one_of
 
 __all__ = ["HARD_POSITIVE_MODES", "HardPositiveLoss"]
@@ -49,6 +51,19 @@ class HardPositiveLoss(nn.Module):
     Scores are cosine similarities times the logit scale. Missing hard positives/negatives (mask
     ``False``) contribute nothing.
     """
+
+    # What the registry, the arguments, the checks and the model card know of this term.
+    TERM: ClassVar[LossTerm] = LossTerm(
+        key="hp", symbol="L_hp", weight="hard_positive_weight", default_weight=1.0,
+        help="Weight of the hard-positive loss; 0 trains on hard negatives only.",
+        reads=frozenset({READS_HARD_POSITIVES}),
+        reads_when=(("hard_positive_mode", "ranking", frozenset({HARD_NEGATIVES})),),
+        citation="Kamath et al. (ECCV 2024) with SVLC's positive loss: TSVLC ClipLoss.get_loss_pos_only, "
+        "github.com/SivanDoveh/TSVLC @90b18e7",
+        build=lambda settings, negative_types: HardPositiveLoss(mode=settings["hard_positive_mode"]),
+        options=(TermOption("hard_positive_mode", "contrastive", "How the hard-positive loss is formed",
+                            HARD_POSITIVE_MODES),),
+    )  # fmt: skip
 
     def __init__(self, mode: Literal["contrastive", "ranking"] = "contrastive") -> None:
         super().__init__()

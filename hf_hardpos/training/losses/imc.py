@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
@@ -10,6 +10,7 @@ from torch import nn
 
 from hf_hardpos.citations import CE_CLIP, cite
 from hf_hardpos.training.losses.batch import EmbeddingBatch
+from hf_hardpos.training.losses.term import HARD_NEGATIVES, LossTerm, TermOption
 from hf_hardpos.training.options import one_of
 
 __all__ = ["IMC_FORMS", "IMCLoss"]
@@ -43,6 +44,17 @@ class IMCLoss(nn.Module):
     (left out of the paper form's sum; a ``-inf`` column in the released form, whose target is then the
     first *valid* negative column of the global batch, the code's column 0 when that one exists).
     """
+
+    # What the registry, the arguments, the checks and the model card know of this term.
+    TERM: ClassVar[LossTerm] = LossTerm(
+        key="imc", symbol="L_imc", weight="imc_weight", default_weight=0.0,
+        help="Weight alpha of CE-CLIP's intra-modal contrastive loss (paper: 0.2).",
+        reads=frozenset({HARD_NEGATIVES}),
+        citation="CE-CLIP (Zhang et al., CVPR 2024) eq. 3; released form: Clip_DALoss.get_imc_loss, "
+        "github.com/lezhang7/Enhance-FineGrained @ef87eb7",
+        build=lambda settings, negative_types: IMCLoss(form=settings["imc_form"]),
+        options=(TermOption("imc_form", "paper", "CE-CLIP's IMC loss", IMC_FORMS),),
+    )  # fmt: skip
 
     def __init__(self, form: Literal["paper", "released_code"] = "paper") -> None:
         super().__init__()

@@ -4,8 +4,8 @@ Why a registry: the objective, the training arguments (their `--<weight>` fields
 effect" notes), the training-data validation, the trainer and the model card all need to know the same
 facts about a term: its weight option, the inputs it reads, the paper or upstream code it follows and
 whether it carries state. Declared here once, each of them iterates `TERMS`; a new term is its module
-under `training/losses/` plus one `LossTerm(...)` entry below (docs/architecture.md, "Adding a loss
-term", walks through one).
+under `training/losses/` (its class declaring its `LossTerm` as `TERM`) plus its class in `TERMS` and
+its fields in `LossArguments` below (docs/architecture.md, "A new loss term", walks through one).
 
 The contrastive term ``L_clip`` is always on (weight 1) and has no entry: whether it reads hard negatives
 follows from the others (`contrastive_reads_negatives`).
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,17 +23,22 @@ from torch import nn
 
 from hf_hardpos.training.losses.cmr import CMRLoss
 from hf_hardpos.training.losses.hard_negative import HardNegativeLoss
-from hf_hardpos.training.losses.hard_positive import (
-    HARD_POSITIVE_MODES,
-    HardPositiveLoss,
+from hf_hardpos.training.losses.hard_positive import HardPositiveLoss
+from hf_hardpos.training.losses.imc import IMCLoss
+from hf_hardpos.training.losses.term import (
+    HARD_NEGATIVES,
+    HARD_POSITIVES,
+    TYPED_NEGATIVES,
+    LossTerm,
+    TermOption,
 )
-from hf_hardpos.training.losses.imc import IMC_FORMS, IMCLoss
-from hf_hardpos.training.options import describe_choices, one_of
+from hf_hardpos.training.options import one_of
 
 __all__ = [
     "HARD_NEGATIVES",
     "HARD_POSITIVES",
     "TERMS",
+    "LossArguments",
     "TYPED_NEGATIVES",
     "LossTerm",
     "TermOption",
@@ -50,118 +55,22 @@ __all__ = [
     "weights_reading",
 ]
 
-# What a term may read from a batch (besides the images and their captions, which every term reads).
-HARD_POSITIVES = "hard_positives"
-HARD_NEGATIVES = "hard_negatives"
-# One hard-negative slot per negative column, in column order (a per-type statistic such as CMR's
-# thresholds); a batch that draws one untyped negative per row (`hard_example_sampling=one_per_row`) has none.
-TYPED_NEGATIVES = "typed_negatives"
+TERMS: tuple[LossTerm, ...] = (HardNegativeLoss.TERM, HardPositiveLoss.TERM, IMCLoss.TERM, CMRLoss.TERM)
 
 
-@dataclass(frozen=True)
-class TermOption:
-    """A setting of one term besides its weight, e.g. ``imc_form``; its type is its default's."""
+@dataclass
+class LossArguments:
+    """The loss terms' weights and options, one field each, as the terms declare them (a base of
+    `HardPosTrainingArguments`, so `--help`, JSON/YAML recipes and `training_args.bin` carry them).
+    Written out so type checkers and IDEs see them; a test checks they are `argument_fields()`."""
 
-    name: str
-    default: Any
-    help: str
-    choices: Mapping[str, str] | None = None  # {value: what it does}, for `--help` and the checks
-
-    def field(self) -> tuple[str, type, dataclasses.Field]:
-        """`(name, type, field)` for `dataclasses.make_dataclass` (HfArgumentParser reads `choices`)."""
-        metadata: dict[str, Any] = {"help": self.help}
-        if self.choices is not None:
-            metadata = {"help": describe_choices(self.help, self.choices), "choices": list(self.choices)}
-        return self.name, type(self.default), dataclasses.field(default=self.default, metadata=metadata)
-
-
-@dataclass(frozen=True)
-class LossTerm:
-    """One weighted loss term.
-
-    Attributes:
-        key: short name: the objective's output ``loss_<key>`` and state-dict prefix ``terms.<key>``.
-        symbol: its name in the loss formula (``L_hn``).
-        weight: the weight option (``hard_negative_weight``): an argument of `HardPosObjective`, a
-            `--<weight>` training argument; 0 leaves the term out (not built, not computed).
-        default_weight, help: the option's default and `--help`.
-        reads: the inputs it reads besides images and captions (`HARD_POSITIVES`, `HARD_NEGATIVES`,
-            `TYPED_NEGATIVES`).
-        reads_when: ``((option, value, inputs), ...)``: further inputs read when an option has a value.
-        citation: the paper (with equation) or upstream file@commit the term restates.
-        build: ``build(settings, negative_types) -> nn.Module``; the module maps
-            ``(EmbeddingBatch, logit_scale)`` to the unweighted term and has ``citation`` and
-            ``get_config_dict()``.
-        options: the term's other settings (`TermOption`).
-        state: what state the term keeps across steps, or None. A stateful module has
-            ``start_epoch(epoch)``, ``defer_updates`` and ``apply_pending()`` (the trainer's hooks, through
-            the objective) and keeps its state in buffers, so checkpoints carry it.
-        state_log: ``state_log(module) -> {name: float}``: the state the objective reports each step.
-    """
-
-    key: str
-    symbol: str
-    weight: str
-    default_weight: float
-    help: str
-    reads: frozenset[str]
-    citation: str
-    build: Callable[[Mapping[str, Any], tuple[str, ...]], nn.Module]
-    options: tuple[TermOption, ...] = ()
-    reads_when: tuple[tuple[str, Any, frozenset[str]], ...] = ()
-    state: str | None = None
-    state_log: Callable[[nn.Module], dict[str, float]] | None = None
-
-    def reads_with(self, settings: Mapping[str, Any]) -> frozenset[str]:
-        """The inputs this term reads under `settings` (whether or not its weight is 0)."""
-        extra = [inputs for option, value, inputs in self.reads_when if settings.get(option) == value]
-        return self.reads.union(*extra)
-
-
-TERMS: tuple[LossTerm, ...] = (
-    LossTerm(
-        key="hn", symbol="L_hn", weight="hard_negative_weight", default_weight=1.0,
-        help="Weight of the hard-negative (SVLC) loss; the paper sweeps 0, 0.25, 0.5, 0.75, 1.",
-        reads=frozenset({HARD_NEGATIVES}),
-        citation="SVLC (Doveh et al., CVPR 2023): TSVLC ClipLoss.get_loss_neg_only, "
-        "github.com/SivanDoveh/TSVLC @90b18e7",
-        build=lambda settings, negative_types: HardNegativeLoss(),
-    ),
-    LossTerm(
-        key="hp", symbol="L_hp", weight="hard_positive_weight", default_weight=1.0,
-        help="Weight of the hard-positive loss; 0 trains on hard negatives only.",
-        reads=frozenset({HARD_POSITIVES}),
-        reads_when=(("hard_positive_mode", "ranking", frozenset({HARD_NEGATIVES})),),
-        citation="Kamath et al. (ECCV 2024) with SVLC's positive loss: TSVLC ClipLoss.get_loss_pos_only, "
-        "github.com/SivanDoveh/TSVLC @90b18e7",
-        build=lambda settings, negative_types: HardPositiveLoss(mode=settings["hard_positive_mode"]),
-        options=(TermOption("hard_positive_mode", "contrastive", "How the hard-positive loss is formed",
-                            HARD_POSITIVE_MODES),),
-    ),
-    LossTerm(
-        key="imc", symbol="L_imc", weight="imc_weight", default_weight=0.0,
-        help="Weight alpha of CE-CLIP's intra-modal contrastive loss (paper: 0.2).",
-        reads=frozenset({HARD_NEGATIVES}),
-        citation="CE-CLIP (Zhang et al., CVPR 2024) eq. 3; released form: Clip_DALoss.get_imc_loss, "
-        "github.com/lezhang7/Enhance-FineGrained @ef87eb7",
-        build=lambda settings, negative_types: IMCLoss(form=settings["imc_form"]),
-        options=(TermOption("imc_form", "paper", "CE-CLIP's IMC loss", IMC_FORMS),),
-    ),
-    LossTerm(
-        key="cmr", symbol="L_cmr", weight="cmr_weight", default_weight=0.0,
-        help="Weight beta of CE-CLIP's cross-modal rank loss (paper: 0.4).",
-        reads=frozenset({HARD_NEGATIVES, TYPED_NEGATIVES}),
-        citation="CE-CLIP (Zhang et al., CVPR 2024) eq. 4-7 as Clip_DALoss.get_cmr_loss and train_one_epoch run "
-        "them, github.com/lezhang7/Enhance-FineGrained @ef87eb7",
-        build=lambda settings, negative_types: CMRLoss(negative_types, upper_bound=settings["cmr_upper_bound"]),
-        options=(TermOption("cmr_upper_bound", 10.0, "Upper clamp u of CE-CLIP's adaptive CMR thresholds, on the "
-                            "logit scale (paper: 10)."),),
-        state="one adaptive threshold per negative type and the epoch they belong to (buffers "
-        "terms.cmr.threshold_<type>, terms.cmr.threshold_epoch); 0 at every epoch start, updated after each "
-        "optimiser step",
-        state_log=lambda module: {f"cmr_threshold/{name}": value for name, value in module.threshold_dict().items()},
-    ),
-)  # fmt: skip
+    hard_negative_weight: float = HardNegativeLoss.TERM.weight_field()
+    hard_positive_weight: float = HardPositiveLoss.TERM.weight_field()
+    hard_positive_mode: str = HardPositiveLoss.TERM.option("hard_positive_mode").as_field()
+    imc_weight: float = IMCLoss.TERM.weight_field()
+    imc_form: str = IMCLoss.TERM.option("imc_form").as_field()
+    cmr_weight: float = CMRLoss.TERM.weight_field()
+    cmr_upper_bound: float = CMRLoss.TERM.option("cmr_upper_bound").as_field()
 
 
 def term(key: str) -> LossTerm:
@@ -177,8 +86,7 @@ def argument_fields() -> list[tuple[str, type, dataclasses.Field]]:
     `HardPosTrainingArguments` (so `--help`, JSON/YAML recipes and `training_args.bin` know them)."""
     fields = []
     for entry in TERMS:
-        weight = dataclasses.field(default=entry.default_weight, metadata={"help": entry.help})
-        fields.append((entry.weight, float, weight))
+        fields.append((entry.weight, float, entry.weight_field()))
         fields.extend(option.field() for option in entry.options)
     return fields
 

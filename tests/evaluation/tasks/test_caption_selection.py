@@ -11,10 +11,7 @@ from datasets import Dataset, Image, Value
 
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.evaluation.tasks.aro import ARO_MACRO, ARO_VG_RELATION_EXCLUDED
-from hf_hardpos.evaluation.tasks.caption_selection import (
-    SUGARCREPE_CATEGORIES,
-    evaluate_caption_selection,
-)
+from hf_hardpos.evaluation.tasks.caption_selection import evaluate_caption_selection
 from hf_hardpos.evaluation.tasks.selection import (
     MacroProtocol,
     macro_accuracy,
@@ -22,6 +19,7 @@ from hf_hardpos.evaluation.tasks.selection import (
     selection_correct,
     selection_scores,
 )
+from hf_hardpos.evaluation.tasks.sugarcrepe import SUGARCREPE_CATEGORIES
 from hf_hardpos.evaluation.tasks.winoground import (
     evaluate_winoground,
     winoground_outcomes,

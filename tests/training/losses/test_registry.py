@@ -130,3 +130,17 @@ def test_data_validation_refuses_all_null_negatives_for_a_ranking_hard_positive_
     assert validate_training_data(data, args())["rows"] == 3  # contrastive hard positives read no negative
     with pytest.raises(UserInputError, match="hard_positive_weight 0"):
         validate_training_data(data, args(hard_positive_mode="ranking"))
+
+
+def test_loss_arguments_are_the_fields_the_terms_declare():
+    """`LossArguments` is written out for type checkers; it must be exactly what the terms declare (name,
+    type, default, `--help`, choices, in registry order), each term's declaration on its own class."""
+
+    def facts(name, kind, field):  # HfArgumentParser resolves a field's type in place: compare names
+        kind = kind if isinstance(kind, str) else kind.__name__
+        return name, kind, field.default, field.metadata.get("help"), field.metadata.get("choices")
+
+    written = [facts(f.name, f.type, f) for f in dataclasses.fields(registry.LossArguments)]
+    declared = [facts(name, kind, field) for name, kind, field in registry.argument_fields()]
+    assert written == declared
+    assert [type(term.build(registry.settings_of({}), ("a",))).TERM for term in registry.TERMS] == list(registry.TERMS)

@@ -19,10 +19,10 @@ import numpy as np
 from datasets import Dataset
 
 from ... import columns
-from ...data.valse import PIECES
+from ...evaluation.tasks.caption_profile import CaptionSelectionProfile
+from ...evaluation.tasks.selection import SELECTION_TIE_RULE, selection_correct, selection_scores
 from ...scoring import ITMScorer
-from .caption_profile import CaptionSelectionProfile
-from .selection import SELECTION_TIE_RULE, selection_correct, selection_scores
+from .builder import PIECES
 
 MARKER_COLUMNS = frozenset({"mturk_caption", "valid"})  # what tells a VALSE config from other caption sets
 

@@ -30,13 +30,15 @@ from typing import Any
 
 import datasets
 
-from .. import columns
-from .build_report import BuildReport, count_flags
-from .checks import DataValidationError, load_json, selected
-from .dataset_card import card_facts, flag_table
-from .hub_folder import BuildOptions, export_with_image_files, row_features
-from .image_sources import ImageFolder
-from .sources import FileDigest, GitHubRepo, Sources
+from ... import columns
+from ...data.build_report import BuildReport, count_flags
+from ...data.checks import DataValidationError, load_json, selected
+from ...data.dataset_card import card_facts, flag_table
+from ...data.hub_folder import BuildOptions, export_with_image_files, row_features
+from ...data.image_sources import ImageFolder
+from ...data.sources import FileDigest, GitHubRepo, Sources
+
+CARD_TEXT = Path(__file__).with_name("card.yaml")  # the card's prose, kept as data beside the builder
 
 SPLIT = "test"
 # Each piece's file at the pinned commit: git blob id and sha256 (computed from the files of that commit),
@@ -169,6 +171,6 @@ def export_valse(
     return export_with_image_files(
         output_dir, rows_by_piece, folder=ImageFolder(images_dir, sources), features=valse_features(),
         expected_counts={piece: VALSE_COUNTS[piece][0] for piece in pieces}, flags=_flags,
-        facts=card_facts("valse", repo=options.repo_id_for_card or "hardpos/valse", defects=_defects), report=report,
+        facts=card_facts(CARD_TEXT, repo=options.repo_id_for_card or "hardpos/valse", defects=_defects), report=report,
         images_note="Visual7W, COCO, SWiG and VisDial images by file name", split=SPLIT, options=options,
     )

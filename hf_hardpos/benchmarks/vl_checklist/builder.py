@@ -32,13 +32,15 @@ from typing import Any
 import datasets
 import yaml
 
-from .. import columns
-from .build_report import BuildReport, count_flags
-from .checks import DataValidationError, load_json, selected
-from .dataset_card import card_facts, flag_table
-from .hub_folder import BuildOptions, export_with_image_files, row_features
-from .image_sources import ImageFolder
-from .sources import GitHubRepo, Sources
+from ... import columns
+from ...data.build_report import BuildReport, count_flags
+from ...data.checks import DataValidationError, load_json, selected
+from ...data.dataset_card import card_facts, flag_table
+from ...data.hub_folder import BuildOptions, export_with_image_files, row_features
+from ...data.image_sources import ImageFolder
+from ...data.sources import GitHubRepo, Sources
+
+CARD_TEXT = Path(__file__).with_name("card.yaml")  # the card's prose, kept as data beside the builder
 
 SPLIT = "test"
 VL_CHECKLIST_REPO = GitHubRepo("om-ai-lab/VL-CheckList", "6f8d6a3")
@@ -171,7 +173,7 @@ def export_vl_checklist(
     return export_with_image_files(
         output_dir, rows_by_file, folder=ImageFolder(images_dir, sources), features=vl_checklist_features(),
         expected_counts={}, flags=_flags,
-        facts=card_facts("vl_checklist", repo=options.repo_id_for_card or "hardpos/vl_checklist", defects=_defects),
+        facts=card_facts(CARD_TEXT, repo=options.repo_id_for_card or "hardpos/vl_checklist", defects=_defects),
         report=report, images_note="Visual Genome, HAKE and SWiG under each file's IMG_ROOT", split=SPLIT,
         options=options,
     )

@@ -25,10 +25,10 @@ import numpy as np
 from datasets import Dataset
 
 from ... import columns
-from ...data.vl_checklist import aspect_and_type
+from ...evaluation.tasks.caption_profile import CaptionSelectionProfile
+from ...evaluation.tasks.selection import SELECTION_TIE_RULE, selection_correct, selection_scores
 from ...scoring import ITMScorer
-from .caption_profile import CaptionSelectionProfile
-from .selection import SELECTION_TIE_RULE, selection_correct, selection_scores
+from .builder import aspect_and_type
 
 MARKER_COLUMNS = frozenset({"upstream_index", "aspect", "type"})  # what tells a VL-CheckList config apart
 
