@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BENCHMARKS", "Benchmark", "Buildable", "Option", "images_dir_option", "load", "option", "register",
+__all__ = ["BENCHMARKS", "Benchmark", "Buildable", "Option", "PaperSource", "images_dir_option", "load", "option", "register",
            "subsets_option"]  # fmt: skip
 
 # A command-line option as `parser.add_argument` takes it: (flags, keyword arguments).
@@ -60,6 +60,15 @@ class Buildable:
 
 
 @dataclass(frozen=True)
+class PaperSource:
+    """Where a benchmark's published figures were computed: the pinned upstream repository
+    (`data.sources.GitHubRepo`, its files pinned by digest) and the rows each config scores there."""
+
+    repo: Any
+    rows: dict[str, int]
+
+
+@dataclass(frozen=True)
 class Benchmark:
     """Everything the package knows about one benchmark, declared in its folder.
 
@@ -73,6 +82,10 @@ class Benchmark:
         suites: the named suites it belongs to (`evaluation.suite.SUITES`: ``compositional``,
             ``paper``, ``ce_clip``), in the order the folders register.
         hub_id: the Hub dataset a suite reads (default ``hardpos/<name>``).
+        paper_source: its `PaperSource` (or ``"module:attribute"`` naming it): the pinned upstream
+            repository the papers' figures were computed on and the rows each config scores, so that
+            `evaluation.paper_data` can tell whether a run's data are the paper's; None: no published
+            figure of it is ever shown with a difference.
     """
 
     name: str
@@ -81,6 +94,7 @@ class Benchmark:
     profile: object | str | None = None
     suites: tuple[str, ...] = ()
     hub_id: str = field(default="")
+    paper_source: object | str | None = None
 
     def __post_init__(self) -> None:
         if not self.hub_id:

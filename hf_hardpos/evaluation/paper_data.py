@@ -36,20 +36,39 @@ from ..data.sources import HARD_POSITIVES_REPO, SUGARCREPE_PP_REPO, SUGARCREPE_R
 from ..data.sugarcrepe import SUGARCREPE_COUNTS
 from ..data.swap import CONFIG as SWAP_CONFIG
 from ..data.swap import PAPER_COUNT as SWAP_COUNT
-from ..data.valse import VALSE_COUNTS, VALSE_REPO
+from ..benchmark_registry import BENCHMARKS, load
 from ..provenance import looks_like_path
 from .tasks.webdataset import RETENTION_DATASETS
 
 BUILD_REPORT = "build_report.json"
-PINNED_REPOS = {repo.name: repo for repo in (HARD_POSITIVES_REPO, SUGARCREPE_REPO, SUGARCREPE_PP_REPO, VALSE_REPO)}
+_BUILT_IN_REPOS = (HARD_POSITIVES_REPO, SUGARCREPE_REPO, SUGARCREPE_PP_REPO)
 # Benchmark families whose annotation files this package pins by sha256 (`data.sources`): only their builds
-# can be shown to be the paper's data.
-PINNED_FAMILIES = {"replace": HARD_POSITIVES_REPO.name, "swap": HARD_POSITIVES_REPO.name,
-                   "sugarcrepe": SUGARCREPE_REPO.name, "valse": VALSE_REPO.name}
+# can be shown to be the paper's data. A benchmark in a folder of its own declares its `paper_source`.
+_BUILT_IN_FAMILIES = {"replace": HARD_POSITIVES_REPO.name, "swap": HARD_POSITIVES_REPO.name,
+                      "sugarcrepe": SUGARCREPE_REPO.name}
 ZERO_SHOT = RETENTION_DATASETS
 CLIP_BENCHMARK_HUB = "clip-benchmark/wds_{}"
 # `Sources.record` writes "<origin>, sha256 <hex>"; a pinned file's origin names its raw GitHub URL.
 _RECORDED = re.compile(r"raw\.githubusercontent\.com/([^/\s]+/[^/\s]+)/([0-9a-f]{7,40})/(\S+?)[\s,].*sha256 ([0-9a-f]{64})$")
+
+
+def _paper_sources() -> dict[str, Any]:
+    """The registered benchmarks' `PaperSource`s by family name (loaded on first use: a builder module)."""
+    return {name: load(b.paper_source) for name, b in BENCHMARKS.items() if b.paper_source is not None}
+
+
+def _pinned_repos() -> dict[str, Any]:
+    """Every pinned upstream repository by name: the built-in ones and the registered benchmarks'."""
+    repos = [*_BUILT_IN_REPOS, *(source.repo for source in _paper_sources().values())]
+    return {repo.name: repo for repo in repos}
+
+
+def _pinned_family_repo(family: str) -> str | None:
+    """The pinned repository a family's paper data come from, None when the package pins none."""
+    if family in _BUILT_IN_FAMILIES:
+        return _BUILT_IN_FAMILIES[family]
+    source = _paper_sources().get(family)
+    return source.repo.name if source is not None else None
 
 
 def _paper_rows(family: str) -> dict[str, int]:
@@ -60,9 +79,8 @@ def _paper_rows(family: str) -> dict[str, int]:
         return {SWAP_CONFIG: SWAP_COUNT}
     if family == "sugarcrepe":
         return dict(SUGARCREPE_COUNTS)
-    if family == "valse":  # VALSE scores its valid rows (mturk.caption >= 2), as its figures count them
-        return {piece: counts[1] for piece, counts in VALSE_COUNTS.items()}
-    return {}
+    source = _paper_sources().get(family)
+    return dict(source.rows) if source is not None else {}
 
 
 def family_of(benchmark: str) -> str:
@@ -73,12 +91,13 @@ def family_of(benchmark: str) -> str:
 def _source_checks(sources: Mapping[str, str]) -> dict[str, bool]:
     """Each recorded input of a pinned repository: whether its recorded sha256 is the one pinned for its commit."""
     checks = {}
+    pinned_repos = _pinned_repos()
     for name, line in sources.items():
         match = _RECORDED.search(str(line))
-        if match is None or match.group(1) not in PINNED_REPOS:
+        if match is None or match.group(1) not in pinned_repos:
             continue
         repo, ref, path, sha = match.groups()
-        pinned = PINNED_REPOS[repo]
+        pinned = pinned_repos[repo]
         expected = pinned.files.get(path)
         if expected is not None and expected.sha256 is None:  # pinned by git blob: `Sources` checked it on reading
             same = "digest checked against" in line or "identical to" in line
@@ -122,7 +141,7 @@ def build_record(source: str) -> dict[str, Any] | None:
     if not isinstance(report, dict):
         return {"dataset": None, "unreadable": True}
     sources = report.get("sources") if isinstance(report.get("sources"), dict) else {}
-    repos = sorted({m.group(1) for line in sources.values() if (m := _RECORDED.search(str(line)))} & set(PINNED_REPOS))
+    repos = sorted({m.group(1) for line in sources.values() if (m := _RECORDED.search(str(line)))} & set(_pinned_repos()))
     return {
         "dataset": report.get("dataset"),
         "counts": report.get("counts") or {},
@@ -143,7 +162,7 @@ def _build_problems(family: str, build: Mapping[str, Any] | None) -> list[str]:
     if build.get("dataset") != family:
         return [f"built as {build.get('dataset')!r}, not the paper's {family}"]
     problems = []
-    repo = PINNED_FAMILIES.get(family)
+    repo = _pinned_family_repo(family)
     if repo is None:
         return [f"{family}'s annotation files have no digest pinned in this package, so the build cannot be "
                 "shown to be the paper's"]

@@ -62,7 +62,7 @@ def test_a_build_of_valses_pinned_files_is_valses_data():
     import tempfile
     from pathlib import Path
 
-    from hf_hardpos.data.valse import VALSE_COUNTS, VALSE_REPO
+    from hf_hardpos.benchmarks.valse.builder import VALSE_COUNTS, VALSE_REPO
     from hf_hardpos.evaluation.paper_data import build_record, data_differs
     from tests.support.paper_data import write_paper_build_report
 

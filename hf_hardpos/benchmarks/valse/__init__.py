@@ -22,4 +22,5 @@ BENCHMARK = register(Benchmark(
     task="caption_selection",
     profile=f"{__name__}.task:PROFILE",
     suites=("compositional", "ce_clip"),
+    paper_source=f"{__name__}.builder:PAPER_SOURCE",
 ))

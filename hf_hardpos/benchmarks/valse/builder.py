@@ -31,6 +31,7 @@ from typing import Any
 import datasets
 
 from ... import columns
+from ...benchmark_registry import PaperSource
 from ...data.build_report import BuildReport, count_flags
 from ...data.checks import DataValidationError, load_json, selected
 from ...data.dataset_card import card_facts, flag_table
@@ -75,6 +76,8 @@ VALSE_COUNTS: dict[str, tuple[int, int]] = {
     "foil-it": (1000, 943),
 }
 PIECES = tuple(VALSE_COUNTS)
+# VALSE's figures count its valid rows (mturk.caption >= 2) per piece.
+PAPER_SOURCE = PaperSource(VALSE_REPO, {piece: counts[1] for piece, counts in VALSE_COUNTS.items()})
 
 
 def upstream_file(piece: str) -> str:
