@@ -22,6 +22,7 @@ from ..evaluation.tasks import (
 from ..evaluation.tasks.zeroshot_retrieval import RECALL_KS
 from ..metrics import METRIC_NAMES
 from ..tables import metrics_table, render_table
+from ..text_escaping import markdown_text
 from .card_data import HardPosModelCardData
 
 # `model-index` task (type, name) of each benchmark task. The Hub lists zero-shot image classification;
@@ -127,9 +128,9 @@ def eval_card_sections(sections: dict[str, dict], eval_sets: dict, card_data: Ha
         if section.carries_rates:
             continue
         others.append({
-            "name": set_name,
+            "name": markdown_text(set_name),
             "task": CARD_TASKS[section.task][1],
-            "source": eval_set_description(set_name, eval_sets[set_name], card_data),
+            "source": markdown_text(eval_set_description(set_name, eval_sets[set_name], card_data)),
             "step": section.step,
             "table": section_table(section),
             "tie_rule": section.tie_rule,
