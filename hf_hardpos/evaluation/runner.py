@@ -42,7 +42,6 @@ from .section import WHOLE, Section
 from .tasks import Task, TaskData, get_task
 
 
-
 class LazyScorer:
     """Loads the model only when some unit actually needs scoring (a fully resumed run does not)."""
 

@@ -234,7 +234,8 @@ def _check_section(data: Mapping[str, Any]) -> None:
 
 
 def _check_row(where: str, row: Mapping[str, Any], results: Mapping[str, Any]) -> None:
-    """A row's rates are fractions in [0, 1] with the rows they count, its counts whole numbers >= 0, its
+    """A row's rates are fractions in [0, 1] with the rows they count, its counts whole numbers >= 0 (or text
+    for a range), its
     intervals hold their value, its aggregation says how it was computed over which configs."""
     for key, value in row.items():
         base = next((key[: -len(end)] for end in _BOUNDS if key.endswith(end)), key)
@@ -242,7 +243,7 @@ def _check_row(where: str, row: Mapping[str, Any], results: Mapping[str, Any]) -
             _typed(f"{where}.{key}", value, Real, "a rate in [0, 1]")
             if not 0 <= value <= 1:
                 _fail(f"{where}.{key}", "a rate in [0, 1]", value)
-        elif key.startswith("num_"):
+        elif key.startswith("num_") and not isinstance(value, str):  # text: a range ("2-3" candidates)
             _count(f"{where}.{key}", value)
     for rate in METRIC_NAMES:
         low, high = row.get(rate + _BOUNDS[0]), row.get(rate + _BOUNDS[1])

@@ -143,7 +143,11 @@ def _outcomes(s: Mapping[str, Any]) -> dict[str, np.ndarray]:
 
 
 def _disagrees(row: Mapping[str, Any], s: Mapping[str, Any]) -> str | None:
-    """`metrics.outcomes_disagree` of a saved config row and the outcomes its saved scores give."""
+    """`metrics.outcomes_disagree` of a saved config row and the outcomes its saved scores give (a NaN or
+    infinite score, which no model gives a cosine, disagrees too)."""
+    for name in ("original", "negative", "positive"):
+        if not np.isfinite(np.asarray(s[name], dtype=np.float64)).all():
+            return f"its saved {name} scores hold NaN or infinity"
     return outcomes_disagree(row, _outcomes(s))
 
 
