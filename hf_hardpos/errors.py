@@ -44,3 +44,11 @@ def user_error_from(err: BaseException, args=None) -> UserInputError | None:
         return UserInputError(f"cannot access {err.filename or 'a file'} ({err.strerror}): check its permissions, or "
                               "choose another --output / --cache-dir / HF_HOME")
     return None
+
+
+def warn(message: str) -> None:
+    """One line on stderr, `hardpos: warning: ...`: something the run got around (a cache it could not
+    write or had to reject part of) and carries on from, with its result unchanged."""
+    import sys
+
+    print(f"hardpos: warning: {message}", file=sys.stderr)

@@ -14,7 +14,8 @@ All comparisons are strict, so a tie is never correct and never brittle. The `ev
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -80,6 +81,22 @@ def brittle(original: np.ndarray, negative: np.ndarray, positive: np.ndarray) ->
 
 
 METRIC_NAMES = ("original_accuracy", "augmented_accuracy", "brittleness")
+
+
+def outcomes_disagree(row: Mapping[str, Any], outcomes: Mapping[str, np.ndarray]) -> str | None:
+    """Why a saved row's rates are not those of its per-row 0/1 `outcomes` (metric -> array), or None.
+
+    Each rate is a count over the rows, so its saved value must equal the outcomes' mean (to float
+    rounding) and `num_examples` their number: a figure edited after the run, rows dropped or duplicated,
+    or scores of another run put beside it, all disagree. The one check every reader of saved
+    results makes (`hardpos report` and `compare`, and the runner before it resumes a config)."""
+    rows = len(next(iter(outcomes.values()))) if outcomes else 0
+    if "num_examples" in row and row["num_examples"] != rows:
+        return f"the per-row scores hold {rows} rows but num_examples says {row['num_examples']}"
+    for name in METRIC_NAMES:
+        if name in row and not abs(float(np.mean(outcomes[name])) - float(row[name])) <= 1e-9:  # NaN fails
+            return f"the per-row scores give {name} {np.mean(outcomes[name]):.6f} but the saved figure is {row[name]:.6f}"
+    return None
 
 
 def compute_metrics(

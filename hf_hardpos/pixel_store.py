@@ -39,7 +39,6 @@ import dataclasses
 import hashlib
 import math
 import os
-import sys
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -50,6 +49,7 @@ import torch
 from PIL import Image
 
 from . import output_folder
+from .errors import warn
 from .image_processing import describe_image_processor
 from .provenance import digest_of, versions
 from .image_keys import ImageSource
@@ -121,10 +121,6 @@ class PixelStats:
         return {f.name: getattr(self, f.name) - getattr(before, f.name) for f in dataclasses.fields(self)}
 
 
-def _warn(message: str) -> None:
-    print(f"hardpos: warning: {message}", file=sys.stderr)
-
-
 class PixelStore:
     """Preprocessed pixels by (settings key, image content key), in memory and optionally on disk."""
 
@@ -133,7 +129,7 @@ class PixelStore:
         directory: str | Path | None = None,
         max_disk_bytes: int | None = None,
         memory_bytes: int = DEFAULT_MEMORY_BYTES,
-        warn: Callable[[str], None] = _warn,
+        warn: Callable[[str], None] = warn,
     ):
         if max_disk_bytes is not None and max_disk_bytes <= 0:
             raise ValueError(f"max_disk_bytes must be > 0, got {max_disk_bytes}")

@@ -9,6 +9,7 @@ from hf_hardpos.text_escaping import (
     latex_text,
     markdown_cell,
     mathtext_literal,
+    terminal_text,
 )
 
 
@@ -20,6 +21,8 @@ def test_csv_formula_starts_are_quoted(start):
 
 def test_markdown_and_latex_escapes():
     assert markdown_cell("a|b\nc") == r"a\|b c"
+    assert markdown_cell("<script>x</script> & \x1b[2J") == r"&lt;script&gt;x&lt;/script&gt; &amp; \x1b[2J"
+    assert terminal_text("a\x1b[31mb\rc\x9bd\te") == r"a\x1b[31mb\rc\x9bd" + "\te"
     assert latex_text("50% & a_b\n{x}") == r"50\% \& a\_b \{x\}"
 
 

@@ -17,7 +17,6 @@ Aggregates over units (REPLACE's pooled column, intervals) are recomputed from t
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,11 +38,9 @@ from .options import RunOptions
 from .paper_data import build_record
 from .published_rows import beside_ours
 from .report import EvaluationReport
-from .run_folder import partial_run_folder, require_same_model
-from .section import Section
+from .run_folder import partial_run_folder, read_saved, require_same_model
+from .section import WHOLE, Section
 from .tasks import Task, TaskData, get_task
-
-WHOLE = "all"  # the one unit of a task that scores a dataset as a whole
 
 
 class LazyScorer:
@@ -256,39 +253,39 @@ def _reuse_saved(report: EvaluationReport, task: Task, folder: Path, keys: dict[
     """Take over the units saved in `folder` that are still valid (see the module docstring); each unit
     reused, recomputed or dropped is logged with why. A folder written under other result versions
     (older `metrics.json` layouts included) holds no valid unit: everything is rescored."""
-    saved_file = folder / output_folder.METRICS_FILE
-    if not saved_file.exists():
+    found = read_saved(folder, log)
+    if found is None:
         return
-    try:
-        saved = json.loads(saved_file.read_text())
-    except (OSError, ValueError):
-        log(f"{saved_file} cannot be read; recomputing")
-        return
-    same_run = report.run.get("key") is not None and saved.get("run", {}).get("key") == report.run["key"]
+    saved, saved_section = found
+    same_run = report.run.get("key") is not None and saved["run"].get("key") == report.run["key"]
     section = report.section
-    for unit, prov in (saved.get("provenance") or {}).items():
-        why = _why_not_reused(unit, prov, saved, keys, same_run, report)
-        rows = prov.get("rows", [unit]) if isinstance(prov, dict) else []
+    for unit, prov in saved_section.provenance.items():
+        why = _why_not_reused(unit, prov, saved, saved_section, keys, same_run, report)
+        rows = prov.get("rows", [unit])
         scores = _read_row_scores(task, folder, rows) if why is None else None
         if why is None and scores is None:
-            why = "its per-row scores are missing; recomputing"
+            why = "its per-row scores are missing or unreadable; recomputing"
+        if why is None and task.row_scores is not None:  # never carry an edited figure forward
+            why = next((f"{row}: {problem}; recomputing" for row in rows
+                        if (problem := task.row_scores.disagrees(saved_section.results[row], scores[row]))), None)
         if why is not None:
             log(f"{unit}: {why}")
             continue
-        section.results.update({row: saved["results"][row] for row in rows})
+        section.results.update({row: saved_section.results[row] for row in rows})
         section.provenance[unit] = prov
         section.row_scores.update(scores)
         report.saved_configs.update(scores)
         reason = "same model, dataset content and settings" if unit in keys else "kept from an earlier run, same model and settings"
         log(f"{unit}: reusing the scores saved in {folder} ({reason})")
     if section.provenance:
-        section.aggregates = dict(saved.get("aggregates") or {})
-        section.tie_rule, section.aggregation = saved.get("tie_rule", ""), saved.get("aggregation", "")
+        section.aggregates = dict(saved_section.aggregates)
+        section.tie_rule, section.aggregation = saved_section.tie_rule, saved_section.aggregation
 
 
-def _why_not_reused(unit: str, prov, saved: dict, keys, same_run: bool, report: EvaluationReport) -> str | None:
+def _why_not_reused(unit: str, prov: dict, saved: dict, saved_section: Section, keys, same_run: bool,
+                    report: EvaluationReport) -> str | None:
     """None when a saved unit is valid now; else the line saying why it is recomputed or dropped."""
-    if not isinstance(prov, dict) or not all(row in (saved.get("results") or {}) for row in prov.get("rows", [unit])):
+    if not all(row in saved_section.results for row in prov.get("rows", [unit])):
         return "saved without its results; recomputing" if unit in keys else "dropped: saved without its results"
     if unit in keys:
         if keys[unit] is None or prov.get("key") != keys[unit]:
@@ -319,9 +316,10 @@ def _read_row_scores(task: Task, folder: Path, rows: list[str]) -> dict[str, dic
     found = {}
     for row in rows:
         path = folder / f"scores-{row}.parquet"
-        if not path.is_file():
+        try:
+            found[row] = task.row_scores.from_table(pq.read_table(path).to_pydict())
+        except (OSError, KeyError, pa.ArrowException):  # absent, not a parquet, or without the task's columns
             return None
-        found[row] = task.row_scores.from_table(pq.read_table(path).to_pydict())
     return found
 
 

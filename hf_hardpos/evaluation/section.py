@@ -11,12 +11,18 @@ untyped dict, so a key renamed in one place went missing in another. A `Section`
 - or `error` (and `traceback` for a bug) when the benchmark failed, so the others still report.
 
 `to_dict` / `from_dict` are the `metrics.json` form (JSON-safe); `table` is the printed form;
-`flat_metrics` the names the `Trainer` logs.
+`flat_metrics` the names the `Trainer` logs. `from_dict` is the one reader of saved results (the
+runner's resume, `hardpos report` / `compare`, the trainer's cards): it upgrades result layout 1 and
+refuses, naming the field, what no run writes (a rate outside [0, 1], a negative or fractional count,
+an interval that does not hold its value, NaN, a row or aggregation of the wrong shape), since a
+hand-edited or damaged `metrics.json` would otherwise be shown, compared or resumed as a result.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import Any
@@ -33,6 +39,13 @@ EVAL_SECTIONS_NAME = "hardpos_eval_sections.json"
 
 # Keys written only when set: older metrics.json files without them read back unchanged.
 _OPTIONAL = ("provenance", "published", "step", "error", "traceback")
+WHOLE = "all"  # the one unit (and row) of a task that scores a dataset as a whole
+# What a single-dataset `metrics.json` holds beside its section: the run's, not the result's.
+RUN_KEYS = ("model", "dataset", "run")
+# A row's metric that is a fraction of rows (stored in [0, 1]): the hard-positive rates, every
+# accuracy (caption selection, TOT, ARO's macro), Winoground's scores, zero-shot acc@k and recall@k.
+_RATE = re.compile(r"(accuracy|brittleness|(^|_)(text|image|group)_score|^acc\d+|recall(@\d+)?)$")
+_BOUNDS = ("_ci_low", "_ci_high")
 
 
 @dataclass
@@ -75,12 +88,17 @@ class Section:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Section:
-        """A section read back from `metrics.json` (or `result.json`); unknown keys are refused."""
+    def from_dict(cls, data: Mapping[str, Any]) -> Section:
+        """A section read back from `metrics.json` (a suite's dataset, a trainer's eval sections), layout 1
+        upgraded (`upgrade`); unknown keys and values no run writes are refused (ValueError naming the field)."""
+        if not isinstance(data, Mapping):
+            _fail("(section)", "an object", data)
+        data = upgrade(data)
         known = set(cls.__dataclass_fields__) - {"row_scores"}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"not a result section: unknown key(s) {unknown}")
+            raise InvalidSection(unknown[0], f"is not a field of a result section (unknown key(s) {unknown})")
+        _check_section(data)
         return cls(**data)
 
     @property
@@ -143,6 +161,117 @@ class Section:
                 flat[key] = int(value) if isinstance(value, Integral) else float(value)
                 origin[key] = row
         return flat
+
+
+def upgrade(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A saved section in the current layout. Result layout 1 kept a whole-dataset task's provenance as
+    the unit's own (`{key, dataset}`, not `{unit: {key, dataset}}`), and a single eval (before results
+    named their task: hard positives only) its tie rule under `metric_definitions` and its aggregation
+    as one line per aggregate; layout 2 names the task, keeps both as text and provenance per unit."""
+    data = dict(data)
+    definitions = data.pop("metric_definitions", None)
+    provenance = data.get("provenance")
+    if isinstance(provenance, Mapping) and isinstance(provenance.get("key"), str):
+        data["provenance"] = {WHOLE: dict(provenance)}
+    if "task" in data:
+        return data
+    data["task"] = HARD_POSITIVE
+    if isinstance(definitions, Mapping) and "tie_rule" not in data:
+        data["tie_rule"] = definitions.get("tie_rule", "")
+    if isinstance(data.get("aggregation"), Mapping):
+        data["aggregation"] = "; ".join(str(line) for line in data["aggregation"].values())
+    return data
+
+
+class InvalidSection(ValueError):
+    """A saved section holding what no run writes: `field` (dotted, from the section's top) and what it
+    must be, so a reader names the file and the whole path to the field."""
+
+    def __init__(self, field: str, problem: str):
+        super().__init__(f"field {field} {problem}")
+        self.field, self.problem = field, problem
+
+
+def _fail(where: str, expected: str, value: Any) -> None:
+    shown = repr(value) if not isinstance(value, (dict, list)) else f"a JSON {'object' if isinstance(value, dict) else 'list'}"
+    raise InvalidSection(where, f"must be {expected}, got {shown[:60]}")
+
+
+def _typed(where: str, value: Any, kind: type | tuple[type, ...], expected: str, optional: bool = False) -> None:
+    if (value is None and optional) or (isinstance(value, kind) and not isinstance(value, bool)):
+        return
+    _fail(where, expected, value)
+
+
+def _count(where: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        _fail(where, "a whole number >= 0", value)
+
+
+def _check_section(data: Mapping[str, Any]) -> None:
+    """What `from_dict` refuses (see the module docstring), the first problem named by its field."""
+    _typed("task", data.get("task"), str, "a task name", optional=True)
+    _typed("source", data.get("source", ""), str, "text")
+    _typed("tie_rule", data.get("tie_rule", ""), str, "text")
+    _typed("aggregation", data.get("aggregation", ""), str, "text")
+    _typed("error", data.get("error"), str, "text", optional=True)
+    _typed("step", data.get("step"), int, "a whole number", optional=True)
+    _typed("traceback", data.get("traceback"), list, "a list of lines", optional=True)
+    _typed("published", data.get("published", {}), dict, "an object")
+    _typed("provenance", data.get("provenance", {}), dict, "an object")
+    for unit, prov in data.get("provenance", {}).items():
+        _typed(f"provenance.{unit}", prov, dict, "an object")
+        _typed(f"provenance.{unit}.dataset", prov.get("dataset"), dict, "an object", optional=True)
+        rows = prov.get("rows", [])
+        if not isinstance(rows, list) or not all(isinstance(row, str) for row in rows):
+            _fail(f"provenance.{unit}.rows", "a list of row names", rows)
+    for part in ("results", "aggregates"):
+        _typed(part, data.get(part, {}), dict, "an object")
+        for name, row in data.get(part, {}).items():
+            _typed(f"{part}.{name}", row, dict, "an object")
+            _check_row(f"{part}.{name}", row, data.get("results", {}))
+    _check_finite(data)
+
+
+def _check_row(where: str, row: Mapping[str, Any], results: Mapping[str, Any]) -> None:
+    """A row's rates are fractions in [0, 1] with the rows they count, its counts whole numbers >= 0 (or text
+    for a range), its
+    intervals hold their value, its aggregation says how it was computed over which configs."""
+    for key, value in row.items():
+        base = next((key[: -len(end)] for end in _BOUNDS if key.endswith(end)), key)
+        if _RATE.search(base):
+            _typed(f"{where}.{key}", value, Real, "a rate in [0, 1]")
+            if not 0 <= value <= 1:
+                _fail(f"{where}.{key}", "a rate in [0, 1]", value)
+        elif key.startswith("num_") and not isinstance(value, str):  # text: a range ("2-3" candidates)
+            _count(f"{where}.{key}", value)
+    for rate in METRIC_NAMES:
+        low, high = row.get(rate + _BOUNDS[0]), row.get(rate + _BOUNDS[1])
+        if rate in row and low is not None and high is not None and not low <= row[rate] <= high:
+            _fail(f"{where}.{rate}_ci_low/_ci_high", f"an interval holding {rate} {row[rate]!r}", [low, high])
+    if any(rate in row for rate in METRIC_NAMES):  # the pooled column and every interval count its rows
+        _count(f"{where}.num_examples", row.get("num_examples"))
+    aggregation = row.get("aggregation")
+    if isinstance(aggregation, Mapping):
+        _typed(f"{where}.aggregation.method", aggregation.get("method"), str, "how the row was computed")
+        _count(f"{where}.aggregation.rows", aggregation.get("rows"))
+        configs = aggregation.get("configs")
+        if not isinstance(configs, list) or not configs or not all(c in results for c in configs):
+            _fail(f"{where}.aggregation.configs", "a list of this result's configs", configs)
+
+
+def _check_finite(data: Any) -> None:
+    """Every number finite (NaN and Infinity are valid to Python's json, never a result); walked without
+    recursion, so no nesting depth is a traceback."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            _fail(where, "a finite number", value)
+        elif isinstance(value, Mapping):
+            stack.extend((f"{where}.{key}" if where else str(key), item) for key, item in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{index}]", item) for index, item in enumerate(value))
 
 
 def slug(name: str) -> str:

@@ -16,6 +16,7 @@ under a key made of the model's and the dataset's content, the task and every sc
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,6 +107,8 @@ def load_suite(name_or_file: str) -> list[SuiteEntry]:
         spec = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
         raise UserInputError(f"{path}: not valid YAML ({err})") from err
+    except UnicodeDecodeError as err:
+        raise UserInputError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
     items = spec.get("datasets") if isinstance(spec, dict) else None
     if not isinstance(items, list) or not items:
         raise UserInputError(f"{path}: expected a top-level `datasets:` list of {{name, dataset, ...}} entries")
@@ -256,6 +259,8 @@ def run_suite(
             "num_datasets": len(entries),
             "preset": options.preset,  # the `hardpos zoo` preset the weights are, when given (published rows)
         })
+        kept = _kept_sections(output_dir, report, entries, options.log)
+        report.run["num_datasets"] += len(kept)
         tasks = _entry_tasks(entries, report, options.log)
         for entry in entries:
             if entry.name not in tasks:
@@ -267,8 +272,38 @@ def run_suite(
             report.save(output_dir)
         report.sections = {e.name: report.sections[e.name] for e in entries if e.name in report.sections}
         report.group_means = group_means(report.sections, entries)
+        report.sections.update(kept)
         report.save(output_dir)
         return report
+
+
+def _kept_sections(output_dir: Path, report: SuiteReport, entries: Sequence[SuiteEntry], log) -> dict[str, Section]:
+    """The datasets an earlier suite run of the same model and settings saved in `output_dir/metrics.json`
+    that this run does not name: kept, so a rerun of a subset never drops the others' results (each is
+    read by `Section.from_dict`; their group means are those of this run's entries only)."""
+    path = output_dir / output_folder.METRICS_FILE
+    if not path.is_file():
+        return {}
+    names = {entry.name for entry in entries}
+    ours = json.loads(json.dumps(report.run, default=_json_default))
+
+    def scoring(settings: dict) -> dict:  # batch size changes no score
+        return {key: value for key, value in settings.items() if key != "batch_size"}
+
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        same = (saved["run"].get("model_identity") == ours["model_identity"]
+                and scoring(saved["run"]["settings"]) == scoring(ours["settings"]))
+        sections = {name: Section.from_dict(data) for name, data in saved["datasets"].items() if name not in names}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as err:
+        log(f"{path}: not a suite's results ({type(err).__name__}); only this run's datasets are kept in it")
+        return {}
+    if sections and not same:
+        log(f"{path}: {', '.join(sections)} dropped: saved by another model or other settings")
+        return {}
+    if sections:
+        log(f"{path}: keeping {', '.join(sections)} from an earlier run (same model and settings)")
+    return sections
 
 
 def _entry_tasks(entries: Sequence[SuiteEntry], report: SuiteReport, log) -> dict[str, str]:

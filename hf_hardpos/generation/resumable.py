@@ -35,6 +35,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -158,6 +159,18 @@ def read_manifest(manifest_file: Path, advice: str) -> dict:
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
         found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
         raise UserInputError(f"{manifest_file}: format {found!r}, expected {MANIFEST_FORMAT!r}; {advice}")
+    source = manifest.get("input")
+    problem = (
+        "field options must be an object" if not isinstance(manifest.get("options"), dict)
+        else "field settings must be an object" if not isinstance(manifest.get("settings", {}), dict)
+        else "field input must be an object" if not isinstance(source, dict)
+        else f"field input.rows must be a whole number >= 0, got {source.get('rows')!r}"
+        if isinstance(source.get("rows"), bool) or not isinstance(source.get("rows"), int) or source["rows"] < 0
+        else f"field input.sha256 must be text, got {source.get('sha256')!r}" if not isinstance(source.get("sha256"), str)
+        else None
+    )
+    if problem is not None:
+        raise UserInputError(f"{manifest_file}: {problem}; {advice}")
     return manifest
 
 
@@ -187,10 +200,16 @@ def read_done(
         with path.open("r+b") as handle:
             handle.truncate(len(complete) + 1 if complete or data.startswith(b"\n") else 0)
     done: dict[tuple[int, str | None], dict] = {}
+    first_line: dict[tuple[int, str | None], int] = {}
     for number, line in enumerate(complete.split(b"\n") if complete else [], start=1):
         if line.strip():
             record = parse_record(path, number, line, inputs)
-            done.setdefault((record["index"], record.get("kind")), record)
+            key = (record["index"], record.get("kind"))
+            if key in done:
+                raise UserInputError(
+                    f"{path} line {number}: a second record for caption index {key[0]}, type {key[1]} (the first is "
+                    f"on line {first_line[key]}); the file is not one run's output (choose another --output)")
+            done[key], first_line[key] = record, number
     return done
 
 
@@ -211,9 +230,12 @@ def parse_record(
     (`advice`, what to do about the latter, ends that message).
     """
     try:
-        record = json.loads(line)
+        record = json.loads(line, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as error:
         raise UserInputError(f"{path} line {number}: not valid JSON ({error.msg}); the file is corrupt") from None
+    except (UnicodeDecodeError, RecursionError, ValueError) as error:  # not UTF-8; nested too deeply; a key twice
+        raise UserInputError(f"{path} line {number}: not a record ({str(error)[:120] or 'nested too deeply'}); the "
+                             "file is corrupt") from None
     index = record.get("index") if isinstance(record, dict) else None
     if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(inputs):
         raise UserInputError(f"{path} line {number}: index {index!r} is not a position in the {len(inputs)} inputs")
@@ -222,6 +244,22 @@ def parse_record(
             f"{path} line {number}: written for input {record.get('input')!r} at index {index}, but the input "
             f"now has {inputs[index]!r}; {advice}"
         )
+    for name, types, expected in (("valid", (bool,), "true or false"), ("kind", (str, type(None)), "text or null"),
+                                  ("output", (str, type(None)), "text or null")):
+        if name in record and not isinstance(record[name], types):
+            raise UserInputError(f"{path} line {number}: field {name} must be {expected}, got {record[name]!r}")
+    if "valid" not in record:
+        raise UserInputError(f"{path} line {number}: field valid is missing; the file is corrupt")
+    return record
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose every key appears once: with a key twice, which value counts is up to the reader."""
+    record = dict(pairs)
+    if len(record) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise ValueError(f"field {twice} appears twice")
     return record
 
 

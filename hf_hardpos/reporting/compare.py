@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import UserInputError
-from ..metrics import METRIC_NAMES
+from ..metrics import METRIC_NAMES, outcomes_disagree
 from ..tables import TIE_RULE, render_table
-from ..text_escaping import csv_cell, latex_text
+from ..text_escaping import csv_cell, latex_text, markdown_text, terminal_text
 from . import paired
 from .runs import Benchmark, Figure, Run
 
@@ -158,12 +158,9 @@ def _mismatches(a: Run, b: Run, bench_a: Benchmark, bench_b: Benchmark, fig_a: F
 
 def _check_agrees(fig: Figure, outcomes: dict[str, np.ndarray], where: str) -> None:
     """The per-row outcomes must reproduce the saved figure; otherwise the folder was edited or mixed."""
-    for name in METRIC_NAMES:
-        if name in fig.metrics and not abs(float(outcomes[name].mean()) - float(fig.metrics[name])) <= 1e-9:  # NaN fails
-            raise UserInputError(
-                f"{where}: the per-row scores give {name} {outcomes[name].mean():.6f} but metrics.json says "
-                f"{fig.metrics[name]:.6f} for {fig.row!r}; the folder mixes two runs (rerun hardpos eval)"
-            )
+    why = outcomes_disagree(fig.metrics, outcomes)
+    if why is not None:
+        raise UserInputError(f"{where}: {why} for {fig.row!r}; the folder mixes two runs (rerun hardpos eval)")
 
 
 def compare_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, resamples: int = paired.DEFAULT_RESAMPLES,
@@ -415,8 +412,10 @@ def to_text(comparison: Comparison, markdown: bool = False, width: int | None = 
     """The table and its caption; with `width` (a terminal's), a table wider than it is cut into several, one
     after the other, each with the run column, and the caption is wrapped to it."""
     header, rows = _header(comparison), _text_rows(comparison)
+    if not markdown:  # names are the run folders' authors': no control code reaches the terminal
+        header, rows = [terminal_text(h) for h in header], [[terminal_text(c) for c in r] for r in rows]
     table = render_table(header, rows, markdown=markdown)
-    caption = [("" if not markdown else "- ") + line for line in comparison.captions]
+    caption = ["- " + markdown_text(line) if markdown else terminal_text(line) for line in comparison.captions]
     if width is None or markdown or max(len(line) for line in table.splitlines()) <= width:
         return "\n".join([table, "", *caption])
     tables = [render_table([header[0], *(header[i] for i in block)], [[r[0], *(r[i] for i in block)] for r in rows])

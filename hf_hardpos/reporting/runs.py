@@ -20,7 +20,6 @@ test can draw exactly those rows from both runs.
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,8 +30,8 @@ import numpy as np
 from ..columns import REPLACE_SUBSETS
 from ..errors import UserInputError
 from ..evaluation.aggregation import describe, replace_aggregates
-from ..evaluation.section import EVAL_SECTIONS_NAME
-from ..metrics import METRIC_NAMES
+from ..evaluation.section import EVAL_SECTIONS_NAME, RUN_KEYS, InvalidSection, Section
+from ..metrics import METRIC_NAMES, outcomes_disagree
 from ..output_folder import METRICS_FILE
 
 TRAINER_STATE = "trainer_state.json"
@@ -63,30 +62,55 @@ class Benchmark:
     """One evaluated dataset of a run: its saved results and, for hard positives, its per-row scores."""
 
     name: str
-    data: dict[str, Any]  # a `hardpos eval` metrics.json, or a suite / trainer section
+    data: dict[str, Any]  # a `hardpos eval` metrics.json, or a suite / trainer section, as saved
+    section: Section  # its result, read (upgraded and checked) by `Section.from_dict`
     folder: Path | None = None  # where scores-<config>.parquet live (None: no per-row scores)
-    task: str = "hard_positive"
+    _scores: dict[str, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)  # read_scores, once each
+
+    @property
+    def task(self) -> str:
+        return self.section.task or "other"
 
     @property
     def results(self) -> dict[str, dict]:
-        return self.data.get("results", {})
+        return self.section.results
 
     @property
     def aggregates(self) -> dict[str, dict]:
-        return self.data.get("aggregates", {})
+        return self.section.aggregates
 
     @property
     def provenance(self) -> dict[str, dict]:
-        return self.data.get("provenance", {})
+        return self.section.provenance
 
     @property
     def carries_rates(self) -> bool:
         """Whether its rows are the hard-positive rates (Original/Augmented Accuracy, Brittleness), whose
-        per-row outcomes `scores-<config>.parquet` keeps; told from the rows, so every layout reads alike."""
-        return _has_rates(self.data)
+        per-row outcomes `scores-<config>.parquet` keeps (`Section.carries_rates`)."""
+        return self.section.carries_rates
 
     def display_name(self) -> str:
         return KNOWN_NAMES.get(self.name.lower(), self.name)
+
+    def cross_check(self, where: Path) -> None:
+        """Refuse a benchmark whose figures are not those of its rows (`where`: the file that holds it): each
+        config's saved rates and row count against its per-row outcomes (when saved; `read_scores`), and
+        REPLACE's pooled column and macro mean against what the configs' rates give (`replace_aggregates`).
+        A folder edited after the run, or mixing two runs, would otherwise be shown as a result."""
+        if not self.carries_rates:
+            return
+        for config in self.results:
+            if self.scores_file(config) is not None:
+                self.read_scores(config)
+        for name, expected in replace_aggregates(self.results).items():
+            saved = self.aggregates.get(name)
+            if saved is None:
+                continue
+            for metric in (*METRIC_NAMES, "num_examples"):
+                if metric in saved and not abs(float(saved[metric]) - float(expected[metric])) <= 1e-9:
+                    raise UserInputError(
+                        f"{where}: field aggregates.{name}.{metric} is {saved[metric]!r} but its configs' results give "
+                        f"{expected[metric]!r}; the folder was edited or mixes two runs (rerun hardpos eval)")
 
     def figures(self, all_rows: bool = False) -> list[Figure]:
         """The rows the cross-run table shows: the paper's column where the data has one, else each config;
@@ -96,7 +120,7 @@ class Benchmark:
         both subsets); a metrics.json written before that row existed gets it recomputed here from the
         saved per-subset rates and row counts (exact: each rate is a count over rows), flagged as such.
         """
-        if not _has_rates(self.data):
+        if not self.carries_rates:
             return self._other_task_figures(all_rows)
         paper = [(name, row) for name, row in self.aggregates.items()
                  if isinstance(row.get("aggregation"), dict) and row["aggregation"].get("paper_column")]
@@ -114,7 +138,7 @@ class Benchmark:
 
     def _config_figures(self) -> list[Figure]:
         """One figure per config of a hard-positive set, each the fraction of its own rows."""
-        tie_rule = self.data.get("metric_definitions", {}).get("tie_rule") or self.data.get("tie_rule", "")
+        tie_rule = self.section.tie_rule
         figures = []
         for config, row in self.results.items():
             label = self.display_name() if len(self.results) == 1 else f"{self.display_name()} [{config}]"
@@ -128,8 +152,7 @@ class Benchmark:
         """Caption selection, Winoground, zero-shot: the aggregates (e.g. a category mean), else each row; with
         `all_rows`, every row (SugarCrepe's subsets, VALSE's pieces) and then the aggregates."""
         rows = {**self.results, **self.aggregates} if all_rows else (self.aggregates or self.results)
-        how = self.data.get("aggregation", "")
-        how = how if isinstance(how, str) else json.dumps(how)
+        how = self.section.aggregation
         return [Figure(self.display_name() if len(rows) == 1 else f"{self.display_name()} [{name}]", name, row, [name],
                        f"{self.display_name()}: {how}" if how else self.display_name())
                 for name, row in rows.items()]
@@ -158,6 +181,8 @@ class Benchmark:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
+        if config in self._scores:
+            return self._scores[config]
         path = self.scores_file(config)
         if path is None:
             raise UserInputError(f"{self.folder}: no scores-{config}.parquet (per-row scores of config {config!r})")
@@ -171,7 +196,21 @@ class Benchmark:
             if values is None or values.dtype.kind not in "biuf":
                 found = "missing" if values is None else f"of type {values.dtype}"
                 raise UserInputError(f"{path}: column {column!r} is {found}, expected numbers")
+            if values.dtype.kind == "f" and not np.isfinite(values).all():
+                raise UserInputError(f"{path}: column {column!r} holds NaN or infinity in row "
+                                     f"{int(np.flatnonzero(~np.isfinite(values))[0])}")
+        if config in self.results:  # the saved figures must be those of these rows (not edited, not mixed)
+            why = outcomes_disagree(self.results[config], self.outcome_arrays(columns))
+            if why is not None:
+                raise UserInputError(f"{path}: {why} for config {config!r} in {self.folder / METRICS_FILE}; the "
+                                     "folder was edited or mixes two runs (rerun hardpos eval)")
+        self._scores[config] = columns
         return columns
+
+    @staticmethod
+    def outcome_arrays(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Each rate's per-row 0/1 outcome from a scores table read by `read_scores`."""
+        return {name: columns[column].astype(np.float64) for name, column in OUTCOME_COLUMNS.items()}
 
     def outcomes(self, configs: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray | None] | None:
         """The per-row 0/1 outcome of each rate over `configs`' rows (in order), and the rows' image ids.
@@ -182,8 +221,8 @@ class Benchmark:
         if any(self.scores_file(c) is None for c in configs):
             return None
         tables = [self.read_scores(c) for c in configs]
-        outcomes = {name: np.concatenate([t[column].astype(np.float64) for t in tables])
-                    for name, column in OUTCOME_COLUMNS.items()}
+        each = [self.outcome_arrays(t) for t in tables]
+        outcomes = {name: np.concatenate([o[name] for o in each]) for name in OUTCOME_COLUMNS}
         groups = None
         if all("image_id" in t for t in tables):
             groups = np.concatenate([t["image_id"].astype(str) for t in tables])
@@ -232,11 +271,35 @@ class Run:
 def _read_json(path: Path) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise UserInputError(f"{path}: cannot read as JSON ({err})") from err
+    except RecursionError:
+        raise UserInputError(f"{path}: cannot read as JSON (nested too deeply)") from None
     if not isinstance(data, dict):
         raise UserInputError(f"{path}: expected a JSON object")
     return data
+
+
+def read_section(path: Path, data: Any, field: str = "") -> Section:
+    """A saved section through the one reader (`Section.from_dict`), its problem one line naming the file and
+    the field (`field`: where the section sits in the file, "" at its top)."""
+    try:
+        return Section.from_dict(data)
+    except InvalidSection as err:
+        where = f"{field}.{err.field}" if field else err.field
+        raise UserInputError(f"{path}: field {where} {err.problem}") from None
+    except TypeError as err:  # a key of the right name holding what a dataclass field cannot take
+        raise UserInputError(f"{path}: field {field or '(top level)'} is not a result section ({err})") from None
+
+
+def _eval_section(path: Path, data: dict) -> Section:
+    """A single dataset's `metrics.json`: its section, beside the run's fields (`RUN_KEYS`) of their types."""
+    for key in ("model", "dataset"):
+        if key in data and not isinstance(data[key], str):
+            _fail(path, key, "text", data[key])
+    run = _require_dict(path, "run", data.get("run"))
+    _require_dict(path, "run.settings", run.get("settings"))
+    return read_section(path, {k: v for k, v in data.items() if k not in RUN_KEYS})
 
 
 def _checkpoint_step(path: Path) -> int:
@@ -260,18 +323,13 @@ def _benchmark_name(data: dict) -> str:
     return Path(str(data.get("dataset", "dataset")).rstrip("/")).name or "dataset"
 
 
-def _has_rates(section: dict) -> bool:
-    rows = {**section.get("results", {}), **section.get("aggregates", {})}
-    return any(isinstance(r, dict) and "brittleness" in r for r in rows.values())
-
-
-def _suite_folders(folder: Path) -> dict[tuple, Path]:
-    """Sub-folders holding a dataset's metrics.json, keyed by (source, configs)."""
+def _suite_folders(folder: Path) -> dict[tuple, tuple[Path, dict, Section]]:
+    """Sub-folders holding a dataset's metrics.json, keyed by (source, configs), with what it holds."""
     found = {}
     for sub in sorted(p for p in folder.iterdir() if (p / METRICS_FILE).is_file()):
         data = _read_json(sub / METRICS_FILE)
-        check_metrics(sub / METRICS_FILE, data)
-        found[(str(data.get("dataset")), tuple(sorted(data.get("results", {}))))] = sub
+        section = _eval_section(sub / METRICS_FILE, data)
+        found[(str(data.get("dataset")), tuple(sorted(section.results)))] = (sub, data, section)
     return found
 
 
@@ -283,11 +341,11 @@ def load_run(folder: str | Path) -> Run:
     metrics_file = folder / METRICS_FILE
     if metrics_file.is_file():
         data = _read_json(metrics_file)
-        check_metrics(metrics_file, data)
         if "datasets" in data:
-            return _load_suite(folder, data)
+            return _load_suite(folder, metrics_file, data)
         if "results" in data:  # one dataset's result; written before results named their task: hard positives
-            bench = Benchmark(_benchmark_name(data), data, folder, task=data.get("task") or "hard_positive")
+            bench = Benchmark(_benchmark_name(data), data, _eval_section(metrics_file, data), folder)
+            bench.cross_check(metrics_file)
             return Run(folder, "eval", str(data.get("model", folder.name)), data.get("run", {}), {bench.name: bench})
         raise UserInputError(f"{metrics_file}: neither a `hardpos eval` result (no `results`) nor a suite's (no `datasets`)")
     state_file = find_trainer_state(folder)
@@ -301,17 +359,46 @@ def load_run(folder: str | Path) -> Run:
                          f"(fine-tuning output){hint}")
 
 
-def _load_suite(folder: Path, data: dict) -> Run:
+def _load_suite(folder: Path, path: Path, data: dict) -> Run:
+    """A suite's folder: its sections (each read by `read_section`), the sub-folder of each beside them."""
+    if not isinstance(data.get("model", ""), str):
+        _fail(path, "model", "text", data["model"])
+    run_info = _require_dict(path, "run", data.get("run"))
+    _require_dict(path, "run.settings", run_info.get("settings"))
+    group_means = _check_group_means(path, data.get("group_means"))
+    sections = {name: read_section(path, section, f"datasets.{name}")
+                for name, section in _require_dict(path, "datasets", data["datasets"], optional=False).items()}
     subfolders = _suite_folders(folder)
-    run = Run(folder, "suite", str(data.get("model", folder.name)), data.get("run", {}),
-              group_means=data.get("group_means", {}))
-    for name, section in data["datasets"].items():
+    run = Run(folder, "suite", str(data.get("model", folder.name)), run_info, group_means=group_means)
+    for name, section in sections.items():
         # A dataset's sub-folder (every task's since result layout 2, hard positives' before) has its
         # metrics.json, with the per-config provenance, beside the per-row scores.
-        sub = subfolders.get((str(section.get("source")), tuple(sorted(section.get("results", {})))))
-        saved = _read_json(sub / METRICS_FILE) if sub is not None else section
-        run.benchmarks[name] = Benchmark(name, {**section, **saved}, sub, task=section.get("task") or "other")
+        found = subfolders.get((section.source, tuple(sorted(section.results))))
+        if found is None:
+            run.benchmarks[name] = Benchmark(name, data["datasets"][name], section, None)
+            run.benchmarks[name].cross_check(path)
+            continue
+        sub, saved, sub_section = found
+        if sub_section.results != section.results:
+            raise UserInputError(f"{sub / METRICS_FILE}: its results differ from datasets.{name} in {path}; the "
+                                 "folder was edited or mixes two runs (rerun hardpos eval)")
+        run.benchmarks[name] = Benchmark(name, {**data["datasets"][name], **saved}, sub_section, sub)
+        run.benchmarks[name].cross_check(sub / METRICS_FILE)
     return run
+
+
+def _check_group_means(path: Path, group_means: Any) -> dict:
+    """A suite's means over groups of datasets: each a rate (`value`, None when no member scored) over a whole
+    number of datasets."""
+    for group, mean in _require_dict(path, "group_means", group_means).items():
+        mean = _require_dict(path, f"group_means.{group}", mean, optional=False)
+        value, count = mean.get("value"), mean.get("num_datasets")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            _fail(path, f"group_means.{group}.num_datasets", "a whole number >= 0", count)
+        if (value is not None or count) and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                             or not 0 <= value <= 1):  # None: no member scored
+            _fail(path, f"group_means.{group}.value", "a rate in [0, 1]", value)
+    return group_means or {}
 
 
 def _load_finetune(folder: Path, state_file: Path) -> Run:
@@ -324,21 +411,21 @@ def _load_finetune(folder: Path, state_file: Path) -> Run:
     candidates = [*reversed(checkpoints), folder]
     sections_file = next((p / EVAL_SECTIONS_NAME for p in candidates if (p / EVAL_SECTIONS_NAME).is_file()), None)
     if sections_file is not None:
-        sections = _read_json(sections_file)
-        check_sections(sections_file, sections, "")
-        for name, section in sections.items():
-            run.benchmarks[name] = Benchmark(name, section, None, task=section.get("task") or "other")
+        for name, section in _read_json(sections_file).items():
+            run.benchmarks[name] = Benchmark(name, section, read_section(sections_file, section, name), None)
+            run.benchmarks[name].cross_check(sections_file)
         recorded = {b.provenance.get("precision") for b in run.benchmarks.values()} - {None}
         precision = recorded.pop() if len(recorded) == 1 else TRAINER_EVAL_PRECISION
         run.run = {"settings": {"precision": precision}}
     return run
 
 
-# A light schema check of what a run folder's readers use: a hand-edited or damaged folder is one line
-# naming the file and the field, never a traceback, and never a NaN that passes every comparison.
+# The checks of what a run folder holds beside its sections (which `read_section` checks): a hand-edited
+# or damaged folder is one line naming the file and the field, never a traceback.
 
 def _fail(path: Path, field: str, expected: str, value: Any) -> None:
-    raise UserInputError(f"{path}: field {field} must be {expected}, got {json.dumps(value, default=str)[:60]}")
+    shown = f"a JSON {'object' if isinstance(value, dict) else 'list'}" if isinstance(value, (dict, list)) else repr(value)
+    raise UserInputError(f"{path}: field {field} must be {expected}, got {shown[:60]}")
 
 
 def _require_dict(path: Path, field: str, value: Any, optional: bool = True) -> dict:
@@ -347,64 +434,6 @@ def _require_dict(path: Path, field: str, value: Any, optional: bool = True) -> 
     if not isinstance(value, dict):
         _fail(path, field, "a JSON object", value)
     return value
-
-
-def _require_finite(path: Path, field: str, value: Any) -> None:
-    """Every number under `value` finite (NaN and Infinity are valid to Python's json, never a rate)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        _fail(path, field, "a finite number", value)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _require_finite(path, f"{field}.{key}", item)
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _require_finite(path, f"{field}[{index}]", item)
-
-
-def _check_rows(path: Path, field: str, rows: Any) -> None:
-    """`results` / `aggregates`: objects whose rates and counts are numbers (not text, not booleans)."""
-    for name, row in _require_dict(path, field, rows).items():
-        row = _require_dict(path, f"{field}.{name}", row, optional=False)
-        for key in (*METRIC_NAMES, "num_examples"):
-            if key in row and (isinstance(row[key], bool) or not isinstance(row[key], (int, float))):
-                _fail(path, f"{field}.{name}.{key}", "a number", row[key])
-        aggregation = row.get("aggregation")
-        if isinstance(aggregation, dict) and "configs" in aggregation and not (
-                isinstance(aggregation["configs"], list) and all(isinstance(c, str) for c in aggregation["configs"])):
-            _fail(path, f"{field}.{name}.aggregation.configs", "a list of config names", aggregation["configs"])
-    _require_finite(path, field, rows)
-
-
-def check_sections(path: Path, sections: Any, field: str) -> None:
-    """A suite's `datasets` (or a fine-tuning run's eval sections): each an object with checked rows."""
-    for name, section in _require_dict(path, field or "(top level)", sections).items():
-        where = f"{field}.{name}" if field else name
-        section = _require_dict(path, where, section, optional=False)
-        for part in ("results", "aggregates"):
-            _check_rows(path, f"{where}.{part}", section.get(part))
-        _require_dict(path, f"{where}.provenance", section.get("provenance"))
-
-
-def check_metrics(path: Path, data: dict) -> None:
-    """A `metrics.json` (eval or suite): the fields `load_run` and the report read, of their types."""
-    for key in ("model", "dataset"):
-        if key in data and not isinstance(data[key], str):
-            _fail(path, key, "text", data[key])
-    run = _require_dict(path, "run", data.get("run"))
-    _require_dict(path, "run.settings", run.get("settings"))
-    for part in ("results", "aggregates"):
-        _check_rows(path, part, data.get(part))
-    for config, prov in _require_dict(path, "provenance", data.get("provenance")).items():
-        _require_dict(path, f"provenance.{config}", prov, optional=False)
-        _require_dict(path, f"provenance.{config}.dataset", prov.get("dataset"))
-    if "datasets" in data:
-        check_sections(path, data["datasets"], "datasets")
-    for group, mean in _require_dict(path, "group_means", data.get("group_means")).items():
-        mean = _require_dict(path, f"group_means.{group}", mean, optional=False)
-        for key in ("value", "num_datasets"):
-            if isinstance(mean.get(key), bool) or not isinstance(mean.get(key), (int, float)):
-                _fail(path, f"group_means.{group}.{key}", "a number", mean.get(key))
-        _require_finite(path, f"group_means.{group}", mean)
 
 
 def check_log_history(path: Path, log_history: Any) -> None:

@@ -14,6 +14,7 @@ from huggingface_hub import EvalResult
 from ..evaluation.section import Section
 from ..evaluation.tasks import get_task
 from ..tables import metrics_table, render_table
+from ..text_escaping import markdown_text
 from .card_data import HardPosModelCardData
 
 def card_value(value: Any) -> str:
@@ -101,9 +102,9 @@ def eval_card_sections(sections: dict[str, dict], eval_sets: dict, card_data: Ha
         if section.carries_rates:
             continue
         others.append({
-            "name": set_name,
+            "name": markdown_text(set_name),
             "task": get_task(section.task).card_task[1],
-            "source": eval_set_description(set_name, eval_sets[set_name], card_data),
+            "source": markdown_text(eval_set_description(set_name, eval_sets[set_name], card_data)),
             "step": section.step,
             "table": section_table(section),
             "tie_rule": section.tie_rule,

@@ -28,6 +28,7 @@ from ..citations import CE_CLIP, HARD_POSITIVES, cite
 from ..evaluation.tasks import get_task
 from ..provenance import looks_like_hub_id, versions
 from ..tables import render_table
+from ..text_escaping import markdown_text
 from .card_data import HardPosModelCardData
 from .card_evaluation import (
     card_value,
@@ -239,6 +240,7 @@ def card_contents(
     comparison, base_step = base_vs_tuned(trainer.state.log_history, sections)
     return data, dict(
         **identity,
+        card_model_name=markdown_text(identity["model_name"]),  # the name as the card's text shows it
         base_vs_tuned=comparison,
         base_step=base_step,
         compute=compute_facts(args, trainer.state.log_history),
@@ -256,7 +258,7 @@ def card_contents(
         hard_example_draw=getattr(trainer.data_collator, "describe_sampling", lambda: None)(),
         eval_dataset_facts=[
             {
-                "name": n,
+                "name": markdown_text(n),
                 "description": f"{eval_set_description(n, eval_set, card_data)} ({get_task(eval_set.task).card_task[1].lower()})",
             }
             for n, eval_set in eval_sets.items()

@@ -129,3 +129,25 @@ def test_cli_dataset_of_another_task_runs_as_one_dataset_and_prints_the_rule(tin
     assert "reusing" in capsys.readouterr().out
     assert main(["eval", "--model", str(tiny_clip_dir), "--suite", "paper", "--no-progress"]) == 2
     assert "--output is required" in capsys.readouterr().err
+
+
+def test_a_rerun_of_a_subset_keeps_the_other_datasets(tiny_clip_dir, suite_folders, tmp_path):
+    """A suite rerun naming fewer datasets used to drop the others from OUT/metrics.json."""
+    from hf_hardpos.evaluation.suite import SuiteEntry
+
+    both = [SuiteEntry("replace", str(suite_folders["replace"])), SuiteEntry("sugarcrepe", str(suite_folders["sugarcrepe"]))]
+    out = tmp_path / "out"
+    quiet = dict(output_dir=out, batch_size=4, progress=False, log=lambda m: None)
+    run_suite(str(tiny_clip_dir), both, **quiet)
+    first = json.loads((out / "metrics.json").read_text())
+    run_suite(str(tiny_clip_dir), both[1:], **quiet)
+    again = json.loads((out / "metrics.json").read_text())
+    assert again["datasets"] == first["datasets"]
+    assert again["run"]["complete"] and again["run"]["num_datasets"] == 2
+
+
+def test_a_suite_file_that_is_not_utf8_is_one_line(tmp_path):
+    spec = tmp_path / "suite.yaml"
+    spec.write_bytes(b"datasets:\n  - {name: caf\xe9, dataset: x}\n")  # Latin-1
+    with pytest.raises(UserInputError, match="not UTF-8"):
+        load_suite(str(spec))

@@ -196,3 +196,44 @@ def test_report_gives_the_share_of_rows_per_reason(tmp_path):
     lines = quality_report(path, samples=0).splitlines()
     shares = [line.split()[:2] for line in lines if line.endswith(("too long", "chatter"))]
     assert shares == [["3", "37.5%"], ["3", "37.5%"]]
+
+
+def _set_first_record(path, text_edit):
+    lines = path.read_text().splitlines()
+    lines[0] = text_edit(lines[0])
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda line: line.replace('"valid": true', '"valid": "true"').replace('"valid": false', '"valid": "false"'),
+     "field valid"),
+    (lambda line: line[:-1] + ', "output": "another"}', "field output appears twice"),
+    (lambda line: line + "\n" + line, "line 2: a second record for caption index 0"),
+    (lambda line: line.replace('"index": 0', '"index": "0"'), "index '0'"),
+])
+def test_a_malformed_record_is_refused_on_resume_in_one_line(tmp_path, capsys, edit, field):
+    """Records of a generate output are checked, not coerced: a `"valid": "true"` was read as not valid
+    (its caption silently null), a key twice took the last value, two records for one caption the first."""
+    captions = _captions_file(tmp_path)
+    output = tmp_path / "out.jsonl"
+    assert _rules_cli(captions, output) == 0
+    _set_first_record(output, edit)
+    capsys.readouterr()
+    assert _rules_cli(captions, output) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(output) in err and field in err, err
+
+
+@pytest.mark.parametrize("rows", ["6", -1, 1.5, None])
+def test_a_manifest_with_rows_of_the_wrong_type_is_one_line(tmp_path, capsys, rows):
+    captions = _captions_file(tmp_path)
+    output = tmp_path / "out.jsonl"
+    assert _rules_cli(captions, output) == 0
+    manifest_file = tmp_path / "out.jsonl.manifest.json"
+    manifest = json.loads(manifest_file.read_text())
+    manifest["input"]["rows"] = rows
+    manifest_file.write_text(json.dumps(manifest))
+    capsys.readouterr()
+    assert _rules_cli(captions, output) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "manifest.json" in err and "input.rows" in err, err

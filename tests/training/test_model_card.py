@@ -22,6 +22,7 @@ from hf_hardpos.training import (
 from hf_hardpos.training.model_card import (
     PAPER_CITATIONS,
     card_contents,
+    generate_model_card,
     non_default_hyperparameters,
     template_path,
     training_log_table,
@@ -304,3 +305,12 @@ def test_card_license_comes_from_the_data_else_the_base_models_card(tmp_path):
     (base / "README.md").write_text("---\nlicense: mit\n---\n# base\n")
     assert base_license(str(base)) == "mit"
     assert base_license(str(tmp_path / "nothing")) is None and base_license("openai/clip-vit-base-patch32") is None
+
+
+def test_a_model_name_with_html_and_a_line_break_stays_one_heading(trained):
+    """A name is the user's text: in the card's markdown body it is one line, its HTML shown, never run."""
+    trainer, _ = trained
+    card = generate_model_card(trainer, trainer.model_card_data, model_name="evil\n<script>alert(1)</script>")
+    body = card.text  # the markdown after the YAML front matter
+    assert "<script>" not in body
+    assert "# evil &lt;script&gt;alert(1)&lt;/script&gt;" in body.splitlines()

@@ -102,10 +102,13 @@ class Task:
 
 @dataclass(frozen=True)
 class RowScores:
-    """How a task's per-row scores are saved (`to_table`: column -> values) and read back (`from_table`)."""
+    """How a task's per-row scores are saved (`to_table`: column -> values) and read back (`from_table`), and
+    `disagrees(row, scores)`: why a saved result row is not what its scores give (None when it is), so a
+    resumed run never carries an edited figure forward."""
 
     to_table: Callable[[Mapping[str, Any]], dict[str, Any]]
     from_table: Callable[[Mapping[str, list]], dict[str, Any]]
+    disagrees: Callable[[Mapping[str, Any], Mapping[str, Any]], str | None]
 
 
 def one_row_section(task: str, source: str, result: Mapping) -> Section:

@@ -11,6 +11,7 @@ rows map to the paper's REPLACE and SWAP columns, and SugarCrepe++'s text-only f
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import numpy as np
 from datasets import Dataset
 
 from ... import columns
-from ...metrics import METRIC_NAMES, augmented_correct, brittle, metrics_from_scores, original_correct
+from ...metrics import METRIC_NAMES, augmented_correct, brittle, metrics_from_scores, original_correct, outcomes_disagree
 from ...scoring import ITMScorer
 from ...tables import TIE_RULE
 from .. import intervals
@@ -111,14 +112,15 @@ def add_text_only(section: Section, scorer: ITMScorer, data: TaskData, max_rows:
 
 def _scores_table(s: dict[str, Any]) -> dict[str, Any]:
     """One config's `scores-<config>.parquet`: row, s_c, s_n, s_p, the per-row outcomes, image ids when known."""
+    outcomes = _outcomes(s)
     table = {
         "row": np.arange(len(s["original"])),
         "original_score": s["original"],
         "negative_score": s["negative"],
         "positive_score": s["positive"],
-        "original_correct": original_correct(s["original"], s["negative"]),
-        "augmented_correct": augmented_correct(s["original"], s["negative"], s["positive"]),
-        "brittle": brittle(s["original"], s["negative"], s["positive"]),
+        "original_correct": outcomes["original_accuracy"],
+        "augmented_correct": outcomes["augmented_accuracy"],
+        "brittle": outcomes["brittleness"],
     }
     if "image_id" in s:
         table["image_id"] = s["image_id"]
@@ -131,6 +133,22 @@ def _scores_from_table(table: dict[str, list]) -> dict[str, np.ndarray]:
     if "image_id" in table:
         scores["image_id"] = np.asarray(table["image_id"])
     return scores
+
+
+def _outcomes(s: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Each rate's per-row 0/1 outcome (metric name -> array) from one config's scores."""
+    return {"original_accuracy": original_correct(s["original"], s["negative"]),
+            "augmented_accuracy": augmented_correct(s["original"], s["negative"], s["positive"]),
+            "brittleness": brittle(s["original"], s["negative"], s["positive"])}
+
+
+def _disagrees(row: Mapping[str, Any], s: Mapping[str, Any]) -> str | None:
+    """`metrics.outcomes_disagree` of a saved config row and the outcomes its saved scores give (a NaN or
+    infinite score, which no model gives a cosine, disagrees too)."""
+    for name in ("original", "negative", "positive"):
+        if not np.isfinite(np.asarray(s[name], dtype=np.float64)).all():
+            return f"its saved {name} scores hold NaN or infinity"
+    return outcomes_disagree(row, _outcomes(s))
 
 
 # Our result rows -> the paper's benchmarks (REPLACE's configs and its pooled aggregate; `hf_hardpos.published`).
@@ -159,7 +177,7 @@ TASK = Task(
     per_config=True,
     required_columns=(columns.IMAGE, *columns.EVAL_CAPTION_COLUMNS),
     aggregate=aggregate_hard_positive,
-    row_scores=RowScores(_scores_table, _scores_from_table),
+    row_scores=RowScores(_scores_table, _scores_from_table, _disagrees),
     text_only=add_text_only,
     recognition_order=1,
     card_task=("image-text-matching", "Image-text matching with hard positives"),
