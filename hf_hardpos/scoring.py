@@ -13,6 +13,7 @@ a peft-wrapped CLIP, ...), whether they return a tensor or a `BaseModelOutputWit
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import io
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -456,7 +457,8 @@ class ITMScorer:
         # The images are keyed, decoded (DataLoader workers) and encoded in a thread while this one tokenises:
         # hashing, the workers and the forward passes all release the GIL. Texts are encoded after, as before.
         with ThreadPoolExecutor(1, thread_name_prefix="hardpos-images") as images:
-            embedded = images.submit(_with_threads(torch.get_num_threads(), self.embed_images), dataset, image_column)
+            embedded = images.submit(contextvars.copy_context().run,  # the caller's `run_memo.sharing` too
+                                     _with_threads(torch.get_num_threads(), self.embed_images), dataset, image_column)
             token_ids, token_counts = remembered(
                 "tokens", _none_or((type(self).tokenize, tokenizer_key(self.processor.tokenizer), self.max_length,
                                     id(texts))),
