@@ -51,3 +51,13 @@ def test_shared_work_is_done_once_and_scores_equal_runs_alone(models, tmp_path, 
         for config in CONFIGS:
             alone = pq.read_table(tmp_path / f"alone-{model.name}" / f"scores-{config}.parquet")
             assert alone.equals(pq.read_table(tmp_path / "both" / model.name / f"scores-{config}.parquet"))
+
+
+def test_evaluate_model_loads_its_eval_sets_once(models, tmp_path, monkeypatch):
+    """Recognising the task reads the eval sets; scoring them does not read them again."""
+    from hf_hardpos.evaluation.run import evaluate_model
+
+    folder = write_attributes_relations_folder(tmp_path / "replace")
+    loads = _count(monkeypatch, eval_data, "load_local_split")
+    report = evaluate_model(str(models[0]), str(folder), batch_size=3, progress=False, log=lambda message: None)
+    assert sorted(report.section.results) == sorted(CONFIGS) and len(loads) == len(CONFIGS)
