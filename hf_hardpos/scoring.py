@@ -13,9 +13,12 @@ a peft-wrapped CLIP, ...), whether they return a tensor or a `BaseModelOutputWit
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -29,7 +32,10 @@ from .image_processing import describe_image_processor
 from .embedding_cache import EmbeddingCache, token_key
 from .image_decoding import DistinctImages, decoded_batches
 from .image_keys import ImageSource, distinct_images
+from .run_memo import remembered, tokenizer_key
 
+
+T = TypeVar("T")
 
 # At most this many image workers by default: past it, decoding outruns any one model's forward passes.
 MAX_DEFAULT_WORKERS = 16
@@ -332,9 +338,9 @@ class ITMScorer:
         Images are told apart by content, so a dataset that repeats an image (REPLACE: ~2.3 rows per
         image) encodes it once; the zero-shot tasks use this too.
         """
-        dataset = _undecoded(dataset, image_column)
-        sources, image_slot = distinct_images(dataset, image_column)
-        return self.encode_images(dataset, image_column, sources), image_slot
+        undecoded, sources, image_slot = remembered(  # keyed once per run for every model (`run_memo`)
+            "images", (id(dataset), image_column), lambda: _keyed_images(dataset, image_column), keep=dataset)
+        return self.encode_images(undecoded, image_column, sources), image_slot
 
     def score(
         self,
@@ -358,25 +364,18 @@ class ITMScorer:
         if len(dataset) == 0:
             raise ValueError("the dataset has no rows: there is nothing to score")
 
-        text_to_slot: dict[str, int] = {}
-        caption_slots: dict[str, np.ndarray] = {}
-        for column in all_columns:
-            slots = np.full(len(dataset), -1, dtype=np.int64)
-            for row, text in enumerate(dataset[column]):
-                if text is None:
-                    if column in optional_columns:
-                        continue
-                    raise ValueError(f"row {row}, column {column!r}: the caption is missing (null)")
-                if not isinstance(text, str):
-                    raise ValueError(f"row {row}, column {column!r}: expected a string, got {type(text).__name__}")
-                if not text.strip():
-                    raise ValueError(f"row {row}, column {column!r}: the caption is empty")
-                slots[row] = text_to_slot.setdefault(text, len(text_to_slot))
-            caption_slots[column] = slots
-
-        image_emb, image_slot = self.embed_images(dataset, image_column)
-        texts = list(text_to_slot)
-        token_ids, token_counts = self.tokenize(texts)
+        texts, caption_slots = remembered("captions", (id(dataset), tuple(all_columns), tuple(optional_columns)),
+                                          lambda: _caption_slots(dataset, all_columns, optional_columns), keep=dataset)
+        # The images are keyed, decoded (DataLoader workers) and encoded in a thread while this one tokenises:
+        # hashing, the workers and the forward passes all release the GIL. Texts are encoded after, as before.
+        with ThreadPoolExecutor(1, thread_name_prefix="hardpos-images") as images:
+            embedded = images.submit(contextvars.copy_context().run,  # the caller's `run_memo.sharing` too
+                                     _with_threads(torch.get_num_threads(), self.embed_images), dataset, image_column)
+            token_ids, token_counts = remembered(
+                "tokens", _none_or((type(self).tokenize, tokenizer_key(self.processor.tokenizer), self.max_length,
+                                    id(texts))),
+                lambda: self.tokenize(texts), keep=texts)
+        image_emb, image_slot = embedded.result()
         text_emb = self.encode_texts(texts, token_ids)
 
         scores = Scores()
@@ -413,6 +412,52 @@ class ITMScorer:
             if len({k for k in kept_slots[row] if k >= 0}) < len({t for t in slots[row] if t >= 0}):
                 report.identical_rows.append(row)
         return report
+
+
+def _caption_slots(dataset: Dataset, all_columns: Sequence[str], optional_columns: Sequence[str]
+                   ) -> tuple[list[str], dict[str, np.ndarray]]:  # fmt: skip
+    """The distinct texts of `all_columns`, and per column each row's index among them (-1: a null in an
+    optional column); a null, non-string or empty caption elsewhere is refused naming its row and column."""
+    text_to_slot: dict[str, int] = {}
+    caption_slots: dict[str, np.ndarray] = {}
+    for column in all_columns:
+        slots = np.full(len(dataset), -1, dtype=np.int64)
+        for row, text in enumerate(dataset[column][:]):  # one batch: a `Column` iterates row by row
+            if text is None:
+                if column in optional_columns:
+                    continue
+                raise ValueError(f"row {row}, column {column!r}: the caption is missing (null)")
+            if not isinstance(text, str):
+                raise ValueError(f"row {row}, column {column!r}: expected a string, got {type(text).__name__}")
+            if not text.strip():
+                raise ValueError(f"row {row}, column {column!r}: the caption is empty")
+            slots[row] = text_to_slot.setdefault(text, len(text_to_slot))
+        caption_slots[column] = slots
+    return list(text_to_slot), caption_slots
+
+
+def _keyed_images(dataset: Dataset, image_column: str) -> tuple[Dataset, list[ImageSource], np.ndarray]:
+    """`dataset` with its images left undecoded, its distinct images and each row's index among them."""
+    undecoded = _undecoded(dataset, image_column)
+    sources, image_slot = distinct_images(undecoded, image_column)
+    return undecoded, sources, image_slot
+
+
+def _with_threads(count: int, work: Callable[..., T]) -> Callable[..., T]:
+    """`work` run with `count` intra-op threads: OpenMP keeps the count per thread, and a new thread starts
+    at the default, where the caller may have set another (`torch.set_num_threads`); a matmul split over
+    another number of threads may round differently, so the image tower runs as it would in the caller."""
+
+    def run(*args, **kwargs) -> T:
+        torch.set_num_threads(count)
+        return work(*args, **kwargs)
+
+    return run
+
+
+def _none_or(key: tuple) -> tuple | None:
+    """None when a part of `key` is unknown (nothing is then remembered), else `key`."""
+    return None if any(part is None for part in key) else key
 
 
 def _undecoded(dataset: Dataset, image_column: str) -> Dataset:

@@ -215,14 +215,16 @@ def _run_options(args: argparse.Namespace, **changes):
 
 def _run(args: argparse.Namespace, workers) -> int:
     from ..evaluation.multi_model import expand_models
+    from ..run_memo import sharing
 
     _run_options(args)  # refuses invalid numbers first
     models = expand_models(args.model or [], args.models or [])
     pixels = _pixel_store(args, several=len(models) > 1 or bool(args.models))
-    if len(models) > 1 or args.models:
-        return _run_models(args, models, pixels, workers)
-    args.model = models[0]
-    return _run_one_model(args, pixels, workers)
+    with sharing():  # the data read to recognise the task, then by every model, is loaded once (`run_memo`)
+        if len(models) > 1 or args.models:
+            return _run_models(args, models, pixels, workers)
+        args.model = models[0]
+        return _run_one_model(args, pixels, workers)
 
 
 def _run_one_model(args: argparse.Namespace, pixels, workers) -> int:

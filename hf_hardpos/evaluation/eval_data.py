@@ -20,6 +20,7 @@ from datasets import (
 
 from ..errors import UserInputError, first_line
 from ..provenance import hub_revision, looks_like_path, sha256_files
+from ..run_memo import remembered
 
 
 @dataclass
@@ -118,8 +119,18 @@ def load_eval_sets(
     """The requested configs, each with the identity of its content.
 
     A local folder is read by content (`load_local_split`), and only when its README declares every
-    data file (`check_declared_folder`): never pooled into an undeclared "default" config.
+    data file (`check_declared_folder`): never pooled into an undeclared "default" config. Within one
+    multi-model run (`run_memo.sharing`) a named dataset is loaded and hashed once, for every model.
     """
+    if isinstance(dataset, str):
+        key = (dataset, tuple(configs) if configs is not None else None, split)
+        return remembered("eval_sets", key, lambda: _load_eval_sets(dataset, configs, split))
+    return _load_eval_sets(dataset, configs, split)
+
+
+def _load_eval_sets(
+    dataset: str | Dataset | DatasetDict, configs: Sequence[str] | None, split: str
+) -> dict[str, EvalSet]:
     if isinstance(dataset, Dataset):
         return {configs[0] if configs else "default": EvalSet("default", dataset, {"fingerprint": dataset._fingerprint})}
     if isinstance(dataset, DatasetDict):

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import run_memo
 from ..errors import UserInputError
 from ..names import UNSAFE_CHARACTERS
 
@@ -147,24 +148,26 @@ def evaluate_models(
 ) -> MultiRun:
     """Run `run_one(model, folder, log)` for each model into `output_dir/<name>/`; a failure is recorded
     (one line) and the next model runs. `run_one` evaluates like a single-model run, with a scorer
-    factory that shares the run's `PixelStore`."""
+    factory that shares the run's `PixelStore`; what every model computes alike is computed once
+    (`run_memo`)."""
     names = folder_names(models)
     result = MultiRun()
-    for model in models:
-        name = names[model]
-        folder = Path(output_dir) / name
-        prefixed = (lambda message, name=name: log(f"[{name}] {message}"))
-        prefixed(f"evaluating {model} -> {folder}")
-        outcome = ModelOutcome(model, folder)
-        try:
-            outcome.report = run_one(model, folder, prefixed)
-        except KeyboardInterrupt:
-            raise
-        except Exception as err:  # noqa: BLE001 - one model's failure must not lose the others' results
-            text = str(err).strip()
-            outcome.error = f"{type(err).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
-            prefixed(f"FAILED ({outcome.error}); continuing with the other models")
-        result.outcomes[model] = outcome
+    with run_memo.sharing():  # eval sets, image keys, caption slots, token ids: computed once for all models
+        for model in models:
+            name = names[model]
+            folder = Path(output_dir) / name
+            prefixed = (lambda message, name=name: log(f"[{name}] {message}"))
+            prefixed(f"evaluating {model} -> {folder}")
+            outcome = ModelOutcome(model, folder)
+            try:
+                outcome.report = run_one(model, folder, prefixed)
+            except KeyboardInterrupt:
+                raise
+            except Exception as err:  # noqa: BLE001 - one model's failure must not lose the others' results
+                text = str(err).strip()
+                outcome.error = f"{type(err).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+                prefixed(f"FAILED ({outcome.error}); continuing with the other models")
+            result.outcomes[model] = outcome
     return result
 
 

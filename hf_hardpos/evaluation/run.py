@@ -11,6 +11,7 @@ from datasets import Dataset, DatasetDict
 from ..errors import UserInputError
 from ..model_source import ModelSource
 from ..output_folder import check_output_writable
+from ..run_memo import sharing
 from .options import RunOptions, split_keywords
 from .report import EvaluationReport
 from .runner import ModelRun, run_dataset
@@ -68,9 +69,10 @@ def evaluate_model(
     source = ModelSource.resolve(model, conversion.open_clip_config, conversion.activation, conversion.tokenizer,
                                  progress=options.progress)
     data = TaskData(dataset, list(configs) if configs else None, split)
-    if task is None:
-        task = detect_task(dataset, split, configs) if isinstance(dataset, str) else task_of_table(dataset)
-    return run_dataset(ModelRun.start(source, options), task, data, output_dir, label=str(dataset))
+    with sharing():  # the eval sets read to recognise the task are those scored (`run_memo`): loaded once
+        if task is None:
+            task = detect_task(dataset, split, configs) if isinstance(dataset, str) else task_of_table(dataset)
+        return run_dataset(ModelRun.start(source, options), task, data, output_dir, label=str(dataset))
 
 
 def task_of_table(dataset: Dataset | DatasetDict) -> str:

@@ -50,7 +50,7 @@ def score_eval_set(scorer: ITMScorer, dataset: Dataset) -> dict[str, Any]:
 def image_groups(dataset: Dataset) -> np.ndarray | None:
     if columns.IMAGE_ID not in dataset.column_names:
         return None
-    return np.asarray([str(v) for v in dataset[columns.IMAGE_ID]])
+    return np.asarray([str(v) for v in dataset[columns.IMAGE_ID][:]])  # `[:]`: one batch, not row by row
 
 
 def evaluate_dataset(
