@@ -236,6 +236,7 @@ def _train(model_args, data_args, training_args, recipe) -> dict[str, float]:
     from transformers import CLIPModel, CLIPProcessor
 
     from ..image_processing import DEFAULT_IMAGE_BACKEND
+    from ..model_checks import refuse_remote_code
     from ..training.card_data import HardPosModelCardData
     from ..training.trainer import HardPosTrainer
     from ..training.validation import validate_training_data
@@ -244,9 +245,10 @@ def _train(model_args, data_args, training_args, recipe) -> dict[str, float]:
     model_path = model_args.model_name_or_path or _start_model(
         training_args, data_args.synthetic_pretrain_examples, data_args.synthetic_pretrain_epochs
     )
-    model = CLIPModel.from_pretrained(model_path)
+    refuse_remote_code(model_path)
+    model = CLIPModel.from_pretrained(model_path, trust_remote_code=False)
     # The backend named, as `hardpos eval` does (`image_processing`): no fallback warning, the same pixels.
-    processor = CLIPProcessor.from_pretrained(model_path, backend=DEFAULT_IMAGE_BACKEND)
+    processor = CLIPProcessor.from_pretrained(model_path, backend=DEFAULT_IMAGE_BACKEND, trust_remote_code=False)
     train, evals, eval_ids, descriptions, train_identity = load_data(data_args, training_args)
     if data_args.check_all_images:  # the trainer checks the rest (and a sample of images) itself
         checked = validate_training_data(train, training_args, all_images=True)
