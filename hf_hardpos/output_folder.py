@@ -180,3 +180,21 @@ def check_output_writable(output_dir: str | Path) -> None:
     except OSError as err:
         raise UserInputError(f"--output {output_dir} is not writable ({err.strerror or err})") from err
 
+
+
+def refuse_links(folder: str | Path, option: str) -> None:
+    """Refuse (one line) a folder holding a symbolic link anywhere below it, before anything is written.
+
+    Why: writers we do not own (the Trainer's `trainer_state.json`, checkpoints and model card) open
+    their files by name, so a link planted at one of those names (`README.md` -> `~/.bashrc`) would be
+    written through. Such a folder is refused as a whole rather than guessing which names a writer uses.
+    """
+    root = Path(folder)
+    if root.is_symlink():
+        raise UserInputError(f"{option} {root} is a symbolic link (to {os.readlink(root)}); give the real folder")
+    for parent, dirs, files in os.walk(root):  # does not follow links into folders
+        for name in (*dirs, *files):
+            path = Path(parent) / name
+            if path.is_symlink():
+                raise UserInputError(f"{option} {root} holds a symbolic link {path} (to {os.readlink(path)}), which "
+                                     "a save would write through; remove it or choose another folder")

@@ -43,7 +43,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import columns, progress
+from .. import columns, output_folder, progress
 from ..command_parsers import add_command
 from ..errors import UserInputError
 
@@ -241,6 +241,7 @@ def _train(model_args, data_args, training_args, recipe) -> dict[str, float]:
     from ..training.trainer import HardPosTrainer
     from ..training.validation import validate_training_data
 
+    output_folder.refuse_links(training_args.output_dir, "--output_dir")  # the Trainer's saves open names
     recipe_report = _recipe_report(recipe, model_args, data_args, training_args) if recipe is not None else None
     model_path = model_args.model_name_or_path or _start_model(
         training_args, data_args.synthetic_pretrain_examples, data_args.synthetic_pretrain_epochs
