@@ -93,6 +93,8 @@ class HFBackend(ModelBackend):
         encoder (the scorer needs `get_image_features` and `get_text_features`), a missing or
         degenerate tokenizer and a missing image processor (`model_checks`).
         """
+        import pickle
+
         import torch
         from transformers import AutoModel, AutoProcessor
 
@@ -101,6 +103,9 @@ class HFBackend(ModelBackend):
         where = "local folder" if Path(resolved).expanduser().exists() else "Hub id (offline: it must be in the local cache)"
         try:
             model = AutoModel.from_pretrained(resolved, dtype=torch.float32, trust_remote_code=False)
+        except pickle.UnpicklingError:  # transformers reads .bin weights with torch.load(weights_only=True)
+            raise UserInputError(f"model {resolved!r}: its .bin weights hold Python objects other than tensors, which "
+                                 "are not loaded (unpickling could run code); save the model as safetensors") from None
         except (OSError, ValueError, KeyError) as err:
             raise UserInputError(f"cannot load model {resolved!r} as a {where}: {first_line(err)}") from err
         if not all(hasattr(model, m) for m in ("get_image_features", "get_text_features")):

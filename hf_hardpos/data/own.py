@@ -112,6 +112,13 @@ def check_rows(path: Path, rows: Sequence[dict]) -> None:
             value = row.get(field)
             if not isinstance(value, str) or not value.strip():
                 raise UserInputError(f"{path}: line {row['line']}, field {field!r}: missing or empty")
+        for field, value in row.items():
+            if isinstance(value, str) and not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:  # a JSON escape of half a surrogate pair (\ud800): no character
+                    raise UserInputError(f"{path}: line {row['line']}, field {field!r}: holds half of a UTF-16 "
+                                         "surrogate pair, which is no character") from None
         if row.get("config") not in (None, ""):  # it names a folder (`data/<config>/`) and a scores file
             require_plain_name(row["config"], f"{path}: line {row['line']}, field 'config'")
 

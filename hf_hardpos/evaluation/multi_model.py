@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UserInputError
-from ..names import UNSAFE_CHARACTERS
+from ..names import UNSAFE_CHARACTERS, check_output_name
 
 if TYPE_CHECKING:  # `hardpos eval --help` imports this module: no torch at import time
     from ..scoring import ITMScorer
@@ -149,6 +149,8 @@ def evaluate_models(
     (one line) and the next model runs. `run_one` evaluates like a single-model run, with a scorer
     factory that shares the run's `PixelStore`."""
     names = folder_names(models)
+    for model, name in names.items():  # before any model runs: `metrics.json/` would break the next eval
+        check_output_name(name, model, "--model")
     result = MultiRun()
     for model in models:
         name = names[model]
