@@ -7,7 +7,9 @@ may override any of them, and the model card then names the recipe and lists eve
 global batch included (per-device batch x processes x accumulation steps against the recipe's).
 
 A recipe file is YAML (or JSON): a `recipe:` header, then argument names and values exactly as the
-command line takes them (any `HardPosTrainingArguments` field, `model_name_or_path`, ...):
+command line takes them (any `HardPosTrainingArguments` field, `model_name_or_path`, ...), except where
+the run publishes, reports and writes (`COMMAND_LINE_ONLY`: a shared recipe must not push a model to
+someone's Hub repo), and each with its flag's type (`check_argument_types`):
 
     recipe:
       name: svlc
