@@ -101,7 +101,8 @@ def refuse_overwriting_inputs(target: str | Path, inputs: Sequence[str | Path], 
     """Refuse (one line, before any work) an output that is one of the command's inputs, or an existing
     data file inside an input folder (`hardpos report RUN --output RUN/metrics.json` would replace the run's
     metrics with HTML). A new file, or an earlier output (`RUN/report.html`), may be written there."""
-    resolved = Path(target).expanduser().resolve()
+    target_path = Path(target).expanduser()
+    resolved = target_path.parent.resolve() / target_path.name  # a link there is replaced, not written through
     for given in inputs:
         source = Path(given).expanduser().resolve()
         inside = source.is_dir() and resolved.is_relative_to(source)
@@ -111,11 +112,17 @@ def refuse_overwriting_inputs(target: str | Path, inputs: Sequence[str | Path], 
 
 
 def write_output(target: str | Path, text: str, option: str = "--output") -> Path:
-    """Write a command's text result to the file `option` named (parents created); an OSError is one line."""
+    """Write a command's text result to the file `option` named (parents created); an OSError is one line.
+
+    Written atomically (`output_folder.write_text`): a full disk leaves the previous file whole, and
+    a symbolic link at `target` is replaced by the file, never written through.
+    """
+    from . import output_folder
+
     target = Path(target)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+        output_folder.write_text(target, text)
     except OSError as err:
         raise UserInputError(f"{option} {target}: cannot write ({err.strerror or err})") from err
     return target

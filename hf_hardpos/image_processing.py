@@ -67,8 +67,8 @@ def load_image_processor(model: str, backend: str = DEFAULT_IMAGE_BACKEND):
     check_image_backend(backend)
     try:
         if backend == "paper":
-            return PaperImageProcessor.from_image_processor(AutoImageProcessor.from_pretrained(model, backend="pil"))
-        processor = AutoImageProcessor.from_pretrained(model, backend=backend)
+            return PaperImageProcessor.from_image_processor(AutoImageProcessor.from_pretrained(model, backend="pil", trust_remote_code=False))
+        processor = AutoImageProcessor.from_pretrained(model, backend=backend, trust_remote_code=False)
     except (OSError, ValueError, KeyError, TypeError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserInputError(f"cannot load the image processor of model {model!r} ({backend} backend): {first}") from err

@@ -67,3 +67,50 @@ def check_image_processor(name: str, processor) -> None:
             f"model {name} has no image processor: add preprocessor_config.json (or processor_config.json) "
             "from the base model"
         )
+
+
+# The files of a model folder `from_pretrained` reads an `auto_map` (custom code) from.
+CODE_CONFIG_FILES = ("config.json", "tokenizer_config.json", "preprocessor_config.json", "processor_config.json",
+                     "image_processor_config.json", "video_preprocessor_config.json", "feature_extractor_config.json",
+                     "generation_config.json")
+
+
+def refuse_remote_code(name: str | Path) -> None:
+    """Refuse, with one line, a local model folder that would need its own Python code to load.
+
+    Why: transformers loads a folder whose `config.json` (or tokenizer/processor config) has an
+    `auto_map` by importing the folder's `.py` files; with `trust_remote_code` unset it asks on the
+    terminal first, and one "y" runs whatever a downloaded folder holds. Every loader here passes
+    `trust_remote_code=False` (transformers then raises); this check names the file and the key before
+    transformers is reached, and also refuses a `model_type` transformers does not ship (the other
+    way a folder points at custom code). A Hub id is left to `trust_remote_code=False`.
+    """
+    import json
+
+    folder = Path(name).expanduser()
+    if not folder.is_dir():
+        return
+    for file_name in CODE_CONFIG_FILES:
+        path = folder / file_name
+        if not path.is_file():
+            continue
+        try:
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as err:
+            raise UserInputError(f"{path}: not readable JSON ({err})") from None
+        if not isinstance(config, dict):
+            raise UserInputError(f"{path}: expected a JSON object, got {type(config).__name__}")
+        if "auto_map" in config:
+            raise UserInputError(
+                f"{path}: field 'auto_map' asks to run the folder's own Python code, which hardpos never does "
+                "(trust_remote_code=False); use a model whose architecture transformers ships"
+            )
+        if file_name == "config.json" and "model_type" in config:
+            from transformers import CONFIG_MAPPING
+
+            model_type = config["model_type"]
+            if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
+                raise UserInputError(
+                    f"{path}: field 'model_type' is {str(model_type)[:80]!r}, which transformers does not "
+                    "ship (custom code, never run here: trust_remote_code=False)"
+                )

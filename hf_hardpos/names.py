@@ -26,7 +26,26 @@ def folder_name(name: str, what: str) -> str:
     slug = UNSAFE_CHARACTERS.sub("_", str(name))
     if not slug.strip("."):
         raise UserInputError(f"{what} {name!r} cannot name a folder (empty or only dots); rename it")
+    check_output_name(slug, name, what)
     return slug
+
+
+# Files an output folder holds beside the per-name folders (`output_folder`): no name may become one of them.
+RESERVED_NAMES = frozenset({"metrics.json", ".hardpos.lock", ".hardpos.lock.holder"})
+MAX_NAME_LENGTH = 200  # file systems allow 255 bytes; a name is also given suffixes (`-2`, `.tmp-<id>`)
+
+
+def check_output_name(folder: str, name: str, what: str) -> None:
+    """Refuse, up front, a folder name that is one of an output folder's own files, hidden (our lock and
+    temporary files start with a dot), read as an option by shell tools (`-rf`), or too long to create."""
+    if folder.casefold() in RESERVED_NAMES:
+        raise UserInputError(f"{what} {name!r} would name the output folder's own {folder}; rename it")
+    if folder.startswith((".", "-")):
+        raise UserInputError(f"{what} {name!r} would name a folder starting with {folder[0]!r} (hidden, or read as an "
+                             "option by shell tools); rename it")
+    if len(folder.encode()) > MAX_NAME_LENGTH:
+        raise UserInputError(f"{what} {name[:40]!r}... is {len(folder.encode())} bytes long as a folder name (at most "
+                             f"{MAX_NAME_LENGTH}); shorten it")
 
 
 def require_plain_name(value, what: str) -> str:

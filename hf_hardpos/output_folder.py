@@ -12,6 +12,7 @@ every file is written under a unique temporary name in the same folder and renam
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import socket
@@ -38,34 +39,65 @@ def holder_path(lock_file: str | Path) -> Path:
     return lock_file.with_name(lock_file.name + ".holder")
 
 
+def _refuse_link(path: Path) -> None:
+    """A lock or holder file that is a symbolic link is refused: opening it would open the link's
+    target, wherever it points (a planted `.hardpos.lock` -> `~/.bashrc`)."""
+    if path.is_symlink():
+        raise UserInputError(f"{path} is a symbolic link (to {os.readlink(path)}); remove it: a lock file is "
+                             "never opened through a link")
+
+
 @contextlib.contextmanager
 def exclusive(lock_file: str | Path, on_busy: Callable[[str], None], poll_seconds: float = 0.5) -> Iterator[None]:
     """Hold an exclusive `filelock.FileLock` on `lock_file` (flock on POSIX, msvcrt on Windows) for the block.
 
     When another process (or thread) holds it, `on_busy(holder)` is called once with what the holder wrote
     (pid, host, start time): it raises to refuse, or returns to wait. The operating system releases the
-    lock when its holder exits, even killed; the lock file stays (deleting it would let two writers lock two
-    different files of the same name).
+    lock when its holder exits, even killed. The holder removes the lock file and the holder file
+    before releasing (a run leaves no lock files behind); a process that waited on the removed file
+    finds that the file it locked is no longer the one at `lock_file` and locks again, so two writers
+    never hold two files of the same name. A `lock_file` that is a symbolic link is refused with one
+    line; the holder file is written by rename and removed by unlink, which replace or remove a
+    link, never write through it.
     """
     from filelock import FileLock, Timeout
 
-    lock = FileLock(str(lock_file), timeout=0, thread_local=False)
-    try:
-        lock.acquire()
-    except Timeout:
+    lock_file = Path(lock_file)
+    holder = holder_path(lock_file)
+    _refuse_link(lock_file)
+    opened: list[int] = []
+    lock = FileLock(str(lock_file), timeout=0, thread_local=False, on_acquired=opened.append)
+
+    def current() -> bool:
         try:
-            holder = holder_path(lock_file).read_text(encoding="utf-8").strip()
-        except OSError:
-            holder = ""
-        on_busy(holder or "another process")
-        lock.acquire(timeout=-1, poll_interval=poll_seconds)
+            return os.path.samestat(os.fstat(opened[-1]), os.lstat(lock_file))
+        except FileNotFoundError:
+            return False
+
     try:
-        holder_path(lock_file).write_text(f"pid {os.getpid()} on {socket.gethostname()} since "
-                                          f"{time.strftime('%Y-%m-%d %H:%M:%S')}", encoding="utf-8")
+        try:
+            lock.acquire()
+        except Timeout:
+            try:
+                said = "" if holder.is_symlink() else holder.read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError):
+                said = ""
+            on_busy(said or "another process")
+            lock.acquire(timeout=-1, poll_interval=poll_seconds)
+        while not current():  # the file we waited on was removed by its holder: lock the one there now
+            lock.release()
+            lock.acquire(timeout=-1, poll_interval=poll_seconds)
+    except OSError as err:
+        if err.errno == errno.ELOOP:  # a link planted between the check and the open
+            _refuse_link(lock_file)
+        raise
+    try:
+        write_text(holder, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}")
         yield
     finally:
         try:
-            holder_path(lock_file).write_text("", encoding="utf-8")
+            holder.unlink(missing_ok=True)
+            lock_file.unlink(missing_ok=True)  # while held: whoever waits on it locks again (above)
         finally:
             lock.release()
 
@@ -107,12 +139,21 @@ def temporary_path(target: str | Path) -> Path:
 
 @contextlib.contextmanager
 def atomic_path(target: str | Path) -> Iterator[Path]:
-    """Yield a temporary path to write; rename it onto `target` if the block succeeds, delete it otherwise."""
+    """Yield a temporary path to write; rename it onto `target` if the block succeeds, delete it otherwise.
+
+    The rename replaces `target` itself: a symbolic link planted at `target` is replaced by the file,
+    its target left untouched (and a dangling link creates nothing). A failed write (a full disk)
+    leaves the old `target` as it was, and its OSError names `target`, not the temporary name.
+    """
     target = Path(target)
     partial = temporary_path(target)
     try:
         yield partial
         os.replace(partial, target)
+    except OSError as err:
+        if err.filename in (None, str(partial)):  # "disk full while writing .x.tmp-..." would not say which file
+            err.filename = str(target)
+        raise
     finally:
         if partial.exists():
             partial.unlink()
@@ -139,3 +180,21 @@ def check_output_writable(output_dir: str | Path) -> None:
     except OSError as err:
         raise UserInputError(f"--output {output_dir} is not writable ({err.strerror or err})") from err
 
+
+
+def refuse_links(folder: str | Path, option: str) -> None:
+    """Refuse (one line) a folder holding a symbolic link anywhere below it, before anything is written.
+
+    Why: writers we do not own (the Trainer's `trainer_state.json`, checkpoints and model card) open
+    their files by name, so a link planted at one of those names (`README.md` -> `~/.bashrc`) would be
+    written through. Such a folder is refused as a whole rather than guessing which names a writer uses.
+    """
+    root = Path(folder)
+    if root.is_symlink():
+        raise UserInputError(f"{option} {root} is a symbolic link (to {os.readlink(root)}); give the real folder")
+    for parent, dirs, files in os.walk(root):  # does not follow links into folders
+        for name in (*dirs, *files):
+            path = Path(parent) / name
+            if path.is_symlink():
+                raise UserInputError(f"{option} {root} holds a symbolic link {path} (to {os.readlink(path)}), which "
+                                     "a save would write through; remove it or choose another folder")

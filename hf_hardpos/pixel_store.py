@@ -84,11 +84,15 @@ def expected_shape(image_processor) -> tuple[int, ...] | None:
     return shapes.pop() if len(shapes) == 1 else None
 
 
+LARGEST_BOUND_GB = 1e9  # an exabyte: more than any disk, and its bytes still fit an int64
+
+
 def bound_bytes(gigabytes: float) -> int:
-    """`--pixel-cache-max-gb` in bytes; refused (ValueError, one line) unless finite and at least 1 MiB."""
-    if not math.isfinite(gigabytes) or gigabytes * GIB < SMALLEST_BOUND_BYTES:
+    """`--pixel-cache-max-gb` in bytes; refused (ValueError, one line) unless at least 1 MiB and at most
+    `LARGEST_BOUND_GB` (1e308 GB is finite, but not as a number of bytes)."""
+    if not math.isfinite(gigabytes) or not SMALLEST_BOUND_BYTES <= gigabytes * GIB or gigabytes > LARGEST_BOUND_GB:
         raise ValueError(
-            f"must be a finite size of at least {SMALLEST_BOUND_BYTES / GIB:.6f} GB (1 MiB), got {gigabytes:g}"
+            f"must be a size from {SMALLEST_BOUND_BYTES / GIB:.6f} GB (1 MiB) to {LARGEST_BOUND_GB:g} GB, got {gigabytes:g}"
         )
     return int(gigabytes * GIB)
 

@@ -91,9 +91,12 @@ class HFBackend(ModelBackend):
 
     def resolve(self, model_argument: str, options: ModelOptions, progress: bool = True) -> str:
         from ..conversion.cache import resolve_model
+        from ..model_checks import refuse_remote_code
 
-        return resolve_model(model_argument, options.open_clip_config, options.activation, options.tokenizer,
-                             progress=progress)
+        resolved = resolve_model(model_argument, options.open_clip_config, options.activation, options.tokenizer,
+                                 progress=progress)
+        refuse_remote_code(resolved)
+        return resolved
 
     def identity(self, resolved: str) -> dict[str, Any]:
         return model_identity(resolved)
@@ -102,7 +105,7 @@ class HFBackend(ModelBackend):
         from transformers import AutoConfig
 
         try:
-            return text_context_length(AutoConfig.from_pretrained(resolved))
+            return text_context_length(AutoConfig.from_pretrained(resolved, trust_remote_code=False))
         except (OSError, ValueError) as err:
             raise UserInputError(missing_model_message(resolved, err)) from err
 
@@ -123,6 +126,8 @@ class HFBackend(ModelBackend):
         encoder (the scorer needs `get_image_features` and `get_text_features`), a missing or
         degenerate tokenizer and a missing image processor (`model_checks`).
         """
+        import pickle
+
         import torch
         from transformers import AutoModel, AutoProcessor
 
@@ -130,7 +135,10 @@ class HFBackend(ModelBackend):
 
         where = "local folder" if Path(resolved).expanduser().exists() else "Hub id (offline: it must be in the local cache)"
         try:
-            model = AutoModel.from_pretrained(resolved, dtype=torch.float32)
+            model = AutoModel.from_pretrained(resolved, dtype=torch.float32, trust_remote_code=False)
+        except pickle.UnpicklingError:  # transformers reads .bin weights with torch.load(weights_only=True)
+            raise UserInputError(f"model {resolved!r}: its .bin weights hold Python objects other than tensors, which "
+                                 "are not loaded (unpickling could run code); save the model as safetensors") from None
         except (OSError, ValueError, KeyError) as err:
             raise UserInputError(f"cannot load model {resolved!r} as a {where}: {first_line(err)}") from err
         if not all(hasattr(model, m) for m in ("get_image_features", "get_text_features")):
@@ -138,7 +146,7 @@ class HFBackend(ModelBackend):
                 f"{resolved} is a {type(model).__name__}, not a dual encoder (needs get_image_features/get_text_features)"
             )
         try:
-            processor = AutoProcessor.from_pretrained(resolved)
+            processor = AutoProcessor.from_pretrained(resolved, trust_remote_code=False)
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise UserInputError(
                 f"cannot load the processor of model {resolved!r} ({where}): add preprocessor_config.json (or "
@@ -157,7 +165,7 @@ def _refuse_single_encoder(model: str) -> None:
     from transformers import AutoConfig
 
     try:
-        config = AutoConfig.from_pretrained(model)
+        config = AutoConfig.from_pretrained(model, trust_remote_code=False)
     except (OSError, ValueError, KeyError):
         return
     if getattr(config, "vision_config", None) is None or getattr(config, "text_config", None) is None:

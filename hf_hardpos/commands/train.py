@@ -43,7 +43,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import columns, progress
+from .. import columns, output_folder, progress
 from ..command_parsers import add_command
 from ..errors import UserInputError
 
@@ -236,17 +236,20 @@ def _train(model_args, data_args, training_args, recipe) -> dict[str, float]:
     from transformers import CLIPModel, CLIPProcessor
 
     from ..image_processing import DEFAULT_IMAGE_BACKEND
+    from ..model_checks import refuse_remote_code
     from ..training.card_data import HardPosModelCardData
     from ..training.trainer import HardPosTrainer
     from ..training.validation import validate_training_data
 
+    output_folder.refuse_links(training_args.output_dir, "--output_dir")  # the Trainer's saves open names
     recipe_report = _recipe_report(recipe, model_args, data_args, training_args) if recipe is not None else None
     model_path = model_args.model_name_or_path or _start_model(
         training_args, data_args.synthetic_pretrain_examples, data_args.synthetic_pretrain_epochs
     )
-    model = CLIPModel.from_pretrained(model_path)
+    refuse_remote_code(model_path)
+    model = CLIPModel.from_pretrained(model_path, trust_remote_code=False)
     # The backend named, as `hardpos eval` does (`image_processing`): no fallback warning, the same pixels.
-    processor = CLIPProcessor.from_pretrained(model_path, backend=DEFAULT_IMAGE_BACKEND)
+    processor = CLIPProcessor.from_pretrained(model_path, backend=DEFAULT_IMAGE_BACKEND, trust_remote_code=False)
     train, evals, eval_ids, descriptions, train_identity = load_data(data_args, training_args)
     if data_args.check_all_images:  # the trainer checks the rest (and a sample of images) itself
         checked = validate_training_data(train, training_args, all_images=True)

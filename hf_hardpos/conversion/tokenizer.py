@@ -93,11 +93,14 @@ def load_clip_tokenizer(source: str | Path | None, context_length: int):
     """
     from transformers import CLIPTokenizer
 
+    from ..model_checks import refuse_remote_code
+
     name = str(source) if source is not None else DEFAULT_TOKENIZER
     if source is not None and Path(name).exists() and not Path(name).is_dir():
         raise UserInputError(f"--tokenizer {name}: expected a folder with vocab.json and merges.txt, or a Hub id")
     try:
-        tokenizer = CLIPTokenizer.from_pretrained(name)
+        refuse_remote_code(name)
+        tokenizer = CLIPTokenizer.from_pretrained(name, trust_remote_code=False)
         if len(tokenizer) < _BYTE_SYMBOLS:  # transformers may return an empty tokenizer when files are absent
             raise OSError(f"no CLIP vocabulary found for {name!r} (got {len(tokenizer)} tokens)")
     except (OSError, ValueError) as err:

@@ -77,11 +77,32 @@ def read_coco_captions(path: Path) -> tuple[list[dict], dict[int, str]]:
     data = load_json(path)
     if not isinstance(data, dict) or "annotations" not in data or "images" not in data:
         raise DataValidationError(f"{path}: expected a COCO captions file with 'images' and 'annotations'")
-    file_names = {int(image["id"]): image["file_name"] for image in data["images"]}
+    for key in ("images", "annotations"):
+        if not isinstance(data[key], list):
+            raise DataValidationError(f"{path}: field {key!r} is a {type(data[key]).__name__}, expected a list")
+    file_names = {}
+    for index, image in enumerate(data["images"]):
+        where = f"{path}: images[{index}]"
+        if not isinstance(image, dict) or not _whole(image.get("id")) or not isinstance(image.get("file_name"), str):
+            raise DataValidationError(f"{where}: expected an object with an integer 'id' and a text 'file_name'")
+        file_names[int(image["id"])] = image["file_name"]
     for index, annotation in enumerate(data["annotations"]):
+        if not isinstance(annotation, dict):
+            raise DataValidationError(f"{path}: annotation {index} is a {type(annotation).__name__}, expected an object")
         missing = [key for key in ("id", "image_id", "caption") if key not in annotation]
         if missing:
             raise DataValidationError(f"{path}: annotation {index} lacks field(s) {', '.join(missing)}")
+        for key, ok in (("id", _whole), ("image_id", _whole), ("caption", lambda v: isinstance(v, str))):
+            if not ok(annotation[key]):
+                raise DataValidationError(f"{path}: annotation {index}, field {key!r}: {str(annotation[key])[:40]!r} "
+                                          f"is not {'text' if key == 'caption' else 'an integer'}")
         if int(annotation["image_id"]) not in file_names:
             raise DataValidationError(f"{path}: annotation {index} refers to unknown image_id {annotation['image_id']}")
     return data["annotations"], file_names
+
+
+def _whole(value) -> bool:
+    """An integer id (COCO's ids are JSON integers; a string of digits is accepted as upstream files vary)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit())

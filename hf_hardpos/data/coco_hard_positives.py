@@ -65,8 +65,13 @@ def parse_hard_positive(line: str, path: Path, line_number: int) -> str | None:
 
 def read_hard_positive_lines(path: Path) -> Iterator[str | None]:
     """The hard positive of each line of an upstream-format file, in order."""
-    with open(path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
+    with open(path, "rb") as handle:  # decoded line by line, so a bad byte is named by its line
+        for line_number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise DataValidationError(f"{path}: line {line_number} is not UTF-8 ({error.reason}); re-encode the "
+                                          "file as UTF-8") from None
             yield parse_hard_positive(line, path, line_number)
 
 

@@ -13,6 +13,8 @@ read for evaluation to the same layout; :func:`push_folder` uploads one.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import tempfile
@@ -24,6 +26,7 @@ from pathlib import Path
 import datasets
 
 from ..errors import UserInputError
+from ..output_folder import write_json
 from .build_report import BuildReport
 from .checks import DataValidationError
 from .dataset_card import CardFacts, render_card
@@ -37,6 +40,10 @@ from .shards import (
     write_config_shards,
 )
 from .image_sources import ImageFolder, ImageSpec, locate_images
+
+
+# The files a build wrote into its output folder (relative posix paths): the only ones a later build replaces.
+BUILD_MANIFEST = ".hardpos-build-files.json"
 
 
 @dataclass(frozen=True)
@@ -106,7 +113,8 @@ def export_folder(
     build's, so no stale shard or config survives), then ``build_report.json``, then ``README.md``
     last. A build that fails or is killed leaves the previous build as it was, or no README at all
     (never a README that declares shards which are not there). Other files in ``output_dir`` (a
-    ``.git`` of a cloned Hub repository, say) are left alone.
+    ``.git`` of a cloned Hub repository, say) are left alone, and a file the build would replace that
+    an earlier build did not write is refused before anything is written (:func:`check_replaceable`).
 
     When every input was the pinned upstream file (:attr:`BuildReport.counts_must_match`), a
     config whose upstream rows differ from the paper's count is an error before anything is
@@ -114,6 +122,7 @@ def export_folder(
     ``on_built`` may add counts derived from the flags (it runs before the card is written).
     """
     output_dir = Path(output_dir)
+    check_replaceable(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     check_paper_counts(configs, report)
     staging = output_dir / f".hardpos-build-{uuid.uuid4().hex[:12]}"
@@ -196,8 +205,62 @@ def _write_configs(
     return exported
 
 
+def _relative_files(root: Path, under: str) -> list[str]:
+    """Every entry below ``root / under`` that is not a folder (links included), as posix paths from ``root``."""
+    found = []
+    for parent, dirs, files in os.walk(root / under):  # links to folders are listed, not followed
+        for name in (*files, *(d for d in dirs if (Path(parent) / d).is_symlink())):
+            found.append((Path(parent) / name).relative_to(root).as_posix())
+    return found
+
+
+def _files_written(output_dir: Path) -> set[str]:
+    """What earlier builds recorded writing into ``output_dir`` (:data:`BUILD_MANIFEST`); none when absent."""
+    path = output_dir / BUILD_MANIFEST
+    if path.is_symlink():
+        raise UserInputError(f"{path} is a symbolic link; remove it")
+    try:
+        listed = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return set()
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise UserInputError(f"{path}: not readable ({err}); remove it and the files it listed to build here") from None
+    if not isinstance(listed, list) or not all(isinstance(name, str) for name in listed):
+        raise UserInputError(f"{path}: expected a JSON list of file names")
+    return set(listed)
+
+
+def check_replaceable(output_dir: str | Path) -> None:
+    """Refuse (one line) an output folder where the build would replace a file it did not write.
+
+    A build replaces ``data/``, ``README.md`` and ``build_report.json``; ``--output-dir .`` in a project
+    with its own ``data/``, or a note kept in ``data/``, would be deleted. Only files an earlier build
+    listed in :data:`BUILD_MANIFEST` may be replaced; anything else there is refused by name.
+    """
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return
+    ours = _files_written(output_dir)
+    replaced = [name for name in ("README.md", "build_report.json") if (output_dir / name).exists()
+                or (output_dir / name).is_symlink()]
+    foreign = [name for name in (*replaced, *_relative_files(output_dir, "data")) if name not in ours]
+    if foreign:
+        more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+        raise UserInputError(
+            f"--output-dir {output_dir}: {foreign[0]}{more} was not written by hardpos build, and a build replaces "
+            "data/, README.md and build_report.json; choose an empty or new folder (nothing was written)"
+        )
+
+
 def _commit(staging: Path, output_dir: Path) -> None:
-    """Move a complete, verified build from ``staging`` into ``output_dir``, README last."""
+    """Move a complete, verified build from ``staging`` into ``output_dir``, README last.
+
+    The files moved in are recorded in :data:`BUILD_MANIFEST` first (with the previous build's, until
+    those are gone), so a build killed midway leaves nothing the next build would take for a user's file.
+    """
+    check_replaceable(output_dir)  # again: a file may have appeared while the build ran
+    new = ["README.md", "build_report.json", *_relative_files(staging, "data")]
+    write_json(output_dir / BUILD_MANIFEST, sorted(_files_written(output_dir) | set(new)))
     readme = output_dir / "README.md"
     if readme.exists():
         readme.unlink()  # from here until the new one lands, the folder declares no configs
@@ -209,6 +272,7 @@ def _commit(staging: Path, output_dir: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
     (staging / "build_report.json").replace(output_dir / "build_report.json")
     (staging / "README.md").replace(readme)
+    write_json(output_dir / BUILD_MANIFEST, sorted(new))
 
 
 def export_with_image_files(

@@ -11,6 +11,7 @@ file into a public dataset).
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -156,6 +157,8 @@ def unreadable_reason(path: Path) -> str | None:
     from PIL import Image, UnidentifiedImageError
 
     try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the read forever
+            return "not a regular file"
         if path.stat().st_size == 0:
             return "empty file"
         with Image.open(path) as image:

@@ -17,6 +17,7 @@ Table columns (a header row for CSV; one JSON object per line for JSONL):
 from __future__ import annotations
 
 import csv
+import errno
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -111,6 +112,13 @@ def check_rows(path: Path, rows: Sequence[dict]) -> None:
             value = row.get(field)
             if not isinstance(value, str) or not value.strip():
                 raise UserInputError(f"{path}: line {row['line']}, field {field!r}: missing or empty")
+        for field, value in row.items():
+            if isinstance(value, str) and not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:  # a JSON escape of half a surrogate pair (\ud800): no character
+                    raise UserInputError(f"{path}: line {row['line']}, field {field!r}: holds half of a UTF-16 "
+                                         "surrogate pair, which is no character") from None
         if row.get("config") not in (None, ""):  # it names a folder (`data/<config>/`) and a scores file
             require_plain_name(row["config"], f"{path}: line {row['line']}, field 'config'")
 
@@ -134,12 +142,15 @@ def _images(rows: Sequence[dict], images_dir: Path, table: Path, skip_missing: b
         if key in missing:
             continue
         try:
+            if not local.is_file():  # a FIFO or device would block the read forever; a folder is no image
+                raise FileNotFoundError(errno.ENOENT, "missing, or not a regular file", str(local))
             with Image.open(local) as image:
                 image.load()
         except (OSError, UnidentifiedImageError, Image.DecompressionBombError) as err:  # bomb: over PIL's pixel limit
             if not skip_missing:
                 raise UserInputError(f"{table}: line {row['line']}: image {local} cannot be read "
-                                     f"({type(err).__name__}); fix it or pass --skip-missing") from err
+                                     f"({type(err).__name__}: {getattr(err, 'strerror', None) or err}); fix it or "
+                                     "pass --skip-missing") from err
             missing.append(key)
             continue
         found[key] = (local, row[columns.IMAGE])

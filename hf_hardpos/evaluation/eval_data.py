@@ -91,7 +91,43 @@ def load_local_split(folder: str | Path, config: str | None, split: str) -> tupl
         raise UserInputError(f"{folder} config {config!r} split {split!r}: cannot read ({first_line(err)})") from err
     if len(dataset) == 0:
         raise UserInputError(f"{folder} config {config!r} split {split!r} has no rows")
+    referenced = image_files_referenced(dataset, folder, f"{folder} config {config!r} split {split!r}")
+    if referenced:  # the images a row names by path are part of its content: a changed one is other data
+        digest = sha256_files([*data_files, *referenced], root=folder)
     return dataset, {"path": str(folder), "config": config, "split": split, "sha256": digest}
+
+
+def image_files_referenced(dataset: Dataset, folder: Path, where: str) -> list[Path]:
+    """The files a dataset's image cells name by path instead of holding their bytes, each inside `folder`.
+
+    Why: a cell `{"bytes": null, "path": "/home/me/.ssh/id_rsa.png"}` makes the scorer (and the report's
+    thumbnails) open any file of the machine, and its digest would cover the parquet, not the image, so a
+    rerun after the image changed would reuse the old scores. A path outside `folder` (absolute, `..`, or
+    a link out), or one that is no regular file, is refused with the row and the field; the others are
+    returned, to be hashed into the dataset's digest. `hardpos build` embeds every image's bytes.
+    """
+    import pyarrow.compute as pc
+    from datasets import Image as ImageFeature
+
+    inside = folder.resolve()
+    found: dict[Path, None] = {}
+    for field, feature in dataset.features.items():
+        if not isinstance(feature, ImageFeature):
+            continue
+        cells = dataset.data.column(field).combine_chunks()
+        if cells.null_count == len(cells) or not pa.types.is_struct(cells.type):
+            continue
+        by_path = pc.and_(pc.is_null(cells.field("bytes")), pc.is_valid(cells))
+        for row in pc.indices_nonzero(by_path).to_pylist():
+            name = cells.field("path")[row].as_py()
+            resolved = Path(str(name or "")).resolve()  # as the scorer opens it (a relative path: from here)
+            if not name or not resolved.is_relative_to(inside) or not resolved.is_file():
+                reason = ("is outside the dataset folder" if name and not resolved.is_relative_to(inside)
+                          else "is not a file in the dataset folder")
+                raise UserInputError(f"{where}: row {row}, field {field!r}: image path {name!r} {reason}; embed the "
+                                     "image's bytes (hardpos build does)")
+            found[resolved] = None
+    return list(found)
 
 
 def _parquet_rows(path: str | Path) -> int:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import run_memo
 from ..errors import UserInputError
-from ..names import UNSAFE_CHARACTERS
+from ..names import UNSAFE_CHARACTERS, check_output_name
 
 if TYPE_CHECKING:  # `hardpos eval --help` imports this module: no torch at import time
     from ..scoring import ITMScorer
@@ -151,6 +151,8 @@ def evaluate_models(
     factory that shares the run's `PixelStore`; what every model computes alike is computed once
     (`run_memo`)."""
     names = folder_names(models)
+    for model, name in names.items():  # before any model runs: `metrics.json/` would break the next eval
+        check_output_name(name, model, "--model")
     result = MultiRun()
     with run_memo.sharing():  # eval sets, image keys, caption slots, token ids: computed once for all models
         for model in models:

@@ -69,4 +69,10 @@ def _jsonl_caption(path: Path, number: int, line: str, field: str) -> str | None
     value = row[field]
     if value is not None and not isinstance(value, str):
         raise UserInputError(f"{path} line {number}: field {field!r} is {type(value).__name__}, expected a string")
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as error:  # a JSON escape of half a surrogate pair (\ud800): no character
+            raise UserInputError(f"{path} line {number}: field {field!r} holds {error.object[error.start]!r}, half "
+                                 "of a UTF-16 surrogate pair, which is no character") from None
     return (value.strip() or None) if isinstance(value, str) else None

@@ -83,7 +83,8 @@ class CEClipNegativeGenerator(MaskedLMGenerator):
     @cached_property
     def fill_mask(self) -> Pipeline:
         """CE-CLIP's `fill-mask` pipeline over the generator's model: top-5 fills per masked caption."""
-        return pipeline("fill-mask", model=self.model, tokenizer=self.tokenizer, top_k=TOP_K, device=self.model.device)
+        return pipeline("fill-mask", model=self.model, tokenizer=self.tokenizer, top_k=TOP_K, device=self.model.device,
+                        trust_remote_code=False)
 
     def settings(self) -> dict:
         return {"procedure": self.procedure, "top_k": TOP_K, "picked_index": PICKED,

@@ -17,6 +17,7 @@ from transformers import AutoTokenizer
 
 from hf_hardpos.errors import UserInputError, first_line
 from hf_hardpos import output_folder
+from hf_hardpos.model_checks import refuse_remote_code
 from hf_hardpos.provenance import looks_like_path
 
 
@@ -36,9 +37,10 @@ def load_model_and_tokenizer(
     name = str(name_or_path)
     path = Path(name).expanduser()
     require_model_exists(name)
+    refuse_remote_code(name)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name)
-        model = auto_class.from_pretrained(name, dtype=dtype, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=False)
+        model = auto_class.from_pretrained(name, dtype=dtype, trust_remote_code=False, **kwargs)
     except (OSError, ValueError, KeyError) as error:
         where = "local folder" if path.exists() else "Hub id (offline: it must be in the local cache)"
         raise UserInputError(f"cannot load {auto_class.__name__} {name!r} as a {where}: {first_line(error)}") from None

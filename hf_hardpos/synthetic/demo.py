@@ -479,7 +479,8 @@ class _BarOnlyProgressCallback(ProgressCallback):
 def _load(folder: Path):
     from transformers import CLIPModel, CLIPProcessor
 
-    return CLIPModel.from_pretrained(folder), CLIPProcessor.from_pretrained(folder)
+    return (CLIPModel.from_pretrained(folder, trust_remote_code=False),
+            CLIPProcessor.from_pretrained(folder, trust_remote_code=False))
 
 
 def _environment() -> dict[str, Any]:

@@ -91,7 +91,8 @@ def run_all(run: Run, tasks: Sequence[Task], workers: int, log: Log) -> Iterator
         return
     context = multiprocessing.get_context("fork")
     lines = context.SimpleQueue()  # a put is written before the run returns, so no line is lost at the end
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=(run, lines)) as pool:
+    initargs = (run, lines, os.getpid())
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=initargs) as pool:
         pending: dict[Future, Task] = {pool.submit(_run_task, task): task for task in tasks}
         try:
             while pending:
@@ -99,7 +100,7 @@ def run_all(run: Run, tasks: Sequence[Task], workers: int, log: Log) -> Iterator
                 _print_lines(lines, log)
                 for future in done:
                     task = pending.pop(future)
-                    yield task, future.result()
+                    yield task, _result(future)
         finally:
             for future in pending:
                 future.cancel()  # runs not yet started; the ones going end before the pool shuts down
@@ -118,8 +119,46 @@ def background(forked: bool) -> Iterator[Callable[..., Future]]:
     if not forked:
         yield _here
         return
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
-        yield pool.submit
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"), initializer=end_with_parent,
+                             initargs=(os.getpid(),)) as pool:
+        yield lambda function, *args, **kwargs: _Checked(pool.submit(function, *args, **kwargs))
+
+
+class _Checked:
+    """A background `Future` whose `result()` turns a killed worker into one line (`_result`)."""
+
+    def __init__(self, future: Future) -> None:
+        self.future = future
+
+    def result(self, timeout: float | None = None) -> Any:
+        return _result(self.future, timeout)
+
+
+def _result(future: Future, timeout: float | None = None) -> Any:
+    """`future.result()`; a worker that died (killed, out of memory) is one line, not BrokenProcessPool's traceback."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from ..errors import UserInputError
+
+    try:
+        return future.result(timeout)
+    except BrokenProcessPool:
+        raise UserInputError("a forked worker process ended abruptly (killed, or out of memory); nothing it was "
+                             "running was kept: run again (with --processes 1 to run in this process)") from None
+
+
+def end_with_parent(parent: int) -> None:
+    """Make this forked worker die with `parent`: a parent killed with -9 can tell no one, and its workers
+    would wait on their pipes for ever (each holding a model). Linux: the kernel sends SIGKILL when the
+    parent dies (`prctl(PR_SET_PDEATHSIG)`); a parent already gone before that ends the worker at once."""
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _here(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
@@ -133,8 +172,9 @@ def _print_lines(lines: Any, log: Log) -> None:
         log(lines.get())
 
 
-def _start_worker(run: Run, lines: Any) -> None:
+def _start_worker(run: Run, lines: Any, parent: int) -> None:
     global _worker_run, _worker_lines
+    end_with_parent(parent)
     _worker_run, _worker_lines = run, lines
 
 

@@ -257,7 +257,9 @@ class HardPosDataCollator:
                 f"{self._describe(row, b)}: column {self.image_column!r} holds {type(value).__name__}, "
                 "expected a PIL image (a datasets Image feature decodes to one)"
             )
-        return value.convert("RGB") if value.mode != "RGB" else value
+        from ..image_decoding import as_rgb
+
+        return as_rgb(value)  # a 16-bit image by its value range, as the scorer reads it
 
     def _caption(self, row: dict[str, Any], b: int) -> str:
         if self.caption_column not in row:

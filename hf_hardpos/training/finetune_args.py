@@ -21,7 +21,7 @@ from typing import Any
 from transformers import HfArgumentParser
 
 from ..errors import UserInputError
-from .recipe import Recipe, read_arguments_file
+from .recipe import Recipe, check_argument_types, read_arguments_file
 from .training_args import HardPosTrainingArguments
 from .validation import SAMPLE_IMAGES, check_numeric_arguments
 
@@ -216,12 +216,14 @@ def parse_arguments(
     """(model, data, training arguments, recipe or None) from an optional leading YAML/JSON file + flags."""
     argv = sys.argv[1:] if argv is None else list(argv)
     file_arguments, recipe = {}, None
-    if argv and argv[0].endswith((".json", ".yaml", ".yml")):
-        file_arguments, recipe = read_arguments_file(argv.pop(0))
+    arguments_file = argv.pop(0) if argv and argv[0].endswith((".json", ".yaml", ".yml")) else None
+    if arguments_file is not None:
+        file_arguments, recipe = read_arguments_file(arguments_file)
     parser = argument_parser(prog)
     unknown = sorted(set(file_arguments) - set(vars(parser.parse_known_args([])[0])))
     if unknown:
         raise UserInputError(f"unknown argument(s) {unknown} in the arguments file; see --help for the names")
+    check_argument_types(arguments_file, file_arguments, parser)
     explicit = {**file_arguments, **_given_on_command_line(argv)}
     parser.set_defaults(**{**_mode_defaults(explicit), **file_arguments})
     _check_flags(parser, argv)

@@ -44,6 +44,11 @@ class TrainingInterrupted(RuntimeError):
         )
         super().__init__(f"interrupted (Ctrl-C): {where}")
 
+    def __reduce__(self):
+        """Pickled as its two arguments: raised in a forked demo worker, it travels back to the parent that way
+        (the default pickles the message as the one argument, which `__init__` does not take)."""
+        return type(self), (self.step, self.checkpoint)
+
 
 class InterruptCallback(TrainerCallback):
     """Turns a requested stop into "save this step, then stop", on every process at the same step."""

@@ -7,7 +7,9 @@ may override any of them, and the model card then names the recipe and lists eve
 global batch included (per-device batch x processes x accumulation steps against the recipe's).
 
 A recipe file is YAML (or JSON): a `recipe:` header, then argument names and values exactly as the
-command line takes them (any `HardPosTrainingArguments` field, `model_name_or_path`, ...):
+command line takes them (any `HardPosTrainingArguments` field, `model_name_or_path`, ...), except where
+the run publishes, reports and writes (`COMMAND_LINE_ONLY`: a shared recipe must not push a model to
+someone's Hub repo), and each with its flag's type (`check_argument_types`):
 
     recipe:
       name: svlc
@@ -21,6 +23,7 @@ command line takes them (any `HardPosTrainingArguments` field, `model_name_or_pa
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 from dataclasses import dataclass, field
@@ -37,6 +40,19 @@ __all__ = ["Recipe", "RecipeReport", "batch_layout", "read_arguments_file"]
 
 HEADER = "recipe"
 HEADER_KEYS = {"name", "version", "source", "global_batch_size", "data", "notes"}
+
+# Where a run publishes, reports and writes: taken from the command line only, never from a file. A recipe
+# is shared and downloaded; one that set `push_to_hub: true` with `hub_model_id: someone/else` and
+# `hub_private_repo: false` would publish the model under the user's token (and `report_to: all` send
+# the run to every installed tracker).
+COMMAND_LINE_ONLY = frozenset({"push_to_hub", "report_to", "output_dir", "logging_dir", "overwrite_output_dir",
+                               "resume_from_checkpoint", "run_name", "project"})
+COMMAND_LINE_ONLY_PREFIXES = ("hub_", "trackio_", "push_to_hub")
+
+
+def command_line_only(key: str) -> bool:
+    """Whether `key` may be given on the command line only (`COMMAND_LINE_ONLY`)."""
+    return key in COMMAND_LINE_ONLY or key.startswith(COMMAND_LINE_ONLY_PREFIXES)
 
 
 @dataclass
@@ -120,12 +136,20 @@ def read_arguments_file(path: str | Path) -> tuple[dict[str, Any], Recipe | None
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise UserInputError(f"cannot read the arguments file {path}: {error.strerror or error}") from error
+    except UnicodeDecodeError as error:
+        raise UserInputError(f"{path}: not UTF-8 text (byte {error.start}: {error.reason})") from None
     try:
         config = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as error:
         raise UserInputError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}") from error
-    if not isinstance(config, dict):
+    if not isinstance(config, dict) or not all(isinstance(key, str) for key in config):
         raise UserInputError(f"{path} must hold a mapping of argument names to values")
+    refused = sorted(key for key in config if command_line_only(key))
+    if refused:
+        raise UserInputError(
+            f"{path}: field(s) {refused} are taken from the command line only (where a run publishes, reports and "
+            "writes is never set by a file); remove them from the file and pass them as flags"
+        )
     header = config.pop(HEADER, None)
     if header is None:
         return config, None
@@ -138,6 +162,7 @@ def read_arguments_file(path: str | Path) -> tuple[dict[str, Any], Recipe | None
         if isinstance(value, str) and _looks_numeric(value):
             # PyYAML reads 5e-6 (no dot) as a string; the parser would accept it, the comparison would not.
             raise UserInputError(f"{path}: {key}: {value!r} is a string; write numbers with a dot (e.g. 5.0e-6)")
+    _check_header(path, header)
     recipe = Recipe(
         name=str(header["name"]),
         version=int(header["version"]),
@@ -149,6 +174,48 @@ def read_arguments_file(path: str | Path) -> tuple[dict[str, Any], Recipe | None
         arguments=dict(config),
     )
     return dict(config), recipe
+
+
+def _check_header(path: Path, header: dict) -> None:
+    """The `recipe:` header's fields have their types (YAML reads `version: .nan` as a float)."""
+    for key in ("name", "source", "data"):
+        if header.get(key) is not None and not isinstance(header[key], str):
+            raise UserInputError(f"{path}: recipe.{key}: expected text, got {_show(header[key])[:60]}")
+    for key in ("version", "global_batch_size"):
+        value = header.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise UserInputError(f"{path}: recipe.{key}: expected a positive whole number, got {_show(value)[:60]}")
+    notes = header.get("notes")
+    if notes is not None and (not isinstance(notes, list) or not all(isinstance(n, str) for n in notes)):
+        raise UserInputError(f"{path}: recipe.notes: expected a list of texts")
+
+
+def check_argument_types(path: str | Path, values: dict[str, Any], parser) -> None:
+    """Every value of an arguments file is what its flag would parse to (one line naming file and field).
+
+    Why: the file's values become the parser's defaults, which argparse never converts or checks, so
+    `learning_rate: [1, 2]` or `seed: 1.5` reached the Trainer and failed there with a traceback. A
+    value passes when the flag's own type accepts its text (`int("1.5")` does not) and, for a flag
+    taking one value, it is no list or mapping; a list flag takes a list of such values.
+    """
+    actions = {action.dest: action for action in parser._actions}
+    for key, value in values.items():
+        action = actions.get(key)
+        if action is None or value is None:
+            continue
+        many = action.nargs in ("+", "*")
+        items = value if many and isinstance(value, list) else [value]
+        for item in items:
+            wrong = isinstance(item, (list, dict)) or (isinstance(item, float) and not math.isfinite(item))
+            if not wrong and action.type is not None and not isinstance(item, bool):
+                try:
+                    action.type(str(item))
+                except (TypeError, ValueError, KeyError, argparse.ArgumentTypeError):
+                    wrong = True
+            if not wrong and action.choices is not None and str(_plain(item)) not in map(str, action.choices):
+                wrong = True
+            if wrong or (isinstance(item, bool) and action.type in (int, float, str)):
+                raise UserInputError(f"{path}: field {key!r}: {_show(value)[:80]} is not a valid value for --{key}")
 
 
 def _looks_numeric(text: str) -> bool:

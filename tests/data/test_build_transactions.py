@@ -12,6 +12,8 @@ import pytest
 
 from hf_hardpos.cli import main as hardpos
 from hf_hardpos.data.checks import DataValidationError, MissingImageError
+from hf_hardpos.errors import UserInputError
+from hf_hardpos.data.hub_folder import BUILD_MANIFEST
 from hf_hardpos.data.replace import export_replace
 from hf_hardpos.data.swap import export_swap
 from tests.support.data_sources import (
@@ -68,7 +70,8 @@ def test_rebuild_removes_stale_configs_and_shards(replace_sources, tmp_path):
     (out / ".git").mkdir()  # a cloned Hub repository: not the builder's to touch
     export_replace(out, upstream_dir=upstream, images_dir=images_dir, subsets=["relations"], progress=False)
     assert sorted(p.name for p in (out / "data").iterdir()) == ["relations"]
-    assert (out / ".git").is_dir() and not [p for p in out.iterdir() if p.name.startswith(".hardpos")]
+    leftovers = [p for p in out.iterdir() if p.name.startswith(".hardpos") and p.name != BUILD_MANIFEST]
+    assert (out / ".git").is_dir() and not leftovers
 
 
 def test_a_failing_build_leaves_the_previous_one_intact(replace_sources, tmp_path):
@@ -208,8 +211,13 @@ def test_hardpos_eval_refuses_folders_that_do_not_declare_their_files(replace_so
         err = capsys.readouterr().err
         lines = [line for line in err.splitlines() if line.strip()]
         assert len(lines) == 1 and str(out) in lines[0] and "Traceback" not in err, (name, err)
+        strays = [p for p in (out / "data" / "old" / "test.parquet", out / "data" / "attributes" / "x.bin") if p.exists()]
+        if strays:  # files the build did not write: refused, never deleted (the user removes them)
+            with pytest.raises(UserInputError, match="not written by hardpos build"):
+                export_replace(out, upstream_dir=upstream, images_dir=images_dir, progress=False)
+            assert all(p.exists() for p in strays)
+            for stray in strays:
+                stray.unlink()
         export_replace(out, upstream_dir=upstream, images_dir=images_dir, progress=False)  # repaired
-        for leftover in (out / "data" / "old", out / "data" / "attributes" / "x.bin"):
-            assert not leftover.exists()  # the rebuild replaced data/ entirely
     assert (out / "README.md").read_text().split("Built with")[0] == readme.split("Built with")[0]
     assert hardpos(argv) == 0
