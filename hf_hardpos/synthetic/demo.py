@@ -531,7 +531,7 @@ def _write(result: DemoResult, log: Callable[[str], None]) -> None:
         (out / report.CHART_NAME).unlink(missing_ok=True)  # never leave an older run's chart beside new tables
         log(
             f"[chart] matplotlib is not installed, so no {report.CHART_NAME} was drawn (the tables are written). "
-            'Install it with: pip install -e ".[demo]"  (or: pip install "hf_hardpos[demo]")'
+            'matplotlib is a dependency of hf_hardpos, so this install is incomplete: pip install matplotlib'
         )
 
 

@@ -92,7 +92,7 @@ def _pages(output_dir: Path, runs: dict, seed: int, log: Callable[[str], None]) 
     (output_dir / "compare.md").write_text("\n".join(sections) + "\n")
     try:
         page = build_report(runs[REPORTED_VARIANT], baselines=[runs[REPORT_BASELINE]])  # the paper's Table 1 (c)
-    except UserInputError as err:  # matplotlib (the [demo] extra) is not installed
+    except UserInputError as err:  # matplotlib is missing (an incomplete install)
         (output_dir / "report.html").unlink(missing_ok=True)
         log(f"[report] no report.html: {err}")
         return ["compare.md"]
