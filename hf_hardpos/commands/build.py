@@ -176,7 +176,7 @@ DATASETS: dict[str, Buildable] = {
         upstream_required=True,
     ),
     "own": Buildable(
-        "your own hard-positive eval set from a CSV/JSONL of image paths and captions (README: Evaluate your own data)",
+        "your own hard-positive eval set from a CSV/JSONL of image paths and captions (docs/evaluation.md, Evaluate your own data)",
         "own:export_own",
         (
             _option("--table", type=Path, required=True,

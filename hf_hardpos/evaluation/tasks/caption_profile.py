@@ -6,7 +6,7 @@ image, strict), but each benchmark aggregates its own way (SugarCrepe's category
 accuracies, VALSE's valid rows, VL-CheckList's first 1,000 rows per file). Each benchmark module
 (`sugarcrepe`, `aro`, `valse`, `vl_checklist`) declares one `CaptionSelectionProfile`;
 `caption_selection.PROFILES` lists them and the task iterates that list, so a new benchmark is its module
-plus one line there (docs/architecture.md, "Adding a caption-selection benchmark").
+plus one line there (docs/architecture.md, "A new caption-selection benchmark").
 """
 
 from __future__ import annotations

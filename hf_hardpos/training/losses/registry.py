@@ -4,7 +4,7 @@ Why a registry: the objective, the training arguments (their `--<weight>` fields
 effect" notes), the training-data validation, the trainer and the model card all need to know the same
 facts about a term: its weight option, the inputs it reads, the paper or upstream code it follows and
 whether it carries state. Declared here once, each of them iterates `TERMS`; a new term is its module
-under `training/losses/` plus one `LossTerm(...)` entry below (docs/architecture.md, "Adding a loss
+under `training/losses/` plus one `LossTerm(...)` entry below (docs/architecture.md, "A new loss
 term", walks through one).
 
 The contrastive term ``L_clip`` is always on (weight 1) and has no entry: whether it reads hard negatives
