@@ -174,7 +174,7 @@ def main() -> int:
     action.add_argument("--render", action="store_true", help="rewrite the pages' figures from the results file")
     action.add_argument("--check", action="store_true", help="exit 1 when a quoted figure disagrees")
     action.add_argument("--stale", action="store_true",
-                        help="list the benchmarks measured on other package code, with the command that re-measures each")
+                        help="list the benchmarks measured on other package code, each with its command")
     args = parser.parse_args()
     if args.stale:
         results, digest = load(), code_digest()
