@@ -78,7 +78,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default: the demo's default seeds")
     parser.add_argument("--results-from", type=Path, default=None,
-                        help="record only the findings of this finished default `hardpos demo --output-dir` folder, run on this code")
+                        help="record only the findings of this finished default `hardpos demo --output-dir` "
+                        "folder, run on this code")
     args = parser.parse_args()
     if args.results_from:
         record("demo_results", findings(args.results_from))
