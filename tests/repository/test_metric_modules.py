@@ -182,6 +182,7 @@ def test_original_accuracy_needs_no_positive_scores(scores):
     assert result["original_accuracy"] == np.mean(np.array(scores["original_scores"]) > np.array(scores["negative_scores"]))
 
 
+@pytest.mark.slow
 def test_the_modules_are_installed_with_the_package_and_load_outside_a_checkout(tmp_path):
     """The wheel `pip install .` would install holds every module folder; unpacked away from the checkout,
     `evaluate.load(hf_hardpos.metric_path(name))` (the documented call) loads and computes each."""
