@@ -5,7 +5,6 @@ the install and main commands visible on the index."""
 from __future__ import annotations
 
 import html
-import importlib.util
 import re
 import subprocess
 import sys
@@ -64,14 +63,6 @@ def test_every_docs_page_is_in_the_navigation():
     excluded = set(config["exclude_docs"].split())
     on_disk = {p.name for p in (ROOT / "docs").glob("*.md")} - excluded
     assert on_disk == listed
-
-
-@pytest.fixture(scope="module")
-def results_module():
-    spec = importlib.util.spec_from_file_location("bench_results_site", ROOT / "benchmarks" / "results.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class _Paragraphs(HTMLParser):
