@@ -9,12 +9,21 @@ versions). The README and the docs pages (`docs/*.md`) quote a figure only betwe
 
 and `python benchmarks/results.py --render` rewrites every marked figure from the results file;
 `--check` (also run by the tests) fails when a quoted figure and the results file disagree.
+
+Each benchmark's entry also records `code_digest`: the sha256 of the package source as a whole (every
+file under `hf_hardpos/`, by path and content; `code_digest()`), not of the files the benchmark imports,
+because most benchmarks run `hardpos` in a subprocess that imports lazily, and a figure can depend on
+code the benchmark never names. When the package changes, its figures are not rewritten: the docs site
+marks each one measured on other code as stale (docs/hooks.py, `site_text`), and `--stale` lists the
+benchmarks to re-run, with their commands.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import hashlib
+import html
 import json
 import os
 import platform
@@ -65,6 +74,21 @@ def machine() -> dict[str, str]:
     }
 
 
+def code_digest(root: Path = ROOT) -> str:
+    """sha256 over every file of the package source (`hf_hardpos/`, caches left out), by relative path and content."""
+    digest = hashlib.sha256()
+    package = root / "hf_hardpos"
+    for path in sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def stale(results: dict, benchmark: str, digest: str) -> bool:
+    """Whether `benchmark`'s figures were measured on other package code than `digest` (or on unknown code)."""
+    return results.get(benchmark, {}).get("code_digest") != digest
+
+
 def documents(root: Path = ROOT) -> list[Path]:
     """Where figures are quoted: the README and every page of the docs site."""
     return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
@@ -82,6 +106,7 @@ def record(benchmark: str, figures: dict[str, str], path: Path = RESULTS_FILE) -
         "command": "python " + " ".join([os.path.relpath(sys.argv[0]) if sys.argv[0] else benchmark, *sys.argv[1:]]),
         "date": _dt.date.today().isoformat(),
         "machine": machine(),
+        "code_digest": code_digest(),
     }
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
@@ -124,12 +149,38 @@ def render(text: str, results: dict) -> str:
     return MARKER.sub(lambda m: f"<!--fig:{m['key']}-->{figure_text(results, m['key'])}<!--/fig-->", text)
 
 
+def site_text(text: str, results: dict, digest: str) -> str:
+    """A page as the docs site shows it: each marker replaced by its figure alone, so that no HTML comment
+    starts a line inside a paragraph (Markdown would end the paragraph there), and a figure measured on
+    other package code than `digest` followed by a stale mark naming the command that re-measures it."""
+
+    def figure(match: re.Match) -> str:
+        key = match["key"]
+        text = figure_text(results, key)
+        benchmark = key.partition(".")[0]
+        if not stale(results, benchmark, digest):
+            return text
+        note = f"measured on older code than this page's: {results[benchmark]['command']} re-measures it"
+        if "\n" in text:  # a table: the note as a paragraph of its own below it
+            return f'{text}\n<p class="stale-figure">Stale: {note}.</p>\n'
+        return f'{text}<sup class="stale-figure" title="{html.escape(note)}">stale</sup>'
+
+    return MARKER.sub(figure, text)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--render", action="store_true", help="rewrite the pages' figures from the results file")
     action.add_argument("--check", action="store_true", help="exit 1 when a quoted figure disagrees")
+    action.add_argument("--stale", action="store_true",
+                        help="list the benchmarks measured on other package code, each with its command")
     args = parser.parse_args()
+    if args.stale:
+        results, digest = load(), code_digest()
+        for name in sorted(name for name in results if stale(results, name, digest)):
+            print(f"{name}: {results[name]['command']}")
+        return 0
     results, problems = load(), []
     for page in documents():
         text = page.read_text()

@@ -26,5 +26,6 @@ __getattr__, __all__ = lazy_exports(
         "ITMScorer": "hf_hardpos.scoring",
         "evaluate_dataset": "hf_hardpos.evaluation.tasks.hard_positive",
         "evaluate_model": "hf_hardpos.evaluation.run",
+        "metric_path": "hf_hardpos.evaluate_modules",
     },
 )

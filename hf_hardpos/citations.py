@@ -2,7 +2,7 @@
 (`references.bib` beside this module: the bibliography is data, in the format it is cited in).
 
 Cards (dataset, model, metric) and loss modules pick entries by key with `cite`, so one paper is
-always cited under one key with one text. The `metrics/<name>/` folders must build as Hub Spaces
+always cited under one key with one text. The `evaluate_modules/<name>/` folders must build as Hub Spaces
 without this package, so `metrics/generate.py` writes the entries they cite into them from here
 (`tests/repository/test_metric_modules.py` regenerates them and checks the committed files are equal).
 """

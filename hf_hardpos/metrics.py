@@ -8,7 +8,7 @@ s_p (hard positive). Kamath et al. (2024) define:
 - Brittleness:         s_c > s_n > s_p  or  s_p > s_n > s_c (chance 1/3, lower is better)
 
 All comparisons are strict, so a tie is never correct and never brittle. The `evaluate` modules in
-`metrics/` restate these one-line formulas so that each runs as a Hub Space without this package;
+`evaluate_modules/` restate these one-line formulas so that each runs as a Hub Space without this package;
 `tests/repository/test_metric_modules.py` proves them bit-identical to these functions on tie-heavy data.
 """
 

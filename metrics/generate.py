@@ -1,12 +1,15 @@
-"""Write every `metrics/<name>/` folder (`<name>.py`, `README.md`, `app.py`, `requirements.txt`) from
-the templates in `metrics/_template/` and the specs in `metrics/specs.py`.
+"""Write every `evaluate` module folder (`<name>.py`, `README.md`, `app.py`, `requirements.txt`) from
+the templates in `metrics/_template/` and the specs in `metrics/specs.py` into
+`hf_hardpos/evaluate_modules/<name>/`.
 
 Why generated: the modules share their input checks, bootstrap and `evaluate` plumbing, yet each must
 stay one self-contained file, because a Hub Space installs neither `hf_hardpos` nor a sibling module.
-The output is committed (a Space is a folder of files); `tests/repository/test_metric_modules.py` regenerates it
-into a temporary folder and fails when a committed file differs.
+The output is committed (a Space is a folder of files) inside the package, so that `pip install` ships it
+and `evaluate.load(hf_hardpos.metric_path(name))` works outside a checkout; this folder keeps only what
+it is generated from (one copy of each file to edit). `tests/repository/test_metric_modules.py` regenerates
+it into a temporary folder and fails when a committed file differs.
 
-    python metrics/generate.py            # rewrite the folders in place
+    python metrics/generate.py            # rewrite hf_hardpos/evaluate_modules/<name>/
     python metrics/generate.py --out DIR  # write them under DIR instead
 """
 
@@ -24,6 +27,7 @@ from hf_hardpos.citations import BIBTEX
 from specs import SPECS, Spec  # metrics/specs.py: the script's folder is on sys.path
 
 HERE = Path(__file__).resolve().parent
+MODULES = HERE.parent / "hf_hardpos" / "evaluate_modules"
 TEMPLATES = {"{name}.py": "metric.py.jinja", "README.md": "README.md.jinja", "app.py": "app.py.jinja"}
 TEMPLATES["requirements.txt"] = "requirements.txt.jinja"
 
@@ -79,7 +83,7 @@ def write(out: Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=HERE, help="folder to write the module folders into")
+    parser.add_argument("--out", type=Path, default=MODULES, help="folder to write the module folders into")
     for path in write(parser.parse_args(argv).out):
         print(path)
 

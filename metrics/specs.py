@@ -1,7 +1,7 @@
-"""What differs between the `evaluate` modules in `metrics/`: one `Spec` per module.
+"""What differs between the `evaluate` modules: one `Spec` per module.
 
-`generate.py` renders each spec through the templates in `_template/` into `metrics/<name>/`; what the
-modules share (input checks, bootstrap, `evaluate` plumbing, the Space files) is written once there.
+`generate.py` renders each spec through the templates in `_template/` into `hf_hardpos/evaluate_modules/<name>/`;
+what the modules share (input checks, bootstrap, `evaluate` plumbing, the Space files) is written once there.
 Prose fields are filled to the line width by the templates, so they may be written unwrapped.
 """
 

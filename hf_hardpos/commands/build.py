@@ -123,7 +123,7 @@ DATASETS: dict[str, Buildable] = {
         ),
     ),
     "own": Buildable(
-        "your own hard-positive eval set from a CSV/JSONL of image paths and captions (README: Evaluate your own data)",
+        "your own hard-positive eval set from a CSV/JSONL of image paths and captions (docs/evaluation.md, Evaluate your own data)",
         "hf_hardpos.data.own:export_own",
         (
             option("--table", type=Path, required=True,

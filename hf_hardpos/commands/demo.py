@@ -6,7 +6,7 @@ coloured shapes in a spatial relation), pretrains a tiny CLIP on alt-text-like c
 --output-dir), fine-tunes 'contrastive', 'hn' and 'hp+hn' on precise captions with hard negatives and
 positives using the package's trainer, evaluates each on synthetic REPLACE and SWAP with the
 package's scorer, prints the tables and writes results.json, run_info.json, results.md, results.png
-(with the [demo] extra) and the models to --output-dir, and prints the paper's controlled comparisons
+and the models to --output-dir, and prints the paper's controlled comparisons
 (hp+hn vs hn, hn vs contrastive) with paired tests over images and the seed spread. --full: 5 seeds,
 the HN-weight sweep of paper Table 3 and bootstrap intervals.
 """

@@ -47,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source.add_argument("--dataset", help="Hub id or local folder (parquet + README configs, or a clip_benchmark webdataset)")
     source.add_argument(
         "--suite", help="a named suite (compositional, retention, paper, ...) or a YAML file listing datasets "
-        "(README: Benchmarks)",
+        "(docs/benchmarks.md, Benchmarks)",
     )
     parser.add_argument(
         "--model", action="append", default=None,
@@ -108,7 +108,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--task", default=None, metavar="TASK",
         help="override the task recognised from the data (hard_positive, caption_selection, winoground, "
-        "zeroshot_classification, zeroshot_retrieval, ...; README: Benchmarks)",
+        "zeroshot_classification, zeroshot_retrieval, ...; docs/benchmarks.md, Benchmarks)",
     )
     parser.add_argument(
         "--config", action="append", dest="configs", help="config to evaluate (repeatable; default: all)"
@@ -126,7 +126,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=["fp32", "bf16", "fp16"],
         default="fp32",
         help="fp32 (default on every device) or bf16/fp16 autocast; lower precision flips near-tied "
-        "outcomes (README: Precision), and the choice is recorded in metrics.json",
+        "outcomes (docs/evaluation.md, Numbers that cannot silently drift), and the choice is recorded in metrics.json",
     )
     parser.add_argument("--allow-tf32", action="store_true", help="allow TF32 matmuls/convolutions on CUDA")
     parser.add_argument(
@@ -138,7 +138,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--protocol", choices=PROTOCOLS, default="default",
         help="paper: score as the paper's code did (the checkpoint's own preprocessing with torchvision's crop "
         "offsets; float16 weights for OpenAI checkpoints on CUDA, as clip.load; strict ties). Default: fp32, "
-        "the model's transformers image processor (README: Evaluation protocol)",
+        "the model's transformers image processor (docs/evaluation.md, Numbers that cannot silently drift)",
     )
     parser.add_argument("--max-rows", type=int, default=None, help="evaluate only the first N rows per config")
     parser.add_argument(

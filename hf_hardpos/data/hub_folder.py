@@ -354,7 +354,7 @@ def check_declared_folder(folder: str | Path) -> None:
 
     folder = Path(folder)
     readme = folder / "README.md"
-    layout = "rebuild it with `hardpos build`, or write README.md's `configs:` (README: Evaluate your own data)"
+    layout = "rebuild it with `hardpos build`, or write README.md's `configs:` (docs/evaluation.md, Evaluate your own data)"
     metadata = metadata_load(readme) if readme.is_file() else None
     entries = (metadata or {}).get("configs")
     if not isinstance(entries, list) or not entries:

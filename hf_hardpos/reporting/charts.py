@@ -1,8 +1,8 @@
 """The report's charts, drawn with matplotlib and returned as `data:image/png;base64,...` URIs.
 
-Embedding keeps the page one file that opens offline and never requests anything. matplotlib is
-imported here only (the `demo` and `test` extras install it); `require_matplotlib` turns its absence
-into one clear error before any work.
+Embedding keeps the page one file that opens offline and never requests anything. matplotlib (a dependency) is
+imported here only; `require_matplotlib` turns its absence (an incomplete install) into one clear error
+before any work.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def require_matplotlib():
     try:
         import matplotlib
     except ImportError as err:
-        raise UserInputError("hardpos report draws its charts with matplotlib: pip install 'hf_hardpos[demo]'") from err
+        raise UserInputError("hardpos report draws its charts with matplotlib: pip install matplotlib") from err
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 

@@ -103,6 +103,30 @@ class Headline:
     table_header: list[str]
     table_rows: list[list[str]]
     notes: list[str]
+    clause: str = ""  # this figure's part of the page's one-sentence headline (`headline_sentence`)
+
+
+def headline_clause(title: str, metrics: Mapping, deltas: Sequence[BaselineDelta]) -> str:
+    """`REPLACE brittleness 24.7 %, 17.5 points lower than hn's 42.2 % (paired 95% interval [-21.7, -13.4])`:
+    brittleness against the first baseline when one was compared on the same rows, else with chance and
+    augmented accuracy (the two rates that say whether a model is oversensitive)."""
+    text = f"{title} brittleness {rate_text(metrics, 'brittleness')}"
+    compared = next((d for d in deltas if (c := d.cells.get("brittleness")) and c.value is not None), None)
+    if compared is None:
+        return (text + f" (chance {100 * CHANCE['brittleness']:.1f} %), augmented accuracy "
+                f"{rate_text(metrics, 'augmented_accuracy')} (chance {100 * CHANCE['augmented_accuracy']:.1f} %)")
+    cell = compared.cells["brittleness"]
+    direction = "lower" if cell.value < 0 else "higher"
+    clear = "" if cell.excludes_zero else ", an interval that includes 0"
+    return (text + f", {abs(100 * cell.value):.1f} points {direction} than {compared.label}'s "
+            f"{percent(compared.metrics.get('brittleness'))} % (paired 95% interval "
+            f"{interval(cell.ci_low, cell.ci_high)}{clear})")
+
+
+def headline_sentence(label: str, boxes: Sequence[Headline]) -> str:
+    """The page's result in one sentence: the run's label, then each hard-positive figure's clause."""
+    clauses = [box.clause for box in boxes if box.clause]
+    return f"{label}: {'; '.join(clauses)}." if clauses else ""
 
 
 def headline(anchor: str, bench: Benchmark, fig: Figure, metrics: Mapping, deltas: Sequence[BaselineDelta],
@@ -132,7 +156,8 @@ def headline(anchor: str, bench: Benchmark, fig: Figure, metrics: Mapping, delta
     elif type_note:
         notes.append(f"worst replacement type: {type_note}")
     title = bench.display_name() if fig.label == bench.display_name() else fig.label
-    return Headline(anchor, title, f"{int(metrics.get('num_examples', 0)):,}", lead, header, body, notes)
+    return Headline(anchor, title, f"{int(metrics.get('num_examples', 0)):,}", lead, header, body, notes,
+                    headline_clause(title, metrics, deltas))
 
 
 def baseline_rates(run_metrics: Mapping, deltas: Sequence[BaselineDelta], run_label: str) -> dict[str, dict]:

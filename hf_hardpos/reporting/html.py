@@ -34,7 +34,7 @@ from ..provenance import describe_model
 from . import breakdown as by_replacement
 from . import charts
 from .compare import run_labels
-from .headline import Headline, baseline_deltas, baseline_rates, headline
+from .headline import Headline, baseline_deltas, baseline_rates, headline, headline_sentence
 from .runs import Benchmark, Run
 
 DEFAULT_RESAMPLES = 1000
@@ -321,10 +321,35 @@ def _curve_rows(log_history: Sequence[Mapping], keys: Sequence[str]) -> list[lis
     return rows
 
 
+SPREAD_METRICS = (("orig_acc", "orig acc"), ("aug_acc", "aug acc"), ("brittleness", "brittleness"))
+
+
+def seed_spread_section(summary: Mapping[str, Mapping[str, Mapping]], note: str) -> dict:
+    """Every variant of an experiment run over several seeds (`hardpos demo`'s results.json: variant -> dataset ->
+    rate, `<rate>_std`, `num_seeds`), as mean ± sample std over the seeds: a page about one seed's models
+    must show how far another seed moves them."""
+    first = next(iter(summary.values()))
+    datasets = [name for name in first if "[" not in name and all(name in v for v in summary.values())]
+    header = ["variant", "set", "seeds", *(label for _, label in SPREAD_METRICS)]
+    rows = []
+    for variant, by_set in summary.items():
+        for name in datasets:
+            m = by_set[name]
+            cells = [f"{100 * m[k]:.1f}" + (f" ± {100 * m[f'{k}_std']:.1f}" if m.get("num_seeds", 1) > 1 else "")
+                     for k, _ in SPREAD_METRICS]
+            rows.append([variant, name, str(m.get("num_seeds", 1)), *cells])
+    notes = [note, "Rates in %: mean ± sample std over the seeds (a variant trained once shows its one value)."]
+    return {"id": "seed-spread", "title": "All variants over seeds", "table": _table(header, rows, numeric_from=2),
+            "notes": [n for n in notes if n]}
+
+
 def build_report(run: Run, *, baselines: Sequence[Run] = (), resamples: int = DEFAULT_RESAMPLES,
-                 examples: int = NUM_EXAMPLES, min_rows: int = by_replacement.MIN_ROWS, fetch_data: bool = False) -> str:
+                 examples: int = NUM_EXAMPLES, min_rows: int = by_replacement.MIN_ROWS, fetch_data: bool = False,
+                 seed_spread: Mapping[str, Mapping[str, Mapping]] | None = None, seed_spread_note: str = "") -> str:
     """The whole page for one run, each of `baselines` compared with it (paired, on the same rows);
-    `fetch_data` lets it download the Hub datasets the run names (see `load_dataset_rows`)."""
+    `fetch_data` lets it download the Hub datasets the run names (see `load_dataset_rows`); `seed_spread`
+    (`hardpos demo`'s results: variant -> set -> rates with their std over seeds) adds every variant's spread,
+    with `seed_spread_note` saying where the page's own run sits in it."""
     charts.require_matplotlib()
     deltas, baseline_notes = baseline_deltas(run, baselines, resamples)
     for delta in (d for found in deltas.values() for d in found):
@@ -352,10 +377,13 @@ def build_report(run: Run, *, baselines: Sequence[Run] = (), resamples: int = DE
     means = [f"{group}: unweighted mean of {mean['metric']} over {mean['num_datasets']} datasets = "
              f"{100 * mean['value']:.1f}%" for group, mean in run.group_means.items()]
     toc = [{"id": "at-a-glance", "title": "At a glance"}] if boxes else []
+    spread = seed_spread_section(seed_spread, seed_spread_note) if seed_spread else None
+    if spread:
+        toc.append({"id": spread["id"], "title": spread["title"]})
     if training:
         toc.append({"id": training["id"], "title": training["title"]})
     toc += [{"id": sec["id"], "title": sec["title"]} for sec in sections]
     return _environment().get_template(TEMPLATE).render(
-        title=label, notes=notes, baseline_notes=baseline_notes, toc=toc, headlines=boxes, training=training,
-        sections=sections, means=means,
+        title=label, sentence=headline_sentence(label, boxes), notes=notes, baseline_notes=baseline_notes, toc=toc,
+        headlines=boxes, seed_spread=spread, training=training, sections=sections, means=means,
     )

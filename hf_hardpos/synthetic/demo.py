@@ -276,7 +276,7 @@ def run_demo(
     # (else here, first).
     with background(forked=workers > 1) as submit:
         with log.stage("report"):
-            report_later = submit(_run_report, output_dir, eval_sets, config.seeds[0], config.torch_threads)
+            report_later = submit(_run_report, output_dir, eval_sets, config.seeds[0], config.torch_threads, result.results)
         _write(result, log)
         log(_tables(result, markdown=False))
         with log.stage("report"):
@@ -292,10 +292,11 @@ def run_demo(
     return result
 
 
-def _run_report(output_dir: Path, eval_sets: dict, seed: int, threads: int) -> tuple[list[str], list[str]]:
-    """`write_run_report` of seed `seed`'s models: (the files written, its log lines, to be printed by the caller)."""
+def _run_report(output_dir: Path, eval_sets: dict, seed: int, threads: int, results: dict) -> tuple[list[str], list[str]]:
+    """`write_run_report` of seed `seed`'s models, with every variant's spread over seeds (`results`): (the files
+    written, its log lines, to be printed by the caller)."""
     lines: list[str] = []
-    return write_run_report(output_dir, eval_sets, seed, EVAL_SEED, threads, lines.append), lines
+    return write_run_report(output_dir, eval_sets, seed, EVAL_SEED, threads, lines.append, results), lines
 
 
 def _fine_tune_all(runs: list[tuple[int, Variant]], workers: int, pretrained_dir: Path, eval_sets: dict,
@@ -532,7 +533,7 @@ def _write(result: DemoResult, log: Callable[[str], None]) -> None:
         (out / report.CHART_NAME).unlink(missing_ok=True)  # never leave an older run's chart beside new tables
         log(
             f"[chart] matplotlib is not installed, so no {report.CHART_NAME} was drawn (the tables are written). "
-            'Install it with: pip install -e ".[demo]"  (or: pip install "hf_hardpos[demo]")'
+            'matplotlib is a dependency of hf_hardpos, so this install is incomplete: pip install matplotlib'
         )
 
 

@@ -190,7 +190,7 @@ def plot_results(
 ) -> Path:
     """Bar charts of the main variants on REPLACE and SWAP, plus the HN-weight sweep when present.
 
-    Needs matplotlib (the `[demo]` extra); ImportError when it is missing, which the caller reports.
+    Needs matplotlib (a dependency); ImportError when an incomplete install lacks it, which the caller reports.
     """
     import matplotlib
 

@@ -27,9 +27,11 @@ REPORT_BASELINE = "hn"  # the report shows hp+hn beside hn, with paired tests: h
 
 
 def write_run_report(
-    output_dir: Path, eval_sets: dict, seed: int, eval_seed: int, threads: int, log: Callable[[str], None]
+    output_dir: Path, eval_sets: dict, seed: int, eval_seed: int, threads: int, log: Callable[[str], None],
+    seed_spread: dict | None = None,
 ) -> list[str]:
-    """Write `compare.md` (and `report.html` with matplotlib) from suite runs of seed `seed`'s models.
+    """Write `compare.md` (and `report.html` with matplotlib) from suite runs of seed `seed`'s models;
+    `seed_spread` (the demo's results: every variant, mean and std over seeds) is shown in the report too.
 
     Returns the names of the files written.
     """
@@ -41,7 +43,7 @@ def write_run_report(
     try:
         with torch_threads(threads), quiet_libraries():
             runs = _suite_runs(output_dir, eval_sets, seed, eval_seed)
-        return _pages(output_dir, runs, seed, log)
+        return _pages(output_dir, runs, seed, log, seed_spread)
     finally:
         if bars_were_on:
             datasets.enable_progress_bars()
@@ -73,7 +75,7 @@ def _suite_runs(output_dir: Path, eval_sets: dict, seed: int, eval_seed: int) ->
     return runs
 
 
-def _pages(output_dir: Path, runs: dict, seed: int, log: Callable[[str], None]) -> list[str]:
+def _pages(output_dir: Path, runs: dict, seed: int, log: Callable[[str], None], seed_spread: dict | None) -> list[str]:
     from hf_hardpos.errors import UserInputError
     from hf_hardpos.reporting.compare import compare_runs, render
     from hf_hardpos.reporting.html import build_report
@@ -91,8 +93,10 @@ def _pages(output_dir: Path, runs: dict, seed: int, log: Callable[[str], None]) 
         sections += ["", f"## {b} vs {a}: {title}", "", render(compare_runs([runs[a], runs[b]]), "markdown")]
     (output_dir / "compare.md").write_text("\n".join(sections) + "\n")
     try:
-        page = build_report(runs[REPORTED_VARIANT], baselines=[runs[REPORT_BASELINE]])  # the paper's Table 1 (c)
-    except UserInputError as err:  # matplotlib (the [demo] extra) is not installed
+        page = build_report(runs[REPORTED_VARIANT], baselines=[runs[REPORT_BASELINE]],  # the paper's Table 1 (c)
+                            seed_spread=seed_spread,
+                            seed_spread_note=f"The page's runs are seed {seed}'s models; the demo's results.json.")
+    except UserInputError as err:  # matplotlib is missing (an incomplete install)
         (output_dir / "report.html").unlink(missing_ok=True)
         log(f"[report] no report.html: {err}")
         return ["compare.md"]

@@ -10,7 +10,7 @@ import pytest
 from hf_hardpos.metrics import compute_metrics
 from tests.support.paths import REPO
 
-METRICS_DIR = REPO / "metrics"
+METRICS_DIR = REPO / "hf_hardpos" / "evaluate_modules"
 HARD_POSITIVE = ("original_accuracy", "augmented_accuracy", "brittleness")
 
 

@@ -1,5 +1,5 @@
-"""The `evaluate` modules in metrics/ are what `metrics/generate.py` writes, load offline, stand alone,
-and agree bit for bit with the package."""
+"""The `evaluate` modules (hf_hardpos/evaluate_modules/) are what `metrics/generate.py` writes, load offline,
+stand alone, are installed with the package, and agree bit for bit with the package."""
 
 import ast
 import doctest
@@ -19,10 +19,12 @@ import yaml
 
 from hf_hardpos import metrics as package_metrics
 from hf_hardpos.citations import BIBTEX, HARD_POSITIVES, SUGARCREPE_PP
+from hf_hardpos.evaluate_modules import metric_names as package_metric_names
 from hf_hardpos.metrics import compute_metrics
 from tests.support.paths import REPO
 
-METRICS_DIR = REPO / "metrics"
+METRICS_DIR = REPO / "hf_hardpos" / "evaluate_modules"
+GENERATOR = REPO / "metrics" / "generate.py"
 NAMES = ["original_accuracy", "augmented_accuracy", "brittleness"]
 HARD_POSITIVE_INPUTS = ("original_scores", "negative_scores", "positive_scores")
 INPUTS = {
@@ -45,7 +47,7 @@ def scores():
 def test_committed_modules_equal_a_fresh_generation(tmp_path):
     """Every file of every module folder is byte for byte what the generator writes from the templates."""
     done = subprocess.run(
-        [sys.executable, str(METRICS_DIR / "generate.py"), "--out", str(tmp_path)],
+        [sys.executable, str(GENERATOR), "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
@@ -54,6 +56,7 @@ def test_committed_modules_equal_a_fresh_generation(tmp_path):
     generated = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
     assert {p.parts[0] for p in generated} == set(INPUTS)
     module_folders = {p.name for p in METRICS_DIR.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))}
+    assert package_metric_names() == sorted(module_folders)
     assert module_folders == set(INPUTS)  # no hand-written module beside the generated ones
     for name in INPUTS:
         committed = {f.name for f in (METRICS_DIR / name).iterdir() if f.name != "__pycache__"}
@@ -177,3 +180,32 @@ def test_original_accuracy_needs_no_positive_scores(scores):
     module = evaluate.load(str(METRICS_DIR / "original_accuracy"))
     result = module.compute(original_scores=scores["original_scores"], negative_scores=scores["negative_scores"])
     assert result["original_accuracy"] == np.mean(np.array(scores["original_scores"]) > np.array(scores["negative_scores"]))
+
+
+@pytest.mark.slow
+def test_the_modules_are_installed_with_the_package_and_load_outside_a_checkout(tmp_path):
+    """The wheel `pip install .` would install holds every module folder; unpacked away from the checkout,
+    `evaluate.load(hf_hardpos.metric_path(name))` (the documented call) loads and computes each."""
+    source = tmp_path / "source"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".git", "tests", "docs", "runs", "site", "build",
+                                                                "*.egg-info", "__pycache__", "benchmarks"))  # fmt: skip
+    code = "import setuptools.build_meta as b, sys; print(b.build_wheel(sys.argv[1]))"
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "dist")], cwd=source, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    wheel = tmp_path / "dist" / done.stdout.strip().splitlines()[-1]
+    installed = tmp_path / "site"
+    shutil.unpack_archive(wheel, installed, format="zip")
+    for name in INPUTS:
+        assert {p.name for p in (installed / "hf_hardpos" / "evaluate_modules" / name).iterdir()} == {
+            f"{name}.py", "README.md", "requirements.txt", "app.py"}
+    script = """
+import json, evaluate, hf_hardpos
+assert hf_hardpos.__file__.startswith(%r), hf_hardpos.__file__
+module = evaluate.load(hf_hardpos.metric_path("brittleness"))
+print(json.dumps(module.compute(original_scores=[0.3, 0.1], negative_scores=[0.2, 0.2], positive_scores=[0.1, 0.3])))
+""" % str(installed)
+    env = {**os.environ, "PYTHONPATH": str(installed), "HF_HUB_OFFLINE": "1"}
+    run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == {"brittleness": 1.0}

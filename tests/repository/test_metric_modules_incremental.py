@@ -7,7 +7,7 @@ import pytest
 
 from tests.support.paths import REPO
 
-METRICS_DIR = REPO / "metrics"
+METRICS_DIR = REPO / "hf_hardpos" / "evaluate_modules"
 HARD_POSITIVE = ["original_accuracy", "augmented_accuracy", "brittleness"]
 TOT_COLUMNS = ("positive_pair_scores", "caption_negative_scores", "positive_negative_scores")
 

@@ -7,19 +7,7 @@ figure can only come from a command that regenerates it.
 
 from __future__ import annotations
 
-import importlib.util
-
-import pytest
-
 from tests.support.paths import REPO as ROOT
-
-
-@pytest.fixture(scope="module")
-def results_module():
-    spec = importlib.util.spec_from_file_location("bench_results", ROOT / "benchmarks" / "results.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_readme_and_docs_figures_equal_the_results_file(results_module):

@@ -136,7 +136,7 @@ def test_same_command_gives_identical_results_json_and_readable_logs(quick_demo,
     from hf_hardpos.cli import main
     from hf_hardpos.synthetic.forked_runs import worker_count
 
-    monkeypatch.setitem(sys.modules, "matplotlib", None)  # the [demo] extra is not installed
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # an install without matplotlib
     command = [*QUICK, "--seeds", "1", "--processes", "1", "--output-dir", str(tmp_path)]
     (tmp_path / "results.png").write_bytes(b"a chart of some earlier run")
     assert main(command) == 0

@@ -7,8 +7,8 @@ matching shows. Each row has a caption p1, a second positive p2 (a human-validat
     cos(p1, p2) > cos(p1, n)  and  cos(p1, p2) > cos(p2, n)        (strict, as in the authors' code)
 
 with cosines of L2-normalised text embeddings. Only text embeddings are computed here. The same
-formula is restated in the self-contained `metrics/text_only_accuracy` evaluate module; its test
-proves the two agree.
+formula is restated in the self-contained `text_only_accuracy` evaluate module
+(`hf_hardpos/evaluate_modules/`); its test proves the two agree.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from hf_hardpos.evaluation.tasks.text_only import (
 from hf_hardpos.scoring import ITMScorer
 from tests.support.paths import REPO
 
-MODULE_DIR = REPO / "metrics" / "text_only_accuracy"
+MODULE_DIR = REPO / "hf_hardpos" / "evaluate_modules" / "text_only_accuracy"
 NAME = "text_only_accuracy"
 
 
