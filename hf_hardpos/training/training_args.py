@@ -42,6 +42,8 @@ class HardPosTrainingArguments(LossArguments, TrainingArguments):
     """Trainer options for `HardPosTrainer`; every field below, and every loss term's weight and options
     (`LossArguments`), can be given as `--<name>` on the CLI."""
 
+    _argument_group_name = "training (transformers.TrainingArguments)"  # HfArgumentParser's --help group
+
     # No option takes a Hub token: on a command line it is readable by every user of the machine
     # (/proc/<pid>/cmdline). huggingface_hub resolves it from HF_TOKEN or the stored login instead;
     # init=False keeps `--hub_token` out of HfArgumentParser and out of the saved arguments.
