@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from .. import columns, progress
 from ..command_parsers import add_command
-from ..errors import UserInputError
+from ..errors import UserInputError, first_line
 
 if TYPE_CHECKING:  # torch, transformers and datasets load when the command runs, not when it is listed
     from datasets import Dataset
@@ -105,6 +105,35 @@ def load_data(data_args, training_args):
         train, needed + training_args.positive_columns + training_args.negative_columns, "the training set"
     )
     return train, evals, eval_ids, descriptions, train_identity
+
+
+def check_inputs(model_args, data_args) -> None:
+    """Fail in a second, in one line, on a model or dataset that names a missing local folder (`looks_like_path`:
+    never sent to the Hub, whose retries take half a minute), and on a --dataset of several configs given
+    none (with the list); before any model is loaded."""
+    from datasets import get_dataset_config_names
+
+    from ..evaluation.eval_data import require_dataset_exists
+    from ..provenance import looks_like_path
+    from ..training.finetune_args import parse_eval_spec
+
+    model = model_args.model_name_or_path
+    if looks_like_path(model) and not Path(model).expanduser().exists():
+        raise UserInputError(f"--model_name_or_path {model}: no such local folder (a Hub id looks like owner/name)")
+    require_dataset_exists(data_args.dataset)
+    for spec in data_args.eval_datasets:
+        require_dataset_exists(parse_eval_spec(spec, data_args.eval_split)[1])
+    if data_args.dataset_config is None:
+        try:
+            configs = get_dataset_config_names(data_args.dataset, revision=data_args.dataset_revision)
+        except Exception as error:  # noqa: BLE001 -- whatever the Hub or the folder says, in one line
+            local = Path(data_args.dataset).expanduser().is_dir()
+            raise UserInputError(f"--dataset {data_args.dataset}: cannot read it ({first_line(error)}); "
+                                 f"{'a local folder of that name exists' if local else 'no local folder of that name'}"
+                                 ) from None  # fmt: skip
+        if len(configs) > 1:
+            raise UserInputError(f"--dataset {data_args.dataset} has {len(configs)} configs; pick one with "
+                                 f"--dataset_config: {', '.join(configs)}")  # fmt: skip
 
 
 def _recipe_report(recipe, model_args, data_args, training_args):
@@ -236,6 +265,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> dict[str, fl
     model_args, data_args, training_args, recipe = parse_arguments(argv, prog)
     if not training_args.should_log:
         logging.getLogger().setLevel(logging.WARNING)
+    check_inputs(model_args, data_args)
     with progress.configure(enabled=not training_args.disable_tqdm):
         return _train(model_args, data_args, training_args, recipe)
 

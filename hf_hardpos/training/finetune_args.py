@@ -191,6 +191,10 @@ def _pin_memory_default(explicit: dict) -> bool:
     return bool(accelerator.is_available()) if accelerator is not None else torch.cuda.is_available()
 
 
+def _dataclass_default(name: str) -> Any:
+    return next(f.default for f in dataclasses.fields(HardPosTrainingArguments) if f.name == name)
+
+
 def _run_defaults(explicit: dict) -> dict:
     """`DATASET_DEFAULTS` adjusted to what `explicit` asks (each adjustment logged):
     without eval sets evaluation is off (unless --eval_strategy was given, which the trainer then rejects
@@ -208,10 +212,11 @@ def _run_defaults(explicit: dict) -> dict:
         defaults["save_strategy"] = "steps"
         logger.warning("--save_steps given without --save_strategy: saving every %s steps", explicit["save_steps"])
     # A default the user's choice makes inert is left out, so the trainer does not warn about it.
+    # (back to the dataclass's default, which the parser's `DATASET_DEFAULTS` replaced for --help)
     if int(explicit.get("max_steps", -1)) > 0:
-        defaults.pop("num_train_epochs")
+        defaults["num_train_epochs"] = _dataclass_default("num_train_epochs")
     if explicit.get("logging_strategy", "steps") != "steps":
-        defaults.pop("logging_steps")
+        defaults["logging_steps"] = _dataclass_default("logging_steps")
     defaults["dataloader_pin_memory"] = _pin_memory_default(explicit)
     return defaults
 

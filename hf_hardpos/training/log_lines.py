@@ -52,6 +52,7 @@ class LogLinesCallback(ProgressCallback):
         self.clock = clock
         self.bars = False
         self.started = self.last_line = 0.0
+        self.first_step = 0
 
     def _print(self, text: str) -> None:
         line = f"[train {_duration(self.clock() - self.started)}] {text}"
@@ -63,6 +64,7 @@ class LogLinesCallback(ProgressCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         self.bars = not args.disable_tqdm and sys.stderr.isatty()
         self.started = self.last_line = self.clock()
+        self.first_step = state.global_step  # > 0 after a resume: the ETA counts only the steps done since
         if self.bars:
             return super().on_train_begin(args, state, control, **kwargs)
         self.current_step = 0
@@ -77,7 +79,8 @@ class LogLinesCallback(ProgressCallback):
         if state.is_world_process_zero and (now - self.last_line >= self.interval or state.global_step == state.max_steps):
             self.last_line = now
             done = state.global_step / max(state.max_steps, 1)
-            left = (now - self.started) * (1 - done) / done if done else float("nan")
+            since = state.global_step - self.first_step  # steps this process ran, at the pace it ran them
+            left = (now - self.started) * (state.max_steps - state.global_step) / since if since else float("nan")
             self._print(f"step {state.global_step}/{state.max_steps} ({100 * done:.0f} %), epoch {state.epoch or 0:.2f}, "
                         f"about {_duration(left)} left")  # fmt: skip
 

@@ -46,6 +46,7 @@ from hf_hardpos.training.card_evaluation import section_table
 from hf_hardpos.training.checkpointing import EVAL_SECTIONS_NAME
 from tests.support.caption_selection import make_selection_set, make_winoground
 from tests.support.eval_data import write_hub_folder
+from tests.support.training import finetune_folder
 from tests.support.webdataset import (
     CLASSNAMES,
     TEMPLATES,
@@ -276,7 +277,7 @@ def test_finetune_example_takes_any_benchmark_as_eval_set(tiny_clip_dir, folders
     output_dir = tmp_path / "example"
     metrics = main([
         "--model_name_or_path", str(tiny_clip_dir), "--output_dir", str(output_dir), "--use_cpu",
-        "--max_steps", "1", "--synthetic_train_size", "16", "--per_device_train_batch_size", "8",
+        "--max_steps", "1", "--dataset", str(finetune_folder(tmp_path / "data", 16)), "--per_device_train_batch_size", "8",
         "--eval_strategy", "no", "--save_strategy", "no", "--disable_tqdm", "true", "--report_to", "none",
         "--eval_datasets", f"cifar10={folders['cifar']}", f"{folders['sugarcrepe']}:swap_obj",
         "--max_eval_samples", "3",
