@@ -118,6 +118,9 @@ def check_inputs(model_args, data_args) -> None:
     from ..training.finetune_args import parse_eval_spec
 
     model = model_args.model_name_or_path
+    if model is None:
+        raise UserInputError("--model_name_or_path is required (a Hub id or local folder of a CLIP model), or a "
+                             "recipe that names one")  # fmt: skip
     if looks_like_path(model) and not Path(model).expanduser().exists():
         raise UserInputError(f"--model_name_or_path {model}: no such local folder (a Hub id looks like owner/name)")
     require_dataset_exists(data_args.dataset)

@@ -245,9 +245,9 @@ def parse_arguments(
         if isinstance(error, UserInputError):
             raise
         raise UserInputError(str(error).strip().splitlines()[0]) from error
-    if model_args.model_name_or_path is None or data_args.dataset is None:
-        raise UserInputError("--model_name_or_path and --dataset are required (Hub ids or local folders); "
-                             "`hardpos train` with no arguments runs the demo's hp+hn fine-tune instead")  # fmt: skip
+    if data_args.dataset is None:
+        raise UserInputError("--dataset is required (a Hub id or local folder); `hardpos train` with no arguments "
+                             "runs the demo's hp+hn fine-tune instead")  # fmt: skip
     check_numeric_arguments(training_args)  # before any model or data is loaded
     return model_args, data_args, training_args, recipe
 

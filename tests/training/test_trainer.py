@@ -399,7 +399,7 @@ def test_finetune_arguments_cli_config_file_and_defaults(tmp_path):
     from hf_hardpos.errors import UserInputError
     from hf_hardpos.training import finetune_args
 
-    with pytest.raises(UserInputError, match="--model_name_or_path and --dataset are required"):
+    with pytest.raises(UserInputError, match="--dataset is required"):
         finetune_args.parse_arguments(["--output_dir", str(tmp_path), "--learning_rate", "1e-4"])
     model = ["--model_name_or_path", "openai/clip-vit-base-patch32"]
     _, data_args, args, _ = finetune_args.parse_arguments([*model, "--dataset", "hardpos/coco", "--output_dir", str(tmp_path)])
