@@ -199,8 +199,8 @@ def _run_defaults(explicit: dict) -> dict:
     """`DATASET_DEFAULTS` adjusted to what `explicit` asks (each adjustment logged):
     without eval sets evaluation is off (unless --eval_strategy was given, which the trainer then rejects
     clearly), --save_steps alone switches save_strategy to "steps", the start model is not evaluated when
-    evaluation is off or when a run resumes, a length in steps drops the default epochs, and pinned memory
-    follows the device."""
+    evaluation is off or when a run resumes, a length in steps drops the default epochs, pinned memory
+    follows the device, and bars are off off a terminal."""
     defaults = dict(DATASET_DEFAULTS)
     if not explicit.get("eval_datasets") and "eval_strategy" not in explicit:
         defaults["eval_strategy"] = "no"
@@ -218,6 +218,9 @@ def _run_defaults(explicit: dict) -> dict:
     if explicit.get("logging_strategy", "steps") != "steps":
         defaults["logging_steps"] = _dataclass_default("logging_steps")
     defaults["dataloader_pin_memory"] = _pin_memory_default(explicit)
+    # Off a terminal no bar at all (the Trainer's, scoring's, weight loading's, shard writing's): progress
+    # becomes labelled lines (`log_lines`), which a log file reads.
+    defaults["disable_tqdm"] = not sys.stderr.isatty()
     return defaults
 
 

@@ -31,6 +31,21 @@ def _quick(tiny_clip_dir, tmp_path) -> list[str]:
             "--eval_datasets", f"swap={swap_eval_folder(tmp_path / 'swap')}"]  # fmt: skip
 
 
+def _eval_tables(text: str) -> list[dict]:
+    """The evaluations the fine-tune logged: each `evaluation at step N:` line and its `name=value` table."""
+    tables, current = [], None
+    for line in text.splitlines():
+        if re.match(r"\[train [^]]*\] evaluation at step \d+:$", line):
+            current = {}
+            tables.append(current)
+        elif current is not None and line.startswith("  ") and "=" in line:
+            assert len(line) <= 100, line
+            current.update({k: float(v) for k, v in re.findall(r"(\S+)=(\S+)", line)})
+        else:
+            current = None
+    return tables
+
+
 def _json_lines(text: str) -> list[dict]:
     """The JSON objects the fine-tune logged (`[train ...] {...}` lines)."""
     return [json.loads(line.split("] ", 1)[1]) for line in text.splitlines()
@@ -77,6 +92,11 @@ def test_log_lines_one_line_per_interval_with_numbers(capsys):
     # steps at 6 s, 12 s, 18 s (5 s passed since the last line) and the last step at 20 s
     assert [re.search(r"step (\d+)/10", line).group(1) for line in steps] == ["3", "6", "9", "10"]
     assert _json_lines("\n".join(lines)) == [{"loss": 1.23457, "epoch": 3.0, "step": 10}]
+    evaluation = {f"eval_set{i}_rate": i / 7 for i in range(30)} | {"eval_runtime": 1.5, "epoch": 3.0}
+    callback.on_log(args, state, None, logs=evaluation)
+    printed = capsys.readouterr().err
+    assert _eval_tables(printed) == [{f"set{i}_rate": pytest.approx(i / 7, rel=1e-3) for i in range(30)}]
+    assert len(printed.splitlines()) < 15
 
     # Resumed at step 40 of 128: 4 steps in 8 s is 2 s a step, so 84 steps are about 168 s away (not
     # the 40 steps of the earlier run counted as done in those 8 s).
@@ -104,6 +124,9 @@ def test_fine_tune_keeps_its_output_clean(tiny_clip_dir, tmp_path, capfd, caplog
     history = json.loads((output / "trainer_state.json").read_text())["log_history"]
     evaluated = {e["step"]: e for e in history if "eval_swap_brittleness" in e}
     assert sorted(evaluated) == [0, 2]  # the start model, then the fine-tuned one
+    tables = _eval_tables(log)  # printed as short tables with the values saved
+    assert [t["swap_brittleness"] for t in tables] == [pytest.approx(evaluated[s]["eval_swap_brittleness"], rel=1e-3)
+                                                       for s in (0, 2)]  # fmt: skip
     assert re.search(r"swap_brittleness: [\d.]+ % before fine-tuning, [\d.]+ % after", caplog.text)
     assert not [r for r in caplog.records if r.levelname == "WARNING"]  # nothing the user did not choose
     assert {p.name for p in output.iterdir() if p.is_dir()} == set()
@@ -136,7 +159,7 @@ def test_accelerate_launch_writes_a_log_file_without_redraws(tiny_clip_dir, tmp_
     assert not any(w in decoded for w in UNCHOSEN_WARNINGS), decoded
     assert "defaults used instead" not in decoded  # the launch flags given: accelerate's own warning is gone too
     logged = _json_lines(decoded)
-    assert [e["eval_swap_brittleness"] for e in logged if "eval_swap_brittleness" in e]  # before and after
+    assert [e["swap_brittleness"] for e in _eval_tables(decoded)]  # before and after, as short tables
     assert all(isinstance(v, (int, float)) for entry in logged for v in entry.values())
     assert "step 2/2 (100 %)" in decoded
 
