@@ -107,8 +107,6 @@ def variant_trainer(model, processor, dataset, variant: Variant, seed: int, outp
     """The `HardPosTrainer` of one demo run: `variant`'s loss weights and `config`'s schedule, only the caption
     columns the variant's loss reads batched. Off a terminal, `log` gets the step and loss every few seconds
     (`TrainingLines`). `overrides`: Trainer options that do not change what is trained (saving checkpoints)."""
-    import torch
-
     from hf_hardpos import columns
     from hf_hardpos.training import HardPosTrainer, HardPosTrainingArguments
 
@@ -132,7 +130,6 @@ def variant_trainer(model, processor, dataset, variant: Variant, seed: int, outp
         report_to="none",
         logging_steps=0.25,
         disable_tqdm=not progress,
-        dataloader_pin_memory=torch.cuda.is_available(),
         dataloader_num_workers=config.dataloader_workers,
         dataloader_persistent_workers=config.dataloader_workers > 0,
     )

@@ -180,17 +180,6 @@ def _given_on_command_line(argv: list[str]) -> dict:
     return {name: value for name, value in vars(namespace).items() if value is not unset}
 
 
-def _pin_memory_default(explicit: dict) -> bool:
-    """Pin batches only where an accelerator will receive them: torch warns about pinning on a CPU-only
-    machine, and pinning for `--use_cpu` on a GPU machine only costs time."""
-    import torch
-
-    if explicit.get("use_cpu"):
-        return False
-    accelerator = getattr(torch, "accelerator", None)
-    return bool(accelerator.is_available()) if accelerator is not None else torch.cuda.is_available()
-
-
 def _dataclass_default(name: str) -> Any:
     return next(f.default for f in dataclasses.fields(HardPosTrainingArguments) if f.name == name)
 
@@ -199,8 +188,8 @@ def _run_defaults(explicit: dict) -> dict:
     """`DATASET_DEFAULTS` adjusted to what `explicit` asks (each adjustment logged):
     without eval sets evaluation is off (unless --eval_strategy was given, which the trainer then rejects
     clearly), --save_steps alone switches save_strategy to "steps", the start model is not evaluated when
-    evaluation is off or when a run resumes, a length in steps drops the default epochs, pinned memory
-    follows the device, and bars are off off a terminal."""
+    evaluation is off or when a run resumes, a length in steps drops the default epochs and bars are off
+    off a terminal (pinned memory follows the device: `HardPosTrainingArguments`)."""
     defaults = dict(DATASET_DEFAULTS)
     if not explicit.get("eval_datasets") and "eval_strategy" not in explicit:
         defaults["eval_strategy"] = "no"
@@ -217,7 +206,6 @@ def _run_defaults(explicit: dict) -> dict:
         defaults["num_train_epochs"] = _dataclass_default("num_train_epochs")
     if explicit.get("logging_strategy", "steps") != "steps":
         defaults["logging_steps"] = _dataclass_default("logging_steps")
-    defaults["dataloader_pin_memory"] = _pin_memory_default(explicit)
     # Off a terminal no bar at all (the Trainer's, scoring's, weight loading's, shard writing's): progress
     # becomes labelled lines (`log_lines`), which a log file reads.
     defaults["disable_tqdm"] = not sys.stderr.isatty()

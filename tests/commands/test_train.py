@@ -113,7 +113,9 @@ def test_fine_tune_keeps_its_output_clean(tiny_clip_dir, tmp_path, capfd, caplog
     numbers as numbers and no warning about a setting nobody chose."""
     caplog.set_level("INFO")
     output = tmp_path / "run"
-    assert cli.main(["train", *_quick(tiny_clip_dir, tmp_path), "--use_cpu", "--output_dir", str(output)]) == 0
+    quick = _quick(tiny_clip_dir, tmp_path)
+    capfd.readouterr()  # the test's own folders written: what follows is the command's
+    assert cli.main(["train", *quick, "--use_cpu", "--output_dir", str(output)]) == 0
     captured = capfd.readouterr()
     log = captured.out + captured.err
     assert not REDRAWS.search(log.encode()) and not any(w in log for w in UNCHOSEN_WARNINGS)

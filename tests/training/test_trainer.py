@@ -752,3 +752,15 @@ def test_cmr_thresholds_move_once_per_optimiser_step_from_all_its_micro_batches(
             assert next_used == pytest.approx([float(e) for e in expected], rel=1e-5, abs=1e-6)
             moved.extend(next_used)
     assert any(value > 0 for value in moved)
+
+
+def test_python_api_pins_memory_only_with_an_accelerator(tiny_clip_dir, tmp_path, recwarn):
+    """`HardPosTrainingArguments` made in Python, nothing said about pinning: no torch warning about pinned
+    memory on a machine without an accelerator (the Trainer's default pins everywhere)."""
+    model, processor = load_tiny(tiny_clip_dir)
+    args = HardPosTrainingArguments(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4,
+                                    report_to="none", disable_tqdm=True, save_strategy="no")  # fmt: skip
+    HardPosTrainer(model=model, args=args, train_dataset=finetune_rows(4), processor=processor).train()
+    assert not [w for w in recwarn if "pin_memory" in str(w.message)]
+    assert args.dataloader_pin_memory == torch.cuda.is_available()
+    assert not HardPosTrainingArguments(output_dir=str(tmp_path), use_cpu=True).dataloader_pin_memory
