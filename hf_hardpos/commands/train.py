@@ -130,13 +130,18 @@ def check_inputs(model_args, data_args) -> None:
         try:
             configs = get_dataset_config_names(data_args.dataset, revision=data_args.dataset_revision)
         except Exception as error:  # noqa: BLE001 -- whatever the Hub or the folder says, in one line
-            local = Path(data_args.dataset).expanduser().is_dir()
             raise UserInputError(f"--dataset {data_args.dataset}: cannot read it ({first_line(error)}); "
-                                 f"{'a local folder of that name exists' if local else 'no local folder of that name'}"
-                                 ) from None  # fmt: skip
+                                 f"{_local_folder_note(data_args.dataset)}") from None  # fmt: skip
         if len(configs) > 1:
             raise UserInputError(f"--dataset {data_args.dataset} has {len(configs)} configs; pick one with "
                                  f"--dataset_config: {', '.join(configs)}")  # fmt: skip
+
+
+def _local_folder_note(name: str) -> str:
+    """Whether a local folder of that name exists: what a person who meant one needs to know when loading failed."""
+    if Path(name).expanduser().is_dir():
+        return f"a local folder {name} exists here (is it complete?)"
+    return f"no local folder {name} exists here either"
 
 
 def _recipe_report(recipe, model_args, data_args, training_args):
@@ -184,9 +189,13 @@ def _train(model_args, data_args, training_args, recipe) -> dict[str, float]:
     resume = checkpoint_to_resume(training_args.output_dir, training_args.resume_from_checkpoint)
     recipe_report = _recipe_report(recipe, model_args, data_args, training_args) if recipe is not None else None
     model_path = model_args.model_name_or_path
-    model = CLIPModel.from_pretrained(model_path)
-    # The backend named, as `hardpos eval` does (`image_processing`): no fallback warning, the same pixels.
-    processor = CLIPProcessor.from_pretrained(model_path, backend=DEFAULT_IMAGE_BACKEND)
+    try:
+        model = CLIPModel.from_pretrained(model_path)
+        # The backend named, as `hardpos eval` does (`image_processing`): no fallback warning, the same pixels.
+        processor = CLIPProcessor.from_pretrained(model_path, backend=DEFAULT_IMAGE_BACKEND)
+    except OSError as error:  # a Hub id that cannot be reached (or is not there), a folder without a model
+        raise UserInputError(f"--model_name_or_path {model_path}: cannot load it ({first_line(error)}); "
+                             f"{_local_folder_note(model_path)}") from None  # fmt: skip
     train, evals, eval_ids, descriptions, train_identity = load_data(data_args, training_args)
     if data_args.check_all_images:  # the trainer checks the rest (and a sample of images) itself
         checked = validate_training_data(train, training_args, all_images=True)

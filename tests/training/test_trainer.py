@@ -757,6 +757,8 @@ def test_cmr_thresholds_move_once_per_optimiser_step_from_all_its_micro_batches(
 def test_python_api_pins_memory_only_with_an_accelerator(tiny_clip_dir, tmp_path, recwarn):
     """`HardPosTrainingArguments` made in Python, nothing said about pinning: no torch warning about pinned
     memory on a machine without an accelerator (the Trainer's default pins everywhere)."""
+    from hf_hardpos.training import HardPosTrainingArguments
+
     model, processor = load_tiny(tiny_clip_dir)
     args = HardPosTrainingArguments(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4,
                                     report_to="none", disable_tqdm=True, save_strategy="no")  # fmt: skip
