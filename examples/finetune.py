@@ -4,9 +4,8 @@
 The script entry point of `hardpos train` (the code is `hf_hardpos.commands.train`), for launchers
 that start a file:
 
-    # No arguments: a small real fine-tune on the synthetic world, on CPU, in a few minutes, starting
-    # from the demo's pretrained tiny CLIP; the synthetic REPLACE/SWAP sets are evaluated before the
-    # first step and after every epoch.
+    # No arguments: the demo's hp+hn fine-tune of seed 0 (one process, CPU, minutes), its REPLACE and
+    # SWAP rates printed beside the start model's and the demo's hn row.
     python examples/finetune.py
 
     # A pinned recipe (examples/recipes/: svlc = the HP+HN setting the paper follows, negclip, ce-clip),
@@ -18,7 +17,8 @@ that start a file:
     # Two CPU processes.
     torchrun --nproc_per_node 2 examples/finetune.py --use_cpu ...
 
-`python examples/finetune.py --help` (or `hardpos train --help`) lists every option with its default.
+`python examples/finetune.py --help` (or `hardpos train --help`) lists the options with the defaults a
+run gets; `--help-all` every TrainingArguments flag.
 """
 
 import sys

@@ -92,9 +92,27 @@ def looks_like_hub_id(name: str | None) -> bool:
 
 
 def looks_like_path(name: str) -> bool:
-    """A name meant as a local path ("/x", "./x", "~/x", "a/b/c"): refused as "not found" when missing,
-    rather than passed on as a malformed Hub id."""
-    return name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1
+    """A name meant as a local path: refused as "not found" when missing, at once, rather than passed on to
+    the Hub (whose retries take half a minute and end by suggesting a download). Local are "/x", "./x",
+    "~/x", "a/b/c", a name ending in a file suffix ("x.parquet"), "a/b" where the folder "a" exists here
+    (`runs/hpn` beside `runs/`), and a bare name close to a folder that exists here (`my-evalset` beside
+    `my_evalset/`). A Hub id "owner/name" whose owner is no local folder stays a Hub id."""
+    import difflib
+
+    if name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1:
+        return True
+    if Path(name).suffix.lower() in _FILE_SUFFIXES:
+        return True
+    head, _, tail = name.partition("/")
+    if tail:
+        return Path(head).is_dir()
+    here = [p.name for p in Path(".").iterdir() if p.is_dir()] if Path(".").is_dir() else []
+    return bool(difflib.get_close_matches(name, here, n=1, cutoff=0.8))
+
+
+# Suffixes of files (tables, archives, weights, configs) that no Hub repository name ends in.
+_FILE_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl", ".yaml", ".yml", ".parquet", ".arrow", ".txt", ".tar", ".zip",
+                  ".gz", ".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".png", ".jpg", ".jpeg")  # fmt: skip
 
 
 def model_identity(name_or_path: str) -> dict[str, Any]:

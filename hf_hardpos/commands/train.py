@@ -1,62 +1,49 @@
 """`hardpos train`: fine-tune a CLIP model with hard positives and hard negatives (Kamath et al. 2024;
 CE-CLIP's losses optional), evaluating any benchmark `hardpos eval` knows along the way.
 
-With no arguments: a small real fine-tune on the synthetic world, on CPU, in minutes. It starts from the
-demo's pretrained tiny CLIP (trained once and cached under HF_HOME), evaluates the synthetic REPLACE and
-SWAP sets before the first step and after every epoch, and writes the model, its card and the Trainer's
-state to ./hardpos-synthetic.
+With no arguments it is the demo's hp+hn fine-tune of seed 0 (`hf_hardpos.synthetic.finetune`): the
+demo's start model (reused from `hardpos demo`'s folder or cache), data, recipe and eval sets, so its
+REPLACE and SWAP rates are the demo's hp+hn row; it prints them beside the start model and the demo's hn
+row, and writes ./hardpos-synthetic. `--output_dir`, `--resume_from_checkpoint` and `--demo_dir` are the
+only flags it takes; anything else is a fine-tune of your own, which needs --dataset and a model (--model_name_or_path
+or a recipe's).
 
     hardpos train
-    hardpos train examples/recipes/svlc.yaml --dataset hardpos/coco \\
+    hardpos train examples/recipes/svlc.yaml --dataset hardpos/coco \
         --eval_datasets hardpos/replace:attributes hardpos/swap --output_dir clip-hardpos
-    hardpos train --dataset hardpos/coco --output_dir clip-hardpos --use_lora --max_steps 100
     accelerate launch -m hf_hardpos train ...   (several processes; or examples/finetune.py)
 
 A recipe (examples/recipes/*.yaml) or a YAML/JSON file of flags goes first; flags override it. Every
 `transformers.TrainingArguments` flag is accepted, spelt as the Trainer spells it (--learning_rate);
-`hardpos train --help` lists them all with their defaults. Bad options or data: one line, exit status 2;
-Ctrl-C saves the current step as a checkpoint and exits with 130 (--resume_from_checkpoint last resumes).
+`hardpos train --help` lists the common ones with the defaults a run gets, `--help-all` all of them. Bad
+options or data: one line, exit status 2; Ctrl-C saves the current step as a checkpoint and exits with 130;
+the same command again resumes from the last complete checkpoint of --output_dir and says so.
 
 How (for readers of the code): `main(argv)` parses the arguments (`training.finetune_args`), loads the
 model and data, trains with `HardPosTrainer`, evaluates and saves; `finetune(argv)` is `main` with the
 exit statuses, what `examples/finetune.py` calls under `accelerate launch` / `torchrun` (every process
-runs it; the Trainer shares the work). This module composes training, evaluation and the synthetic world,
-so it sits on the commands floor, above all three. The no-argument start model is the demo's (contrastive
-pretraining on alt-text-like captions, weak on compositional distinctions as public CLIP checkpoints
-are; from random weights a fine-tune ends below chance): built by the demo's own pretraining step (same
-data, settings and cache key) into `HF_HOME/hardpos/synthetic-pretrained/<settings digest>/`, never into
-the output folder, in a child process that does not see the launcher's variables (inside a `torchrun`
-rank a Trainer would join that rank's process group; the fine-tune's precision flags would change the
-cached model). Logs read well in a file: bars become lines (`hf_hardpos.progress`), log entries JSON
-numbers (`training.log_lines`), and warnings about settings nobody chose are avoided at their source
-(pinned memory only with an accelerator, the image processor's backend named).
+runs it; the Trainer shares the work). The one seam to the synthetic world is `_demo_run`. Logs read well
+in a file: bars become lines (`hf_hardpos.progress`), log entries JSON numbers (`training.log_lines`), and
+warnings about settings nobody chose are avoided at their source (pinned memory only with an accelerator,
+the image processor's backend named).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import columns, output_folder, progress
 from ..command_parsers import add_command
-from ..errors import UserInputError
+from ..errors import UserInputError, first_line
 
 if TYPE_CHECKING:  # torch, transformers and datasets load when the command runs, not when it is listed
     from datasets import Dataset
 
 logger = logging.getLogger(__name__)
-
-START_MODEL_CACHE = ("hardpos", "synthetic-pretrained")  # under HF_HOME
-# What a launcher sets for the processes it starts; a child process that trains alone must not see it.
-_LAUNCHER_VARIABLES = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
-                       "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT"}  # fmt: skip
-_LAUNCHER_PREFIXES = ("TORCHELASTIC_", "ACCELERATE_")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -69,82 +56,8 @@ def run(args: argparse.Namespace) -> int:
     return finetune(args.arguments, prog="hardpos train")
 
 
-def _demo_config(examples: int | None, epochs: float | None):
-    """The demo's `DemoConfig`, with a smaller pretraining budget where one is given (tests, smoke runs)."""
-    from ..synthetic.demo import DemoConfig
-
-    budget = {"pretrain_examples": examples, "pretrain_epochs": epochs}
-    return dataclasses.replace(DemoConfig(), **{k: v for k, v in budget.items() if v is not None})
-
-
-def start_model_cache(config) -> Path:
-    """Where the pretrained model of `config` is cached: one folder per pretraining setting, so a quick
-    test model never replaces the demo's."""
-    from huggingface_hub import constants
-
-    from ..provenance import digest_of
-
-    return Path(constants.HF_HOME).joinpath(*START_MODEL_CACHE, digest_of(config.pretrain_settings()))
-
-
-def _start_model(training_args, examples: int | None, epochs: float | None) -> str:
-    """The folder of the demo's pretrained tiny CLIP, trained first (in a child process) when not cached."""
-    from filelock import FileLock
-
-    from ..synthetic.demo import PRETRAINED
-
-    config = _demo_config(examples, epochs)
-    models_dir = start_model_cache(config)
-    models_dir.mkdir(parents=True, exist_ok=True)
-    logger.info("start model: the demo's pretrained tiny CLIP (%d pairs, %g epochs), from the cache %s or trained "
-                "into it first", config.pretrain_examples, config.pretrain_epochs, models_dir)  # fmt: skip
-    with training_args.main_process_first(desc="pretraining the tiny CLIP"), FileLock(str(models_dir) + ".lock"):
-        child = (f"from {__name__} import pretrain_start_model; pretrain_start_model({str(models_dir)!r}, "
-                 f"{config.pretrain_examples!r}, {config.pretrain_epochs!r}, {not training_args.disable_tqdm!r})")
-        command = [sys.executable, "-c", child]
-        environment = {name: value for name, value in os.environ.items()
-                       if name not in _LAUNCHER_VARIABLES and not name.startswith(_LAUNCHER_PREFIXES)}  # fmt: skip
-        if subprocess.run(command, env=environment).returncode != 0:
-            raise UserInputError(f"pretraining the start model into {models_dir} failed (see above); "
-                                 "or give --model_name_or_path")  # fmt: skip
-    return str(models_dir / PRETRAINED)
-
-
-def pretrain_start_model(models_dir: str | Path, examples: int, epochs: float, bars: bool) -> None:
-    """Reuse or train the demo's pretrained model in `models_dir`, as `run_demo` runs its pretraining step
-    (its thread count, library chatter silenced); what the child process of `_start_model` runs."""
-    from ..synthetic import demo, runtime
-    from ..synthetic.stage_log import StageLog
-
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    config = _demo_config(examples, epochs)
-    log = StageLog(logger.info, enabled=not bars)  # a line at least every few seconds while it trains
-    with progress.configure(enabled=bars), runtime.torch_threads(config.torch_threads), runtime.quiet_libraries(), \
-            log.stage("pretrain"):
-        folder, reused = demo._pretrained_model(Path(models_dir), config, bars, log)
-    logger.info("start model: %s %s", "reused" if reused else "trained and cached", folder)
-
-
 def _truncate(dataset: Dataset, limit: int | None) -> Dataset:
     return dataset.select(range(min(limit, len(dataset)))) if limit is not None else dataset
-
-
-def _synthetic_data(data_args) -> tuple[Dataset, dict, dict[str, str]]:
-    """The synthetic world's fine-tuning set and (unless --eval_datasets) its REPLACE and SWAP sets."""
-    from ..synthetic.world import make_finetune_dataset, make_replace_dataset, make_swap_dataset
-
-    seed, n = data_args.synthetic_seed, data_args.synthetic_eval_size
-    train = make_finetune_dataset(data_args.synthetic_train_size, seed)
-    descriptions = {"train": f"the synthetic world's fine-tuning set (`make_finetune_dataset`, seed {seed})"}
-    evals = {}
-    if not data_args.eval_datasets:
-        evals = {
-            "replace_attributes": make_replace_dataset(n, seed, "attributes"),
-            "replace_relations": make_replace_dataset(n, seed, "relations"),
-            "swap": make_swap_dataset(n, seed),
-        }
-        descriptions.update({name: f"the synthetic world's {name} set (seed {seed})" for name in evals})
-    return train, evals, descriptions
 
 
 def _dataset_train(data_args) -> tuple[Dataset, dict[str, str | None], dict[str, str]]:
@@ -167,20 +80,15 @@ def _dataset_train(data_args) -> tuple[Dataset, dict[str, str | None], dict[str,
 
 
 def load_data(data_args, training_args):
-    """(train set, {name: eval set}, {name: dataset id}, {name: description}, train identity) for the
-    synthetic world or the Hub/local paths; descriptions name data without a Hub id in the model card, the
-    train identity is the config, split and revision (Hub commit or data files' sha256) trained on. Synthetic eval sets
-    are in-memory hard-positive tables; `--eval_datasets` entries are `BenchmarkEvalSet`s of any benchmark."""
+    """(train set, {name: eval set}, {name: dataset id}, {name: description}, train identity) of --dataset and
+    --eval_datasets; descriptions name data without a Hub id in the model card, the train identity is the
+    config, split and revision (Hub commit or data files' sha256) trained on. `--eval_datasets` entries are
+    `BenchmarkEvalSet`s of any benchmark."""
     from ..evaluation.training_sets import BenchmarkEvalSet
     from ..training.finetune_args import parse_eval_spec
 
-    if data_args.dataset is None:
-        train, evals, descriptions = _synthetic_data(data_args)
-        train_identity: dict[str, str | None] = {}
-    else:
-        train, train_identity, descriptions = _dataset_train(data_args)
-        evals = {}
-    evals = {name: _truncate(dataset, data_args.max_eval_samples) for name, dataset in evals.items()}
+    train, train_identity, descriptions = _dataset_train(data_args)
+    evals: dict = {}
     eval_ids: dict[str, str] = {}
     for spec in data_args.eval_datasets:
         name, path, config, split = parse_eval_spec(spec, data_args.eval_split)
@@ -197,6 +105,43 @@ def load_data(data_args, training_args):
         train, needed + training_args.positive_columns + training_args.negative_columns, "the training set"
     )
     return train, evals, eval_ids, descriptions, train_identity
+
+
+def check_inputs(model_args, data_args) -> None:
+    """Fail in a second, in one line, on a model or dataset that names a missing local folder (`looks_like_path`:
+    never sent to the Hub, whose retries take half a minute), and on a --dataset of several configs given
+    none (with the list); before any model is loaded."""
+    from datasets import get_dataset_config_names
+
+    from ..evaluation.eval_data import require_dataset_exists
+    from ..provenance import looks_like_path
+    from ..training.finetune_args import parse_eval_spec
+
+    model = model_args.model_name_or_path
+    if model is None:
+        raise UserInputError("--model_name_or_path is required (a Hub id or local folder of a CLIP model), or a "
+                             "recipe that names one")  # fmt: skip
+    if looks_like_path(model) and not Path(model).expanduser().exists():
+        raise UserInputError(f"--model_name_or_path {model}: no such local folder (a Hub id looks like owner/name)")
+    require_dataset_exists(data_args.dataset)
+    for spec in data_args.eval_datasets:
+        require_dataset_exists(parse_eval_spec(spec, data_args.eval_split)[1])
+    if data_args.dataset_config is None:
+        try:
+            configs = get_dataset_config_names(data_args.dataset, revision=data_args.dataset_revision)
+        except Exception as error:  # noqa: BLE001 -- whatever the Hub or the folder says, in one line
+            raise UserInputError(f"--dataset {data_args.dataset}: cannot read it ({first_line(error)}); "
+                                 f"{_local_folder_note(data_args.dataset)}") from None  # fmt: skip
+        if len(configs) > 1:
+            raise UserInputError(f"--dataset {data_args.dataset} has {len(configs)} configs; pick one with "
+                                 f"--dataset_config: {', '.join(configs)}")  # fmt: skip
+
+
+def _local_folder_note(name: str) -> str:
+    """Whether a local folder of that name exists: what a person who meant one needs to know when loading failed."""
+    if Path(name).expanduser().is_dir():
+        return f"a local folder {name} exists here (is it complete?)"
+    return f"no local folder {name} exists here either"
 
 
 def _recipe_report(recipe, model_args, data_args, training_args):
@@ -238,18 +183,22 @@ def _train(model_args, data_args, training_args, recipe) -> dict[str, float]:
     from ..image_processing import DEFAULT_IMAGE_BACKEND
     from ..model_checks import refuse_remote_code
     from ..training.card_data import HardPosModelCardData
+    from ..training.checkpointing import checkpoint_to_resume
     from ..training.trainer import HardPosTrainer
     from ..training.validation import validate_training_data
 
     output_folder.refuse_links(training_args.output_dir, "--output_dir")  # the Trainer's saves open names
+    resume = checkpoint_to_resume(training_args.output_dir, training_args.resume_from_checkpoint)
     recipe_report = _recipe_report(recipe, model_args, data_args, training_args) if recipe is not None else None
-    model_path = model_args.model_name_or_path or _start_model(
-        training_args, data_args.synthetic_pretrain_examples, data_args.synthetic_pretrain_epochs
-    )
+    model_path = model_args.model_name_or_path
     refuse_remote_code(model_path)
-    model = CLIPModel.from_pretrained(model_path, trust_remote_code=False)
-    # The backend named, as `hardpos eval` does (`image_processing`): no fallback warning, the same pixels.
-    processor = CLIPProcessor.from_pretrained(model_path, backend=DEFAULT_IMAGE_BACKEND, trust_remote_code=False)
+    try:
+        model = CLIPModel.from_pretrained(model_path, trust_remote_code=False)
+        # The backend named, as `hardpos eval` does (`image_processing`): no fallback warning, the same pixels.
+        processor = CLIPProcessor.from_pretrained(model_path, backend=DEFAULT_IMAGE_BACKEND, trust_remote_code=False)
+    except OSError as error:  # a Hub id that cannot be reached (or is not there), a folder without a model
+        raise UserInputError(f"--model_name_or_path {model_path}: cannot load it ({first_line(error)}); "
+                             f"{_local_folder_note(model_path)}") from None  # fmt: skip
     train, evals, eval_ids, descriptions, train_identity = load_data(data_args, training_args)
     if data_args.check_all_images:  # the trainer checks the rest (and a sample of images) itself
         checked = validate_training_data(train, training_args, all_images=True)
@@ -267,8 +216,9 @@ def _train(model_args, data_args, training_args, recipe) -> dict[str, float]:
     )
     trainer = HardPosTrainer(model=model, args=training_args, train_dataset=train, eval_datasets=evals,
                              processor=processor, model_card_data=card_data)  # fmt: skip
-    # "last" / True: the last complete checkpoint (the trainer skips incomplete ones and says so).
-    result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    # "last" / True: the last complete checkpoint (the trainer skips incomplete ones and says so); a rerun into a
+    # folder with checkpoints resumes from the last complete one (`checkpoint_to_resume`).
+    result = trainer.train(resume_from_checkpoint=resume)
     metrics = dict(result.metrics)  # logged by the Trainer already, as every evaluation was
     if evals:
         eval_metrics = _final_eval_metrics(trainer)
@@ -286,6 +236,35 @@ def _train(model_args, data_args, training_args, recipe) -> dict[str, float]:
     return metrics
 
 
+# The only flags of the no-argument run (each with its dashed alias); anything else is a fine-tune of one's own.
+_DEMO_FLAGS = ("output_dir", "resume_from_checkpoint", "demo_dir")
+
+
+def _demo_run(argv: list[str], prog: str | None) -> dict[str, float] | None:
+    """The seam to the synthetic world: with no --dataset, no model and no arguments file, `hardpos train` is the
+    demo's hp+hn fine-tune (`synthetic.finetune.demo_finetune`); its final metrics, or None for any other run."""
+    if any(a in ("-h", "--help", "--help-all") or a.endswith((".yaml", ".yml", ".json")) for a in argv):
+        return None
+    flags = {a.split("=", 1)[0].lstrip("-").replace("-", "_") for a in argv if a.startswith("--")}
+    if flags & {"dataset", "model_name_or_path"}:
+        return None
+    parser = argparse.ArgumentParser(prog=prog, add_help=False)
+    for name in _DEMO_FLAGS:
+        parser.add_argument(f"--{name}", f"--{name.replace('_', '-')}", nargs="+" if name == "demo_dir" else None)
+    known, unknown = parser.parse_known_args(argv)
+    if unknown:
+        raise UserInputError(f"{' '.join(unknown)}: without --dataset, hardpos train is the demo's hp+hn fine-tune, "
+                             "which takes only --output_dir, --resume_from_checkpoint and --demo_dir; a fine-tune "
+                             "of your own needs --model_name_or_path and --dataset (see --help)")  # fmt: skip
+    from ..synthetic.finetune import DEFAULT_OUTPUT_DIR, demo_finetune, flat_metrics
+
+    bars = sys.stderr.isatty()
+    with progress.configure(enabled=bars):
+        result = demo_finetune(known.output_dir or DEFAULT_OUTPUT_DIR, demo_dirs=known.demo_dir,
+                               resume_from_checkpoint=known.resume_from_checkpoint, progress=bars)  # fmt: skip
+    return flat_metrics(result.metrics)
+
+
 def main(argv: list[str] | None = None, prog: str | None = None) -> dict[str, float]:
     """Parse `argv` (default: `sys.argv[1:]`), fine-tune, evaluate and save; the metrics of the final model.
 
@@ -294,11 +273,14 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> dict[str, fl
     from ..training.finetune_args import parse_arguments
 
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    demo = _demo_run(argv, prog)
+    if demo is not None:
+        return demo
     model_args, data_args, training_args, recipe = parse_arguments(argv, prog)
     if not training_args.should_log:
         logging.getLogger().setLevel(logging.WARNING)
-    if data_args.dataset is None:
-        logger.info("no --dataset: fine-tuning on the synthetic world (%d rows)", data_args.synthetic_train_size)
+    check_inputs(model_args, data_args)
     with progress.configure(enabled=not training_args.disable_tqdm):
         return _train(model_args, data_args, training_args, recipe)
 

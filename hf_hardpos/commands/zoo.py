@@ -9,6 +9,8 @@ each project's public code (not from the weight files); published figures from `
 from __future__ import annotations
 
 import argparse
+import shutil
+import textwrap
 
 from ..command_parsers import add_command
 
@@ -25,26 +27,32 @@ def run(args: argparse.Namespace) -> int:
     from ..conversion.presets import PRETRAINED_PRESETS, ZOO_HEADER, zoo_rows
     from ..tables import render_table
 
+    width = shutil.get_terminal_size().columns  # prose wrapped to the terminal (80 columns off one)
+
+    def say(text: str) -> None:
+        print("\n".join(textwrap.fill(part, width, break_on_hyphens=False) if part else part
+                        for part in text.split("\n")))  # fmt: skip
+
     print(render_table(ZOO_HEADER, zoo_rows(), markdown=args.markdown))
-    print(
+    say(
         "\n'trained act.' is the activation the model was trained with; 'paper evaluated' is what the paper's code "
         "built (open_clip ViT-B-32 + a file path = GELU). A preset converts with the paper's activation, to reproduce "
         "Table 1; add --activation quick_gelu for the model as trained. Convert: hardpos convert --preset NAME "
         "--checkpoint FILE --output-dir DIR"
     )
-    print("\nTable 8 (more pretrained models): evaluate with hardpos eval --model <--model column>\n")
+    say("\nTable 8 (more pretrained models): evaluate with hardpos eval --model <--model column>\n")
     print(render_table(TABLE8_HEADER, table8_rows(), markdown=args.markdown))
-    print("\nroute: the model backend that scores the row (hardpos eval --backend NAME):")
+    say("\nroute: the model backend that scores the row (hardpos eval --backend NAME):")
     for backend in BACKENDS.values():
-        print(f"- {backend.name}: {backend.summary}")
-    print(
+        say(f"- {backend.name}: {backend.summary}")
+    say(
         "Published figures: original / augmented accuracy / brittleness, percent, from hf_hardpos.published "
         "('not typed': no checked reading of that row yet)."
     )
     for preset in PRETRAINED_PRESETS.values():
         extra = f"; other route: --model {preset.other_route}" if preset.other_route else ""
         if preset.note or extra:
-            print(f"- {preset.name}: {preset.note}{extra}")
+            say(f"- {preset.name}: {preset.note}{extra}")
     return 0
 
 

@@ -104,12 +104,16 @@ def _read_rows(path: Path) -> list[dict]:
 def check_rows(path: Path, rows: Sequence[dict]) -> None:
     """Every required field present and a non-empty string, no unknown field; errors name line and field."""
     known = {*REQUIRED, *OPTIONAL, "line"}
+    csv = path.suffix.lower() == ".csv"  # a CSV's fields are its header's: a wrong or missing one is line 1's
     for row in rows:
         unknown = sorted(set(row) - known)
         if unknown:
-            raise UserInputError(f"{path}: line {row['line']} has unknown field(s) {unknown}; known: {[*REQUIRED, *OPTIONAL]}")
+            where = "line 1 (the header)" if csv else f"line {row['line']}"
+            raise UserInputError(f"{path}: {where} has unknown field(s) {unknown}; known: {[*REQUIRED, *OPTIONAL]}")
         for field in REQUIRED:
             value = row.get(field)
+            if csv and field not in row:
+                raise UserInputError(f"{path}: line 1 (the header) has no field {field!r}")
             if not isinstance(value, str) or not value.strip():
                 raise UserInputError(f"{path}: line {row['line']}, field {field!r}: missing or empty")
         for field, value in row.items():

@@ -77,16 +77,23 @@ class StageLog:
 
 
 class TrainingLines(TrainerCallback):
-    """One line per `interval` seconds of training: step, total steps and the latest logged loss."""
+    """One line per `interval` seconds of training: step, total steps and the loss logged since the last line.
+
+    A loss is shown once, with the step it was logged at: the demo logs every quarter epoch, and repeating
+    the same loss on every line until the next entry made a running stage look stuck."""
 
     def __init__(self, stage_log: StageLog, label: str) -> None:
         self.stage_log = stage_log
         self.label = label
+        self.shown_step = -1  # the step of the last loss printed
 
     def on_step_end(self, args, state, control, **kwargs):
         # Half the heartbeat's interval, so that a training stage says its step rather than "still running".
         if self.stage_log.enabled and self.stage_log.quiet_for() >= self.stage_log.interval / 2:
-            losses = [entry["loss"] for entry in state.log_history if "loss" in entry]
-            loss = f", loss {losses[-1]:.3f}" if losses else ""
+            logged = [entry for entry in state.log_history if "loss" in entry]
+            loss = ""
+            if logged and logged[-1]["step"] > self.shown_step:
+                self.shown_step = logged[-1]["step"]
+                loss = f", loss {logged[-1]['loss']:.3f} (step {self.shown_step})"
             self.stage_log(f"[{self.label}] step {state.global_step}/{state.max_steps}{loss}")
         return control

@@ -282,6 +282,30 @@ def resolve_checkpoint(output_dir: str, requested: str | bool | None) -> str | N
     return str(folder)
 
 
+def checkpoint_to_resume(output_dir: str | os.PathLike, requested: str | bool | None) -> str | bool | None:
+    """What a run writing into `output_dir` resumes from, as transformers' example scripts decide it.
+
+    `requested` (`--resume_from_checkpoint`) when given; else "last" when `output_dir` holds a complete
+    checkpoint (a rerun of an interrupted command goes on from it, and the log says so); else None (start
+    afresh) for a folder with no trace of a run. A folder that holds a run but no complete checkpoint is
+    refused: starting from step 0 would write new checkpoints beside the old ones.
+    """
+    if requested not in (None, False, ""):
+        return requested
+    output_dir = Path(output_dir)
+    complete = [p for p in checkpoints_by_step(output_dir) if _unusable(p) is None]
+    if complete:
+        logger.warning("%s holds %s from an earlier run of this command: resuming from it (give another "
+                       "--output_dir to start afresh).", output_dir, complete[0].name)  # fmt: skip
+        return "last"
+    traces = [p.name for p in checkpoints_by_step(output_dir)]
+    traces += [name for name in (TRAINER_STATE_NAME, "model.safetensors") if (output_dir / name).is_file()]
+    if traces:
+        raise UserInputError(f"{output_dir} already holds a run ({', '.join(traces)}) and no complete checkpoint "
+                             "to resume from; give another --output_dir (nothing there is deleted)")  # fmt: skip
+    return None
+
+
 def _unusable(folder: Path) -> str | None:
     """Why a resume cannot use `folder` ("incomplete: no ...", "corrupt: ..."), or None."""
     missing = missing_parts(folder)

@@ -156,6 +156,7 @@ class HardPosDataCollator:
         caption_column: str = columns.CAPTION,
         positive_columns: Sequence[str] = columns.FINETUNE_POSITIVE_COLUMNS,
         negative_columns: Sequence[str] = columns.FINETUNE_NEGATIVE_COLUMNS,
+        *,
         max_length: int = CLIP_CONTEXT_LENGTH,
         image_transform: Callable[[Image.Image], Image.Image] | None = None,
         sampling: str = "all",

@@ -38,7 +38,7 @@ class TrainingInterrupted(RuntimeError):
         self.step = step
         self.checkpoint = checkpoint
         where = (
-            f"saved step {step} in {checkpoint}; resume with --resume_from_checkpoint last"
+            f"saved step {step} in {checkpoint}; the same command again resumes from it"
             if checkpoint
             else f"stopped at step {step}, nothing saved"
         )

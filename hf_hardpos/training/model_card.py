@@ -92,6 +92,34 @@ def non_default_hyperparameters(args) -> dict[str, Any]:
     }
 
 
+# The arguments that shape what is trained, listed on every card whatever their value (sentence-transformers'
+# cards list them all too): a reader should not need transformers' defaults to know the learning rate.
+SHAPING_ARGS = (
+    "learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "num_train_epochs", "max_steps",
+    "optim", "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay", "max_grad_norm", "lr_scheduler_type",
+    "warmup_steps", "seed", "bf16", "fp16", "hard_example_sampling", "train_crop_scale", "use_lora",
+)  # fmt: skip
+
+
+def shaping_hyperparameters(args) -> dict[str, dict[str, Any]]:
+    """Every argument that shapes the run (`SHAPING_ARGS`, then every other one that differs from its default,
+    loss weights included): {name: {"value": ..., "default": bool}}."""
+    changed = non_default_hyperparameters(args)
+    current = args.to_dict()
+    names = [n for n in SHAPING_ARGS if n in current] + [n for n in changed if n not in SHAPING_ARGS]
+    return {name: {"value": card_value(current[name]), "changed": name in changed} for name in names}
+
+
+def sample_rows(dataset, args, count: int = 3) -> list[dict[str, str]]:
+    """The caption columns of the first `count` training rows (what a reader checks the schema against)."""
+    if dataset is None or not hasattr(dataset, "__len__") or not hasattr(dataset, "select"):
+        return []
+    wanted = [c for c in (args.caption_column, *args.positive_columns, *args.negative_columns)
+              if c in getattr(dataset, "column_names", [])]  # fmt: skip
+    rows = dataset.select_columns(wanted).select(range(min(count, len(dataset))))
+    return [{column: str(row[column]) if row[column] is not None else "" for column in wanted} for row in rows]
+
+
 def _normalise(value: Any) -> Any:
     if value in (None, False, "", [], (), {}):
         return None  # unset, whichever empty form __post_init__ chose
@@ -267,11 +295,25 @@ def card_contents(
         objective_config=json.dumps(objective_config, indent=2, sort_keys=True, default=str),
         loss_formula=_loss_formula(terms),
         training_signal=_training_signal(terms),
-        hyperparameters={k: card_value(v) for k, v in non_default_hyperparameters(args).items()},
+        hyperparameters=shaping_hyperparameters(args),
+        sample_rows=sample_rows(trainer.train_dataset, args),
+        local_inputs_hint=_local_inputs_hint(card_data, identity),
         training_log=training_log_table(trainer.state.log_history),
         versions=versions("peft", "accelerate", "huggingface_hub"),
         citations=_citations(objective),
     )
+
+
+def _local_inputs_hint(card_data: HardPosModelCardData, identity: dict[str, Any]) -> str | None:
+    """One line when the base model or the training set is not a Hub id: the YAML then cannot name them."""
+    local = [what for what, value, hub in (
+        ("base model", identity["base_model"], identity["base_model_is_hub_id"]),
+        ("training set", card_data.train_dataset_id, looks_like_hub_id(card_data.train_dataset_id)),
+    ) if value and not hub]  # fmt: skip
+    if not local:
+        return None
+    return (f"The {' and the '.join(local)} of this run are local folders, so the metadata above cannot name them; "
+            "publish them to the Hub and pass their ids to name them here.")
 
 
 def _metadata(

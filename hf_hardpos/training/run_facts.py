@@ -69,6 +69,8 @@ def compute_facts(args, log_history: Sequence[Mapping[str, Any]]) -> dict[str, A
     runtime = next((e["train_runtime"] for e in reversed(log_history) if "train_runtime" in e), None)
     precision = "bf16 mixed precision" if getattr(args, "bf16", False) else \
         "fp16 mixed precision" if getattr(args, "fp16", False) else "fp32"
+    if kind == "cpu":
+        name = _cpu_name()
     return {
         "device": f"{kind}" + (f" ({name})" if name else ""),
         "processes": int(getattr(args, "world_size", 1) or 1),
@@ -76,6 +78,21 @@ def compute_facts(args, log_history: Sequence[Mapping[str, Any]]) -> dict[str, A
         "runtime": f"{runtime:,.0f} s" if isinstance(runtime, (int, float)) else None,
         "steps": next((e.get("step") for e in reversed(log_history) if "train_runtime" in e), None),
     }
+
+
+def _cpu_name() -> str | None:
+    """The CPU's model name and the cores this process may use (Linux: /proc/cpuinfo), else the platform's."""
+    import os
+    import platform
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), None)
+    except OSError:
+        model = None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    model = model or platform.processor() or None
+    return f"{model}, {cores} cores" if model else None
 
 
 def global_batch(args, rows: int | None = None) -> dict[str, int]:

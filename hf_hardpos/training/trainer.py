@@ -357,6 +357,9 @@ class HardPosTrainer(AtomicCheckpoints, Trainer):
         if interrupt.stopped:
             saved = os.path.join(self._get_output_dir(trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
             raise TrainingInterrupted(self.state.global_step, saved if os.path.isdir(saved) else None)
+        if self.args.should_save:  # the run's card in output_dir, not only inside its checkpoints
+            os.makedirs(self.args.output_dir, exist_ok=True)
+            self.write_model_card(self.args.output_dir)
         return result
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:

@@ -30,6 +30,13 @@ def _choice(default: str, choices: dict[str, str], what: str):
     return field(default=default, metadata={"help": describe_choices(what, choices), "choices": list(choices)})
 
 
+def _accelerator_present() -> bool:
+    import torch
+
+    accelerator = getattr(torch, "accelerator", None)  # torch >= 2.6
+    return bool(accelerator.is_available()) if accelerator is not None else torch.cuda.is_available()
+
+
 # Every loss term's weight and options (`--hard_negative_weight`, `--imc_form`, ...), as fields the terms
 # declare (`losses.registry.LossArguments`). A base listed before TrainingArguments: its fields come after
 # the Trainer's in `--help`, as the fields below do.
@@ -37,6 +44,8 @@ def _choice(default: str, choices: dict[str, str], what: str):
 class HardPosTrainingArguments(LossArguments, TrainingArguments):
     """Trainer options for `HardPosTrainer`; every field below, and every loss term's weight and options
     (`LossArguments`), can be given as `--<name>` on the CLI."""
+
+    _argument_group_name = "training (transformers.TrainingArguments)"  # HfArgumentParser's --help group
 
     # No option takes a Hub token: on a command line it is readable by every user of the machine
     # (/proc/<pid>/cmdline). huggingface_hub resolves it from HF_TOKEN or the stored login instead;
@@ -50,6 +59,14 @@ class HardPosTrainingArguments(LossArguments, TrainingArguments):
         default=0,
         metadata={"help": f"DataLoader worker processes; {AUTO_WORKERS}: the CPU cores this process may use, "
                   "shared among the processes launched on this machine (LOCAL_WORLD_SIZE), at most 16"},
+    )
+
+    # The Trainer's option, defaulting to where it helps: torch warns when memory is pinned on a machine without
+    # an accelerator (every CPU-only run, the Python API's included), and pinning for use_cpu only costs time.
+    dataloader_pin_memory: bool | None = field(
+        default=None,
+        metadata={"help": "Pin the batches' memory for the copy to the accelerator. Default: when an accelerator "
+                  "is present and use_cpu is off."},
     )
 
     # --- loss: L = L_clip + the registered terms' weights (`LossArguments`, docs/reference.md, Losses) ---
@@ -122,6 +139,8 @@ class HardPosTrainingArguments(LossArguments, TrainingArguments):
         # The collator needs the image and every caption column; the Trainer would otherwise drop
         # them because CLIPModel.forward does not name them (docs/reference.md, Installation notes).
         self.remove_unused_columns = False
+        if self.dataloader_pin_memory is None:
+            self.dataloader_pin_memory = not self.use_cpu and _accelerator_present()
         if self.dataloader_num_workers == AUTO_WORKERS:
             from ..scoring import default_num_workers
 

@@ -107,6 +107,10 @@ def test_a_csv_saved_by_excel_with_a_byte_order_mark_reads(tmp_path):
     (HEADER, "img/0.png,café au lait,b,c,attributes", "latin-1", "is not UTF-8"),
     (HEADER, "img/0.png,a,b,c,../../x", "utf-8", "line 2, field 'config'"),
     (HEADER, "img/0.png,a,b,c,a b", "utf-8", "line 2, field 'config'"),
+    (HEADER.replace("caption", "captoin"), "img/0.png,a,b,c,attributes", "utf-8",
+     r"line 1 \(the header\) has unknown field\(s\) \['captoin'\]"),
+    ("image,caption,hard_negative,config", "img/0.png,a,b,attributes", "utf-8",
+     r"line 1 \(the header\) has no field 'hard_positive'"),
 ])
 def test_malformed_tables_are_one_line(tmp_path, header, line, encoding, expected):
     _write_images(tmp_path / "img", 1)

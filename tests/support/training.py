@@ -48,6 +48,25 @@ def eval_rows(n: int) -> Dataset:
     )
 
 
+def finetune_folder(folder, n: int):
+    """A local training folder of `n` synthetic fine-tuning rows (one parquet file, split "train"), as
+    `hardpos train --dataset <folder>` reads one."""
+    from hf_hardpos.synthetic.world import make_finetune_dataset
+
+    folder.mkdir(parents=True, exist_ok=True)
+    make_finetune_dataset(n, seed=0).to_parquet(str(folder / "train.parquet"))
+    return folder
+
+
+def swap_eval_folder(folder, n: int = 16):
+    """A local Hub-style folder holding the synthetic world's SWAP set (config "swap", split "test"), as
+    `--eval_datasets swap=<folder>` reads one."""
+    from hf_hardpos.synthetic.world import make_swap_dataset
+    from tests.support.eval_data import write_hub_folder
+
+    return write_hub_folder(folder, {"swap": make_swap_dataset(n, 0)})
+
+
 def make_args(output_dir, **overrides) -> HardPosTrainingArguments:
     settings = dict(
         output_dir=str(output_dir),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -110,8 +111,15 @@ def test_card_contents_state_what_happened(trained):
     trainer, output_dir = trained
     _, contents = card_contents(trainer, trainer.model_card_data)
     hyperparameters = contents["hyperparameters"]
-    assert (hyperparameters["learning_rate"], hyperparameters["max_steps"]) == ("0.0005", "3")  # non-default ones
-    assert "per_device_eval_batch_size" not in hyperparameters  # defaults are not listed
+    assert (hyperparameters["learning_rate"], hyperparameters["max_steps"]) == (
+        {"value": "0.0005", "changed": True}, {"value": "3", "changed": True})  # fmt: skip
+    # every argument that shapes the run is listed, defaults too, marked as such
+    assert hyperparameters["adam_beta1"] == {"value": "0.9", "changed": False}
+    assert hyperparameters["lr_scheduler_type"]["changed"] is False and "seed" in hyperparameters
+    assert "per_device_eval_batch_size" not in hyperparameters  # scoring only: shapes nothing
+    rows = contents["sample_rows"]
+    assert len(rows) == 3 and rows[0]["caption"] == trainer.train_dataset[0]["caption"]
+    assert contents["compute"]["device"].startswith("cpu")
     config = json.loads(contents["objective_config"])
     assert (config["cmr_weight"], config["hard_negative_weight"]) == (0.4, 1.0)
     assert contents["loss_formula"] == "`L_clip + 1 * L_hn + 1 * L_hp + 0.4 * L_cmr`"
@@ -294,7 +302,7 @@ def test_card_shows_base_and_fine_tuned_rows_with_chance_flags_and_compute(train
                                         ("brittleness", "brittleness")) if at_chance(m, values[m])]
         assert row[5] == ("at or past chance: " + ", ".join(flagged) if flagged else "better than chance")
     runtime = next(e["train_runtime"] for e in trainer.state.log_history if "train_runtime" in e)
-    assert f"Trained for {runtime:,.0f} s (3 steps) on cpu, 1 process(es), fp32." in text
+    assert re.search(rf"Trained for {runtime:,.0f} s \(3 steps\) on cpu( \([^)]*cores\))?, 1 process\(es\), fp32\.", text)
 
 
 def test_card_license_comes_from_the_data_else_the_base_models_card(tmp_path):
@@ -314,3 +322,17 @@ def test_a_model_name_with_html_and_a_line_break_stays_one_heading(trained):
     body = card.text  # the markdown after the YAML front matter
     assert "<script>" not in body
     assert "# evil &lt;script&gt;alert(1)&lt;/script&gt;" in body.splitlines()
+
+
+def test_train_alone_leaves_a_card_in_output_dir(tiny_clip_dir, tmp_path):
+    """`trainer.train()` without `save_model` or a checkpoint: the run's card is in output_dir, with its time
+    and hardware, the hyperparameters and a few training rows."""
+    output_dir = tmp_path / "run"
+    trainer = _trainer(tiny_clip_dir, output_dir, max_steps=1, eval_strategy="no")
+    trainer.train()
+    text = (output_dir / "README.md").read_text()
+    assert not list(output_dir.glob("checkpoint-*"))
+    _, contents = card_contents(trainer, trainer.model_card_data)
+    assert contents["compute"]["runtime"] in text and contents["compute"]["device"] in text
+    assert "- `adam_beta2`: `0.999`\n" in text and "- `learning_rate`: `0.0005` (changed)\n" in text
+    assert f"| {trainer.train_dataset[0]['caption']} |" in text

@@ -416,7 +416,7 @@ def test_example_bad_flags_and_values_are_one_line_errors_with_exit_2(tmp_path, 
 
     from hf_hardpos.commands.train import finetune
 
-    assert finetune([*argv, "--output_dir", str(tmp_path)]) == 2
+    assert finetune(["--dataset", "d", *argv, "--output_dir", str(tmp_path)]) == 2  # a run of one's own: --dataset
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and re.search(message, err[0]), err
 

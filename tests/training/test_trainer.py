@@ -23,10 +23,12 @@ from tests.support.paths import REPO
 from tests.support.training import (
     SKIPPED,
     eval_rows,
+    finetune_folder,
     finetune_rows,
     load_tiny,
     logged_args,
     make_args,
+    swap_eval_folder,
 )
 
 TERMS = ("loss_clip", "loss_hn", "loss_hp", "loss_imc", "loss_cmr")
@@ -393,20 +395,17 @@ def test_saved_folder_round_trips_with_identical_scores(tiny_clip_dir, tmp_path)
     torch.testing.assert_close(scores(loaded, loaded_processor), scores(trainer.model, processor), rtol=0, atol=0)
 
 
-def test_finetune_arguments_cli_config_file_and_mode_defaults(tmp_path):
+def test_finetune_arguments_cli_config_file_and_defaults(tmp_path):
+    from hf_hardpos.errors import UserInputError
     from hf_hardpos.training import finetune_args
 
-    model_args, data_args, args, recipe = finetune_args.parse_arguments([])
-    assert recipe is None
-    assert data_args.dataset is None and model_args.model_name_or_path is None
-    assert args.num_train_epochs == finetune_args.SYNTHETIC_DEFAULTS["num_train_epochs"]
-    assert args.output_dir == finetune_args.SYNTHETIC_DEFAULTS["output_dir"]
-    assert args.eval_on_start  # the no-argument fine-tune evaluates its start model too
-
-    _, data_args, args, _ = finetune_args.parse_arguments(["--dataset", "hardpos/coco", "--output_dir", str(tmp_path)])
+    with pytest.raises(UserInputError, match="--dataset is required"):
+        finetune_args.parse_arguments(["--output_dir", str(tmp_path), "--learning_rate", "1e-4"])
+    model = ["--model_name_or_path", "openai/clip-vit-base-patch32"]
+    _, data_args, args, _ = finetune_args.parse_arguments([*model, "--dataset", "hardpos/coco", "--output_dir", str(tmp_path)])
     assert data_args.dataset == "hardpos/coco" and args.num_train_epochs == 5  # the paper's recipe
     _, data_args, args, _ = finetune_args.parse_arguments(
-        ["--dataset", "hardpos/coco", "--output_dir", str(tmp_path), "--max_steps", "7", "--use_lora", "--lora_r", "4"]
+        [*model, "--dataset", "hardpos/coco", "--output_dir", str(tmp_path), "--max_steps", "7", "--use_lora", "--lora_r", "4"]
     )
     assert args.max_steps == 7 and args.use_lora and args.lora_r == 4 and args.remove_unused_columns is False
     assert args.inert_options() == {}  # the mode's 5 epochs are not set when --max_steps sets the length
@@ -429,15 +428,15 @@ def test_finetune_arguments_cli_config_file_and_mode_defaults(tmp_path):
 
 
 @pytest.mark.slow
-def test_finetune_example_runs_on_two_cpu_processes(tmp_path):
+def test_finetune_example_runs_on_two_cpu_processes(tiny_clip_dir, tmp_path):
     """`torchrun` with 2 processes: the example trains, evaluates and saves."""
     output_dir = tmp_path / "ddp"
     command = [
         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
         str(REPO / "examples" / "finetune.py"),
         "--use_cpu", "--max_steps", "2", "--per_device_train_batch_size", "8",
-        "--synthetic_train_size", "64", "--synthetic_eval_size", "16", "--logging_steps", "1",
-        "--synthetic_pretrain_examples", "64", "--synthetic_pretrain_epochs", "1",
+        "--model_name_or_path", str(tiny_clip_dir), "--dataset", str(finetune_folder(tmp_path / "data", 64)),
+        "--eval_datasets", f"swap={swap_eval_folder(tmp_path / 'swap')}", "--max_eval_samples", "16", "--logging_steps", "1",
         "--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "2", "--disable_tqdm", "true",
         "--output_dir", str(output_dir),
     ]
@@ -753,3 +752,17 @@ def test_cmr_thresholds_move_once_per_optimiser_step_from_all_its_micro_batches(
             assert next_used == pytest.approx([float(e) for e in expected], rel=1e-5, abs=1e-6)
             moved.extend(next_used)
     assert any(value > 0 for value in moved)
+
+
+def test_python_api_pins_memory_only_with_an_accelerator(tiny_clip_dir, tmp_path, recwarn):
+    """`HardPosTrainingArguments` made in Python, nothing said about pinning: no torch warning about pinned
+    memory on a machine without an accelerator (the Trainer's default pins everywhere)."""
+    from hf_hardpos.training import HardPosTrainingArguments
+
+    model, processor = load_tiny(tiny_clip_dir)
+    args = HardPosTrainingArguments(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4,
+                                    report_to="none", disable_tqdm=True, save_strategy="no")  # fmt: skip
+    HardPosTrainer(model=model, args=args, train_dataset=finetune_rows(4), processor=processor).train()
+    assert not [w for w in recwarn if "pin_memory" in str(w.message)]
+    assert args.dataloader_pin_memory == torch.cuda.is_available()
+    assert not HardPosTrainingArguments(output_dir=str(tmp_path), use_cpu=True).dataloader_pin_memory

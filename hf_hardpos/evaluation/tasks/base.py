@@ -12,6 +12,9 @@ from ...scoring import ITMScorer
 from ..options import RunOptions
 from ..section import Section
 
+# The Hub task id every `model-index` result is filed under (CLIP's pipeline tag).
+CARD_TASK_ID = "zero-shot-image-classification"
+
 
 @dataclass(frozen=True)
 class TaskData:
@@ -64,8 +67,10 @@ class Task:
         recognition_order: tables are matched against the tasks' `matches_columns` in ascending order, the
             most specific layout first (Winoground's columns; a hard-positive table also has a
             caption-selection table's caption and hard negative).
-        card_task: the model card's `model-index` task `(type, name)`: the Hub's task id where it has one,
-            else a descriptive one.
+        card_task: the model card's `model-index` task `(type, name)`. The Hub knows no image-text
+            matching or retrieval task id (its ids are the `pipeline_tag` values of huggingface.co/tasks);
+            CLIP models are filed under `CARD_TASK_ID`, so every result is, and the name says which
+            comparison it is.
         card_metrics: the rates of a result row that `model-index` carries (counts and mean scores stay in
             the card's body).
         retention: whether the task measures zero-shot retention (the paper's Appendix E), which the model
@@ -83,7 +88,7 @@ class Task:
     row_scores: RowScores | None = None
     text_only: Callable[[Section, ITMScorer, TaskData, int | None], None] | None = None
     recognition_order: int = 0
-    card_task: tuple[str, str] = ("image-text-matching", "")
+    card_task: tuple[str, str] = (CARD_TASK_ID, "")
     card_metrics: tuple[str, ...] = ()
     retention: bool = False
 

@@ -30,7 +30,7 @@ from ...benchmark_registry import BENCHMARKS, load
 from ...scoring import ITMScorer
 from ..section import Section
 from . import aro, sugarcrepe
-from .base import Task, TaskData
+from .base import CARD_TASK_ID, Task, TaskData
 from .caption_profile import CaptionSelectionProfile
 from .selection import (
     NEGATIVES_LIST_COLUMN,
@@ -202,5 +202,5 @@ def published_key(row: str, metrics: Mapping[str, Any]) -> str | None:
 
 TASK = Task(CAPTION_SELECTION, score_caption_selection, matches_columns=_is_selection_table,
             published_benchmark=lambda dataset, row, metrics: published_key(row, metrics), recognition_order=2,
-            card_task=("image-text-matching", "Image-caption selection among hard negatives"),
+            card_task=(CARD_TASK_ID, "Image-caption selection among hard negatives"),
             card_metrics=("accuracy", "macro_accuracy"))

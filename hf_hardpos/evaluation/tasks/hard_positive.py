@@ -26,7 +26,7 @@ from .. import intervals
 from ..aggregation import REPLACE_POOLED, describe_all, replace_aggregates
 from ..options import RunOptions
 from ..section import HARD_POSITIVE, Section
-from .base import RowScores, Task, TaskData
+from .base import CARD_TASK_ID, RowScores, Task, TaskData
 from .text_only import TEXT_ONLY_TIE_RULE, evaluate_text_only
 
 ROWS_RULE = "rates = fraction of each config's rows; s_c, s_n, s_p = mean cosine scores"
@@ -180,6 +180,6 @@ TASK = Task(
     row_scores=RowScores(_scores_table, _scores_from_table, _disagrees),
     text_only=add_text_only,
     recognition_order=1,
-    card_task=("image-text-matching", "Image-text matching with hard positives"),
+    card_task=(CARD_TASK_ID, "Image-text matching with hard positives"),
     card_metrics=METRIC_NAMES,
 )

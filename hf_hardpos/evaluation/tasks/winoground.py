@@ -13,7 +13,7 @@ from ... import columns
 from ...errors import UserInputError
 from ...scoring import ITMScorer
 from ..section import Section
-from .base import Task, TaskData
+from .base import CARD_TASK_ID, Task, TaskData
 
 WINOGROUND = "winoground"
 WINOGROUND_TIE_RULE = "strict inequalities (Thrush et al. 2022): a tie is wrong"
@@ -106,5 +106,5 @@ def score_winoground(scorer: ITMScorer, data: TaskData, max_rows: int | None = N
 
 TASK = Task(
     WINOGROUND, score_winoground, matches_columns=lambda names: {*WINOGROUND_IMAGES, *WINOGROUND_CAPTIONS} <= names,
-    card_task=("image-text-matching", "Winoground"), card_metrics=("text_score", "image_score", "group_score"),
+    card_task=(CARD_TASK_ID, "Winoground"), card_metrics=("text_score", "image_score", "group_score"),
 )

@@ -23,7 +23,7 @@ from datasets import Dataset
 
 from ...errors import UserInputError
 from ...scoring import ITMScorer
-from .base import one_row_task
+from .base import CARD_TASK_ID, one_row_task
 from .ranking import RANK_TIE_RULE, chunked_strict_rank, hit_rate
 from .webdataset import (
     KEY_COLUMN,
@@ -138,6 +138,6 @@ def evaluate_zeroshot_classification(
 # A suite group (e.g. VTAB) averages the first metric.
 TASK = one_row_task(
     ZEROSHOT_CLASSIFICATION, evaluate_zeroshot_classification, ("acc1", "acc5"), retention_benchmark,
-    card_task=("zero-shot-image-classification", "Zero-shot image classification"),
+    card_task=(CARD_TASK_ID, "Zero-shot image classification"),
     card_metrics=("acc1", "acc5", "mean_per_class_recall"), retention=True,
 )

@@ -23,7 +23,7 @@ from datasets import Dataset
 
 from ...errors import UserInputError
 from ...scoring import ITMScorer
-from .base import one_row_task
+from .base import CARD_TASK_ID, one_row_task
 from .ranking import RANK_TIE_RULE, chunked_strict_rank, hit_rate
 from .webdataset import (
     CAPTIONS_COLUMN,
@@ -125,7 +125,7 @@ def evaluate_zeroshot_retrieval(
 TASK = one_row_task(
     ZEROSHOT_RETRIEVAL, evaluate_zeroshot_retrieval, ("image_retrieval_recall@1", "text_retrieval_recall@1"),
     retention_benchmark,
-    card_task=("image-text-retrieval", "Zero-shot image-text retrieval"),
+    card_task=(CARD_TASK_ID, "Zero-shot image-text retrieval"),
     card_metrics=tuple(f"{d}_retrieval_recall@{k}" for d in ("image", "text") for k in RECALL_KS),
     retention=True,
 )
