@@ -43,9 +43,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--budget", type=float, default=0.5, help="seconds allowed per command line (median)")
     args = parser.parse_args()
-    python_start = statistics.median(
-        _wall([sys.executable, "-c", "pass"]) for _ in range(args.repeats)
-    )
+    python_start = statistics.median(_wall([sys.executable, "-c", "pass"]) for _ in range(args.repeats))
     print(f"python -c pass (interpreter start, for reference): {python_start:.3f} s")
     over, medians = [], {}
     for label, argv in COMMAND_LINES.items():

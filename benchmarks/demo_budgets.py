@@ -82,7 +82,9 @@ def run_budget(name: str, pairs: list[tuple[int, int]], root: Path) -> dict:
         finetune_s = timings["fine-tune"]  # the six runs, as many at a time as `hardpos demo` runs them
         held, margin = holding(result.comparisons)
         runs.append({"seeds": list(pair), "finetune_s": finetune_s, "held": held, "margin": margin})
-        print(f"[{name}] seeds {pair}: {held} of {len(EXPECTED)} hold, margin {margin:.2f}, fine-tunes {finetune_s:.0f} s")
+        print(
+            f"[{name}] seeds {pair}: {held} of {len(EXPECTED)} hold, margin {margin:.2f}, fine-tunes {finetune_s:.0f} s"
+        )
     mean_finetune = sum(r["finetune_s"] for r in runs) / len(runs)
     return {
         "pretrain_epochs": config.pretrain_epochs,
@@ -101,12 +103,20 @@ def _stage_lines(line: str) -> None:
 def table(budgets: dict[str, dict]) -> str:
     """Markdown: one row per budget, its epochs and time, then each pair's comparisons held and margin."""
     pairs = [" ".join(map(str, r["seeds"])) for r in next(iter(budgets.values()))["runs"]]
-    header = ["budget", "pretrain epochs", "fine-tune epochs", "experiment s", *(f"seeds {p}: held, margin" for p in pairs)]
+    header = [
+        "budget",
+        "pretrain epochs",
+        "fine-tune epochs",
+        "experiment s",
+        *(f"seeds {p}: held, margin" for p in pairs),
+    ]
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     for name, b in budgets.items():
         cells = [f"{r['held']} of {len(EXPECTED)}, {r['margin']:.2f}" for r in b["runs"]]
         lines.append(
-            f"| {name} | {b['pretrain_epochs']:g} | {b['finetune_epochs']:g} | {b['experiment_s']:.0f} | " + " | ".join(cells) + " |"
+            f"| {name} | {b['pretrain_epochs']:g} | {b['finetune_epochs']:g} | {b['experiment_s']:.0f} | "
+            + " | ".join(cells)
+            + " |"
         )
     return "\n".join(lines)
 
@@ -130,7 +140,9 @@ def main() -> int:
     for name, b in budgets.items():
         figures[f"{name}.experiment_s"] = f"{b['experiment_s']:.0f}"
         figures[f"{name}.pretrain_epochs"] = f"{b['pretrain_epochs']:g}"
-        figures[f"{name}.pairs_held"] = f"{sum(r['held'] == len(EXPECTED) for r in b['runs'])} of {len(b['runs'])}"
+        figures[f"{name}.pairs_held"] = (
+            f"{sum(r['held'] == len(EXPECTED) for r in b['runs'])} of {len(b['runs'])}"
+        )
     record("demo_budgets", figures)
     return 0
 

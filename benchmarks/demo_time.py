@@ -76,10 +76,16 @@ def scores_line(results: dict) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default: the demo's default seeds")
-    parser.add_argument("--results-from", type=Path, default=None,
-                        help="record only the findings of this finished default `hardpos demo --output-dir` "
-                        "folder, run on this code")
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=None, help="default: the demo's default seeds"
+    )
+    parser.add_argument(
+        "--results-from",
+        type=Path,
+        default=None,
+        help="record only the findings of this finished default `hardpos demo --output-dir` "
+        "folder, run on this code",
+    )
     args = parser.parse_args()
     if args.results_from:
         record("demo_results", findings(args.results_from))
@@ -94,7 +100,9 @@ def main() -> int:
         print(f"hardpos demo failed with exit status {done.returncode}")
         return done.returncode
     timings = json.loads((output / "run_info.json").read_text())["timings_seconds"]
-    print(f"hardpos demo: {wall:.0f} s wall for the whole process; the experiment's own clock {timings['total']:.0f} s")
+    print(
+        f"hardpos demo: {wall:.0f} s wall for the whole process; the experiment's own clock {timings['total']:.0f} s"
+    )
     record("demo_time", {"wall_s": f"{wall:.0f}", "experiment_s": f"{timings['total']:.0f}"})
     record("demo_results", findings(output))
     shutil.rmtree(output.parent, ignore_errors=True)
@@ -113,7 +121,9 @@ def findings(output: Path) -> dict[str, str]:
     differs = {name: ran.get(name) for name, value in asdict(DemoConfig()).items()
                if name != "processes" and ran.get(name) != value}  # fmt: skip
     if differs:
-        raise SystemExit(f"{output}: not a default `hardpos demo` run (differs in {differs}); the docs quote the default")
+        raise SystemExit(
+            f"{output}: not a default `hardpos demo` run (differs in {differs}); the docs quote the default"
+        )
     results = json.loads((output / "results.json").read_text())
     records = info["comparisons"]["records"]
     # Figure names are README marker keys ([\w.@-]+): "hp+hn - hn" on REPLACE brittleness is hphn_minus_hn.replace.brittleness.

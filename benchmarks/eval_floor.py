@@ -45,18 +45,19 @@ from pathlib import Path
 
 import torch
 from datasets import Image as ImageFeature
-from PIL import Image
-
 from eval_sweep import forward_floor
 from eval_throughput import build_processor, replace_workload
+from PIL import Image
 from results import record
 
 # What every `hardpos eval` process imports before it reads a row: the start term of the bound. It prints
 # the training stack it pulled in (peft alone costs seconds; `hardpos eval` must not need it).
 TRAINING_STACK = ("peft", "transformers.trainer", "transformers.trainer_utils")
-IMPORTS = ("import sys, hf_hardpos.cli, hf_hardpos.commands.eval, hf_hardpos.evaluation.run, datasets; "
-           "from transformers import AutoImageProcessor, AutoModel, AutoTokenizer, CLIPModel; "
-           f"print(','.join(m for m in {TRAINING_STACK!r} if m in sys.modules))")
+IMPORTS = (
+    "import sys, hf_hardpos.cli, hf_hardpos.commands.eval, hf_hardpos.evaluation.run, datasets; "
+    "from transformers import AutoImageProcessor, AutoModel, AutoTokenizer, CLIPModel; "
+    f"print(','.join(m for m in {TRAINING_STACK!r} if m in sys.modules))"
+)
 # Each target's factor of (decode floor + forward floor), by model.
 E2E_FACTOR = {"tiny": 1.3, "vit-b-32": 1.15}
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -77,8 +78,23 @@ def timed_output(command: list[str]) -> tuple[float, str]:
 
 
 def hardpos_eval(models: list[Path], dataset: Path, output: Path, device: str, *flags: str) -> float:
-    return timed([sys.executable, "-m", "hf_hardpos", "eval", *(x for m in models for x in ("--model", str(m))),
-                  "--dataset", str(dataset), "--output", str(output), "--device", device, "--no-progress", *flags])
+    return timed(
+        [
+            sys.executable,
+            "-m",
+            "hf_hardpos",
+            "eval",
+            *(x for m in models for x in ("--model", str(m))),
+            "--dataset",
+            str(dataset),
+            "--output",
+            str(output),
+            "--device",
+            device,
+            "--no-progress",
+            *flags,
+        ]
+    )
 
 
 def run_settings(output: Path) -> dict:
@@ -104,7 +120,7 @@ def decode_floor(model_dir: Path, dataset: Path, processes: int) -> tuple[float,
         for cell in eval_set.dataset.cast_column("image", ImageFeature(decode=False))["image"]:
             distinct.setdefault(cell["bytes"], None)
     images = list(distinct)
-    chunks = [(model_dir, images[i::processes * 4]) for i in range(processes * 4)]
+    chunks = [(model_dir, images[i :: processes * 4]) for i in range(processes * 4)]
     start = time.perf_counter()
     with ProcessPoolExecutor(processes) as pool:
         assert sum(pool.map(_decode_chunk, chunks)) == len(images)
@@ -118,7 +134,9 @@ def load_floor(model_dir: Path) -> float:
     from hf_hardpos.model_source import ModelSource
 
     options = RunOptions(progress=False, log=lambda message: None).resolved()
-    ModelRun.start(ModelSource.resolve(str(model_dir), progress=False), options).scorer()  # warm: imports, caches
+    ModelRun.start(
+        ModelSource.resolve(str(model_dir), progress=False), options
+    ).scorer()  # warm: imports, caches
     start = time.perf_counter()
     ModelRun.start(ModelSource.resolve(str(model_dir), progress=False), options).scorer()
     return time.perf_counter() - start
@@ -144,14 +162,18 @@ def main() -> None:
     parser.add_argument("--model", choices=["tiny", "vit-b-32"], default="tiny")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--models", type=int, default=2, help="models of the one-run sweep (0: skip it)")
-    parser.add_argument("--upstream-dir", type=Path, help="a clone of amitakamath/hard_positives (real REPLACE rows)")
+    parser.add_argument(
+        "--upstream-dir", type=Path, help="a clone of amitakamath/hard_positives (real REPLACE rows)"
+    )
     args = parser.parse_args()
 
     from hf_hardpos.scoring import default_num_workers
 
     rows, _, work, dataset = replace_workload(args.rows, args.upstream_dir, "hardpos-floor-")
     models = [build_model(args.model, work / f"model{i}", rows, seed=i) for i in range(max(1, args.models))]
-    hardpos_eval(models[:1], dataset, work / "warm", args.device, "--max-rows", "2")  # datasets cache, untimed
+    hardpos_eval(
+        models[:1], dataset, work / "warm", args.device, "--max-rows", "2"
+    )  # datasets cache, untimed
 
     workers = default_num_workers()
     e2e = hardpos_eval(models[:1], dataset, work / "fp32", args.device)
@@ -163,16 +185,30 @@ def main() -> None:
     factor = E2E_FACTOR[args.model]
     bound = factor * (decode + forward)
     print(f"model {args.model}; device {args.device}; default workers {workers}")
-    print(f"start {start:.2f} s: a fresh process importing what hardpos eval imports "
-          f"(training stack imported: {stack or 'none'})")
-    print(f"end to end {e2e:.2f} s, less start {e2e - start:.2f} s | floor: decode {decode:.2f} s in {workers} "
-          f"processes + forward {forward:.2f} s | target <= {factor} x floor = {bound:.2f} s: "
-          f"{'met' if e2e - start <= bound else 'MISSED'} ({(e2e - start) / (decode + forward):.2f} x floor)")
-    figures = {"rows": len(rows), "images": images, "workers": workers, "model": args.model,
-               "e2e_s": round(e2e, 2), "decode_floor_s": round(decode, 2), "forward_floor_s": round(forward, 2),
-               "start_s": round(start, 2), "start_training_stack": stack or "none", "e2e_target_factor": factor,
-               "e2e_bound_s": round(bound, 2), "e2e_over_floor": round((e2e - start) / (decode + forward), 2),
-               "e2e_target": "met" if e2e - start <= bound else "MISSED"}
+    print(
+        f"start {start:.2f} s: a fresh process importing what hardpos eval imports "
+        f"(training stack imported: {stack or 'none'})"
+    )
+    print(
+        f"end to end {e2e:.2f} s, less start {e2e - start:.2f} s | floor: decode {decode:.2f} s in {workers} "
+        f"processes + forward {forward:.2f} s | target <= {factor} x floor = {bound:.2f} s: "
+        f"{'met' if e2e - start <= bound else 'MISSED'} ({(e2e - start) / (decode + forward):.2f} x floor)"
+    )
+    figures = {
+        "rows": len(rows),
+        "images": images,
+        "workers": workers,
+        "model": args.model,
+        "e2e_s": round(e2e, 2),
+        "decode_floor_s": round(decode, 2),
+        "forward_floor_s": round(forward, 2),
+        "start_s": round(start, 2),
+        "start_training_stack": stack or "none",
+        "e2e_target_factor": factor,
+        "e2e_bound_s": round(bound, 2),
+        "e2e_over_floor": round((e2e - start) / (decode + forward), 2),
+        "e2e_target": "met" if e2e - start <= bound else "MISSED",
+    }
     if torch.device(args.device).type == "cuda":
         bf16 = hardpos_eval(models[:1], dataset, work / "bf16", args.device, "--dtype", "bf16")
         print(f"--dtype bf16 end to end {bf16:.2f} s vs fp32 {e2e:.2f} s")
@@ -182,13 +218,24 @@ def main() -> None:
         extra = (together - e2e) / (len(models) - 1)
         load = load_floor(models[1])
         extra_bound = 1.5 * forward + load
-        print(f"{len(models)} models in one run {together:.2f} s: each extra model {extra:.2f} s | floor: forward "
-              f"{forward:.2f} s + load {load:.2f} s | target <= 1.5 x forward + load = {extra_bound:.2f} s: "
-              f"{'met' if extra <= extra_bound else 'MISSED'}")
-        figures.update({"sweep_models": len(models), "sweep_s": round(together, 2), "extra_model_s": round(extra, 2),
-                        "load_s": round(load, 2), "extra_model_bound_s": round(extra_bound, 2),
-                        "extra_model_target": "met" if extra <= extra_bound else "MISSED"})
-    record(f"eval_floor_{torch.device(args.device).type}_{args.model}", {k: str(v) for k, v in figures.items()})
+        print(
+            f"{len(models)} models in one run {together:.2f} s: each extra model {extra:.2f} s | floor: forward "
+            f"{forward:.2f} s + load {load:.2f} s | target <= 1.5 x forward + load = {extra_bound:.2f} s: "
+            f"{'met' if extra <= extra_bound else 'MISSED'}"
+        )
+        figures.update(
+            {
+                "sweep_models": len(models),
+                "sweep_s": round(together, 2),
+                "extra_model_s": round(extra, 2),
+                "load_s": round(load, 2),
+                "extra_model_bound_s": round(extra_bound, 2),
+                "extra_model_target": "met" if extra <= extra_bound else "MISSED",
+            }
+        )
+    record(
+        f"eval_floor_{torch.device(args.device).type}_{args.model}", {k: str(v) for k, v in figures.items()}
+    )
 
 
 if __name__ == "__main__":

@@ -34,14 +34,15 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as `hardpos eval` sets it, before torch loads (its comment says why)
+os.environ.setdefault(
+    "OMP_WAIT_POLICY", "PASSIVE"
+)  # as `hardpos eval` sets it, before torch loads (its comment says why)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from datasets import Image as ImageFeature  # noqa: E402
-from PIL import Image  # noqa: E402
-
 from eval_throughput import build_processor, replace_workload  # noqa: E402
+from PIL import Image  # noqa: E402
 from results import record  # noqa: E402  benchmarks/results.py: one results file for every benchmark
 
 
@@ -52,8 +53,18 @@ def cpu_seconds() -> float:
 
 
 def hardpos_eval(models: list[Path], dataset: Path, output: Path) -> None:
-    command = [sys.executable, "-m", "hf_hardpos", "eval", *(x for m in models for x in ("--model", str(m))),
-               "--dataset", str(dataset), "--output", str(output), "--no-progress"]
+    command = [
+        sys.executable,
+        "-m",
+        "hf_hardpos",
+        "eval",
+        *(x for m in models for x in ("--model", str(m))),
+        "--dataset",
+        str(dataset),
+        "--output",
+        str(output),
+        "--no-progress",
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode != 0:
@@ -62,8 +73,10 @@ def hardpos_eval(models: list[Path], dataset: Path, output: Path) -> None:
 
 def rates(folder: Path) -> dict:
     results = json.loads((folder / "metrics.json").read_text())["results"]
-    return {config: {k: m[k] for k in ("original_accuracy", "augmented_accuracy", "brittleness")}
-            for config, m in results.items()}
+    return {
+        config: {k: m[k] for k in ("original_accuracy", "augmented_accuracy", "brittleness")}
+        for config, m in results.items()
+    }
 
 
 def sweep(work: Path, dataset: Path, rows: list[dict], k: int) -> dict[str, str]:
@@ -71,7 +84,9 @@ def sweep(work: Path, dataset: Path, rows: list[dict], k: int) -> dict[str, str]
 
     corpus = [r[c] for r in rows for c in ("caption", "hard_negative", "hard_positive")]
     models = [build_tiny_clip(work / f"tiny{i}", corpus, seed=i) for i in range(k)]
-    hardpos_eval(models[:1], dataset, work / "warm")  # the datasets cache of this content, built once, untimed
+    hardpos_eval(
+        models[:1], dataset, work / "warm"
+    )  # the datasets cache of this content, built once, untimed
 
     start, cpu = time.perf_counter(), cpu_seconds()
     for model in models:
@@ -85,11 +100,20 @@ def sweep(work: Path, dataset: Path, rows: list[dict], k: int) -> dict[str, str]
     same = all(rates(work / "separate" / m.name) == rates(work / "together" / m.name) for m in models)
     if not same:
         raise SystemExit("the rates of one run with several models differ from separate runs")
-    print(f"(a) {k} tiny models: {k} separate runs {separate:.1f} s wall ({separate_cpu:.1f} s CPU); one run with "
-          f"{k} --model {together:.1f} s wall ({together_cpu:.1f} s CPU); rates identical per model")
-    print(f"sweep_speedup={separate / together:.2f} (target >= {0.7 * k:.1f}); cpu_speedup={separate_cpu / together_cpu:.2f}")
-    return {"sweep_models": str(k), "sweep_separate_s": f"{separate:.1f}", "sweep_together_s": f"{together:.1f}",
-            "sweep_speedup": f"{separate / together:.2f}", "sweep_cpu_speedup": f"{separate_cpu / together_cpu:.2f}"}
+    print(
+        f"(a) {k} tiny models: {k} separate runs {separate:.1f} s wall ({separate_cpu:.1f} s CPU); one run with "
+        f"{k} --model {together:.1f} s wall ({together_cpu:.1f} s CPU); rates identical per model"
+    )
+    print(
+        f"sweep_speedup={separate / together:.2f} (target >= {0.7 * k:.1f}); cpu_speedup={separate_cpu / together_cpu:.2f}"
+    )
+    return {
+        "sweep_models": str(k),
+        "sweep_separate_s": f"{separate:.1f}",
+        "sweep_together_s": f"{together:.1f}",
+        "sweep_speedup": f"{separate / together:.2f}",
+        "sweep_cpu_speedup": f"{separate_cpu / together_cpu:.2f}",
+    }
 
 
 @torch.inference_mode()
@@ -112,19 +136,27 @@ def forward_floor(model_dir: Path, dataset: Path, batch_size: int) -> float:
             for text in data[column]:
                 ids = processor.tokenizer(text, truncation=True, max_length=scorer.max_length)["input_ids"]
                 texts.setdefault(tuple(ids), None)
-    pixels = [processor.image_processor(images=Image.open(io.BytesIO(b)).convert("RGB"), return_tensors="pt")
-              ["pixel_values"][0] for b in images]
+    pixels = [
+        processor.image_processor(images=Image.open(io.BytesIO(b)).convert("RGB"), return_tensors="pt")[
+            "pixel_values"
+        ][0]
+        for b in images
+    ]
     image_batches = [torch.stack(pixels[s : s + batch_size]) for s in range(0, len(pixels), batch_size)]
     ids = list(texts)
     order = np.argsort([len(i) for i in ids], kind="stable")
-    text_batches = [scorer._pad([ids[i] for i in order[s : s + batch_size]]) for s in range(0, len(ids), batch_size)]
+    text_batches = [
+        scorer._pad([ids[i] for i in order[s : s + batch_size]]) for s in range(0, len(ids), batch_size)
+    ]
     start = time.perf_counter()
     for batch in image_batches:
         model.get_image_features(pixel_values=batch)
     for batch in text_batches:
         model.get_text_features(**batch)
     seconds = time.perf_counter() - start
-    print(f"floor: {len(pixels)} distinct images, {len(ids)} distinct token sequences, batches of {batch_size}")
+    print(
+        f"floor: {len(pixels)} distinct images, {len(ids)} distinct token sequences, batches of {batch_size}"
+    )
     return seconds
 
 
@@ -137,15 +169,27 @@ def floor(work: Path, dataset: Path, rows: list[dict], batch_size: int, num_work
     torch.manual_seed(0)
     CLIPModel(CLIPConfig()).save_pretrained(model_dir)  # ViT-B/32 shape, random weights
     build_processor(rows, None).save_pretrained(model_dir)
-    evaluate_model(str(model_dir), str(dataset), max_rows=2, progress=False, log=lambda m: None)  # warm caches
+    evaluate_model(
+        str(model_dir), str(dataset), max_rows=2, progress=False, log=lambda m: None
+    )  # warm caches
     start = time.perf_counter()
-    evaluate_model(str(model_dir), str(dataset), batch_size=batch_size, num_workers=num_workers, progress=False,
-                   log=lambda m: None)
+    evaluate_model(
+        str(model_dir),
+        str(dataset),
+        batch_size=batch_size,
+        num_workers=num_workers,
+        progress=False,
+        log=lambda m: None,
+    )
     e2e = time.perf_counter() - start
     least = forward_floor(model_dir, dataset, batch_size)
     print(f"(b) ViT-B/32 fp32: end to end {e2e:.1f} s, forward passes of the distinct inputs {least:.1f} s")
     print(f"e2e_over_floor={e2e / least:.2f} (target <= 1.10)")
-    return {"floor_e2e_s": f"{e2e:.1f}", "floor_forward_s": f"{least:.1f}", "e2e_over_floor": f"{e2e / least:.2f}"}
+    return {
+        "floor_e2e_s": f"{e2e:.1f}",
+        "floor_forward_s": f"{least:.1f}",
+        "e2e_over_floor": f"{e2e / least:.2f}",
+    }
 
 
 def main() -> None:
@@ -154,7 +198,9 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=4, help="K, the models of the sweep")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--num-workers", type=int, default=1, help="image workers of the end-to-end run (b)")
-    parser.add_argument("--upstream-dir", type=Path, help="a clone of amitakamath/hard_positives (real REPLACE rows)")
+    parser.add_argument(
+        "--upstream-dir", type=Path, help="a clone of amitakamath/hard_positives (real REPLACE rows)"
+    )
     parser.add_argument("--skip-floor", action="store_true", help="only (a)")
     args = parser.parse_args()
 

@@ -37,14 +37,13 @@ import numpy as np
 import torch
 from datasets import Dataset, Features, Image, Value
 from PIL import Image as PILImage
+from results import record  # benchmarks/results.py: one results file for every benchmark
 from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor, CLIPTokenizer
 
 from hf_hardpos.columns import REPLACE_SUBSETS
-from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.evaluation.eval_data import load_eval_sets
+from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.synthetic.tiny_clip import train_clip_tokenizer
-
-from results import record  # benchmarks/results.py: one results file for every benchmark
 
 
 def replace_rows(limit: int, upstream: Path | None) -> list[dict]:
@@ -54,16 +53,39 @@ def replace_rows(limit: int, upstream: Path | None) -> list[dict]:
             original = json.loads((upstream / "data" / f"vl_checklist_{subset}.json").read_text())
             positive = json.loads((upstream / "swapped_data" / f"vl_checklist_{subset}.json").read_text())
             rows += [
-                {"subset": subset, "image_id": str(o["image_id"]), "caption": o["true_caption"],
-                 "hard_negative": o["false_caption"], "hard_positive": p["true_caption"]}
+                {
+                    "subset": subset,
+                    "image_id": str(o["image_id"]),
+                    "caption": o["true_caption"],
+                    "hard_negative": o["false_caption"],
+                    "hard_positive": p["true_caption"],
+                }
                 for o, p in zip(original, positive)
             ]
         return whole_images(rows, limit)
     rng = np.random.default_rng(0)
-    words = ["red", "white", "large", "wooden", "cat", "door", "table", "holding", "on", "near", "man", "sign"]
+    words = [
+        "red",
+        "white",
+        "large",
+        "wooden",
+        "cat",
+        "door",
+        "table",
+        "holding",
+        "on",
+        "near",
+        "man",
+        "sign",
+    ]
     return [
-        {"subset": REPLACE_SUBSETS[i % 2], "image_id": str(i * 3 // 7), "caption": " ".join(rng.choice(words, 3)),
-         "hard_negative": " ".join(rng.choice(words, 3)), "hard_positive": " ".join(rng.choice(words, 3))}
+        {
+            "subset": REPLACE_SUBSETS[i % 2],
+            "image_id": str(i * 3 // 7),
+            "caption": " ".join(rng.choice(words, 3)),
+            "hard_negative": " ".join(rng.choice(words, 3)),
+            "hard_positive": " ".join(rng.choice(words, 3)),
+        }
         for i in range(limit)
     ]
 
@@ -92,15 +114,22 @@ def jpeg(seed: int) -> bytes:
 
 def build_processor(rows: list[dict], tokenizer_dir: Path | None) -> CLIPProcessor:
     if tokenizer_dir is not None:
-        tokenizer = CLIPTokenizer(vocab=str(tokenizer_dir / "vocab.json"), merges=str(tokenizer_dir / "merges.txt"),
-                                  model_max_length=77)
+        tokenizer = CLIPTokenizer(
+            vocab=str(tokenizer_dir / "vocab.json"),
+            merges=str(tokenizer_dir / "merges.txt"),
+            model_max_length=77,
+        )
     else:
-        tokenizer = train_clip_tokenizer([r[c] for r in rows for c in ("caption", "hard_negative", "hard_positive")])
+        tokenizer = train_clip_tokenizer(
+            [r[c] for r in rows for c in ("caption", "hard_negative", "hard_positive")]
+        )
     return CLIPProcessor(image_processor=CLIPImageProcessor(), tokenizer=tokenizer)
 
 
 @torch.inference_mode()
-def reference_protocol(model: CLIPModel, processor: CLIPProcessor, dataset: Dataset, batch_size: int = 16) -> dict:
+def reference_protocol(
+    model: CLIPModel, processor: CLIPProcessor, dataset: Dataset, batch_size: int = 16
+) -> dict:
     """Per row: image encoded with (c, c_n), then again with (c_p, c_n); texts padded to 77."""
     scores = {"caption": [], "hard_positive": [], "hard_negative": []}
     for start in range(0, len(dataset), batch_size):
@@ -108,10 +137,16 @@ def reference_protocol(model: CLIPModel, processor: CLIPProcessor, dataset: Data
         for first in ("caption", "hard_positive"):
             images = [PILImage.open(io.BytesIO(cell["bytes"])).convert("RGB") for cell in batch["image"]]
             pixels = processor.image_processor(images=images, return_tensors="pt")["pixel_values"]
-            img = torch.nn.functional.normalize(model.get_image_features(pixel_values=pixels).pooler_output, dim=-1)
+            img = torch.nn.functional.normalize(
+                model.get_image_features(pixel_values=pixels).pooler_output, dim=-1
+            )
             for column in (first, "hard_negative"):
-                tokens = processor.tokenizer(batch[column], padding="max_length", truncation=True, return_tensors="pt")
-                txt = model.get_text_features(input_ids=tokens.input_ids, attention_mask=tokens.attention_mask)
+                tokens = processor.tokenizer(
+                    batch[column], padding="max_length", truncation=True, return_tensors="pt"
+                )
+                txt = model.get_text_features(
+                    input_ids=tokens.input_ids, attention_mask=tokens.attention_mask
+                )
                 score = (img * torch.nn.functional.normalize(txt.pooler_output, dim=-1)).sum(-1)
                 if first == "caption" or column != "hard_negative":
                     scores[column].append(score)
@@ -127,18 +162,34 @@ def cpu_seconds() -> float:
 
 def write_hub_folder(rows: list[dict], images: dict[str, bytes], root: Path) -> None:
     """The two REPLACE configs as parquet + README `configs:`, as the Hub repo stores them."""
-    features = Features({"image": Image(), "image_id": Value("string"), "caption": Value("string"),
-                         "hard_negative": Value("string"), "hard_positive": Value("string")})
+    features = Features(
+        {
+            "image": Image(),
+            "image_id": Value("string"),
+            "caption": Value("string"),
+            "hard_negative": Value("string"),
+            "hard_positive": Value("string"),
+        }
+    )
     for subset in REPLACE_SUBSETS:
         part = [r for r in rows if r["subset"] == subset]
         Dataset.from_dict(
-            {"image": [{"bytes": images[r["image_id"]], "path": None} for r in part],
-             **{k: [r[k] for r in part] for k in ("image_id", "caption", "hard_negative", "hard_positive")}},
+            {
+                "image": [{"bytes": images[r["image_id"]], "path": None} for r in part],
+                **{
+                    k: [r[k] for r in part] for k in ("image_id", "caption", "hard_negative", "hard_positive")
+                },
+            },
             features=features,
         ).to_parquet(str(root / "data" / subset / "test-00000-of-00001.parquet"))
-    (root / "README.md").write_text("---\nconfigs:\n" + "".join(
-        f"- config_name: {s}\n  data_files:\n  - split: test\n    path: data/{s}/test-*.parquet\n"
-        for s in REPLACE_SUBSETS) + "---\n")
+    (root / "README.md").write_text(
+        "---\nconfigs:\n"
+        + "".join(
+            f"- config_name: {s}\n  data_files:\n  - split: test\n    path: data/{s}/test-*.parquet\n"
+            for s in REPLACE_SUBSETS
+        )
+        + "---\n"
+    )
 
 
 def replace_workload(limit: int, upstream: Path | None, prefix: str) -> tuple[list[dict], int, Path, Path]:
@@ -148,8 +199,10 @@ def replace_workload(limit: int, upstream: Path | None, prefix: str) -> tuple[li
     ids = sorted({r["image_id"] for r in rows})
     work = Path(tempfile.mkdtemp(prefix=prefix))
     write_hub_folder(rows, {image_id: jpeg(i) for i, image_id in enumerate(ids)}, work / "replace")
-    print(f"workload: {len(rows)} rows, {len(ids)} distinct 500x375 JPEGs; "
-          f"source: {'upstream REPLACE' if upstream else 'synthetic'}")
+    print(
+        f"workload: {len(rows)} rows, {len(ids)} distinct 500x375 JPEGs; "
+        f"source: {'upstream REPLACE' if upstream else 'synthetic'}"
+    )
     return rows, len(ids), work, work / "replace"
 
 
@@ -158,8 +211,12 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=600)
     parser.add_argument("--batch-size", type=int, default=64, help="our scorer's batch size")
     parser.add_argument("--num-workers", type=int, default=1, help="our scorer's image workers")
-    parser.add_argument("--upstream-dir", type=Path, help="a clone of amitakamath/hard_positives (real REPLACE rows)")
-    parser.add_argument("--tokenizer-dir", type=Path, help="CLIP's vocab.json + merges.txt (else a small BPE trained here)")
+    parser.add_argument(
+        "--upstream-dir", type=Path, help="a clone of amitakamath/hard_positives (real REPLACE rows)"
+    )
+    parser.add_argument(
+        "--tokenizer-dir", type=Path, help="CLIP's vocab.json + merges.txt (else a small BPE trained here)"
+    )
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -168,8 +225,10 @@ def main() -> None:
     images = {image_id: jpeg(i) for i, image_id in enumerate(ids)}
     texts = {r[c] for r in rows for c in ("caption", "hard_negative", "hard_positive")}
     counts = {s: sum(r["subset"] == s for r in rows) for s in REPLACE_SUBSETS}
-    print(f"workload: {len(rows)} rows {counts}, {len(ids)} distinct images ({len(rows) / len(ids):.2f} rows/image), "
-          f"{len(texts)} distinct captions; source: {'upstream REPLACE' if args.upstream_dir else 'synthetic'}")
+    print(
+        f"workload: {len(rows)} rows {counts}, {len(ids)} distinct images ({len(rows) / len(ids):.2f} rows/image), "
+        f"{len(texts)} distinct captions; source: {'upstream REPLACE' if args.upstream_dir else 'synthetic'}"
+    )
     work = Path(tempfile.mkdtemp(prefix="hardpos-bench-"))
     write_hub_folder(rows, images, work / "replace")
     model_dir = work / "model"
@@ -180,24 +239,37 @@ def main() -> None:
     model, processor = CLIPModel.from_pretrained(model_dir).eval(), CLIPProcessor.from_pretrained(model_dir)
     eval_sets = load_eval_sets(str(work / "replace"), None, "test")  # by content, as hardpos eval reads it
     reference = {
-        subset: reference_protocol(model, processor, eval_sets[subset].dataset.cast_column("image", Image(decode=False)))
+        subset: reference_protocol(
+            model, processor, eval_sets[subset].dataset.cast_column("image", Image(decode=False))
+        )
         for subset in REPLACE_SUBSETS
     }
     reference_seconds, reference_cpu = time.perf_counter() - start, cpu_seconds() - cpu_start
 
     start, cpu_start = time.perf_counter(), cpu_seconds()
-    report = evaluate_model(str(model_dir), str(work / "replace"), batch_size=args.batch_size,
-                            num_workers=args.num_workers, progress=False, log=lambda message: None)
+    report = evaluate_model(
+        str(model_dir),
+        str(work / "replace"),
+        batch_size=args.batch_size,
+        num_workers=args.num_workers,
+        progress=False,
+        log=lambda message: None,
+    )
     ours_seconds, ours_cpu = time.perf_counter() - start, cpu_seconds() - cpu_start
 
     columns = {"caption": "original", "hard_negative": "negative", "hard_positive": "positive"}
     agreement = max(
         np.abs(report.scores[subset][ours] - reference[subset][column]).max()
-        for subset in REPLACE_SUBSETS for column, ours in columns.items()
+        for subset in REPLACE_SUBSETS
+        for column, ours in columns.items()
     )
     print(f"max |score difference| vs reference: {agreement:.2e}")
-    print(f"reference protocol: {len(rows) / reference_seconds:8.1f} rows/s ({reference_seconds:.1f} s wall, {reference_cpu:.1f} s CPU)")
-    print(f"hardpos eval:       {len(rows) / ours_seconds:8.1f} rows/s ({ours_seconds:.1f} s wall, {ours_cpu:.1f} s CPU)")
+    print(
+        f"reference protocol: {len(rows) / reference_seconds:8.1f} rows/s ({reference_seconds:.1f} s wall, {reference_cpu:.1f} s CPU)"
+    )
+    print(
+        f"hardpos eval:       {len(rows) / ours_seconds:8.1f} rows/s ({ours_seconds:.1f} s wall, {ours_cpu:.1f} s CPU)"
+    )
     # CPU time is the robust figure on a shared machine (other processes stretch wall time unevenly).
     print(f"cpu_time_ratio={reference_cpu / ours_cpu:.2f}")
     print(f"speedup_vs_reference={reference_seconds / ours_seconds:.2f}")

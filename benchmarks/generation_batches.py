@@ -37,12 +37,17 @@ import time
 from pathlib import Path
 
 import torch
-
 from results import record  # benchmarks/results.py: one results file for every benchmark
 
 
-def build_generator(batch_size: int, device: str, kind: str = "swap", hidden_size: int = 64, layers: int = 2,
-                    max_new_tokens: int = 8):
+def build_generator(
+    batch_size: int,
+    device: str,
+    kind: str = "swap",
+    hidden_size: int = 64,
+    layers: int = 2,
+    max_new_tokens: int = 8,
+):
     """A random Llama over a word-level vocabulary of the prompt and the captions' words (greedy; float16 on CUDA)."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -50,13 +55,23 @@ def build_generator(batch_size: int, device: str, kind: str = "swap", hidden_siz
     from hf_hardpos.generation import llm
 
     tokenizer = Tokenizer(models.WordLevel(unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()]
+    )
     corpus = [*llm.PROMPTS.values(), " ".join(WORDS)]
     tokenizer.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=["<unk>", "<s>", "</s>"]))
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    )
     config = LlamaConfig(
-        vocab_size=len(fast), hidden_size=hidden_size, intermediate_size=2 * hidden_size, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=1024, bos_token_id=fast.bos_token_id,
+        vocab_size=len(fast),
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=1024,
+        bos_token_id=fast.bos_token_id,
         eos_token_id=fast.eos_token_id,
     )
     torch.manual_seed(0)
@@ -113,7 +128,9 @@ def full_batches(generator, captions: list[str]) -> None:
         generator.generate_to_jsonl(captions, Path(folder) / "out.jsonl")
 
 
-def throughput(batch_sizes: list[int], device: str, rows: int, hidden_size: int, layers: int) -> dict[str, str]:
+def throughput(
+    batch_sizes: list[int], device: str, rows: int, hidden_size: int, layers: int
+) -> dict[str, str]:
     """Prompts per second of `generate_to_jsonl` (REPLACE: every row goes to the model) at each batch size;
     a warm-up batch first, and on CUDA the clock read after `torch.cuda.synchronize()`."""
     captions = make_captions(rows, 0.2)
@@ -134,7 +151,9 @@ def throughput(batch_sizes: list[int], device: str, rows: int, hidden_size: int,
         seconds = time.perf_counter() - start
         figures[f"batch_{batch_size}_seconds"] = f"{seconds:.3g}"
         figures[f"batch_{batch_size}_prompts_per_second"] = f"{rows / seconds:.1f}"
-        print(f"batch {batch_size:>3}: {rows} prompts in {seconds:.2f} s = {rows / seconds:.1f} prompts/s ({device})")
+        print(
+            f"batch {batch_size:>3}: {rows} prompts in {seconds:.2f} s = {rows / seconds:.1f} prompts/s ({device})"
+        )
     return figures
 
 
@@ -179,7 +198,9 @@ def main() -> None:
         print(f"{name:>13}: {shape[name]['calls']} model calls, {rows_per_call:.2f} rows per call, "
               f"{medians[name]:.3f} s of model time (median of {args.repeats})")  # fmt: skip
     figures["ratio_cut_first_over_full_batches"] = f"{ratio:.2f}"
-    print(f"model time ratio cut_first / full_batches: {ratio:.2f}x ({args.device}, {args.threads} thread(s))")
+    print(
+        f"model time ratio cut_first / full_batches: {ratio:.2f}x ({args.device}, {args.threads} thread(s))"
+    )
     record("generation_batches", figures)
 
 

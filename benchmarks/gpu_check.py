@@ -41,7 +41,6 @@ import time
 from pathlib import Path
 
 import torch
-
 from results import record
 
 HERE = Path(__file__).resolve().parent
@@ -53,16 +52,68 @@ def steps(upstream: Path | None) -> dict[str, tuple[list[list[str]], int]]:
     python = sys.executable
     upstream_flags = ["--upstream-dir", str(upstream)] if upstream else []
     return {
-        "tests": ([[python, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", str(REPO / "tests" / "integration" / "test_gpu.py")]],
-                  180),
+        "tests": (
+            [
+                [
+                    python,
+                    "-m",
+                    "pytest",
+                    "-q",
+                    "-m",
+                    "gpu",
+                    "-p",
+                    "no:cacheprovider",
+                    str(REPO / "tests" / "integration" / "test_gpu.py"),
+                ]
+            ],
+            180,
+        ),
         "demo": ([[python, str(HERE / "demo_time.py")]], 150),
-        "eval": ([[python, str(HERE / "eval_floor.py"), "--device", "cuda", "--model", "vit-b-32", *upstream_flags]],
-                 240),
+        "eval": (
+            [
+                [
+                    python,
+                    str(HERE / "eval_floor.py"),
+                    "--device",
+                    "cuda",
+                    "--model",
+                    "vit-b-32",
+                    *upstream_flags,
+                ]
+            ],
+            240,
+        ),
         "loader": ([[python, str(HERE / "train_loader.py"), "--device", "cuda"]], 120),
-        "step": ([[python, str(HERE / "train_step.py"), "--device", "cuda", "--batch-size", "256", "--repeats", "3"]],
-                 120),
-        "generation": ([[python, str(HERE / "generation_batches.py"), "--throughput", "--device", "cuda",
-                         "--throughput-batches", "8", "32"]], 90),
+        "step": (
+            [
+                [
+                    python,
+                    str(HERE / "train_step.py"),
+                    "--device",
+                    "cuda",
+                    "--batch-size",
+                    "256",
+                    "--repeats",
+                    "3",
+                ]
+            ],
+            120,
+        ),
+        "generation": (
+            [
+                [
+                    python,
+                    str(HERE / "generation_batches.py"),
+                    "--throughput",
+                    "--device",
+                    "cuda",
+                    "--throughput-batches",
+                    "8",
+                    "32",
+                ]
+            ],
+            90,
+        ),
     }
 
 
@@ -72,7 +123,9 @@ def run_step(commands: list[list[str]], limit: int, env: dict) -> tuple[str, flo
     for command in commands:
         left = limit - (time.perf_counter() - start)
         try:
-            done = subprocess.run(command, cwd=HERE, env=env, capture_output=True, text=True, timeout=max(1, left))
+            done = subprocess.run(
+                command, cwd=HERE, env=env, capture_output=True, text=True, timeout=max(1, left)
+            )
         except subprocess.TimeoutExpired:
             return f"timed out after {limit} s", time.perf_counter() - start, tail
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-8:])
@@ -84,7 +137,9 @@ def run_step(commands: list[list[str]], limit: int, env: dict) -> tuple[str, flo
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--upstream-dir", type=Path, help="a clone of amitakamath/hard_positives (REPLACE's rows)")
+    parser.add_argument(
+        "--upstream-dir", type=Path, help="a clone of amitakamath/hard_positives (REPLACE's rows)"
+    )
     parser.add_argument("--budget-s", type=float, default=360, help="start no step after this many seconds")
     parser.add_argument("--skip", action="append", default=[], help="a step to leave out (repeatable)")
     args = parser.parse_args()
@@ -92,9 +147,14 @@ def main() -> int:
         print("gpu_check: torch sees no CUDA device here; run it on a GPU machine")
         return 2
     report = Path(tempfile.mkdtemp(prefix="hardpos-gpu-")) / "test_figures.json"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "HARDPOS_GPU_REPORT": str(report), "PYTHONPATH": os.pathsep.join(
-               [p for p in (os.environ.get("PYTHONPATH"), str(REPO)) if p])}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HARDPOS_GPU_REPORT": str(report),
+        "PYTHONPATH": os.pathsep.join([p for p in (os.environ.get("PYTHONPATH"), str(REPO)) if p]),
+    }
     began, figures = time.perf_counter(), {"device": torch.cuda.get_device_name()}
     planned = steps(args.upstream_dir)
     for name, (commands, limit) in planned.items():
@@ -106,14 +166,16 @@ def main() -> int:
             continue
         outcome, seconds, tail = run_step(commands, limit, env)
         figures[name] = f"{outcome} in {seconds:.0f} s"
-        print(f"[{time.perf_counter() - began:5.0f} s] {name}: {outcome} in {seconds:.0f} s\n{tail}\n", flush=True)
+        print(
+            f"[{time.perf_counter() - began:5.0f} s] {name}: {outcome} in {seconds:.0f} s\n{tail}\n",
+            flush=True,
+        )
     if report.is_file():
         for key, value in json.loads(report.read_text()).items():
             figures[f"tests.{key}"] = json.dumps(value, sort_keys=True)
     figures["total_s"] = f"{time.perf_counter() - began:.0f}"
     record("gpu_check", figures)
-    return 0 if all(str(v).startswith(("ok", "skipped")) for k, v in figures.items()
-                    if k in planned) else 1
+    return 0 if all(str(v).startswith(("ok", "skipped")) for k, v in figures.items() if k in planned) else 1
 
 
 if __name__ == "__main__":

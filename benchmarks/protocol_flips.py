@@ -30,6 +30,7 @@ import tempfile
 import numpy as np
 from datasets import Dataset
 from PIL import Image
+from results import record  # benchmarks/results.py: one results file for every benchmark
 
 from hf_hardpos.evaluation.tasks.hard_positive import score_eval_set
 from hf_hardpos.image_processing import PaperImageProcessor
@@ -37,10 +38,13 @@ from hf_hardpos.metrics import augmented_correct, brittle, original_correct
 from hf_hardpos.scoring import ITMScorer
 from hf_hardpos.synthetic import world
 from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
-from results import record  # benchmarks/results.py: one results file for every benchmark
 
 SIZES = ((640, 427), (427, 640), (500, 375), (500, 333), (800, 600), (640, 480))
-OUTCOMES = {"original_accuracy": original_correct, "augmented_accuracy": augmented_correct, "brittleness": brittle}
+OUTCOMES = {
+    "original_accuracy": original_correct,
+    "augmented_accuracy": augmented_correct,
+    "brittleness": brittle,
+}
 
 
 def resized_images(dataset: Dataset, offset: int) -> Dataset:
@@ -51,7 +55,11 @@ def resized_images(dataset: Dataset, offset: int) -> Dataset:
         buffer = io.BytesIO()
         image.convert("RGB").resize(size, Image.Resampling.BICUBIC).save(buffer, format="PNG")
         images.append({"bytes": buffer.getvalue(), "path": None})
-    return dataset.remove_columns("image").add_column("image", images).cast_column("image", dataset.features["image"])
+    return (
+        dataset.remove_columns("image")
+        .add_column("image", images)
+        .cast_column("image", dataset.features["image"])
+    )
 
 
 def outcomes(scorer: ITMScorer, dataset: Dataset) -> dict[str, np.ndarray]:
@@ -62,7 +70,9 @@ def outcomes(scorer: ITMScorer, dataset: Dataset) -> dict[str, np.ndarray]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=600, help="rows per set (REPLACE attributes, relations, SWAP)")
+    parser.add_argument(
+        "--rows", type=int, default=600, help="rows per set (REPLACE attributes, relations, SWAP)"
+    )
     args = parser.parse_args()
     from transformers import CLIPModel, CLIPProcessor
 
@@ -83,7 +93,9 @@ def main() -> None:
             CLIPModel.from_pretrained(folder), paper_processor, precision="fp16-weights", progress=False
         ),
     }
-    results = {arm: {name: outcomes(scorer, rows) for name, rows in sets.items()} for arm, scorer in arms.items()}
+    results = {
+        arm: {name: outcomes(scorer, rows) for name, rows in sets.items()} for arm, scorer in arms.items()
+    }
     base = results["default"]
     total = sum(len(rows) for rows in sets.values())
     print(f"{total} rows ({', '.join(f'{n} {len(r)}' for n, r in sets.items())}); image sizes {SIZES}")

@@ -16,10 +16,10 @@ import json
 import re
 from pathlib import Path
 
+from results import record  # benchmarks/results.py: one results file for every benchmark
+
 from hf_hardpos.columns import REPLACE_SUBSETS
 from hf_hardpos.generation.rules import hard_positive_candidates
-
-from results import record  # benchmarks/results.py: one results file for every benchmark
 
 
 def _article_blind(text: str) -> str:
@@ -28,23 +28,30 @@ def _article_blind(text: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--upstream-dir", type=Path, required=True, help="a clone of amitakamath/hard_positives")
+    parser.add_argument(
+        "--upstream-dir", type=Path, required=True, help="a clone of amitakamath/hard_positives"
+    )
     args = parser.parse_args()
     figures: dict[str, str] = {}
     images: dict[str, set[str]] = {}
     for subset in REPLACE_SUBSETS:
         originals = json.loads((args.upstream_dir / "data" / f"vl_checklist_{subset}.json").read_text())
-        positives = json.loads((args.upstream_dir / "swapped_data" / f"vl_checklist_{subset}.json").read_text())
+        positives = json.loads(
+            (args.upstream_dir / "swapped_data" / f"vl_checklist_{subset}.json").read_text()
+        )
         images[subset] = {str(row["image_id"]) for row in originals}
         hits = sum(
-            _article_blind(p["true_caption"]) in {_article_blind(c) for c in hard_positive_candidates(o["true_caption"], include_extra=False)}
+            _article_blind(p["true_caption"])
+            in {_article_blind(c) for c in hard_positive_candidates(o["true_caption"], include_extra=False)}
             for o, p in zip(originals, positives)
         )
         figures[f"{subset}_rows"] = f"{len(originals):,}"
         figures[f"{subset}_images"] = f"{len(images[subset]):,}"
         figures[f"{subset}_rule_reproduced_percent"] = f"{100 * hits / len(originals):.1f}"
         if subset == "relations":
-            figures["within_front_of_rows"] = f"{sum('within front of' in p['true_caption'] for p in positives):,}"
+            figures["within_front_of_rows"] = (
+                f"{sum('within front of' in p['true_caption'] for p in positives):,}"
+            )
     a, b = images.values()
     figures["distinct_images"] = f"{len(a | b):,}"
     figures["shared_images"] = f"{len(a & b):,}"

@@ -103,7 +103,8 @@ def record(benchmark: str, figures: dict[str, str], path: Path = RESULTS_FILE) -
     results = load(path)
     results[benchmark] = {
         "figures": {name: str(text) for name, text in figures.items()},
-        "command": "python " + " ".join([os.path.relpath(sys.argv[0]) if sys.argv[0] else benchmark, *sys.argv[1:]]),
+        "command": "python "
+        + " ".join([os.path.relpath(sys.argv[0]) if sys.argv[0] else benchmark, *sys.argv[1:]]),
         "date": _dt.date.today().isoformat(),
         "machine": machine(),
         "code_digest": code_digest(),
@@ -141,7 +142,9 @@ def mismatches(text: str, results: dict) -> list[str]:
             problems.append(str(error))
             continue
         if match["text"] != expected:
-            problems.append(f"{match['key']}: the page says {match['text']!r}, {RESULTS_FILE.name} says {expected!r}")
+            problems.append(
+                f"{match['key']}: the page says {match['text']!r}, {RESULTS_FILE.name} says {expected!r}"
+            )
     return problems
 
 
@@ -171,10 +174,15 @@ def site_text(text: str, results: dict, digest: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     action = parser.add_mutually_exclusive_group(required=True)
-    action.add_argument("--render", action="store_true", help="rewrite the pages' figures from the results file")
+    action.add_argument(
+        "--render", action="store_true", help="rewrite the pages' figures from the results file"
+    )
     action.add_argument("--check", action="store_true", help="exit 1 when a quoted figure disagrees")
-    action.add_argument("--stale", action="store_true",
-                        help="list the benchmarks measured on other package code, each with its command")
+    action.add_argument(
+        "--stale",
+        action="store_true",
+        help="list the benchmarks measured on other package code, each with its command",
+    )
     args = parser.parse_args()
     if args.stale:
         results, digest = load(), code_digest()

@@ -32,10 +32,10 @@ from pathlib import Path
 import numpy as np
 import torch
 import yaml
-from datasets import Dataset, Features, Image as ImageFeature, Value
-from PIL import Image
-
+from datasets import Dataset, Features, Value
+from datasets import Image as ImageFeature
 from eval_throughput import build_processor
+from PIL import Image
 from results import record
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,9 +63,13 @@ def coco_rows(count: int, distinct_images: int) -> Dataset:
         return " ".join(rng.choice(WORDS, rng.integers(8, 14)))
 
     text_columns = ["caption", *columns.FINETUNE_POSITIVE_COLUMNS, *columns.FINETUNE_NEGATIVE_COLUMNS]
-    rows = {"image": [{"bytes": images[i % distinct_images], "path": None} for i in range(count)],
-            **{c: [caption() for _ in range(count)] for c in text_columns}}
-    return Dataset.from_dict(rows, features=Features({"image": ImageFeature(), **{c: Value("string") for c in text_columns}}))
+    rows = {
+        "image": [{"bytes": images[i % distinct_images], "path": None} for i in range(count)],
+        **{c: [caption() for _ in range(count)] for c in text_columns},
+    }
+    return Dataset.from_dict(
+        rows, features=Features({"image": ImageFeature(), **{c: Value("string") for c in text_columns}})
+    )
 
 
 def recipe_arguments(recipe: str, output_dir: Path, device: str, overrides: dict):
@@ -74,8 +78,9 @@ def recipe_arguments(recipe: str, output_dir: Path, device: str, overrides: dict
     settings = yaml.safe_load((REPO / "examples" / "recipes" / f"{recipe}.yaml").read_text())
     known = {f for f in HardPosTrainingArguments.__dataclass_fields__}
     chosen = {k: v for k, v in settings.items() if k in known}
-    chosen.update(output_dir=str(output_dir), report_to="none", disable_tqdm=True, use_cpu=device == "cpu",
-                  **overrides)
+    chosen.update(
+        output_dir=str(output_dir), report_to="none", disable_tqdm=True, use_cpu=device == "cpu", **overrides
+    )
     if device == "cpu":  # AMP fp16 needs CUDA; the CPU measures the fp32 step
         chosen.update(fp16=False, bf16=False)
     return HardPosTrainingArguments(**chosen)
@@ -100,12 +105,14 @@ def main() -> None:
         overrides["per_device_train_batch_size"] = args.batch_size
     if args.workers is not None:
         overrides["dataloader_num_workers"] = args.workers
-    training_args = recipe_arguments(args.recipe, Path(tempfile.mkdtemp(prefix="hardpos-loader-")), args.device,
-                                     overrides)
+    training_args = recipe_arguments(
+        args.recipe, Path(tempfile.mkdtemp(prefix="hardpos-loader-")), args.device, overrides
+    )
     batch = training_args.per_device_train_batch_size
     data = coco_rows(batch * (args.batches + 2), distinct_images=min(512, batch * (args.batches + 2)))
-    processor = build_processor([{"caption": t, "hard_negative": t, "hard_positive": t} for t in data["caption"][:200]],
-                                None)
+    processor = build_processor(
+        [{"caption": t, "hard_negative": t, "hard_positive": t} for t in data["caption"][:200]], None
+    )
     torch.manual_seed(0)
     model = CLIPModel(CLIPConfig())
     trainer = HardPosTrainer(model=model, args=training_args, train_dataset=data, processor=processor)
@@ -137,14 +144,25 @@ def main() -> None:
     step_rate = batch / statistics.median(seconds)
     amp = "fp16" if training_args.fp16 else "bf16" if training_args.bf16 else "fp32"
     workers = training_args.dataloader_num_workers
-    print(f"recipe {args.recipe}: batch {batch} per device, {workers} workers, AMP {amp}, device {args.device}")
-    print(f"loader {loader_rate:.0f} samples/s | step {step_rate:.0f} samples/s | loader/step "
-          f"{loader_rate / step_rate:.2f} (target >= 1.2: {'met' if loader_rate >= 1.2 * step_rate else 'MISSED'})")
-    record(f"train_loader_{torch.device(args.device).type}", {
-        "recipe": args.recipe, "batch_size": str(batch), "workers": str(workers), "amp": amp,
-        "loader_samples_per_s": f"{loader_rate:.0f}", "step_samples_per_s": f"{step_rate:.0f}",
-        "loader_over_step": f"{loader_rate / step_rate:.2f}",
-    })
+    print(
+        f"recipe {args.recipe}: batch {batch} per device, {workers} workers, AMP {amp}, device {args.device}"
+    )
+    print(
+        f"loader {loader_rate:.0f} samples/s | step {step_rate:.0f} samples/s | loader/step "
+        f"{loader_rate / step_rate:.2f} (target >= 1.2: {'met' if loader_rate >= 1.2 * step_rate else 'MISSED'})"
+    )
+    record(
+        f"train_loader_{torch.device(args.device).type}",
+        {
+            "recipe": args.recipe,
+            "batch_size": str(batch),
+            "workers": str(workers),
+            "amp": amp,
+            "loader_samples_per_s": f"{loader_rate:.0f}",
+            "step_samples_per_s": f"{step_rate:.0f}",
+            "loader_over_step": f"{loader_rate / step_rate:.2f}",
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -35,11 +35,10 @@ import time
 
 import torch
 import torch.nn.functional as F
+from results import record  # benchmarks/results.py: one results file for every benchmark
 
 from hf_hardpos.training.logit_scale import clamp_logit_scale
 from hf_hardpos.training.losses import ContrastiveLoss, EmbeddingBatch, HardPosObjective, Slots
-
-from results import record  # benchmarks/results.py: one results file for every benchmark
 
 
 def build_model(device: str, gradient_checkpointing: bool):
@@ -65,7 +64,9 @@ def build_batch(model, batch_size: int, text_length: int, device: str) -> dict[s
 
 def make_losses():
     plain = ContrastiveLoss(use_hard_negatives=True)
-    full = HardPosObjective(hard_negative_weight=1.0, hard_positive_weight=1.0, imc_weight=0.2, cmr_weight=0.4)
+    full = HardPosObjective(
+        hard_negative_weight=1.0, hard_positive_weight=1.0, imc_weight=0.2, cmr_weight=0.4
+    )
 
     def plain_loss(image, text, positive, negative, scale):
         extra = torch.stack([positive, negative], dim=1)  # the same 3B texts, as plain contrastive columns
@@ -117,7 +118,9 @@ def time_steps(args) -> dict[str, dict[str, list[float]]]:
 def time_loss_math(args, clock, iterations: int = 50) -> dict[str, float]:
     """Median seconds of loss forward + backward on fixed [B, 512] embeddings (no encoder), interleaved."""
     g = torch.Generator().manual_seed(2)
-    feats = [F.normalize(torch.randn(args.batch_size, 512, generator=g), dim=-1).to(args.device) for _ in range(4)]
+    feats = [
+        F.normalize(torch.randn(args.batch_size, 512, generator=g), dim=-1).to(args.device) for _ in range(4)
+    ]
     scale = torch.tensor(100.0, device=args.device)
     losses = make_losses()
     samples: dict[str, list[float]] = {name: [] for name in losses}
@@ -212,17 +215,23 @@ def main() -> None:
     for kind in ("wall", "cpu"):
         for name in ("plain", "full"):
             print(f"step_{kind}_s {name}=" + ",".join(f"{t:.3f}" for t in times[name][kind]))
-    median = {(name, kind): statistics.median(times[name][kind]) for name in times for kind in ("wall", "cpu")}
+    median = {
+        (name, kind): statistics.median(times[name][kind]) for name in times for kind in ("wall", "cpu")
+    }
     for kind in ("wall", "cpu"):
         print(f"median_step_{kind}_s plain_contrastive={median['plain', kind]:.3f} "
               f"full_objective={median['full', kind]:.3f}")  # fmt: skip
     share = loss_math["full"] / median["full", clock]
     spread = {name: (min(times[name][clock]), max(times[name][clock])) for name in times}
-    print(f"step_ratio_{clock} full/plain={median['full', clock] / median['plain', clock]:.3f} "
-          f"(plain {spread['plain'][0]:.2f}-{spread['plain'][1]:.2f} s, full {spread['full'][0]:.2f}-{spread['full'][1]:.2f} s)")
+    print(
+        f"step_ratio_{clock} full/plain={median['full', clock] / median['plain', clock]:.3f} "
+        f"(plain {spread['plain'][0]:.2f}-{spread['plain'][1]:.2f} s, full {spread['full'][0]:.2f}-{spread['full'][1]:.2f} s)"
+    )
     # The headline: what the loss itself costs per step, and its share of a step. The step ratio above is
     # secondary: at this size the loss is far below the steps' run-to-run spread, so the ratio is noise.
-    print(f"loss_ms_per_step full={loss_math['full'] * 1e3:.2f} plain={loss_math['plain'] * 1e3:.2f} ({clock} time)")
+    print(
+        f"loss_ms_per_step full={loss_math['full'] * 1e3:.2f} plain={loss_math['plain'] * 1e3:.2f} ({clock} time)"
+    )
     print(f"loss_share_of_step={share:.5f}")
     figures = {
         "loss_ms_full": f"{loss_math['full'] * 1e3:.2f}", "loss_ms_plain": f"{loss_math['plain'] * 1e3:.2f}",
@@ -232,7 +241,9 @@ def main() -> None:
         "step_spread_full_s": f"{spread['full'][0]:.2f}-{spread['full'][1]:.2f}",
     }  # fmt: skip
     if peaks:
-        figures.update({f"peak_mib_{'checkpointing' if c else 'plain'}": f"{peaks[c] / mib:,.0f}" for c in peaks})
+        figures.update(
+            {f"peak_mib_{'checkpointing' if c else 'plain'}": f"{peaks[c] / mib:,.0f}" for c in peaks}
+        )
     record("train_step", figures)
 
 

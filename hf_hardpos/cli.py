@@ -80,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
     except Exception as err:  # noqa: BLE001 - the known environment failures become one line, bugs re-raise
-        if getattr(err, "exit_code", None) == 130 and not debug:  # training.interrupt.TrainingInterrupted: saved, said
+        if (
+            getattr(err, "exit_code", None) == 130 and not debug
+        ):  # training.interrupt.TrainingInterrupted: saved, said
             print(f"hardpos {args.command}: {err}", file=sys.stderr)
             return 130
         user_error = err if isinstance(err, UserInputError) else user_error_from(err, args)

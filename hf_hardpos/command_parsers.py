@@ -37,8 +37,12 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     @staticmethod
     def _shows_default(action: argparse.Action) -> bool:
-        return bool(action.option_strings) and action.default is not argparse.SUPPRESS \
-            and action.default not in (None, False, [], ()) and "default" not in (action.help or "").lower()
+        return (
+            bool(action.option_strings)
+            and action.default is not argparse.SUPPRESS
+            and action.default not in (None, False, [], ())
+            and "default" not in (action.help or "").lower()
+        )
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
@@ -68,7 +72,10 @@ def add_command(
     name = module.rsplit(".", 1)[-1]
     summary, description = help_texts(name)
     parser = subparsers.add_parser(
-        name, help=summary, description=description, formatter_class=HelpFormatter,
+        name,
+        help=summary,
+        description=description,
+        formatter_class=HelpFormatter,
         add_help=not own_arguments,
     )
     parser.set_defaults(func=run, own_arguments=own_arguments)
@@ -93,22 +100,42 @@ def add_underscore_aliases(parser: argparse.ArgumentParser) -> None:
 
 
 # What the readers of run folders, datasets and checkpoints read: a command's output must not replace one.
-READ_SUFFIXES = frozenset({".json", ".jsonl", ".parquet", ".arrow", ".safetensors", ".bin", ".pt", ".pth", ".npy",
-                           ".yaml", ".yml", ".csv"})
+READ_SUFFIXES = frozenset(
+    {
+        ".json",
+        ".jsonl",
+        ".parquet",
+        ".arrow",
+        ".safetensors",
+        ".bin",
+        ".pt",
+        ".pth",
+        ".npy",
+        ".yaml",
+        ".yml",
+        ".csv",
+    }
+)
 
 
-def refuse_overwriting_inputs(target: str | Path, inputs: Sequence[str | Path], option: str = "--output") -> None:
+def refuse_overwriting_inputs(
+    target: str | Path, inputs: Sequence[str | Path], option: str = "--output"
+) -> None:
     """Refuse (one line, before any work) an output that is one of the command's inputs, or an existing
     data file inside an input folder (`hardpos report RUN --output RUN/metrics.json` would replace the run's
     metrics with HTML). A new file, or an earlier output (`RUN/report.html`), may be written there."""
     target_path = Path(target).expanduser()
-    resolved = target_path.parent.resolve() / target_path.name  # a link there is replaced, not written through
+    resolved = (
+        target_path.parent.resolve() / target_path.name
+    )  # a link there is replaced, not written through
     for given in inputs:
         source = Path(given).expanduser().resolve()
         inside = source.is_dir() and resolved.is_relative_to(source)
         if resolved == source or (inside and resolved.is_file() and resolved.suffix.lower() in READ_SUFFIXES):
-            raise UserInputError(f"{option} {target} would overwrite {resolved.relative_to(source.parent)}, which "
-                                 f"this command reads from {given}; write it elsewhere")
+            raise UserInputError(
+                f"{option} {target} would overwrite {resolved.relative_to(source.parent)}, which "
+                f"this command reads from {given}; write it elsewhere"
+            )
 
 
 def write_output(target: str | Path, text: str, option: str = "--output") -> Path:

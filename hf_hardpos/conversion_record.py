@@ -18,7 +18,9 @@ MARKER = "conversion.json"
 OPENAI_ARCHIVE = "OpenAI TorchScript archive"
 PLAIN_STATE_DICT = "plain state dict"
 TRAINING_CHECKPOINT = "open_clip training checkpoint"
-DDP_PREFIX_REMOVED = " (DDP, module. prefix removed)"  # appended to the kind when `module.` prefixes were dropped
+DDP_PREFIX_REMOVED = (
+    " (DDP, module. prefix removed)"  # appended to the kind when `module.` prefixes were dropped
+)
 
 
 def load_conversion_facts(folder: str | Path) -> dict:

@@ -63,8 +63,12 @@ def entry_digest(namespace: str, kind: str, key: str, vector: np.ndarray) -> byt
 class EmbeddingCache:
     """Content key -> L2-normalised float32 embedding, for images and texts."""
 
-    def __init__(self, directory: str | Path | None = None, namespace: str = "default",
-                 warn: Callable[[str], None] = warn):
+    def __init__(
+        self,
+        directory: str | Path | None = None,
+        namespace: str = "default",
+        warn: Callable[[str], None] = warn,
+    ):
         self.directory = Path(directory) / namespace if directory is not None else None
         self.namespace = namespace
         self.warn = warn
@@ -78,15 +82,19 @@ class EmbeddingCache:
             self.directory.mkdir(parents=True, exist_ok=True)
             shards = {kind: sorted(self.directory.glob(f"{kind}-*.npz")) for kind in KINDS}
         except OSError as err:
-            raise UserInputError(f"--cache-dir {directory}: cannot use it as the embedding cache folder "
-                                 f"({err.strerror or err})") from None
+            raise UserInputError(
+                f"--cache-dir {directory}: cannot use it as the embedding cache folder "
+                f"({err.strerror or err})"
+            ) from None
         for kind in KINDS:
             for shard in shards[kind]:
                 if SHARD_NAME.fullmatch(shard.name):  # not a partial file of an interrupted run
                     self._load_shard(kind, shard)
         if self.rejected:
-            self.warn(f"embedding cache {self.directory}: {self.rejected} stored embeddings failed their checks "
-                      "(digest, dtype, dimension, finite, unit norm); not used, their inputs are encoded again")
+            self.warn(
+                f"embedding cache {self.directory}: {self.rejected} stored embeddings failed their checks "
+                "(digest, dtype, dimension, finite, unit norm); not used, their inputs are encoded again"
+            )
 
     def _load_shard(self, kind: str, shard: Path) -> None:
         """Load one shard's entries that pass every check; rewrite it without the others (remove it when
@@ -94,13 +102,20 @@ class EmbeddingCache:
         try:
             with np.load(shard, allow_pickle=False) as data:
                 keys, vectors, digests = data["keys"], data["embeddings"], data["digests"]
-            if keys.ndim != 1 or digests.shape != (len(keys),) or digests.dtype != f"S{DIGEST_BYTES}" \
-                    or vectors.ndim != 2 or len(vectors) != len(keys):
+            if (
+                keys.ndim != 1
+                or digests.shape != (len(keys),)
+                or digests.dtype != f"S{DIGEST_BYTES}"
+                or vectors.ndim != 2
+                or len(vectors) != len(keys)
+            ):
                 raise ValueError("arrays of the wrong shape")
             keys = [str(key) for key in keys.tolist()]
         except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as err:
-            self.warn(f"embedding cache: {shard} is unreadable ({type(err).__name__}: {err}); removed, its inputs "
-                      "will be encoded again")
+            self.warn(
+                f"embedding cache: {shard} is unreadable ({type(err).__name__}: {err}); removed, its inputs "
+                "will be encoded again"
+            )
             shard.unlink(missing_ok=True)
             return
         good = [i for i in range(len(keys)) if self._valid(kind, keys[i], vectors[i], digests[i])]
@@ -114,7 +129,10 @@ class EmbeddingCache:
     def _valid(self, kind: str, key: str, vector: np.ndarray, digest: bytes) -> bool:
         if vector.dtype != VECTOR_DTYPE or (self.dim is not None and vector.shape != (self.dim,)):
             return False
-        if not np.isfinite(vector).all() or abs(math.sqrt(float(np.dot(vector, vector))) - 1) > NORM_TOLERANCE:
+        if (
+            not np.isfinite(vector).all()
+            or abs(math.sqrt(float(np.dot(vector, vector))) - 1) > NORM_TOLERANCE
+        ):
             return False
         if digest != entry_digest(self.namespace, kind, key, vector):
             return False
@@ -138,7 +156,9 @@ class EmbeddingCache:
             return
         array = np.ascontiguousarray(embeddings.detach().cpu().float().numpy(), dtype=VECTOR_DTYPE)
         if self.dim is not None and array.shape[1:] != (self.dim,):
-            raise ValueError(f"embeddings of dimension {array.shape[1:]} added to a cache of dimension {self.dim}")
+            raise ValueError(
+                f"embeddings of dimension {array.shape[1:]} added to a cache of dimension {self.dim}"
+            )
         self.dim = array.shape[1]
         self._store[kind].update(zip(keys, array))
         if self.directory is not None and self.write_error is None:
@@ -146,13 +166,17 @@ class EmbeddingCache:
 
     def _write(self, kind: str, keys: list[str], array: np.ndarray) -> None:
         assert self.directory is not None
-        digests = np.asarray([entry_digest(self.namespace, kind, key, vector) for key, vector in zip(keys, array)],
-                             dtype=f"S{DIGEST_BYTES}")
+        digests = np.asarray(
+            [entry_digest(self.namespace, kind, key, vector) for key, vector in zip(keys, array)],
+            dtype=f"S{DIGEST_BYTES}",
+        )
         try:
             with atomic_path(self.directory / f"{kind}-{uuid.uuid4().hex}.npz") as partial:
                 with open(partial, "wb") as handle:  # a file object: np.savez would append ".npz" to a name
                     np.savez(handle, keys=np.asarray(keys), embeddings=array, digests=digests)
         except OSError as err:  # the folder is optional: a full or read-only disk must not stop the run
             self.write_error = err.strerror or str(err)
-            self.warn(f"embedding cache {self.directory}: cannot write ({self.write_error}); no more embeddings are "
-                      "written to it this run (scores are unaffected)")
+            self.warn(
+                f"embedding cache {self.directory}: cannot write ({self.write_error}); no more embeddings are "
+                "written to it this run (scores are unaffected)"
+            )

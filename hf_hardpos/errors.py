@@ -35,14 +35,20 @@ def user_error_from(err: BaseException, args=None) -> UserInputError | None:
     import errno
 
     if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
-        return UserInputError(f"disk full while writing {err.filename or 'a file'}: free space, or choose another "
-                              "--output / --cache-dir / HF_HOME")
+        return UserInputError(
+            f"disk full while writing {err.filename or 'a file'}: free space, or choose another "
+            "--output / --cache-dir / HF_HOME"
+        )
     if isinstance(err, OSError) and err.errno == errno.EROFS:
-        return UserInputError(f"cannot write {err.filename or 'a file'} (read-only file system): choose a writable "
-                              "--output / --cache-dir, or set HF_HOME to a writable folder")
+        return UserInputError(
+            f"cannot write {err.filename or 'a file'} (read-only file system): choose a writable "
+            "--output / --cache-dir, or set HF_HOME to a writable folder"
+        )
     if isinstance(err, OSError) and err.errno in (errno.EACCES, errno.EPERM):
-        return UserInputError(f"cannot access {err.filename or 'a file'} ({err.strerror}): check its permissions, or "
-                              "choose another --output / --cache-dir / HF_HOME")
+        return UserInputError(
+            f"cannot access {err.filename or 'a file'} ({err.strerror}): check its permissions, or "
+            "choose another --output / --cache-dir / HF_HOME"
+        )
     return None
 
 

@@ -17,7 +17,6 @@ from PIL import Image
 from .errors import UserInputError
 from .image_keys import ImageSource
 
-
 # Full scale of PIL's high-bit-depth greyscale modes: 16-bit integers (a 16-bit PNG opens as I;16 or I) and floats.
 _FULL_SCALE = {"I;16": 65535.0, "I;16L": 65535.0, "I;16B": 65535.0, "I;16N": 65535.0, "I": 65535.0, "F": 1.0}
 

@@ -85,7 +85,9 @@ def distinct_images(dataset: Dataset, image_column: str) -> tuple[list[ImageSour
     Keyed on every call, not remembered per dataset: a dataset's `_fingerprint` is not unique enough to
     stand for its content (two different local folders loaded in one process were seen to share one).
     """
-    image_ids = [str(v) for v in dataset[columns.IMAGE_ID][:]] if columns.IMAGE_ID in dataset.column_names else None
+    image_ids = (
+        [str(v) for v in dataset[columns.IMAGE_ID][:]] if columns.IMAGE_ID in dataset.column_names else None
+    )
     key_to_slot: dict[str, int] = {}
     sources: list[ImageSource] = []
     image_slot = np.empty(len(dataset), dtype=np.int64)

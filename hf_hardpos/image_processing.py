@@ -54,7 +54,9 @@ def backend_of(image_processor) -> str:
     backend = getattr(image_processor, "backend", None)
     if isinstance(backend, str):
         return backend
-    return "torchvision" if type(image_processor).__name__.endswith("Fast") else type(image_processor).__name__
+    return (
+        "torchvision" if type(image_processor).__name__.endswith("Fast") else type(image_processor).__name__
+    )
 
 
 def load_image_processor(model: str, backend: str = DEFAULT_IMAGE_BACKEND):
@@ -67,14 +69,20 @@ def load_image_processor(model: str, backend: str = DEFAULT_IMAGE_BACKEND):
     check_image_backend(backend)
     try:
         if backend == "paper":
-            return PaperImageProcessor.from_image_processor(AutoImageProcessor.from_pretrained(model, backend="pil", trust_remote_code=False))
+            return PaperImageProcessor.from_image_processor(
+                AutoImageProcessor.from_pretrained(model, backend="pil", trust_remote_code=False)
+            )
         processor = AutoImageProcessor.from_pretrained(model, backend=backend, trust_remote_code=False)
     except (OSError, ValueError, KeyError, TypeError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise UserInputError(f"cannot load the image processor of model {model!r} ({backend} backend): {first}") from err
+        raise UserInputError(
+            f"cannot load the image processor of model {model!r} ({backend} backend): {first}"
+        ) from err
     built = backend_of(processor)
     if built != backend:
-        raise UserInputError(f"model {model!r}: asked for the {backend} image backend, transformers built {built}")
+        raise UserInputError(
+            f"model {model!r}: asked for the {backend} image backend, transformers built {built}"
+        )
     return processor
 
 
@@ -118,7 +126,9 @@ class PaperImageProcessor:
         top = int(round((resized[1] - self.size) / 2.0))
         image = image.crop((left, top, left + self.size, top + self.size))
         pixels = np.asarray(image, dtype=np.float32) / 255.0
-        pixels = (pixels - np.asarray(self.image_mean, dtype=np.float32)) / np.asarray(self.image_std, dtype=np.float32)
+        pixels = (pixels - np.asarray(self.image_mean, dtype=np.float32)) / np.asarray(
+            self.image_std, dtype=np.float32
+        )
         return pixels.transpose(2, 0, 1)
 
     def __call__(self, images, return_tensors: str = "pt") -> dict[str, Any]:
@@ -161,8 +171,11 @@ def describe_image_processor(image_processor) -> dict[str, Any]:
     to_dict = getattr(image_processor, "to_dict", None)
     if to_dict is None:
         transform = getattr(image_processor, "transform", image_processor)
-        return {"backend": backend_of(image_processor), "class": type(image_processor).__name__,
-                "transform": repr(transform)}
+        return {
+            "backend": backend_of(image_processor),
+            "class": type(image_processor).__name__,
+            "transform": repr(transform),
+        }
     config = to_dict()
     settings = {name: _json_safe(config[name]) for name in PIXEL_SETTINGS if name in config}
     return {"backend": backend_of(image_processor), "class": type(image_processor).__name__, **settings}

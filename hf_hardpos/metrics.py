@@ -52,7 +52,9 @@ def as_scores(values: ScoreLike | None, name: str) -> np.ndarray:
 
 
 def _is_number(value) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
 
 
 def check_scores(**named: ScoreLike) -> list[np.ndarray]:
@@ -230,5 +232,7 @@ def metrics_from_scores(
             "brittleness": brittle(original, negative, positive),
         }
         for name, outcome in per_row.items():
-            result.update(metric_with_interval(name, outcome, bootstrap_samples, confidence_level, groups=groups))
+            result.update(
+                metric_with_interval(name, outcome, bootstrap_samples, confidence_level, groups=groups)
+            )
     return result

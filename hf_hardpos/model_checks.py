@@ -16,7 +16,9 @@ from .errors import UserInputError
 # Two probe sentences sharing no word: any working tokenizer gives them different, non-special ids.
 PROBES = ("a photo of a red cube to the left of a blue sphere", "two dogs run across snowy grass")
 
-TOKENIZER_FILES = "tokenizer.json (or vocab.json + merges.txt, or the sentencepiece *.model) and tokenizer_config.json"
+TOKENIZER_FILES = (
+    "tokenizer.json (or vocab.json + merges.txt, or the sentencepiece *.model) and tokenizer_config.json"
+)
 
 
 def _add_hint(name: str) -> str:
@@ -70,9 +72,16 @@ def check_image_processor(name: str, processor) -> None:
 
 
 # The files of a model folder `from_pretrained` reads an `auto_map` (custom code) from.
-CODE_CONFIG_FILES = ("config.json", "tokenizer_config.json", "preprocessor_config.json", "processor_config.json",
-                     "image_processor_config.json", "video_preprocessor_config.json", "feature_extractor_config.json",
-                     "generation_config.json")
+CODE_CONFIG_FILES = (
+    "config.json",
+    "tokenizer_config.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+    "image_processor_config.json",
+    "video_preprocessor_config.json",
+    "feature_extractor_config.json",
+    "generation_config.json",
+)
 
 
 def refuse_remote_code(name: str | Path) -> None:

@@ -81,7 +81,9 @@ class ModelSource:
         """
         if isinstance(model, ModelSource):
             if any(o is not None for o in (open_clip_config, activation, tokenizer)):
-                raise ValueError("conversion options apply when resolving a model name, not to a resolved ModelSource")
+                raise ValueError(
+                    "conversion options apply when resolving a model name, not to a resolved ModelSource"
+                )
             return model
         name = str(model)
         backend = backend_for(name)

@@ -41,11 +41,15 @@ def check_output_name(folder: str, name: str, what: str) -> None:
     if folder.casefold() in RESERVED_NAMES:
         raise UserInputError(f"{what} {name!r} would name the output folder's own {folder}; rename it")
     if folder.startswith((".", "-")):
-        raise UserInputError(f"{what} {name!r} would name a folder starting with {folder[0]!r} (hidden, or read as an "
-                             "option by shell tools); rename it")
+        raise UserInputError(
+            f"{what} {name!r} would name a folder starting with {folder[0]!r} (hidden, or read as an "
+            "option by shell tools); rename it"
+        )
     if len(folder.encode()) > MAX_NAME_LENGTH:
-        raise UserInputError(f"{what} {name[:40]!r}... is {len(folder.encode())} bytes long as a folder name (at most "
-                             f"{MAX_NAME_LENGTH}); shorten it")
+        raise UserInputError(
+            f"{what} {name[:40]!r}... is {len(folder.encode())} bytes long as a folder name (at most "
+            f"{MAX_NAME_LENGTH}); shorten it"
+        )
 
 
 def require_plain_name(value, what: str) -> str:
@@ -64,4 +68,6 @@ def unique_folder_names(names: dict[str, str], what: str) -> None:
     for key, folder in names.items():
         other = seen.setdefault(folder.casefold(), key)
         if other != key:
-            raise UserInputError(f"{what} {other!r} and {key!r} would share the folder {folder!r}; rename one")
+            raise UserInputError(
+                f"{what} {other!r} and {key!r} would share the folder {folder!r}; rename one"
+            )

@@ -43,12 +43,16 @@ def _refuse_link(path: Path) -> None:
     """A lock or holder file that is a symbolic link is refused: opening it would open the link's
     target, wherever it points (a planted `.hardpos.lock` -> `~/.bashrc`)."""
     if path.is_symlink():
-        raise UserInputError(f"{path} is a symbolic link (to {os.readlink(path)}); remove it: a lock file is "
-                             "never opened through a link")
+        raise UserInputError(
+            f"{path} is a symbolic link (to {os.readlink(path)}); remove it: a lock file is "
+            "never opened through a link"
+        )
 
 
 @contextlib.contextmanager
-def exclusive(lock_file: str | Path, on_busy: Callable[[str], None], poll_seconds: float = 0.5) -> Iterator[None]:
+def exclusive(
+    lock_file: str | Path, on_busy: Callable[[str], None], poll_seconds: float = 0.5
+) -> Iterator[None]:
     """Hold an exclusive `filelock.FileLock` on `lock_file` (flock on POSIX, msvcrt on Windows) for the block.
 
     When another process (or thread) holds it, `on_busy(holder)` is called once with what the holder wrote
@@ -92,7 +96,9 @@ def exclusive(lock_file: str | Path, on_busy: Callable[[str], None], poll_second
             _refuse_link(lock_file)
         raise
     try:
-        write_text(holder, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        write_text(
+            holder, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}"
+        )
         yield
     finally:
         try:
@@ -103,7 +109,9 @@ def exclusive(lock_file: str | Path, on_busy: Callable[[str], None], poll_second
 
 
 @contextlib.contextmanager
-def locked(folder: str | Path, log: Callable[[str], None] = print, poll_seconds: float = 0.5) -> Iterator[Path]:
+def locked(
+    folder: str | Path, log: Callable[[str], None] = print, poll_seconds: float = 0.5
+) -> Iterator[Path]:
     """Hold `folder`'s lock for the duration of the block, waiting (and saying so) if another run holds it.
 
     The wait message says whom we wait for (`exclusive`).
@@ -118,8 +126,11 @@ def locked(folder: str | Path, log: Callable[[str], None] = print, poll_seconds:
         finally:
             _HELD[key] -= 1
         return
-    with exclusive(folder / LOCK_NAME, lambda holder: log(f"waiting: {folder} is being written by {holder}"),
-                   poll_seconds):
+    with exclusive(
+        folder / LOCK_NAME,
+        lambda holder: log(f"waiting: {folder} is being written by {holder}"),
+        poll_seconds,
+    ):
         _HELD[key] = 1
         try:
             yield folder
@@ -151,7 +162,10 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
         yield partial
         os.replace(partial, target)
     except OSError as err:
-        if err.filename in (None, str(partial)):  # "disk full while writing .x.tmp-..." would not say which file
+        if err.filename in (
+            None,
+            str(partial),
+        ):  # "disk full while writing .x.tmp-..." would not say which file
             err.filename = str(target)
         raise
     finally:
@@ -181,7 +195,6 @@ def check_output_writable(output_dir: str | Path) -> None:
         raise UserInputError(f"--output {output_dir} is not writable ({err.strerror or err})") from err
 
 
-
 def refuse_links(folder: str | Path, option: str) -> None:
     """Refuse (one line) a folder holding a symbolic link anywhere below it, before anything is written.
 
@@ -191,10 +204,14 @@ def refuse_links(folder: str | Path, option: str) -> None:
     """
     root = Path(folder)
     if root.is_symlink():
-        raise UserInputError(f"{option} {root} is a symbolic link (to {os.readlink(root)}); give the real folder")
+        raise UserInputError(
+            f"{option} {root} is a symbolic link (to {os.readlink(root)}); give the real folder"
+        )
     for parent, dirs, files in os.walk(root):  # does not follow links into folders
         for name in (*dirs, *files):
             path = Path(parent) / name
             if path.is_symlink():
-                raise UserInputError(f"{option} {root} holds a symbolic link {path} (to {os.readlink(path)}), which "
-                                     "a save would write through; remove it or choose another folder")
+                raise UserInputError(
+                    f"{option} {root} holds a symbolic link {path} (to {os.readlink(path)}), which "
+                    "a save would write through; remove it or choose another folder"
+                )

@@ -50,14 +50,16 @@ from PIL import Image
 
 from . import output_folder
 from .errors import warn
+from .image_decoding import DistinctImages, decoded_batches
+from .image_keys import ImageSource
 from .image_processing import describe_image_processor
 from .provenance import digest_of, versions
-from .image_keys import ImageSource
-from .image_decoding import DistinctImages, decoded_batches
 from .scoring import ITMScorer
 
 GIB = 1024**3
-DEFAULT_MEMORY_BYTES = 4 * GIB  # one run's shared pixels in memory (REPLACE at 224 px: ~7 GB for all 11,723 images)
+DEFAULT_MEMORY_BYTES = (
+    4 * GIB
+)  # one run's shared pixels in memory (REPLACE at 224 px: ~7 GB for all 11,723 images)
 PIXEL_DTYPE = np.dtype("<f4")  # what every processor returns, and all an entry may hold
 TRAILER_MAGIC = b"HPPIX1"  # after the .npy data: this, then the entry's digest
 DIGEST_BYTES = 32
@@ -69,7 +71,11 @@ def pixel_settings(image_processor) -> dict:
     and the versions of the libraries that decode and resize. Its digest keys the stored pixels, and it
     is written beside them (`settings.json`)."""
     description = describe_image_processor(image_processor)
-    libraries = ("pillow", "numpy", *(("torchvision",) if description.get("backend") == "torchvision" else ()))
+    libraries = (
+        "pillow",
+        "numpy",
+        *(("torchvision",) if description.get("backend") == "torchvision" else ()),
+    )
     return {"image_processor": description, "versions": versions(*libraries)}
 
 
@@ -90,7 +96,11 @@ LARGEST_BOUND_GB = 1e9  # an exabyte: more than any disk, and its bytes still fi
 def bound_bytes(gigabytes: float) -> int:
     """`--pixel-cache-max-gb` in bytes; refused (ValueError, one line) unless at least 1 MiB and at most
     `LARGEST_BOUND_GB` (1e308 GB is finite, but not as a number of bytes)."""
-    if not math.isfinite(gigabytes) or not SMALLEST_BOUND_BYTES <= gigabytes * GIB or gigabytes > LARGEST_BOUND_GB:
+    if (
+        not math.isfinite(gigabytes)
+        or not SMALLEST_BOUND_BYTES <= gigabytes * GIB
+        or gigabytes > LARGEST_BOUND_GB
+    ):
         raise ValueError(
             f"must be a size from {SMALLEST_BOUND_BYTES / GIB:.6f} GB (1 MiB) to {LARGEST_BOUND_GB:g} GB, got {gigabytes:g}"
         )
@@ -169,7 +179,9 @@ class PixelStore:
             return True
         return self.directory is not None and self._file(settings_key, image_key).is_file()
 
-    def get(self, settings_key: str, image_key: str, shape: tuple[int, ...] | None = None) -> torch.Tensor | None:
+    def get(
+        self, settings_key: str, image_key: str, shape: tuple[int, ...] | None = None
+    ) -> torch.Tensor | None:
         """The stored pixels, or None: absent, or rejected by a check (counted; the caller decodes again).
 
         `shape`: what the settings produce (`expected_shape`), checked before any data is read."""
@@ -191,7 +203,11 @@ class PixelStore:
         return pixels
 
     def put(
-        self, settings_key: str, image_key: str, pixels: torch.Tensor, settings: dict | None = None,
+        self,
+        settings_key: str,
+        image_key: str,
+        pixels: torch.Tensor,
+        settings: dict | None = None,
         replacing: bool = False,
     ) -> None:
         """Keep freshly decoded pixels in memory (within its budget) and on disk (within its bound).
@@ -209,18 +225,24 @@ class PixelStore:
             self.stats.not_written_full += 1
             return
         try:
-            written = self._write(self._file(settings_key, image_key), settings_key, image_key, array, settings)
+            written = self._write(
+                self._file(settings_key, image_key), settings_key, image_key, array, settings
+            )
         except OSError as err:  # the folder is optional: a full or read-only disk must not stop the run
             self.write_error = err.strerror or str(err)
             self.stats.not_written_failed += 1
-            self.warn(f"pixel cache {self.directory}: cannot write ({self.write_error}); "
-                      "no more pixels are written to it this run (scores are unaffected)")
+            self.warn(
+                f"pixel cache {self.directory}: cannot write ({self.write_error}); "
+                "no more pixels are written to it this run (scores are unaffected)"
+            )
             return
         self._disk_used += written
         self.stats.written += 1
         self.stats.rewritten += replacing
 
-    def _write(self, target: Path, settings_key: str, image_key: str, array: np.ndarray, settings: dict | None) -> int:
+    def _write(
+        self, target: Path, settings_key: str, image_key: str, array: np.ndarray, settings: dict | None
+    ) -> int:
         if not target.parent.is_dir():
             target.parent.mkdir(parents=True, exist_ok=True)
             if settings is not None:
@@ -252,11 +274,14 @@ class PixelStore:
     def summary(self) -> str:
         """One line: where this run's pixels came from, and the folder's size against its bound."""
         s = self.stats
-        line = (f"pixels: {s.decoded} images decoded, {s.from_memory} shared in memory between models"
-                + (f", {s.from_disk} read from {self.directory}" if self.directory is not None else ""))
+        line = f"pixels: {s.decoded} images decoded, {s.from_memory} shared in memory between models" + (
+            f", {s.from_disk} read from {self.directory}" if self.directory is not None else ""
+        )
         if self.directory is not None:
             files, used = self.disk_usage()
-            bound = f" of {self.max_disk_bytes / GIB:.2f} GiB allowed" if self.max_disk_bytes is not None else ""
+            bound = (
+                f" of {self.max_disk_bytes / GIB:.2f} GiB allowed" if self.max_disk_bytes is not None else ""
+            )
             line += f"; pixel cache {self.directory}: {files} images, {used / GIB:.3f} GiB{bound}"
             if s.rejected:
                 line += f" ({s.rejected} entries failed their checks and were decoded again, {s.rewritten} rewritten)"
@@ -274,14 +299,21 @@ def _read_entry(path: Path, settings_key: str, image_key: str, shape: tuple[int,
     and trailer, so nothing larger than the expected pixels is ever allocated."""
     with open(path, "rb") as handle:
         major, _ = np.lib.format.read_magic(handle)
-        read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+        read_header = (
+            np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+        )
         found_shape, fortran_order, dtype = read_header(handle)
         if dtype != PIXEL_DTYPE or fortran_order:
-            raise ValueError(f"{path}: dtype {dtype}{' (Fortran order)' if fortran_order else ''}, not float32")
+            raise ValueError(
+                f"{path}: dtype {dtype}{' (Fortran order)' if fortran_order else ''}, not float32"
+            )
         if (shape is not None and found_shape != tuple(shape)) or (shape is None and len(found_shape) != 3):
             raise ValueError(f"{path}: shape {found_shape}, the settings give {shape}")
         data_bytes = math.prod(found_shape) * PIXEL_DTYPE.itemsize
-        if os.fstat(handle.fileno()).st_size != handle.tell() + data_bytes + len(TRAILER_MAGIC) + DIGEST_BYTES:
+        if (
+            os.fstat(handle.fileno()).st_size
+            != handle.tell() + data_bytes + len(TRAILER_MAGIC) + DIGEST_BYTES
+        ):
             raise ValueError(f"{path}: size does not match its header and trailer")
         array = np.frombuffer(handle.read(data_bytes), dtype=PIXEL_DTYPE).reshape(found_shape)
         trailer = handle.read()
@@ -304,7 +336,9 @@ class SharedPixelScorer(ITMScorer):
         self.pixel_key = digest_of(self.pixel_settings)
         self.pixel_shape = expected_shape(self.processor.image_processor) if pixels is not None else None
 
-    def _pixel_batches(self, dataset, image_column: str, sources: list[ImageSource]) -> Iterator[torch.Tensor]:
+    def _pixel_batches(
+        self, dataset, image_column: str, sources: list[ImageSource]
+    ) -> Iterator[torch.Tensor]:
         if self.pixels is None:
             yield from super()._pixel_batches(dataset, image_column, sources)
             return
@@ -313,8 +347,11 @@ class SharedPixelScorer(ITMScorer):
         missing = [source for source, known in zip(sources, stored) if not known]
         decoded: Iterator[torch.Tensor] = iter(())
         if missing:
-            decoded = decoded_batches(DistinctImages(dataset, image_column, missing, self.processor.image_processor),
-                                      self.batch_size, self.num_workers)
+            decoded = decoded_batches(
+                DistinctImages(dataset, image_column, missing, self.processor.image_processor),
+                self.batch_size,
+                self.num_workers,
+            )
         settings = self.pixel_settings
         waiting: deque[torch.Tensor] = deque()
         for start in range(0, len(sources), self.batch_size):
@@ -323,7 +360,9 @@ class SharedPixelScorer(ITMScorer):
                 source = sources[index]
                 pixels = store.get(key, source.key, self.pixel_shape) if stored[index] else None
                 if pixels is None and stored[index]:  # vanished, unreadable or rejected: decoded here
-                    pixels = DistinctImages(dataset, image_column, [source], self.processor.image_processor).pixels(0)
+                    pixels = DistinctImages(
+                        dataset, image_column, [source], self.processor.image_processor
+                    ).pixels(0)
                     store.put(key, source.key, pixels, settings, replacing=True)
                 elif pixels is None:
                     if not waiting:

@@ -84,17 +84,29 @@ def _library_switches():
     with contextlib.suppress(ImportError):
         import datasets
 
-        switches.append((datasets.disable_progress_bars, datasets.enable_progress_bars,
-                         datasets.is_progress_bar_enabled))
+        switches.append(
+            (datasets.disable_progress_bars, datasets.enable_progress_bars, datasets.is_progress_bar_enabled)
+        )
     with contextlib.suppress(ImportError):
-        from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+        from huggingface_hub.utils import (
+            are_progress_bars_disabled,
+            disable_progress_bars,
+            enable_progress_bars,
+        )
 
-        switches.append((disable_progress_bars, enable_progress_bars, lambda: not are_progress_bars_disabled()))
+        switches.append(
+            (disable_progress_bars, enable_progress_bars, lambda: not are_progress_bars_disabled())
+        )
     with contextlib.suppress(ImportError):
         from transformers.utils import logging as transformers_logging
 
-        switches.append((transformers_logging.disable_progress_bar, transformers_logging.enable_progress_bar,
-                         transformers_logging.is_progress_bar_enabled))
+        switches.append(
+            (
+                transformers_logging.disable_progress_bar,
+                transformers_logging.enable_progress_bar,
+                transformers_logging.is_progress_bar_enabled,
+            )
+        )
     return switches
 
 

@@ -38,9 +38,12 @@ def sha256_file(path: str | Path, progress: bool = False, chunk_size: int = 1 <<
     if key in _FILE_DIGESTS:
         return _FILE_DIGESTS[key]
     digest = hashlib.sha256()
-    with open(path, "rb") as handle, tqdm(
-        total=info.st_size, unit="B", unit_scale=True, desc=f"sha256 {path.name}", disable=not progress
-    ) as bar:
+    with (
+        open(path, "rb") as handle,
+        tqdm(
+            total=info.st_size, unit="B", unit_scale=True, desc=f"sha256 {path.name}", disable=not progress
+        ) as bar,
+    ):
         while chunk := handle.read(chunk_size):
             digest.update(chunk)
             bar.update(len(chunk))
@@ -49,7 +52,9 @@ def sha256_file(path: str | Path, progress: bool = False, chunk_size: int = 1 <<
 
 
 def sha256_files(
-    paths: Iterable[str | Path], root: str | Path | None = None, file_digest: Callable[[Path], str] = sha256_file
+    paths: Iterable[str | Path],
+    root: str | Path | None = None,
+    file_digest: Callable[[Path], str] = sha256_file,
 ) -> str:
     """One digest over several files: their paths (relative to `root`) and contents, in sorted order.
 
@@ -142,7 +147,9 @@ def converted_from(folder: str | Path) -> dict[str, Any] | None:
         return None
     facts = load_conversion_facts(folder)
     return {
-        "checkpoint": facts["checkpoint"],  # the file name when first converted (the cache is keyed by content)
+        "checkpoint": facts[
+            "checkpoint"
+        ],  # the file name when first converted (the cache is keyed by content)
         "checkpoint_sha256": facts["sha256"],
         "checkpoint_kind": facts["checkpoint_kind"],
         "open_clip_config": facts["open_clip_config"]["source"],
@@ -157,12 +164,16 @@ def describe_model(model: str, identity: dict[str, Any]) -> str:
     checkpoint the checkpoint's sha256 and activation rather than only the (cache) folder it was loaded from."""
     open_clip = identity.get("open_clip")
     if open_clip is not None:  # scored by open_clip itself: the identity of hf_hardpos.backends.open_clip
-        return (f"{model} (open_clip {open_clip['model']}, weights sha256 {identity['sha256'][:12]}, "
-                f"activation {open_clip['activation']}, tokenizer {open_clip['tokenizer']})")
+        return (
+            f"{model} (open_clip {open_clip['model']}, weights sha256 {identity['sha256'][:12]}, "
+            f"activation {open_clip['activation']}, tokenizer {open_clip['tokenizer']})"
+        )
     origin = identity.get("converted_from")
     if origin is not None:
         facts = f"sha256 {origin['checkpoint_sha256'][:12]}, hidden_act={origin['activation']}"
-        if str(Path(model).expanduser().resolve()) == identity["path"]:  # a `hardpos convert` folder, named itself
+        if (
+            str(Path(model).expanduser().resolve()) == identity["path"]
+        ):  # a `hardpos convert` folder, named itself
             return f"{model} (converted from {origin['checkpoint']}: {origin['checkpoint_kind']}, {facts})"
         return f"{model} ({origin['checkpoint_kind']}, {facts}; converted into {identity['path']})"
     if "sha256" in identity:

@@ -28,12 +28,11 @@ from tqdm.auto import tqdm
 
 from . import columns
 from .backends import text_inputs_of
-from .image_processing import describe_image_processor
 from .embedding_cache import EmbeddingCache, token_key
 from .image_decoding import DistinctImages, decoded_batches
 from .image_keys import ImageSource, distinct_images
+from .image_processing import describe_image_processor
 from .run_memo import remembered, tokenizer_key
-
 
 T = TypeVar("T")
 
@@ -68,12 +67,18 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
         try:
             chosen = torch.device(device)
         except RuntimeError as err:
-            raise UserInputError(f"--device {device!r} is not a device torch knows (cpu, cuda, cuda:1, mps)") from err
+            raise UserInputError(
+                f"--device {device!r} is not a device torch knows (cpu, cuda, cuda:1, mps)"
+            ) from err
         if chosen.type == "cuda" and not torch.cuda.is_available():
-            raise UserInputError(f"--device {device}: CUDA is not available here (torch {torch.__version__}); use --device cpu")
+            raise UserInputError(
+                f"--device {device}: CUDA is not available here (torch {torch.__version__}); use --device cpu"
+            )
         if chosen.type == "cuda" and chosen.index is not None and chosen.index >= torch.cuda.device_count():
             raise UserInputError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) here")
-        if chosen.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        if chosen.type == "mps" and not (
+            getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()
+        ):
             raise UserInputError(f"--device {device}: Apple MPS is not available here; use --device cpu")
         return chosen
     if torch.cuda.is_available():
@@ -243,7 +248,11 @@ class ITMScorer:
         input_ids = torch.full((len(sequences), width), declared.pad_token_id, dtype=torch.long)
         attention_mask = torch.zeros((len(sequences), width), dtype=torch.long)
         for row, sequence in enumerate(sequences):
-            span = slice(width - len(sequence), width) if declared.padding_side == "left" else slice(0, len(sequence))
+            span = (
+                slice(width - len(sequence), width)
+                if declared.padding_side == "left"
+                else slice(0, len(sequence))
+            )
             input_ids[row, span] = torch.as_tensor(list(sequence), dtype=torch.long)
             attention_mask[row, span] = 1
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
@@ -258,7 +267,9 @@ class ITMScorer:
         ids, the counts and the truncation report all come from these two calls.
         """
         tokenizer = self.processor.tokenizer
-        ids = tokenizer(list(texts), truncation=False, verbose=False, return_attention_mask=False)["input_ids"]
+        ids = tokenizer(list(texts), truncation=False, verbose=False, return_attention_mask=False)[
+            "input_ids"
+        ]
         counts = np.fromiter((len(i) for i in ids), dtype=np.int64, count=len(ids))
         cut = np.flatnonzero(counts > self.max_length)
         if len(cut):
@@ -268,7 +279,9 @@ class ITMScorer:
                 ids[index] = sequence
         return ids, counts
 
-    def encode_texts(self, texts: Sequence[str], token_ids: Sequence[Sequence[int]] | None = None) -> torch.Tensor:
+    def encode_texts(
+        self, texts: Sequence[str], token_ids: Sequence[Sequence[int]] | None = None
+    ) -> torch.Tensor:
         """L2-normalised text embeddings (float32, CPU), in the order given; cached texts are not re-encoded.
 
         Texts are keyed and deduplicated by their (truncated) token ids, not their characters:
@@ -312,34 +325,49 @@ class ITMScorer:
         keys = [source.key for source in sources]
         todo = [sources[i] for i in self.cache.missing("image", keys)]
         if todo:
-            self.cache.add("image", [source.key for source in todo], self._encode_images(dataset, image_column, todo))
+            self.cache.add(
+                "image", [source.key for source in todo], self._encode_images(dataset, image_column, todo)
+            )
         return self.cache.get("image", keys)
 
-    def _pixel_batches(self, dataset: Dataset, image_column: str, sources: list[ImageSource]) -> Iterable[torch.Tensor]:
+    def _pixel_batches(
+        self, dataset: Dataset, image_column: str, sources: list[ImageSource]
+    ) -> Iterable[torch.Tensor]:
         """Preprocessed pixels of `sources`, `batch_size` images at a time, in order (decoded in DataLoader
         workers). `pixel_store.SharedPixelScorer` serves pixels decoded earlier (for another model) instead."""
-        return decoded_batches(DistinctImages(dataset, image_column, sources, self.processor.image_processor),
-                               self.batch_size, self.num_workers, pin_memory=self.device.type == "cuda")
+        return decoded_batches(
+            DistinctImages(dataset, image_column, sources, self.processor.image_processor),
+            self.batch_size,
+            self.num_workers,
+            pin_memory=self.device.type == "cuda",
+        )
 
     @torch.inference_mode()
     def _encode_images(self, dataset: Dataset, image_column: str, sources: list[ImageSource]) -> torch.Tensor:
         loader = self._pixel_batches(dataset, image_column, sources)
         chunks = []
         batches = -(-len(sources) // self.batch_size)
-        for pixel_values in tqdm(loader, desc="Encoding images", disable=not self.progress, unit="batch", total=batches):
+        for pixel_values in tqdm(
+            loader, desc="Encoding images", disable=not self.progress, unit="batch", total=batches
+        ):
             with self._numerics():
-                emb = _features(self.model.get_image_features(pixel_values=pixel_values.to(self.device, self.pixel_dtype)))
+                emb = _features(
+                    self.model.get_image_features(pixel_values=pixel_values.to(self.device, self.pixel_dtype))
+                )
             chunks.append(torch.nn.functional.normalize(emb.float(), dim=-1).cpu())
         return torch.cat(chunks)
 
-    def embed_images(self, dataset: Dataset, image_column: str = columns.IMAGE) -> tuple[torch.Tensor, np.ndarray]:
+    def embed_images(
+        self, dataset: Dataset, image_column: str = columns.IMAGE
+    ) -> tuple[torch.Tensor, np.ndarray]:
         """Embeddings of the distinct images of `dataset` and, per row, the index of its image's embedding.
 
         Images are told apart by content, so a dataset that repeats an image (REPLACE: ~2.3 rows per
         image) encodes it once; the zero-shot tasks use this too.
         """
         undecoded, sources, image_slot = remembered(  # keyed once per run for every model (`run_memo`)
-            "images", (id(dataset), image_column), lambda: _keyed_images(dataset, image_column), keep=dataset)
+            "images", (id(dataset), image_column), lambda: _keyed_images(dataset, image_column), keep=dataset
+        )
         return self.encode_images(undecoded, image_column, sources), image_slot
 
     def score(
@@ -364,17 +392,29 @@ class ITMScorer:
         if len(dataset) == 0:
             raise ValueError("the dataset has no rows: there is nothing to score")
 
-        texts, caption_slots = remembered("captions", (id(dataset), tuple(all_columns), tuple(optional_columns)),
-                                          lambda: _caption_slots(dataset, all_columns, optional_columns), keep=dataset)
+        texts, caption_slots = remembered(
+            "captions",
+            (id(dataset), tuple(all_columns), tuple(optional_columns)),
+            lambda: _caption_slots(dataset, all_columns, optional_columns),
+            keep=dataset,
+        )
         # The images are keyed, decoded (DataLoader workers) and encoded in a thread while this one tokenises:
         # hashing, the workers and the forward passes all release the GIL. Texts are encoded after, as before.
         with ThreadPoolExecutor(1, thread_name_prefix="hardpos-images") as images:
-            embedded = images.submit(contextvars.copy_context().run,  # the caller's `run_memo.sharing` too
-                                     _with_threads(torch.get_num_threads(), self.embed_images), dataset, image_column)
+            embedded = images.submit(
+                contextvars.copy_context().run,  # the caller's `run_memo.sharing` too
+                _with_threads(torch.get_num_threads(), self.embed_images),
+                dataset,
+                image_column,
+            )
             token_ids, token_counts = remembered(
-                "tokens", _none_or((type(self).tokenize, tokenizer_key(self.processor.tokenizer), self.max_length,
-                                    id(texts))),
-                lambda: self.tokenize(texts), keep=texts)
+                "tokens",
+                _none_or(
+                    (type(self).tokenize, tokenizer_key(self.processor.tokenizer), self.max_length, id(texts))
+                ),
+                lambda: self.tokenize(texts),
+                keep=texts,
+            )
         image_emb, image_slot = embedded.result()
         text_emb = self.encode_texts(texts, token_ids)
 
@@ -428,7 +468,9 @@ def _caption_slots(dataset: Dataset, all_columns: Sequence[str], optional_column
                     continue
                 raise ValueError(f"row {row}, column {column!r}: the caption is missing (null)")
             if not isinstance(text, str):
-                raise ValueError(f"row {row}, column {column!r}: expected a string, got {type(text).__name__}")
+                raise ValueError(
+                    f"row {row}, column {column!r}: expected a string, got {type(text).__name__}"
+                )
             if not text.strip():
                 raise ValueError(f"row {row}, column {column!r}: the caption is empty")
             slots[row] = text_to_slot.setdefault(text, len(text_to_slot))

@@ -40,7 +40,9 @@ def metrics_table(results: Mapping[str, Mapping], *, label: str = "config", mark
     return render_table(*metrics_cells(results, label=label), markdown=markdown)
 
 
-def metrics_cells(results: Mapping[str, Mapping], *, label: str = "config") -> tuple[list[str], list[list[str]]]:
+def metrics_cells(
+    results: Mapping[str, Mapping], *, label: str = "config"
+) -> tuple[list[str], list[list[str]]]:
     """The header and cell texts of `metrics_table`, for renderers of other formats (the HTML report)."""
     header = [label, "rows", "orig acc %", "aug acc %", "brittle %", "s_c", "s_n", "s_p"]
     rows = []
@@ -91,6 +93,9 @@ def published_table(published: Mapping, *, markdown: bool = False) -> str:
     else:
         body = [[name, *(f"{100 * m[k]:.1f}" if k in m else "" for k in metrics)] for name, m in rows.items()]
         table = render_table([label, *(f"{k} %" for k in metrics)], body, markdown=markdown)
-    lines = [table, f"published rows: {'; '.join(sources)}; ours - paper in percentage points (cosine for mean scores)",
-             *dict.fromkeys(notes)]
+    lines = [
+        table,
+        f"published rows: {'; '.join(sources)}; ours - paper in percentage points (cosine for mean scores)",
+        *dict.fromkeys(notes),
+    ]
     return "\n".join(lines)

@@ -21,8 +21,20 @@ HTML needs nothing here: the report's templates autoescape (Jinja2).
 from __future__ import annotations
 
 CSV_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-_LATEX = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{", "}": r"\}",
-          "~": r"\textasciitilde{}", "^": r"\^{}", "\\": r"\textbackslash{}", "\n": " ", "\r": " "}
+_LATEX = {
+    "&": r"\&",
+    "%": r"\%",
+    "_": r"\_",
+    "#": r"\#",
+    "$": r"\$",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\^{}",
+    "\\": r"\textbackslash{}",
+    "\n": " ",
+    "\r": " ",
+}
 
 
 def csv_cell(value):

@@ -22,9 +22,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import jinja2
+from specs import SPECS, Spec  # metrics/specs.py: the script's folder is on sys.path
 
 from hf_hardpos.citations import BIBTEX
-from specs import SPECS, Spec  # metrics/specs.py: the script's folder is on sys.path
 
 HERE = Path(__file__).resolve().parent
 MODULES = HERE.parent / "hf_hardpos" / "evaluate_modules"
@@ -36,7 +36,14 @@ def wrap(text: str, width: int = 100, indent: str = "") -> str:
     """Each blank-line separated paragraph of `text` refilled to `width` columns."""
     paragraphs = (" ".join(p.split()) for p in text.strip().split("\n\n"))
     return "\n\n".join(
-        textwrap.fill(p, width, initial_indent=indent, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+        textwrap.fill(
+            p,
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
         for p in paragraphs
     )
 
@@ -64,7 +71,9 @@ def render(spec: Spec) -> dict[str, str]:
     """The files of one module folder: relative path -> text."""
     environment = _environment()
     return {
-        path.format(name=spec.name): environment.get_template(template).render(spec=spec, citation=BIBTEX[spec.citation])
+        path.format(name=spec.name): environment.get_template(template).render(
+            spec=spec, citation=BIBTEX[spec.citation]
+        )
         for path, template in TEMPLATES.items()
     }
 

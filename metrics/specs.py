@@ -15,7 +15,9 @@ from hf_hardpos.published.hard_positive import CLIP_B32, HP_HN
 
 def _table1(model_row: str, metric: str) -> str:
     """`REPLACE / SWAP` of one Table 1 row, in percent as the paper prints it."""
-    return " / ".join(f"{lookup(model_row, benchmark, metric).value:.1f}" for benchmark in ("replace", "swap"))
+    return " / ".join(
+        f"{lookup(model_row, benchmark, metric).value:.1f}" for benchmark in ("replace", "swap")
+    )
 
 
 @dataclass(frozen=True)
@@ -214,7 +216,11 @@ cos(p1,p2) > cos(p2,n). No image is involved. Higher is better.""",
         tie_rule="Both comparisons are strict, as in the authors' evaluation code: a tie is never correct.",
         inputs=(
             Input(
-                "positive_pair_scores", "pair", "cos_p1_p2", "cos(p1, p2), the two positive captions.", "cos(p1, p2)."
+                "positive_pair_scores",
+                "pair",
+                "cos_p1_p2",
+                "cos(p1, p2), the two positive captions.",
+                "cos(p1, p2).",
             ),
             Input(
                 "caption_negative_scores",

@@ -73,7 +73,17 @@ if not torch.cuda.is_available():
 
 @pytest.mark.parametrize("case, model, dataset, extra, words", CASES, ids=[c[0] for c in CASES])
 def test_input_failures_are_one_line_and_exit_2(
-    case, model, dataset, extra, words, tiny_clip_dir, broken_models, data_folders, tmp_path, capsys, monkeypatch
+    case,
+    model,
+    dataset,
+    extra,
+    words,
+    tiny_clip_dir,
+    broken_models,
+    data_folders,
+    tmp_path,
+    capsys,
+    monkeypatch,
 ):
     if case == "disk full":
         _fail_writes(monkeypatch, errno.ENOSPC)
@@ -81,8 +91,13 @@ def test_input_failures_are_one_line_and_exit_2(
         _fail_writes(monkeypatch, errno.EROFS)
     models = {"good_model": tiny_clip_dir, **broken_models}
     argv = [
-        "eval", "--model", str(models.get(model, model)), "--dataset", str(data_folders.get(dataset, dataset)),
-        "--no-progress", *(a.format(tmp=tmp_path) for a in extra),
+        "eval",
+        "--model",
+        str(models.get(model, model)),
+        "--dataset",
+        str(data_folders.get(dataset, dataset)),
+        "--no-progress",
+        *(a.format(tmp=tmp_path) for a in extra),
     ]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
@@ -108,8 +123,9 @@ def test_a_closed_pipe_ends_quietly():
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the first line is written
     try:
-        done = subprocess.run([sys.executable, "-m", "hf_hardpos", "zoo"], stdout=write_end,
-                              stderr=subprocess.PIPE, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "hf_hardpos", "zoo"], stdout=write_end, stderr=subprocess.PIPE, timeout=120
+        )
     finally:
         os.close(write_end)
     assert done.returncode == 128 + signal.SIGPIPE
@@ -161,6 +177,8 @@ def test_lazy_exports_resolve_and_unknown_names_fail(package):
     import importlib
 
     module = importlib.import_module(package)
-    assert module.__all__ == sorted(module.__all__) and all(getattr(module, name) is not None for name in module.__all__)
+    assert module.__all__ == sorted(module.__all__) and all(
+        getattr(module, name) is not None for name in module.__all__
+    )
     with pytest.raises(AttributeError, match=package):
-        module.no_such_name
+        _ = module.no_such_name

@@ -59,13 +59,28 @@ from tests.support.eval_data import make_eval_set, write_hub_folder  # noqa: E40
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    return write_hub_folder(tmp_path_factory.mktemp("cache_hub"), {
-        "attributes": make_eval_set(num_images=4, rows_per_image=2, seed=1)})
+    return write_hub_folder(
+        tmp_path_factory.mktemp("cache_hub"),
+        {"attributes": make_eval_set(num_images=4, rows_per_image=2, seed=1)},
+    )
 
 
 def _eval(model, hub, output, *args) -> int:
-    return main(["eval", "--model", str(model), "--dataset", str(hub), "--output", str(output),
-                 "--batch-size", "3", "--no-progress", *args])
+    return main(
+        [
+            "eval",
+            "--model",
+            str(model),
+            "--dataset",
+            str(hub),
+            "--output",
+            str(output),
+            "--batch-size",
+            "3",
+            "--no-progress",
+            *args,
+        ]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -113,16 +128,23 @@ def _nan(arrays):
 
 
 def _short(arrays):
-    return {**arrays, "embeddings": arrays["embeddings"][:, :3] / np.linalg.norm(arrays["embeddings"][:, :3], axis=1,
-                                                                                  keepdims=True)}
+    return {
+        **arrays,
+        "embeddings": arrays["embeddings"][:, :3]
+        / np.linalg.norm(arrays["embeddings"][:, :3], axis=1, keepdims=True),
+    }
 
 
 def _no_digests(arrays):  # what a version before the checks wrote; here with its vectors negated
     return {"keys": arrays["keys"], "embeddings": -arrays["embeddings"]}
 
 
-@pytest.mark.parametrize("change", [_negated, _keys_rotated, _unnormalised, _integers, _nan, _short, _no_digests])
-def test_a_tampered_cache_gives_the_numbers_of_a_fresh_run(tiny_clip_dir, hub, fresh, tmp_path, change, capsys):
+@pytest.mark.parametrize(
+    "change", [_negated, _keys_rotated, _unnormalised, _integers, _nan, _short, _no_digests]
+)
+def test_a_tampered_cache_gives_the_numbers_of_a_fresh_run(
+    tiny_clip_dir, hub, fresh, tmp_path, change, capsys
+):
     cache = tmp_path / "cache"
     assert _eval(tiny_clip_dir, hub, tmp_path / "first", "--cache-dir", str(cache)) == 0
     for shard in _shards(cache, "image"):  # images only: negating both sides would keep every cosine
@@ -164,7 +186,9 @@ def test_cache_dir_naming_a_file_is_one_line(tiny_clip_dir, hub, tmp_path, capsy
     assert len(err.splitlines()) == 1 and "--cache-dir" in err and str(tmp_path / "file") in err
 
 
-def test_a_full_disk_turns_writing_off_with_one_warning(tiny_clip_dir, hub, fresh, tmp_path, monkeypatch, capsys):
+def test_a_full_disk_turns_writing_off_with_one_warning(
+    tiny_clip_dir, hub, fresh, tmp_path, monkeypatch, capsys
+):
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 

@@ -30,7 +30,10 @@ def test_scorer_and_collator_open_images_as_stored():
     assert opened.size == (16, 8)  # width x height as stored, not transposed
     from datasets import Image as ImageFeature
 
-    assert ImageFeature().decode_example({"bytes": data, "path": None}).size == (8, 16)  # datasets would rotate
+    assert ImageFeature().decode_example({"bytes": data, "path": None}).size == (
+        8,
+        16,
+    )  # datasets would rotate
     collator = HardPosDataCollator.__new__(HardPosDataCollator)
     collator.image_column = "image"
     from_collator = collator._image({"image": {"bytes": data, "path": None}}, 0)
@@ -42,5 +45,10 @@ def test_policy_is_recorded_with_the_results(tiny_clip_dir, tmp_path):
     from tests.support.eval_data import make_eval_set
 
     out = tmp_path / "out"
-    evaluate_model(str(tiny_clip_dir), make_eval_set(2, 2), output_dir=out, progress=False, log=lambda m: None)
-    assert json.loads((out / "metrics.json").read_text())["run"]["settings"]["exif_orientation"] == EXIF_ORIENTATION
+    evaluate_model(
+        str(tiny_clip_dir), make_eval_set(2, 2), output_dir=out, progress=False, log=lambda m: None
+    )
+    assert (
+        json.loads((out / "metrics.json").read_text())["run"]["settings"]["exif_orientation"]
+        == EXIF_ORIENTATION
+    )

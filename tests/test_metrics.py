@@ -24,7 +24,11 @@ def _expected(c, n, p):
 def test_truth_table_single_row(c, n, p):
     orig, aug, brit = _expected(c, n, p)
     result = metrics.compute_metrics([c], [n], [p])
-    assert (result["original_accuracy"], result["augmented_accuracy"], result["brittleness"]) == (orig, aug, brit)
+    assert (result["original_accuracy"], result["augmented_accuracy"], result["brittleness"]) == (
+        orig,
+        aug,
+        brit,
+    )
 
 
 @pytest.mark.parametrize(
@@ -65,10 +69,19 @@ def test_chance_levels_on_random_scores():
 @pytest.mark.parametrize(
     "kwargs,message",
     [
-        ({"original_scores": [1.0, 2.0], "negative_scores": [1.0], "positive_scores": [1.0, 2.0]}, "differ in length"),
+        (
+            {"original_scores": [1.0, 2.0], "negative_scores": [1.0], "positive_scores": [1.0, 2.0]},
+            "differ in length",
+        ),
         ({"original_scores": [], "negative_scores": [], "positive_scores": []}, "empty"),
-        ({"original_scores": [float("nan")], "negative_scores": [0.0], "positive_scores": [0.0]}, "non-finite"),
-        ({"original_scores": [0.0], "negative_scores": [float("inf")], "positive_scores": [0.0]}, "negative_scores"),
+        (
+            {"original_scores": [float("nan")], "negative_scores": [0.0], "positive_scores": [0.0]},
+            "non-finite",
+        ),
+        (
+            {"original_scores": [0.0], "negative_scores": [float("inf")], "positive_scores": [0.0]},
+            "negative_scores",
+        ),
         ({"original_scores": [[0.0]], "negative_scores": [0.0], "positive_scores": [0.0]}, "one-dimensional"),
         ({"original_scores": ["a"], "negative_scores": [0.0], "positive_scores": [0.0]}, "numbers"),
     ],

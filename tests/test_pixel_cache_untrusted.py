@@ -26,8 +26,13 @@ def model(tmp_path_factory):
 
 
 def _scorer(folder, cls=ITMScorer, **kwargs):
-    return cls(CLIPModel.from_pretrained(folder), CLIPProcessor.from_pretrained(folder), batch_size=3,
-               progress=False, **kwargs)
+    return cls(
+        CLIPModel.from_pretrained(folder),
+        CLIPProcessor.from_pretrained(folder),
+        batch_size=3,
+        progress=False,
+        **kwargs,
+    )
 
 
 def _entries(store: PixelStore) -> list:
@@ -68,8 +73,9 @@ def test_a_crafted_header_is_rejected_before_its_data_is_read(model, tmp_path):
     _scorer(model, SharedPixelScorer, pixels=store).embed_images(dataset)
     target = _entries(store)[0]
     with open(target, "wb") as handle:  # declares 3 x 10^5 x 10^5 float32 (120 GB), holds nothing
-        np.lib.format.write_array_header_1_0(handle, {"descr": "<f4", "fortran_order": False,
-                                                      "shape": (3, 100_000, 100_000)})
+        np.lib.format.write_array_header_1_0(
+            handle, {"descr": "<f4", "fortran_order": False, "shape": (3, 100_000, 100_000)}
+        )
     reread = PixelStore(tmp_path / "pixels")
     _scorer(model, SharedPixelScorer, pixels=reread).embed_images(dataset)
     assert (reread.stats.rejected, reread.stats.rewritten) == (1, 1)
@@ -96,37 +102,79 @@ def _eval(*args) -> int:
 
 
 def test_metrics_json_says_where_pixels_came_from_and_swaps_change_nothing(model, tmp_path):
-    hub = write_hub_folder(tmp_path / "repo", {"attributes": make_eval_set(num_images=6, rows_per_image=2, seed=1)})
+    hub = write_hub_folder(
+        tmp_path / "repo", {"attributes": make_eval_set(num_images=6, rows_per_image=2, seed=1)}
+    )
     cache = tmp_path / "pixels"
     assert _eval("--model", str(model), "--dataset", str(hub), "--output", str(tmp_path / "plain")) == 0
-    assert _eval("--model", str(model), "--dataset", str(hub), "--output", str(tmp_path / "first"),
-                 "--pixel-cache", str(cache)) == 0
+    assert (
+        _eval(
+            "--model",
+            str(model),
+            "--dataset",
+            str(hub),
+            "--output",
+            str(tmp_path / "first"),
+            "--pixel-cache",
+            str(cache),
+        )
+        == 0
+    )
     files = sorted(cache.glob("*/*.npy"))
     _swap(files[0], files[1])
-    assert _eval("--model", str(model), "--dataset", str(hub), "--output", str(tmp_path / "swapped"),
-                 "--pixel-cache", str(cache)) == 0
-    plain, first, swapped = (json.loads((tmp_path / name / "metrics.json").read_text())
-                             for name in ("plain", "first", "swapped"))
+    assert (
+        _eval(
+            "--model",
+            str(model),
+            "--dataset",
+            str(hub),
+            "--output",
+            str(tmp_path / "swapped"),
+            "--pixel-cache",
+            str(cache),
+        )
+        == 0
+    )
+    plain, first, swapped = (
+        json.loads((tmp_path / name / "metrics.json").read_text()) for name in ("plain", "first", "swapped")
+    )
     assert "pixels" not in plain["provenance"]["attributes"]
     assert first["provenance"]["attributes"]["pixels"]["pixel_cache"] == str(cache)
-    assert (first["provenance"]["attributes"]["pixels"]["decoded"], first["provenance"]["attributes"]["pixels"]["written"]) == (6, 6)
+    assert (
+        first["provenance"]["attributes"]["pixels"]["decoded"],
+        first["provenance"]["attributes"]["pixels"]["written"],
+    ) == (6, 6)
     counts = swapped["provenance"]["attributes"]["pixels"]
     assert (counts["from_disk"], counts["rejected"], counts["rewritten"], counts["decoded"]) == (4, 2, 2, 2)
     assert swapped["results"] == plain["results"]
     assert pq.read_table(tmp_path / "swapped" / "scores-attributes.parquet").equals(
-        pq.read_table(tmp_path / "plain" / "scores-attributes.parquet"))
+        pq.read_table(tmp_path / "plain" / "scores-attributes.parquet")
+    )
 
 
 @pytest.mark.parametrize("size", ["nan", "inf", "1e-12", "-1", "0"])
 def test_pixel_cache_bounds_that_mean_nothing_are_refused(model, tmp_path, size, capsys):
-    assert _eval("--model", str(model), "--dataset", str(tmp_path), "--pixel-cache", str(tmp_path / "p"),
-                 "--pixel-cache-max-gb", size) == 2
+    assert (
+        _eval(
+            "--model",
+            str(model),
+            "--dataset",
+            str(tmp_path),
+            "--pixel-cache",
+            str(tmp_path / "p"),
+            "--pixel-cache-max-gb",
+            size,
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--pixel-cache-max-gb" in err
 
 
 def test_an_evaluated_image_over_pils_pixel_limit_is_one_line(model, tmp_path, monkeypatch, capsys):
-    hub = write_hub_folder(tmp_path / "repo", {"attributes": make_eval_set(num_images=2, rows_per_image=1, seed=1)})
+    hub = write_hub_folder(
+        tmp_path / "repo", {"attributes": make_eval_set(num_images=2, rows_per_image=1, seed=1)}
+    )
     from PIL import Image
 
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100)  # the 24 x 20 test images are over twice this

@@ -13,7 +13,9 @@ def test_carriage_return_redraws_become_lines_every_few_seconds():
     now = [0.0]
     sink = io.StringIO()
     stream = progress.LinePerUpdate(sink, interval=5, clock=lambda: now[0])
-    for second, text in enumerate(["\r  0%| 0/4", "\r 25%| 1/4", "\r 50%| 2/4", "\r 75%| 3/4", "\r100%| 4/4"]):
+    for second, text in enumerate(
+        ["\r  0%| 0/4", "\r 25%| 1/4", "\r 50%| 2/4", "\r 75%| 3/4", "\r100%| 4/4"]
+    ):
         now[0] = 3.0 * second  # redraws every 3 s: a line at 0 s, 6 s, 12 s, then the final state
         stream.write(text)
     stream.write("\n")

@@ -34,7 +34,9 @@ def reference_transform(image: Image.Image, size: int) -> np.ndarray:
     return ((crop - np.float32(MEAN)) / np.float32(STD)).transpose(2, 0, 1)
 
 
-@pytest.mark.parametrize("width,height", [(640, 427), (427, 640), (500, 375), (333, 500), (225, 224), (224, 224)])
+@pytest.mark.parametrize(
+    "width,height", [(640, 427), (427, 640), (500, 375), (333, 500), (225, 224), (224, 224)]
+)
 def test_paper_transform_is_pixel_exact(width, height):
     rng = np.random.default_rng(width * height)
     image = Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
@@ -61,11 +63,19 @@ def test_transformers_crop_is_one_pixel_off_on_640x427():
 def test_precision_follows_the_papers_loader():
     openai = resolve_protocol("paper", "openai/clip-vit-base-patch32", {}, "cuda", "fp32", "pil")
     assert (openai.precision, openai.image_backend) == ("fp16-weights", "paper")
-    assert resolve_protocol("paper", "openai/clip-vit-base-patch32", {}, "cpu", "fp32", "pil").precision == "fp32"
-    assert resolve_protocol("paper", "open_clip:RN50x16/openai", {}, "cuda", "fp32", "pil").precision == "fp16-weights"
+    assert (
+        resolve_protocol("paper", "openai/clip-vit-base-patch32", {}, "cpu", "fp32", "pil").precision
+        == "fp32"
+    )
+    assert (
+        resolve_protocol("paper", "open_clip:RN50x16/openai", {}, "cuda", "fp32", "pil").precision
+        == "fp16-weights"
+    )
     converted = {"converted_from": {"checkpoint_kind": "OpenAI TorchScript archive"}}
     assert resolve_protocol("paper", "/x", converted, "cuda", "fp32", "pil").precision == "fp16-weights"
-    negclip = resolve_protocol("paper", "/x", {"converted_from": {"checkpoint_kind": "open_clip"}}, "cuda", "fp32", "pil")
+    negclip = resolve_protocol(
+        "paper", "/x", {"converted_from": {"checkpoint_kind": "open_clip"}}, "cuda", "fp32", "pil"
+    )
     assert negclip.precision == "fp32"  # open_clip checkpoints ran in float32
     assert resolve_protocol("default", "/x", {}, "cuda", "bf16", "pil").precision == "bf16"
     with pytest.raises(UserInputError, match="drop --dtype"):
@@ -89,7 +99,9 @@ def test_fp16_weights_scorer_runs_in_half(tiny_clip_dir):
 
 def test_paper_protocol_is_recorded_and_keyed(tiny_clip_dir, tmp_path):
     folder = tmp_path / "replace"
-    make_eval_set(num_images=3, rows_per_image=2).to_parquet(str(folder / "data" / "relations" / "test.parquet"))
+    make_eval_set(num_images=3, rows_per_image=2).to_parquet(
+        str(folder / "data" / "relations" / "test.parquet")
+    )
     (folder / "README.md").write_text("---\nconfigs:\n- config_name: relations\n  data_files:\n  - split: test\n"
                                       "    path: data/relations/test.parquet\n---\n")  # fmt: skip
     out = tmp_path / "eval"

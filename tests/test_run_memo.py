@@ -18,7 +18,9 @@ def test_remembered_computes_once_inside_sharing_and_every_time_outside():
         first = remembered("k", 1, compute)
         assert remembered("k", 1, compute) is first  # the same object, computed once
         assert remembered("other kind", 1, compute) == [4]  # kinds never mix
-        assert remembered("k", None, compute) == [5] and remembered("k", None, compute) == [6]  # None: unknown
+        assert remembered("k", None, compute) == [5] and remembered("k", None, compute) == [
+            6
+        ]  # None: unknown
         with sharing():  # nested: the outer block's entries
             assert remembered("k", 1, compute) is first
     assert remembered("k", 1, compute) == [7]  # the block's entries are gone

@@ -27,7 +27,9 @@ def naive_scores(model, processor, dataset, column):
 def test_scores_equal_naive_loop_for_any_batch_size(model_and_processor):
     model, processor = model_and_processor
     dataset = make_eval_set()
-    expected = {c: naive_scores(model, processor, dataset, c) for c in ("caption", "hard_negative", "hard_positive")}
+    expected = {
+        c: naive_scores(model, processor, dataset, c) for c in ("caption", "hard_negative", "hard_positive")
+    }
     for batch_size in (1, 4, 64):
         scores = ITMScorer(model, processor, batch_size=batch_size, progress=False).score(dataset)
         for column, values in expected.items():
@@ -78,7 +80,9 @@ def test_repeated_images_are_hashed_once_and_an_id_is_only_a_hint(model_and_proc
     dataset = dataset.map(lambda row, i: {"image": other} if i == 5 else {}, with_indices=True)
     hashed: list[int] = []
     original = image_keys.image_key
-    monkeypatch.setattr(image_keys, "image_key", lambda value, row: hashed.append(row) or original(value, row))
+    monkeypatch.setattr(
+        image_keys, "image_key", lambda value, row: hashed.append(row) or original(value, row)
+    )
     embeddings, slots = ITMScorer(model, processor, progress=False).embed_images(dataset)
     assert hashed == [0, 4, 5, 8]  # the first row of each image, and the odd one out
     assert len(embeddings) == 4 and len(set(slots[[0, 1, 2, 3]])) == 1 and slots[5] not in slots[[0, 4, 8]]
@@ -113,7 +117,9 @@ def test_missing_column_lists_expected_and_found(model_and_processor):
         ITMScorer(model, processor, progress=False).score(dataset)
 
 
-@pytest.mark.parametrize("workers", [0, 1])  # in a DataLoader worker too: the one line is raised here, not wrapped
+@pytest.mark.parametrize(
+    "workers", [0, 1]
+)  # in a DataLoader worker too: the one line is raised here, not wrapped
 def test_unreadable_image_names_row_and_image_id(model_and_processor, workers):
     model, processor = model_and_processor
     dataset = make_eval_set(num_images=3, rows_per_image=1)
@@ -135,7 +141,9 @@ def test_evaluate_dataset_matches_metrics_of_naive_scores(model_and_processor):
     model, processor = model_and_processor
     dataset = make_eval_set()
     result = evaluate_dataset(model, processor, dataset, progress=False)
-    naive = {c: naive_scores(model, processor, dataset, c) for c in ("caption", "hard_negative", "hard_positive")}
+    naive = {
+        c: naive_scores(model, processor, dataset, c) for c in ("caption", "hard_negative", "hard_positive")
+    }
     expected = compute_metrics(naive["caption"], naive["hard_negative"], naive["hard_positive"])
     for key in ("original_accuracy", "augmented_accuracy", "brittleness", "num_examples"):
         assert result[key] == expected[key]
@@ -164,8 +172,10 @@ def test_default_precision_is_fp32_and_bf16_is_opt_in(model_and_processor):
         "augmented": int((augmented_correct(c, n, p) != augmented_correct(c16, n16, p16)).sum()),
         "brittle": int((brittle(c, n, p) != brittle(c16, n16, p16)).sum()),
     }
-    print(f"\nbf16 vs fp32 on {len(dataset)} rows (tiny CLIP, CPU): outcome changes {flips}; "
-          f"max |score diff| {max(np.abs(a - b).max() for a, b in zip(dataset_scores, (c16, n16, p16))):.4f}")
+    print(
+        f"\nbf16 vs fp32 on {len(dataset)} rows (tiny CLIP, CPU): outcome changes {flips}; "
+        f"max |score diff| {max(np.abs(a - b).max() for a, b in zip(dataset_scores, (c16, n16, p16))):.4f}"
+    )
     with pytest.raises(ValueError, match="precision"):
         ITMScorer(model, processor, precision="fp8")
 
@@ -196,7 +206,11 @@ def test_max_length_comes_from_the_model_and_truncation_is_counted(model_and_pro
 
 
 @pytest.mark.parametrize(
-    "value, message", [(None, "row 2, column 'hard_negative': the caption is missing"), ("  ", "row 2, column 'hard_negative': the caption is empty")]
+    "value, message",
+    [
+        (None, "row 2, column 'hard_negative': the caption is missing"),
+        ("  ", "row 2, column 'hard_negative': the caption is empty"),
+    ],
 )
 def test_missing_or_empty_caption_names_column_and_row(model_and_processor, value, message):
     model, processor = model_and_processor

@@ -37,12 +37,21 @@ def siglip():
     torch.manual_seed(0)
     config = SiglipConfig(
         text_config={
-            "vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-            "num_attention_heads": 4, "max_position_embeddings": SIGLIP_CONTEXT, "pad_token_id": tokenizer.pad_token_id,
+            "vocab_size": len(tokenizer),
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "max_position_embeddings": SIGLIP_CONTEXT,
+            "pad_token_id": tokenizer.pad_token_id,
         },
         vision_config={
-            "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-            "image_size": 32, "patch_size": 8,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "image_size": 32,
+            "patch_size": 8,
         },
     )
     model = SiglipModel(config).eval()
@@ -63,7 +72,9 @@ class TinyDualEncoder(torch.nn.Module):
         patches = torch.nn.functional.unfold(pixel_values, kernel_size=8, stride=8)  # (b, 3*8*8, n)
         return self.image_projection(patches.mean(-1))
 
-    def get_text_features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def get_text_features(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask
         embedded = self.token_embedding(input_ids) * mask.unsqueeze(-1)
         return embedded.sum(1) / mask.sum(1, keepdim=True)
@@ -73,8 +84,12 @@ def naive_scores(model, processor, dataset, column: str, **tokenizer_options) ->
     out = []
     with torch.no_grad():
         for row in dataset:
-            pixels = processor.image_processor(images=row["image"].convert("RGB"), return_tensors="pt")["pixel_values"]
-            tokens = processor.tokenizer([row[column]], return_tensors="pt", truncation=True, **tokenizer_options)
+            pixels = processor.image_processor(images=row["image"].convert("RGB"), return_tensors="pt")[
+                "pixel_values"
+            ]
+            tokens = processor.tokenizer(
+                [row[column]], return_tensors="pt", truncation=True, **tokenizer_options
+            )
             image = model.get_image_features(pixel_values=pixels)
             text = model.get_text_features(**tokens)
             image = image if isinstance(image, torch.Tensor) else image.pooler_output
@@ -124,4 +139,6 @@ def test_non_clip_dual_encoder_without_config(tokenizer):
         np.testing.assert_allclose(scores[column], expected[column], atol=1e-5)
     _assert_same_metrics(scores, expected)
     embeddings = scorer.encode_texts(["red cube", "blue sphere"])
-    assert embeddings.dtype == torch.float32 and torch.allclose(embeddings.norm(dim=-1), torch.ones(2), atol=1e-5)
+    assert embeddings.dtype == torch.float32 and torch.allclose(
+        embeddings.norm(dim=-1), torch.ones(2), atol=1e-5
+    )

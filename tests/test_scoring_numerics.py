@@ -23,7 +23,9 @@ def new_api_in_use():
 
 def test_cpu_scoring_leaves_tf32_settings_alone(tiny_clip_dir, new_api_in_use):
     model, processor = CLIPModel.from_pretrained(tiny_clip_dir), CLIPProcessor.from_pretrained(tiny_clip_dir)
-    scores = ITMScorer(model, processor, batch_size=3, device="cpu", progress=False).score(make_eval_set(2, 2))
+    scores = ITMScorer(model, processor, batch_size=3, device="cpu", progress=False).score(
+        make_eval_set(2, 2)
+    )
     assert np.isfinite(scores["caption"]).all()
     assert torch.backends.cuda.matmul.fp32_precision == "tf32"  # untouched
 

@@ -15,7 +15,11 @@ from hf_hardpos.model_source import ModelSource
 from hf_hardpos.scoring import ITMScorer
 
 # Pairs that differ as text but not as CLIP tokens (lower-cased, whitespace collapsed).
-SAME_TOKENS = [("red cube", "Red  cube "), ("a blue sphere", "A blue  SPHERE"), ("small cube left", " small cube left")]
+SAME_TOKENS = [
+    ("red cube", "Red  cube "),
+    ("a blue sphere", "A blue  SPHERE"),
+    ("small cube left", " small cube left"),
+]
 
 
 def _tie_set(rows: int = 60, seed: int = 0) -> Dataset:
@@ -40,7 +44,9 @@ def test_identical_token_captions_are_exact_ties_at_every_batch_size(model_and_p
     for batch_size in (1, 7, 64):
         scores = ITMScorer(model, processor, batch_size=batch_size, progress=False).score(dataset)
         np.testing.assert_array_equal(scores["caption"], scores["hard_negative"])  # bit-identical ties
-        metrics[batch_size] = compute_metrics(scores["caption"], scores["hard_negative"], scores["hard_positive"])
+        metrics[batch_size] = compute_metrics(
+            scores["caption"], scores["hard_negative"], scores["hard_positive"]
+        )
     assert metrics[1]["original_accuracy"] == 0.0  # a tie is not a win (strict rule)
     rates = [{k: v for k, v in m.items() if not k.startswith("mean_")} for m in metrics.values()]
     assert rates[0] == rates[1] == rates[2]
@@ -58,7 +64,9 @@ def test_texts_with_the_same_tokens_are_encoded_once(model_and_processor, monkey
         return original(**kwargs)
 
     monkeypatch.setattr(model, "get_text_features", count)
-    embeddings = ITMScorer(model, processor, batch_size=2, progress=False).encode_texts([t for p in SAME_TOKENS for t in p])
+    embeddings = ITMScorer(model, processor, batch_size=2, progress=False).encode_texts(
+        [t for p in SAME_TOKENS for t in p]
+    )
     assert sum(seen) == len(SAME_TOKENS)
     assert torch.equal(embeddings[0], embeddings[1]) and not torch.equal(embeddings[0], embeddings[2])
 

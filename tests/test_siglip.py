@@ -41,7 +41,9 @@ def _siglip2_tokenizer() -> Siglip2Tokenizer:
     bpe = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
     bpe.normalizer = normalizers.Sequence([normalizers.Lowercase(), normalizers.Replace(" ", "▁")])
     bpe.pre_tokenizer = pre_tokenizers.Split(pattern="▁", behavior="merged_with_next")
-    trainer = trainers.BpeTrainer(vocab_size=120, special_tokens=["<pad>", "<eos>", "<bos>", "<unk>", "<mask>"])
+    trainer = trainers.BpeTrainer(
+        vocab_size=120, special_tokens=["<pad>", "<eos>", "<bos>", "<unk>", "<mask>"]
+    )
     bpe.train_from_iterator([" " + " ".join(WORDS)] * 5, trainer)
     vocab = bpe.get_vocab()
     for byte in range(256):  # Gemma's byte fallback tokens
@@ -60,18 +62,29 @@ def siglip():
     torch.manual_seed(0)
     config = SiglipConfig(
         text_config={
-            "vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-            "num_attention_heads": 4, "max_position_embeddings": CONTEXT, "pad_token_id": tokenizer.pad_token_id,
-            "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
+            "vocab_size": len(tokenizer),
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "max_position_embeddings": CONTEXT,
+            "pad_token_id": tokenizer.pad_token_id,
+            "bos_token_id": tokenizer.bos_token_id,
+            "eos_token_id": tokenizer.eos_token_id,
         },
         vision_config={
-            "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-            "image_size": 32, "patch_size": 8,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "image_size": 32,
+            "patch_size": 8,
         },
     )
     model = SiglipModel(config).eval()
-    processor = SiglipProcessor(image_processor=SiglipImageProcessor(size={"height": 32, "width": 32}),
-                                tokenizer=tokenizer)
+    processor = SiglipProcessor(
+        image_processor=SiglipImageProcessor(size={"height": 32, "width": 32}), tokenizer=tokenizer
+    )
     return model, processor
 
 
@@ -84,11 +97,18 @@ def _as_trained(model, processor, dataset, column: str, follow_tokenizer: bool =
     out = []
     with torch.no_grad():
         for row in dataset:
-            pixels = processor.image_processor(images=row["image"].convert("RGB"), return_tensors="pt")["pixel_values"]
+            pixels = processor.image_processor(images=row["image"].convert("RGB"), return_tensors="pt")[
+                "pixel_values"
+            ]
             image = model.get_image_features(pixel_values=pixels).pooler_output
             if follow_tokenizer:
-                tokens = tokenizer([row[column]], padding="max_length", max_length=CONTEXT, truncation=True,
-                                   return_tensors="pt")
+                tokens = tokenizer(
+                    [row[column]],
+                    padding="max_length",
+                    max_length=CONTEXT,
+                    truncation=True,
+                    return_tensors="pt",
+                )
                 text = model.get_text_features(**tokens).pooler_output
             else:
                 ids = tokenizer(row[column], truncation=True, max_length=CONTEXT)["input_ids"]
@@ -134,7 +154,7 @@ def test_a_saved_siglip_folder_evaluates_end_to_end(siglip, tmp_path):
     dataset = make_eval_set(num_images=3, rows_per_image=2, seed=6)
     report = evaluate_model(str(folder), dataset, progress=False, batch_size=4, log=lambda message: None)
     assert report.run["settings"]["max_length"] == CONTEXT
-    (config, result), = report.results.items()
+    ((config, result),) = report.results.items()
     expected = compute_metrics(*(_as_trained(model, processor, dataset, c) for c in COLUMNS))
     for name in ("original_accuracy", "augmented_accuracy", "brittleness", "num_examples"):
         assert result[name] == expected[name], name

@@ -31,7 +31,9 @@ def test_a_config_named_like_mathtext_draws(tmp_path):
     rates = {"original_accuracy": 0.5, "augmented_accuracy": 0.25, "brittleness": 0.25, "num_examples": 4}
     assert charts.rate_bars({name: rates}).startswith("data:image/png;base64,")
     values = np.linspace(0, 1, 8)
-    assert charts.score_distributions(values, values[::-1], values, f"replace [{name}]").startswith("data:image/png")
+    assert charts.score_distributions(values, values[::-1], values, f"replace [{name}]").startswith(
+        "data:image/png"
+    )
     uri, keys = charts.loss_curves([{"step": 1, "loss$^$": 1.0}, {"step": 2, "loss$^$": 0.5}])
     assert keys == ["loss$^$"] and uri.startswith("data:image/png")
     history = [{"step": s, f"eval_{name}_brittleness": v} for s, v in ((1, 0.4), (2, 0.3))]

@@ -26,8 +26,20 @@ GRADIENT = np.tile(np.arange(0, 256, 6.5).astype(np.uint8), (6, 1))  # 0, 6, 13,
 
 def _table(folder: Path, images: list[str]) -> Path:
     table = folder / "rows.jsonl"
-    table.write_text("".join(json.dumps({"image": name, "caption": f"a red cube {i}", "hard_negative": "a blue cube",
-                                         "hard_positive": "a cube that is red"}) + "\n" for i, name in enumerate(images)))
+    table.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "image": name,
+                    "caption": f"a red cube {i}",
+                    "hard_negative": "a blue cube",
+                    "hard_positive": "a cube that is red",
+                }
+            )
+            + "\n"
+            for i, name in enumerate(images)
+        )
+    )
     return table
 
 
@@ -74,9 +86,25 @@ def test_a_fifo_given_as_an_image_is_refused_not_read(tmp_path):
     _png(tmp_path / "img" / "a.png", GRADIENT)
     os.mkfifo(tmp_path / "img" / "pipe.png")
     _table(tmp_path, ["img/a.png", "img/pipe.png"])
-    done = subprocess.run([sys.executable, "-m", "hf_hardpos", "build", "own", "--table", str(tmp_path / "rows.jsonl"),
-                           "--output-dir", str(tmp_path / "out")], stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hf_hardpos",
+            "build",
+            "own",
+            "--table",
+            str(tmp_path / "rows.jsonl"),
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     errors = [line for line in re.split(r"[\r\n]+", done.stderr) if "error: " in line]
     assert len(errors) == 1 and "pipe.png" in errors[0] and "not a regular file" in errors[0]
@@ -87,8 +115,11 @@ def test_a_16_bit_greyscale_png_is_built_and_read_as_its_8_bit_version(tmp_path)
     _png(tmp_path / "img" / "sixteen.png", GRADIENT.astype(np.uint16) * 257)
     assert Image.open(tmp_path / "img" / "sixteen.png").mode == "I;16"
     export_own(_table(tmp_path, ["img/eight.png", "img/sixteen.png"]), tmp_path / "out", progress=False)
-    cells = [cell for f in sorted((tmp_path / "out" / "data").rglob("*.parquet"))
-             for cell in pq.read_table(f).column("image").to_pylist()]
+    cells = [
+        cell
+        for f in sorted((tmp_path / "out" / "data").rglob("*.parquet"))
+        for cell in pq.read_table(f).column("image").to_pylist()
+    ]
     decoded = [np.asarray(open_image(cell)) for cell in cells]
     assert len(decoded) == 2 and np.array_equal(decoded[0], decoded[1])
     assert decoded[1][0, :4, 0].tolist() == [0, 6, 13, 19]
@@ -102,4 +133,6 @@ def test_32_bit_integer_and_float_greyscale_images_are_scaled_by_their_range(mod
     buffer = io.BytesIO()
     image.save(buffer, "TIFF")
     assert np.array_equal(np.asarray(open_image(image)), np.asarray(eight))
-    assert np.array_equal(np.asarray(open_image({"bytes": buffer.getvalue(), "path": None})), np.asarray(eight))
+    assert np.array_equal(
+        np.asarray(open_image({"bytes": buffer.getvalue(), "path": None})), np.asarray(eight)
+    )

@@ -27,10 +27,12 @@ def _planted(tmp_path: Path, source: Path, config_file: str = "config.json", **f
     folder = tmp_path / "model"
     shutil.copytree(source, folder)
     marker = tmp_path / "ran.txt"
-    (folder / "modeling_evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
-                                             "from transformers import CLIPModel as EvilModel\n")
-    (folder / "configuration_evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
-                                                  "from transformers import CLIPConfig as EvilConfig\n")
+    (folder / "modeling_evil.py").write_text(
+        f"open({str(marker)!r}, 'w').write('ran')\nfrom transformers import CLIPModel as EvilModel\n"
+    )
+    (folder / "configuration_evil.py").write_text(
+        f"open({str(marker)!r}, 'w').write('ran')\nfrom transformers import CLIPConfig as EvilConfig\n"
+    )
     path = folder / config_file
     config = json.loads(path.read_text()) if path.exists() else {}
     path.write_text(json.dumps({**config, **fields}))
@@ -42,14 +44,21 @@ AUTO_MAP = {"AutoConfig": "configuration_evil.EvilConfig", "AutoModel": "modelin
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
-    return subprocess.run([sys.executable, "-m", "hf_hardpos", *args], stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=300, env=env, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "hf_hardpos", *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=ROOT,
+    )
 
 
 def _errors(done: subprocess.CompletedProcess) -> list[str]:
     """The `error:` lines of a run (progress bars of `datasets` may come before), with no traceback."""
     assert "Traceback" not in done.stderr, done.stderr
-    return [line[line.index("error: "):] for line in re.split(r"[\r\n]+", done.stderr) if "error: " in line]
+    return [line[line.index("error: ") :] for line in re.split(r"[\r\n]+", done.stderr) if "error: " in line]
 
 
 @pytest.mark.parametrize("fields", [{"auto_map": AUTO_MAP}, {"auto_map": AUTO_MAP, "model_type": "evil"}])
@@ -65,13 +74,18 @@ def test_eval_refuses_a_folder_with_custom_code_without_running_or_asking(tmp_pa
 
 
 def test_a_tokenizer_config_auto_map_and_an_unknown_model_type_are_refused(tmp_path, tiny_clip_dir):
-    folder, marker = _planted(tmp_path, tiny_clip_dir, "tokenizer_config.json",
-                              auto_map={"AutoTokenizer": ["modeling_evil.EvilModel", None]})
+    folder, marker = _planted(
+        tmp_path,
+        tiny_clip_dir,
+        "tokenizer_config.json",
+        auto_map={"AutoTokenizer": ["modeling_evil.EvilModel", None]},
+    )
     with pytest.raises(UserInputError, match="tokenizer_config.json.*auto_map"):
         refuse_remote_code(folder)
     (folder / "tokenizer_config.json").write_text("{}")
-    (folder / "config.json").write_text(json.dumps({**json.loads((folder / "config.json").read_text()),
-                                                    "model_type": "evil"}))
+    (folder / "config.json").write_text(
+        json.dumps({**json.loads((folder / "config.json").read_text()), "model_type": "evil"})
+    )
     with pytest.raises(UserInputError, match="model_type"):
         refuse_remote_code(folder)
     refuse_remote_code(tiny_clip_dir)  # a plain CLIP folder passes
@@ -79,11 +93,24 @@ def test_a_tokenizer_config_auto_map_and_an_unknown_model_type_are_refused(tmp_p
 
 
 def test_generate_llm_refuses_a_folder_with_custom_code(tmp_path, tiny_clip_dir):
-    folder, marker = _planted(tmp_path, tiny_clip_dir, auto_map={"AutoModelForCausalLM": "modeling_evil.EvilModel"})
+    folder, marker = _planted(
+        tmp_path, tiny_clip_dir, auto_map={"AutoModelForCausalLM": "modeling_evil.EvilModel"}
+    )
     captions = tmp_path / "captions.jsonl"
     captions.write_text('{"caption": "a red cube"}\n')
-    done = _cli("generate", "--method", "llm", "--kind", "replace", "--model", str(folder), "--input", str(captions),
-                "--output", str(tmp_path / "out.jsonl"))
+    done = _cli(
+        "generate",
+        "--method",
+        "llm",
+        "--kind",
+        "replace",
+        "--model",
+        str(folder),
+        "--input",
+        str(captions),
+        "--output",
+        str(tmp_path / "out.jsonl"),
+    )
     assert done.returncode == 2, done.stderr
     assert len(_errors(done)) == 1 and "auto_map" in _errors(done)[0]
     assert not marker.exists()
@@ -91,11 +118,17 @@ def test_generate_llm_refuses_a_folder_with_custom_code(tmp_path, tiny_clip_dir)
 
 def test_train_and_convert_refuse_a_folder_with_custom_code(tmp_path, tiny_clip_dir):
     folder, marker = _planted(tmp_path, tiny_clip_dir, auto_map=AUTO_MAP)
-    done = _cli("train", "--model_name_or_path", str(folder), "--output_dir", str(tmp_path / "ft"), "--max_steps", "1")
+    done = _cli(
+        "train", "--model_name_or_path", str(folder), "--output_dir", str(tmp_path / "ft"), "--max_steps", "1"
+    )
     assert done.returncode == 2, done.stderr
     assert len(_errors(done)) == 1 and "auto_map" in _errors(done)[0]
-    tokenizer, _ = _planted(tmp_path / "t", tiny_clip_dir, "tokenizer_config.json",
-                            auto_map={"AutoTokenizer": ["modeling_evil.EvilModel", None]})
+    tokenizer, _ = _planted(
+        tmp_path / "t",
+        tiny_clip_dir,
+        "tokenizer_config.json",
+        auto_map={"AutoTokenizer": ["modeling_evil.EvilModel", None]},
+    )
     from hf_hardpos.conversion.tokenizer import load_clip_tokenizer
 
     with pytest.raises(UserInputError, match="auto_map"):

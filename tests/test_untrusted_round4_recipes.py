@@ -19,11 +19,18 @@ def _recipe(tmp_path, extra: str, header: str = "  name: x\n  version: 1\n  sour
     return path
 
 
-@pytest.mark.parametrize("extra", [
-    "push_to_hub: true\nhub_model_id: attacker-org/stolen-model\nhub_private_repo: false\n",
-    "report_to: all\n", "output_dir: /tmp/elsewhere\n", "hub_token: hf_x\n", "hub_strategy: every_save\n",
-    "run_name: r\n", "resume_from_checkpoint: /tmp/x\n",
-])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "push_to_hub: true\nhub_model_id: attacker-org/stolen-model\nhub_private_repo: false\n",
+        "report_to: all\n",
+        "output_dir: /tmp/elsewhere\n",
+        "hub_token: hf_x\n",
+        "hub_strategy: every_save\n",
+        "run_name: r\n",
+        "resume_from_checkpoint: /tmp/x\n",
+    ],
+)
 def test_hub_reporting_and_output_settings_in_a_recipe_are_refused(tmp_path, extra):
     path = _recipe(tmp_path, extra)
     with pytest.raises(UserInputError, match="command line only") as err:
@@ -37,11 +44,18 @@ def test_the_shipped_recipes_set_none_of_them(tmp_path):
         assert parsed is not None and not args.push_to_hub and args.hub_model_id is None
 
 
-@pytest.mark.parametrize("extra, field", [
-    ("seed: 1.5\n", "seed"), ("max_steps: [1, 2]\n", "max_steps"), ("weight_decay: {a: 1}\n", "weight_decay"),
-    ("use_lora: 3\n", "use_lora"), ("lr_scheduler_type: sideways\n", "lr_scheduler_type"),
-    ("warmup_steps: .nan\n", "warmup_steps"), ("seed: true\n", "seed"),
-])
+@pytest.mark.parametrize(
+    "extra, field",
+    [
+        ("seed: 1.5\n", "seed"),
+        ("max_steps: [1, 2]\n", "max_steps"),
+        ("weight_decay: {a: 1}\n", "weight_decay"),
+        ("use_lora: 3\n", "use_lora"),
+        ("lr_scheduler_type: sideways\n", "lr_scheduler_type"),
+        ("warmup_steps: .nan\n", "warmup_steps"),
+        ("seed: true\n", "seed"),
+    ],
+)
 def test_values_of_the_wrong_type_are_one_line_naming_file_and_field(tmp_path, extra, field, capsys):
     path = _recipe(tmp_path, extra)
     assert finetune([str(path), "--output_dir", str(tmp_path / "run")]) == 2
@@ -56,12 +70,16 @@ def test_a_list_value_where_one_number_is_expected_is_refused(tmp_path):
         parse_arguments([str(path), "--output_dir", str(tmp_path / "run")])
 
 
-@pytest.mark.parametrize("header, field", [
-    ("  name: x\n  version: .nan\n  source: s\n", "version"), ("  name: x\n  version: 1.5\n  source: s\n", "version"),
-    ("  name: [x]\n  version: 1\n  source: s\n", "name"),
-    ("  name: x\n  version: 1\n  source: s\n  global_batch_size: big\n", "global_batch_size"),
-    ("  name: x\n  version: 1\n  source: s\n  notes: 3\n", "notes"),
-])
+@pytest.mark.parametrize(
+    "header, field",
+    [
+        ("  name: x\n  version: .nan\n  source: s\n", "version"),
+        ("  name: x\n  version: 1.5\n  source: s\n", "version"),
+        ("  name: [x]\n  version: 1\n  source: s\n", "name"),
+        ("  name: x\n  version: 1\n  source: s\n  global_batch_size: big\n", "global_batch_size"),
+        ("  name: x\n  version: 1\n  source: s\n  notes: 3\n", "notes"),
+    ],
+)
 def test_recipe_headers_of_the_wrong_type_are_one_line(tmp_path, header, field, capsys):
     path = _recipe(tmp_path, "", header)
     assert finetune([str(path), "--output_dir", str(tmp_path / "run")]) == 2

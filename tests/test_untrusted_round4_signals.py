@@ -48,7 +48,11 @@ def _gone_within(pids: list[int], seconds: float) -> bool:
 
 def test_training_interrupted_pickles_with_its_step_and_checkpoint():
     stop = pickle.loads(pickle.dumps(TrainingInterrupted(7, "/x/checkpoint-7")))
-    assert (stop.step, stop.checkpoint, str(stop)) == (7, "/x/checkpoint-7", str(TrainingInterrupted(7, "/x/checkpoint-7")))
+    assert (stop.step, stop.checkpoint, str(stop)) == (
+        7,
+        "/x/checkpoint-7",
+        str(TrainingInterrupted(7, "/x/checkpoint-7")),
+    )
 
 
 def _interrupted(task, log):
@@ -88,7 +92,9 @@ def test_workers_end_when_their_parent_is_killed_with_9():
         print("go", flush=True)
         list(run_all(wait, [0, 1], workers=2, log=print))
     """)
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=ENV, cwd=ROOT
+    )
     try:
         assert parent.stdout.readline().strip() == "go"
         deadline = time.monotonic() + 60
@@ -106,9 +112,26 @@ def test_workers_end_when_their_parent_is_killed_with_9():
 
 
 def _demo_until_fine_tunes(tmp_path):
-    demo = subprocess.Popen([sys.executable, "-m", "hf_hardpos", "demo", "--quick", "--processes", "2", "--no-progress",
-                             "--output-dir", str(tmp_path / "out")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV, cwd=ROOT, start_new_session=True)
+    demo = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hf_hardpos",
+            "demo",
+            "--quick",
+            "--processes",
+            "2",
+            "--no-progress",
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+        cwd=ROOT,
+        start_new_session=True,
+    )
     for line in demo.stdout:
         if re.match(r"\[fine-tune\] \d+ runs, 2 at a time", line):
             break

@@ -25,7 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    return write_hub_folder(tmp_path_factory.mktemp("hub"), {"attributes": make_eval_set(num_images=2, rows_per_image=1)})
+    return write_hub_folder(
+        tmp_path_factory.mktemp("hub"), {"attributes": make_eval_set(num_images=2, rows_per_image=1)}
+    )
 
 
 def _one_error(stderr: str) -> str:
@@ -46,9 +48,27 @@ def test_a_pickled_bin_in_an_eval_model_folder_is_one_line_and_never_unpickled(t
     marker = tmp_path / "ran"
     state["extra"] = _Runs(str(marker))
     torch.save(state, folder / "pytorch_model.bin")
-    done = subprocess.run([sys.executable, "-m", "hf_hardpos", "eval", "--model", str(folder), "--dataset", str(hub),
-                           "--output", str(tmp_path / "out"), "--no-progress"], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=300, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hf_hardpos",
+            "eval",
+            "--model",
+            str(folder),
+            "--dataset",
+            str(hub),
+            "--output",
+            str(tmp_path / "out"),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode == 2 and ".bin" in _one_error(done.stderr)
     assert not marker.exists()
 
@@ -64,8 +84,25 @@ class _Runs:
 
 
 def test_a_pixel_cache_bound_too_large_for_bytes_is_one_line(tmp_path, tiny_clip_dir, hub, capsys):
-    assert main(["eval", "--model", str(tiny_clip_dir), "--dataset", str(hub), "--output", str(tmp_path / "o"),
-                 "--pixel-cache", str(tmp_path / "px"), "--pixel-cache-max-gb", "1e308", "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(tiny_clip_dir),
+                "--dataset",
+                str(hub),
+                "--output",
+                str(tmp_path / "o"),
+                "--pixel-cache",
+                str(tmp_path / "px"),
+                "--pixel-cache-max-gb",
+                "1e308",
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     assert "--pixel-cache-max-gb" in _one_error(capsys.readouterr().err)
 
 
@@ -81,10 +118,27 @@ def test_half_a_surrogate_pair_in_a_jsonl_caption_is_one_line_and_leaves_no_outp
     captions.write_text('{"caption": "a red cube"}\n{"caption": "a \\ud800 cube"}\n')
     with pytest.raises(UserInputError, match=r"captions.jsonl line 2: field 'caption'.*surrogate"):
         read_captions(captions)
-    done = subprocess.run([sys.executable, "-m", "hf_hardpos", "generate", "--method", "rules", "--kind", "replace",
-                           "--input", str(captions), "--output", str(tmp_path / "gen" / "out.jsonl")],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hf_hardpos",
+            "generate",
+            "--method",
+            "rules",
+            "--kind",
+            "replace",
+            "--input",
+            str(captions),
+            "--output",
+            str(tmp_path / "gen" / "out.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode == 2 and "surrogate" in _one_error(done.stderr)
     assert not (tmp_path / "gen").exists()
     (tmp_path / "img").mkdir()
@@ -92,7 +146,9 @@ def test_half_a_surrogate_pair_in_a_jsonl_caption_is_one_line_and_leaves_no_outp
 
     Image.new("RGB", (8, 8)).save(tmp_path / "img" / "a.png")
     table = tmp_path / "rows.jsonl"
-    table.write_text('{"image": "img/a.png", "caption": "a \\ud800", "hard_negative": "b", "hard_positive": "c"}\n')
+    table.write_text(
+        '{"image": "img/a.png", "caption": "a \\ud800", "hard_negative": "b", "hard_positive": "c"}\n'
+    )
     with pytest.raises(UserInputError, match=r"line 1, field 'caption'.*surrogate"):
         export_own(table, tmp_path / "built", progress=False)
     assert not (tmp_path / "built").exists()
@@ -104,7 +160,10 @@ COCO_SHAPES = [
     {"images": [1, 2], "annotations": []},
     {"images": [{"id": "x", "file_name": "a.jpg"}], "annotations": []},
     {"images": [{"id": 1, "file_name": "a.jpg"}], "annotations": [[1, 1, "a cube"]]},
-    {"images": [{"id": 1, "file_name": "a.jpg"}], "annotations": [{"id": 1, "image_id": [1], "caption": "c"}]},
+    {
+        "images": [{"id": 1, "file_name": "a.jpg"}],
+        "annotations": [{"id": 1, "image_id": [1], "caption": "c"}],
+    },
     {"images": [{"id": 1, "file_name": "a.jpg"}], "annotations": [{"id": 1, "image_id": 1, "caption": 5}]},
 ]
 
@@ -119,13 +178,29 @@ def test_coco_captions_of_the_wrong_shape_are_one_line(tmp_path, data):
 
 
 @pytest.mark.parametrize("name", ["metrics.json", ".hardpos.lock"])
-def test_model_folder_names_that_are_the_output_folders_own_files_are_refused(tmp_path, tiny_clip_dir, hub, name,
-                                                                               capsys):
+def test_model_folder_names_that_are_the_output_folders_own_files_are_refused(
+    tmp_path, tiny_clip_dir, hub, name, capsys
+):
     model = tmp_path / name
     shutil.copytree(tiny_clip_dir, model)
     out = tmp_path / "out"
-    assert main(["eval", "--model", str(model), "--model", str(tiny_clip_dir), "--dataset", str(hub),
-                 "--output", str(out), "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(model),
+                "--model",
+                str(tiny_clip_dir),
+                "--dataset",
+                str(hub),
+                "--output",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     assert name in _one_error(capsys.readouterr().err)
     assert not (out / name).exists()
 

@@ -19,9 +19,17 @@ from tests.support.eval_data import make_eval_set, write_hub_folder
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, tiny_clip_dir):
     root = tmp_path_factory.mktemp("run")
-    hub = write_hub_folder(root / "data", {"attributes": make_eval_set(num_images=3, rows_per_image=2, seed=2)})
-    evaluate_model(str(tiny_clip_dir), str(hub), ["attributes"], output_dir=root / "out", progress=False,
-                   log=lambda m: None)
+    hub = write_hub_folder(
+        root / "data", {"attributes": make_eval_set(num_images=3, rows_per_image=2, seed=2)}
+    )
+    evaluate_model(
+        str(tiny_clip_dir),
+        str(hub),
+        ["attributes"],
+        output_dir=root / "out",
+        progress=False,
+        log=lambda m: None,
+    )
     return root / "out"
 
 
@@ -60,7 +68,7 @@ def test_a_full_disk_leaves_the_old_output_whole_and_names_it(run, tmp_path, mon
     assert str(target) in capsys.readouterr().err
     assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name] == []
     with pytest.raises(OSError) as err:  # any atomic write names its target, not the temporary file
-        with output_folder.atomic_path(tmp_path / "x.json") as partial:
+        with output_folder.atomic_path(tmp_path / "x.json"):
             raise OSError(errno.ENOSPC, "No space left on device")
     assert err.value.filename == str(tmp_path / "x.json")
 
@@ -72,12 +80,16 @@ def test_the_lock_refuses_a_link_and_writes_no_holder_through_one(tmp_path, tiny
     out.mkdir()
     (out / output_folder.LOCK_NAME).symlink_to(victim)
     with pytest.raises(UserInputError, match="symbolic link") as err:
-        evaluate_model(str(tiny_clip_dir), str(hub), ["attributes"], output_dir=out, progress=False, log=lambda m: None)
+        evaluate_model(
+            str(tiny_clip_dir), str(hub), ["attributes"], output_dir=out, progress=False, log=lambda m: None
+        )
     assert "\n" not in str(err.value) and victim.read_text() == "precious"
     (out / output_folder.LOCK_NAME).unlink()
     holder = output_folder.holder_path(out / output_folder.LOCK_NAME)
     holder.symlink_to(victim)
-    evaluate_model(str(tiny_clip_dir), str(hub), ["attributes"], output_dir=out, progress=False, log=lambda m: None)
+    evaluate_model(
+        str(tiny_clip_dir), str(hub), ["attributes"], output_dir=out, progress=False, log=lambda m: None
+    )
     assert victim.read_text() == "precious"
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".hardpos")) == []  # no lock files left
 

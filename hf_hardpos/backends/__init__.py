@@ -21,7 +21,15 @@ BACKENDS: dict[str, ModelBackend] = {
     )
 }
 
-__all__ = ["BACKENDS", "DEFAULT_BACKEND", "ModelBackend", "ModelOptions", "TextInputs", "backend_for", "text_inputs_of"]
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_BACKEND",
+    "ModelBackend",
+    "ModelOptions",
+    "TextInputs",
+    "backend_for",
+    "text_inputs_of",
+]
 
 
 def backend_for(model_argument: object) -> ModelBackend:

@@ -31,7 +31,11 @@ class ModelOptions:
 
     def given(self) -> dict[str, Any]:
         """The options given, by name (what `ModelSource.options` records for other processes)."""
-        values = {"open_clip_config": self.open_clip_config, "activation": self.activation, "tokenizer": self.tokenizer}
+        values = {
+            "open_clip_config": self.open_clip_config,
+            "activation": self.activation,
+            "tokenizer": self.tokenizer,
+        }
         return {name: value for name, value in values.items() if value is not None}
 
 
@@ -89,13 +93,15 @@ class ModelBackend(ABC):
         scored those through `clip.load`: `protocol.is_openai_weights`)."""
         return False
 
-    def require_exists(self, model_argument: str) -> None:
+    def require_exists(self, model_argument: str) -> None:  # noqa: B027 (a hook: most backends check nothing)
         """Refuse, in milliseconds, an argument naming a local file or folder that is not there."""
 
     def checkpoint_model(self, checkpoint: str, open_clip_config: str | None) -> tuple[str, str | None]:
         """`hardpos eval --model FILE --backend NAME [--open-clip-config C]`: the model argument that
         scores the checkpoint file with this family, and the `--open-clip-config` still to apply."""
-        raise UserInputError(f"--backend {self.name} does not score checkpoint files; pass --model {self.prefix}...")
+        raise UserInputError(
+            f"--backend {self.name} does not score checkpoint files; pass --model {self.prefix}..."
+        )
 
     @abstractmethod
     def check_options(self, model_argument: str, options: ModelOptions) -> None:

@@ -50,8 +50,13 @@ def transformers_text_inputs(model, tokenizer) -> TextInputs:
         return TextInputs(context, True, "right", pad_id, ("input_ids",))
     side = "left" if getattr(tokenizer, "padding_side", "right") == "left" else "right"
     names = getattr(tokenizer, "model_input_names", ["attention_mask"])
-    return TextInputs(context, False, side, pad_id, ("input_ids", "attention_mask") if "attention_mask" in names
-                      else ("input_ids",))
+    return TextInputs(
+        context,
+        False,
+        side,
+        pad_id,
+        ("input_ids", "attention_mask") if "attention_mask" in names else ("input_ids",),
+    )
 
 
 def missing_model_message(name: str, err: Exception) -> str:
@@ -59,23 +64,31 @@ def missing_model_message(name: str, err: Exception) -> str:
     folder = Path(name).expanduser()
     if folder.is_dir():
         if not (folder / "config.json").is_file():
-            return (f"model {name}: the folder has no config.json, so it is no saved Hugging Face model (an open_clip "
-                    "or OpenAI checkpoint is a file: pass that file with --open-clip-config NAME, or convert it once with "
-                    "`hardpos convert`)")
+            return (
+                f"model {name}: the folder has no config.json, so it is no saved Hugging Face model (an open_clip "
+                "or OpenAI checkpoint is a file: pass that file with --open-clip-config NAME, or convert it once with "
+                "`hardpos convert`)"
+            )
         return f"model {name}: its config.json cannot be read as a CLIP-like model ({first_line(err)})"
     if folder.is_file():
-        return (f"model {name} is a file: a checkpoint needs --open-clip-config NAME (open_clip) or is converted "
-                "with `hardpos convert`; a Hugging Face model is a folder or a Hub id")
+        return (
+            f"model {name} is a file: a checkpoint needs --open-clip-config NAME (open_clip) or is converted "
+            "with `hardpos convert`; a Hugging Face model is a folder or a Hub id"
+        )
     offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
     reach = "HF_HUB_OFFLINE is set" if offline else "the Hub did not answer or has no such model"
-    return (f"model {name!r} is not a local folder and not in the Hugging Face cache, and {reach}: check the id "
-            f"(owner/name), or download it once online (`hf download {name}`) and rerun, or pass a local folder")
+    return (
+        f"model {name!r} is not a local folder and not in the Hugging Face cache, and {reach}: check the id "
+        f"(owner/name), or download it once online (`hf download {name}`) and rerun, or pass a local folder"
+    )
 
 
 class HFBackend(ModelBackend):
     name = "hf"
-    summary = ("transformers (CLIPModel, SigLIP, any AutoModel dual encoder): a Hub id or a saved folder; a checkpoint "
-               "file is converted once into a CLIPModel folder")
+    summary = (
+        "transformers (CLIPModel, SigLIP, any AutoModel dual encoder): a Hub id or a saved folder; a checkpoint "
+        "file is converted once into a CLIPModel folder"
+    )
 
     def require_exists(self, model_argument: str) -> None:
         if looks_like_path(model_argument) and not Path(model_argument).expanduser().exists():
@@ -93,8 +106,9 @@ class HFBackend(ModelBackend):
         from ..conversion.cache import resolve_model
         from ..model_checks import refuse_remote_code
 
-        resolved = resolve_model(model_argument, options.open_clip_config, options.activation, options.tokenizer,
-                                 progress=progress)
+        resolved = resolve_model(
+            model_argument, options.open_clip_config, options.activation, options.tokenizer, progress=progress
+        )
         refuse_remote_code(resolved)
         return resolved
 
@@ -133,12 +147,18 @@ class HFBackend(ModelBackend):
 
         from ..model_checks import check_image_processor, check_tokenizer
 
-        where = "local folder" if Path(resolved).expanduser().exists() else "Hub id (offline: it must be in the local cache)"
+        where = (
+            "local folder"
+            if Path(resolved).expanduser().exists()
+            else "Hub id (offline: it must be in the local cache)"
+        )
         try:
             model = AutoModel.from_pretrained(resolved, dtype=torch.float32, trust_remote_code=False)
         except pickle.UnpicklingError:  # transformers reads .bin weights with torch.load(weights_only=True)
-            raise UserInputError(f"model {resolved!r}: its .bin weights hold Python objects other than tensors, which "
-                                 "are not loaded (unpickling could run code); save the model as safetensors") from None
+            raise UserInputError(
+                f"model {resolved!r}: its .bin weights hold Python objects other than tensors, which "
+                "are not loaded (unpickling could run code); save the model as safetensors"
+            ) from None
         except (OSError, ValueError, KeyError) as err:
             raise UserInputError(f"cannot load model {resolved!r} as a {where}: {first_line(err)}") from err
         if not all(hasattr(model, m) for m in ("get_image_features", "get_text_features")):
@@ -152,7 +172,9 @@ class HFBackend(ModelBackend):
                 f"cannot load the processor of model {resolved!r} ({where}): add preprocessor_config.json (or "
                 f"processor_config.json) and the tokenizer files from the base model ({first_line(err)})"
             ) from err
-        if getattr(processor, "image_processor", None) is not None:  # pinned, not the backend AutoProcessor picked
+        if (
+            getattr(processor, "image_processor", None) is not None
+        ):  # pinned, not the backend AutoProcessor picked
             processor.image_processor = load_image_processor(resolved, image_backend)
         check_image_processor(resolved, processor)
         text_config = getattr(model.config, "text_config", model.config)

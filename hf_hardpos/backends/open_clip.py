@@ -64,8 +64,12 @@ class OpenClipSpec:
     def to_model_string(self) -> str:
         """The form `OpenClipBackend.resolve` returns and the loaders read back (a JSON object after `open_clip:`)."""
         return PREFIX + json.dumps(
-            {"model": self.model_name, "pretrained": self.pretrained, "activation": self.activation,
-             "tokenizer": self.tokenizer},
+            {
+                "model": self.model_name,
+                "pretrained": self.pretrained,
+                "activation": self.activation,
+                "tokenizer": self.tokenizer,
+            },
             sort_keys=True,
         )
 
@@ -73,16 +77,16 @@ class OpenClipSpec:
 def parse(model: str) -> OpenClipSpec:
     """`open_clip:NAME/TAG_OR_FILE`, `open_clip:hf-hub:ORG/REPO`, or the JSON form `OpenClipBackend.resolve` writes."""
     if model.startswith(_RESOLVED):
-        fields = json.loads(model[len(PREFIX):])
+        fields = json.loads(model[len(PREFIX) :])
         return OpenClipSpec(fields["model"], fields["pretrained"], fields["activation"], fields["tokenizer"])
-    body = model[len(PREFIX):]
+    body = model[len(PREFIX) :]
     if body.startswith(HF_HUB):
         if body.count("/") != 1 or body.endswith("/"):
             raise UserInputError(f"--model {model}: expected open_clip:hf-hub:ORG/REPO")
         return OpenClipSpec(body)
     # A config JSON's path holds slashes: then the name ends at ".json/".
     split = body.index(".json/") + len(".json") if ".json/" in body else body.find("/")
-    name, pretrained = (body[:split], body[split + 1:]) if split > 0 else (body, "")
+    name, pretrained = (body[:split], body[split + 1 :]) if split > 0 else (body, "")
     if not name or not pretrained:
         raise UserInputError(
             f"--model {model}: expected open_clip:NAME/PRETRAINED (a tag, e.g. open_clip:RN50x16/openai, or a "
@@ -106,7 +110,7 @@ def _resolve(model: str, options: ModelOptions) -> str:
             f"{CLIP_TOKENIZER!r} for open_clip's CLIP BPE (the paper's tokenization of every model)"
         )
     if options.open_clip_config is not None:
-        body = model[len(PREFIX):]
+        body = model[len(PREFIX) :]
         if model.startswith(_RESOLVED) or not Path(body).expanduser().is_file():
             raise UserInputError(
                 f"--model {model} names its open_clip config and weights, so --open-clip-config does not apply; it "
@@ -115,7 +119,11 @@ def _resolve(model: str, options: ModelOptions) -> str:
             )
         model = checkpoint_spelling(body, options.open_clip_config)
     spec = parse(model)
-    if spec.pretrained is not None and _is_path(spec.pretrained) and not Path(spec.pretrained).expanduser().is_file():
+    if (
+        spec.pretrained is not None
+        and _is_path(spec.pretrained)
+        and not Path(spec.pretrained).expanduser().is_file()
+    ):
         raise UserInputError(f"checkpoint {spec.pretrained}: no such file")
     if spec.pretrained is not None and Path(spec.pretrained).expanduser().is_file():
         spec = replace(spec, pretrained=str(Path(spec.pretrained).expanduser().resolve()))
@@ -123,7 +131,9 @@ def _resolve(model: str, options: ModelOptions) -> str:
         if not Path(spec.model_name).expanduser().is_file():
             raise UserInputError(f"open_clip config {spec.model_name}: no such file")
         spec = replace(spec, model_name=str(Path(spec.model_name).expanduser().resolve()))
-    return replace(spec, activation=activation or spec.activation, tokenizer=tokenizer or spec.tokenizer).to_model_string()
+    return replace(
+        spec, activation=activation or spec.activation, tokenizer=tokenizer or spec.tokenizer
+    ).to_model_string()
 
 
 def checkpoint_spelling(checkpoint: str, open_clip_config: str | Path | dict) -> str:
@@ -168,8 +178,10 @@ class _Resolved:
         preprocess = merge_preprocess_dict(PreprocessCfg(), {})
         try:
             if spec.model_name.startswith(HF_HUB):
-                repo = spec.model_name[len(HF_HUB):]
-                hub_config = json.loads(Path(download_pretrained_from_hf(repo, "open_clip_config.json")).read_text())
+                repo = spec.model_name[len(HF_HUB) :]
+                hub_config = json.loads(
+                    Path(download_pretrained_from_hf(repo, "open_clip_config.json")).read_text()
+                )
                 self.config = hub_config["model_cfg"]
                 preprocess = merge_preprocess_dict(preprocess, hub_config.get("preprocess_cfg", {}))
                 self.weights = download_pretrained_from_hf(repo)
@@ -187,7 +199,9 @@ class _Resolved:
                     preprocess = merge_preprocess_dict(preprocess, tag)
                     self.weights = download_pretrained(tag)
                     self.weights_source = tag.get("hf_hub") or tag.get("url")
-                    trained_quick_gelu = bool(tag.get("quick_gelu", False) or self.config.get("quick_gelu", False))
+                    trained_quick_gelu = bool(
+                        tag.get("quick_gelu", False) or self.config.get("quick_gelu", False)
+                    )
                 elif spec.pretrained is not None and Path(spec.pretrained).is_file():
                     self.weights = spec.pretrained
                     self.weights_source = f"file {Path(spec.pretrained).name}"
@@ -203,10 +217,14 @@ class _Resolved:
             raise
         except Exception as err:  # downloads: offline and not cached, no such repo, ...
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise UserInputError(f"cannot fetch open_clip model {spec.model_name} ({spec.pretrained}): {first}") from err
+            raise UserInputError(
+                f"cannot fetch open_clip model {spec.model_name} ({spec.pretrained}): {first}"
+            ) from err
         vision = self.config["vision_cfg"]
         preprocess["size"] = _two(vision.get("image_size", preprocess["size"]))
-        self.preprocess = json.loads(json.dumps(preprocess))  # tuples as lists: comparable with what is recorded
+        self.preprocess = json.loads(
+            json.dumps(preprocess)
+        )  # tuples as lists: comparable with what is recorded
         self.activation = spec.activation or ("quick_gelu" if trained_quick_gelu else "gelu")
         self.context_length = int(self.config["text_cfg"].get("context_length", 77))
 
@@ -216,7 +234,9 @@ class _Resolved:
             "open_clip": {
                 "model": _config_label(self.spec.model_name),
                 "config_digest": digest_of(self.config),
-                "pretrained": self.spec.pretrained if not _is_path(self.spec.pretrained or "") else Path(self.spec.pretrained).name,
+                "pretrained": self.spec.pretrained
+                if not _is_path(self.spec.pretrained or "")
+                else Path(self.spec.pretrained).name,
                 "weights": self.weights_source,
                 "activation": self.activation,
                 "tokenizer": self.spec.tokenizer or "the model's own",
@@ -254,9 +274,13 @@ def _registered_name(open_clip, model_name: str) -> str:
     try:
         config = json.loads(model_name if is_text else Path(model_name).read_text())
     except (OSError, json.JSONDecodeError) as err:
-        raise UserInputError(f"open_clip config {_config_label(model_name)}: not readable JSON ({err})") from err
+        raise UserInputError(
+            f"open_clip config {_config_label(model_name)}: not readable JSON ({err})"
+        ) from err
     config = config.get("model_cfg", config) if isinstance(config, dict) else config
-    if not (isinstance(config, dict) and all(key in config for key in ("embed_dim", "vision_cfg", "text_cfg"))):
+    if not (
+        isinstance(config, dict) and all(key in config for key in ("embed_dim", "vision_cfg", "text_cfg"))
+    ):
         raise UserInputError(
             f"open_clip config {_config_label(model_name)}: an open_clip model config needs embed_dim, vision_cfg and "
             "text_cfg (or a model_cfg holding them)"
@@ -272,9 +296,11 @@ def _registered_name(open_clip, model_name: str) -> str:
 class OpenClipBackend(ModelBackend):
     name = "open_clip"
     prefix = PREFIX
-    summary = (f"open_clip itself (--model {PREFIX}NAME/TAG, {PREFIX}{HF_HUB}ORG/REPO, or --model FILE --backend "
-               f"open_clip --open-clip-config C): any open_clip architecture with its own transforms and tokenizer; "
-               f"needs the [openclip] extra ({INSTALL_HINT})")
+    summary = (
+        f"open_clip itself (--model {PREFIX}NAME/TAG, {PREFIX}{HF_HUB}ORG/REPO, or --model FILE --backend "
+        f"open_clip --open-clip-config C): any open_clip architecture with its own transforms and tokenizer; "
+        f"needs the [openclip] extra ({INSTALL_HINT})"
+    )
 
     def checkpoint_model(self, checkpoint: str, open_clip_config: str | None) -> tuple[str, str | None]:
         """`--model FILE --backend open_clip --open-clip-config C` as the model `open_clip:C/FILE`."""
@@ -282,11 +308,15 @@ class OpenClipBackend(ModelBackend):
             return checkpoint, open_clip_config
         path = Path(checkpoint).expanduser()
         if not path.is_file():
-            raise UserInputError(f"--backend open_clip (--native) applies to a checkpoint file; --model {checkpoint} "
-                                 "is not one")
+            raise UserInputError(
+                f"--backend open_clip (--native) applies to a checkpoint file; --model {checkpoint} "
+                "is not one"
+            )
         if open_clip_config is None:
-            raise UserInputError("--backend open_clip (--native) needs --open-clip-config NAME_OR_JSON (the checkpoint's "
-                                 "open_clip model)")
+            raise UserInputError(
+                "--backend open_clip (--native) needs --open-clip-config NAME_OR_JSON (the checkpoint's "
+                "open_clip model)"
+            )
         return checkpoint_spelling(checkpoint, open_clip_config), None
 
     def holds_openai_release(self, model_argument: str) -> bool:
@@ -309,7 +339,10 @@ class OpenClipBackend(ModelBackend):
 
     def image_processor_settings(self, resolved: str, image_backend: str) -> dict[str, Any]:
         # open_clip builds its own transform; the model identity records it (`_Resolved.identity`).
-        return {"backend": "open_clip", "transform": "the model's own open_clip transform (see model_identity)"}
+        return {
+            "backend": "open_clip",
+            "transform": "the model's own open_clip transform (see model_identity)",
+        }
 
     def load(self, resolved: str, image_backend: str):
         """The adapter and processor, built by open_clip (fp32, on CPU; the scorer moves it).
@@ -330,7 +363,10 @@ class OpenClipBackend(ModelBackend):
         pretrained = None if spec.model_name.startswith(HF_HUB) else spec.pretrained
         with _quiet_open_clip_warnings():
             net, _, preprocess = open_clip.create_model_and_transforms(
-                built.name, pretrained=pretrained, precision="fp32", device="cpu",
+                built.name,
+                pretrained=pretrained,
+                precision="fp32",
+                device="cpu",
                 quick_gelu=built.activation == "quick_gelu",
             )
         used = json.loads(json.dumps(open_clip.get_model_preprocess_cfg(net)))
@@ -344,7 +380,9 @@ class OpenClipBackend(ModelBackend):
             tokenizer = open_clip.get_tokenizer(built.name, context_length=built.context_length)
         return (
             OpenClipDualEncoder(net.eval(), built.context_length),
-            OpenClipProcessor(OpenClipTokenizer(tokenizer, built.context_length), OpenClipImageProcessor(preprocess)),
+            OpenClipProcessor(
+                OpenClipTokenizer(tokenizer, built.context_length), OpenClipImageProcessor(preprocess)
+            ),
         )
 
 

@@ -33,7 +33,9 @@ class OpenClipDualEncoder(torch.nn.Module):
     def get_image_features(self, pixel_values: torch.Tensor) -> torch.Tensor:
         return self.model.encode_image(pixel_values)
 
-    def get_text_features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def get_text_features(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         return self.model.encode_text(input_ids)
 
 
@@ -64,13 +66,25 @@ class OpenClipTokenizer:
     def __init__(self, tokenizer, context_length: int):
         self.tokenizer = tokenizer
         self.model_max_length = context_length
-        inner = getattr(tokenizer, "tokenizer", None)  # open_clip's HF-backed tokenizers wrap a transformers one
+        inner = getattr(
+            tokenizer, "tokenizer", None
+        )  # open_clip's HF-backed tokenizers wrap a transformers one
         self.pad_token_id = 0 if inner is None else int(inner.pad_token_id)  # CLIP BPE pads with zeros
         self.padding_side = "right" if inner is None else inner.padding_side
-        self.text_inputs = TextInputs(context_length, True, self.padding_side, self.pad_token_id, ("input_ids",))
+        self.text_inputs = TextInputs(
+            context_length, True, self.padding_side, self.pad_token_id, ("input_ids",)
+        )
 
-    def __call__(self, texts, padding=True, truncation=True, max_length=None, return_tensors=None, verbose=True,
-                 return_attention_mask=None):
+    def __call__(
+        self,
+        texts,
+        padding=True,
+        truncation=True,
+        max_length=None,
+        return_tensors=None,
+        verbose=True,
+        return_attention_mask=None,
+    ):
         # `padding` and `return_attention_mask` are accepted as the scorer passes them: rows are always
         # open_clip's, padded to the context, and no mask is ever made (`text_inputs`).
         texts = [texts] if isinstance(texts, str) else list(texts)

@@ -27,25 +27,51 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from ..reporting.paired import DEFAULT_RESAMPLES
 
     parser = add_command(subparsers, __name__, run)
-    parser.add_argument("runs", nargs="+", metavar="RUN", help="output folder of hardpos eval / --suite / fine-tuning")
-    parser.add_argument("--reference", metavar="RUN", default=None,
-                        help="the run every other is compared with (one of the RUNs, or another; default: the first RUN)")
-    parser.add_argument("--paper", nargs="?", action="append", const="", metavar="ROW",
-                        help="add published rows and each run's delta to them: alone, the row of each run whose "
-                        "weights a paper reports (Hub id or --preset); with ROW (repeatable), that printed row of "
-                        "Kamath et al. or CE-CLIP for every run, e.g. --paper NegCLIP --paper CE-CLIP")
-    parser.add_argument("--rows", choices=("headline", "all"), default="headline",
-                        help="headline (default): each benchmark's paper column or aggregates; all: every config, "
-                        "subset and piece as well (SugarCrepe's 7 subsets, VALSE's pieces, REPLACE's two subsets)")
-    parser.add_argument("--format", choices=FORMATS, default="text",
-                        help="text (default), markdown, latex; csv and json give one record per number, as fractions")
+    parser.add_argument(
+        "runs", nargs="+", metavar="RUN", help="output folder of hardpos eval / --suite / fine-tuning"
+    )
+    parser.add_argument(
+        "--reference",
+        metavar="RUN",
+        default=None,
+        help="the run every other is compared with (one of the RUNs, or another; default: the first RUN)",
+    )
+    parser.add_argument(
+        "--paper",
+        nargs="?",
+        action="append",
+        const="",
+        metavar="ROW",
+        help="add published rows and each run's delta to them: alone, the row of each run whose "
+        "weights a paper reports (Hub id or --preset); with ROW (repeatable), that printed row of "
+        "Kamath et al. or CE-CLIP for every run, e.g. --paper NegCLIP --paper CE-CLIP",
+    )
+    parser.add_argument(
+        "--rows",
+        choices=("headline", "all"),
+        default="headline",
+        help="headline (default): each benchmark's paper column or aggregates; all: every config, "
+        "subset and piece as well (SugarCrepe's 7 subsets, VALSE's pieces, REPLACE's two subsets)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help="text (default), markdown, latex; csv and json give one record per number, as fractions",
+    )
     parser.add_argument("--output", default=None, help="write the table to this file instead of printing it")
-    parser.add_argument("--bootstrap", type=int, default=DEFAULT_RESAMPLES,
-                        help="paired bootstrap resamples")
-    parser.add_argument("--allow-mismatch", action="store_true",
-                        help="show runs with different data, dtype or protocol side by side, flagged, without differences")
-    parser.add_argument("--width", type=int, default=None,
-                        help="cut the text table to this many columns (default: the terminal's, when printing to one)")
+    parser.add_argument("--bootstrap", type=int, default=DEFAULT_RESAMPLES, help="paired bootstrap resamples")
+    parser.add_argument(
+        "--allow-mismatch",
+        action="store_true",
+        help="show runs with different data, dtype or protocol side by side, flagged, without differences",
+    )
+    parser.add_argument(
+        "--width",
+        type=int,
+        default=None,
+        help="cut the text table to this many columns (default: the terminal's, when printing to one)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,8 +97,17 @@ def run(args: argparse.Namespace) -> int:
     width = args.width
     if width is None and args.output is None and sys.stdout.isatty():
         width = shutil.get_terminal_size().columns
-    text = render(compare_runs(runs, allow_mismatch=args.allow_mismatch, resamples=args.bootstrap,
-                               published=extra, all_rows=all_rows), args.format, width)
+    text = render(
+        compare_runs(
+            runs,
+            allow_mismatch=args.allow_mismatch,
+            resamples=args.bootstrap,
+            published=extra,
+            all_rows=all_rows,
+        ),
+        args.format,
+        width,
+    )
     if args.output is None:
         print(text, end="" if text.endswith("\n") else "\n")
         return 0

@@ -26,7 +26,9 @@ FORMATS = ("open_clip", "openai")
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(subparsers, __name__, run)
     parser.add_argument(
-        "positional", nargs="*", metavar="[FORMAT] CHECKPOINT",
+        "positional",
+        nargs="*",
+        metavar="[FORMAT] CHECKPOINT",
         help=f"optional format word {FORMATS}, then the checkpoint file (or use --checkpoint)",
     )
     parser.add_argument(
@@ -34,24 +36,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--output-dir", type=Path, required=True, help="folder to write (new or empty)")
     parser.add_argument(
-        "--config", default=None,
+        "--config",
+        default=None,
         help="open_clip model name (ViT-B-32, ViT-B-32-quickgelu, ViT-L-14, ...) or model-config JSON (file or text); "
         "required for open_clip checkpoints, inferred for OpenAI archives",
     )
     parser.add_argument(
-        "--activation", choices=("quick_gelu", "gelu"), default=None,
+        "--activation",
+        choices=("quick_gelu", "gelu"),
+        default=None,
         help="override the config's activation (QuickGELU = the model as OpenAI-initialised models were trained; "
         "GELU = how the paper evaluated the open_clip baselines)",
     )
     parser.add_argument(
-        "--tokenizer", default=None,
+        "--tokenizer",
+        default=None,
         help="folder or Hub id (default openai/clip-vit-base-patch32; offline: the BPE file open_clip ships)",
     )
     parser.add_argument(
         "--lora-rank", type=int, default=None, help="rank of unmerged LoRA in the checkpoint (TSVLC/DAC: 4)"
     )
-    parser.add_argument("--lora-alpha", type=float, default=None, help="lora_alpha of unmerged LoRA (TSVLC/DAC: 1)")
-    parser.add_argument("--preset", default=None, help="a `hardpos zoo` preset filling config, activation and LoRA")
+    parser.add_argument(
+        "--lora-alpha", type=float, default=None, help="lora_alpha of unmerged LoRA (TSVLC/DAC: 1)"
+    )
+    parser.add_argument(
+        "--preset", default=None, help="a `hardpos zoo` preset filling config, activation and LoRA"
+    )
     parser.add_argument("--no-verify", action="store_true", help="skip the numerical check against open_clip")
     parser.add_argument("--overwrite", action="store_true", help="write into a non-empty --output-dir")
     parser.add_argument(
@@ -67,12 +77,16 @@ def _checkpoint_and_format(args: argparse.Namespace) -> tuple[Path, str | None]:
     words = list(args.positional)
     fmt = words.pop(0) if words and words[0] in FORMATS else None
     if len(words) > 1:
-        raise UserInputError(f"expected [FORMAT] CHECKPOINT, got {args.positional}; FORMAT is one of {FORMATS}")
+        raise UserInputError(
+            f"expected [FORMAT] CHECKPOINT, got {args.positional}; FORMAT is one of {FORMATS}"
+        )
     if words and args.checkpoint is not None:
         raise UserInputError("give the checkpoint once: as the positional argument or with --checkpoint")
     checkpoint = Path(words[0]) if words else args.checkpoint
     if checkpoint is None:
-        raise UserInputError("no checkpoint given: hardpos convert [open_clip|openai] CHECKPOINT --output-dir DIR")
+        raise UserInputError(
+            "no checkpoint given: hardpos convert [open_clip|openai] CHECKPOINT --output-dir DIR"
+        )
     return checkpoint, fmt
 
 
@@ -112,11 +126,15 @@ def run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         progress=not args.no_progress,
     )
-    print(f"converted {checkpoint} ({result.checkpoint_kind}, sha256 {result.sha256[:12]}...) -> {args.output_dir}")
+    print(
+        f"converted {checkpoint} ({result.checkpoint_kind}, sha256 {result.sha256[:12]}...) -> {args.output_dir}"
+    )
     print(f"  config {result.config.source}; hidden_act={result.activation}: {result.activation_reason}")
     if result.lora:
         merge = result.lora
-        print(f"  merged unmerged LoRA into {merge.merged_weights} weights (r={merge.rank}, alpha={merge.alpha:g})")
+        print(
+            f"  merged unmerged LoRA into {merge.merged_weights} weights (r={merge.rank}, alpha={merge.alpha:g})"
+        )
     if result.verification:
         v = result.verification
         print(

@@ -21,17 +21,27 @@ from ..errors import UserInputError
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(subparsers, __name__, run)
-    parser.add_argument("--output-dir", required=True, help="folder for results.json, the chart and the models")
+    parser.add_argument(
+        "--output-dir", required=True, help="folder for results.json, the chart and the models"
+    )
     parser.add_argument(
         "--full",
         action="store_true",
         help="the full experiment: 5 seeds, HN-weight sweep, 1000-row eval sets, 95%% bootstrap intervals",
     )
     parser.add_argument(
-        "--seeds", type=int, nargs="+", default=None, help="fine-tuning seeds (default: 0 1; --full: 0 1 2 3 4)"
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=None,
+        help="fine-tuning seeds (default: 0 1; --full: 0 1 2 3 4)",
     )
-    parser.add_argument("--sweep", action="store_true", help="add the HN-weight sweep of paper Table 3 (on with --full)")
-    parser.add_argument("--quick", action="store_true", help="tiny budgets: a smoke test in seconds (numbers meaningless)")
+    parser.add_argument(
+        "--sweep", action="store_true", help="add the HN-weight sweep of paper Table 3 (on with --full)"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny budgets: a smoke test in seconds (numbers meaningless)"
+    )
     parser.add_argument(
         "--processes",
         type=int,
@@ -40,9 +50,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "another, with progress bars on a terminal); the numbers are the same either way",
     )
     progress = parser.add_mutually_exclusive_group()
-    progress.add_argument("--progress", dest="progress", action="store_true", default=None, help="progress bars")
     progress.add_argument(
-        "--no-progress", dest="progress", action="store_false", help="no bars, one line per stage (the default off a terminal)"
+        "--progress", dest="progress", action="store_true", default=None, help="progress bars"
+    )
+    progress.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_false",
+        help="no bars, one line per stage (the default off a terminal)",
     )
 
 

@@ -44,58 +44,80 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     parser = add_command(subparsers, __name__, run)
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--dataset", help="Hub id or local folder (parquet + README configs, or a clip_benchmark webdataset)")
     source.add_argument(
-        "--suite", help="a named suite (compositional, retention, paper, ...) or a YAML file listing datasets "
+        "--dataset", help="Hub id or local folder (parquet + README configs, or a clip_benchmark webdataset)"
+    )
+    source.add_argument(
+        "--suite",
+        help="a named suite (compositional, retention, paper, ...) or a YAML file listing datasets "
         "(docs/benchmarks.md, Benchmarks)",
     )
     parser.add_argument(
-        "--model", action="append", default=None,
+        "--model",
+        action="append",
+        default=None,
         help="Hub id or local folder of a CLIP-like model, or an open_clip / OpenAI TorchScript / TSVLC-LoRA "
         "checkpoint file (converted once into a cache, then scored like any HF model). Repeatable: several models "
         "in one run share decoded images and each gets OUT/<name>/ as if evaluated alone, then one comparison table",
     )
     parser.add_argument(
-        "--models", action="append", default=None, choices=MODEL_LISTS,
+        "--models",
+        action="append",
+        default=None,
+        choices=MODEL_LISTS,
         help="add the rows of a `hardpos zoo` list: table8 (the paper's Table 8 models), table1 (its Table 1 rows "
         "whose weights have a Hub id)",
     )
     parser.add_argument(
-        "--pixel-cache", default=None, metavar="DIR",
+        "--pixel-cache",
+        default=None,
+        metavar="DIR",
         help="keep decoded, preprocessed images on disk by content and preprocessing settings, so later runs (new "
         "checkpoints) skip decoding; its size is printed at the end",
     )
     parser.add_argument(
-        "--pixel-cache-max-gb", type=float, default=None,
+        "--pixel-cache-max-gb",
+        type=float,
+        default=None,
         help="bound on --pixel-cache's size; once reached, new images are decoded but not written",
     )
     checkpoint = parser.add_argument_group(
-        "checkpoint files", "only with --model FILE; the converted folders are cached by the checkpoint's sha256 "
+        "checkpoint files",
+        "only with --model FILE; the converted folders are cached by the checkpoint's sha256 "
         "and these options under $HARDPOS_CONVERTED_CACHE (default <HF_HOME>/hf_hardpos/converted)",
     )
     checkpoint.add_argument(
-        "--open-clip-config", default=None, metavar="NAME_OR_JSON",
+        "--open-clip-config",
+        default=None,
+        metavar="NAME_OR_JSON",
         help="open_clip model name (ViT-B-32, ViT-B-32-quickgelu, ...) or model-config JSON (file or text); "
         "required for open_clip checkpoints, inferred for OpenAI archives",
     )
     checkpoint.add_argument(
-        "--activation", choices=(*ACTIVATIONS, BOTH), default=None,
+        "--activation",
+        choices=(*ACTIVATIONS, BOTH),
+        default=None,
         help="default: the config's. The open_clip baselines were trained with quick_gelu but the paper evaluated "
         f"them with gelu; '{BOTH}' evaluates each and prints them side by side, with --output-dir DIR writing "
         + " and ".join(f"DIR/{a}" for a in ACTIVATIONS),
     )
     checkpoint.add_argument(
-        "--tokenizer", default=None, metavar="FOLDER_OR_ID",
+        "--tokenizer",
+        default=None,
+        metavar="FOLDER_OR_ID",
         help="default openai/clip-vit-base-patch32 (offline: the BPE file open_clip ships). With open_clip:... or "
         "--backend open_clip: the model's own tokenizer, or 'clip' for CLIP BPE ids whatever the text tower (how the paper "
         "tokenized its RoBERTa row)",
     )
     checkpoint.add_argument(
-        "--preset", default=None,
+        "--preset",
+        default=None,
         help="a `hardpos zoo` preset: fills --open-clip-config and --activation (the one the paper evaluated with)",
     )
     checkpoint.add_argument(
-        "--backend", choices=BACKENDS, default=None,
+        "--backend",
+        choices=BACKENDS,
+        default=None,
         help="the model family that scores --model (default: recognised from it, `hardpos zoo` lists them). "
         "--model FILE --backend open_clip scores the checkpoint with open_clip itself instead of converting it to "
         "CLIPModel: any open_clip architecture (ResNet image towers, Hugging Face text towers), open_clip's transforms "
@@ -103,10 +125,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "open_clip:hf-hub:ORG/REPO is scored by open_clip without it",
     )
     checkpoint.add_argument(
-        "--native", dest="backend", action="store_const", const="open_clip", help="the same as --backend open_clip",
+        "--native",
+        dest="backend",
+        action="store_const",
+        const="open_clip",
+        help="the same as --backend open_clip",
     )
     parser.add_argument(
-        "--task", default=None, metavar="TASK",
+        "--task",
+        default=None,
+        metavar="TASK",
         help="override the task recognised from the data (hard_positive, caption_selection, winoground, "
         "zeroshot_classification, zeroshot_retrieval, ...; docs/benchmarks.md, Benchmarks)",
     )
@@ -116,7 +144,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--split", default="test")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument(
-        "--num-workers", type=int, default=None,
+        "--num-workers",
+        type=int,
+        default=None,
         help="DataLoader workers decoding images (default: the CPU cores this process may use, at most 16; "
         "scores do not depend on it)",
     )
@@ -130,26 +160,43 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--allow-tf32", action="store_true", help="allow TF32 matmuls/convolutions on CUDA")
     parser.add_argument(
-        "--image-backend", choices=IMAGE_BACKENDS, default=DEFAULT_IMAGE_BACKEND,
+        "--image-backend",
+        choices=IMAGE_BACKENDS,
+        default=DEFAULT_IMAGE_BACKEND,
         help="transformers image-processor backend (pixels differ slightly between them; recorded and part of every "
         "resume and cache key). Default: pil, whatever else is installed",
     )
     parser.add_argument(
-        "--protocol", choices=PROTOCOLS, default="default",
+        "--protocol",
+        choices=PROTOCOLS,
+        default="default",
         help="paper: score as the paper's code did (the checkpoint's own preprocessing with torchvision's crop "
         "offsets; float16 weights for OpenAI checkpoints on CUDA, as clip.load; strict ties). Default: fp32, "
         "the model's transformers image processor (docs/evaluation.md, Numbers that cannot silently drift)",
     )
-    parser.add_argument("--max-rows", type=int, default=None, help="evaluate only the first N rows per config")
     parser.add_argument(
-        "--bootstrap", type=int, default=0, metavar="N",
+        "--max-rows", type=int, default=None, help="evaluate only the first N rows per config"
+    )
+    parser.add_argument(
+        "--bootstrap",
+        type=int,
+        default=0,
+        metavar="N",
         help="95%% intervals by a bootstrap of N resamples over images instead of the Wilson interval every rate gets "
         "by default; computed from the saved per-row scores, so changing it never rescores",
     )
-    parser.add_argument("--output-dir", "--output", dest="output", default=None, metavar="DIR",
-                        help="folder for metrics.json and per-row scores (required for --suite)")
     parser.add_argument(
-        "--no-resume", action="store_true", help="recompute what --output-dir already holds from the same inputs"
+        "--output-dir",
+        "--output",
+        dest="output",
+        default=None,
+        metavar="DIR",
+        help="folder for metrics.json and per-row scores (required for --suite)",
+    )
+    parser.add_argument(
+        "--no-resume",
+        action="store_true",
+        help="recompute what --output-dir already holds from the same inputs",
     )
     parser.add_argument(
         "--cache-dir",
@@ -158,7 +205,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "input is encoded once across datasets and runs",
     )
     parser.add_argument(
-        "--no-progress", "--quiet", dest="no_progress", action="store_true",
+        "--no-progress",
+        "--quiet",
+        dest="no_progress",
+        action="store_true",
         help="no progress bars at all, datasets' and transformers' included (off a terminal, bars print one line "
         "every few seconds)",
     )
@@ -204,9 +254,17 @@ def _run_options(args: argparse.Namespace, **changes):
     from ..evaluation.options import RunOptions
 
     options = RunOptions(
-        batch_size=args.batch_size, num_workers=args.num_workers, device=args.device, precision=args.dtype,
-        allow_tf32=args.allow_tf32, image_backend=args.image_backend, protocol=args.protocol, max_rows=args.max_rows,
-        bootstrap_samples=args.bootstrap, cache_dir=args.cache_dir, resume=not args.no_resume,
+        batch_size=args.batch_size,
+        num_workers=args.num_workers,
+        device=args.device,
+        precision=args.dtype,
+        allow_tf32=args.allow_tf32,
+        image_backend=args.image_backend,
+        protocol=args.protocol,
+        max_rows=args.max_rows,
+        bootstrap_samples=args.bootstrap,
+        cache_dir=args.cache_dir,
+        resume=not args.no_resume,
         progress=not args.no_progress,
     ).replace(**changes)
     options.check()
@@ -250,7 +308,9 @@ def _run_one_model(args: argparse.Namespace, pixels, workers) -> int:
     pick_device(args.device)  # refuses a device that is not there before anything is loaded
     conversion, activations = _conversion_options(args)
     if args.backend:
-        args.model, conversion["open_clip_config"] = _backend_model(args.backend, args.model, conversion["open_clip_config"])
+        args.model, conversion["open_clip_config"] = _backend_model(
+            args.backend, args.model, conversion["open_clip_config"]
+        )
     # Before any data is read: these refusals take seconds, not a dataset load.
     check_model_options(args.model, conversion["open_clip_config"], args.activation, conversion["tokenizer"])
     require_model_exists(args.model)
@@ -259,8 +319,12 @@ def _run_one_model(args: argparse.Namespace, pixels, workers) -> int:
     def options_for(activation: str | None):
         """With two activations, each log line says which run it belongs to."""
         log = (lambda message: print(f"[{activation}] {message}")) if compare else print
-        return _run_options(args, log=log, preset=_paper_preset(args.preset, activation),
-                            make_scorer=scorer_factory(pixels, workers, _model_spec(args.model, conversion, activation)))
+        return _run_options(
+            args,
+            log=log,
+            preset=_paper_preset(args.preset, activation),
+            make_scorer=scorer_factory(pixels, workers, _model_spec(args.model, conversion, activation)),
+        )
 
     def output_for(activation: str | None) -> str | None:
         """`--activation both` keeps one folder per activation, so resume and metrics.json stay per model."""
@@ -270,24 +334,48 @@ def _run_one_model(args: argparse.Namespace, pixels, workers) -> int:
 
     if args.suite is None:
         task = args.task or detect_task(args.dataset, args.split, args.configs)
-        reports = {activation: evaluate_model(args.model, args.dataset, args.configs, args.split, task=task,
-                                              output_dir=output_for(activation), options=options_for(activation),
-                                              activation=activation, **conversion)
-                   for activation in activations}
+        reports = {
+            activation: evaluate_model(
+                args.model,
+                args.dataset,
+                args.configs,
+                args.split,
+                task=task,
+                output_dir=output_for(activation),
+                options=options_for(activation),
+                activation=activation,
+                **conversion,
+            )
+            for activation in activations
+        }
         print(activation_comparison_table(reports) if compare else next(iter(reports.values())).table())
         # A --max-rows run may have gone beside a fuller result: name the folder it really wrote.
-        _print_written(args.output, [r.output_dir for r in reports.values()], "metrics.json and per-row scores")
+        _print_written(
+            args.output, [r.output_dir for r in reports.values()], "metrics.json and per-row scores"
+        )
         if pixels is not None:
             print(_pixel_line(pixels, workers))
         return 0
     if args.output is None:
-        raise UserInputError("--output-dir is required for --suite (results are saved per dataset, to resume)")
+        raise UserInputError(
+            "--output-dir is required for --suite (results are saved per dataset, to resume)"
+        )
     if args.protocol != "default":
-        raise UserInputError("--protocol applies to a dataset evaluated on its own (--dataset), not to --suite")
+        raise UserInputError(
+            "--protocol applies to a dataset evaluated on its own (--dataset), not to --suite"
+        )
     entries = load_suite(args.suite)
-    suite_reports = {activation: run_suite(args.model, entries, output_dir=output_for(activation),
-                                           options=options_for(activation), activation=activation, **conversion)
-                     for activation in activations}
+    suite_reports = {
+        activation: run_suite(
+            args.model,
+            entries,
+            output_dir=output_for(activation),
+            options=options_for(activation),
+            activation=activation,
+            **conversion,
+        )
+        for activation in activations
+    }
     first = next(iter(suite_reports.values()))
     print(activation_comparison_suite_table(suite_reports) if compare else first.table())
     _print_written(args.output, [output_for(a) for a in activations], "metrics.json")
@@ -335,7 +423,9 @@ def _pixel_store(args: argparse.Namespace, several: bool):
     try:
         return PixelStore(args.pixel_cache, max_disk_bytes=bound)
     except OSError as err:
-        raise UserInputError(f"--pixel-cache {args.pixel_cache}: cannot use it ({err.strerror or err})") from err
+        raise UserInputError(
+            f"--pixel-cache {args.pixel_cache}: cannot use it ({err.strerror or err})"
+        ) from err
 
 
 def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) -> int:
@@ -351,7 +441,11 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
 
     if args.output is None:
         raise UserInputError("--output-dir is required with several models (each gets OUT/<name>/)")
-    for option, value in (("--preset", args.preset), ("--backend", args.backend), ("--activation both", args.activation == BOTH)):
+    for option, value in (
+        ("--preset", args.preset),
+        ("--backend", args.backend),
+        ("--activation both", args.activation == BOTH),
+    ):
         if value:
             raise UserInputError(f"{option} applies to one model; run that model on its own")
     if args.task is not None and args.task not in TASKS:
@@ -365,17 +459,33 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
         require_dataset_exists(args.dataset)
         task = args.task or detect_task(args.dataset, args.split, args.configs)
     elif args.protocol != "default":
-        raise UserInputError("--protocol applies to a dataset evaluated on its own (--dataset), not to --suite")
+        raise UserInputError(
+            "--protocol applies to a dataset evaluated on its own (--dataset), not to --suite"
+        )
     else:
         entries = load_suite(args.suite)
 
     def run_one(model: str, folder: Path, log):
-        options = _run_options(args, log=log,
-                               make_scorer=scorer_factory(pixels, workers, _model_spec(model, conversion, args.activation)))
+        options = _run_options(
+            args,
+            log=log,
+            make_scorer=scorer_factory(pixels, workers, _model_spec(model, conversion, args.activation)),
+        )
         if args.dataset is not None:
-            return evaluate_model(model, args.dataset, args.configs, args.split, task=task, output_dir=folder,
-                                  options=options, activation=args.activation, **conversion)
-        return run_suite(model, entries, output_dir=folder, options=options, activation=args.activation, **conversion)
+            return evaluate_model(
+                model,
+                args.dataset,
+                args.configs,
+                args.split,
+                task=task,
+                output_dir=folder,
+                options=options,
+                activation=args.activation,
+                **conversion,
+            )
+        return run_suite(
+            model, entries, output_dir=folder, options=options, activation=args.activation, **conversion
+        )
 
     run = evaluate_models(models, run_one, args.output)
     for model, outcome in run.outcomes.items():
@@ -383,8 +493,12 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
         print(outcome.report.table() if outcome.error is None else f"FAILED: {outcome.error}")
     print(f"\n=== all models (first = reference A) ===\n{_comparison_table(run)}")
     print(_pixel_line(pixels, workers))
-    _print_written(args.output, [o.folder for o in run.outcomes.values() if o.error is None], "each model's outputs")
-    failed = run.failed + [n for n, o in run.outcomes.items() if o.error is None and getattr(o.report, "failed", None)]
+    _print_written(
+        args.output, [o.folder for o in run.outcomes.values() if o.error is None], "each model's outputs"
+    )
+    failed = run.failed + [
+        n for n, o in run.outcomes.items() if o.error is None and getattr(o.report, "failed", None)
+    ]
     if failed:
         print(f"hardpos eval: error: incomplete, failed: {', '.join(failed)}", file=sys.stderr)
         return 1
@@ -424,7 +538,9 @@ def _backend_model(backend: str, model: str, open_clip_config: str | None) -> tu
 
     model, open_clip_config = BACKENDS[backend].checkpoint_model(model, open_clip_config)
     if backend_for(model).name != backend:
-        raise UserInputError(f"--model {model} is a {backend_for(model).name} model, not one for --backend {backend}")
+        raise UserInputError(
+            f"--model {model} is a {backend_for(model).name} model, not one for --backend {backend}"
+        )
     return model, open_clip_config
 
 

@@ -28,19 +28,39 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     parser = add_command(subparsers, __name__, run)
     parser.add_argument("run", metavar="RUN", help="output folder of hardpos eval / --suite / fine-tuning")
-    parser.add_argument("--baseline", action="append", default=[], metavar="RUN0",
-                        help="a run to compare with (repeatable): shown beside RUN with paired tests on the same "
-                        "rows; for a fine-tuning RUN, the base model's eval run is drawn at step 0")
+    parser.add_argument(
+        "--baseline",
+        action="append",
+        default=[],
+        metavar="RUN0",
+        help="a run to compare with (repeatable): shown beside RUN with paired tests on the same "
+        "rows; for a fine-tuning RUN, the base model's eval run is drawn at step 0",
+    )
     parser.add_argument("--output", default=None, help=f"the HTML file to write (default: RUN/{REPORT_NAME})")
-    parser.add_argument("--bootstrap", type=int, default=DEFAULT_RESAMPLES,
-                        help="resamples for the paired tests and for intervals a run did not save (over images)")
-    parser.add_argument("--examples", type=int, default=NUM_EXAMPLES,
-                        help="how many of the most confidently brittle rows to show")
-    parser.add_argument("--min-rows", type=int, default=MIN_ROWS,
-                        help="a replacement is listed (and can be the worst type) only with at least this many rows")
-    parser.add_argument("--fetch-data", action="store_true",
-                        help="download the Hub dataset a run names (at its recorded revision) to show its captions; "
-                             "without it only local folders are read")
+    parser.add_argument(
+        "--bootstrap",
+        type=int,
+        default=DEFAULT_RESAMPLES,
+        help="resamples for the paired tests and for intervals a run did not save (over images)",
+    )
+    parser.add_argument(
+        "--examples",
+        type=int,
+        default=NUM_EXAMPLES,
+        help="how many of the most confidently brittle rows to show",
+    )
+    parser.add_argument(
+        "--min-rows",
+        type=int,
+        default=MIN_ROWS,
+        help="a replacement is listed (and can be the worst type) only with at least this many rows",
+    )
+    parser.add_argument(
+        "--fetch-data",
+        action="store_true",
+        help="download the Hub dataset a run names (at its recorded revision) to show its captions; "
+        "without it only local folders are read",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,8 +80,14 @@ def run(args: argparse.Namespace) -> int:
         raise UserInputError(f"--examples must be >= 0, got {args.examples}")
     target_run = load_run(args.run)
     baselines = [load_run(folder) for folder in args.baseline]
-    page = build_report(target_run, baselines=baselines, resamples=args.bootstrap, examples=args.examples,
-                        min_rows=args.min_rows, fetch_data=args.fetch_data)
+    page = build_report(
+        target_run,
+        baselines=baselines,
+        resamples=args.bootstrap,
+        examples=args.examples,
+        min_rows=args.min_rows,
+        fetch_data=args.fetch_data,
+    )
     target = write_output(output, page)
     print(f"wrote {target} ({len(page.encode()) / 1e6:.2f} MB, self-contained)")
     return 0

@@ -72,7 +72,9 @@ def _dataset_train(data_args) -> tuple[Dataset, dict[str, str | None], dict[str,
         return (train, {"config": identity["config"], "split": data_args.train_split},
                 {"train": f"local folder, data files sha256 {identity['sha256'][:12]}"})  # fmt: skip
     # Through the builder, whose hash is the Hub commit the rows were read from.
-    builder = load_dataset_builder(data_args.dataset, data_args.dataset_config, revision=data_args.dataset_revision)
+    builder = load_dataset_builder(
+        data_args.dataset, data_args.dataset_config, revision=data_args.dataset_revision
+    )
     builder.download_and_prepare()
     identity = {"config": builder.config.name, "split": data_args.train_split,
                 "revision": f"commit {builder.hash}" if builder.hash else None}  # fmt: skip
@@ -93,7 +95,9 @@ def load_data(data_args, training_args):
     for spec in data_args.eval_datasets:
         name, path, config, split = parse_eval_spec(spec, data_args.eval_split)
         if name in evals:
-            raise UserInputError(f"--eval_datasets: two entries are named {name!r}; name one with 'other={spec}'")
+            raise UserInputError(
+                f"--eval_datasets: two entries are named {name!r}; name one with 'other={spec}'"
+            )
         # The trainer recognises the benchmark and loads it before training starts.
         evals[name] = BenchmarkEvalSet(
             path, configs=[config] if config else None, split=split, max_rows=data_args.max_eval_samples
@@ -122,7 +126,9 @@ def check_inputs(model_args, data_args) -> None:
         raise UserInputError("--model_name_or_path is required (a Hub id or local folder of a CLIP model), or a "
                              "recipe that names one")  # fmt: skip
     if looks_like_path(model) and not Path(model).expanduser().exists():
-        raise UserInputError(f"--model_name_or_path {model}: no such local folder (a Hub id looks like owner/name)")
+        raise UserInputError(
+            f"--model_name_or_path {model}: no such local folder (a Hub id looks like owner/name)"
+        )
     require_dataset_exists(data_args.dataset)
     for spec in data_args.eval_datasets:
         require_dataset_exists(parse_eval_spec(spec, data_args.eval_split)[1])
@@ -152,7 +158,9 @@ def _recipe_report(recipe, model_args, data_args, training_args):
     per_device, processes, accumulation = batch_layout(training_args)
     report = recipe.report(all_arguments(model_args, data_args, training_args), per_device=per_device,
                            processes=processes, accumulation=accumulation)  # fmt: skip
-    logger.info("recipe %s v%s (%s); global batch %s", recipe.name, recipe.version, recipe.path, report.global_batch)
+    logger.info(
+        "recipe %s v%s (%s); global batch %s", recipe.name, recipe.version, recipe.path, report.global_batch
+    )
     for line in report.deviations:
         logger.warning("deviation from recipe %s: %s", recipe.name, line)
     return report
@@ -189,13 +197,17 @@ def _train(model_args, data_args, training_args, recipe) -> dict[str, float]:
 
     output_folder.refuse_links(training_args.output_dir, "--output_dir")  # the Trainer's saves open names
     resume = checkpoint_to_resume(training_args.output_dir, training_args.resume_from_checkpoint)
-    recipe_report = _recipe_report(recipe, model_args, data_args, training_args) if recipe is not None else None
+    recipe_report = (
+        _recipe_report(recipe, model_args, data_args, training_args) if recipe is not None else None
+    )
     model_path = model_args.model_name_or_path
     refuse_remote_code(model_path)
     try:
         model = CLIPModel.from_pretrained(model_path, trust_remote_code=False)
         # The backend named, as `hardpos eval` does (`image_processing`): no fallback warning, the same pixels.
-        processor = CLIPProcessor.from_pretrained(model_path, backend=DEFAULT_IMAGE_BACKEND, trust_remote_code=False)
+        processor = CLIPProcessor.from_pretrained(
+            model_path, backend=DEFAULT_IMAGE_BACKEND, trust_remote_code=False
+        )
     except OSError as error:  # a Hub id that cannot be reached (or is not there), a folder without a model
         raise UserInputError(f"--model_name_or_path {model_path}: cannot load it ({first_line(error)}); "
                              f"{_local_folder_note(model_path)}") from None  # fmt: skip
@@ -250,7 +262,9 @@ def _demo_run(argv: list[str], prog: str | None) -> dict[str, float] | None:
         return None
     parser = argparse.ArgumentParser(prog=prog, add_help=False)
     for name in _DEMO_FLAGS:
-        parser.add_argument(f"--{name}", f"--{name.replace('_', '-')}", nargs="+" if name == "demo_dir" else None)
+        parser.add_argument(
+            f"--{name}", f"--{name.replace('_', '-')}", nargs="+" if name == "demo_dir" else None
+        )
     known, unknown = parser.parse_known_args(argv)
     if unknown:
         raise UserInputError(f"{' '.join(unknown)}: without --dataset, hardpos train is the demo's hp+hn fine-tune, "

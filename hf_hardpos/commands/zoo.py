@@ -14,12 +14,24 @@ import textwrap
 
 from ..command_parsers import add_command
 
-TABLE8_HEADER = ("preset", "Table 8 row", "route", "--model", "weights", "paper loaded it with", "published REPLACE",
-                 "published SWAP", "cite", "license")
+TABLE8_HEADER = (
+    "preset",
+    "Table 8 row",
+    "route",
+    "--model",
+    "weights",
+    "paper loaded it with",
+    "published REPLACE",
+    "published SWAP",
+    "cite",
+    "license",
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    add_command(subparsers, __name__, run).add_argument("--markdown", action="store_true", help="print a Markdown table")
+    add_command(subparsers, __name__, run).add_argument(
+        "--markdown", action="store_true", help="print a Markdown table"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,8 +74,16 @@ def table8_rows() -> list[list[str]]:
 
     return [
         [
-            p.name, p.row, p.route, p.model or "-", p.weights, p.paper_loader, _published(p.row, "replace"),
-            _published(p.row, "swap"), p.citation, p.license,
+            p.name,
+            p.row,
+            p.route,
+            p.model or "-",
+            p.weights,
+            p.paper_loader,
+            _published(p.row, "replace"),
+            _published(p.row, "swap"),
+            p.citation,
+            p.license,
         ]
         for p in PRETRAINED_PRESETS.values()
     ]
@@ -73,7 +93,10 @@ def _published(row: str, benchmark: str) -> str:
     """The paper's orig / aug / brittleness for `row` (percent, from `hf_hardpos.published`), or why not."""
     from ..published import lookup
 
-    figures = [lookup(row, benchmark, metric) for metric in ("original_accuracy", "augmented_accuracy", "brittleness")]
+    figures = [
+        lookup(row, benchmark, metric)
+        for metric in ("original_accuracy", "augmented_accuracy", "brittleness")
+    ]
     if any(f is None for f in figures):
         return "not typed"
     return " / ".join(f"{f.value:.1f}" for f in figures)

@@ -30,14 +30,20 @@ def entry_size(archive: zipfile.ZipFile, name: str, where: str, expected: int | 
     info = archive.getinfo(name)
     size = info.file_size
     if expected is not None and size != expected:
-        raise UserInputError(f"checkpoint {where}: entry {name} declares {size} bytes, its tensor needs {expected}")
+        raise UserInputError(
+            f"checkpoint {where}: entry {name} declares {size} bytes, its tensor needs {expected}"
+        )
     if expected is None and size > MAX_METADATA_BYTES:
-        raise UserInputError(f"checkpoint {where}: entry {name} declares {size} bytes, more than any checkpoint's "
-                             f"metadata ({MAX_METADATA_BYTES} bytes)")
+        raise UserInputError(
+            f"checkpoint {where}: entry {name} declares {size} bytes, more than any checkpoint's "
+            f"metadata ({MAX_METADATA_BYTES} bytes)"
+        )
     stored = info.compress_type == zipfile.ZIP_STORED
     if (stored and info.compress_size != size) or size > MAX_COMPRESSION_RATIO * max(info.compress_size, 1):
-        raise UserInputError(f"checkpoint {where}: entry {name} declares {size} bytes from {info.compress_size} "
-                             "compressed (a decompression bomb, or a damaged archive)")
+        raise UserInputError(
+            f"checkpoint {where}: entry {name} declares {size} bytes from {info.compress_size} "
+            "compressed (a decompression bomb, or a damaged archive)"
+        )
     return size
 
 

@@ -107,8 +107,14 @@ def resolve_model(
         try:
             convert_checkpoint(
                 # The user's `activation` (None: the config's), so conversion.json and the card say where it came from.
-                checkpoint, partial, open_clip_config=config, activation=activation, tokenizer=tokenizer,
-                verify=False, sha256=digest, progress=progress,
+                checkpoint,
+                partial,
+                open_clip_config=config,
+                activation=activation,
+                tokenizer=tokenizer,
+                verify=False,
+                sha256=digest,
+                progress=progress,
             )
             shutil.rmtree(target, ignore_errors=True)  # an incomplete folder left by a crash
             try:
@@ -140,8 +146,15 @@ def check_model_options(
         if open_clip_config is None:
             _require_config_unless_openai(path)
         return True
-    given = [name for name, value in (("--open-clip-config", open_clip_config), ("--activation", activation),
-                                      ("--tokenizer", tokenizer)) if value is not None]
+    given = [
+        name
+        for name, value in (
+            ("--open-clip-config", open_clip_config),
+            ("--activation", activation),
+            ("--tokenizer", tokenizer),
+        )
+        if value is not None
+    ]
     if not path.exists() and path.suffix in CHECKPOINT_SUFFIXES:  # else it would be looked up as a Hub id
         raise UserInputError(f"checkpoint {model}: no such file")
     if given:

@@ -25,7 +25,9 @@ from .open_clip_config import (
 from .state_dict import load_into_clip_model, load_state_dict, to_clip_state_dict
 from .tokenizer import load_clip_tokenizer, tokenizer_source
 
-NOT_VERIFIED = "not requested (`hardpos convert --no-verify`, or converted for `hardpos eval`, which does not verify)"
+NOT_VERIFIED = (
+    "not requested (`hardpos convert --no-verify`, or converted for `hardpos eval`, which does not verify)"
+)
 
 
 @dataclass
@@ -56,7 +58,11 @@ class ConversionResult:
             "tokenizer": self.tokenizer,
             "lora": None
             if self.lora is None
-            else {"rank": self.lora.rank, "alpha": self.lora.alpha, "merged_weights": self.lora.merged_weights},
+            else {
+                "rank": self.lora.rank,
+                "alpha": self.lora.alpha,
+                "merged_weights": self.lora.merged_weights,
+            },
             "verification": self.verification,
             "verification_skipped": self.verification_skipped,
             "preset": self.preset,
@@ -83,7 +89,9 @@ def _processor(config: OpenClipConfig, tokenizer):
     from transformers import CLIPImageProcessor, CLIPProcessor
 
     size = config.vision.image_size
-    image_processor = CLIPImageProcessor(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
+    image_processor = CLIPImageProcessor(
+        size={"shortest_edge": size}, crop_size={"height": size, "width": size}
+    )
     return CLIPProcessor(image_processor=image_processor, tokenizer=tokenizer)
 
 
@@ -184,7 +192,9 @@ def convert_checkpoint(
     model.save_pretrained(output_dir)
     _processor(config, clip_tokenizer).save_pretrained(output_dir)
     converted_model_card(result).save(output_dir / "README.md")
-    (output_dir / MARKER).write_text(json.dumps(result.to_dict(), indent=2) + "\n")  # written last: "complete"
+    (output_dir / MARKER).write_text(
+        json.dumps(result.to_dict(), indent=2) + "\n"
+    )  # written last: "complete"
     return result
 
 
@@ -192,7 +202,9 @@ def _clip_model(config: OpenClipConfig, activation: str, tokenizer, clip_state: 
     """A `CLIPModel` of `config` built with `activation` and the tokenizer's special ids, holding `clip_state`."""
     from transformers import CLIPModel
 
-    clip_config = config.to_clip_config(activation, tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    clip_config = config.to_clip_config(
+        activation, tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id
+    )
     model = CLIPModel(clip_config).eval()
     load_into_clip_model(model, clip_state, where)
     return model
@@ -201,8 +213,10 @@ def _clip_model(config: OpenClipConfig, activation: str, tokenizer, clip_state: 
 def _check_output_dir(checkpoint: Path, output_dir: Path, overwrite: bool) -> None:
     """Refuse a folder that holds the checkpoint (save_pretrained may write over it) or other files."""
     if checkpoint.resolve().is_relative_to(output_dir.resolve()):
-        raise UserInputError(f"checkpoint {checkpoint} is inside --output-dir {output_dir}, which the conversion "
-                             "writes; choose another folder")
+        raise UserInputError(
+            f"checkpoint {checkpoint} is inside --output-dir {output_dir}, which the conversion "
+            "writes; choose another folder"
+        )
     if output_dir.exists() and any(output_dir.iterdir()) and not overwrite:
         raise UserInputError(f"--output-dir {output_dir} is not empty; choose a new folder (or --overwrite)")
 
@@ -219,4 +233,3 @@ def _config(checkpoint: Path, open_clip_config, state: dict, kind: str) -> OpenC
     if isinstance(open_clip_config, OpenClipConfig):
         return open_clip_config
     return load_open_clip_config(open_clip_config)
-

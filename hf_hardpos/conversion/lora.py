@@ -44,7 +44,10 @@ def _base_weight_key(key_a: str) -> str:
 
 
 def merge_tsvlc_lora(
-    state: dict[str, torch.Tensor], rank: int = TSVLC_RANK, alpha: float = TSVLC_ALPHA, where: str = "checkpoint"
+    state: dict[str, torch.Tensor],
+    rank: int = TSVLC_RANK,
+    alpha: float = TSVLC_ALPHA,
+    where: str = "checkpoint",
 ) -> tuple[dict[str, torch.Tensor], LoraMerge]:
     """Return the state dict with every LoRA pair merged into its weight, and a summary.
 
@@ -57,7 +60,9 @@ def merge_tsvlc_lora(
     a_keys = [k for k in lora_keys if k.endswith("lora_A")]
     stray = [k for k in lora_keys if not k.endswith(("lora_A", "lora_B"))]
     if stray:
-        raise UserInputError(f"{where}: unknown LoRA entries {stray[:5]} (expected only *lora_A / *lora_B pairs)")
+        raise UserInputError(
+            f"{where}: unknown LoRA entries {stray[:5]} (expected only *lora_A / *lora_B pairs)"
+        )
     orphans = [k for k in lora_keys if k.endswith("lora_B") and k[:-1] + "A" not in state]
     orphans += [k for k in a_keys if k[:-1] + "B" not in state]
     if orphans:
@@ -77,7 +82,10 @@ def merge_tsvlc_lora(
                 f"{where}: {key_a} has shape {list(lora_a.shape)}; with --lora-rank {rank} expected {rank * k} rows"
                 + (f" (the file looks like rank {lora_a.shape[0] // k})" if lora_a.dim() == 2 else "")
             )
-        out_rows, in_cols = weight.shape[0] * k, (weight.shape[1] * k if weight.dim() == 4 else weight.shape[1])
+        out_rows, in_cols = (
+            weight.shape[0] * k,
+            (weight.shape[1] * k if weight.dim() == 4 else weight.shape[1]),
+        )
         if tuple(lora_b.shape) != (out_rows, lora_a.shape[0]) or lora_a.shape[1] != in_cols:
             raise UserInputError(
                 f"{where}: LoRA shapes {key_b} {list(lora_b.shape)} @ {key_a} {list(lora_a.shape)} do not give "

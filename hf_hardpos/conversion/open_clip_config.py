@@ -57,20 +57,46 @@ _REFUSED_TEXT = {
     "hf_tokenizer_name": None,  # a non-CLIP tokenizer
 }
 # Options that must hold one value CLIPModel computes.
-_REQUIRED_VALUES_VISION = {"pool_type": ("tok",), "pos_embed_type": ("learnable",), "block_type": (None, "default")}
+_REQUIRED_VALUES_VISION = {
+    "pool_type": ("tok",),
+    "pos_embed_type": ("learnable",),
+    "block_type": (None, "default"),
+}
 _REQUIRED_VALUES_TEXT = {"pool_type": ("argmax",), "proj_type": ("linear",), "block_type": (None, "default")}
 # Options with no effect on an inference forward pass of a supported model.
 _IGNORED_VISION = {
-    "patch_dropout", "output_tokens", "attn_pooler_queries", "attn_pooler_heads", "timm_model_pretrained",
-    "timm_pool", "timm_proj", "timm_proj_bias", "timm_drop", "timm_drop_path",
+    "patch_dropout",
+    "output_tokens",
+    "attn_pooler_queries",
+    "attn_pooler_heads",
+    "timm_model_pretrained",
+    "timm_pool",
+    "timm_proj",
+    "timm_proj_bias",
+    "timm_drop",
+    "timm_drop_path",
 }
 _IGNORED_TEXT = {
-    "output_tokens", "pad_id", "eos_id", "tokenizer_mode", "tokenizer_kwargs", "hf_model_pretrained",
-    "hf_proj_type", "hf_pooler_type",
+    "output_tokens",
+    "pad_id",
+    "eos_id",
+    "tokenizer_mode",
+    "tokenizer_kwargs",
+    "hf_model_pretrained",
+    "hf_proj_type",
+    "hf_pooler_type",
 }
 _SHAPE_VISION = {"layers", "width", "head_width", "mlp_ratio", "patch_size", "image_size", "norm_kwargs"}
 _SHAPE_TEXT = {"context_length", "vocab_size", "width", "heads", "layers", "mlp_ratio", "norm_kwargs"}
-_TOP_LEVEL = {"embed_dim", "quick_gelu", "vision_cfg", "text_cfg", "init_logit_scale", "custom_text", "cast_dtype"}
+_TOP_LEVEL = {
+    "embed_dim",
+    "quick_gelu",
+    "vision_cfg",
+    "text_cfg",
+    "init_logit_scale",
+    "custom_text",
+    "cast_dtype",
+}
 
 
 @dataclass(frozen=True)
@@ -196,7 +222,9 @@ def _norm_eps(section: str, cfg: dict) -> None:
     norm = cfg.get("norm_kwargs") or {}
     eps = norm.get("eps", LAYER_NORM_EPS)
     if set(norm) - {"eps"} or abs(eps - LAYER_NORM_EPS) > 0:
-        raise UserInputError(f"open_clip option {section}.norm_kwargs={norm!r} is not supported (CLIPModel: eps 1e-5)")
+        raise UserInputError(
+            f"open_clip option {section}.norm_kwargs={norm!r} is not supported (CLIPModel: eps 1e-5)"
+        )
 
 
 def _int(section: str, cfg: dict, key: str, default=None) -> int:
@@ -211,7 +239,9 @@ def parse_open_clip_config(cfg: dict, source: str) -> OpenClipConfig:
     if not isinstance(cfg, dict):
         raise UserInputError(f"{source}: an open_clip model config must be a JSON object")
     if "multimodal_cfg" in cfg:
-        raise UserInputError(f"{source}: a CoCa config (multimodal_cfg) is not a CLIPModel; cannot convert it")
+        raise UserInputError(
+            f"{source}: a CoCa config (multimodal_cfg) is not a CLIPModel; cannot convert it"
+        )
     for key in cfg:
         if key not in _TOP_LEVEL:
             if key == "init_logit_bias":
@@ -225,7 +255,9 @@ def parse_open_clip_config(cfg: dict, source: str) -> OpenClipConfig:
                 f"{source}: unknown top-level open_clip option {key!r}; refusing to guess what it does"
             )
     if cfg.get("custom_text"):
-        raise UserInputError(f"{source}: open_clip option custom_text=True (a separate text tower) is not supported")
+        raise UserInputError(
+            f"{source}: open_clip option custom_text=True (a separate text tower) is not supported"
+        )
     missing = [k for k in ("embed_dim", "vision_cfg", "text_cfg") if k not in cfg]
     if missing:
         raise UserInputError(f"{source}: the open_clip model config lacks {missing}")
@@ -235,7 +267,9 @@ def parse_open_clip_config(cfg: dict, source: str) -> OpenClipConfig:
             f"{source}: vision_cfg.layers={vision_cfg['layers']!r} is a ResNet tower; only ViT towers convert to "
             "CLIPModel"
         )
-    _check_options("vision_cfg", vision_cfg, _REFUSED_VISION, _REQUIRED_VALUES_VISION, _IGNORED_VISION, _SHAPE_VISION)
+    _check_options(
+        "vision_cfg", vision_cfg, _REFUSED_VISION, _REQUIRED_VALUES_VISION, _IGNORED_VISION, _SHAPE_VISION
+    )
     _check_options("text_cfg", text_cfg, _REFUSED_TEXT, _REQUIRED_VALUES_TEXT, _IGNORED_TEXT, _SHAPE_TEXT)
     _norm_eps("vision_cfg", vision_cfg)
     _norm_eps("text_cfg", text_cfg)
@@ -250,7 +284,9 @@ def parse_open_clip_config(cfg: dict, source: str) -> OpenClipConfig:
     vision_width = _int("vision_cfg", vision_cfg, "width", 768)
     head_width = _int("vision_cfg", vision_cfg, "head_width", 64)
     if vision_width % head_width:
-        raise UserInputError(f"{source}: vision_cfg.width {vision_width} is not a multiple of head_width {head_width}")
+        raise UserInputError(
+            f"{source}: vision_cfg.width {vision_width} is not a multiple of head_width {head_width}"
+        )
     text_width = _int("text_cfg", text_cfg, "width", 512)
     text_heads = _int("text_cfg", text_cfg, "heads", 8)
     if text_width % text_heads:
@@ -304,7 +340,9 @@ def load_open_clip_config(name_or_json: str | Path | dict) -> OpenClipConfig:
     if text in KNOWN_CONFIGS:
         return parse_open_clip_config(KNOWN_CONFIGS[text], text)
     if text.startswith(("RN", "coca_")):
-        raise UserInputError(f"--config {text}: ResNet and CoCa models are not CLIPModel; cannot convert them")
+        raise UserInputError(
+            f"--config {text}: ResNet and CoCa models are not CLIPModel; cannot convert them"
+        )
     try:
         import open_clip  # optional: knows every name it ships
     except Exception:  # ImportError, or torchvision failing to load beside a CPU torch
@@ -323,9 +361,13 @@ def config_from_openai_state_dict(state: dict, quick_gelu: bool = True) -> OpenC
         conv = state["visual.conv1.weight"]
         vision_width, patch = conv.shape[0], conv.shape[-1]
         grid = round((state["visual.positional_embedding"].shape[0] - 1) ** 0.5)
-        vision_layers = sum(1 for k in state if k.startswith("visual.") and k.endswith(".attn.in_proj_weight"))
+        vision_layers = sum(
+            1 for k in state if k.startswith("visual.") and k.endswith(".attn.in_proj_weight")
+        )
         text_width = state["ln_final.weight"].shape[0]
-        text_layers = sum(1 for k in state if k.startswith("transformer.") and k.endswith(".attn.in_proj_weight"))
+        text_layers = sum(
+            1 for k in state if k.startswith("transformer.") and k.endswith(".attn.in_proj_weight")
+        )
         cfg = {
             "embed_dim": int(state["text_projection"].shape[1]),
             "quick_gelu": quick_gelu,

@@ -28,9 +28,16 @@ RESAVE = (
 )
 # Storage classes named in a TorchScript pickle -> the dtype of their bytes.
 _STORAGE_DTYPES = {
-    "DoubleStorage": torch.float64, "FloatStorage": torch.float32, "HalfStorage": torch.float16,
-    "BFloat16Storage": torch.bfloat16, "LongStorage": torch.int64, "IntStorage": torch.int32,
-    "ShortStorage": torch.int16, "CharStorage": torch.int8, "ByteStorage": torch.uint8, "BoolStorage": torch.bool,
+    "DoubleStorage": torch.float64,
+    "FloatStorage": torch.float32,
+    "HalfStorage": torch.float16,
+    "BFloat16Storage": torch.bfloat16,
+    "LongStorage": torch.int64,
+    "IntStorage": torch.int32,
+    "ShortStorage": torch.int16,
+    "CharStorage": torch.int8,
+    "ByteStorage": torch.uint8,
+    "BoolStorage": torch.bool,
 }
 
 
@@ -57,7 +64,9 @@ def _script_class(qualified_name: str) -> type:
     return type("ScriptObject", (_ScriptObject,), {"qualified_name": qualified_name})
 
 
-def _rebuild_tensor(storage: torch.Tensor, offset: int, size, stride, requires_grad=False, hooks=None, metadata=None):
+def _rebuild_tensor(
+    storage: torch.Tensor, offset: int, size, stride, requires_grad=False, hooks=None, metadata=None
+):
     try:
         return torch.as_strided(storage, tuple(size), tuple(stride), offset)
     except (RuntimeError, TypeError) as err:
@@ -94,11 +103,15 @@ class _RestrictedUnpickler(pickle.Unpickler):
             return _STORAGE_DTYPES[name]
         if (module, name) in self._ALLOWED:
             return self._ALLOWED[(module, name)]
-        raise UserInputError(f"checkpoint {self.where}: data.pkl refers to {module}.{name}, which is not weights. {RESAVE}")
+        raise UserInputError(
+            f"checkpoint {self.where}: data.pkl refers to {module}.{name}, which is not weights. {RESAVE}"
+        )
 
     def persistent_load(self, saved_id):
         if not (isinstance(saved_id, tuple) and len(saved_id) == 5 and saved_id[0] == "storage"):
-            raise UserInputError(f"checkpoint {self.where}: unexpected storage reference {saved_id!r:.80}. {RESAVE}")
+            raise UserInputError(
+                f"checkpoint {self.where}: unexpected storage reference {saved_id!r:.80}. {RESAVE}"
+            )
         _, dtype, key, _location, numel = saved_id
         if not isinstance(dtype, torch.dtype):
             raise UserInputError(f"checkpoint {self.where}: storage {key} has no known dtype. {RESAVE}")
@@ -129,14 +142,22 @@ def read_torchscript_tensors(path: str | Path) -> dict[str, torch.Tensor]:
     where = str(path)
     try:
         with zipfile.ZipFile(path) as archive:
-            pickles = [name for name in archive.namelist() if name.endswith("/data.pkl") and name.count("/") == 1]
+            pickles = [
+                name for name in archive.namelist() if name.endswith("/data.pkl") and name.count("/") == 1
+            ]
             if len(pickles) != 1:
-                raise UserInputError(f"checkpoint {where}: expected one <name>/data.pkl in the TorchScript archive")
+                raise UserInputError(
+                    f"checkpoint {where}: expected one <name>/data.pkl in the TorchScript archive"
+                )
             prefix = pickles[0][: -len("data.pkl")]
             for metadata in (pickles[0], f"{prefix}byteorder"):
                 if metadata in archive.namelist():
                     entry_size(archive, metadata, where)
-            byteorder = archive.read(f"{prefix}byteorder").decode().strip() if f"{prefix}byteorder" in archive.namelist() else "little"
+            byteorder = (
+                archive.read(f"{prefix}byteorder").decode().strip()
+                if f"{prefix}byteorder" in archive.namelist()
+                else "little"
+            )
             if byteorder != sys.byteorder:
                 raise UserInputError(f"checkpoint {where}: saved on a {byteorder}-endian machine; {RESAVE}")
             with archive.open(pickles[0]) as handle:
@@ -147,9 +168,18 @@ def read_torchscript_tensors(path: str | Path) -> dict[str, torch.Tensor]:
         if str(err).startswith(f"checkpoint {where}"):
             raise
         raise UserInputError(f"checkpoint {where}: {err}") from None
-    except (TypeError, ValueError, AttributeError, IndexError, RecursionError, OSError) as err:  # crafted data.pkl
-        raise UserInputError(f"checkpoint {where}: data.pkl is not a TorchScript module's data "
-                             f"({type(err).__name__}: {first_line(err)})") from err
+    except (
+        TypeError,
+        ValueError,
+        AttributeError,
+        IndexError,
+        RecursionError,
+        OSError,
+    ) as err:  # crafted data.pkl
+        raise UserInputError(
+            f"checkpoint {where}: data.pkl is not a TorchScript module's data "
+            f"({type(err).__name__}: {first_line(err)})"
+        ) from err
     if not isinstance(root, _ScriptObject):
         raise UserInputError(f"checkpoint {where}: data.pkl does not hold a TorchScript module. {RESAVE}")
     try:
@@ -165,19 +195,27 @@ def load_torchscript_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     whose metadata contradicts its tensors is refused rather than converted.
     """
     state = read_torchscript_tensors(path)
-    scalars = {k: int(state.pop(k)) for k in ("input_resolution", "context_length", "vocab_size") if k in state}
+    scalars = {
+        k: int(state.pop(k)) for k in ("input_resolution", "context_length", "vocab_size") if k in state
+    }
     state = {k: v for k, v in state.items() if k.split(".")[-1] != "attn_mask"}  # a buffer, not a weight
     checks = {
         "context_length": lambda: state["positional_embedding"].shape[0],
         "vocab_size": lambda: state["token_embedding.weight"].shape[0],
-        "input_resolution": lambda: state["visual.conv1.weight"].shape[-1]
-        * round((state["visual.positional_embedding"].shape[0] - 1) ** 0.5),
+        "input_resolution": lambda: (
+            state["visual.conv1.weight"].shape[-1]
+            * round((state["visual.positional_embedding"].shape[0] - 1) ** 0.5)
+        ),
     }
     for key, value in scalars.items():
         try:
             actual = int(checks[key]())
         except KeyError as err:
-            raise UserInputError(f"checkpoint {path}: TorchScript archive lacks weight {err.args[0]!r}") from err
+            raise UserInputError(
+                f"checkpoint {path}: TorchScript archive lacks weight {err.args[0]!r}"
+            ) from err
         if actual != value:
-            raise UserInputError(f"checkpoint {path}: the archive's {key}={value} contradicts its weights ({actual})")
+            raise UserInputError(
+                f"checkpoint {path}: the archive's {key}={value} contradicts its weights ({actual})"
+            )
     return {k: v.float() if v.is_floating_point() else v.clone() for k, v in state.items()}

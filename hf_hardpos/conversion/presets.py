@@ -39,59 +39,154 @@ PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
         Preset(
-            "clip", "CLIP ViT-B/32",
+            "clip",
+            "CLIP ViT-B/32",
             "Hub openai/clip-vit-base-patch32 (already HF format; OpenAI's ViT-B-32.pt converts too)",
-            "HF", "ViT-B-32-quickgelu", _OPENAI_TRAINED, "quick_gelu", None, citations.CLIP, "MIT (OpenAI CLIP)",
+            "HF",
+            "ViT-B-32-quickgelu",
+            _OPENAI_TRAINED,
+            "quick_gelu",
+            None,
+            citations.CLIP,
+            "MIT (OpenAI CLIP)",
             "use the Hub id directly; no conversion needed",
         ),
         Preset(
-            "negclip", "NegCLIP", "Google Drive id 1ooVVPxB-tvptgmHlIMMFGV3Cg-IrhbRZ (negclip.pth)",
-            "open_clip training checkpoint", "ViT-B-32", _OPENAI_TRAINED, "gelu", None, citations.ARO,
-            "MIT (ARO code repository)", "fine-tuned from OpenAI ViT-B/32",
+            "negclip",
+            "NegCLIP",
+            "Google Drive id 1ooVVPxB-tvptgmHlIMMFGV3Cg-IrhbRZ (negclip.pth)",
+            "open_clip training checkpoint",
+            "ViT-B-32",
+            _OPENAI_TRAINED,
+            "gelu",
+            None,
+            citations.ARO,
+            "MIT (ARO code repository)",
+            "fine-tuned from OpenAI ViT-B/32",
         ),
         Preset(
-            "crepe-swap", "CREPE-Swap", "probably SugarCrepe's Drive folder 1n2ZNldxBteltuqx__id43sQCyzq0of09 "
-            "(ft5-swap; mapping unverified)", "open_clip state dict", "ViT-B-32", _OPENAI_TRAINED, "gelu", None,
-            citations.CREPE, "MIT (SugarCrepe code repository)",
+            "crepe-swap",
+            "CREPE-Swap",
+            "probably SugarCrepe's Drive folder 1n2ZNldxBteltuqx__id43sQCyzq0of09 "
+            "(ft5-swap; mapping unverified)",
+            "open_clip state dict",
+            "ViT-B-32",
+            _OPENAI_TRAINED,
+            "gelu",
+            None,
+            citations.CREPE,
+            "MIT (SugarCrepe code repository)",
         ),
         Preset(
-            "crepe-replace", "CREPE-Replace", "probably SugarCrepe's Drive folder 1n2ZNldxBteltuqx__id43sQCyzq0of09 "
-            "(ft5-replace; mapping unverified)", "open_clip state dict", "ViT-B-32", _OPENAI_TRAINED, "gelu", None,
-            citations.CREPE, "MIT (SugarCrepe code repository)",
+            "crepe-replace",
+            "CREPE-Replace",
+            "probably SugarCrepe's Drive folder 1n2ZNldxBteltuqx__id43sQCyzq0of09 "
+            "(ft5-replace; mapping unverified)",
+            "open_clip state dict",
+            "ViT-B-32",
+            _OPENAI_TRAINED,
+            "gelu",
+            None,
+            citations.CREPE,
+            "MIT (SugarCrepe code repository)",
         ),
         Preset(
-            "svlc", "SVLC", "TSVLC README (one SVLC model)", "TSVLC checkpoint, unmerged LoRA", "ViT-B-32",
-            _OPENAI_TRAINED, "gelu", (TSVLC_RANK, TSVLC_ALPHA), citations.SVLC, _UNLICENSED,
+            "svlc",
+            "SVLC",
+            "TSVLC README (one SVLC model)",
+            "TSVLC checkpoint, unmerged LoRA",
+            "ViT-B-32",
+            _OPENAI_TRAINED,
+            "gelu",
+            (TSVLC_RANK, TSVLC_ALPHA),
+            citations.SVLC,
+            _UNLICENSED,
         ),
         Preset(
-            "svlc-pos", "SVLC+Pos", NO_PUBLIC_RELEASE, "TSVLC checkpoint, unmerged LoRA", "ViT-B-32", _OPENAI_TRAINED,
-            "gelu", (TSVLC_RANK, TSVLC_ALPHA), citations.SVLC, _UNLICENSED,
+            "svlc-pos",
+            "SVLC+Pos",
+            NO_PUBLIC_RELEASE,
+            "TSVLC checkpoint, unmerged LoRA",
+            "ViT-B-32",
+            _OPENAI_TRAINED,
+            "gelu",
+            (TSVLC_RANK, TSVLC_ALPHA),
+            citations.SVLC,
+            _UNLICENSED,
         ),
         Preset(
-            "dac-llm", "DAC-LLM", "DAC README (DAC_LLM)", "TSVLC checkpoint, unmerged LoRA", "ViT-B-32",
-            _OPENAI_TRAINED, "gelu", (TSVLC_RANK, TSVLC_ALPHA), citations.DAC, _UNLICENSED,
+            "dac-llm",
+            "DAC-LLM",
+            "DAC README (DAC_LLM)",
+            "TSVLC checkpoint, unmerged LoRA",
+            "ViT-B-32",
+            _OPENAI_TRAINED,
+            "gelu",
+            (TSVLC_RANK, TSVLC_ALPHA),
+            citations.DAC,
+            _UNLICENSED,
         ),
         Preset(
-            "dac-sam", "DAC-SAM", "DAC README (DAC_SAM)", "TSVLC checkpoint, unmerged LoRA", "ViT-B-32",
-            _OPENAI_TRAINED, "gelu", (TSVLC_RANK, TSVLC_ALPHA), citations.DAC, _UNLICENSED,
+            "dac-sam",
+            "DAC-SAM",
+            "DAC README (DAC_SAM)",
+            "TSVLC checkpoint, unmerged LoRA",
+            "ViT-B-32",
+            _OPENAI_TRAINED,
+            "gelu",
+            (TSVLC_RANK, TSVLC_ALPHA),
+            citations.DAC,
+            _UNLICENSED,
         ),
         Preset(
-            "hn", "HN (the paper's)", NO_PUBLIC_RELEASE, "open_clip state dict", "ViT-B-32", "unknown", "gelu", None,
-            citations.HARD_POSITIVES, "not released",
+            "hn",
+            "HN (the paper's)",
+            NO_PUBLIC_RELEASE,
+            "open_clip state dict",
+            "ViT-B-32",
+            "unknown",
+            "gelu",
+            None,
+            citations.HARD_POSITIVES,
+            "not released",
         ),
         Preset(
-            "hp-hn", "HP+HN (the paper's; also the ratio models)", NO_PUBLIC_RELEASE, "open_clip state dict",
-            "ViT-B-32", "unknown", "gelu", None, citations.HARD_POSITIVES, "not released",
+            "hp-hn",
+            "HP+HN (the paper's; also the ratio models)",
+            NO_PUBLIC_RELEASE,
+            "open_clip state dict",
+            "ViT-B-32",
+            "unknown",
+            "gelu",
+            None,
+            citations.HARD_POSITIVES,
+            "not released",
         ),
         Preset(
-            "clip-coco", "CLIP-COCO (CLIP fine-tuned on COCO)", NO_PUBLIC_RELEASE + " found (the paper loads a local "
-            "replace/models/<name>.pt)", "open_clip state dict", "ViT-B-32", "unknown", "gelu", None,
-            citations.HARD_POSITIVES, "not released",
+            "clip-coco",
+            "CLIP-COCO (CLIP fine-tuned on COCO)",
+            NO_PUBLIC_RELEASE + " found (the paper loads a local replace/models/<name>.pt)",
+            "open_clip state dict",
+            "ViT-B-32",
+            "unknown",
+            "gelu",
+            None,
+            citations.HARD_POSITIVES,
+            "not released",
         ),
         Preset(
-            "ce-clip", "CE-CLIP (not a Table 1 row)", "Hub le723z/CE_CLIP (CE_CLIP.pt, unverified) or Google Drive id "
-            "1DWPw3CtGh5cHz9bW_-iXRSG7BBUVl13K", "open_clip training checkpoint (DDP, module. prefix)", "ViT-B-32",
-            _OPENAI_TRAINED, "gelu", None, citations.CE_CLIP, _UNLICENSED, "its README loads ViT-B-32 + path (GELU)",
+            "ce-clip",
+            "CE-CLIP (not a Table 1 row)",
+            "Hub le723z/CE_CLIP (CE_CLIP.pt, unverified) or Google Drive id "
+            "1DWPw3CtGh5cHz9bW_-iXRSG7BBUVl13K",
+            "open_clip training checkpoint (DDP, module. prefix)",
+            "ViT-B-32",
+            _OPENAI_TRAINED,
+            "gelu",
+            None,
+            citations.CE_CLIP,
+            _UNLICENSED,
+            "its README loads ViT-B-32 + path (GELU)",
         ),
     )
 }
@@ -101,19 +196,38 @@ def get_preset(name: str) -> Preset:
     try:
         return PRESETS[name]
     except KeyError:
-        raise UserInputError(f"unknown --preset {name!r}; `hardpos zoo` lists: {', '.join(PRESETS)}") from None
+        raise UserInputError(
+            f"unknown --preset {name!r}; `hardpos zoo` lists: {', '.join(PRESETS)}"
+        ) from None
 
 
 ZOO_HEADER = (
-    "preset", "Table 1 row", "weights", "format", "config", "trained act.", "paper evaluated", "LoRA", "cite", "license"
+    "preset",
+    "Table 1 row",
+    "weights",
+    "format",
+    "config",
+    "trained act.",
+    "paper evaluated",
+    "LoRA",
+    "cite",
+    "license",
 )
 
 
 def zoo_rows() -> list[list[str]]:
     return [
         [
-            p.name, p.row, p.weights, p.file_format, p.open_clip_config, p.trained_activation, p.paper_activation,
-            f"r={p.lora[0]}, alpha={p.lora[1]:g}" if p.lora else "none", p.citation, p.license,
+            p.name,
+            p.row,
+            p.weights,
+            p.file_format,
+            p.open_clip_config,
+            p.trained_activation,
+            p.paper_activation,
+            f"r={p.lora[0]}, alpha={p.lora[1]:g}" if p.lora else "none",
+            p.citation,
+            p.license,
         ]
         for p in PRESETS.values()
     ]
@@ -153,18 +267,35 @@ class PretrainedPreset:
     note: str = ""
 
 
-def _openai(name: str, row: str, digest: str, file: str, model: str, route: str, note: str = "") -> PretrainedPreset:
+def _openai(
+    name: str, row: str, digest: str, file: str, model: str, route: str, note: str = ""
+) -> PretrainedPreset:
     return PretrainedPreset(
-        name, row, route, model, _OPENAI_URL.format(digest, file), _OPENAI_LOADER, citations.CLIP, _MIT_OPENAI,
+        name,
+        row,
+        route,
+        model,
+        _OPENAI_URL.format(digest, file),
+        _OPENAI_LOADER,
+        citations.CLIP,
+        _MIT_OPENAI,
         note=note,
     )
 
 
-def _laion(name: str, row: str, hub_id: str, open_clip_name: str, tag: str, note: str = "") -> PretrainedPreset:
+def _laion(
+    name: str, row: str, hub_id: str, open_clip_name: str, tag: str, note: str = ""
+) -> PretrainedPreset:
     return PretrainedPreset(
-        name, row, ROUTE_HF, hub_id, f"Hub {hub_id}",
-        f'open_clip.create_model_and_transforms("{open_clip_name}", "{tag}") (fp32)', citations.OPEN_CLIP,
-        _MIT_LAION, other_route=f"open_clip:{open_clip_name}/{tag}",
+        name,
+        row,
+        ROUTE_HF,
+        hub_id,
+        f"Hub {hub_id}",
+        f'open_clip.create_model_and_transforms("{open_clip_name}", "{tag}") (fp32)',
+        citations.OPEN_CLIP,
+        _MIT_LAION,
+        other_route=f"open_clip:{open_clip_name}/{tag}",
         note="the HF copy is preprocessed by transformers, not torchvision; the open_clip route uses open_clip's "
         "own transforms" + note,
     )
@@ -179,40 +310,117 @@ _RESNET = "ResNet image tower: CLIPModel cannot hold it; built QuickGELU, as Ope
 PRETRAINED_PRESETS: dict[str, PretrainedPreset] = {
     p.name: p
     for p in (
-        _openai("clip-vit-b-16", "CLIP ViT-B/16", "5806e77cd80f8b59890b7e101eabd078d9fb84e6937f9e85e4ecb61988df416f",
-                "ViT-B-16", "openai/clip-vit-base-patch16", ROUTE_HF, "Hub copy by OpenAI (HF format)"),
-        _openai("clip-vit-l-14", "CLIP ViT-L/14", "b8cca3fd41ae0c99ba7e8951adf17d267cdb84cd88be6f7c2e0eca1737a03836",
-                "ViT-L-14", "openai/clip-vit-large-patch14", ROUTE_HF, "Hub copy by OpenAI (HF format)"),
-        _openai("clip-rn50x16", "CLIP RN50x16", "52378b407f34354e150460fe41077663dd5b39c54cd0bfd2b27167a4a06ec9aa",
-                "RN50x16", "open_clip:RN50x16/openai", ROUTE_OPEN_CLIP, _RESNET),
-        _openai("clip-rn50x64", "CLIP RN50x64", "be1cfb55d75a9666199fb2206c106743da0f6468c9d327f3e0d0a543a9919d9c",
-                "RN50x64", "open_clip:RN50x64/openai", ROUTE_OPEN_CLIP, _RESNET),
-        _openai("clip-rn101", "CLIP RN101", "8fa8567bab74a42d41c5915025a8e4538c3bdbe8804a470a72f30b0d94fab599",
-                "RN101", "open_clip:RN101/openai", ROUTE_OPEN_CLIP, _RESNET),
-        _laion("openclip-vit-h-14", "OpenCLIP ViT-H/14", "laion/CLIP-ViT-H-14-laion2B-s32B-b79K", "ViT-H-14",
-               "laion2b_s32b_b79k"),
-        _laion("openclip-vit-g-14", "OpenCLIP ViT-g/14", "laion/CLIP-ViT-g-14-laion2B-s34B-b88K", "ViT-g-14",
-               "laion2b_s34b_b88k"),
-        _laion("openclip-vit-bigg-14", "OpenCLIP ViT-bigG/14", "laion/CLIP-ViT-bigG-14-laion2B-39B-b160k", "ViT-bigG-14",
-               "laion2b_s39b_b160k"),
+        _openai(
+            "clip-vit-b-16",
+            "CLIP ViT-B/16",
+            "5806e77cd80f8b59890b7e101eabd078d9fb84e6937f9e85e4ecb61988df416f",
+            "ViT-B-16",
+            "openai/clip-vit-base-patch16",
+            ROUTE_HF,
+            "Hub copy by OpenAI (HF format)",
+        ),
+        _openai(
+            "clip-vit-l-14",
+            "CLIP ViT-L/14",
+            "b8cca3fd41ae0c99ba7e8951adf17d267cdb84cd88be6f7c2e0eca1737a03836",
+            "ViT-L-14",
+            "openai/clip-vit-large-patch14",
+            ROUTE_HF,
+            "Hub copy by OpenAI (HF format)",
+        ),
+        _openai(
+            "clip-rn50x16",
+            "CLIP RN50x16",
+            "52378b407f34354e150460fe41077663dd5b39c54cd0bfd2b27167a4a06ec9aa",
+            "RN50x16",
+            "open_clip:RN50x16/openai",
+            ROUTE_OPEN_CLIP,
+            _RESNET,
+        ),
+        _openai(
+            "clip-rn50x64",
+            "CLIP RN50x64",
+            "be1cfb55d75a9666199fb2206c106743da0f6468c9d327f3e0d0a543a9919d9c",
+            "RN50x64",
+            "open_clip:RN50x64/openai",
+            ROUTE_OPEN_CLIP,
+            _RESNET,
+        ),
+        _openai(
+            "clip-rn101",
+            "CLIP RN101",
+            "8fa8567bab74a42d41c5915025a8e4538c3bdbe8804a470a72f30b0d94fab599",
+            "RN101",
+            "open_clip:RN101/openai",
+            ROUTE_OPEN_CLIP,
+            _RESNET,
+        ),
+        _laion(
+            "openclip-vit-h-14",
+            "OpenCLIP ViT-H/14",
+            "laion/CLIP-ViT-H-14-laion2B-s32B-b79K",
+            "ViT-H-14",
+            "laion2b_s32b_b79k",
+        ),
+        _laion(
+            "openclip-vit-g-14",
+            "OpenCLIP ViT-g/14",
+            "laion/CLIP-ViT-g-14-laion2B-s34B-b88K",
+            "ViT-g-14",
+            "laion2b_s34b_b88k",
+        ),
+        _laion(
+            "openclip-vit-bigg-14",
+            "OpenCLIP ViT-bigG/14",
+            "laion/CLIP-ViT-bigG-14-laion2B-39B-b160k",
+            "ViT-bigG-14",
+            "laion2b_s39b_b160k",
+        ),
         PretrainedPreset(
-            "openclip-roberta-vit-b-32", "OpenCLIP RoBERTa-ViT-B/32", ROUTE_OPEN_CLIP,
-            "open_clip:roberta-ViT-B-32/laion2b_s12b_b32k", "Hub laion/CLIP-ViT-B-32-roberta-base-laion2B-s12B-b32k "
-            "(open_clip format)", 'open_clip.create_model_and_transforms("roberta-ViT-B-32", "laion2b_s12b_b32k") (fp32)',
-            citations.OPEN_CLIP, _MIT_LAION,
+            "openclip-roberta-vit-b-32",
+            "OpenCLIP RoBERTa-ViT-B/32",
+            ROUTE_OPEN_CLIP,
+            "open_clip:roberta-ViT-B-32/laion2b_s12b_b32k",
+            "Hub laion/CLIP-ViT-B-32-roberta-base-laion2B-s12B-b32k (open_clip format)",
+            'open_clip.create_model_and_transforms("roberta-ViT-B-32", "laion2b_s12b_b32k") (fp32)',
+            citations.OPEN_CLIP,
+            _MIT_LAION,
             note="RoBERTa text tower: CLIPModel cannot hold it. The paper's code tokenized every model with "
             "clip.tokenize, feeding CLIP BPE ids to this RoBERTa tower (hard_positives@33addaa run_eval.py); scored "
             "here with the model's own RoBERTa tokenizer; --tokenizer clip reproduces the paper's tokenization",
         ),
-        _laion("datacomp-vit-b-32", "DataComp ViT-B/32", "laion/CLIP-ViT-B-32-DataComp.XL-s13B-b90K", "ViT-B-32",
-               "datacomp_xl_s13b_b90k", _DATACOMP),
-        _laion("datacomp-vit-b-16", "DataComp ViT-B/16", "laion/CLIP-ViT-B-16-DataComp.XL-s13B-b90K", "ViT-B-16",
-               "datacomp_xl_s13b_b90k", _DATACOMP),
-        _laion("datacomp-vit-l-14", "DataComp ViT-L/14", "laion/CLIP-ViT-L-14-DataComp.XL-s13B-b90K", "ViT-L-14",
-               "datacomp_xl_s13b_b90k", _DATACOMP),
+        _laion(
+            "datacomp-vit-b-32",
+            "DataComp ViT-B/32",
+            "laion/CLIP-ViT-B-32-DataComp.XL-s13B-b90K",
+            "ViT-B-32",
+            "datacomp_xl_s13b_b90k",
+            _DATACOMP,
+        ),
+        _laion(
+            "datacomp-vit-b-16",
+            "DataComp ViT-B/16",
+            "laion/CLIP-ViT-B-16-DataComp.XL-s13B-b90K",
+            "ViT-B-16",
+            "datacomp_xl_s13b_b90k",
+            _DATACOMP,
+        ),
+        _laion(
+            "datacomp-vit-l-14",
+            "DataComp ViT-L/14",
+            "laion/CLIP-ViT-L-14-DataComp.XL-s13B-b90K",
+            "ViT-L-14",
+            "datacomp_xl_s13b_b90k",
+            _DATACOMP,
+        ),
         PretrainedPreset(
-            "xvlm-16m", "XVLM", ROUTE_NONE, "", "X-VLM's own release (github.com/zengyan-97/X-VLM, "
-            "xvlm-pretrained-16m)", "X-VLM's own model code and checkpoint", citations.HARD_POSITIVES,
+            "xvlm-16m",
+            "XVLM",
+            ROUTE_NONE,
+            "",
+            "X-VLM's own release (github.com/zengyan-97/X-VLM, xvlm-pretrained-16m)",
+            "X-VLM's own model code and checkpoint",
+            citations.HARD_POSITIVES,
             "see the X-VLM repository",
             note="what it would take: X-VLM is a fusion model, not a dual encoder. The paper scored it as the ITM "
             "head's logit[:, 1] plus the ITC cosine, on images resized to 224x224 (bicubic, no centre crop). That "

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import torch
 
+from ..conversion_record import DDP_PREFIX_REMOVED, OPENAI_ARCHIVE, PLAIN_STATE_DICT, TRAINING_CHECKPOINT
 from ..errors import UserInputError
 from .archive import check_zip_sizes
-from ..conversion_record import DDP_PREFIX_REMOVED, OPENAI_ARCHIVE, PLAIN_STATE_DICT, TRAINING_CHECKPOINT
 from .open_clip_config import OpenClipConfig
 
 # Entries of a checkpoint that are not weights: the causal mask buffer (older open_clip saved it)
@@ -66,7 +66,9 @@ def unwrap(obj, where: str) -> tuple[dict[str, torch.Tensor], str]:
     if isinstance(obj, dict) and isinstance(obj.get("state_dict"), dict):
         obj, kind = obj["state_dict"], TRAINING_CHECKPOINT
     if not isinstance(obj, dict) or not obj:
-        raise UserInputError(f"checkpoint {where}: expected a state dict (a dict of tensors), got {type(obj).__name__}")
+        raise UserInputError(
+            f"checkpoint {where}: expected a state dict (a dict of tensors), got {type(obj).__name__}"
+        )
     not_tensors = [k for k, v in obj.items() if not isinstance(v, torch.Tensor)]
     if not_tensors:
         raise UserInputError(
@@ -76,7 +78,9 @@ def unwrap(obj, where: str) -> tuple[dict[str, torch.Tensor], str]:
     if all(k.startswith("module.") for k in obj):
         obj, kind = {k[len("module.") :]: v for k, v in obj.items()}, kind + DDP_PREFIX_REMOVED
     state = {
-        k: v.float() if v.is_floating_point() else v for k, v in obj.items() if k.split(".")[-1] not in NON_WEIGHT_KEYS
+        k: v.float() if v.is_floating_point() else v
+        for k, v in obj.items()
+        if k.split(".")[-1] not in NON_WEIGHT_KEYS
     }
     return state, kind
 
@@ -185,7 +189,9 @@ _BLOCK = {
 _BLOCK_KEY = re.compile(r"(visual\.)?transformer\.resblocks\.(\d+)\.(.+)")
 
 
-def to_clip_state_dict(state: dict[str, torch.Tensor], config: OpenClipConfig, where: str) -> dict[str, torch.Tensor]:
+def to_clip_state_dict(
+    state: dict[str, torch.Tensor], config: OpenClipConfig, where: str
+) -> dict[str, torch.Tensor]:
     """`CLIPModel` weights from a checked open_clip state dict: renames, transposes, q/k/v split."""
     check_state_dict(state, config, where)
     out: dict[str, torch.Tensor] = {}
@@ -218,7 +224,9 @@ def load_into_clip_model(model, clip_state: dict[str, torch.Tensor], where: str)
     buffers_ok = {k for k in expected if k.endswith("position_ids")}  # index buffers CLIPModel creates itself
     missing = [k for k in expected if k not in clip_state and k not in buffers_ok]
     unexpected = [k for k in clip_state if k not in expected]
-    wrong = [k for k in clip_state if k in expected and tuple(expected[k].shape) != tuple(clip_state[k].shape)]
+    wrong = [
+        k for k in clip_state if k in expected and tuple(expected[k].shape) != tuple(clip_state[k].shape)
+    ]
     if missing or unexpected or wrong:
         raise UserInputError(
             f"checkpoint {where}: the mapped weights do not fit CLIPModel (missing {missing[:5]}, unexpected "

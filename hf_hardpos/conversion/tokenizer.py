@@ -79,7 +79,9 @@ def open_clip_bpe_path() -> Path | None:
     """The BPE vocabulary file an importable open_clip ships, or None."""
     try:
         from open_clip.tokenizer import default_bpe
-    except Exception:  # not installed, or torchvision cannot load beside this torch (docs/reference.md, Installation notes)
+    except (
+        Exception
+    ):  # not installed, or torchvision cannot load beside this torch (docs/reference.md, Installation notes)
         return None
     path = Path(default_bpe())
     return path if path.is_file() else None
@@ -97,7 +99,9 @@ def load_clip_tokenizer(source: str | Path | None, context_length: int):
 
     name = str(source) if source is not None else DEFAULT_TOKENIZER
     if source is not None and Path(name).exists() and not Path(name).is_dir():
-        raise UserInputError(f"--tokenizer {name}: expected a folder with vocab.json and merges.txt, or a Hub id")
+        raise UserInputError(
+            f"--tokenizer {name}: expected a folder with vocab.json and merges.txt, or a Hub id"
+        )
     try:
         refuse_remote_code(name)
         tokenizer = CLIPTokenizer.from_pretrained(name, trust_remote_code=False)

@@ -48,11 +48,15 @@ def clip_model_features(model, inputs: dict[str, torch.Tensor]) -> dict[str, tor
     }
 
 
-def max_abs_differences(model, inputs: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]) -> dict[str, float]:
+def max_abs_differences(
+    model, inputs: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]
+) -> dict[str, float]:
     """Max |converted - reference| per quantity, as Python floats (for JSON and the model card)."""
     ours = clip_model_features(model, inputs)
     return {
-        f"max_abs_diff_{name}": float((ours[name] - reference[name].float().reshape(ours[name].shape)).abs().max())
+        f"max_abs_diff_{name}": float(
+            (ours[name] - reference[name].float().reshape(ours[name].shape)).abs().max()
+        )
         for name in ("image_features", "text_features", "logit_scale")
     }
 
@@ -80,7 +84,9 @@ def verify_against_open_clip(
     missing, unexpected = reference_model.load_state_dict(open_clip_state, strict=False)
     missing = [k for k in missing if k != "attn_mask"]
     if missing or unexpected:
-        raise RuntimeError(f"open_clip refused the weights: missing {missing[:5]}, unexpected {unexpected[:5]}")
+        raise RuntimeError(
+            f"open_clip refused the weights: missing {missing[:5]}, unexpected {unexpected[:5]}"
+        )
     inputs = fixed_inputs(config)
     reference = {
         "image_features": reference_model.encode_image(inputs["pixel_values"], normalize=False),

@@ -158,14 +158,20 @@ class BboxCrop:
 
 
 def locate_crop_sources(
-    rows: list[dict], vg_images: VisualGenomeImages, source_file: Path, options: BuildOptions, encode: BboxCrop
+    rows: list[dict],
+    vg_images: VisualGenomeImages,
+    source_file: Path,
+    options: BuildOptions,
+    encode: BboxCrop,
 ) -> ImageSpec:
     """Find each row's source VG image and rewrite its ``image_path`` to where it was found."""
     for row in rows:
         try:  # every row's path, not only the first of each image id: the later ones are input too
             relative_name(row["image_path"])
         except UnsafePathError as error:
-            raise UnsafePathError(f"{source_file}: row {row['upstream_index']} field image_path: {error}") from None
+            raise UnsafePathError(
+                f"{source_file}: row {row['upstream_index']} field image_path: {error}"
+            ) from None
     images = locate_images(
         vg_images,
         rows,
@@ -176,7 +182,9 @@ def locate_crop_sources(
     )
     outside = check_boxes_inside(rows, images.found, source_file)
     if outside:
-        print(f"{source_file}: {outside} bbox(es) reach partly outside their image; padded with black as ARO does")
+        print(
+            f"{source_file}: {outside} bbox(es) reach partly outside their image; padded with black as ARO does"
+        )
     for row in rows:
         if row[columns.IMAGE_ID] in images.found:
             row["image_path"] = images.found[row[columns.IMAGE_ID]][1]
@@ -185,7 +193,11 @@ def locate_crop_sources(
 
 def read_vg_config(path: Path, label: str) -> list[dict]:
     """VG-Relation / VG-Attribution rows in file order; ``image_id`` falls back to the file stem."""
-    return vg_rows(path, load_json_list(path, ("image_path", *BBOX_FIELDS, "true_caption", "false_caption", label)), label)
+    return vg_rows(
+        path,
+        load_json_list(path, ("image_path", *BBOX_FIELDS, "true_caption", "false_caption", label)),
+        label,
+    )
 
 
 def vg_rows(path: Path, rows: Sequence[dict], label: str) -> list[dict]:
@@ -345,15 +357,17 @@ UNCHANGED = "rows with an unchanged negative"  # the one flag, counted on the or
 def _defects_text(report: BuildReport) -> str:
     if not report.flags:  # no order config in this build
         return "No row is dropped or changed."
-    return "\n".join([
-        "No row is dropped or changed.",
-        "",
-        "Order configs, measured in this build: a perturbation can leave a caption as it was (one noun, "
-        "or fewer than two movable words). Such a negative ties with the caption; under a strict "
-        "inequality the row cannot count as correct (ARO's argmax counts a tie as correct).",
-        "",
-        *flag_table(report, {UNCHANGED: UNCHANGED}),
-    ])
+    return "\n".join(
+        [
+            "No row is dropped or changed.",
+            "",
+            "Order configs, measured in this build: a perturbation can leave a caption as it was (one noun, "
+            "or fewer than two movable words). Such a negative ties with the caption; under a strict "
+            "inequality the row cannot count as correct (ARO's argmax counts a tie as correct).",
+            "",
+            *flag_table(report, {UNCHANGED: UNCHANGED}),
+        ]
+    )
 
 
 def export_aro(
@@ -415,12 +429,17 @@ def export_aro(
             folder = order_folders[name]
             report.sources[f"{name} images"] = folder.description
             images = locate_images(
-                folder, rows, options, origin=lambda row: f"{path}: entry {row['upstream_index']} field image"
+                folder,
+                rows,
+                options,
+                origin=lambda row, path=path: f"{path}: entry {row['upstream_index']} field image",
             )
         flags = {UNCHANGED: sum(row["unchanged_negatives"] > 0 for row in rows)}
         builds.append(ConfigBuild(name, rows, order_features(), None, flags, images))
     report.record_sources(sources)
-    facts = card_facts("aro", repo=options.repo_id_for_card or "hardpos/aro", defects=_defects_text, seed=seed)
+    facts = card_facts(
+        "aro", repo=options.repo_id_for_card or "hardpos/aro", defects=_defects_text, seed=seed
+    )
     return export_folder(output_dir, builds, facts, report, split=SPLIT, options=options)
 
 

@@ -40,7 +40,9 @@ def load_json(path: Path):
         raise DataValidationError(f"{path}: not UTF-8 text ({error})") from error
 
 
-def check_rows(path: Path, rows: Sequence, required: Sequence[str], *, labels: Sequence | None = None) -> None:
+def check_rows(
+    path: Path, rows: Sequence, required: Sequence[str], *, labels: Sequence | None = None
+) -> None:
     """Every row is an object with the ``required`` fields; ``labels`` name rows (default: index)."""
     for index, row in enumerate(rows):
         label = labels[index] if labels is not None else index

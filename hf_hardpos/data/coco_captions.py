@@ -13,7 +13,9 @@ from ..errors import UserInputError
 from .checks import DataValidationError, MissingSourceError, load_json
 from .sources import COCO_ANNOTATIONS_URL, COCO_CAPTIONS_FILE, Sources
 
-PAPER_CAPTIONS = 591_753  # COCO train2017 captions, the paper's count (docs/reference.md, COCO fine-tuning set)
+PAPER_CAPTIONS = (
+    591_753  # COCO train2017 captions, the paper's count (docs/reference.md, COCO fine-tuning set)
+)
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,9 @@ def coco_captions_file(
     candidates = [path] if path.is_file() else [path / name, path / spec.captions_file]
     for candidate in candidates:
         if candidate.is_file():
-            other = [s.name for s in COCO_SPLITS.values() if Path(s.captions_file).name == candidate.name != name]
+            other = [
+                s.name for s in COCO_SPLITS.values() if Path(s.captions_file).name == candidate.name != name
+            ]
             if other:
                 raise DataValidationError(
                     f"{candidate}: a COCO {split} build reads {name}, not {candidate.name}; pass --coco-split "
@@ -79,25 +83,39 @@ def read_coco_captions(path: Path) -> tuple[list[dict], dict[int, str]]:
         raise DataValidationError(f"{path}: expected a COCO captions file with 'images' and 'annotations'")
     for key in ("images", "annotations"):
         if not isinstance(data[key], list):
-            raise DataValidationError(f"{path}: field {key!r} is a {type(data[key]).__name__}, expected a list")
+            raise DataValidationError(
+                f"{path}: field {key!r} is a {type(data[key]).__name__}, expected a list"
+            )
     file_names = {}
     for index, image in enumerate(data["images"]):
         where = f"{path}: images[{index}]"
-        if not isinstance(image, dict) or not _whole(image.get("id")) or not isinstance(image.get("file_name"), str):
-            raise DataValidationError(f"{where}: expected an object with an integer 'id' and a text 'file_name'")
+        if (
+            not isinstance(image, dict)
+            or not _whole(image.get("id"))
+            or not isinstance(image.get("file_name"), str)
+        ):
+            raise DataValidationError(
+                f"{where}: expected an object with an integer 'id' and a text 'file_name'"
+            )
         file_names[int(image["id"])] = image["file_name"]
     for index, annotation in enumerate(data["annotations"]):
         if not isinstance(annotation, dict):
-            raise DataValidationError(f"{path}: annotation {index} is a {type(annotation).__name__}, expected an object")
+            raise DataValidationError(
+                f"{path}: annotation {index} is a {type(annotation).__name__}, expected an object"
+            )
         missing = [key for key in ("id", "image_id", "caption") if key not in annotation]
         if missing:
             raise DataValidationError(f"{path}: annotation {index} lacks field(s) {', '.join(missing)}")
         for key, ok in (("id", _whole), ("image_id", _whole), ("caption", lambda v: isinstance(v, str))):
             if not ok(annotation[key]):
-                raise DataValidationError(f"{path}: annotation {index}, field {key!r}: {str(annotation[key])[:40]!r} "
-                                          f"is not {'text' if key == 'caption' else 'an integer'}")
+                raise DataValidationError(
+                    f"{path}: annotation {index}, field {key!r}: {str(annotation[key])[:40]!r} "
+                    f"is not {'text' if key == 'caption' else 'an integer'}"
+                )
         if int(annotation["image_id"]) not in file_names:
-            raise DataValidationError(f"{path}: annotation {index} refers to unknown image_id {annotation['image_id']}")
+            raise DataValidationError(
+                f"{path}: annotation {index} refers to unknown image_id {annotation['image_id']}"
+            )
     return data["annotations"], file_names
 
 

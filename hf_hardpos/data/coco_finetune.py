@@ -88,6 +88,7 @@ def attach_coco_images(dataset: datasets.Dataset, coco_images_dir: str | Path) -
             f"{folder / dataset[0]['file_name']} not found: is {folder} the COCO image folder of the set's split "
             "(train2017/, or train2014/ for a train2014 build)?"
         )
+
     def joined(row: dict, index: int) -> dict:
         try:  # a file name is data: it may not lead outside the image folder
             return {columns.IMAGE: str(path_under(folder, row["file_name"]))}
@@ -117,12 +118,16 @@ def _hard_positive_sources(
     """Column -> source of the hard positives: the given files (checked against the captions now), else
     upstream's released files for a split they belong to (line counts checked now), else none."""
     if hard_positives:
-        captions = [annotation["caption"].strip() for annotation in annotations]  # as caption_rows writes them
+        captions = [
+            annotation["caption"].strip() for annotation in annotations
+        ]  # as caption_rows writes them
         found = load_hard_positives(hard_positives, captions, captions_path)
         for column, source in found.items():
             name = f"{source.path.name} ({column})"
             sources.record(name, source.path, f"{source.describe()}, read from {source.path}")
-            sources.local_variants.append(name)  # the rows are the user's: the paper's counts do not bind them
+            sources.local_variants.append(
+                name
+            )  # the rows are the user's: the paper's counts do not bind them
         return found
     if not split.hard_positives:
         return {}
@@ -174,7 +179,9 @@ def export_finetune(
     negative_generators = dict(negative_generators or default_negative_generators(seed))
     missing_types = [name for name in NEGATIVE_TYPES if name not in negative_generators]
     if missing_types:
-        raise DataValidationError(f"negative_generators lacks {missing_types}; expected keys {NEGATIVE_TYPES}")
+        raise DataValidationError(
+            f"negative_generators lacks {missing_types}; expected keys {NEGATIVE_TYPES}"
+        )
     sources = Sources(upstream_dir, options.cache_dir)
     report = BuildReport(dataset="finetune")
     split = get_coco_split(coco_split)
@@ -192,24 +199,35 @@ def export_finetune(
         report.sources["images"] = "not embedded (join by file_name)"
     # Both configs hold every caption, with the same images.
     shared = dict(
-        expected_count=split.captions, images=images, num_upstream_rows=len(annotations), image_keys=used_images
+        expected_count=split.captions,
+        images=images,
+        num_upstream_rows=len(annotations),
+        image_keys=used_images,
     )
     caption_inputs = (captions_path, positives, negative_generators)
     configs = [
         ConfigBuild(
-            CONFIG, rows=partial(caption_rows, *caption_inputs), features=finetune_features(), flags=quality_counts,
+            CONFIG,
+            rows=partial(caption_rows, *caption_inputs),
+            features=finetune_features(),
+            flags=quality_counts,
             **shared,
         )
     ]
     if typed is not None:
         configs.append(
             ConfigBuild(
-                CE_CLIP_CONFIG, rows=partial(ce_clip_rows, *caption_inputs, typed.values),
-                features=ce_clip_features(), flags=ce_clip_quality_counts, **shared,
+                CE_CLIP_CONFIG,
+                rows=partial(ce_clip_rows, *caption_inputs, typed.values),
+                features=ce_clip_features(),
+                flags=ce_clip_quality_counts,
+                **shared,
             )
         )
     repo_id = options.repo_id_for_card or "hardpos/coco"
-    facts = finetune_card_facts(split, positives, typed, own_hard_positives=bool(hard_positives), repo_id=repo_id)
+    facts = finetune_card_facts(
+        split, positives, typed, own_hard_positives=bool(hard_positives), repo_id=repo_id
+    )
     del annotations, file_names
     on_built = partial(_count_swap_hard_positives, split.hard_positives and not hard_positives)
     return export_folder(output_dir, configs, facts, report, split=SPLIT, options=options, on_built=on_built)
@@ -244,7 +262,9 @@ def _embedded_images(
     unless ``skip_missing``), to embed by ``file_name``."""
     folder = ImageFolder(coco_images_dir, sources, option="--coco-images-dir")
     wanted = dict.fromkeys(sorted(used_images))
-    origins = {name: f"{captions_path}: image {image_id} field file_name" for image_id, name in file_names.items()}
+    origins = {
+        name: f"{captions_path}: image {image_id} field file_name" for image_id, name in file_names.items()
+    }
     found, missing = resolve_images(
         folder, wanted, skip_missing=options.skip_missing, progress=options.progress, origins=origins
     )

@@ -31,9 +31,9 @@ def column_meanings_for(split: CocoSplit) -> dict[str, str]:
         positives = {
             columns.HARD_POSITIVE_REPLACE: "hard positive by one-word synonym replacement: Kamath et al.'s LLM output, "
             "upstream `hard_positives_ft/replace_hp.jsonl`",
-            columns.HARD_POSITIVE_SWAP: "hard positive by swapping around \"and\": upstream "
+            columns.HARD_POSITIVE_SWAP: 'hard positive by swapping around "and": upstream '
             "`hard_positives_ft/swap_hp.jsonl`; null where none exists (the paper made them only for captions "
-            "with the word \"and\" and fewer than 15 words)",
+            'with the word "and" and fewer than 15 words)',
         }
     else:
         positives = {
@@ -110,7 +110,8 @@ def ce_clip_quality_counts(dataset: datasets.Dataset) -> dict[str, int]:
 
 def _counts_table(flags: Mapping[str, int], names: Sequence[str]) -> list[str]:
     return ["| column | present | equal to the caption |", "|---|---:|---:|"] + [
-        f"| `{name}` | {flags[f'{name} present']:,} | {flags[f'{name} equal to caption']:,} |" for name in names
+        f"| `{name}` | {flags[f'{name} present']:,} | {flags[f'{name} equal to caption']:,} |"
+        for name in names
     ]
 
 
@@ -140,17 +141,19 @@ def _defects_text(report: BuildReport, procedures: tuple[str, ...] = ()) -> str:
     """The card's measured defects; `procedures` names the generator(s) of the `ce_clip` config's negatives."""
     text = (
         ["Measured in this build (rows):", ""]
-        + _counts_table(report.flags[CONFIG], (*columns.FINETUNE_POSITIVE_COLUMNS, *columns.FINETUNE_NEGATIVE_COLUMNS))
+        + _counts_table(
+            report.flags[CONFIG], (*columns.FINETUNE_POSITIVE_COLUMNS, *columns.FINETUNE_NEGATIVE_COLUMNS)
+        )
         + [
             "",
             (
-                "Hard positives are LLM outputs kept as upstream wrote them (whitespace stripped; \"None\" -> null). "
+                'Hard positives are LLM outputs kept as upstream wrote them (whitespace stripped; "None" -> null). '
                 "A hard positive equal to its caption is a generation failure the paper's prompt did not filter. "
                 "Hard negatives come from this package's rules; a rule that finds nothing to change gives null."
             ),
             "",
             (
-                f"SWAP-eligible captions (the word \"and\", fewer than 15 words): "
+                f'SWAP-eligible captions (the word "and", fewer than 15 words): '
                 f"{report.flags[CONFIG][SWAP_ELIGIBLE]:,}; swap hard positives on other captions: "
                 f"{report.flags[CONFIG][SWAP_INELIGIBLE]:,}."
             ),
@@ -158,14 +161,17 @@ def _defects_text(report: BuildReport, procedures: tuple[str, ...] = ()) -> str:
     )
     if CE_CLIP_CONFIG in report.flags:
         text += (
-            ["", f"The `{CE_CLIP_CONFIG}` config's typed hard negatives, non-null values per type (rows):", ""]
+            [
+                "",
+                f"The `{CE_CLIP_CONFIG}` config's typed hard negatives, non-null values per type (rows):",
+                "",
+            ]
             + _counts_table(report.flags[CE_CLIP_CONFIG], columns.CE_CLIP_NEGATIVE_COLUMNS)
             + [
                 *(line for procedure in procedures for line in ("", _TYPED_DEFECTS[procedure])),
             ]
         )
     return "\n".join(text)
-
 
 
 # The typed negatives' generators as the summary names them (a manifest's `procedure`).
@@ -194,7 +200,7 @@ def finetune_card_facts(
         f"{_positives_text(split, positives, own_hard_positives)} The replace/swap hard negatives are made "
         "by hf_hardpos's own rules, which follow the CREPE/SugarCrepe procedure only as far as those "
         "rules go; they are not the hard negatives the paper trained with. Missing items are nulls, "
-        "never the string \"None\"."
+        'never the string "None".'
     )
     usage = USAGE.format(repo=repo_id, split=split.name)
     column_meanings = column_meanings_for(split)

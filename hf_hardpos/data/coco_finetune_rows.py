@@ -40,7 +40,10 @@ def finetune_features() -> datasets.Features:
 def ce_clip_features() -> datasets.Features:
     """The ``ce_clip`` config's schema: the default config's columns, then the four typed negatives."""
     return datasets.Features(
-        {**finetune_features(), **{name: datasets.Value("string") for name in columns.CE_CLIP_NEGATIVE_COLUMNS}}
+        {
+            **finetune_features(),
+            **{name: datasets.Value("string") for name in columns.CE_CLIP_NEGATIVE_COLUMNS},
+        }
     )
 
 

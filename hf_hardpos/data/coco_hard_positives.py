@@ -70,8 +70,9 @@ def read_hard_positive_lines(path: Path) -> Iterator[str | None]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:
-                raise DataValidationError(f"{path}: line {line_number} is not UTF-8 ({error.reason}); re-encode the "
-                                          "file as UTF-8") from None
+                raise DataValidationError(
+                    f"{path}: line {line_number} is not UTF-8 ({error.reason}); re-encode the file as UTF-8"
+                ) from None
             yield parse_hard_positive(line, path, line_number)
 
 
@@ -109,10 +110,12 @@ class HardPositiveSource:
     def describe(self) -> str:
         """For the card: which file and, for a generated one, the settings its manifest recorded."""
         if self.generated_options is None:
-            return f"file `{self.path.name}` in upstream's format (one JSON string per caption, \"None\" for none)"
+            return f'file `{self.path.name}` in upstream\'s format (one JSON string per caption, "None" for none)'
         o = self.generated_options
         what = ", ".join(
-            f"{key} {o[key]}" for key in ("model", "method", "fidelity", "decoding", "acceptance", "seed") if key in o
+            f"{key} {o[key]}"
+            for key in ("model", "method", "fidelity", "decoding", "acceptance", "seed")
+            if key in o
         )
         return f"`hardpos generate --kind {o.get('kind')}` output `{self.path.name}` ({what}); {self.valid:,} valid"
 

@@ -51,7 +51,9 @@ class TypedNegativesSource:
         parts = [
             f"masked LM `{self.options.get('model', 'not recorded')}`",
             f"dtype {self.options.get('dtype', 'not recorded')}",
-            f"spaCy pipeline `{spacy_model}`" if spacy_model else "POS tagger not recorded (a Python API run)",
+            f"spaCy pipeline `{spacy_model}`"
+            if spacy_model
+            else "POS tagger not recorded (a Python API run)",
             f"seed {self.options.get('seed', 'not recorded')}",
         ]
         return ", ".join(parts)
@@ -76,7 +78,9 @@ def read_mlm_negatives(
     Raises DataValidationError / MissingSourceError naming the file (and line) otherwise.
     """
     inputs = [caption or None for caption in captions]  # what `hardpos generate` reads for an empty caption
-    values: dict[str, list[str | None]] = {name: [None] * len(inputs) for name in columns.CE_CLIP_NEGATIVE_COLUMNS}
+    values: dict[str, list[str | None]] = {
+        name: [None] * len(inputs) for name in columns.CE_CLIP_NEGATIVE_COLUMNS
+    }
     sources: dict[str, TypedNegativesSource] = {}
     for raw_path in paths:
         path = Path(raw_path)
@@ -96,7 +100,9 @@ def read_mlm_negatives(
                 raise DataValidationError(
                     f"{path}: supplies type {t}, which {sources[t].path} supplies too; pass one file per type"
                 )
-        read_records(path, {t: columns.CE_CLIP_NEGATIVE_TYPES[t] for t in types}, inputs, values, CAPTIONS_FOR_GENERATE)
+        read_records(
+            path, {t: columns.CE_CLIP_NEGATIVE_TYPES[t] for t in types}, inputs, values, CAPTIONS_FOR_GENERATE
+        )
         source = TypedNegativesSource(path, types, dict(options))
         sources.update(dict.fromkeys(types, source))
     missing = [t for t in columns.CE_CLIP_NEGATIVE_TYPES if t not in sources]
@@ -118,11 +124,17 @@ def typed_column_meanings(negatives: TypedNegatives) -> dict[str, str]:
         # `procedure` in the manifest: "ce-clip" (CE-CLIP's released TextAugment, the default) or "ours";
         # outputs written before the key existed were made by ours
         if source.options.get("procedure") == "ce-clip":
-            how, nulls = ce_clip.TYPE_PROCEDURES[kind], (
-                "null where CE-CLIP writes its '###' placeholder, and where the fill taken is empty (CE-CLIP keeps it)"
+            how, nulls = (
+                ce_clip.TYPE_PROCEDURES[kind],
+                (
+                    "null where CE-CLIP writes its '###' placeholder, and where the fill taken is empty (CE-CLIP keeps it)"
+                ),
             )
         else:
-            how, nulls = TYPE_PROCEDURES[kind], "null where the caption has no such word or no fill passed the checks"
+            how, nulls = (
+                TYPE_PROCEDURES[kind],
+                "null where the caption has no such word or no fill passed the checks",
+            )
         meanings[name] = (
             f"CE-CLIP {kind} hard negative, generated for this build: {how}. Made by "
             f"`hardpos generate --negative --method mlm --kind {source.options.get('kind')}` ({source.describe()}; "

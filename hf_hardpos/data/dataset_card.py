@@ -42,7 +42,11 @@ class CardFacts:
 
 
 def card_facts(
-    dataset: str | Path, *, repo: str, defects: str | Callable[[BuildReport], str] | None = None, **fields: object
+    dataset: str | Path,
+    *,
+    repo: str,
+    defects: str | Callable[[BuildReport], str] | None = None,
+    **fields: object,
 ) -> CardFacts:
     """The card text of a benchmark, kept as data in ``cards/<dataset>.yaml`` or, for a benchmark with a
     folder of its own, in the ``card.yaml`` path its builder passes (the card's prose is edited there, not
@@ -55,7 +59,11 @@ def card_facts(
     text = yaml.safe_load(source.read_text(encoding="utf-8"))
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     return CardFacts(
-        **{name: value for name, value in text.items() if name not in ("summary", "usage", "citations", "defects")},
+        **{
+            name: value
+            for name, value in text.items()
+            if name not in ("summary", "usage", "citations", "defects")
+        },
         summary=environment.from_string(text["summary"]).render(**fields),
         usage=environment.from_string(text["usage"]).render(repo=repo, **fields),
         defects=defects if defects is not None else text["defects"],
@@ -84,7 +92,12 @@ def _dtype(feature) -> str:
 
 
 def _size_category(num_rows: int) -> str:
-    for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
+    for limit, label in (
+        (1_000, "n<1K"),
+        (10_000, "1K<n<10K"),
+        (100_000, "10K<n<100K"),
+        (1_000_000, "100K<n<1M"),
+    ):
         if num_rows < limit:
             return label
     return "1M<n<10M"
@@ -144,7 +157,9 @@ def shown_source(origin: str) -> str:
     return f"`{Path(origin).name}` (a local file or folder)"
 
 
-def render_card(output_dir: Path, configs: Sequence[ExportedConfig], facts: CardFacts, report: BuildReport) -> Path:
+def render_card(
+    output_dir: Path, configs: Sequence[ExportedConfig], facts: CardFacts, report: BuildReport
+) -> Path:
     """Write README.md: YAML (configs, dataset_info, license, ...) and the card body."""
     largest = max(config.num_rows for config in configs)
     metadata = DatasetCardData(
@@ -170,7 +185,9 @@ def render_card(output_dir: Path, configs: Sequence[ExportedConfig], facts: Card
                 "name": config.name,
                 "split": config.split,
                 "rows": f"{config.num_rows:,}",
-                "paper": f"{report.expected_counts[config.name]:,}" if config.name in report.expected_counts else "-",
+                "paper": f"{report.expected_counts[config.name]:,}"
+                if config.name in report.expected_counts
+                else "-",
                 "shards": len(config.files),
             }
             for config in configs

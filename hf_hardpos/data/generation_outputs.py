@@ -20,7 +20,9 @@ from ..generation.resumable import input_fingerprint, manifest_path, parse_recor
 from .checks import DataValidationError, MissingSourceError
 
 
-def checked_manifest(path: Path, inputs: Sequence[str | None], captions_path: Path, flag: str, how_to: str) -> dict:
+def checked_manifest(
+    path: Path, inputs: Sequence[str | None], captions_path: Path, flag: str, how_to: str
+) -> dict:
     """The manifest options of one generation output, after checking it was made from `inputs` (the
     captions of `captions_path`, in order) by one whole run. `flag` names the option it came from,
     `how_to` says how to make the right file."""

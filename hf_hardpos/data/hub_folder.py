@@ -30,6 +30,7 @@ from ..output_folder import write_json
 from .build_report import BuildReport
 from .checks import DataValidationError
 from .dataset_card import CardFacts, render_card
+from .image_sources import ImageFolder, ImageSpec, locate_images
 from .shards import (
     SHARD_SIZE,
     ExportedConfig,
@@ -39,8 +40,6 @@ from .shards import (
     verify_export,
     write_config_shards,
 )
-from .image_sources import ImageFolder, ImageSpec, locate_images
-
 
 # The files a build wrote into its output folder (relative posix paths): the only ones a later build replaces.
 BUILD_MANIFEST = ".hardpos-build-files.json"
@@ -186,11 +185,15 @@ def _write_configs(
                 images=config.images,
             )
             exported.append(
-                write_config_shards(dataset, staging, config.name, split=split, max_shard_size=options.max_shard_size)
+                write_config_shards(
+                    dataset, staging, config.name, split=split, max_shard_size=options.max_shard_size
+                )
             )
             report.counts[config.name] = len(dataset)
             if config.flags is not None:
-                report.flags[config.name] = dict(config.flags(dataset) if callable(config.flags) else config.flags)
+                report.flags[config.name] = dict(
+                    config.flags(dataset) if callable(config.flags) else config.flags
+                )
             del dataset
             if config.expected_count is not None:
                 report.expected_counts[config.name] = config.expected_count
@@ -224,7 +227,9 @@ def _files_written(output_dir: Path) -> set[str]:
     except FileNotFoundError:
         return set()
     except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise UserInputError(f"{path}: not readable ({err}); remove it and the files it listed to build here") from None
+        raise UserInputError(
+            f"{path}: not readable ({err}); remove it and the files it listed to build here"
+        ) from None
     if not isinstance(listed, list) or not all(isinstance(name, str) for name in listed):
         raise UserInputError(f"{path}: expected a JSON list of file names")
     return set(listed)
@@ -241,8 +246,11 @@ def check_replaceable(output_dir: str | Path) -> None:
     if not output_dir.is_dir():
         return
     ours = _files_written(output_dir)
-    replaced = [name for name in ("README.md", "build_report.json") if (output_dir / name).exists()
-                or (output_dir / name).is_symlink()]
+    replaced = [
+        name
+        for name in ("README.md", "build_report.json")
+        if (output_dir / name).exists() or (output_dir / name).is_symlink()
+    ]
     foreign = [name for name in (*replaced, *_relative_files(output_dir, "data")) if name not in ours]
     if foreign:
         more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
@@ -366,12 +374,15 @@ def check_declared_folder(folder: str | Path) -> None:
         for pattern in _config_patterns(entry):
             matched = [path for path in folder.glob(pattern) if path.is_file()]
             if not matched:
-                raise UserInputError(f"{folder}: config {name!r} declares {pattern!r}, which matches no file; {layout}")
+                raise UserInputError(
+                    f"{folder}: config {name!r} declares {pattern!r}, which matches no file; {layout}"
+                )
             declared.update(path.resolve() for path in matched)
     undeclared = [
         path.relative_to(folder).as_posix()
         for path in sorted(folder.rglob("*.parquet"))
-        if not any(part.startswith(".") for part in path.relative_to(folder).parts) and path.resolve() not in declared
+        if not any(part.startswith(".") for part in path.relative_to(folder).parts)
+        and path.resolve() not in declared
     ]
     if undeclared:
         raise UserInputError(

@@ -124,7 +124,11 @@ def relative_name(name: str, root: Path | str = "the image folder") -> str:
     """``name`` unchanged if it is a relative path without ``..``; else :class:`UnsafePathError`."""
     if not isinstance(name, str) or not name or "\0" in name:
         raise UnsafePathError(f"{name!r} is not a file name")
-    if PurePosixPath(name).is_absolute() or PureWindowsPath(name).is_absolute() or PureWindowsPath(name).drive:
+    if (
+        PurePosixPath(name).is_absolute()
+        or PureWindowsPath(name).is_absolute()
+        or PureWindowsPath(name).drive
+    ):
         raise UnsafePathError(f"{name!r} is an absolute path; image paths must be relative to {root}")
     if ".." in PureWindowsPath(name).parts:  # PureWindowsPath splits on both / and \
         raise UnsafePathError(f"{name!r} contains '..'; image paths must stay inside {root}")
@@ -221,7 +225,9 @@ def resolve_images(
             "Pass --skip-missing to build without their rows (they are listed in build_report.json)."
         )
     if unreadable:
-        print(f"Skipped {len(unreadable)} unreadable image(s) (--skip-missing); their rows are dropped and counted.")
+        print(
+            f"Skipped {len(unreadable)} unreadable image(s) (--skip-missing); their rows are dropped and counted."
+        )
     return found, sorted([*missing, *unreadable])
 
 

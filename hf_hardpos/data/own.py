@@ -50,8 +50,9 @@ def read_table(path: str | Path) -> list[dict]:
     try:
         rows = _read_rows(path)
     except UnicodeDecodeError as err:
-        raise UserInputError(f"{path}: byte {err.start} is not UTF-8 (save the table as UTF-8, e.g. Excel's "
-                             "\"CSV UTF-8\")") from None
+        raise UserInputError(
+            f'{path}: byte {err.start} is not UTF-8 (save the table as UTF-8, e.g. Excel\'s "CSV UTF-8")'
+        ) from None
     except csv.Error as err:
         raise UserInputError(f"{path}: not a readable CSV table ({err})") from None
     if not rows:
@@ -81,8 +82,10 @@ def _read_rows(path: Path) -> list[dict]:
                 raise UserInputError(f"{path}: line 1 names column(s) {repeated} more than once")
             for row in reader:
                 if None in row:  # restkey: cells beyond the header
-                    raise UserInputError(f"{path}: line {reader.line_num} has {len(header) + len(row[None])} cells, "
-                                         f"the header names {len(header)}")
+                    raise UserInputError(
+                        f"{path}: line {reader.line_num} has {len(header) + len(row[None])} cells, "
+                        f"the header names {len(header)}"
+                    )
                 rows.append({**row, "line": reader.line_num})
     elif path.suffix.lower() in (".jsonl", ".json"):
         for number, text in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
@@ -109,7 +112,9 @@ def check_rows(path: Path, rows: Sequence[dict]) -> None:
         unknown = sorted(set(row) - known)
         if unknown:
             where = "line 1 (the header)" if csv else f"line {row['line']}"
-            raise UserInputError(f"{path}: {where} has unknown field(s) {unknown}; known: {[*REQUIRED, *OPTIONAL]}")
+            raise UserInputError(
+                f"{path}: {where} has unknown field(s) {unknown}; known: {[*REQUIRED, *OPTIONAL]}"
+            )
         for field in REQUIRED:
             value = row.get(field)
             if csv and field not in row:
@@ -121,8 +126,10 @@ def check_rows(path: Path, rows: Sequence[dict]) -> None:
                 try:
                     value.encode("utf-8")
                 except UnicodeEncodeError:  # a JSON escape of half a surrogate pair (\ud800): no character
-                    raise UserInputError(f"{path}: line {row['line']}, field {field!r}: holds half of a UTF-16 "
-                                         "surrogate pair, which is no character") from None
+                    raise UserInputError(
+                        f"{path}: line {row['line']}, field {field!r}: holds half of a UTF-16 "
+                        "surrogate pair, which is no character"
+                    ) from None
         if row.get("config") not in (None, ""):  # it names a folder (`data/<config>/`) and a scores file
             require_plain_name(row["config"], f"{path}: line {row['line']}, field 'config'")
 
@@ -140,8 +147,10 @@ def _images(rows: Sequence[dict], images_dir: Path, table: Path, skip_missing: b
             raise UserInputError(f"{table}: line {row['line']}, field {columns.IMAGE!r}: {err}") from None
         if key in found:
             if found[key][0] != local:
-                raise UserInputError(f"{table}: line {row['line']}: image_id {key!r} names two files "
-                                     f"({found[key][0]} and {local})")
+                raise UserInputError(
+                    f"{table}: line {row['line']}: image_id {key!r} names two files "
+                    f"({found[key][0]} and {local})"
+                )
             continue
         if key in missing:
             continue
@@ -150,11 +159,17 @@ def _images(rows: Sequence[dict], images_dir: Path, table: Path, skip_missing: b
                 raise FileNotFoundError(errno.ENOENT, "missing, or not a regular file", str(local))
             with Image.open(local) as image:
                 image.load()
-        except (OSError, UnidentifiedImageError, Image.DecompressionBombError) as err:  # bomb: over PIL's pixel limit
+        except (
+            OSError,
+            UnidentifiedImageError,
+            Image.DecompressionBombError,
+        ) as err:  # bomb: over PIL's pixel limit
             if not skip_missing:
-                raise UserInputError(f"{table}: line {row['line']}: image {local} cannot be read "
-                                     f"({type(err).__name__}: {getattr(err, 'strerror', None) or err}); fix it or "
-                                     "pass --skip-missing") from err
+                raise UserInputError(
+                    f"{table}: line {row['line']}: image {local} cannot be read "
+                    f"({type(err).__name__}: {getattr(err, 'strerror', None) or err}); fix it or "
+                    "pass --skip-missing"
+                ) from err
             missing.append(key)
             continue
         found[key] = (local, row[columns.IMAGE])
@@ -168,8 +183,10 @@ def _refuse_inputs_the_build_replaces(table: Path, images: ImageSpec, output_dir
     for path in (table, *(local for local, _ in images.found.values())):
         hit = next((r for r in replaced if path.resolve().is_relative_to(r)), None)
         if hit is not None:
-            raise UserInputError(f"{table}: input {path} is inside {hit}, which this build replaces; "
-                                 "choose another --output (or move the input)")
+            raise UserInputError(
+                f"{table}: input {path} is inside {hit}, which this build replaces; "
+                "choose another --output (or move the input)"
+            )
 
 
 def export_own(
@@ -200,7 +217,9 @@ def export_own(
     report = BuildReport(dataset=table.stem)
     report.sources["table"] = str(table.resolve())
     report.sources["images"] = str(images_dir.resolve())
-    configs = [ConfigBuild(name, config_rows, features, images=images) for name, config_rows in by_config.items()]
+    configs = [
+        ConfigBuild(name, config_rows, features, images=images) for name, config_rows in by_config.items()
+    ]
     # The card is pushed as it is: named after the dataset (its Hub repository, else its folder), its usage
     # loading that, and no local path (`dataset_card.shown_source`).
     name = options.repo_id_for_card or Path(output_dir).name

@@ -125,8 +125,20 @@ def replace_features() -> datasets.Features:
     """Row schema (the image column is added when images are embedded): the shared eval columns,
     then provenance and the quality flags."""
     return row_features(
-        (columns.IMAGE_ID, "image_path", *columns.EVAL_CAPTION_COLUMNS, "subset", "replaced_phrase", "replacement"),
-        {"substring_artifact": "bool", "is_duplicate": "bool", "duplicate_of": "int64", "upstream_index": "int64"},
+        (
+            columns.IMAGE_ID,
+            "image_path",
+            *columns.EVAL_CAPTION_COLUMNS,
+            "subset",
+            "replaced_phrase",
+            "replacement",
+        ),
+        {
+            "substring_artifact": "bool",
+            "is_duplicate": "bool",
+            "duplicate_of": "int64",
+            "upstream_index": "int64",
+        },
     )
 
 
@@ -187,7 +199,7 @@ def _defects_text(rows_by_subset: dict[str, list[dict]]) -> str:
         "",
         "A substring artefact is detected when applying one of the subset's own substitutions "
         "(e.g. red -> crimson) with plain string replacement reproduces c_p while touching the inside "
-        "of a longer word (\"covered\" -> \"covecrimson\"). Duplicates repeat an earlier "
+        'of a longer word ("covered" -> "covecrimson"). Duplicates repeat an earlier '
         "(image_id, c, c_n) triple; `duplicate_of` points at the first occurrence.",
     ]
     return "\n".join(lines)

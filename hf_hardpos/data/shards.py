@@ -25,7 +25,9 @@ SHARD_SIZE = "500MB"  # the default maximum parquet shard size (push_to_hub's de
 IMAGE_WRITER_BATCH_SIZE = 100
 
 
-def _generate(rows: Callable[[], Iterable[dict]] | Sequence[dict], images: ImageSpec | None) -> Iterator[dict]:
+def _generate(
+    rows: Callable[[], Iterable[dict]] | Sequence[dict], images: ImageSpec | None
+) -> Iterator[dict]:
     """Yield rows, reading each image only when its row is written; rows whose image is missing
     (``--skip-missing``) are left out."""
     for row in rows() if callable(rows) else rows:
@@ -38,7 +40,9 @@ def _generate(rows: Callable[[], Iterable[dict]] | Sequence[dict], images: Image
         path, stored_path = found
         image = images.encode(path, stored_path, row)
         if not image.get("bytes"):
-            raise DataValidationError(f"{path}: no image bytes for row {row.get('upstream_index', row[images.key])}")
+            raise DataValidationError(
+                f"{path}: no image bytes for row {row.get('upstream_index', row[images.key])}"
+            )
         yield {columns.IMAGE: image, **row}
 
 
@@ -153,7 +157,9 @@ def write_config_shards(
     files = []
     for index in range(num_shards):
         relative = f"{data_dir}/{split}-{index:05d}-of-{num_shards:05d}.parquet"
-        dataset.shard(num_shards=num_shards, index=index, contiguous=True).to_parquet(str(output_dir / relative))
+        dataset.shard(num_shards=num_shards, index=index, contiguous=True).to_parquet(
+            str(output_dir / relative)
+        )
         files.append(relative)
     return ExportedConfig(config_name, split, [data_dir], dataset.features, len(dataset), num_bytes, files)
 
@@ -163,7 +169,9 @@ def union_config(name: str, parts: Sequence[ExportedConfig]) -> ExportedConfig:
     first = parts[0]
     for part in parts[1:]:
         if part.features != first.features or part.split != first.split:
-            raise ValueError(f"cannot union config {part.name!r} with {first.name!r}: different features or split")
+            raise ValueError(
+                f"cannot union config {part.name!r} with {first.name!r}: different features or split"
+            )
     return ExportedConfig(
         name=name,
         split=first.split,
@@ -210,15 +218,20 @@ def check_embedded_images(folder: Path, config: ExportedConfig) -> None:
     for relative in config.files:
         handle = pq.ParquetFile(str(folder / relative))
         leaf = next(
-            (i for i in range(handle.metadata.num_columns)
-             if handle.metadata.schema.column(i).path == f"{columns.IMAGE}.bytes"),
+            (
+                i
+                for i in range(handle.metadata.num_columns)
+                if handle.metadata.schema.column(i).path == f"{columns.IMAGE}.bytes"
+            ),
             None,
         )
         for group in range(handle.metadata.num_row_groups):
             stats = handle.metadata.row_group(group).column(leaf).statistics if leaf is not None else None
             if stats is not None and stats.has_null_count and stats.null_count == 0:
                 continue
-            image = handle.read_row_group(group, columns=[columns.IMAGE]).column(columns.IMAGE).combine_chunks()
+            image = (
+                handle.read_row_group(group, columns=[columns.IMAGE]).column(columns.IMAGE).combine_chunks()
+            )
             nulls = pc.sum(pc.is_null(image.field("bytes"))).as_py() or 0
             if nulls:
                 raise DataValidationError(

@@ -51,16 +51,20 @@ HARD_POSITIVES_REPO = GitHubRepo(
     "33addaae84b58d96dc8e9251b61d497c536ed23d",
     {
         "data/vl_checklist_attributes.json": FileDigest(
-            "8502f610e15c0022e316abca4a8412972fd46089", "4c7d262e77e1a1fd5a89ee0de43191fe697d4cf1c044e76c496761f07d824950"
+            "8502f610e15c0022e316abca4a8412972fd46089",
+            "4c7d262e77e1a1fd5a89ee0de43191fe697d4cf1c044e76c496761f07d824950",
         ),
         "data/vl_checklist_relations.json": FileDigest(
-            "0a79261bf87069525343fd0298dcfc558ba9ac0c", "f4aee47194df09f73c4bdb13e2f24c17901d71fbb15ab629b40c8667a841d535"
+            "0a79261bf87069525343fd0298dcfc558ba9ac0c",
+            "f4aee47194df09f73c4bdb13e2f24c17901d71fbb15ab629b40c8667a841d535",
         ),
         "swapped_data/vl_checklist_attributes.json": FileDigest(
-            "2f305ee08a1771a4cd33779d21d1fbebd8f5765a", "7f6d2f2614ff8a037780ab4b6243c6e1165ceabc5e4db506ad70c63fd95f6441"
+            "2f305ee08a1771a4cd33779d21d1fbebd8f5765a",
+            "7f6d2f2614ff8a037780ab4b6243c6e1165ceabc5e4db506ad70c63fd95f6441",
         ),
         "swapped_data/vl_checklist_relations.json": FileDigest(
-            "b60bbe62bc7c0d42e21f2a2b20f3c1fbd9ee7707", "25174b3f0286c124cd7c2c844c1e57bb85179e37cdee0d55fc2857387dede9b5"
+            "b60bbe62bc7c0d42e21f2a2b20f3c1fbd9ee7707",
+            "25174b3f0286c124cd7c2c844c1e57bb85179e37cdee0d55fc2857387dede9b5",
         ),
         # Large files: checked by their git blob id (the commit's tree), sha256 not recorded.
         "swapped_data/visual_genome_attribution.json": FileDigest("064e9409a45574acbf5b9c360969e43cda063e67"),
@@ -73,25 +77,32 @@ SUGARCREPE_REPO = GitHubRepo(
     "0047054b243992f0fad63d6f64f7544862daf846",
     {
         "data/add_att.json": FileDigest(
-            "71c463725f3f9bae0a9227a01ae5d431db235396", "012d88d729693d193760e6f3393b06a1cf874380a9db0062e937201199fe044d"
+            "71c463725f3f9bae0a9227a01ae5d431db235396",
+            "012d88d729693d193760e6f3393b06a1cf874380a9db0062e937201199fe044d",
         ),
         "data/add_obj.json": FileDigest(
-            "289b22a04690f6f542bb048346021d768ec9b24d", "1b9d76b93139a937b8dc1ada92a4f05ecc821bb3c291d752428bafadd4bb0682"
+            "289b22a04690f6f542bb048346021d768ec9b24d",
+            "1b9d76b93139a937b8dc1ada92a4f05ecc821bb3c291d752428bafadd4bb0682",
         ),
         "data/replace_att.json": FileDigest(
-            "6393e04971c06cb62a8fed62ef2805ff6c7c5666", "9fe55fd4c0a9ad1f85d486d9f6d0215b41f867eb025026e7f7b5ce44352545ee"
+            "6393e04971c06cb62a8fed62ef2805ff6c7c5666",
+            "9fe55fd4c0a9ad1f85d486d9f6d0215b41f867eb025026e7f7b5ce44352545ee",
         ),
         "data/replace_obj.json": FileDigest(
-            "1585a4a6998d785c043fb923d8e0248436d9da51", "9d299600639947e9d15281a9ded1382b376cf4ea088a8d08a1314bfe76e81898"
+            "1585a4a6998d785c043fb923d8e0248436d9da51",
+            "9d299600639947e9d15281a9ded1382b376cf4ea088a8d08a1314bfe76e81898",
         ),
         "data/replace_rel.json": FileDigest(
-            "8716359e17fa36d37e75c6eff5e94826cdb047e5", "356bcc2fc4c6aed3f4d9fd50acc58489bb1fe70c28791f9368d4cbf9ea39cdc9"
+            "8716359e17fa36d37e75c6eff5e94826cdb047e5",
+            "356bcc2fc4c6aed3f4d9fd50acc58489bb1fe70c28791f9368d4cbf9ea39cdc9",
         ),
         "data/swap_att.json": FileDigest(
-            "375fdd6d372e22e43c0dfbe898c1ec1494016b8c", "7a7ce04e5c4c80412b48c6f0c1347fb1a2f5d54c0be6aa429b64d390e442f8d0"
+            "375fdd6d372e22e43c0dfbe898c1ec1494016b8c",
+            "7a7ce04e5c4c80412b48c6f0c1347fb1a2f5d54c0be6aa429b64d390e442f8d0",
         ),
         "data/swap_obj.json": FileDigest(
-            "db5abe6b488fa38c4b67d1d3da87b6b5c2e1e626", "073cdb8e253d053614e80710834d9773b09dbc1dd0a412f6f9492262caa1dcad"
+            "db5abe6b488fa38c4b67d1d3da87b6b5c2e1e626",
+            "073cdb8e253d053614e80710834d9773b09dbc1dd0a412f6f9492262caa1dcad",
         ),
     },
 )
@@ -100,19 +111,24 @@ SUGARCREPE_PP_REPO = GitHubRepo(
     "c083bbf039a5ca215acaf25e7ee736d2ea6f3864",
     {
         "data/replace_att.json": FileDigest(
-            "be89e623f6fd54d015f6a437ba9a34ffa39cc465", "6826413592894754eeca02aeebbcbbc8b95a7456998abcc714e71c033ce6fe87"
+            "be89e623f6fd54d015f6a437ba9a34ffa39cc465",
+            "6826413592894754eeca02aeebbcbbc8b95a7456998abcc714e71c033ce6fe87",
         ),
         "data/replace_obj.json": FileDigest(
-            "3b62823c003659737a68c3d78cfe721c57b44f5f", "5c6dc499ec8f511a8aa4ec1b7b5eb0eca90317488abe36ec39573355e2d361ab"
+            "3b62823c003659737a68c3d78cfe721c57b44f5f",
+            "5c6dc499ec8f511a8aa4ec1b7b5eb0eca90317488abe36ec39573355e2d361ab",
         ),
         "data/replace_rel.json": FileDigest(
-            "69d447e3fcb33817b866bd5688741f42bad7c26a", "040fb95d3f0619bf515db60879e99709a87a5e9b4f524ec3403b127243480fd4"
+            "69d447e3fcb33817b866bd5688741f42bad7c26a",
+            "040fb95d3f0619bf515db60879e99709a87a5e9b4f524ec3403b127243480fd4",
         ),
         "data/swap_att.json": FileDigest(
-            "61ea987bbac7d8c99e6a88f3c1028609fbea6c73", "450d0fd9fcad3e6f44950dc634e7f901ab1c6d9c60a569ade5ae8ffb3d203ad8"
+            "61ea987bbac7d8c99e6a88f3c1028609fbea6c73",
+            "450d0fd9fcad3e6f44950dc634e7f901ab1c6d9c60a569ade5ae8ffb3d203ad8",
         ),
         "data/swap_obj.json": FileDigest(
-            "8e9c3f66a2c2d3369146dec5324b1926b2fc1d40", "5f33cae824de431a7ecd3c5de6301f689815f9497aa36d96b154bbaf117b201b"
+            "8e9c3f66a2c2d3369146dec5324b1926b2fc1d40",
+            "5f33cae824de431a7ecd3c5de6301f689815f9497aa36d96b154bbaf117b201b",
         ),
     },
 )
@@ -190,7 +206,9 @@ class Sources:
         self.repo = repo
         self._dl_manager = None
         self.provenance: dict[str, str] = {}
-        self.local_variants: list[str] = []  # inputs read from local copies that are not the pinned upstream files
+        self.local_variants: list[
+            str
+        ] = []  # inputs read from local copies that are not the pinned upstream files
 
     @property
     def dl_manager(self):
@@ -215,7 +233,9 @@ class Sources:
                     f"(expected {relative_path} inside it)"
                 )
             if expected is not None and matches_digest(path, expected):
-                return self.record(relative_path, path, f"{url} (read from a local copy, identical to {pinned})")
+                return self.record(
+                    relative_path, path, f"{url} (read from a local copy, identical to {pinned})"
+                )
             self.local_variants.append(relative_path)
             return self.record(relative_path, path, f"a local copy that is NOT the file of {pinned}")
         path = self.download(url)
@@ -239,7 +259,9 @@ class Sources:
             if not path.is_file():
                 raise MissingSourceError(f"{path} not found: {option} must be a folder holding {name}")
             self.local_variants.append(name)
-            return self.record(name, path, f"{url} (read from a local copy, not checked against a recorded digest)")
+            return self.record(
+                name, path, f"{url} (read from a local copy, not checked against a recorded digest)"
+            )
         return self.record(name, self.download(url), url)
 
     def record(self, name: str, path: Path, origin: str) -> Path:

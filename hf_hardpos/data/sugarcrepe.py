@@ -62,7 +62,9 @@ def read_sugarcrepe_subset(path: Path, subset: str) -> list[dict]:
     """The rows of one SugarCrepe file, in file order; ``upstream_key`` is the row's key there."""
     data = load_json(path)
     if not isinstance(data, dict):
-        raise DataValidationError(f"{path}: expected a JSON object keyed by row index, got {type(data).__name__}")
+        raise DataValidationError(
+            f"{path}: expected a JSON object keyed by row index, got {type(data).__name__}"
+        )
     keys = list(data)
     bad_keys = [key for key in keys if not key.isdigit()]
     if bad_keys:
@@ -93,19 +95,23 @@ SUGARCREPE_FLAGS = {"negative_same_words": "`negative_same_words` rows"}
 
 
 def _sugarcrepe_defects(report: BuildReport) -> str:
-    return "\n".join([
-        "No row is dropped or changed. Measured in this build: rows whose hard negative uses exactly the "
-        "caption's words, only reordered (sugar-crepe issue #10 notes this for the swap subsets: a model "
-        "that ignores word order cannot tell such a pair apart):",
-        "",
-        *flag_table(report, SUGARCREPE_FLAGS),
-    ])
+    return "\n".join(
+        [
+            "No row is dropped or changed. Measured in this build: rows whose hard negative uses exactly the "
+            "caption's words, only reordered (sugar-crepe issue #10 notes this for the swap subsets: a model "
+            "that ignores word order cannot tell such a pair apart):",
+            "",
+            *flag_table(report, SUGARCREPE_FLAGS),
+        ]
+    )
 
 
 # --- SugarCrepe++ -----------------------------------------------------------------------------------
 
 
-SUGARCREPE_PP_FLAGS = {name: f"`{name}`" for name in ("negative_equals_caption", "hard_positive_equals_caption")}
+SUGARCREPE_PP_FLAGS = {
+    name: f"`{name}`" for name in ("negative_equals_caption", "hard_positive_equals_caption")
+}
 
 
 def read_sugarcrepe_pp_subset(path: Path, subset: str) -> list[dict]:
@@ -134,15 +140,17 @@ def sugarcrepe_pp_features() -> datasets.Features:
 
 
 def _sugarcrepe_pp_defects(report: BuildReport) -> str:
-    return "\n".join([
-        "Kept as upstream has them and flagged, so results stay comparable with the paper's and the "
-        "defective rows can be filtered (whitespace at the ends ignored when comparing):",
-        "",
-        *flag_table(report, SUGARCREPE_PP_FLAGS),
-        "",
-        "With strict inequalities a row whose c_n equals c can never count as correct, and a row whose c_p "
-        "equals c can never be brittle.",
-    ])
+    return "\n".join(
+        [
+            "Kept as upstream has them and flagged, so results stay comparable with the paper's and the "
+            "defective rows can be filtered (whitespace at the ends ignored when comparing):",
+            "",
+            *flag_table(report, SUGARCREPE_PP_FLAGS),
+            "",
+            "With strict inequalities a row whose c_n equals c can never count as correct, and a row whose c_p "
+            "equals c can never be brittle.",
+        ]
+    )
 
 
 # --- shared export ------------------------------------------------------------------------------------
@@ -212,12 +220,19 @@ def export_coco_benchmark(
             folder,
             (row for rows in rows_by_subset.values() for row in rows),
             options,
-            origin=lambda row: f"{paths[row['subset']]}: row {row.get('upstream_key', row.get('upstream_id'))} field filename",
+            origin=lambda row: (
+                f"{paths[row['subset']]}: row {row.get('upstream_key', row.get('upstream_id'))} field filename"
+            ),
         )
         report.sources["images"] = f"COCO val2017: {folder.description}"
     configs = [
         ConfigBuild(
-            subset, rows, benchmark.features(), benchmark.counts[subset], count_flags(rows, benchmark.flags), images
+            subset,
+            rows,
+            benchmark.features(),
+            benchmark.counts[subset],
+            count_flags(rows, benchmark.flags),
+            images,
         )
         for subset, rows in rows_by_subset.items()
     ]

@@ -28,15 +28,18 @@ if TYPE_CHECKING:
     from .tasks import run_task as run_task
     from .tasks.hard_positive import evaluate_dataset as evaluate_dataset
 
-__getattr__, __all__ = lazy_exports(__name__, {
-    "EvaluationReport": ".report",
-    "RunOptions": ".options",
-    "Section": ".section",
-    "SuiteEntry": ".suite",
-    "SuiteReport": ".suite",
-    "evaluate_dataset": ".tasks.hard_positive",
-    "evaluate_model": ".run",
-    "load_suite": ".suite",
-    "run_suite": ".suite",
-    "run_task": ".tasks",
-})
+__getattr__, __all__ = lazy_exports(
+    __name__,
+    {
+        "EvaluationReport": ".report",
+        "RunOptions": ".options",
+        "Section": ".section",
+        "SuiteEntry": ".suite",
+        "SuiteReport": ".suite",
+        "evaluate_dataset": ".tasks.hard_positive",
+        "evaluate_model": ".run",
+        "load_suite": ".suite",
+        "run_suite": ".suite",
+        "run_task": ".tasks",
+    },
+)

@@ -37,12 +37,16 @@ def rows_by_activation(rows: Mapping[str, Mapping[str, Mapping]]) -> dict[str, d
             if base is None or other is None:
                 continue
             combined[f"{name} [{activation} - {first}]"] = {
-                k: other[k] - v for k, v in base.items() if _is_difference_key(k, v) and _is_difference_key(k, other.get(k))
+                k: other[k] - v
+                for k, v in base.items()
+                if _is_difference_key(k, v) and _is_difference_key(k, other.get(k))
             }
     return combined
 
 
-def difference_rule(activations: Sequence[str], units: str = "rates in percentage points, mean scores in cosine") -> str:
+def difference_rule(
+    activations: Sequence[str], units: str = "rates in percentage points, mean scores in cosine"
+) -> str:
     """The line printed under a side-by-side table, saying what its difference rows are."""
     first = activations[0]
     others = ", ".join(f"[{a} - {first}]" for a in activations[1:])
@@ -62,7 +66,8 @@ def activation_comparison_table(reports: Mapping[str, EvaluationReport]) -> str:
     """
     first = next(iter(reports.values()))
     merged = dataclasses.replace(
-        first.section, published={},
+        first.section,
+        published={},
         results=rows_by_activation({activation: r.results for activation, r in reports.items()}),
         aggregates=rows_by_activation({activation: r.aggregates for activation, r in reports.items()}),
     )

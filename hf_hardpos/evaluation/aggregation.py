@@ -48,8 +48,11 @@ def describe(name: str, aggregation: Mapping[str, Any]) -> str:
     if aggregation["method"] == POOLED:
         paper_rows = sum(REPLACE_SUBSET_ROWS.values())
         # Only all of the paper's rows are its column; fewer (a --skip-missing build, a sample) follow its rule.
-        column = ("the paper's REPLACE column" if aggregation["rows"] == paper_rows
-                  else f"the paper's REPLACE column's rule, on {aggregation['rows']:,} of its {paper_rows:,} rows")
+        column = (
+            "the paper's REPLACE column"
+            if aggregation["rows"] == paper_rows
+            else f"the paper's REPLACE column's rule, on {aggregation['rows']:,} of its {paper_rows:,} rows"
+        )
         text = (
             f"{name} = fraction over all {aggregation['rows']:,} rows of {configs}, each row once; mean scores "
             f"over all rows ({column}, Kamath et al. 2024 Tables 1 and 8)"
@@ -107,7 +110,9 @@ def pooled_from_scores(
     negative = np.concatenate([np.asarray(scores[c]["negative"], dtype=np.float64) for c in configs])
     positive = np.concatenate([np.asarray(scores[c]["positive"], dtype=np.float64) for c in configs])
     by_image = all("image_id" in scores[c] for c in configs)
-    groups = np.concatenate([np.asarray(scores[c]["image_id"]).astype(str) for c in configs]) if by_image else None
+    groups = (
+        np.concatenate([np.asarray(scores[c]["image_id"]).astype(str) for c in configs]) if by_image else None
+    )
     pooled = metrics_from_scores(original, negative, positive, bootstrap_samples, confidence_level, groups)
     if not bootstrap_samples:
         return pooled, None

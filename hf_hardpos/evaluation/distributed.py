@@ -38,8 +38,8 @@ import numpy as np
 import torch
 
 from ..errors import UserInputError
-from ..pixel_store import SharedPixelScorer
 from ..image_keys import ImageSource
+from ..pixel_store import SharedPixelScorer
 
 STOP, IMAGES, TEXTS = "stop", "images", "texts"
 
@@ -77,8 +77,10 @@ def deal_batches(count: int, batch_size: int, processes: int) -> list[np.ndarray
     """Positions 0..count-1 cut into consecutive batches of `batch_size`, dealt round-robin: process r
     gets batches r, r + processes, ... (each process's positions in increasing order)."""
     batches = [np.arange(start, min(start + batch_size, count)) for start in range(0, count, batch_size)]
-    return [np.concatenate(batches[rank::processes]) if batches[rank::processes] else np.zeros(0, dtype=np.int64)
-            for rank in range(processes)]
+    return [
+        np.concatenate(batches[rank::processes]) if batches[rank::processes] else np.zeros(0, dtype=np.int64)
+        for rank in range(processes)
+    ]
 
 
 class Workers:
@@ -123,13 +125,18 @@ class Workers:
             order = command[0]
             if order["op"] == STOP:
                 if order.get("error"):
-                    print(f"hardpos eval: process {self.rank} of {self.size}: stopped, process 0 failed: "
-                          f"{order['error']}", file=sys.stderr)
+                    print(
+                        f"hardpos eval: process {self.rank} of {self.size}: stopped, process 0 failed: "
+                        f"{order['error']}",
+                        file=sys.stderr,
+                    )
                     return 1
                 return 0
             payload: list[Any] = [None]
             dist.scatter_object_list(payload, None, src=0)
-            answer = _attempt(lambda work: self._encode(scorers, order["op"], order["spec"], work), payload[0])
+            answer = _attempt(
+                lambda work, order=order: self._encode(scorers, order["op"], order["spec"], work), payload[0]
+            )
             dist.gather_object(answer, None, dst=0)
 
     def _encode(self, scorers: dict, op: str, spec: dict, work: Any) -> torch.Tensor | None:
@@ -151,12 +158,24 @@ class Workers:
         key = digest_of(spec)
         if key not in scorers:
             scorers.clear()
-            source = ModelSource.resolve(spec["model"], spec.get("open_clip_config"), spec.get("activation"),
-                                         spec.get("tokenizer"), progress=False)
+            source = ModelSource.resolve(
+                spec["model"],
+                spec.get("open_clip_config"),
+                spec.get("activation"),
+                spec.get("tokenizer"),
+                progress=False,
+            )
             loaded, processor = source.load(spec["image_backend"])
             scorers[key] = SharedPixelScorer(
-                loaded, processor, spec["batch_size"], spec["num_workers"], local_device(spec["device"]),
-                spec["precision"], spec["allow_tf32"], False, pixels=self._pixels(spec),
+                loaded,
+                processor,
+                spec["batch_size"],
+                spec["num_workers"],
+                local_device(spec["device"]),
+                spec["precision"],
+                spec["allow_tf32"],
+                False,
+                pixels=self._pixels(spec),
             )
         return scorers[key]
 
@@ -203,8 +222,10 @@ def process_group(device: str | None = None) -> Iterator[Workers | None]:
     try:
         dist.init_process_group("gloo")
     except (RuntimeError, ValueError) as err:
-        raise UserInputError(f"WORLD_SIZE={size}, but this process cannot join its group ({err}); start it with "
-                             "torchrun or accelerate launch") from err
+        raise UserInputError(
+            f"WORLD_SIZE={size}, but this process cannot join its group ({err}); start it with "
+            "torchrun or accelerate launch"
+        ) from err
     workers = Workers(dist.get_rank(), size)
     if local_device(device) in (None, "cpu") or torch.device(local_device(device)).type == "cpu":
         torch.set_num_threads(single_process_threads())
@@ -237,10 +258,16 @@ class DistributedScorer(SharedPixelScorer):
 
         self.workers = workers
         self.spec = {
-            **spec, "image_backend": backend_of(self.processor.image_processor), "batch_size": self.batch_size,
-            "num_workers": self.num_workers, "device": self.device.type, "precision": self.precision,
+            **spec,
+            "image_backend": backend_of(self.processor.image_processor),
+            "batch_size": self.batch_size,
+            "num_workers": self.num_workers,
+            "device": self.device.type,
+            "precision": self.precision,
             "allow_tf32": self.allow_tf32,
-            "pixels": None if self.pixels is None else {
+            "pixels": None
+            if self.pixels is None
+            else {
                 "directory": None if self.pixels.directory is None else str(self.pixels.directory),
                 "max_disk_bytes": self.pixels.max_disk_bytes,
             },
@@ -252,7 +279,9 @@ class DistributedScorer(SharedPixelScorer):
         order = np.argsort([len(i) for i in ids], kind="stable")
         shares = [order[part] for part in deal_batches(len(ids), self.batch_size, self.workers.size)]
         results = self.workers.run(
-            TEXTS, self.spec, [[list(ids[i]) for i in share] for share in shares],
+            TEXTS,
+            self.spec,
+            [[list(ids[i]) for i in share] for share in shares],
             lambda work: super(DistributedScorer, self)._encode_token_ids(work) if len(work) else None,
         )
         return _put_back(len(ids), shares, results)
@@ -264,13 +293,19 @@ class DistributedScorer(SharedPixelScorer):
             picked = [sources[i] for i in share]
             payloads.append(([dataset[s.row][image_column] for s in picked], picked))
         results = self.workers.run(
-            IMAGES, self.spec, payloads,
-            lambda mine: super(DistributedScorer, self)._encode_images(dataset, image_column, mine) if mine else None,
+            IMAGES,
+            self.spec,
+            payloads,
+            lambda mine: (
+                super(DistributedScorer, self)._encode_images(dataset, image_column, mine) if mine else None
+            ),
         )
         return _put_back(len(sources), shares, results)
 
 
-def _put_back(count: int, shares: Sequence[np.ndarray], results: Sequence[torch.Tensor | None]) -> torch.Tensor:
+def _put_back(
+    count: int, shares: Sequence[np.ndarray], results: Sequence[torch.Tensor | None]
+) -> torch.Tensor:
     """The embeddings of every position, from each process's share."""
     width = next(r.shape[-1] for r in results if r is not None)
     out = torch.empty(count, width)

@@ -42,7 +42,9 @@ def require_dataset_exists(name_or_path: str) -> None:
             f"pass that folder as --dataset"
         )
     if looks_like_path(name_or_path) and not Path(name_or_path).expanduser().exists():
-        raise UserInputError(f"dataset not found: {name_or_path} (no such folder; a Hub id looks like owner/name)")
+        raise UserInputError(
+            f"dataset not found: {name_or_path} (no such folder; a Hub id looks like owner/name)"
+        )
 
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json")
@@ -78,17 +80,23 @@ def load_local_split(folder: str | Path, config: str | None, split: str) -> tupl
     data_files = (builder.config.data_files or {}).get(split)
     if not data_files:
         splits = sorted((builder.config.data_files or {}).keys())
-        raise UserInputError(f"{folder} config {config!r} has no files for split {split!r} (splits: {splits})")
+        raise UserInputError(
+            f"{folder} config {config!r} has no files for split {split!r} (splits: {splits})"
+        )
     digest = sha256_files(data_files, root=folder)
     if all(str(f).endswith(".parquet") for f in data_files):
         if sum(_parquet_rows(f) for f in data_files) == 0:
-            raise UserInputError(f"{folder} config {config!r} split {split!r} has no rows ({len(data_files)} empty file(s))")
+            raise UserInputError(
+                f"{folder} config {config!r} split {split!r} has no rows ({len(data_files)} empty file(s))"
+            )
     from datasets.exceptions import DatasetGenerationError
 
     try:
         dataset = load_dataset(str(folder), config, split=split, cache_dir=content_cache_dir(digest))
     except (ValueError, DatasetGenerationError) as err:  # e.g. a parquet file with no rows, a garbled file
-        raise UserInputError(f"{folder} config {config!r} split {split!r}: cannot read ({first_line(err)})") from err
+        raise UserInputError(
+            f"{folder} config {config!r} split {split!r}: cannot read ({first_line(err)})"
+        ) from err
     if len(dataset) == 0:
         raise UserInputError(f"{folder} config {config!r} split {split!r} has no rows")
     referenced = image_files_referenced(dataset, folder, f"{folder} config {config!r} split {split!r}")
@@ -122,10 +130,15 @@ def image_files_referenced(dataset: Dataset, folder: Path, where: str) -> list[P
             name = cells.field("path")[row].as_py()
             resolved = Path(str(name or "")).resolve()  # as the scorer opens it (a relative path: from here)
             if not name or not resolved.is_relative_to(inside) or not resolved.is_file():
-                reason = ("is outside the dataset folder" if name and not resolved.is_relative_to(inside)
-                          else "is not a file in the dataset folder")
-                raise UserInputError(f"{where}: row {row}, field {field!r}: image path {name!r} {reason}; embed the "
-                                     "image's bytes (hardpos build does)")
+                reason = (
+                    "is outside the dataset folder"
+                    if name and not resolved.is_relative_to(inside)
+                    else "is not a file in the dataset folder"
+                )
+                raise UserInputError(
+                    f"{where}: row {row}, field {field!r}: image path {name!r} {reason}; embed the "
+                    "image's bytes (hardpos build does)"
+                )
             found[resolved] = None
     return list(found)
 
@@ -135,7 +148,9 @@ def _parquet_rows(path: str | Path) -> int:
     try:
         return pq.ParquetFile(path).metadata.num_rows
     except (pa.ArrowException, OSError) as err:
-        raise UserInputError(f"{path}: not a readable parquet file ({first_line(err)}); rebuild or re-download it") from err
+        raise UserInputError(
+            f"{path}: not a readable parquet file ({first_line(err)}); rebuild or re-download it"
+        ) from err
 
 
 def dataset_source(dataset: str | Dataset | DatasetDict) -> str:
@@ -168,7 +183,11 @@ def _load_eval_sets(
     dataset: str | Dataset | DatasetDict, configs: Sequence[str] | None, split: str
 ) -> dict[str, EvalSet]:
     if isinstance(dataset, Dataset):
-        return {configs[0] if configs else "default": EvalSet("default", dataset, {"fingerprint": dataset._fingerprint})}
+        return {
+            configs[0] if configs else "default": EvalSet(
+                "default", dataset, {"fingerprint": dataset._fingerprint}
+            )
+        }
     if isinstance(dataset, DatasetDict):
         chosen = dataset[split]
         name = configs[0] if configs else "default"
@@ -193,7 +212,9 @@ def _load_eval_sets(
     sets = {}
     for name in names:
         loaded = load_dataset(dataset, name, split=split, revision=revision)
-        sets[name] = EvalSet(name, loaded, {"hub_id": dataset, "config": name, "split": split, "revision": revision})
+        sets[name] = EvalSet(
+            name, loaded, {"hub_id": dataset, "config": name, "split": split, "revision": revision}
+        )
     return sets
 
 

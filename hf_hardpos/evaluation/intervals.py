@@ -20,7 +20,14 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..metrics import METRIC_NAMES, augmented_correct, bootstrap_interval, brittle, original_correct, wilson_interval
+from ..metrics import (
+    METRIC_NAMES,
+    augmented_correct,
+    bootstrap_interval,
+    brittle,
+    original_correct,
+    wilson_interval,
+)
 from .aggregation import MACRO_MEAN, POOLED
 
 CONFIDENCE = 0.95
@@ -31,19 +38,25 @@ def method(bootstrap_samples: int, by_image: bool) -> str:
     if not bootstrap_samples:
         return f"{CONFIDENCE:.0%} Wilson score interval of each rate (rows taken as independent)"
     unit = "images (all rows of a drawn image_id)" if by_image else "rows (the set has no image_id column)"
-    return (f"{CONFIDENCE:.0%} percentile bootstrap, {bootstrap_samples} resamples over {unit}, seed 0, widened to "
-            "contain the Wilson interval where narrower (few rows, or a rate of 0 or 1)")
+    return (
+        f"{CONFIDENCE:.0%} percentile bootstrap, {bootstrap_samples} resamples over {unit}, seed 0, widened to "
+        "contain the Wilson interval where narrower (few rows, or a rate of 0 or 1)"
+    )
 
 
 def outcomes(scores: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Each rate's per-row 0/1 outcome from a config's saved `original`, `negative`, `positive` scores."""
     o, n, p = (np.asarray(scores[k], dtype=np.float64) for k in ("original", "negative", "positive"))
-    return {"original_accuracy": original_correct(o, n), "augmented_accuracy": augmented_correct(o, n, p),
-            "brittleness": brittle(o, n, p)}
+    return {
+        "original_accuracy": original_correct(o, n),
+        "augmented_accuracy": augmented_correct(o, n, p),
+        "brittleness": brittle(o, n, p),
+    }
 
 
-def rate_intervals(per_row: Mapping[str, np.ndarray], bootstrap_samples: int = 0,
-                   groups: np.ndarray | None = None) -> dict[str, float]:
+def rate_intervals(
+    per_row: Mapping[str, np.ndarray], bootstrap_samples: int = 0, groups: np.ndarray | None = None
+) -> dict[str, float]:
     """`{rate}_ci_low` / `{rate}_ci_high` for each per-row outcome (see the module docstring)."""
     bounds: dict[str, float] = {}
     for name, values in per_row.items():
@@ -60,15 +73,22 @@ def _without_intervals(metrics: Mapping) -> dict:
     return {k: v for k, v in metrics.items() if "_ci_" not in k}
 
 
-def attach(results: dict[str, dict], aggregates: dict[str, dict], provenance: dict[str, dict],
-           scores: Mapping[str, Mapping[str, np.ndarray]], bootstrap_samples: int = 0) -> None:
+def attach(
+    results: dict[str, dict],
+    aggregates: dict[str, dict],
+    provenance: dict[str, dict],
+    scores: Mapping[str, Mapping[str, np.ndarray]],
+    bootstrap_samples: int = 0,
+) -> None:
     """Replace the intervals of every config with per-row scores, and of the aggregate rows, in place."""
     for config, s in scores.items():
         if config not in results:
             continue
         groups = np.asarray(s["image_id"]).astype(str) if "image_id" in s else None
-        results[config] = {**_without_intervals(results[config]),
-                           **rate_intervals(outcomes(s), bootstrap_samples, groups)}
+        results[config] = {
+            **_without_intervals(results[config]),
+            **rate_intervals(outcomes(s), bootstrap_samples, groups),
+        }
         prov = provenance.setdefault(config, {})
         prov.pop("bootstrap", None)  # the older name of this entry
         prov["interval"] = method(bootstrap_samples, groups is not None)
@@ -80,7 +100,11 @@ def attach(results: dict[str, dict], aggregates: dict[str, dict], provenance: di
         base = _without_intervals(row)
         if aggregation["method"] == POOLED:
             by_image = all("image_id" in scores[c] for c in configs)
-            groups = np.concatenate([np.asarray(scores[c]["image_id"]).astype(str) for c in configs]) if by_image else None
+            groups = (
+                np.concatenate([np.asarray(scores[c]["image_id"]).astype(str) for c in configs])
+                if by_image
+                else None
+            )
             per_row = {m: np.concatenate([outcomes(scores[c])[m] for c in configs]) for m in METRIC_NAMES}
             base.update(rate_intervals(per_row, bootstrap_samples, groups))
             how = method(bootstrap_samples, by_image)
@@ -99,7 +123,9 @@ def attach(results: dict[str, dict], aggregates: dict[str, dict], provenance: di
 COUNT_RATES = ("accuracy", "acc1", "acc5", "text_score", "image_score", "group_score")
 
 
-def count_rate_bounds(results: Mapping[str, Mapping], aggregates: Mapping[str, Mapping]) -> dict[str, dict[str, tuple]]:
+def count_rate_bounds(
+    results: Mapping[str, Mapping], aggregates: Mapping[str, Mapping]
+) -> dict[str, dict[str, tuple]]:
     """Wilson bounds of each `COUNT_RATES` rate of a result row or a `pooled(...)` row (exact counts), and for
     a `mean(a,b)` row the mean of its members' bounds (as for REPLACE's macro mean); other rows get none."""
     bounds: dict[str, dict[str, tuple]] = {}
@@ -110,9 +136,15 @@ def count_rate_bounds(results: Mapping[str, Mapping], aggregates: Mapping[str, M
             if isinstance(row.get(rate), float) and isinstance(rows, int) and rows > 0:
                 bounds.setdefault(name, {})[rate] = wilson_interval(round(row[rate] * rows), rows, CONFIDENCE)
     for name, row in aggregates.items():
-        members = name[len("mean("):-1].split(",") if name.startswith("mean(") and name.endswith(")") else []
+        members = (
+            name[len("mean(") : -1].split(",") if name.startswith("mean(") and name.endswith(")") else []
+        )
         for rate in COUNT_RATES:
-            if members and isinstance(row.get(rate), float) and all(rate in bounds.get(m, {}) for m in members):
+            if (
+                members
+                and isinstance(row.get(rate), float)
+                and all(rate in bounds.get(m, {}) for m in members)
+            ):
                 lows, highs = zip(*(bounds[m][rate] for m in members))
                 bounds.setdefault(name, {})[rate] = (float(np.mean(lows)), float(np.mean(highs)))
     return bounds

@@ -47,8 +47,11 @@ def model_list(name: str) -> tuple[list[str], list[str]]:
 
     if name == TABLE8:
         models = [p.model for p in PRETRAINED_PRESETS.values() if p.route != ROUTE_NONE and p.model]
-        left = [f"{p.name} ({p.route}; `hardpos zoo` says why)" for p in PRETRAINED_PRESETS.values()
-                if p.route == ROUTE_NONE or not p.model]
+        left = [
+            f"{p.name} ({p.route}; `hardpos zoo` says why)"
+            for p in PRETRAINED_PRESETS.values()
+            if p.route == ROUTE_NONE or not p.model
+        ]
         return models, left
     if name == TABLE1:
         hub = re.compile(r"Hub ([\w.-]+/[\w.-]+)")
@@ -58,7 +61,9 @@ def model_list(name: str) -> tuple[list[str], list[str]]:
             if found:
                 models.append(found.group(1))
             else:
-                left.append(f"{preset.name} (a {preset.file_format} file: --model FILE --preset {preset.name})")
+                left.append(
+                    f"{preset.name} (a {preset.file_format} file: --model FILE --preset {preset.name})"
+                )
         return models, left
     raise UserInputError(f"--models {name!r} is not one of {list(MODEL_LISTS)}")
 
@@ -89,10 +94,15 @@ def folder_names(models: Sequence[str]) -> dict[str, str]:
     parts = {m: _name_parts(m) for m in models}
     depth = {m: 1 for m in models}
     while True:
-        names = {m: "__".join(parts[m][-depth[m]:]) for m in models}
+        names = {m: "__".join(parts[m][-depth[m] :]) for m in models}
         clashes = {n for n in names.values() if list(names.values()).count(n) > 1}
-        grow = [m for m in models if names[m] in clashes and depth[m] < len(parts[m])  # parents tell apart
-                and any(parts[o] != parts[m] for o in models if names[o] == names[m])]  # one path: numbered
+        grow = [
+            m
+            for m in models
+            if names[m] in clashes
+            and depth[m] < len(parts[m])  # parents tell apart
+            and any(parts[o] != parts[m] for o in models if names[o] == names[m])
+        ]  # one path: numbered
         if not grow:
             break
         for m in grow:
@@ -158,7 +168,7 @@ def evaluate_models(
         for model in models:
             name = names[model]
             folder = Path(output_dir) / name
-            prefixed = (lambda message, name=name: log(f"[{name}] {message}"))
+            prefixed = lambda message, name=name: log(f"[{name}] {message}")
             prefixed(f"evaluating {model} -> {folder}")
             outcome = ModelOutcome(model, folder)
             try:
@@ -180,7 +190,9 @@ def scorer_factory(pixels, workers=None, spec: dict | None = None) -> Callable[.
         from .distributed import DistributedScorer
 
         def make(model, processor, *args, **kwargs) -> ITMScorer:
-            return DistributedScorer(model, processor, *args, pixels=pixels, workers=workers, spec=spec, **kwargs)
+            return DistributedScorer(
+                model, processor, *args, pixels=pixels, workers=workers, spec=spec, **kwargs
+            )
 
         return make
     if pixels is None:

@@ -40,7 +40,9 @@ class RunOptions:
     protocol: str = "default"
     max_rows: int | None = None
     bootstrap_samples: int = 0
-    intervals: bool = True  # every rate's interval (Wilson, or `bootstrap_samples`); the trainer logs rates only
+    intervals: bool = (
+        True  # every rate's interval (Wilson, or `bootstrap_samples`); the trainer logs rates only
+    )
     cache_dir: str | Path | None = None
     resume: bool = True
     progress: bool = True
@@ -73,8 +75,14 @@ class RunOptions:
 
     def scorer_keywords(self) -> dict[str, Any]:
         """What `ITMScorer` (or `make_scorer`) takes from these options, besides the model and its cache."""
-        return {"batch_size": self.batch_size, "num_workers": self.num_workers, "device": self.device,
-                "precision": self.precision, "allow_tf32": self.allow_tf32, "progress": self.progress}
+        return {
+            "batch_size": self.batch_size,
+            "num_workers": self.num_workers,
+            "device": self.device,
+            "precision": self.precision,
+            "allow_tf32": self.allow_tf32,
+            "progress": self.progress,
+        }
 
 
 def split_keywords(keywords: dict[str, Any]) -> tuple[RunOptions, ModelOptions]:
@@ -85,5 +93,7 @@ def split_keywords(keywords: dict[str, Any]) -> tuple[RunOptions, ModelOptions]:
     unknown = sorted(set(keywords) - run_fields - model_fields)
     if unknown:
         raise TypeError(f"unexpected keyword argument(s): {', '.join(unknown)}")
-    return (RunOptions(**{k: v for k, v in keywords.items() if k in run_fields}),
-            ModelOptions(**{k: v for k, v in keywords.items() if k in model_fields}))
+    return (
+        RunOptions(**{k: v for k, v in keywords.items() if k in run_fields}),
+        ModelOptions(**{k: v for k, v in keywords.items() if k in model_fields}),
+    )

@@ -31,12 +31,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..benchmark_registry import BENCHMARKS, load
 from ..data.replace import PAPER_COUNTS as REPLACE_COUNTS
 from ..data.sources import HARD_POSITIVES_REPO, SUGARCREPE_PP_REPO, SUGARCREPE_REPO
 from ..data.sugarcrepe import SUGARCREPE_COUNTS
 from ..data.swap import CONFIG as SWAP_CONFIG
 from ..data.swap import PAPER_COUNT as SWAP_COUNT
-from ..benchmark_registry import BENCHMARKS, load
 from ..provenance import looks_like_path
 from .tasks.webdataset import RETENTION_DATASETS
 
@@ -44,12 +44,17 @@ BUILD_REPORT = "build_report.json"
 _BUILT_IN_REPOS = (HARD_POSITIVES_REPO, SUGARCREPE_REPO, SUGARCREPE_PP_REPO)
 # Benchmark families whose annotation files this package pins by sha256 (`data.sources`): only their builds
 # can be shown to be the paper's data. A benchmark in a folder of its own declares its `paper_source`.
-_BUILT_IN_FAMILIES = {"replace": HARD_POSITIVES_REPO.name, "swap": HARD_POSITIVES_REPO.name,
-                      "sugarcrepe": SUGARCREPE_REPO.name}
+_BUILT_IN_FAMILIES = {
+    "replace": HARD_POSITIVES_REPO.name,
+    "swap": HARD_POSITIVES_REPO.name,
+    "sugarcrepe": SUGARCREPE_REPO.name,
+}
 ZERO_SHOT = RETENTION_DATASETS
 CLIP_BENCHMARK_HUB = "clip-benchmark/wds_{}"
 # `Sources.record` writes "<origin>, sha256 <hex>"; a pinned file's origin names its raw GitHub URL.
-_RECORDED = re.compile(r"raw\.githubusercontent\.com/([^/\s]+/[^/\s]+)/([0-9a-f]{7,40})/(\S+?)[\s,].*sha256 ([0-9a-f]{64})$")
+_RECORDED = re.compile(
+    r"raw\.githubusercontent\.com/([^/\s]+/[^/\s]+)/([0-9a-f]{7,40})/(\S+?)[\s,].*sha256 ([0-9a-f]{64})$"
+)
 
 
 def _paper_sources() -> dict[str, Any]:
@@ -99,7 +104,9 @@ def _source_checks(sources: Mapping[str, str]) -> dict[str, bool]:
         repo, ref, path, sha = match.groups()
         pinned = pinned_repos[repo]
         expected = pinned.files.get(path)
-        if expected is not None and expected.sha256 is None:  # pinned by git blob: `Sources` checked it on reading
+        if (
+            expected is not None and expected.sha256 is None
+        ):  # pinned by git blob: `Sources` checked it on reading
             same = "digest checked against" in line or "identical to" in line
         else:
             same = expected is not None and expected.sha256 == sha
@@ -141,7 +148,9 @@ def build_record(source: str) -> dict[str, Any] | None:
     if not isinstance(report, dict):
         return {"dataset": None, "unreadable": True}
     sources = report.get("sources") if isinstance(report.get("sources"), dict) else {}
-    repos = sorted({m.group(1) for line in sources.values() if (m := _RECORDED.search(str(line)))} & set(_pinned_repos()))
+    repos = sorted(
+        {m.group(1) for line in sources.values() if (m := _RECORDED.search(str(line)))} & set(_pinned_repos())
+    )
     return {
         "dataset": report.get("dataset"),
         "counts": report.get("counts") or {},
@@ -164,12 +173,16 @@ def _build_problems(family: str, build: Mapping[str, Any] | None) -> list[str]:
     problems = []
     repo = _pinned_family_repo(family)
     if repo is None:
-        return [f"{family}'s annotation files have no digest pinned in this package, so the build cannot be "
-                "shown to be the paper's"]
+        return [
+            f"{family}'s annotation files have no digest pinned in this package, so the build cannot be "
+            "shown to be the paper's"
+        ]
     if build.get("local_variants") is None or build.get("local_variants"):
         variants = build.get("local_variants")
-        problems.append("built from local copies that are not the paper's files"
-                        + (f" ({', '.join(map(str, variants))})" if variants else " (not recorded)"))
+        problems.append(
+            "built from local copies that are not the paper's files"
+            + (f" ({', '.join(map(str, variants))})" if variants else " (not recorded)")
+        )
     checks = build.get("pinned_inputs") or {}
     if not checks or repo not in build.get("repos", []):
         problems.append(f"the build recorded no input of {repo} with its pinned digest")
@@ -179,13 +192,22 @@ def _build_problems(family: str, build: Mapping[str, Any] | None) -> list[str]:
     counts, expected = build.get("counts") or {}, build.get("expected_counts") or {}
     short = {c: (n, expected[c]) for c, n in counts.items() if c in expected and n != expected[c]}
     if short:
-        problems.append("partial build (" + ", ".join(f"{c}: {n:,} of {e:,} rows" for c, (n, e) in short.items())
-                        + (", --skip-missing" if build.get("skipped_rows") else "") + ")")
+        problems.append(
+            "partial build ("
+            + ", ".join(f"{c}: {n:,} of {e:,} rows" for c, (n, e) in short.items())
+            + (", --skip-missing" if build.get("skipped_rows") else "")
+            + ")"
+        )
     return problems
 
 
-def data_differs(benchmark: str, configs: Sequence[str], results: Mapping[str, Mapping],
-                 provenance: Mapping[str, Any], max_rows: int | None = None) -> str | None:
+def data_differs(
+    benchmark: str,
+    configs: Sequence[str],
+    results: Mapping[str, Mapping],
+    provenance: Mapping[str, Any],
+    max_rows: int | None = None,
+) -> str | None:
     """What keeps a figure of ours over `configs` from being measured on the paper's benchmark, in one line;
     None when it is (then, and only then, a difference to the printed figure may be shown).
 
@@ -196,7 +218,9 @@ def data_differs(benchmark: str, configs: Sequence[str], results: Mapping[str, M
     units = [p for p in provenance.values() if isinstance(p, dict) and "dataset" in p]
     if family in ZERO_SHOT:
         wanted = CLIP_BENCHMARK_HUB.format(family)
-        reasons = [zero_shot_differs(wanted, unit.get("dataset"), max_rows) for unit in units] or ["no data identity recorded"]
+        reasons = [zero_shot_differs(wanted, unit.get("dataset"), max_rows) for unit in units] or [
+            "no data identity recorded"
+        ]
         return "; ".join(dict.fromkeys(r for r in reasons if r)) or None
     reasons = []
     paper = _paper_rows(family)
@@ -216,7 +240,9 @@ def data_differs(benchmark: str, configs: Sequence[str], results: Mapping[str, M
     return "; ".join(reasons) or None
 
 
-def zero_shot_differs(wanted: str, identity: Mapping[str, Any] | None, max_rows: int | None = None) -> str | None:
+def zero_shot_differs(
+    wanted: str, identity: Mapping[str, Any] | None, max_rows: int | None = None
+) -> str | None:
     """Why a zero-shot set is not the paper's Table 10 data (None: it is): the paper ran clip_benchmark,
     which reads `clip-benchmark/wds_<name>` from the Hub; ours must be that repository (`wanted`), at a
     recorded commit, every row."""
@@ -234,7 +260,9 @@ def zero_shot_differs(wanted: str, identity: Mapping[str, Any] | None, max_rows:
 def built_as(provenance: Mapping[str, Any]) -> str | None:
     """The benchmark the data's build recorded (`build_report.json`'s `dataset`, e.g. ``swap``), or None: a
     dataset is matched to the paper's benchmark by what it was built as, never by its folder's name."""
-    names = {unit["build"].get("dataset") for unit in provenance.values()
-             if isinstance(unit, dict) and isinstance(unit.get("build"), dict)}
+    names = {
+        unit["build"].get("dataset")
+        for unit in provenance.values()
+        if isinstance(unit, dict) and isinstance(unit.get("build"), dict)
+    }
     return names.pop() if len(names) == 1 else None
-

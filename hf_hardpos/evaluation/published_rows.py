@@ -15,8 +15,9 @@ from .paper_data import built_as, data_differs
 from .tasks import HARD_POSITIVE, TASKS
 
 
-def benchmarks_of(dataset: str, rows: Mapping[str, Mapping], task: str | None,
-                  provenance: Mapping | None = None) -> dict[str, str]:
+def benchmarks_of(
+    dataset: str, rows: Mapping[str, Mapping], task: str | None, provenance: Mapping | None = None
+) -> dict[str, str]:
     """Our row -> the papers' benchmark it measures, for every row of one result that has one.
 
     `task` None is a `hardpos eval` result of a hard-positive dataset written before results named their
@@ -39,12 +40,15 @@ def configs_of(row: str, metrics: Mapping) -> list[str]:
     return list(configs) if isinstance(configs, list) else [row]
 
 
-def gate_deltas(compared: dict[str, dict], rows: Mapping[str, Mapping], provenance: Mapping,
-                max_rows: int | None = None) -> dict[str, dict]:
+def gate_deltas(
+    compared: dict[str, dict], rows: Mapping[str, Mapping], provenance: Mapping, max_rows: int | None = None
+) -> dict[str, dict]:
     """`comparison`'s rows with each delta kept only where the row was measured on the paper's benchmark
     (`paper_data.data_differs`); elsewhere the delta is dropped and `differs` says why, in one line."""
     for row, entry in compared.items():
-        differs = data_differs(entry["benchmark"], configs_of(row, rows.get(row, {})), rows, provenance, max_rows)
+        differs = data_differs(
+            entry["benchmark"], configs_of(row, rows.get(row, {})), rows, provenance, max_rows
+        )
         if differs is not None:
             entry.pop("delta", None)
             entry["differs"] = differs
@@ -52,8 +56,13 @@ def gate_deltas(compared: dict[str, dict], rows: Mapping[str, Mapping], provenan
 
 
 def beside_ours(
-    model: str, dataset: str, rows: Mapping[str, Mapping], preset: str | None = None, task: str | None = None,
-    provenance: Mapping | None = None, max_rows: int | None = None,
+    model: str,
+    dataset: str,
+    rows: Mapping[str, Mapping],
+    preset: str | None = None,
+    task: str | None = None,
+    provenance: Mapping | None = None,
+    max_rows: int | None = None,
 ) -> dict:
     """What a report stores and prints about a known published model: its system and `comparison`.
 

@@ -53,13 +53,18 @@ class EvaluationReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The `metrics.json` form: the section's keys, under the model, dataset and run they came from."""
-        return {"model": self.model, "dataset": self.dataset, "run": self.run,
-                "metric_definitions": {"score": SCORE_DEFINITION, "tie_rule": self.section.tie_rule},
-                **self.section.to_dict()}
+        return {
+            "model": self.model,
+            "dataset": self.dataset,
+            "run": self.run,
+            "metric_definitions": {"score": SCORE_DEFINITION, "tie_rule": self.section.tie_rule},
+            **self.section.to_dict(),
+        }
 
     def table(self) -> str:
-        return "\n".join([self.section.table(), *self.settings_lines(), f"model: {self.model_line()}",
-                          *self.data_lines()])
+        return "\n".join(
+            [self.section.table(), *self.settings_lines(), f"model: {self.model_line()}", *self.data_lines()]
+        )
 
     def settings_lines(self) -> list[str]:
         """How the scores were computed (definition, precision, device, text length)."""
@@ -85,7 +90,9 @@ class EvaluationReport:
         lines = []
         for unit, prov in self.provenance.items():
             data_id = prov.get("dataset") or {}
-            ident = data_id.get("sha256") or data_id.get("revision") or data_id.get("fingerprint") or "unknown"
+            ident = (
+                data_id.get("sha256") or data_id.get("revision") or data_id.get("fingerprint") or "unknown"
+            )
             source = prov.get("source", self.dataset)  # each unit names the dataset it was computed on
             line = f"data: {source} [{unit}] split {prov.get('split')} ({str(ident)[:12]}), task {self.section.task}"
             truncation = prov.get("truncation", {})

@@ -66,12 +66,19 @@ def evaluate_model(
     options = (options or given).resolved()
     if output_dir is not None:
         check_output_writable(output_dir)
-    source = ModelSource.resolve(model, conversion.open_clip_config, conversion.activation, conversion.tokenizer,
-                                 progress=options.progress)
+    source = ModelSource.resolve(
+        model,
+        conversion.open_clip_config,
+        conversion.activation,
+        conversion.tokenizer,
+        progress=options.progress,
+    )
     data = TaskData(dataset, list(configs) if configs else None, split)
     with sharing():  # the eval sets read to recognise the task are those scored (`run_memo`): loaded once
         if task is None:
-            task = detect_task(dataset, split, configs) if isinstance(dataset, str) else task_of_table(dataset)
+            task = (
+                detect_task(dataset, split, configs) if isinstance(dataset, str) else task_of_table(dataset)
+            )
         return run_dataset(ModelRun.start(source, options), task, data, output_dir, label=str(dataset))
 
 
@@ -83,4 +90,3 @@ def task_of_table(dataset: Dataset | DatasetDict) -> str:
     if task is None:
         raise UserInputError(f"the dataset's columns {table.column_names} match no task; name one with task=")
     return task
-

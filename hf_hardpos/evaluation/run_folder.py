@@ -17,7 +17,9 @@ from ..output_folder import METRICS_FILE
 from .section import RUN_KEYS, Section
 
 
-def read_saved(output_dir: str | Path, log: Callable[[str], None] | None = None) -> tuple[dict[str, Any], Section] | None:
+def read_saved(
+    output_dir: str | Path, log: Callable[[str], None] | None = None
+) -> tuple[dict[str, Any], Section] | None:
     """What `output_dir/metrics.json` holds for a run into it: the run's fields (`RUN_KEYS`, `run` an object
     with object `settings`) and its section, read by `Section.from_dict`. None when there is none, or
     when it cannot be read or fails a check (said in `log`): then nothing of it is reused."""
@@ -68,6 +70,8 @@ def partial_run_folder(output_dir: str | Path, max_rows: int | None, log=print) 
     if section.results and (saved_rows is None or saved_rows > max_rows):
         beside = output_dir / f"max-rows-{max_rows}"
         held = "all rows" if saved_rows is None else f"the first {saved_rows} rows"
-        log(f"{output_dir} holds a result on {held}; this --max-rows {max_rows} run is saved in {beside} instead")
+        log(
+            f"{output_dir} holds a result on {held}; this --max-rows {max_rows} run is saved in {beside} instead"
+        )
         return beside
     return output_dir

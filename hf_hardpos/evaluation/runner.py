@@ -71,16 +71,33 @@ class ModelRun:
     def start(cls, source: ModelSource, options: RunOptions) -> ModelRun:
         """`options` resolved for `source`: `--protocol paper` sets precision and image backend."""
         device = pick_device(options.device).type
-        chosen = resolve_protocol(options.protocol, source.name, source.identity, device, options.precision,
-                                  options.image_backend, options.preset)
+        chosen = resolve_protocol(
+            options.protocol,
+            source.name,
+            source.identity,
+            device,
+            options.precision,
+            options.image_backend,
+            options.preset,
+        )
         options = options.replace(precision=chosen.precision, image_backend=chosen.image_backend)
         settings = {
-            "protocol": chosen.to_dict(), "max_rows": options.max_rows, "precision": options.precision,
-            "allow_tf32": options.allow_tf32, "device": device, "max_length": source.context_length(),
-            "image_processor": source.image_processor_settings(options.image_backend), "versions": RESULT_VERSIONS,
+            "protocol": chosen.to_dict(),
+            "max_rows": options.max_rows,
+            "precision": options.precision,
+            "allow_tf32": options.allow_tf32,
+            "device": device,
+            "max_length": source.context_length(),
+            "image_processor": source.image_processor_settings(options.image_backend),
+            "versions": RESULT_VERSIONS,
             "exif_orientation": EXIF_ORIENTATION,
         }
-        return cls(source, options, settings, LazyScorer(source, options, _embedding_cache(source, settings, options)))
+        return cls(
+            source,
+            options,
+            settings,
+            LazyScorer(source, options, _embedding_cache(source, settings, options)),
+        )
 
     def record(self, split: str) -> dict[str, Any]:
         """The `run` entry of a dataset's `metrics.json`: model identity, settings, their keys, environment."""
@@ -89,8 +106,12 @@ class ModelRun:
             "model_identity": self.source.identity,
             # Intervals are recomputed from the per-row scores on every run (`intervals`), so --bootstrap is
             # recorded beside the scoring settings, not in the key that decides what to rescore.
-            "settings": {**settings, "batch_size": self.options.batch_size, "num_workers": self.options.num_workers,
-                         "bootstrap_samples": self.options.bootstrap_samples},
+            "settings": {
+                **settings,
+                "batch_size": self.options.batch_size,
+                "num_workers": self.options.num_workers,
+                "bootstrap_samples": self.options.bootstrap_samples,
+            },
             "settings_key": digest_of(settings),
             "environment": environment(),
             "preset": self.options.preset,  # the `hardpos zoo` preset the weights are, when given (published rows)
@@ -107,7 +128,9 @@ def _embedding_cache(source: ModelSource, settings: dict, options: RunOptions):
         return None
     from ..embedding_cache import EmbeddingCache
 
-    embedding_settings = {k: settings[k] for k in ("precision", "allow_tf32", "device", "max_length", "image_processor")}
+    embedding_settings = {
+        k: settings[k] for k in ("precision", "allow_tf32", "device", "max_length", "image_processor")
+    }
     embedding_settings["versions"] = EMBEDDING_VERSIONS
     return EmbeddingCache(options.cache_dir, namespace=digest_of([source.identity, embedding_settings]))
 
@@ -120,7 +143,9 @@ def dataset_units(task: Task, data: TaskData, where: str) -> dict[str, tuple[Tas
     """
     if not task.per_config:
         return {WHOLE: (data, None)}
-    if isinstance(data.source, Mapping) and not isinstance(data.source, DatasetDict):  # rows loaded by the caller
+    if isinstance(data.source, Mapping) and not isinstance(
+        data.source, DatasetDict
+    ):  # rows loaded by the caller
         loaded = {name: (rows, None) for name, rows in data.source.items()}
     else:
         eval_sets = load_eval_sets(data.source, data.configs, data.split)
@@ -132,7 +157,9 @@ def dataset_units(task: Task, data: TaskData, where: str) -> dict[str, tuple[Tas
     return units
 
 
-def score_dataset(task_name: str, scorer: ITMScorer, data: TaskData, options: RunOptions | None = None) -> Section:
+def score_dataset(
+    task_name: str, scorer: ITMScorer, data: TaskData, options: RunOptions | None = None
+) -> Section:
     """`data` scored with `scorer`, nothing saved or resumed: the trainer's evaluations (`training_sets`)."""
     task = get_task(task_name)
     options = options or RunOptions(progress=False)
@@ -143,8 +170,15 @@ def score_dataset(task_name: str, scorer: ITMScorer, data: TaskData, options: Ru
     return section
 
 
-def run_dataset(run: ModelRun, task_name: str, data: TaskData, folder: str | Path | None, *,
-                label: str | None = None, text_only: bool = False) -> EvaluationReport:
+def run_dataset(
+    run: ModelRun,
+    task_name: str,
+    data: TaskData,
+    folder: str | Path | None,
+    *,
+    label: str | None = None,
+    text_only: bool = False,
+) -> EvaluationReport:
     """`data` scored by `run`'s model with the registered task `task_name`, resumed from and saved in `folder`.
 
     `label` names the dataset as the user gave it (default: `data.describe()`); `text_only` adds the
@@ -153,7 +187,9 @@ def run_dataset(run: ModelRun, task_name: str, data: TaskData, folder: str | Pat
     task = get_task(task_name)
     label = label or data.describe()
     if text_only and task.text_only is None:
-        raise UserInputError(f"{label}: text_only applies to tasks with a text-only figure, not to {task.name}")
+        raise UserInputError(
+            f"{label}: text_only applies to tasks with a text-only figure, not to {task.name}"
+        )
     units = dataset_units(task, data, label)
     report = EvaluationReport(run.source.name, label, Section(task.name, label), run.record(data.split))
     report.source = dataset_source(data.source) if isinstance(data.source, str) else label
@@ -185,8 +221,15 @@ def run_dataset(run: ModelRun, task_name: str, data: TaskData, folder: str | Pat
         _finish(task, report.section, list(units), run.options)
         if text_only:
             task.text_only(report.section, run.scorer(), data, run.options.max_rows)
-        report.section.published = beside_ours(run.source.name, label, report.section.rows(), run.options.preset,
-                                               task.name, report.section.provenance, run.options.max_rows)
+        report.section.published = beside_ours(
+            run.source.name,
+            label,
+            report.section.rows(),
+            run.options.preset,
+            task.name,
+            report.section.provenance,
+            run.options.max_rows,
+        )
         if folder is not None:
             save(report, task, folder)
     return report
@@ -201,7 +244,9 @@ def _unit_keys(run: ModelRun, task: Task, data: TaskData, units, record: dict) -
             identity = dataset_identity(data.source, data.split) if isinstance(data.source, str) else {}
             units[name] = (unit, identity)
         known = record["key"] is not None and identity.get("revision", "local") is not None
-        keys[name] = digest_of([run.source.identity, identity, task.name, unit.configs, settings]) if known else None
+        keys[name] = (
+            digest_of([run.source.identity, identity, task.name, unit.configs, settings]) if known else None
+        )
     return keys
 
 
@@ -216,8 +261,14 @@ def _unit_provenance(report: EvaluationReport, keys, units, name: str, split: st
     }
 
 
-def _score_units(task: Task, todo: Mapping[str, TaskData], section: Section, scorer: Callable[[], ITMScorer],
-                 options: RunOptions, done: Callable[[str], None] | None = None) -> None:
+def _score_units(
+    task: Task,
+    todo: Mapping[str, TaskData],
+    section: Section,
+    scorer: Callable[[], ITMScorer],
+    options: RunOptions,
+    done: Callable[[str], None] | None = None,
+) -> None:
     """Score each unit of `todo` into `section` (results, per-row scores, provenance), calling `done` after each."""
     for name, unit in todo.items():
         current = scorer()
@@ -240,16 +291,26 @@ def _score_units(task: Task, todo: Mapping[str, TaskData], section: Section, sco
 def _finish(task: Task, section: Section, asked: list[str], options: RunOptions) -> None:
     """Rows of the units asked for first, in that order, then those kept from earlier runs; then the task's
     aggregates over units (`Task.aggregate`)."""
-    first = [row for unit in asked if unit in section.provenance for row in section.provenance[unit].get("rows", [unit])]
+    first = [
+        row
+        for unit in asked
+        if unit in section.provenance
+        for row in section.provenance[unit].get("rows", [unit])
+    ]
     order = [*first, *(row for row in section.results if row not in first)]
     section.results = {row: section.results[row] for row in order if row in section.results}
-    units = [*(u for u in asked if u in section.provenance), *(u for u in section.provenance if u not in asked)]
+    units = [
+        *(u for u in asked if u in section.provenance),
+        *(u for u in section.provenance if u not in asked),
+    ]
     section.provenance = {unit: section.provenance[unit] for unit in units}
     if task.aggregate is not None:
         task.aggregate(section, options)
 
 
-def _reuse_saved(report: EvaluationReport, task: Task, folder: Path, keys: dict[str, str | None], log) -> None:
+def _reuse_saved(
+    report: EvaluationReport, task: Task, folder: Path, keys: dict[str, str | None], log
+) -> None:
     """Take over the units saved in `folder` that are still valid (see the module docstring); each unit
     reused, recomputed or dropped is logged with why. A folder written under other result versions
     (older `metrics.json` layouts included) holds no valid unit: everything is rescored."""
@@ -266,8 +327,14 @@ def _reuse_saved(report: EvaluationReport, task: Task, folder: Path, keys: dict[
         if why is None and scores is None:
             why = "its per-row scores are missing or unreadable; recomputing"
         if why is None and task.row_scores is not None:  # never carry an edited figure forward
-            why = next((f"{row}: {problem}; recomputing" for row in rows
-                        if (problem := task.row_scores.disagrees(saved_section.results[row], scores[row]))), None)
+            why = next(
+                (
+                    f"{row}: {problem}; recomputing"
+                    for row in rows
+                    if (problem := task.row_scores.disagrees(saved_section.results[row], scores[row]))
+                ),
+                None,
+            )
         if why is not None:
             log(f"{unit}: {why}")
             continue
@@ -275,28 +342,39 @@ def _reuse_saved(report: EvaluationReport, task: Task, folder: Path, keys: dict[
         section.provenance[unit] = prov
         section.row_scores.update(scores)
         report.saved_configs.update(scores)
-        reason = "same model, dataset content and settings" if unit in keys else "kept from an earlier run, same model and settings"
+        reason = (
+            "same model, dataset content and settings"
+            if unit in keys
+            else "kept from an earlier run, same model and settings"
+        )
         log(f"{unit}: reusing the scores saved in {folder} ({reason})")
     if section.provenance:
         section.aggregates = dict(saved_section.aggregates)
         section.tie_rule, section.aggregation = saved_section.tie_rule, saved_section.aggregation
 
 
-def _why_not_reused(unit: str, prov: dict, saved: dict, saved_section: Section, keys, same_run: bool,
-                    report: EvaluationReport) -> str | None:
+def _why_not_reused(
+    unit: str, prov: dict, saved: dict, saved_section: Section, keys, same_run: bool, report: EvaluationReport
+) -> str | None:
     """None when a saved unit is valid now; else the line saying why it is recomputed or dropped."""
     if not all(row in saved_section.results for row in prov.get("rows", [unit])):
-        return "saved without its results; recomputing" if unit in keys else "dropped: saved without its results"
+        return (
+            "saved without its results; recomputing" if unit in keys else "dropped: saved without its results"
+        )
     if unit in keys:
         if keys[unit] is None or prov.get("key") != keys[unit]:
-            return (f"saved scores in {report.output_dir} came from other inputs or settings "
-                    f"({_what_differs(prov, report.run, keys[unit])}); recomputing")
+            return (
+                f"saved scores in {report.output_dir} came from other inputs or settings "
+                f"({_what_differs(prov, report.run, keys[unit])}); recomputing"
+            )
         return None
     if not same_run:
         return f"dropped from {output_folder.METRICS_FILE}: computed with another model or other settings"
     if prov.get("source") != report.source:
-        return (f"dropped from {output_folder.METRICS_FILE}: computed on {prov.get('source', saved.get('dataset'))}, "
-                f"not on {report.source}")
+        return (
+            f"dropped from {output_folder.METRICS_FILE}: computed on {prov.get('source', saved.get('dataset'))}, "
+            f"not on {report.source}"
+        )
     return None
 
 

@@ -79,8 +79,12 @@ class Section:
         """The `metrics.json` form: a failed section keeps only what says why."""
         data: dict[str, Any] = {"task": self.task, "source": self.source}
         if not self.failed:
-            data.update(results=self.results, aggregates=self.aggregates, tie_rule=self.tie_rule,
-                        aggregation=self.aggregation)
+            data.update(
+                results=self.results,
+                aggregates=self.aggregates,
+                tie_rule=self.tie_rule,
+                aggregation=self.aggregation,
+            )
         for name in _OPTIONAL:
             value = getattr(self, name)
             if value not in (None, {}) or (name == "published" and not self.failed):  # {}: no paper prints it
@@ -117,16 +121,28 @@ class Section:
             if extra:
                 text += "\ntext-only (TOT) accuracy % [95% Wilson]: " + ", ".join(
                     f"{k} {100 * v['text_only_accuracy']:.1f}" + _percent_bounds(v, "text_only_accuracy")
-                    for k, v in extra.items())
+                    for k, v in extra.items()
+                )
         else:
-            names = [k for k in dict.fromkeys(k for m in rows.values() for k in m) if k == "num_candidates" or not
-                     isinstance(next((m[k] for m in rows.values() if k in m), None), (dict, list, str))]
+            names = [
+                k
+                for k in dict.fromkeys(k for m in rows.values() for k in m)
+                if k == "num_candidates"
+                or not isinstance(next((m[k] for m in rows.values() if k in m), None), (dict, list, str))
+            ]
             bounds = count_rate_bounds(self.results, self.aggregates)
-            text = render_table(["subset", *names], [[row, *(_cell(m.get(k, ""), bounds.get(row, {}).get(k)) for k in names)]
-                                                     for row, m in rows.items()])
+            text = render_table(
+                ["subset", *names],
+                [
+                    [row, *(_cell(m.get(k, ""), bounds.get(row, {}).get(k)) for k in names)]
+                    for row, m in rows.items()
+                ],
+            )
             if bounds:
-                text += f"\nintervals: [low, high] = {interval_method(0, False)}; mean(...) rows: the mean of their " \
-                        "subsets' bounds"
+                text += (
+                    f"\nintervals: [low, high] = {interval_method(0, False)}; mean(...) rows: the mean of their "
+                    "subsets' bounds"
+                )
         if self.published:  # a known published model: the paper's rows and ours minus them
             text += "\n" + published_table(self.published)
         return text + f"\ntie rule: {self.tie_rule}\naggregation: {self.aggregation}"
@@ -157,7 +173,9 @@ class Section:
                     continue  # descriptions (e.g. ARO's macro protocol), ranges and intervals are for tables, not the log
                 key = f"{stem}_{metric}"
                 if key in flat:
-                    raise ValueError(f"eval set {set_name!r}: rows {origin[key]!r} and {row!r} would both log {key!r}")
+                    raise ValueError(
+                        f"eval set {set_name!r}: rows {origin[key]!r} and {row!r} would both log {key!r}"
+                    )
                 flat[key] = int(value) if isinstance(value, Integral) else float(value)
                 origin[key] = row
         return flat
@@ -193,11 +211,17 @@ class InvalidSection(ValueError):
 
 
 def _fail(where: str, expected: str, value: Any) -> None:
-    shown = repr(value) if not isinstance(value, (dict, list)) else f"a JSON {'object' if isinstance(value, dict) else 'list'}"
+    shown = (
+        repr(value)
+        if not isinstance(value, (dict, list))
+        else f"a JSON {'object' if isinstance(value, dict) else 'list'}"
+    )
     raise InvalidSection(where, f"must be {expected}, got {shown[:60]}")
 
 
-def _typed(where: str, value: Any, kind: type | tuple[type, ...], expected: str, optional: bool = False) -> None:
+def _typed(
+    where: str, value: Any, kind: type | tuple[type, ...], expected: str, optional: bool = False
+) -> None:
     if (value is None and optional) or (isinstance(value, kind) and not isinstance(value, bool)):
         return
     _fail(where, expected, value)

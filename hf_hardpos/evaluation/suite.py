@@ -63,7 +63,9 @@ PAPER_COMPOSITIONAL = [
 COMPOSITIONAL = [*PAPER_COMPOSITIONAL, *_registered("compositional")]
 
 # CE-CLIP's four benchmarks (its Tables 1-3): SugarCrepe, ARO and the two registered in its suite.
-CE_CLIP_SUITE = [entry for entry in PAPER_COMPOSITIONAL if entry.name in ("sugarcrepe", "aro")] + _registered("ce_clip")
+CE_CLIP_SUITE = [entry for entry in PAPER_COMPOSITIONAL if entry.name in ("sugarcrepe", "aro")] + _registered(
+    "ce_clip"
+)
 
 # clip_benchmark's VTAB webdatasets (its benchmark/webdatasets.txt), the paper's Table 10 VTAB mean.
 VTAB_TASKS = (
@@ -76,7 +78,10 @@ VTAB_TASKS = (
 # Zero-shot retention (the paper's Appendix E / Table 10) on clip_benchmark's Hub webdatasets.
 RETENTION = [
     SuiteEntry("imagenet1k", "clip-benchmark/wds_imagenet1k", ZEROSHOT_CLASSIFICATION),
-    *(SuiteEntry(f"vtab/{t}", f"clip-benchmark/wds_vtab-{t}", ZEROSHOT_CLASSIFICATION, group="vtab") for t in VTAB_TASKS),
+    *(
+        SuiteEntry(f"vtab/{t}", f"clip-benchmark/wds_vtab-{t}", ZEROSHOT_CLASSIFICATION, group="vtab")
+        for t in VTAB_TASKS
+    ),
     SuiteEntry("mscoco_captions", "clip-benchmark/wds_mscoco_captions", ZEROSHOT_RETRIEVAL),
     SuiteEntry("flickr30k", "clip-benchmark/wds_flickr30k", ZEROSHOT_RETRIEVAL),
 ]
@@ -87,6 +92,7 @@ SUITES = {
     "paper": PAPER_COMPOSITIONAL + _registered("paper") + RETENTION,
     "ce_clip": CE_CLIP_SUITE,
 }
+
 
 def load_suite(name_or_file: str) -> list[SuiteEntry]:
     """A named suite (`paper`, `compositional`, `retention`) or a YAML file listing datasets:
@@ -102,7 +108,9 @@ def load_suite(name_or_file: str) -> list[SuiteEntry]:
         return list(SUITES[name_or_file])
     path = Path(name_or_file)
     if not path.is_file():
-        raise UserInputError(f"--suite {name_or_file!r} is neither a suite ({', '.join(SUITES)}) nor a YAML file")
+        raise UserInputError(
+            f"--suite {name_or_file!r} is neither a suite ({', '.join(SUITES)}) nor a YAML file"
+        )
     try:
         spec = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
@@ -111,7 +119,9 @@ def load_suite(name_or_file: str) -> list[SuiteEntry]:
         raise UserInputError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
     items = spec.get("datasets") if isinstance(spec, dict) else None
     if not isinstance(items, list) or not items:
-        raise UserInputError(f"{path}: expected a top-level `datasets:` list of {{name, dataset, ...}} entries")
+        raise UserInputError(
+            f"{path}: expected a top-level `datasets:` list of {{name, dataset, ...}} entries"
+        )
     entries = [suite_entry_from_yaml(path, index, item) for index, item in enumerate(items)]
     names = [e.name for e in entries]
     if len(set(names)) != len(names):
@@ -143,20 +153,28 @@ class SuiteReport:
         `run.failed` names the datasets that failed."""
         self.run["failed"] = self.failed
         self.run["complete"] = len(self.sections) == self.run.get("num_datasets") and not self.failed
-        output_folder.write_json(output_dir / output_folder.METRICS_FILE, self.to_dict(), default=_json_default)
+        output_folder.write_json(
+            output_dir / output_folder.METRICS_FILE, self.to_dict(), default=_json_default
+        )
 
     def table(self) -> str:
         """One block per dataset, each with the rule its numbers follow, then the group means."""
         blocks = [section.block(name) for name, section in self.sections.items()]
         blocks.extend(group_mean_line(group, mean) for group, mean in self.group_means.items())
-        retention = retention_table(self.sections, self.group_means, model_row(self.model, self.run.get("preset")),
-                                    max_rows=self.run.get("settings", {}).get("max_rows"))
+        retention = retention_table(
+            self.sections,
+            self.group_means,
+            model_row(self.model, self.run.get("preset")),
+            max_rows=self.run.get("settings", {}).get("max_rows"),
+        )
         if retention:
             blocks.append(retention)
         blocks.append(f"{self.settings_line()}\nmodel: {self.model_line()}")
         if self.failed:
-            blocks.append(f"INCOMPLETE: {len(self.failed)} of {len(self.sections)} datasets failed: "
-                          f"{', '.join(self.failed)} (their errors are in their sections and in metrics.json)")
+            blocks.append(
+                f"INCOMPLETE: {len(self.failed)} of {len(self.sections)} datasets failed: "
+                f"{', '.join(self.failed)} (their errors are in their sections and in metrics.json)"
+            )
         return "\n\n".join(blocks)
 
     def settings_line(self) -> str:
@@ -176,10 +194,13 @@ def group_mean_line(group: str, mean: dict) -> str:
     fewer = {k: n for k, n in mean.get("values_over", {}).items() if n < mean["num_datasets"]}
     return (
         f"== {group}: unweighted mean of {mean['metric']} over {mean['num_datasets']} datasets "
-        f"= {value} ==" + (f" (missing: {', '.join(mean['missing'])})" if mean["missing"] else "")
-        + "".join(f" ({k} = {100 * mean['values'][k]:.1f}% over the {n} datasets that have it: with fewer classes "
-                  "than k there is none, as clip_benchmark's NaN that the paper's mean skipped)"
-                  for k, n in fewer.items())
+        f"= {value} =="
+        + (f" (missing: {', '.join(mean['missing'])})" if mean["missing"] else "")
+        + "".join(
+            f" ({k} = {100 * mean['values'][k]:.1f}% over the {n} datasets that have it: with fewer classes "
+            "than k there is none, as clip_benchmark's NaN that the paper's mean skipped)"
+            for k, n in fewer.items()
+        )
     )
 
 
@@ -204,11 +225,15 @@ def activation_comparison_suite_table(reports: Mapping[str, SuiteReport]) -> str
     for activation, report in reports.items():
         blocks.extend(f"[{activation}] " + group_mean_line(g, m) for g, m in report.group_means.items())
     first = next(iter(reports.values()))
-    blocks.append("\n".join([
-        difference_rule(activations, units="each column's unit; percentage points in % columns"),
-        first.settings_line(),
-        *(f"model [{activation}]: {r.model_line()}" for activation, r in reports.items()),
-    ]))
+    blocks.append(
+        "\n".join(
+            [
+                difference_rule(activations, units="each column's unit; percentage points in % columns"),
+                first.settings_line(),
+                *(f"model [{activation}]: {r.model_line()}" for activation, r in reports.items()),
+            ]
+        )
+    )
     return "\n\n".join(blocks)
 
 
@@ -249,16 +274,24 @@ def run_suite(
     output_dir = Path(output_dir)
     check_output_writable(output_dir)
     with output_folder.locked(output_dir, options.log):  # one suite run per folder at a time
-        source = ModelSource.resolve(model, conversion.open_clip_config, conversion.activation, conversion.tokenizer,
-                                     progress=options.progress)
+        source = ModelSource.resolve(
+            model,
+            conversion.open_clip_config,
+            conversion.activation,
+            conversion.tokenizer,
+            progress=options.progress,
+        )
         run = ModelRun.start(source, options)
-        report = SuiteReport(model=source.name, run={
-            "model_identity": source.identity,
-            "settings": {**run.settings, "batch_size": options.batch_size},
-            "environment": environment(),
-            "num_datasets": len(entries),
-            "preset": options.preset,  # the `hardpos zoo` preset the weights are, when given (published rows)
-        })
+        report = SuiteReport(
+            model=source.name,
+            run={
+                "model_identity": source.identity,
+                "settings": {**run.settings, "batch_size": options.batch_size},
+                "environment": environment(),
+                "num_datasets": len(entries),
+                "preset": options.preset,  # the `hardpos zoo` preset the weights are, when given (published rows)
+            },
+        )
         kept = _kept_sections(output_dir, report, entries, options.log)
         report.run["num_datasets"] += len(kept)
         tasks = _entry_tasks(entries, report, options.log)
@@ -277,7 +310,9 @@ def run_suite(
         return report
 
 
-def _kept_sections(output_dir: Path, report: SuiteReport, entries: Sequence[SuiteEntry], log) -> dict[str, Section]:
+def _kept_sections(
+    output_dir: Path, report: SuiteReport, entries: Sequence[SuiteEntry], log
+) -> dict[str, Section]:
     """The datasets an earlier suite run of the same model and settings saved in `output_dir/metrics.json`
     that this run does not name: kept, so a rerun of a subset never drops the others' results (each is
     read by `Section.from_dict`; their group means are those of this run's entries only)."""
@@ -292,9 +327,12 @@ def _kept_sections(output_dir: Path, report: SuiteReport, entries: Sequence[Suit
 
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
-        same = (saved["run"].get("model_identity") == ours["model_identity"]
-                and scoring(saved["run"]["settings"]) == scoring(ours["settings"]))
-        sections = {name: Section.from_dict(data) for name, data in saved["datasets"].items() if name not in names}
+        same = saved["run"].get("model_identity") == ours["model_identity"] and scoring(
+            saved["run"]["settings"]
+        ) == scoring(ours["settings"])
+        sections = {
+            name: Section.from_dict(data) for name, data in saved["datasets"].items() if name not in names
+        }
     except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as err:
         log(f"{path}: not a suite's results ({type(err).__name__}); only this run's datasets are kept in it")
         return {}
@@ -323,7 +361,9 @@ def _failed_section(task: str | None, entry: SuiteEntry, err: Exception, log) ->
     """A dataset's section when it failed: its error in one line (the traceback's last frames too, for bugs)."""
     import traceback
 
-    message = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}".rstrip(": ")
+    message = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}".rstrip(
+        ": "
+    )
     log(f"[{entry.name}] FAILED ({message}); continuing with the other datasets")
     trace = None if isinstance(err, UserInputError) else traceback.format_exception(err)[-3:]
     return Section(task, entry.dataset, error=message, traceback=trace)
@@ -346,7 +386,9 @@ def check_groups(entries: Sequence[SuiteEntry], tasks: Mapping[str, str]) -> Non
             raise UserInputError(f"suite group {group!r} mixes tasks ({listed}); a group mean needs one task")
         for task in by_task:
             if not get_task(task).group_metrics:
-                averaged = ", ".join(f"{t.name}: {t.group_metrics[0]}" for t in TASKS.values() if t.group_metrics)
+                averaged = ", ".join(
+                    f"{t.name}: {t.group_metrics[0]}" for t in TASKS.values() if t.group_metrics
+                )
                 raise UserInputError(
                     f"suite group {group!r} is of task {task}, which has no group metric (groups average {averaged})"
                 )
@@ -365,8 +407,9 @@ def _run_entry(run: ModelRun, entry: SuiteEntry, task: str, output_dir: Path) ->
     return run_dataset(run, task, data, folder, label=entry.dataset, text_only=entry.text_only).section
 
 
-def _group_values(sections: dict[str, Section], done: Sequence[SuiteEntry],
-                  metrics: Sequence[str]) -> tuple[dict[str, float], dict[str, int]]:
+def _group_values(
+    sections: dict[str, Section], done: Sequence[SuiteEntry], metrics: Sequence[str]
+) -> tuple[dict[str, float], dict[str, int]]:
     """The unweighted mean over `done` of each metric, over the members that report it, and how many do.
 
     A member without a metric is one the metric does not apply to: acc@5 of a task with fewer than 5
@@ -394,7 +437,9 @@ def group_means(sections: dict[str, Section], entries: Sequence[SuiteEntry]) -> 
             groups.setdefault(entry.group, []).append(entry)
     for group, members in groups.items():
         done = [m for m in members if m.name in sections and not sections[m.name].failed]
-        task = next((sections[m.name].task for m in members if m.name in sections and sections[m.name].task), None)
+        task = next(
+            (sections[m.name].task for m in members if m.name in sections and sections[m.name].task), None
+        )
         task = task or members[0].task
         metrics = TASKS[task].group_metrics if task in TASKS else ()
         metric = metrics[0] if metrics else "unknown (no member's task is known)"
@@ -405,7 +450,9 @@ def group_means(sections: dict[str, Section], entries: Sequence[SuiteEntry]) -> 
             "num_datasets": len(values),
             "missing": [m.name for m in members if m not in done],  # failed or not run: not in the mean
         }
-        means[group]["values"], means[group]["values_over"] = _group_values(sections, done, metrics or (metric,))
+        means[group]["values"], means[group]["values_over"] = _group_values(
+            sections, done, metrics or (metric,)
+        )
     return means
 
 
@@ -434,7 +481,9 @@ def retention_sections(sections: Mapping[str, Section]) -> dict[str, Section]:
     return found
 
 
-def retention_values(sections: Mapping[str, Section], group_means: Mapping[str, Mapping]) -> dict[tuple[str, str], float]:
+def retention_values(
+    sections: Mapping[str, Section], group_means: Mapping[str, Mapping]
+) -> dict[tuple[str, str], float]:
     """(dataset or group, metric) -> our fraction, for every `RETENTION_COLUMNS` cell that was measured."""
     values: dict[tuple[str, str], float] = {}
     measured = retention_sections(sections)
@@ -449,8 +498,12 @@ def retention_values(sections: Mapping[str, Section], group_means: Mapping[str, 
     return values
 
 
-def retention_differs(source: str, sections: Mapping[str, Section], group_means: Mapping[str, Mapping],
-                      max_rows: int | None = None) -> str | None:
+def retention_differs(
+    source: str,
+    sections: Mapping[str, Section],
+    group_means: Mapping[str, Mapping],
+    max_rows: int | None = None,
+) -> str | None:
     """Why our `source` column (a Table 10 dataset, or `vtab`) is not measured on the paper's data (None: it is):
     clip_benchmark's own Hub webdataset, every row, and for VTAB every one of its tasks (`paper_data`)."""
     if source != "vtab":
@@ -461,8 +514,12 @@ def retention_differs(source: str, sections: Mapping[str, Section], group_means:
     mean = group_means.get("vtab", {})
     if mean.get("missing") or mean.get("num_datasets") != len(VTAB_TASKS):
         return f"{mean.get('num_datasets', 0)} of the {len(VTAB_TASKS)} VTAB tasks"
-    identities = {unit.get("dataset", {}).get("hub_id"): unit.get("dataset") for section in sections.values()
-                  for unit in section.provenance.values() if isinstance(unit, dict) and "dataset" in unit}
+    identities = {
+        unit.get("dataset", {}).get("hub_id"): unit.get("dataset")
+        for section in sections.values()
+        for unit in section.provenance.values()
+        if isinstance(unit, dict) and "dataset" in unit
+    }
     for task in VTAB_TASKS:
         wanted = CLIP_BENCHMARK_HUB.format(f"vtab-{task}")
         if (why := zero_shot_differs(wanted, identities.get(wanted), max_rows)) is not None:
@@ -471,7 +528,11 @@ def retention_differs(source: str, sections: Mapping[str, Section], group_means:
 
 
 def retention_table(
-    sections: Mapping[str, Section], group_means: Mapping[str, Mapping], paper_row: str | None, *, markdown: bool = False,
+    sections: Mapping[str, Section],
+    group_means: Mapping[str, Mapping],
+    paper_row: str | None,
+    *,
+    markdown: bool = False,
     max_rows: int | None = None,
 ) -> str:
     """Table 10's layout: our row, and the paper's row and ours minus it when `paper_row` has figures.
@@ -492,18 +553,24 @@ def retention_table(
         figures = {(s, m): lookup(paper_row, s, m) for _, s, m in RETENTION_COLUMNS}
         figures = {key: f for key, f in figures.items() if f is not None}
         if figures:
-            differs = {s: retention_differs(s, sections, group_means, max_rows)
-                       for s in dict.fromkeys(s for _, s, _ in RETENTION_COLUMNS)}
+            differs = {
+                s: retention_differs(s, sections, group_means, max_rows)
+                for s in dict.fromkeys(s for _, s, _ in RETENTION_COLUMNS)
+            }
             rows.append([f"paper: {paper_row}", *(f"{figures[(s, m)].value:.2f}" if (s, m) in figures else ""
                                                    for _, s, m in RETENTION_COLUMNS)])  # fmt: skip
             rows.append(["ours - paper (pp)", *(f"{100 * ours[(s, m)] - figures[(s, m)].value:+.2f}"
                                                 if (s, m) in figures and (s, m) in ours and differs[s] is None else ""
                                                 for _, s, m in RETENTION_COLUMNS)])  # fmt: skip
             sources = {f.source for f in figures.values()}
-            notes = [f"no difference for {s}: {why}" for s, why in differs.items()
-                     if why is not None and any(key[0] == s for key in ours)]
+            notes = [
+                f"no difference for {s}: {why}"
+                for s, why in differs.items()
+                if why is not None and any(key[0] == s for key in ours)
+            ]
             notes.extend(f"slip: {n}" for f in figures.values() if (n := slip_note(f)) is not None)
     table = render_table(header, rows, markdown=markdown)
     note = "layout of Kamath et al. 2024 Table 10; percent; empty cells: not run" + (
-        f"; paper row: {'; '.join(sorted(sources))}" if sources else "")
+        f"; paper row: {'; '.join(sorted(sources))}" if sources else ""
+    )
     return "\n".join([table, note, *notes])

@@ -31,8 +31,15 @@ class SuiteEntry:
 
 
 # The type of each suite field as YAML gives it (None allowed where the dataclass default is None).
-SUITE_FIELD_TYPES = {"name": str, "dataset": str, "task": str, "configs": list, "split": str, "text_only": bool,
-                     "group": str}
+SUITE_FIELD_TYPES = {
+    "name": str,
+    "dataset": str,
+    "task": str,
+    "configs": list,
+    "split": str,
+    "text_only": bool,
+    "group": str,
+}
 
 
 def suite_entry_from_yaml(path: Path, index: int, item) -> SuiteEntry:
@@ -42,7 +49,9 @@ def suite_entry_from_yaml(path: Path, index: int, item) -> SuiteEntry:
         raise UserInputError(f"{path}: datasets[{index}] needs at least a `dataset:` (Hub id or folder)")
     unknown = sorted(set(item) - set(SUITE_FIELD_TYPES), key=str)
     if unknown:
-        raise UserInputError(f"{path}: datasets[{index}] has unknown field(s) {unknown}; known: {sorted(SUITE_FIELD_TYPES)}")
+        raise UserInputError(
+            f"{path}: datasets[{index}] has unknown field(s) {unknown}; known: {sorted(SUITE_FIELD_TYPES)}"
+        )
     item = dict(item)
     if isinstance(item.get("configs"), str):
         item["configs"] = [item["configs"]]
@@ -51,7 +60,9 @@ def suite_entry_from_yaml(path: Path, index: int, item) -> SuiteEntry:
         if value is None and SuiteEntry.__dataclass_fields__[name].default is None:
             continue
         if not isinstance(value, kind) or (kind is str and not value.strip()):
-            raise UserInputError(f"{path}: datasets[{index}].{name} must be a non-empty {kind.__name__}, got {value!r}")
+            raise UserInputError(
+                f"{path}: datasets[{index}].{name} must be a non-empty {kind.__name__}, got {value!r}"
+            )
     for position, config in enumerate(item.get("configs") or []):
         require_plain_name(config, f"{path}: datasets[{index}].configs[{position}]")
     entry = SuiteEntry(**{"name": item["dataset"], **item})
@@ -67,6 +78,8 @@ def entry_folders(entries: Sequence[SuiteEntry], where: str = "suite") -> dict[s
     folders = {entry.name: folder_name(entry.name, f"{where}: dataset name") for entry in entries}
     for name, folder in folders.items():
         if folder.casefold() in (output_folder.METRICS_FILE.casefold(), output_folder.LOCK_NAME):
-            raise UserInputError(f"{where}: dataset name {name!r} would name the suite's own {folder}; rename it")
+            raise UserInputError(
+                f"{where}: dataset name {name!r} would name the suite's own {folder}; rename it"
+            )
     unique_folder_names(folders, f"{where}: dataset names")
     return folders

@@ -113,7 +113,9 @@ class BenchmarkEvalSet:
             if self.in_memory:
                 get_task(task).check_columns(self.source, f"eval set {name!r}")
             source = {SINGLE_ROW: self.source} if self.in_memory else self.source
-            units = dataset_units(get_task(task), TaskData(source, self.configs, self.split), f"eval set {name!r}")
+            units = dataset_units(
+                get_task(task), TaskData(source, self.configs, self.split), f"eval set {name!r}"
+            )
             resolved.subsets = {config: unit.source[config] for config, (unit, _) in units.items()}
         return resolved
 
@@ -124,8 +126,9 @@ class BenchmarkEvalSet:
         if self.task is None:
             raise ValueError(f"eval set {name!r} was not resolved: call .resolve(name) first")
         data = TaskData(self.subsets) if self.subsets else TaskData(self.source, self.configs, self.split)
-        return score_dataset(self.task, scorer(), data,
-                             RunOptions(max_rows=self.max_rows, progress=False, intervals=False))
+        return score_dataset(
+            self.task, scorer(), data, RunOptions(max_rows=self.max_rows, progress=False, intervals=False)
+        )
 
 
 def as_benchmark_eval_set(name: str, value: Dataset | BenchmarkEvalSet) -> BenchmarkEvalSet:

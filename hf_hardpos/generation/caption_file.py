@@ -28,7 +28,9 @@ def read_captions(path: str | Path, field: str = "caption") -> list[str | None]:
         raise UserInputError(f"input file {path} does not exist")
     suffix = path.suffix.lower()
     if suffix not in (".txt", ".jsonl", ".ndjson"):
-        raise UserInputError(f"input file {path}: expected a .txt (one caption per line) or .jsonl file, got {suffix!r}")
+        raise UserInputError(
+            f"input file {path}: expected a .txt (one caption per line) or .jsonl file, got {suffix!r}"
+        )
     captions: list[str | None] = []
     for number, line in _lines(path):
         if suffix == ".txt":
@@ -65,14 +67,20 @@ def _jsonl_caption(path: Path, number: int, line: str, field: str) -> str | None
     except json.JSONDecodeError as error:
         raise UserInputError(f"{path} line {number}: not valid JSON ({error.msg})") from None
     if not isinstance(row, dict) or field not in row:
-        raise UserInputError(f"{path} line {number}: no field {field!r} (use --field to name the caption field)")
+        raise UserInputError(
+            f"{path} line {number}: no field {field!r} (use --field to name the caption field)"
+        )
     value = row[field]
     if value is not None and not isinstance(value, str):
-        raise UserInputError(f"{path} line {number}: field {field!r} is {type(value).__name__}, expected a string")
+        raise UserInputError(
+            f"{path} line {number}: field {field!r} is {type(value).__name__}, expected a string"
+        )
     if isinstance(value, str) and not value.isascii():
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as error:  # a JSON escape of half a surrogate pair (\ud800): no character
-            raise UserInputError(f"{path} line {number}: field {field!r} holds {error.object[error.start]!r}, half "
-                                 "of a UTF-16 surrogate pair, which is no character") from None
+            raise UserInputError(
+                f"{path} line {number}: field {field!r} holds {error.object[error.start]!r}, half "
+                "of a UTF-16 surrogate pair, which is no character"
+            ) from None
     return (value.strip() or None) if isinstance(value, str) else None

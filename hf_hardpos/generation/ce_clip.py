@@ -83,8 +83,14 @@ class CEClipNegativeGenerator(MaskedLMGenerator):
     @cached_property
     def fill_mask(self) -> Pipeline:
         """CE-CLIP's `fill-mask` pipeline over the generator's model: top-5 fills per masked caption."""
-        return pipeline("fill-mask", model=self.model, tokenizer=self.tokenizer, top_k=TOP_K, device=self.model.device,
-                        trust_remote_code=False)
+        return pipeline(
+            "fill-mask",
+            model=self.model,
+            tokenizer=self.tokenizer,
+            top_k=TOP_K,
+            device=self.model.device,
+            trust_remote_code=False,
+        )
 
     def settings(self) -> dict:
         return {"procedure": self.procedure, "top_k": TOP_K, "picked_index": PICKED,
@@ -110,7 +116,9 @@ class CEClipNegativeGenerator(MaskedLMGenerator):
                     continue
                 texts = [w.text for w in words if w.pos == FILL_POS[kind]]
                 plan[kind] = len(masked)
-                masked.append(ce_clip_masked(caption, texts, mask, caption_rng(self.seed, caption, stream=kind)))
+                masked.append(
+                    ce_clip_masked(caption, texts, mask, caption_rng(self.seed, caption, stream=kind))
+                )
             plans.append(plan)
         filled = self._fill(masked)
         results = []
@@ -126,7 +134,9 @@ class CEClipNegativeGenerator(MaskedLMGenerator):
                 picked = ranked[min(PICKED, len(ranked))]["sequence"]
                 extra = {
                     "masked": masked[plan[kind]],
-                    "candidates": [{"output": r["sequence"], "score": round(float(r["score"]), 6)} for r in ranked],
+                    "candidates": [
+                        {"output": r["sequence"], "score": round(float(r["score"]), 6)} for r in ranked
+                    ],
                 }
                 # our one departure from TextAugment: an empty fill is no caption (module docstring)
                 reason = validation.EMPTY if not picked.strip() else None

@@ -94,7 +94,10 @@ PROMPTS: dict[str, str] = {
 }
 # The released script's `--template` name of each kind (recorded in the manifest).
 TEMPLATE_NAMES: dict[str, str] = {
-    "replace": "replace", "swap": "swap", "replace-verb": "replace_verb", "replace-spatial": "replace_spatial"
+    "replace": "replace",
+    "swap": "swap",
+    "replace-verb": "replace_verb",
+    "replace-spatial": "replace_spatial",
 }
 # Appendix C: 30 new tokens for REPLACE, 20 for SWAP (the script's own default is 20 for all); the
 # relation-targeted variants are REPLACE prompts and get its budget.
@@ -135,13 +138,16 @@ def default_dtype(device: str | torch.device | None) -> torch.dtype:
     return torch.float16 if torch.device(device).type == "cuda" else torch.float32
 
 
-def pipeline_2024_text(tokenizer: PreTrainedTokenizerBase, prompt_ids: Sequence[int], new_ids: Sequence[int]) -> str:
+def pipeline_2024_text(
+    tokenizer: PreTrainedTokenizerBase, prompt_ids: Sequence[int], new_ids: Sequence[int]
+) -> str:
     """The `generated_text` of transformers 4.36-4.42's text-generation pipeline with `return_full_text=False`.
 
     Its `postprocess` decoded the whole sequence and the prompt (`skip_special_tokens=True,
     clean_up_tokenization_spaces=True`) and returned the text after the prompt's length. The clean-up
     is applied explicitly: transformers 5 ignores `clean_up_tokenization_spaces=True` for BPE tokenizers.
     """
+
     def decoded(ids: Sequence[int]) -> str:
         text = tokenizer.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False)
         return tokenizer.clean_up_tokenization(text)
@@ -197,7 +203,9 @@ class LLMGenerator(CaptionGenerator):
         tokenizer.padding_side = "left"
         tokenizer.pad_token = tokenizer.eos_token
         if use_chat_template and not getattr(tokenizer, "chat_template", None):
-            raise UserInputError("use_chat_template=True (--chat-template on) but the tokenizer has no chat_template")
+            raise UserInputError(
+                "use_chat_template=True (--chat-template on) but the tokenizer has no chat_template"
+            )
         self.use_chat_template = use_chat_template
         self.generation_config = sampling.effective_generation_config(model, **self.decoding_arguments())
         self.row_seeded = bool(self.generation_config.do_sample)
@@ -245,7 +253,9 @@ class LLMGenerator(CaptionGenerator):
         """
         add_special_tokens = self.fidelity == "current-pipeline" and not self.use_chat_template
         texts = [self.render(caption) for caption in captions]
-        encoded = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=add_special_tokens)
+        encoded = self.tokenizer(
+            texts, return_tensors="pt", padding=True, add_special_tokens=add_special_tokens
+        )
         return encoded.to(self.model.device)
 
     def decoding_arguments(self) -> dict:
@@ -258,7 +268,9 @@ class LLMGenerator(CaptionGenerator):
 
     def _eos_ids(self) -> set[int]:
         configured = self.model.generation_config.eos_token_id
-        ids = set(configured if isinstance(configured, list) else [configured] if configured is not None else [])
+        ids = set(
+            configured if isinstance(configured, list) else [configured] if configured is not None else []
+        )
         return ids | {self.tokenizer.eos_token_id}
 
     def _generate(self, encoded, rows: Sequence[int]) -> torch.Tensor:
@@ -270,13 +282,22 @@ class LLMGenerator(CaptionGenerator):
             sampler = sampling.RowSeededSampler(warpers, uniforms, encoded["input_ids"].shape[1])
             # greedy picks the one token the sampler leaves; the model's warpers run inside the sampler
             arguments.update(
-                do_sample=False, temperature=None, top_p=None, top_k=None, min_p=None, typical_p=None,
-                epsilon_cutoff=None, eta_cutoff=None, logits_processor=LogitsProcessorList([sampler]),
+                do_sample=False,
+                temperature=None,
+                top_p=None,
+                top_k=None,
+                min_p=None,
+                typical_p=None,
+                epsilon_cutoff=None,
+                eta_cutoff=None,
+                logits_processor=LogitsProcessorList([sampler]),
             )
         return self.model.generate(**encoded, **arguments)
 
     @torch.inference_mode()
-    def decode_batch(self, captions: Sequence[str], rows: Sequence[int] | None = None) -> list[tuple[str, bool]]:
+    def decode_batch(
+        self, captions: Sequence[str], rows: Sequence[int] | None = None
+    ) -> list[tuple[str, bool]]:
         """Generate for one batch: (newly generated text, stopped at max_new_tokens without an end token) per row.
 
         `rows`: the input index of each caption (the sampling seed's row; default 0, 1, ...).
@@ -342,7 +363,8 @@ class LLMGenerator(CaptionGenerator):
             "seed": self.seed,
             "sampled": self.row_seeded,
             "sampling": "per row: inverse CDF on uniforms from torch.Generator(sha256(seed, row index))"
-            if self.row_seeded else "none (deterministic)",
+            if self.row_seeded
+            else "none (deterministic)",
             "dtype": str(self.model.dtype).removeprefix("torch."),
             "attn_implementation": getattr(self.model.config, "_attn_implementation", None) or "default",
             "model_fingerprint": model_fingerprint(self.model),

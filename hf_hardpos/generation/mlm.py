@@ -153,9 +153,13 @@ class MaskedLMGenerator(CaptionGenerator):
         progress: bool = True,
     ) -> None:
         if kind not in MLM_KINDS:
-            raise UserInputError(f"unknown masked-LM negative type {kind!r}; expected one of {', '.join(MLM_KINDS)}")
+            raise UserInputError(
+                f"unknown masked-LM negative type {kind!r}; expected one of {', '.join(MLM_KINDS)}"
+            )
         if tokenizer.mask_token_id is None:
-            raise UserInputError(f"{model.name_or_path}: the tokenizer has no mask token; --method mlm needs a masked LM")
+            raise UserInputError(
+                f"{model.name_or_path}: the tokenizer has no mask token; --method mlm needs a masked LM"
+            )
         _at_least_one({"batch size": batch_size})
         self.model, self.tokenizer, self.tagger = model.eval(), tokenizer, tagger
         self.kind, self.kinds = kind, TYPES if kind == "all" else (kind,)
@@ -173,7 +177,9 @@ class MaskedLMGenerator(CaptionGenerator):
         **kwargs,
     ):
         """Load a masked LM (CE-CLIP used distilroberta-base) and its tokenizer, and wrap them."""
-        model, tokenizer = load_model_and_tokenizer(AutoModelForMaskedLM, model_name_or_path, device=device, dtype=dtype)
+        model, tokenizer = load_model_and_tokenizer(
+            AutoModelForMaskedLM, model_name_or_path, device=device, dtype=dtype
+        )
         return cls(model, tokenizer, kind, tagger=tagger, **kwargs)
 
     def options(self) -> dict:
@@ -208,7 +214,11 @@ class MLMNegativeGenerator(MaskedLMGenerator):
         return {**super().options(), "num_candidates": self.num_candidates, "search_k": self.search_k}
 
     def settings(self) -> dict:
-        return {"procedure": self.procedure, "search_k": self.search_k, "model_fingerprint": model_fingerprint(self.model)}
+        return {
+            "procedure": self.procedure,
+            "search_k": self.search_k,
+            "model_fingerprint": model_fingerprint(self.model),
+        }
 
     # ---- the LM ------------------------------------------------------------------------------
 
@@ -240,7 +250,11 @@ class MLMNegativeGenerator(MaskedLMGenerator):
         if key not in self._whole_word:
             word = self.tokenizer.decode([token_id]).strip()
             ids = self.tokenizer(("" if initial else " ") + word, add_special_tokens=False)["input_ids"]
-            ok = bool(_WORD.match(word)) and ids == [token_id] and token_id not in self.tokenizer.all_special_ids
+            ok = (
+                bool(_WORD.match(word))
+                and ids == [token_id]
+                and token_id not in self.tokenizer.all_special_ids
+            )
             self._whole_word[key] = word if ok else None
         return self._whole_word[key]
 
@@ -272,7 +286,9 @@ class MLMNegativeGenerator(MaskedLMGenerator):
             ranked = fills[sites[i].start]
             if ranked:
                 site = sites[i]
-                texts = [(replace_words(caption, [(site.start, site.end, fill)]), score) for fill, score in ranked]
+                texts = [
+                    (replace_words(caption, [(site.start, site.end, fill)]), score) for fill, score in ranked
+                ]
                 return self._ranked(caption, texts)
         return Candidate(raw=None, output=None, reason=validation.NO_FILL)
 
@@ -285,7 +301,9 @@ class MLMNegativeGenerator(MaskedLMGenerator):
             extra={"candidates": [{"output": t, "log_prob": round(s, 4)} for t, s in texts]},
         )
 
-    def _relation_pairs(self, caption: str, nouns: list[TaggedWord]) -> tuple[TaggedWord, list[TaggedWord]] | None:
+    def _relation_pairs(
+        self, caption: str, nouns: list[TaggedWord]
+    ) -> tuple[TaggedWord, list[TaggedWord]] | None:
         """The drawn noun and the other nouns it can swap with (a different word), or None."""
         eligible = [n for n in nouns if any(m.text.lower() != n.text.lower() for m in nouns)]
         if not eligible:
@@ -300,7 +318,13 @@ class MLMNegativeGenerator(MaskedLMGenerator):
         def build(mask_first: bool) -> str:
             left = self.tokenizer.mask_token if mask_first else second.text
             right = first.text if mask_first else self.tokenizer.mask_token
-            return caption[: first.start] + left + caption[first.end : second.start] + right + caption[second.end :]
+            return (
+                caption[: first.start]
+                + left
+                + caption[first.end : second.start]
+                + right
+                + caption[second.end :]
+            )
 
         return build(True), build(False)
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
-from hf_hardpos.errors import UserInputError, first_line
 from hf_hardpos import output_folder
+from hf_hardpos.errors import UserInputError, first_line
 from hf_hardpos.model_checks import refuse_remote_code
 from hf_hardpos.provenance import looks_like_path
 
@@ -28,7 +28,12 @@ def require_model_exists(name: str) -> None:
 
 
 def load_model_and_tokenizer(
-    auto_class, name_or_path: str | Path, *, device: str | torch.device | None, dtype: str | torch.dtype, **kwargs
+    auto_class,
+    name_or_path: str | Path,
+    *,
+    device: str | torch.device | None,
+    dtype: str | torch.dtype,
+    **kwargs,
 ):
     """`auto_class.from_pretrained` + `AutoTokenizer`, on `device` (default: cuda when available).
 
@@ -43,7 +48,9 @@ def load_model_and_tokenizer(
         model = auto_class.from_pretrained(name, dtype=dtype, trust_remote_code=False, **kwargs)
     except (OSError, ValueError, KeyError) as error:
         where = "local folder" if path.exists() else "Hub id (offline: it must be in the local cache)"
-        raise UserInputError(f"cannot load {auto_class.__name__} {name!r} as a {where}: {first_line(error)}") from None
+        raise UserInputError(
+            f"cannot load {auto_class.__name__} {name!r} as a {where}: {first_line(error)}"
+        ) from None
     if "device_map" not in kwargs:
         model = model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     return model, tokenizer
@@ -69,7 +76,9 @@ class CachedFileDigests:
     mtime). Each file hashed prints a progress bar (to stderr) when `progress`.
     """
 
-    def __init__(self, cache_file: Path | None = None, *, verify: bool = False, progress: bool = False) -> None:
+    def __init__(
+        self, cache_file: Path | None = None, *, verify: bool = False, progress: bool = False
+    ) -> None:
         self.cache_file = cache_file or weight_digest_cache()
         self.verify = verify
         self.progress = progress
@@ -92,7 +101,11 @@ class CachedFileDigests:
         if cached is not None and not self.verify:
             return cached
         if self.progress:
-            print(f"hashing {path} ({info.st_size / 1e9:.2f} GB) to identify the model", file=sys.stderr, flush=True)
+            print(
+                f"hashing {path} ({info.st_size / 1e9:.2f} GB) to identify the model",
+                file=sys.stderr,
+                flush=True,
+            )
         digest = sha256_file(path, progress=self.progress)
         if cached is not None and cached != digest:
             raise UserInputError(

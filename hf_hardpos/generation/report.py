@@ -90,7 +90,9 @@ def quality_report(path: str | Path, *, samples: int = 5, seed: int = 0) -> str:
         share = f"{100 * valid / captions:.1f}" if captions else ""
         rows.append([kind, str(captions), str(valid), share, str(sum(rejected.values()))])
         lines = [f"{kind}: rejected {sum(rejected.values())} of {captions} rows"]
-        lines += [f"  {count:>7}  {100 * count / captions:5.1f}%  {reason}" for reason, count in rejected.items()]
+        lines += [
+            f"  {count:>7}  {100 * count / captions:5.1f}%  {reason}" for reason, count in rejected.items()
+        ]
         lines += _acceptance_lines(entry)
         lines.append(f"  random sample ({len(entry['sample'])} of {valid} valid, seed {seed}):")
         lines += [f"    [{r['index']}] {r['input']}  ->  {r['output']}" for r in entry["sample"]]

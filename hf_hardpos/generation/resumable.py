@@ -39,9 +39,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from hf_hardpos import __version__
+from hf_hardpos import __version__, output_folder
 from hf_hardpos.errors import UserInputError
-from hf_hardpos import output_folder
 from hf_hardpos.generation.validation import EMPTY_INPUT
 
 logger = logging.getLogger(__name__)
@@ -161,12 +160,18 @@ def read_manifest(manifest_file: Path, advice: str) -> dict:
         raise UserInputError(f"{manifest_file}: format {found!r}, expected {MANIFEST_FORMAT!r}; {advice}")
     source = manifest.get("input")
     problem = (
-        "field options must be an object" if not isinstance(manifest.get("options"), dict)
-        else "field settings must be an object" if not isinstance(manifest.get("settings", {}), dict)
-        else "field input must be an object" if not isinstance(source, dict)
+        "field options must be an object"
+        if not isinstance(manifest.get("options"), dict)
+        else "field settings must be an object"
+        if not isinstance(manifest.get("settings", {}), dict)
+        else "field input must be an object"
+        if not isinstance(source, dict)
         else f"field input.rows must be a whole number >= 0, got {source.get('rows')!r}"
-        if isinstance(source.get("rows"), bool) or not isinstance(source.get("rows"), int) or source["rows"] < 0
-        else f"field input.sha256 must be text, got {source.get('sha256')!r}" if not isinstance(source.get("sha256"), str)
+        if isinstance(source.get("rows"), bool)
+        or not isinstance(source.get("rows"), int)
+        or source["rows"] < 0
+        else f"field input.sha256 must be text, got {source.get('sha256')!r}"
+        if not isinstance(source.get("sha256"), str)
         else None
     )
     if problem is not None:
@@ -196,7 +201,9 @@ def read_done(
     complete, _, tail = data.rpartition(b"\n")
     if tail.strip() and repair:
         # The last write was interrupted: drop the fragment so appends start on a fresh line.
-        logger.warning("%s: dropping a truncated last line (%d bytes) from an interrupted run", path, len(tail))
+        logger.warning(
+            "%s: dropping a truncated last line (%d bytes) from an interrupted run", path, len(tail)
+        )
         with path.open("r+b") as handle:
             handle.truncate(len(complete) + 1 if complete or data.startswith(b"\n") else 0)
     done: dict[tuple[int, str | None], dict] = {}
@@ -208,7 +215,8 @@ def read_done(
             if key in done:
                 raise UserInputError(
                     f"{path} line {number}: a second record for caption index {key[0]}, type {key[1]} (the first is "
-                    f"on line {first_line[key]}); the file is not one run's output (choose another --output)")
+                    f"on line {first_line[key]}); the file is not one run's output (choose another --output)"
+                )
             done[key], first_line[key] = record, number
     return done
 
@@ -232,22 +240,37 @@ def parse_record(
     try:
         record = json.loads(line, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as error:
-        raise UserInputError(f"{path} line {number}: not valid JSON ({error.msg}); the file is corrupt") from None
-    except (UnicodeDecodeError, RecursionError, ValueError) as error:  # not UTF-8; nested too deeply; a key twice
-        raise UserInputError(f"{path} line {number}: not a record ({str(error)[:120] or 'nested too deeply'}); the "
-                             "file is corrupt") from None
+        raise UserInputError(
+            f"{path} line {number}: not valid JSON ({error.msg}); the file is corrupt"
+        ) from None
+    except (
+        UnicodeDecodeError,
+        RecursionError,
+        ValueError,
+    ) as error:  # not UTF-8; nested too deeply; a key twice
+        raise UserInputError(
+            f"{path} line {number}: not a record ({str(error)[:120] or 'nested too deeply'}); the "
+            "file is corrupt"
+        ) from None
     index = record.get("index") if isinstance(record, dict) else None
     if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(inputs):
-        raise UserInputError(f"{path} line {number}: index {index!r} is not a position in the {len(inputs)} inputs")
+        raise UserInputError(
+            f"{path} line {number}: index {index!r} is not a position in the {len(inputs)} inputs"
+        )
     if record.get("input") != inputs[index]:
         raise UserInputError(
             f"{path} line {number}: written for input {record.get('input')!r} at index {index}, but the input "
             f"now has {inputs[index]!r}; {advice}"
         )
-    for name, types, expected in (("valid", (bool,), "true or false"), ("kind", (str, type(None)), "text or null"),
-                                  ("output", (str, type(None)), "text or null")):
+    for name, types, expected in (
+        ("valid", (bool,), "true or false"),
+        ("kind", (str, type(None)), "text or null"),
+        ("output", (str, type(None)), "text or null"),
+    ):
         if name in record and not isinstance(record[name], types):
-            raise UserInputError(f"{path} line {number}: field {name} must be {expected}, got {record[name]!r}")
+            raise UserInputError(
+                f"{path} line {number}: field {name} must be {expected}, got {record[name]!r}"
+            )
     if "valid" not in record:
         raise UserInputError(f"{path} line {number}: field valid is missing; the file is corrupt")
     return record
@@ -322,7 +345,9 @@ class GenerationOutput:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._lock.enter_context(output_folder.exclusive(lock_path(self.path), refuse))
         except OSError as error:
-            raise UserInputError(f"cannot write the output {self.path}: {error.strerror}; choose another --output") from None
+            raise UserInputError(
+                f"cannot write the output {self.path}: {error.strerror}; choose another --output"
+            ) from None
         try:
             self._open_existing()
         except BaseException:
@@ -357,7 +382,10 @@ class GenerationOutput:
             )
         if existing.get("hf_hardpos") != __version__:
             logger.warning(
-                "%s was started by hf_hardpos %s, resumed by %s", self.path, existing.get("hf_hardpos"), __version__
+                "%s was started by hf_hardpos %s, resumed by %s",
+                self.path,
+                existing.get("hf_hardpos"),
+                __version__,
             )
         self._existing_settings = existing.get("settings")
         self._manifest_written = True
@@ -377,7 +405,9 @@ class GenerationOutput:
                 + " (use the model it was written with, --overwrite to start again, or choose another --output)"
             )
         self.manifest["settings"] = settings
-        self._existing_settings = settings  # a later call (e.g. the generator after adopted shards) must agree
+        self._existing_settings = (
+            settings  # a later call (e.g. the generator after adopted shards) must agree
+        )
         if self._manifest_written and previous is None:
             self._write_manifest()  # records written before the settings were known: record them now
 
@@ -385,7 +415,9 @@ class GenerationOutput:
         self._lock.close()
 
     def _write_manifest(self) -> None:
-        output_folder.write_text(manifest_path(self.path), json.dumps(self.manifest, indent=2, ensure_ascii=False) + "\n")
+        output_folder.write_text(
+            manifest_path(self.path), json.dumps(self.manifest, indent=2, ensure_ascii=False) + "\n"
+        )
         self._manifest_written = True
 
     def append(self, records: Sequence[dict]) -> None:
@@ -404,7 +436,9 @@ class GenerationOutput:
 # ---- the driver --------------------------------------------------------------------------------
 
 
-def _record(generator: CaptionGenerator, index: int, caption: str | None, kind: str, candidate: Candidate) -> dict:
+def _record(
+    generator: CaptionGenerator, index: int, caption: str | None, kind: str, candidate: Candidate
+) -> dict:
     return {
         "index": index,
         "input": caption,
@@ -455,7 +489,10 @@ def generate_into(
     description = f"hard {generator.polarity}s ({'/'.join(generator.kinds)}, {generator.method})"
     batch = _Batch()
     with tqdm(
-        total=len(indices), initial=len(indices) - len(todo), desc=description, disable=not generator.progress,
+        total=len(indices),
+        initial=len(indices) - len(todo),
+        desc=description,
+        disable=not generator.progress,
         unit="caption",
     ) as bar:
 
@@ -473,7 +510,9 @@ def generate_into(
         for index in todo:
             caption = inputs[index]
             batch.add(index, EMPTY_INPUT if not caption else generator.precheck(caption))
-            if len(batch.to_generate) == generator.batch_size or len(batch.rows) >= max(generator.batch_size, MAX_PENDING_ROWS):
+            if len(batch.to_generate) == generator.batch_size or len(batch.rows) >= max(
+                generator.batch_size, MAX_PENDING_ROWS
+            ):
                 flush()
         if batch.rows:
             flush()
@@ -503,7 +542,11 @@ class _Batch:
             self.to_generate.append(index)
 
     def records(
-        self, generator: CaptionGenerator, inputs: Sequence[str | None], output: GenerationOutput, counts: dict
+        self,
+        generator: CaptionGenerator,
+        inputs: Sequence[str | None],
+        output: GenerationOutput,
+        counts: dict,
     ) -> list[dict]:
         """One model call for the rows that need it (counted in `counts`), then the record of every
         (row, kind) of the batch not yet in `output`, in index order."""
@@ -515,7 +558,9 @@ class _Batch:
         if self.to_generate:
             generated = generator.generate_rows(list(self.to_generate), [inputs[i] for i in self.to_generate])
             if len(generated) != len(self.to_generate):
-                raise RuntimeError(f"generator returned {len(generated)} results for {len(self.to_generate)} inputs")
+                raise RuntimeError(
+                    f"generator returned {len(generated)} results for {len(self.to_generate)} inputs"
+                )
             results.update(zip(self.to_generate, generated))
             counts["model_calls"] += 1
             counts["generated_rows"] += len(self.to_generate)

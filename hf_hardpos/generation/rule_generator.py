@@ -59,7 +59,9 @@ class RuleGenerator(CaptionGenerator):
             return rules.swap_hard_negative(caption) if self.negative else rules.swap_hard_positive(caption)
         if self.negative:
             return rules.replace_hard_negative(caption, caption_rng(self.seed, caption))
-        sources = {"replace-verb": lexicon.VERB_SOURCES, "replace-spatial": lexicon.SPATIAL_SOURCES}.get(self.kind)
+        sources = {"replace-verb": lexicon.VERB_SOURCES, "replace-spatial": lexicon.SPATIAL_SOURCES}.get(
+            self.kind
+        )
         return rules.replace_hard_positive(caption, caption_rng(self.seed, caption), sources=sources)
 
     def generate(self, captions: Sequence[str]) -> list[Candidate]:

@@ -114,7 +114,9 @@ def find_matches(caption: str, rules: Sequence[Rule]) -> list[_Match]:
             found.append(_Match(i, stop, rule))
 
     def inside_longer(m: _Match) -> bool:
-        return any(o.first <= m.first and m.stop <= o.stop and o.stop - o.first > m.stop - m.first for o in found)
+        return any(
+            o.first <= m.first and m.stop <= o.stop and o.stop - o.first > m.stop - m.first for o in found
+        )
 
     kept = [m for m in found if not inside_longer(m)]
     kept.sort(key=lambda m: (m.first, m.stop))
@@ -245,7 +247,7 @@ def _contiguous(caption: str, tokens: Sequence[Token], first: int, stop: int) ->
 
 
 def _attribute_spans(caption: str, tokens: Sequence[Token], k: int) -> tuple[int, int] | None:
-    """"a blue and white clock" / "the dog is black and brown": two coordinated attributes."""
+    """ "a blue and white clock" / "the dog is black and brown": two coordinated attributes."""
     if k == 0 or k + 1 >= len(tokens):
         return None
     left, right = tokens[k - 1].lower, tokens[k + 1].lower
@@ -263,7 +265,7 @@ def _attribute_spans(caption: str, tokens: Sequence[Token], k: int) -> tuple[int
 
 
 def _verb_phrase_spans(caption: str, tokens: Sequence[Token], k: int) -> tuple[int, int] | None:
-    """"a man wearing glasses and holding a bottle": two participle phrases, the right one final."""
+    """ "a man wearing glasses and holding a bottle": two participle phrases, the right one final."""
     if k + 1 >= len(tokens) or not _is_participle(tokens[k + 1].lower):
         return None
     right_words = [t.lower for t in tokens[k + 2 :]]
@@ -290,7 +292,7 @@ _MAX_PHRASE = 4
 
 
 def _noun_phrase_spans(caption: str, tokens: Sequence[Token], k: int) -> tuple[int, int] | None:
-    """"a cat and a dog on a couch": two determiner-led noun phrases, the left one caption-initial.
+    """ "a cat and a dog on a couch": two determiner-led noun phrases, the left one caption-initial.
 
     Requiring the left phrase to open the caption is what keeps this safe: in "a man with a hat and
     a woman" the left conjunct is "a man with a hat", which contains a preposition, so we refuse
@@ -306,7 +308,11 @@ def _noun_phrase_spans(caption: str, tokens: Sequence[Token], k: int) -> tuple[i
     if right_determiner not in lexicon.DETERMINERS or right_determiner in lexicon.POSSESSIVES:
         return None  # "a man and his dog" -> "his dog and a man" would lose the antecedent
     stop = k + 2
-    while stop < len(tokens) and next_token(caption, tokens, stop) is not None and not _is_breaker(tokens[stop].lower):
+    while (
+        stop < len(tokens)
+        and next_token(caption, tokens, stop) is not None
+        and not _is_breaker(tokens[stop].lower)
+    ):
         stop += 1
     if stop - (k + 2) == 0 or stop - (k + 2) > _MAX_PHRASE:
         return None
@@ -316,7 +322,7 @@ def _noun_phrase_spans(caption: str, tokens: Sequence[Token], k: int) -> tuple[i
 
 
 def _single_word_spans(caption: str, tokens: Sequence[Token], k: int) -> tuple[int, int] | None:
-    """"rice and broccoli", "a sink, toilet and shower": one bare word on each side.
+    """ "rice and broccoli", "a sink, toilet and shower": one bare word on each side.
 
     The word before must be a determiner, preposition or comma (so no modifier is left behind on
     one side: "a red car and truck" is refused), and the word after must end the phrase.
@@ -395,7 +401,7 @@ def _swap(caption: str, tokens: Sequence[Token], first: int, k: int, stop: int) 
 
 
 def _sentence_case(word: str) -> bool:
-    """"A" or "Two" (capitalised because first), not "I", "TV" or a name we cannot tell apart."""
+    """ "A" or "Two" (capitalised because first), not "I", "TV" or a name we cannot tell apart."""
     return (word[:1].isupper() and word[1:].islower()) or (len(word) == 1 and word.isupper() and word != "I")
 
 

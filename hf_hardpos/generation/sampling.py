@@ -85,7 +85,9 @@ def sampling_warpers(config: GenerationConfig) -> LogitsProcessorList:
     if config.temperature is not None and config.temperature != 1.0:
         warpers.append(TemperatureLogitsWarper(config.temperature))
     if getattr(config, "top_h", None) is not None:
-        raise UserInputError("top_h sampling in the model's generation_config is not supported by row-seeded sampling")
+        raise UserInputError(
+            "top_h sampling in the model's generation_config is not supported by row-seeded sampling"
+        )
     if config.top_k is not None and config.top_k != 0:
         warpers.append(TopKLogitsWarper(top_k=config.top_k, min_tokens_to_keep=1))
     if config.top_p is not None and config.top_p < 1.0:

@@ -58,7 +58,9 @@ def shard_indices(rows: int, rank: int, world: int) -> range:
 def check_world_size(output_path: Path, world: int) -> None:
     """Refuse shards left by a launch with another number of processes (their rows would be lost)."""
     suffix = f"-of-{world:05d}.jsonl"
-    others = sorted(p.name for p in shard_dir(output_path).glob("rank-*.jsonl") if not p.name.endswith(suffix))
+    others = sorted(
+        p.name for p in shard_dir(output_path).glob("rank-*.jsonl") if not p.name.endswith(suffix)
+    )
     if others:
         raise UserInputError(
             f"{shard_dir(output_path)} holds shards of a launch with another number of processes ({others[0]}); "
@@ -77,7 +79,9 @@ def _shard_options(path: Path) -> dict | None:
 def _refuse_other_run(where: Path, theirs: dict, ours: dict, advice: str) -> None:
     differences = describe_differences(theirs, ours)
     if differences:
-        raise UserInputError(f"{where} was written by a run with other options: {'; '.join(differences)}; {advice}")
+        raise UserInputError(
+            f"{where} was written by a run with other options: {'; '.join(differences)}; {advice}"
+        )
 
 
 def merge_shards(
@@ -102,7 +106,10 @@ def merge_shards(
             records[(index, kind)] = record
     with GenerationOutput(output_path, options, inputs) as output:
         missing = [
-            (i, k) for i in range(len(inputs)) for k in kinds if (i, k) not in records and (i, k) not in output.done
+            (i, k)
+            for i in range(len(inputs))
+            for k in kinds
+            if (i, k) not in records and (i, k) not in output.done
         ]
         if missing:
             raise UserInputError(
@@ -130,7 +137,9 @@ def adopt_shards(output: GenerationOutput, options: dict, inputs: Sequence[str |
         if theirs is None:
             continue
         _refuse_other_run(
-            path, theirs, options,
+            path,
+            theirs,
+            options,
             f"rerun with its options, remove {folder} or use --overwrite to start again",
         )
         settings = read_manifest(manifest_path(path), "remove the shard folder").get("settings")
@@ -152,9 +161,13 @@ def finished_in_output(output_path: Path, options: dict, inputs: Sequence[str | 
         raise UserInputError(
             f"{output_path} has records but no manifest, so its options are unknown; use --overwrite to start again"
         )
-    manifest = read_manifest(manifest_path(output_path), "use --overwrite to start again or choose another --output")
+    manifest = read_manifest(
+        manifest_path(output_path), "use --overwrite to start again or choose another --output"
+    )
     _refuse_other_run(
-        output_path, manifest.get("options", {}), options,
+        output_path,
+        manifest.get("options", {}),
+        options,
         "rerun with its options in one process, use --overwrite to start again, or choose another --output",
     )
     return read_done(output_path, inputs, repair=False)

@@ -105,7 +105,9 @@ def apply_edits(caption: str, edits: list[tuple[int, int, str]]) -> str:
     return caption
 
 
-def article_edit(caption: str, tokens: Sequence[Token], first: int, new_word: str) -> list[tuple[int, int, str]]:
+def article_edit(
+    caption: str, tokens: Sequence[Token], first: int, new_word: str
+) -> list[tuple[int, int, str]]:
     """Re-choose "a"/"an" before token `first` when the word after it changes."""
     before = previous_token(caption, tokens, first)
     if before is None or before.lower not in ("a", "an"):

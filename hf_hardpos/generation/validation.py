@@ -24,8 +24,8 @@ from functools import lru_cache
 
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.generation import lexicon
-from hf_hardpos.generation.tokens import proper_noun_tokens, tokenize
 from hf_hardpos.generation.swap_rule import NO_AND, TOO_LONG_FOR_SWAP, swap_ineligibility  # noqa: F401  (every reason here)
+from hf_hardpos.generation.tokens import proper_noun_tokens, tokenize
 
 # Every rejection reason of every generator, in one place (stable strings: they are written to the
 # JSONL output and counted in reports).
@@ -189,7 +189,10 @@ def _common_checks(original: str, candidate: str) -> str | None:
     reason = _paper_failures(original, candidate)
     if reason is not None:
         return reason
-    if len(words(candidate)) > len(words(original)) + MAX_EXTRA_WORDS or len(candidate) > 2 * len(original) + 20:
+    if (
+        len(words(candidate)) > len(words(original)) + MAX_EXTRA_WORDS
+        or len(candidate) > 2 * len(original) + 20
+    ):
         return TOO_LONG
     if symbols(candidate) != symbols(original):
         return SYMBOLS_CHANGED
@@ -212,7 +215,11 @@ def validate_replace(original: str, candidate: str) -> str | None:
     if reason is not None:
         return reason
     before, after = words(original), words(candidate)
-    edits = [op for op in difflib.SequenceMatcher(a=before, b=after, autojunk=False).get_opcodes() if op[0] != "equal"]
+    edits = [
+        op
+        for op in difflib.SequenceMatcher(a=before, b=after, autojunk=False).get_opcodes()
+        if op[0] != "equal"
+    ]
     if len(edits) > 1:
         return SEVERAL_EDITS
     tag, i1, i2, j1, j2 = edits[0]
@@ -361,7 +368,9 @@ def accept_paper(kind: str, original: str, candidate: str) -> str | None:
     """The paper's acceptance (see `ACCEPTANCES`): None, or the failure mode the paper names."""
     reason = _paper_failures(original, candidate)
     if reason is None and VALIDATION_KIND[check_kind(kind)] == "swap":
-        moved = sorted(words(candidate)) == sorted(words(original)) and not is_conjunct_swap(original, candidate)
+        moved = sorted(words(candidate)) == sorted(words(original)) and not is_conjunct_swap(
+            original, candidate
+        )
         reason = NOT_A_SWAP if moved else None
     return reason
 

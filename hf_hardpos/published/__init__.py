@@ -125,8 +125,14 @@ def slips() -> list[Slip]:
 
 def slip_for(figure: PublishedFigure) -> Slip | None:
     """The recorded slip of a printed figure (`slips`), or None when its value follows from the paper's cells."""
-    return next((s for s in _load()[1] if (s.paper, s.table, s.row, s.column) == (figure.paper, figure.table,
-                                                                                 figure.row, figure.column)), None)
+    return next(
+        (
+            s
+            for s in _load()[1]
+            if (s.paper, s.table, s.row, s.column) == (figure.paper, figure.table, figure.row, figure.column)
+        ),
+        None,
+    )
 
 
 def slip_note(figure: PublishedFigure) -> str | None:
@@ -135,8 +141,10 @@ def slip_note(figure: PublishedFigure) -> str | None:
     slip = slip_for(figure)
     if slip is None:
         return None
-    return (f"{figure.source} {slip.row} {slip.column}: printed {slip.printed:g}, the paper's own rule gives "
-            f"{slip.derived:g} ({slip.why})")
+    return (
+        f"{figure.source} {slip.row} {slip.column}: printed {slip.printed:g}, the paper's own rule gives "
+        f"{slip.derived:g} ({slip.why})"
+    )
 
 
 def table_rows(paper: str, table: str) -> dict[str, dict[str, float]]:
@@ -161,7 +169,9 @@ def lookup(model: str, benchmark: str, metric: str) -> PublishedFigure | None:
     A figure printed in several tables (Kamath et al. repeat Table 1's rows in Table 3; CE-CLIP's
     Table 5 repeats Tables 1-2) is returned from the first table of `figures.yaml` that prints it.
     """
-    return next((f for f in _load()[0] if (f.model, f.benchmark, f.metric) == (model, benchmark, metric)), None)
+    return next(
+        (f for f in _load()[0] if (f.model, f.benchmark, f.metric) == (model, benchmark, metric)), None
+    )
 
 
 def systems() -> list[str]:
@@ -213,7 +223,11 @@ def comparison(model: str, rows: Mapping[str, Mapping], benchmarks: Mapping[str,
                 continue
             published[metric] = figure.value
             units[metric] = figure.unit
-            delta[metric] = round(100 * value - figure.value, 2) if figure.unit == PERCENT else round(value - figure.value, 4)
+            delta[metric] = (
+                round(100 * value - figure.value, 2)
+                if figure.unit == PERCENT
+                else round(value - figure.value, 4)
+            )
             sources.append(figure.source)
             if (note := slip_note(figure)) is not None:
                 slipped.append(note)

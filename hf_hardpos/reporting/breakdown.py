@@ -38,24 +38,130 @@ ARROW = "\u2192"
 
 # Words that belong to a spatial relation phrase ("to the left of", "on top of", "in front of", "next to").
 # "the" joins a phrase only between two such words ("to the left"), never before a noun ("on the table").
-RELATION_WORDS = frozenset({
-    "to", "of", "on", "in", "at", "by", "top", "front", "back", "left", "right", "rear", "side", "next", "behind",
-    "under", "below", "beneath", "above", "over", "near", "inside", "outside", "within", "beside", "atop", "onto",
-    "into", "across", "around", "along", "against", "the",
-})
+RELATION_WORDS = frozenset(
+    {
+        "to",
+        "of",
+        "on",
+        "in",
+        "at",
+        "by",
+        "top",
+        "front",
+        "back",
+        "left",
+        "right",
+        "rear",
+        "side",
+        "next",
+        "behind",
+        "under",
+        "below",
+        "beneath",
+        "above",
+        "over",
+        "near",
+        "inside",
+        "outside",
+        "within",
+        "beside",
+        "atop",
+        "onto",
+        "into",
+        "across",
+        "around",
+        "along",
+        "against",
+        "the",
+    }
+)
 _LINKING = frozenset({"the"})
 
 TYPE_WORDS: dict[str, frozenset[str]] = {
-    "colour": frozenset({
-        "white", "black", "blue", "brown", "red", "green", "yellow", "orange", "purple", "pink", "grey", "gray", "cyan",
-        "ivory", "ebony", "sapphire", "chestnut", "crimson", "emerald", "azure", "golden", "gold", "violet", "amber",
-        "turquoise", "rose", "beige", "tan", "teal", "maroon", "navy", "silver", "blond", "blonde", "dark", "light",
-    }),
-    "size": frozenset({"large", "big", "small", "tiny", "little", "huge", "long", "lengthy", "short", "tall", "giant",
-                       "thin", "thick", "wide", "narrow", "high", "low"}),
-    "material": frozenset({"wooden", "wood", "metal", "metallic", "plastic", "glass", "stone", "brick", "leather",
-                           "cotton", "paper", "concrete", "steel", "ceramic", "marble", "wool"}),
-    "object": frozenset({"cube", "block", "sphere", "ball", "cone", "pyramid", "diamond", "rhombus", "cross", "plus"}),
+    "colour": frozenset(
+        {
+            "white",
+            "black",
+            "blue",
+            "brown",
+            "red",
+            "green",
+            "yellow",
+            "orange",
+            "purple",
+            "pink",
+            "grey",
+            "gray",
+            "cyan",
+            "ivory",
+            "ebony",
+            "sapphire",
+            "chestnut",
+            "crimson",
+            "emerald",
+            "azure",
+            "golden",
+            "gold",
+            "violet",
+            "amber",
+            "turquoise",
+            "rose",
+            "beige",
+            "tan",
+            "teal",
+            "maroon",
+            "navy",
+            "silver",
+            "blond",
+            "blonde",
+            "dark",
+            "light",
+        }
+    ),
+    "size": frozenset(
+        {
+            "large",
+            "big",
+            "small",
+            "tiny",
+            "little",
+            "huge",
+            "long",
+            "lengthy",
+            "short",
+            "tall",
+            "giant",
+            "thin",
+            "thick",
+            "wide",
+            "narrow",
+            "high",
+            "low",
+        }
+    ),
+    "material": frozenset(
+        {
+            "wooden",
+            "wood",
+            "metal",
+            "metallic",
+            "plastic",
+            "glass",
+            "stone",
+            "brick",
+            "leather",
+            "cotton",
+            "paper",
+            "concrete",
+            "steel",
+            "ceramic",
+            "marble",
+            "wool",
+        }
+    ),
+    "object": frozenset(
+        {"cube", "block", "sphere", "ball", "cone", "pyramid", "diamond", "rhombus", "cross", "plus"}
+    ),
     "spatial relation": RELATION_WORDS - _LINKING,
 }
 TYPE_ORDER = ("colour", "size", "material", "object", "spatial relation", "action", "other")
@@ -76,11 +182,15 @@ def replace_key(caption: str, hard_positive: str) -> tuple[str, str]:
         return " ".join(source[start:end_s]), " ".join(target[start:end_t])
 
     def joins(word: str, beyond: str | None) -> bool:
-        return word in RELATION_WORDS and (word not in _LINKING or (beyond is not None and beyond in RELATION_WORDS))
+        return word in RELATION_WORDS and (
+            word not in _LINKING or (beyond is not None and beyond in RELATION_WORDS)
+        )
 
     while start > 0 and joins(source[start - 1], source[start - 2] if start > 1 else None):
         start -= 1
-    while end_s < len(source) and joins(source[end_s], source[end_s + 1] if end_s + 1 < len(source) else None):
+    while end_s < len(source) and joins(
+        source[end_s], source[end_s + 1] if end_s + 1 < len(source) else None
+    ):
         end_s, end_t = end_s + 1, end_t + 1
     return " ".join(source[start:end_s]), " ".join(target[start:end_t])
 
@@ -124,8 +234,14 @@ def replacement_keys(dataset) -> tuple[list[str], list[str], str]:
     if "attributes" in names:
         pairs = [tuple(sorted(str(a) for a in attrs)) for attrs in dataset["attributes"]]
         keys = [" / ".join(pair) for pair in pairs]
-        return keys, [type_of(k) for k in keys], "the attribute pair the hard negative swaps (the data's `attributes`)"
-    captions, negatives, positives = (dataset[c] for c in (columns.CAPTION, columns.HARD_NEGATIVE, columns.HARD_POSITIVE))
+        return (
+            keys,
+            [type_of(k) for k in keys],
+            "the attribute pair the hard negative swaps (the data's `attributes`)",
+        )
+    captions, negatives, positives = (
+        dataset[c] for c in (columns.CAPTION, columns.HARD_NEGATIVE, columns.HARD_POSITIVE)
+    )
     keys, types, swaps = [], [], 0
     for caption, negative, positive in zip(captions, negatives, positives):
         pair = swap_pair(caption, negative)
@@ -142,7 +258,9 @@ def replacement_keys(dataset) -> tuple[list[str], list[str], str]:
     elif swaps == 0:
         what = "the whole phrase of c the hard positive replaces \u2192 its replacement"
     else:
-        what = "the phrase the hard positive replaces, or the pair the hard negative swaps (rows of both kinds)"
+        what = (
+            "the phrase the hard positive replaces, or the pair the hard negative swaps (rows of both kinds)"
+        )
     return keys, types, what
 
 
@@ -162,15 +280,22 @@ class Group:
 def _group(key: str, kind: str, augmented: np.ndarray, brittle: np.ndarray) -> Group:
     rows = int(augmented.size)
     aug, brit = int(augmented.sum()), int(brittle.sum())
-    return Group(key, kind, rows, aug / rows, wilson_interval(aug, rows), brit / rows, wilson_interval(brit, rows))
+    return Group(
+        key, kind, rows, aug / rows, wilson_interval(aug, rows), brit / rows, wilson_interval(brit, rows)
+    )
 
 
 def _order(groups: list[Group]) -> list[Group]:
     return sorted(groups, key=lambda g: (-g.brittleness, -g.rows, g.key))
 
 
-def breakdown(keys: Sequence[str], types: Sequence[str], augmented: np.ndarray, brittle: np.ndarray,
-              min_rows: int = MIN_ROWS) -> tuple[list[Group], int, int]:
+def breakdown(
+    keys: Sequence[str],
+    types: Sequence[str],
+    augmented: np.ndarray,
+    brittle: np.ndarray,
+    min_rows: int = MIN_ROWS,
+) -> tuple[list[Group], int, int]:
     """Groups with at least `min_rows` rows, most brittle first (ties: more rows first), at most `MAX_LISTED`;
     and how many groups and rows were left out for having fewer rows."""
     augmented, brittle = np.asarray(augmented, dtype=bool), np.asarray(brittle, dtype=bool)
@@ -180,14 +305,20 @@ def breakdown(keys: Sequence[str], types: Sequence[str], augmented: np.ndarray, 
     kind = dict(zip(keys, types))
     groups = [_group(k, kind[k], augmented[rows], brittle[rows]) for k, rows in index.items()]
     small = [g for g in groups if g.rows < min_rows]
-    return _order([g for g in groups if g.rows >= min_rows])[:MAX_LISTED], len(small), sum(g.rows for g in small)
+    return (
+        _order([g for g in groups if g.rows >= min_rows])[:MAX_LISTED],
+        len(small),
+        sum(g.rows for g in small),
+    )
 
 
 def rollup(types: Sequence[str], augmented: np.ndarray, brittle: np.ndarray) -> list[Group]:
     """One group per replacement type, in `TYPE_ORDER`."""
     augmented, brittle = np.asarray(augmented, dtype=bool), np.asarray(brittle, dtype=bool)
     kinds = np.asarray(types)
-    return [_group(t, t, augmented[kinds == t], brittle[kinds == t]) for t in TYPE_ORDER if np.any(kinds == t)]
+    return [
+        _group(t, t, augmented[kinds == t], brittle[kinds == t]) for t in TYPE_ORDER if np.any(kinds == t)
+    ]
 
 
 def worst(groups: Sequence[Group], min_rows: int = MIN_ROWS) -> Group | None:

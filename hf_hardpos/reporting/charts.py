@@ -30,7 +30,9 @@ def require_matplotlib():
     try:
         import matplotlib
     except ImportError as err:
-        raise UserInputError("hardpos report draws its charts with matplotlib: pip install matplotlib") from err
+        raise UserInputError(
+            "hardpos report draws its charts with matplotlib: pip install matplotlib"
+        ) from err
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
@@ -45,7 +47,9 @@ def _uri(fig) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def rate_bars(rows: Mapping[str, Mapping[str, float]], title: str = "Rates with 95% intervals (dashed: chance)") -> str:
+def rate_bars(
+    rows: Mapping[str, Mapping[str, float]], title: str = "Rates with 95% intervals (dashed: chance)"
+) -> str:
     """One group of bars per rate, one bar per row (config, aggregate or run), 95% interval whiskers where known.
 
     Rows without an interval get no whisker (never a made-up one); chance is a dashed line per rate. The
@@ -64,7 +68,11 @@ def rate_bars(rows: Mapping[str, Mapping[str, float]], title: str = "Rates with 
             low = np.array([100 * m[f"{k}_ci_low"] for k in METRIC_NAMES])
             high = np.array([100 * m[f"{k}_ci_high"] for k in METRIC_NAMES])
             yerr = np.vstack([values - low, high - values])
-        label = f"{mathtext_literal(name)} ({m.get('num_examples', '?')} rows" + ("" if yerr is not None else "; no interval") + ")"
+        label = (
+            f"{mathtext_literal(name)} ({m.get('num_examples', '?')} rows"
+            + ("" if yerr is not None else "; no interval")
+            + ")"
+        )
         ax.bar(x, values, width, label=label, yerr=yerr, capsize=3)
     for j, k in enumerate(METRIC_NAMES):
         ax.hlines(100 * CHANCE[k], j - 0.45, j + 0.45, colors="grey", linestyles="dashed", linewidth=1)
@@ -82,7 +90,11 @@ def score_distributions(original: np.ndarray, negative: np.ndarray, positive: np
     plt = require_matplotlib()
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.0))
     bins = np.histogram_bin_edges(np.concatenate([original, negative, positive]), bins=30)
-    for values, name in ((original, "s_c (original)"), (negative, "s_n (hard negative)"), (positive, "s_p (hard positive)")):
+    for values, name in (
+        (original, "s_c (original)"),
+        (negative, "s_n (hard negative)"),
+        (positive, "s_p (hard positive)"),
+    ):
         left.hist(values, bins=bins, histtype="step", linewidth=1.5, label=name)
     left.set_xlabel("cosine similarity")
     left.set_ylabel("rows")
@@ -101,10 +113,16 @@ def score_distributions(original: np.ndarray, negative: np.ndarray, positive: np
 
 def curve_keys(log_history: Sequence[Mapping], prefix: str) -> list[str]:
     """The logged numeric keys starting with `prefix`, in first-logged order, bookkeeping keys left out."""
-    return list(dict.fromkeys(
-        k for entry in log_history for k, v in entry.items()
-        if k.startswith(prefix) and isinstance(v, (int, float)) and not any(k.endswith(n) for n in _NOT_CURVES)
-    ))
+    return list(
+        dict.fromkeys(
+            k
+            for entry in log_history
+            for k, v in entry.items()
+            if k.startswith(prefix)
+            and isinstance(v, (int, float))
+            and not any(k.endswith(n) for n in _NOT_CURVES)
+        )
+    )
 
 
 def _rate_of(key: str) -> tuple[str, str] | None:
@@ -148,8 +166,14 @@ def loss_curves(log_history: Sequence[Mapping]) -> tuple[str | None, list[str]]:
     fig, ax = plt.subplots(figsize=(7.5, 3.2))
     for key in keys:
         steps, values = _points(log_history, key)
-        ax.plot(steps, values, marker="o" if len(steps) < 20 else None, markersize=3, label=mathtext_literal(key),
-                linewidth=2 if key == "loss" else 1)
+        ax.plot(
+            steps,
+            values,
+            marker="o" if len(steps) < 20 else None,
+            markersize=3,
+            label=mathtext_literal(key),
+            linewidth=2 if key == "loss" else 1,
+        )
     ax.set_xlabel("training step")
     ax.set_ylabel("loss (mean over each logging interval)")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
@@ -157,8 +181,11 @@ def loss_curves(log_history: Sequence[Mapping]) -> tuple[str | None, list[str]]:
     return _uri(fig), keys
 
 
-def eval_curves(log_history: Sequence[Mapping], step_zero: Mapping[str, Mapping[str, float]] | None = None,
-                max_panels: int = 12) -> tuple[str | None, dict[str, list[str]]]:
+def eval_curves(
+    log_history: Sequence[Mapping],
+    step_zero: Mapping[str, Mapping[str, float]] | None = None,
+    max_panels: int = 12,
+) -> tuple[str | None, dict[str, list[str]]]:
     """One panel per eval set and row, its rates over steps in percent on one 0-100 scale, chance dashed.
 
     `step_zero` maps a panel's stem to the base model's rates (fractions), drawn at step 0 with a hollow
@@ -179,9 +206,22 @@ def eval_curves(log_history: Sequence[Mapping], step_zero: Mapping[str, Mapping[
             base = (step_zero or {}).get(stem, {})
             if rate in base and 0 not in steps:
                 steps, values = [0, *steps], [base[rate], *values]
-                ax.plot([0], [100 * base[rate]], marker="o", markerfacecolor="white", color=colours[rate], zorder=3)
-            ax.plot(steps, [100 * v for v in values], marker="o" if len(steps) < 20 else None, markersize=3,
-                    color=colours[rate], label=LABELS.get(rate, rate))
+                ax.plot(
+                    [0],
+                    [100 * base[rate]],
+                    marker="o",
+                    markerfacecolor="white",
+                    color=colours[rate],
+                    zorder=3,
+                )
+            ax.plot(
+                steps,
+                [100 * v for v in values],
+                marker="o" if len(steps) < 20 else None,
+                markersize=3,
+                color=colours[rate],
+                label=LABELS.get(rate, rate),
+            )
             if rate in CHANCE:
                 ax.axhline(100 * CHANCE[rate], color=colours[rate], linestyle="dashed", linewidth=0.8)
         ax.set_title(mathtext_literal(stem.removeprefix("eval_")), fontsize=8)
@@ -190,7 +230,7 @@ def eval_curves(log_history: Sequence[Mapping], step_zero: Mapping[str, Mapping[
         ax.set_ylabel("% of rows", fontsize=7)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=6)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     fig.suptitle("Eval rates over training (dashed: chance; hollow marker: base model)", fontsize=10)
     fig.tight_layout()

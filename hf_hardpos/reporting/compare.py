@@ -107,8 +107,9 @@ WHY = {
 }
 
 
-def _mismatches(a: Run, b: Run, bench_a: Benchmark, bench_b: Benchmark, fig_a: Figure, fig_b: Figure,
-                notes: list[str]) -> list[str]:
+def _mismatches(
+    a: Run, b: Run, bench_a: Benchmark, bench_b: Benchmark, fig_a: Figure, fig_b: Figure, notes: list[str]
+) -> list[str]:
     """Why `b`'s figure is not comparable with `a`'s, each in words (empty: comparable); differences that are
     allowed but must be said are appended to `notes`.
 
@@ -135,7 +136,9 @@ def _mismatches(a: Run, b: Run, bench_a: Benchmark, bench_b: Benchmark, fig_a: F
         if key == "precision" and both_paper:
             notes.append(f"dtype {va} vs {vb}, each as --protocol paper sets it for its model")
             continue
-        problems.append(f"{what} {va} vs {vb} ({la}: {va}, {lb}: {vb}; {WHY.get(key, 'the setting differs')})")
+        problems.append(
+            f"{what} {va} vs {vb} ({la}: {va}, {lb}: {vb}; {WHY.get(key, 'the setting differs')})"
+        )
     defs_a = bench_a.data.get("metric_definitions", {})
     defs_b = bench_b.data.get("metric_definitions", {})
     if defs_a and defs_b and defs_a != defs_b:
@@ -143,16 +146,22 @@ def _mismatches(a: Run, b: Run, bench_a: Benchmark, bench_b: Benchmark, fig_a: F
     if fig_a.row != fig_b.row or fig_a.configs != fig_b.configs:
         rows_a, rows_b = fig_a.metrics.get("num_examples"), fig_b.metrics.get("num_examples")
         if len(fig_a.configs) == len(fig_b.configs) == 1 and rows_a == rows_b:
-            notes.append(f"{fig_a.label}: {la} names its only table {fig_a.row!r}, {lb} {fig_b.row!r} "
-                         f"({rows_a} rows each)")
+            notes.append(
+                f"{fig_a.label}: {la} names its only table {fig_a.row!r}, {lb} {fig_b.row!r} "
+                f"({rows_a} rows each)"
+            )
         else:
-            problems.append(f"figure {fig_a.row!r} vs {fig_b.row!r} ({la}'s {fig_a.label} counts {rows_a} rows of "
-                            f"{', '.join(fig_a.configs)}, {lb}'s {rows_b} rows of {', '.join(fig_b.configs)})")
+            problems.append(
+                f"figure {fig_a.row!r} vs {fig_b.row!r} ({la}'s {fig_a.label} counts {rows_a} rows of "
+                f"{', '.join(fig_a.configs)}, {lb}'s {rows_b} rows of {', '.join(fig_b.configs)})"
+            )
     for config in fig_a.configs:
         ia, ib = bench_a.data_identity(config), bench_b.data_identity(config)
         if ia is not None and ib is not None and ia != ib:
-            problems.append(f"data [{config}] {ia[0][:12]} ({ia[2]} rows) vs {ib[0][:12]} ({ib[2]} rows) "
-                            "(the two runs scored different content)")
+            problems.append(
+                f"data [{config}] {ia[0][:12]} ({ia[2]} rows) vs {ib[0][:12]} ({ib[2]} rows) "
+                "(the two runs scored different content)"
+            )
     return problems
 
 
@@ -160,11 +169,19 @@ def _check_agrees(fig: Figure, outcomes: dict[str, np.ndarray], where: str) -> N
     """The per-row outcomes must reproduce the saved figure; otherwise the folder was edited or mixed."""
     why = outcomes_disagree(fig.metrics, outcomes)
     if why is not None:
-        raise UserInputError(f"{where}: {why} for {fig.row!r}; the folder mixes two runs (rerun hardpos eval)")
+        raise UserInputError(
+            f"{where}: {why} for {fig.row!r}; the folder mixes two runs (rerun hardpos eval)"
+        )
 
 
-def compare_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, resamples: int = paired.DEFAULT_RESAMPLES,
-                 published: Sequence[Row] = (), all_rows: bool = False) -> Comparison:
+def compare_runs(
+    runs: Sequence[Run],
+    *,
+    allow_mismatch: bool = False,
+    resamples: int = paired.DEFAULT_RESAMPLES,
+    published: Sequence[Row] = (),
+    all_rows: bool = False,
+) -> Comparison:
     """Build the table (see the module docstring). `published` rows (from `--paper`) are appended as given;
     `all_rows` (`--rows all`) adds every config, subset and piece beside the headline figures."""
     if not runs:
@@ -172,8 +189,10 @@ def compare_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, resamples
     figures = [_figures(r, all_rows) for r in runs]
     for run, figs in zip(runs, figures):
         if not figs:
-            raise UserInputError(f"{run.folder}: no evaluated benchmark to compare (a fine-tuning folder without "
-                                 "evaluations; run hardpos eval on its saved model)")
+            raise UserInputError(
+                f"{run.folder}: no evaluated benchmark to compare (a fine-tuning folder without "
+                "evaluations; run hardpos eval on its saved model)"
+            )
     labels = run_labels(runs)
     all_groups = list(dict.fromkeys(g for figs in figures for g in figs))
     ordered = [g for g in GROUP_ORDER if g in all_groups] + [g for g in all_groups if g not in GROUP_ORDER]
@@ -186,8 +205,16 @@ def compare_runs(runs: Sequence[Run], *, allow_mismatch: bool = False, resamples
     mismatched: list[str] = []
     by_image = True
     for run, label, figs in zip(runs[1:], labels[1:], figures[1:]):
-        diff, grouped = _difference_row(runs[0], run, figures[0], figs, labels=(labels[0], label), groups=groups,
-                                        resamples=resamples, mismatched=mismatched)
+        diff, grouped = _difference_row(
+            runs[0],
+            run,
+            figures[0],
+            figs,
+            labels=(labels[0], label),
+            groups=groups,
+            resamples=resamples,
+            mismatched=mismatched,
+        )
         by_image = by_image and grouped
         rows.append(diff)
     if mismatched and not allow_mismatch:
@@ -211,12 +238,23 @@ def _run_row(label: str, figs: dict, groups: dict[str, list[str]]) -> Row:
             if fig.interval:
                 row.notes.append(f"{g} intervals: {fig.interval}")
             if fig.recomputed:
-                row.notes.append(f"{g}: {fig.row} recomputed from the saved per-subset rates (older metrics.json)")
+                row.notes.append(
+                    f"{g}: {fig.row} recomputed from the saved per-subset rates (older metrics.json)"
+                )
     return row
 
 
-def _difference_row(reference: Run, run: Run, ref_figs: dict, figs: dict, *, labels: tuple[str, str],
-                    groups: dict[str, list[str]], resamples: int, mismatched: list[str]) -> tuple[Row, bool]:
+def _difference_row(
+    reference: Run,
+    run: Run,
+    ref_figs: dict,
+    figs: dict,
+    *,
+    labels: tuple[str, str],
+    groups: dict[str, list[str]],
+    resamples: int,
+    mismatched: list[str],
+) -> tuple[Row, bool]:
     """`run` minus the reference run, paired per row, in every group both have and can prove on the same
     rows; a group that cannot be compared is noted (and added to `mismatched`). Also whether every
     paired group was resampled by image (False: by row)."""
@@ -237,8 +275,10 @@ def _difference_row(reference: Run, run: Run, ref_figs: dict, figs: dict, *, lab
         if not bench_a.carries_rates:
             diff.notes.append(f"{g}: this task's per-row outcomes are not saved; no paired difference")
             continue
-        known = all(bench_a.data_identity(c) is not None and bench_b.data_identity(c) is not None
-                    for c in fig_a.configs)
+        known = all(
+            bench_a.data_identity(c) is not None and bench_b.data_identity(c) is not None
+            for c in fig_a.configs
+        )
         out_a, out_b = bench_a.outcomes(fig_a.configs), bench_b.outcomes(fig_b.configs)
         if not known or out_a is None or out_b is None:
             why = "data identity unknown" if not known else "per-row scores not saved"
@@ -252,14 +292,22 @@ def _difference_row(reference: Run, run: Run, ref_figs: dict, figs: dict, *, lab
             by_image = False
         diff.cells[g] = {}
         for m in metrics:
-            d = paired.paired_difference(rates_a[m], rates_b[m], groups_a, accuracy=m in ACCURACIES,
-                                         resamples=resamples)
+            d = paired.paired_difference(
+                rates_a[m], rates_b[m], groups_a, accuracy=m in ACCURACIES, resamples=resamples
+            )
             diff.cells[g][m] = Cell(d.difference, d.ci_low, d.ci_high, d.mcnemar_p, d.excludes_zero)
     return diff, by_image
 
 
-def _captions(runs: Sequence[Run], labels: Sequence[str], figures: Sequence[dict], groups: dict[str, list[str]], *,
-              resamples: int, by_image: bool) -> list[str]:
+def _captions(
+    runs: Sequence[Run],
+    labels: Sequence[str],
+    figures: Sequence[dict],
+    groups: dict[str, list[str]],
+    *,
+    resamples: int,
+    by_image: bool,
+) -> list[str]:
     """The table's captions: the tie rule, each group's aggregation, the paired test's method, and each run."""
     captions = [
         f"Rates in % of rows; hard positives: {TIE_RULE}. Rows: one per run (model; folder if a model repeats)."
@@ -274,11 +322,15 @@ def _captions(runs: Sequence[Run], labels: Sequence[str], figures: Sequence[dict
         s = run.settings
         if run.kind == "finetune":
             steps = sorted({b.data["step"] for b in run.benchmarks.values() if "step" in b.data})
-            captions.append(f"{label}: fine-tuning run in {run.folder}; figures from the trainer's latest evaluation"
-                            + (f" (step {', '.join(map(str, steps))})" if steps else ""))
+            captions.append(
+                f"{label}: fine-tuning run in {run.folder}; figures from the trainer's latest evaluation"
+                + (f" (step {', '.join(map(str, steps))})" if steps else "")
+            )
             continue
-        captions.append(f"{label}: {run.kind} run in {run.folder}; {s.get('precision', '?')} on {s.get('device', '?')}"
-                        + (f", max_rows {s['max_rows']}" if s.get("max_rows") else ""))
+        captions.append(
+            f"{label}: {run.kind} run in {run.folder}; {s.get('precision', '?')} on {s.get('device', '?')}"
+            + (f", max_rows {s['max_rows']}" if s.get("max_rows") else "")
+        )
     return captions
 
 
@@ -331,15 +383,28 @@ def _published_pair(run: Run, system: str, delta_label: str, all_rows: bool = Fa
     from ..evaluation.published_rows import benchmarks_of
     from ..published import PERCENT, lookup, slip_note
 
-    published, delta, sources = Row(f"{system} (published)", "published"), Row(delta_label, "difference"), set()
+    published, delta, sources = (
+        Row(f"{system} (published)", "published"),
+        Row(delta_label, "difference"),
+        set(),
+    )
     for g, (bench, fig) in _figures(run, all_rows).items():
         dataset = str(bench.data.get("dataset") or bench.data.get("source") or bench.name)
         benchmark = benchmarks_of(dataset, {fig.row: fig.metrics}, bench.task, bench.provenance).get(fig.row)
         if benchmark is None:
             continue
-        differs = data_differs(benchmark, fig.configs, {**bench.results, **bench.aggregates}, bench.provenance,
-                               run.settings.get("max_rows"))
-        metrics = METRIC_NAMES if bench.carries_rates else [k for k, v in fig.metrics.items() if isinstance(v, float)]
+        differs = data_differs(
+            benchmark,
+            fig.configs,
+            {**bench.results, **bench.aggregates},
+            bench.provenance,
+            run.settings.get("max_rows"),
+        )
+        metrics = (
+            METRIC_NAMES
+            if bench.carries_rates
+            else [k for k, v in fig.metrics.items() if isinstance(v, float)]
+        )
         for metric in metrics:
             figure = lookup(system, benchmark, metric)
             if figure is None:
@@ -352,11 +417,15 @@ def _published_pair(run: Run, system: str, delta_label: str, all_rows: bool = Fa
             if (note := slip_note(figure)) is not None:
                 published.notes.append(f"{g}: slip: {note}")
         if g in published.cells and differs is not None:
-            published.notes.append(f"{g}: {run_labels([run])[0]}'s data are not the paper's benchmark ({differs}); "
-                                   "no difference shown")
+            published.notes.append(
+                f"{g}: {run_labels([run])[0]}'s data are not the paper's benchmark ({differs}); "
+                "no difference shown"
+            )
     if published.cells:
         published.notes.insert(0, "as printed in " + "; ".join(sorted(sources)))
-        delta.notes.append("difference to the published row, no interval (the paper's per-row outcomes are not public)")
+        delta.notes.append(
+            "difference to the published row, no interval (the paper's per-row outcomes are not public)"
+        )
     return published, delta
 
 
@@ -415,11 +484,15 @@ def to_text(comparison: Comparison, markdown: bool = False, width: int | None = 
     if not markdown:  # names are the run folders' authors': no control code reaches the terminal
         header, rows = [terminal_text(h) for h in header], [[terminal_text(c) for c in r] for r in rows]
     table = render_table(header, rows, markdown=markdown)
-    caption = ["- " + markdown_text(line) if markdown else terminal_text(line) for line in comparison.captions]
+    caption = [
+        "- " + markdown_text(line) if markdown else terminal_text(line) for line in comparison.captions
+    ]
     if width is None or markdown or max(len(line) for line in table.splitlines()) <= width:
         return "\n".join([table, "", *caption])
-    tables = [render_table([header[0], *(header[i] for i in block)], [[r[0], *(r[i] for i in block)] for r in rows])
-              for block in _column_blocks(header, rows, width)]
+    tables = [
+        render_table([header[0], *(header[i] for i in block)], [[r[0], *(r[i] for i in block)] for r in rows])
+        for block in _column_blocks(header, rows, width)
+    ]
     wrapped = [textwrap.fill(line, width, subsequent_indent="  ", break_on_hyphens=False) for line in caption]
     return "\n\n".join(tables) + "\n\n" + "\n".join(wrapped)
 
@@ -428,14 +501,27 @@ def to_latex(comparison: Comparison) -> str:
     """A `table` environment: a two-level header (benchmark over its metrics), caption below."""
     widths = [len(ms) for ms in comparison.groups.values()]
     spec = "l" + "".join("|" + "r" * w for w in widths)
-    top = " & ".join(["", *(rf"\multicolumn{{{w}}}{{c}}{{{latex_text(g)}}}" for g, w in zip(comparison.groups, widths))])
+    top = " & ".join(
+        ["", *(rf"\multicolumn{{{w}}}{{c}}{{{latex_text(g)}}}" for g, w in zip(comparison.groups, widths))]
+    )
     sub = " & ".join(["Run", *(latex_text(SHORT.get(m, m)) for ms in comparison.groups.values() for m in ms)])
     body = [" & ".join(latex_text(c) for c in cells) + r" \\" for cells in _text_rows(comparison)]
-    return "\n".join([
-        r"\begin{table}[t]", r"\centering", rf"\begin{{tabular}}{{{spec}}}", r"\hline", top + r" \\", sub + r" \\",
-        r"\hline", *body, r"\hline", r"\end{tabular}",
-        rf"\caption{{{latex_text(' '.join(comparison.captions))}}}", r"\end{table}",
-    ])
+    return "\n".join(
+        [
+            r"\begin{table}[t]",
+            r"\centering",
+            rf"\begin{{tabular}}{{{spec}}}",
+            r"\hline",
+            top + r" \\",
+            sub + r" \\",
+            r"\hline",
+            *body,
+            r"\hline",
+            r"\end{tabular}",
+            rf"\caption{{{latex_text(' '.join(comparison.captions))}}}",
+            r"\end{table}",
+        ]
+    )
 
 
 def records(comparison: Comparison) -> list[dict[str, Any]]:
@@ -462,8 +548,18 @@ def to_csv(comparison: Comparison) -> str:
 
 
 def to_json(comparison: Comparison) -> str:
-    return json.dumps({"unit": "fraction (rates); differences are B - A", "groups": comparison.groups,
-                       "records": records(comparison), "captions": comparison.captions}, indent=2) + "\n"
+    return (
+        json.dumps(
+            {
+                "unit": "fraction (rates); differences are B - A",
+                "groups": comparison.groups,
+                "records": records(comparison),
+                "captions": comparison.captions,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 def render(comparison: Comparison, fmt: str, width: int | None = None) -> str:

@@ -21,8 +21,11 @@ from .compare import Cell, compare_runs, run_labels
 from .runs import Benchmark, Figure, Run
 
 HEADLINE_ORDER = ("brittleness", "augmented_accuracy", "original_accuracy")
-NAMES = {"original_accuracy": "original accuracy", "augmented_accuracy": "augmented accuracy",
-         "brittleness": "brittleness"}
+NAMES = {
+    "original_accuracy": "original accuracy",
+    "augmented_accuracy": "augmented accuracy",
+    "brittleness": "brittleness",
+}
 BETTER = {"original_accuracy": "higher", "augmented_accuracy": "higher", "brittleness": "lower"}
 
 
@@ -65,7 +68,9 @@ def delta_text(cell: Cell) -> str:
     return text
 
 
-def baseline_deltas(run: Run, baselines: Sequence[Run], resamples: int) -> tuple[dict[str, list[BaselineDelta]], list[str]]:
+def baseline_deltas(
+    run: Run, baselines: Sequence[Run], resamples: int
+) -> tuple[dict[str, list[BaselineDelta]], list[str]]:
     """Per figure label of `run`: each baseline's figure and the paired difference run - baseline; and the
     caption lines (labels, test method)."""
     found: dict[str, list[BaselineDelta]] = {}
@@ -78,17 +83,25 @@ def baseline_deltas(run: Run, baselines: Sequence[Run], resamples: int) -> tuple
         except UserInputError as err:
             captions.append(f"baseline {base_label} not compared: {err}")
             continue
-        figures = {fig.label: (bench, fig) for bench in baseline.benchmarks.values() for fig in bench.figures()}
+        figures = {
+            fig.label: (bench, fig) for bench in baseline.benchmarks.values() for fig in bench.figures()
+        }
         diff_row = comparison.rows[2]
         for group in comparison.groups:
             if group not in figures:
                 continue
             why = [note.split(": ", 1)[1] for note in diff_row.notes if note.startswith(f"{group}: ")]
             bench, fig = figures[group]
-            found.setdefault(group, []).append(BaselineDelta(base_label, dict(fig.metrics), bench, fig.row,
-                                                             diff_row.cells.get(group, {}), why))
-        captions.extend(c.replace("B - A", "this run - baseline") for c in comparison.captions
-                        if c.startswith("paired differences"))
+            found.setdefault(group, []).append(
+                BaselineDelta(
+                    base_label, dict(fig.metrics), bench, fig.row, diff_row.cells.get(group, {}), why
+                )
+            )
+        captions.extend(
+            c.replace("B - A", "this run - baseline")
+            for c in comparison.captions
+            if c.startswith("paired differences")
+        )
     return found, captions
 
 
@@ -113,14 +126,18 @@ def headline_clause(title: str, metrics: Mapping, deltas: Sequence[BaselineDelta
     text = f"{title} brittleness {rate_text(metrics, 'brittleness')}"
     compared = next((d for d in deltas if (c := d.cells.get("brittleness")) and c.value is not None), None)
     if compared is None:
-        return (text + f" (chance {100 * CHANCE['brittleness']:.1f} %), augmented accuracy "
-                f"{rate_text(metrics, 'augmented_accuracy')} (chance {100 * CHANCE['augmented_accuracy']:.1f} %)")
+        return (
+            text + f" (chance {100 * CHANCE['brittleness']:.1f} %), augmented accuracy "
+            f"{rate_text(metrics, 'augmented_accuracy')} (chance {100 * CHANCE['augmented_accuracy']:.1f} %)"
+        )
     cell = compared.cells["brittleness"]
     direction = "lower" if cell.value < 0 else "higher"
     clear = "" if cell.excludes_zero else ", an interval that includes 0"
-    return (text + f", {abs(100 * cell.value):.1f} points {direction} than {compared.label}'s "
-            f"{percent(compared.metrics.get('brittleness'))} % (paired 95% interval "
-            f"{interval(cell.ci_low, cell.ci_high)}{clear})")
+    return (
+        text + f", {abs(100 * cell.value):.1f} points {direction} than {compared.label}'s "
+        f"{percent(compared.metrics.get('brittleness'))} % (paired 95% interval "
+        f"{interval(cell.ci_low, cell.ci_high)}{clear})"
+    )
 
 
 def headline_sentence(label: str, boxes: Sequence[Headline]) -> str:
@@ -129,10 +146,19 @@ def headline_sentence(label: str, boxes: Sequence[Headline]) -> str:
     return f"{label}: {'; '.join(clauses)}." if clauses else ""
 
 
-def headline(anchor: str, bench: Benchmark, fig: Figure, metrics: Mapping, deltas: Sequence[BaselineDelta],
-             worst_type: Group | None, type_note: str) -> Headline:
+def headline(
+    anchor: str,
+    bench: Benchmark,
+    fig: Figure,
+    metrics: Mapping,
+    deltas: Sequence[BaselineDelta],
+    worst_type: Group | None,
+    type_note: str,
+) -> Headline:
     """The box for one figure: a lead sentence, one row per rate, and the worst subset / replacement type."""
-    lead = "; ".join(f"{NAMES[m]} {rate_text(metrics, m)} (chance {100 * CHANCE[m]:.1f} %)" for m in HEADLINE_ORDER[:2])
+    lead = "; ".join(
+        f"{NAMES[m]} {rate_text(metrics, m)} (chance {100 * CHANCE[m]:.1f} %)" for m in HEADLINE_ORDER[:2]
+    )
     header = ["rate", "this run", "chance", "better"]
     for delta in deltas:
         header += [delta.label, f"this run - {delta.label} (pp, 95% paired interval; test)"]
@@ -141,23 +167,39 @@ def headline(anchor: str, bench: Benchmark, fig: Figure, metrics: Mapping, delta
         row = [NAMES[m], rate_text(metrics, m), f"{100 * CHANCE[m]:.1f} %", BETTER[m]]
         for delta in deltas:
             cell = delta.cells.get(m)
-            row += [rate_text(delta.metrics, m), delta_text(cell) if cell and cell.value is not None
-                    else "not compared: " + ("; ".join(delta.why) or "no paired rows")]
+            row += [
+                rate_text(delta.metrics, m),
+                delta_text(cell)
+                if cell and cell.value is not None
+                else "not compared: " + ("; ".join(delta.why) or "no paired rows"),
+            ]
         body.append(row)
     notes = []
     subsets = {c: r for c, r in bench.results.items() if "brittleness" in r}
     if len(subsets) > 1:
         name, worst = max(subsets.items(), key=lambda item: item[1]["brittleness"])
-        notes.append(f"worst subset: {name}, brittleness {rate_text(worst, 'brittleness')} "
-                     f"({worst.get('num_examples', '?')} rows)")
+        notes.append(
+            f"worst subset: {name}, brittleness {rate_text(worst, 'brittleness')} "
+            f"({worst.get('num_examples', '?')} rows)"
+        )
     if worst_type is not None:
-        notes.append(f"worst replacement type: {worst_type.type}, brittleness {percent(worst_type.brittleness)} % "
-                     f"{interval(*worst_type.brittleness_interval)} ({worst_type.rows} rows; Wilson interval)")
+        notes.append(
+            f"worst replacement type: {worst_type.type}, brittleness {percent(worst_type.brittleness)} % "
+            f"{interval(*worst_type.brittleness_interval)} ({worst_type.rows} rows; Wilson interval)"
+        )
     elif type_note:
         notes.append(f"worst replacement type: {type_note}")
     title = bench.display_name() if fig.label == bench.display_name() else fig.label
-    return Headline(anchor, title, f"{int(metrics.get('num_examples', 0)):,}", lead, header, body, notes,
-                    headline_clause(title, metrics, deltas))
+    return Headline(
+        anchor,
+        title,
+        f"{int(metrics.get('num_examples', 0)):,}",
+        lead,
+        header,
+        body,
+        notes,
+        headline_clause(title, metrics, deltas),
+    )
 
 
 def baseline_rates(run_metrics: Mapping, deltas: Sequence[BaselineDelta], run_label: str) -> dict[str, dict]:

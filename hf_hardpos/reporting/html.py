@@ -28,9 +28,9 @@ from .. import columns
 from ..errors import UserInputError
 from ..evaluation.aggregation import describe, pooled_from_scores
 from ..evaluation.section import metric_stem
-from ..tables import TIE_RULE, metrics_cells
 from ..metrics import brittle
 from ..provenance import describe_model
+from ..tables import TIE_RULE, metrics_cells
 from . import breakdown as by_replacement
 from . import charts
 from .compare import run_labels
@@ -71,9 +71,15 @@ def load_dataset_rows(bench: Benchmark, config: str, num_rows: int, fetch: bool 
         except (UserInputError, OSError, ValueError) as err:
             return None, unreadable.format(str(err).splitlines()[0])
         if now["sha256"] != ident["sha256"]:
-            return None, f"{ident['path']} [{config}] changed since the run (sha256 differs); captions not shown"
+            return (
+                None,
+                f"{ident['path']} [{config}] changed since the run (sha256 differs); captions not shown",
+            )
     elif ident.get("hub_id") and ident.get("revision") and not fetch:
-        return None, f"[{config}]: captions not shown; --fetch-data downloads {ident['hub_id']} at the run's revision"
+        return (
+            None,
+            f"[{config}]: captions not shown; --fetch-data downloads {ident['hub_id']} at the run's revision",
+        )
     elif ident.get("hub_id") and ident.get("revision"):
         from datasets import load_dataset
 
@@ -84,7 +90,10 @@ def load_dataset_rows(bench: Benchmark, config: str, num_rows: int, fetch: bool 
     else:
         return None, f"[{config}]: the run recorded no readable data identity; captions not shown"
     if len(dataset) < num_rows:
-        return None, f"[{config}]: the data has {len(dataset)} rows, the run scored {num_rows}; captions not shown"
+        return (
+            None,
+            f"[{config}]: the data has {len(dataset)} rows, the run scored {num_rows}; captions not shown",
+        )
     return dataset.select(range(num_rows)), ""
 
 
@@ -98,7 +107,9 @@ def brittle_confidence(original: np.ndarray, negative: np.ndarray, positive: np.
     return np.where(brittle(original, negative, positive), confidence, -np.inf)
 
 
-def _with_intervals(bench: Benchmark, scored: Mapping[str, ScoredRows], resamples: int) -> tuple[dict[str, dict], list[str]]:
+def _with_intervals(
+    bench: Benchmark, scored: Mapping[str, ScoredRows], resamples: int
+) -> tuple[dict[str, dict], list[str]]:
     """The table rows (configs, then aggregates) with 95% intervals: as saved, else bootstrapped here from the
     saved per-row outcomes over images (point values always exactly as saved)."""
     from ..evaluation.tasks.hard_positive import bootstrap_description
@@ -112,31 +123,44 @@ def _with_intervals(bench: Benchmark, scored: Mapping[str, ScoredRows], resample
             continue
         s = r.scores
         groups = s.get("image_id")
-        computed = metrics_from_scores(s["original_score"], s["negative_score"], s["positive_score"], resamples, groups=groups)
+        computed = metrics_from_scores(
+            s["original_score"], s["negative_score"], s["positive_score"], resamples, groups=groups
+        )
         m.update({k: v for k, v in computed.items() if "_ci_" in k})
-        notes.append(f"[{config}] intervals computed for this page: {bootstrap_description(resamples, groups is not None)}")
+        notes.append(
+            f"[{config}] intervals computed for this page: {bootstrap_description(resamples, groups is not None)}"
+        )
     for name, m in rows.items():
         agg = m.get("aggregation")
         if not isinstance(agg, dict) or not agg.get("paper_column") or "brittleness_ci_low" in m:
             continue
         if all(c in scored for c in agg["configs"]):
-            per_config = {c: {"original": scored[c].scores["original_score"], "negative": scored[c].scores["negative_score"],
-                              "positive": scored[c].scores["positive_score"],
-                              **({"image_id": scored[c].scores["image_id"]} if "image_id" in scored[c].scores else {})}
-                          for c in agg["configs"]}
+            per_config = {
+                c: {
+                    "original": scored[c].scores["original_score"],
+                    "negative": scored[c].scores["negative_score"],
+                    "positive": scored[c].scores["positive_score"],
+                    **({"image_id": scored[c].scores["image_id"]} if "image_id" in scored[c].scores else {}),
+                }
+                for c in agg["configs"]
+            }
             computed, how = pooled_from_scores(per_config, agg["configs"], resamples)
             m.update({k: v for k, v in computed.items() if "_ci_" in k})
             notes.append(f"[{name}] intervals computed for this page: {how}")
     return rows, notes
 
 
-
 def _environment():
     """The Jinja2 environment: templates shipped in the package, every value HTML-escaped."""
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-    return Environment(loader=PackageLoader("hf_hardpos.reporting", "templates"), autoescape=select_autoescape(("j2",)),
-                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return Environment(
+        loader=PackageLoader("hf_hardpos.reporting", "templates"),
+        autoescape=select_autoescape(("j2",)),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
 
 
 def anchor(*parts: str) -> str:
@@ -161,7 +185,9 @@ def _load_scored(bench: Benchmark, fetch: bool) -> tuple[dict[str, ScoredRows], 
     return scored, notes
 
 
-def _replacements(scored: Mapping[str, ScoredRows], min_rows: int) -> tuple[list[dict], list[str], list[by_replacement.Group]]:
+def _replacements(
+    scored: Mapping[str, ScoredRows], min_rows: int
+) -> tuple[list[dict], list[str], list[by_replacement.Group]]:
     """Per config with readable data: its breakdown table and roll-up; plus all configs' types, pooled."""
     blocks, all_types, augmented, brittle_rows = [], [], [], []
     for config, r in scored.items():
@@ -171,19 +197,36 @@ def _replacements(scored: Mapping[str, ScoredRows], min_rows: int) -> tuple[list
         aug, brit = r.scores["augmented_correct"], r.scores["brittle"]
         groups, hidden, hidden_rows = by_replacement.breakdown(keys, types, aug, brit, min_rows)
         rollup = by_replacement.rollup(types, aug, brit)
-        note = (f"{len(set(keys))} distinct replacements; listed: the {len(groups)} most brittle with at least "
-                f"{min_rows} rows (at most {by_replacement.MAX_LISTED})")
+        note = (
+            f"{len(set(keys))} distinct replacements; listed: the {len(groups)} most brittle with at least "
+            f"{min_rows} rows (at most {by_replacement.MAX_LISTED})"
+        )
         if hidden:
             note += f"; {hidden} with fewer rows ({hidden_rows} rows in all) are counted in the roll-up only"
-        blocks.append({"config": config, "what": what, "note": note,
-                       "table": _table(["replacement", "type", "rows", "aug acc % [95%]", "brittle % [95%]"],
-                                       [_group_row(g, key=True) for g in groups], numeric_from=2),
-                       "rollup": _table(["type", "rows", "aug acc % [95%]", "brittle % [95%]"],
-                                        [_group_row(g, key=False) for g in rollup])})
+        blocks.append(
+            {
+                "config": config,
+                "what": what,
+                "note": note,
+                "table": _table(
+                    ["replacement", "type", "rows", "aug acc % [95%]", "brittle % [95%]"],
+                    [_group_row(g, key=True) for g in groups],
+                    numeric_from=2,
+                ),
+                "rollup": _table(
+                    ["type", "rows", "aug acc % [95%]", "brittle % [95%]"],
+                    [_group_row(g, key=False) for g in rollup],
+                ),
+            }
+        )
         all_types.extend(types)
         augmented.append(aug)
         brittle_rows.append(brit)
-    pooled = by_replacement.rollup(all_types, np.concatenate(augmented), np.concatenate(brittle_rows)) if augmented else []
+    pooled = (
+        by_replacement.rollup(all_types, np.concatenate(augmented), np.concatenate(brittle_rows))
+        if augmented
+        else []
+    )
     return blocks, all_types, pooled
 
 
@@ -192,8 +235,12 @@ def _group_row(group: by_replacement.Group, key: bool) -> list[str]:
         return f"{100 * value:.1f} [{100 * bounds[0]:.1f}, {100 * bounds[1]:.1f}]"
 
     first = [group.key, group.type] if key else [group.type]
-    return [*first, str(group.rows), cell(group.augmented, group.augmented_interval),
-            cell(group.brittleness, group.brittleness_interval)]
+    return [
+        *first,
+        str(group.rows),
+        cell(group.augmented, group.augmented_interval),
+        cell(group.brittleness, group.brittleness_interval),
+    ]
 
 
 def _example_cards(scored: Sequence[ScoredRows], count: int) -> list[dict]:
@@ -209,11 +256,19 @@ def _example_cards(scored: Sequence[ScoredRows], count: int) -> list[dict]:
     for confidence, rows, index in candidates[:count]:
         record, s = rows.dataset[index], rows.scores
         image = record.get(columns.IMAGE)
-        cards.append({"config": rows.config, "index": index, "confidence": f"{confidence:.4f}",
-                      "image": charts.thumbnail(image) if image is not None else None,
-                      "lines": [("c", "c", record[columns.CAPTION], f"{s['original_score'][index]:.4f}"),
-                                ("n_", "c_n", record[columns.HARD_NEGATIVE], f"{s['negative_score'][index]:.4f}"),
-                                ("p", "c_p", record[columns.HARD_POSITIVE], f"{s['positive_score'][index]:.4f}")]})
+        cards.append(
+            {
+                "config": rows.config,
+                "index": index,
+                "confidence": f"{confidence:.4f}",
+                "image": charts.thumbnail(image) if image is not None else None,
+                "lines": [
+                    ("c", "c", record[columns.CAPTION], f"{s['original_score'][index]:.4f}"),
+                    ("n_", "c_n", record[columns.HARD_NEGATIVE], f"{s['negative_score'][index]:.4f}"),
+                    ("p", "c_p", record[columns.HARD_POSITIVE], f"{s['positive_score'][index]:.4f}"),
+                ],
+            }
+        )
     return cards
 
 
@@ -236,15 +291,32 @@ def benchmark_section(bench: Benchmark, context: Context) -> tuple[dict, list[He
     scored, data_notes = _load_scored(bench, context.fetch_data)
     rows, interval_notes = _with_intervals(bench, scored, context.resamples)
     notes = [f"Rates in % of rows; {TIE_RULE}. s = mean cosine similarity of image and caption embeddings."]
-    notes += [describe(name, m["aggregation"]) for name, m in rows.items() if isinstance(m.get("aggregation"), dict)]
-    notes += [f"[{c}] intervals: {how}" for c in bench.results
-              if (how := bench.provenance.get(c, {}).get("interval") or bench.provenance.get(c, {}).get("bootstrap"))]
+    notes += [
+        describe(name, m["aggregation"]) for name, m in rows.items() if isinstance(m.get("aggregation"), dict)
+    ]
+    notes += [
+        f"[{c}] intervals: {how}"
+        for c in bench.results
+        if (
+            how := bench.provenance.get(c, {}).get("interval") or bench.provenance.get(c, {}).get("bootstrap")
+        )
+    ]
     notes += interval_notes
-    section: dict[str, Any] = {"id": section_id, "title": bench.display_name(), "hard_positive": True,
-                               "source": bench.data.get("dataset") or bench.data.get("source") or "",
-                               "rates": _table(*metrics_cells(rows, label="row")), "notes": notes,
-                               "subset_chart": charts.rate_bars(rows), "run_charts": [], "distributions": [],
-                               "replacements": [], "examples": [], "data_notes": data_notes, "scored": bool(scored)}
+    section: dict[str, Any] = {
+        "id": section_id,
+        "title": bench.display_name(),
+        "hard_positive": True,
+        "source": bench.data.get("dataset") or bench.data.get("source") or "",
+        "rates": _table(*metrics_cells(rows, label="row")),
+        "notes": notes,
+        "subset_chart": charts.rate_bars(rows),
+        "run_charts": [],
+        "distributions": [],
+        "replacements": [],
+        "examples": [],
+        "data_notes": data_notes,
+        "scored": bool(scored),
+    }
     blocks, _, pooled_types = _replacements(scored, context.min_rows)
     section["replacements"] = blocks
     worst_type = by_replacement.worst(pooled_types, context.min_rows)
@@ -255,13 +327,18 @@ def benchmark_section(bench: Benchmark, context: Context) -> tuple[dict, list[He
         deltas = context.deltas.get(fig.label, [])
         boxes.append(headline(section_id, bench, fig, metrics, deltas, worst_type, type_note))
         if deltas:
-            section["run_charts"].append(charts.rate_bars(baseline_rates(metrics, deltas, context.run_label),
-                                                          f"{fig.label}: this run and its baselines (dashed: chance)"))
+            section["run_charts"].append(
+                charts.rate_bars(
+                    baseline_rates(metrics, deltas, context.run_label),
+                    f"{fig.label}: this run and its baselines (dashed: chance)",
+                )
+            )
     for config, r in scored.items():
         s = r.scores
         title = f"{bench.display_name()} [{config}]: {len(s['original_score'])} rows"
-        section["distributions"].append(charts.score_distributions(s["original_score"], s["negative_score"],
-                                                                   s["positive_score"], title))
+        section["distributions"].append(
+            charts.score_distributions(s["original_score"], s["negative_score"], s["positive_score"], title)
+        )
     section["examples"] = _example_cards(list(scored.values()), context.examples)
     return section, boxes
 
@@ -270,11 +347,22 @@ def other_section(bench: Benchmark) -> dict:
     """A suite's caption-selection / Winoground / zero-shot dataset: its rows and metrics as saved."""
     rows = {**bench.results, **bench.aggregates}
     names = list(dict.fromkeys(k for m in rows.values() for k, v in m.items() if isinstance(v, (int, float))))
-    table = [[name, *(f"{m[k]:.4f}" if isinstance(m.get(k), float) else str(m.get(k, "")) for k in names)]
-             for name, m in rows.items()]
-    notes = [f"{key.replace('_', ' ')}: {bench.data[key]}" for key in ("tie_rule", "aggregation") if bench.data.get(key)]
-    return {"id": anchor("bench", bench.name), "title": f"{bench.display_name()} ({bench.task})", "hard_positive": False,
-            "table": _table(["row", *names], table), "notes": notes}
+    table = [
+        [name, *(f"{m[k]:.4f}" if isinstance(m.get(k), float) else str(m.get(k, "")) for k in names)]
+        for name, m in rows.items()
+    ]
+    notes = [
+        f"{key.replace('_', ' ')}: {bench.data[key]}"
+        for key in ("tie_rule", "aggregation")
+        if bench.data.get(key)
+    ]
+    return {
+        "id": anchor("bench", bench.name),
+        "title": f"{bench.display_name()} ({bench.task})",
+        "hard_positive": False,
+        "table": _table(["row", *names], table),
+        "notes": notes,
+    }
 
 
 def _step_zero(run: Run, baselines: Sequence[Run]) -> tuple[dict[str, dict], str]:
@@ -301,14 +389,29 @@ def training_section(run: Run, baselines: Sequence[Run]) -> dict:
     notes = [f"log: {run.trainer_state_file} ({len(run.log_history)} entries)"]
     if step_zero_note:
         notes.append(step_zero_note)
-    elif eval_chart and not any(e.get("step") == 0 for e in run.log_history if any(k.startswith("eval_") for k in e)):
-        notes.append("no step-0 evaluation in the log: pass the base model's eval run as --baseline to draw it")
-    return {"id": "training", "title": "Training", "notes": notes, "loss_chart": loss_chart, "eval_chart": eval_chart,
-            "loss_table": _table(["key", "entries", "first step", "first", "last step", "last"],
-                                 _curve_rows(run.log_history, charts.curve_keys(run.log_history, "loss"))),
-            "eval_table": _table(["key", "entries", "first step", "first", "last step", "last"],
-                                 _curve_rows(run.log_history, charts.curve_keys(run.log_history, "eval_"))),
-            "panels": len(panels), "has_loss": bool(loss_keys)}
+    elif eval_chart and not any(
+        e.get("step") == 0 for e in run.log_history if any(k.startswith("eval_") for k in e)
+    ):
+        notes.append(
+            "no step-0 evaluation in the log: pass the base model's eval run as --baseline to draw it"
+        )
+    return {
+        "id": "training",
+        "title": "Training",
+        "notes": notes,
+        "loss_chart": loss_chart,
+        "eval_chart": eval_chart,
+        "loss_table": _table(
+            ["key", "entries", "first step", "first", "last step", "last"],
+            _curve_rows(run.log_history, charts.curve_keys(run.log_history, "loss")),
+        ),
+        "eval_table": _table(
+            ["key", "entries", "first step", "first", "last step", "last"],
+            _curve_rows(run.log_history, charts.curve_keys(run.log_history, "eval_")),
+        ),
+        "panels": len(panels),
+        "has_loss": bool(loss_keys),
+    }
 
 
 def _curve_rows(log_history: Sequence[Mapping], keys: Sequence[str]) -> list[list[str]]:
@@ -316,8 +419,16 @@ def _curve_rows(log_history: Sequence[Mapping], keys: Sequence[str]) -> list[lis
     rows = []
     for key in keys:
         points = [(e["step"], e[key]) for e in log_history if key in e and "step" in e]
-        rows.append([key, str(len(points)), str(points[0][0]), f"{points[0][1]:.6g}", str(points[-1][0]),
-                     f"{points[-1][1]:.6g}"])
+        rows.append(
+            [
+                key,
+                str(len(points)),
+                str(points[0][0]),
+                f"{points[0][1]:.6g}",
+                str(points[-1][0]),
+                f"{points[-1][1]:.6g}",
+            ]
+        )
     return rows
 
 
@@ -335,17 +446,34 @@ def seed_spread_section(summary: Mapping[str, Mapping[str, Mapping]], note: str)
     for variant, by_set in summary.items():
         for name in datasets:
             m = by_set[name]
-            cells = [f"{100 * m[k]:.1f}" + (f" ± {100 * m[f'{k}_std']:.1f}" if m.get("num_seeds", 1) > 1 else "")
-                     for k, _ in SPREAD_METRICS]
+            cells = [
+                f"{100 * m[k]:.1f}" + (f" ± {100 * m[f'{k}_std']:.1f}" if m.get("num_seeds", 1) > 1 else "")
+                for k, _ in SPREAD_METRICS
+            ]
             rows.append([variant, name, str(m.get("num_seeds", 1)), *cells])
-    notes = [note, "Rates in %: mean ± sample std over the seeds (a variant trained once shows its one value)."]
-    return {"id": "seed-spread", "title": "All variants over seeds", "table": _table(header, rows, numeric_from=2),
-            "notes": [n for n in notes if n]}
+    notes = [
+        note,
+        "Rates in %: mean ± sample std over the seeds (a variant trained once shows its one value).",
+    ]
+    return {
+        "id": "seed-spread",
+        "title": "All variants over seeds",
+        "table": _table(header, rows, numeric_from=2),
+        "notes": [n for n in notes if n],
+    }
 
 
-def build_report(run: Run, *, baselines: Sequence[Run] = (), resamples: int = DEFAULT_RESAMPLES,
-                 examples: int = NUM_EXAMPLES, min_rows: int = by_replacement.MIN_ROWS, fetch_data: bool = False,
-                 seed_spread: Mapping[str, Mapping[str, Mapping]] | None = None, seed_spread_note: str = "") -> str:
+def build_report(
+    run: Run,
+    *,
+    baselines: Sequence[Run] = (),
+    resamples: int = DEFAULT_RESAMPLES,
+    examples: int = NUM_EXAMPLES,
+    min_rows: int = by_replacement.MIN_ROWS,
+    fetch_data: bool = False,
+    seed_spread: Mapping[str, Mapping[str, Mapping]] | None = None,
+    seed_spread_note: str = "",
+) -> str:
     """The whole page for one run, each of `baselines` compared with it (paired, on the same rows);
     `fetch_data` lets it download the Hub datasets the run names (see `load_dataset_rows`); `seed_spread`
     (`hardpos demo`'s results: variant -> set -> rates with their std over seeds) adds every variant's spread,
@@ -354,17 +482,25 @@ def build_report(run: Run, *, baselines: Sequence[Run] = (), resamples: int = DE
     deltas, baseline_notes = baseline_deltas(run, baselines, resamples)
     for delta in (d for found in deltas.values() for d in found):
         if delta.bench.carries_rates:  # the baseline's interval as this page computes the run's
-            scored = {c: ScoredRows(c, delta.bench.read_scores(c), None, "") for c in delta.bench.results
-                      if delta.bench.scores_file(c) is not None}
+            scored = {
+                c: ScoredRows(c, delta.bench.read_scores(c), None, "")
+                for c in delta.bench.results
+                if delta.bench.scores_file(c) is not None
+            }
             delta.metrics.update(_with_intervals(delta.bench, scored, resamples)[0].get(delta.row, {}))
     label = run_labels([*baselines, run])[-1] if baselines else run.short_model()
     context = Context(baselines, label, deltas, resamples, examples, min_rows, fetch_data)
     s = run.settings
-    notes = [f"{run.kind} run in {run.folder}",
-             f"model: {describe_model(run.model, run.run['model_identity'])}" if run.run.get("model_identity")
-             else f"model: {run.model}"]
+    notes = [
+        f"{run.kind} run in {run.folder}",
+        f"model: {describe_model(run.model, run.run['model_identity'])}"
+        if run.run.get("model_identity")
+        else f"model: {run.model}",
+    ]
     if s:
-        notes.append("settings: " + ", ".join(f"{k} {v}" for k, v in s.items() if isinstance(v, (str, int, float))))
+        notes.append(
+            "settings: " + ", ".join(f"{k} {v}" for k, v in s.items() if isinstance(v, (str, int, float)))
+        )
     sections, boxes = [], []
     training = training_section(run, baselines) if run.kind == "finetune" else None
     for bench in run.benchmarks.values():
@@ -374,8 +510,11 @@ def build_report(run: Run, *, baselines: Sequence[Run] = (), resamples: int = DE
             boxes.extend(found)
         else:
             sections.append(other_section(bench))
-    means = [f"{group}: unweighted mean of {mean['metric']} over {mean['num_datasets']} datasets = "
-             f"{100 * mean['value']:.1f}%" for group, mean in run.group_means.items()]
+    means = [
+        f"{group}: unweighted mean of {mean['metric']} over {mean['num_datasets']} datasets = "
+        f"{100 * mean['value']:.1f}%"
+        for group, mean in run.group_means.items()
+    ]
     toc = [{"id": "at-a-glance", "title": "At a glance"}] if boxes else []
     spread = seed_spread_section(seed_spread, seed_spread_note) if seed_spread else None
     if spread:
@@ -383,7 +522,19 @@ def build_report(run: Run, *, baselines: Sequence[Run] = (), resamples: int = DE
     if training:
         toc.append({"id": training["id"], "title": training["title"]})
     toc += [{"id": sec["id"], "title": sec["title"]} for sec in sections]
-    return _environment().get_template(TEMPLATE).render(
-        title=label, sentence=headline_sentence(label, boxes), notes=notes, baseline_notes=baseline_notes, toc=toc,
-        headlines=boxes, seed_spread=spread, training=training, sections=sections, means=means,
+    return (
+        _environment()
+        .get_template(TEMPLATE)
+        .render(
+            title=label,
+            sentence=headline_sentence(label, boxes),
+            notes=notes,
+            baseline_notes=baseline_notes,
+            toc=toc,
+            headlines=boxes,
+            seed_spread=spread,
+            training=training,
+            sections=sections,
+            means=means,
+        )
     )

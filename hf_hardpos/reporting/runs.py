@@ -35,8 +35,11 @@ from ..metrics import METRIC_NAMES, outcomes_disagree
 from ..output_folder import METRICS_FILE
 
 TRAINER_STATE = "trainer_state.json"
-OUTCOME_COLUMNS = {"original_accuracy": "original_correct", "augmented_accuracy": "augmented_correct",
-                   "brittleness": "brittle"}
+OUTCOME_COLUMNS = {
+    "original_accuracy": "original_correct",
+    "augmented_accuracy": "augmented_correct",
+    "brittleness": "brittle",
+}
 KNOWN_NAMES = {"replace": "REPLACE", "swap": "SWAP"}  # the paper's column names
 # `HardPosTrainer.evaluate` scores its eval sets with `ITMScorer`'s default precision (training/trainer.py); a
 # section that records its own (`provenance["precision"]`) wins.
@@ -65,7 +68,9 @@ class Benchmark:
     data: dict[str, Any]  # a `hardpos eval` metrics.json, or a suite / trainer section, as saved
     section: Section  # its result, read (upgraded and checked) by `Section.from_dict`
     folder: Path | None = None  # where scores-<config>.parquet live (None: no per-row scores)
-    _scores: dict[str, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)  # read_scores, once each
+    _scores: dict[str, dict[str, np.ndarray]] = field(
+        default_factory=dict, repr=False
+    )  # read_scores, once each
 
     @property
     def task(self) -> str:
@@ -110,7 +115,8 @@ class Benchmark:
                 if metric in saved and not abs(float(saved[metric]) - float(expected[metric])) <= 1e-9:
                     raise UserInputError(
                         f"{where}: field aggregates.{name}.{metric} is {saved[metric]!r} but its configs' results give "
-                        f"{expected[metric]!r}; the folder was edited or mixes two runs (rerun hardpos eval)")
+                        f"{expected[metric]!r}; the folder was edited or mixes two runs (rerun hardpos eval)"
+                    )
 
     def figures(self, all_rows: bool = False) -> list[Figure]:
         """The rows the cross-run table shows: the paper's column where the data has one, else each config;
@@ -122,17 +128,31 @@ class Benchmark:
         """
         if not self.carries_rates:
             return self._other_task_figures(all_rows)
-        paper = [(name, row) for name, row in self.aggregates.items()
-                 if isinstance(row.get("aggregation"), dict) and row["aggregation"].get("paper_column")]
+        paper = [
+            (name, row)
+            for name, row in self.aggregates.items()
+            if isinstance(row.get("aggregation"), dict) and row["aggregation"].get("paper_column")
+        ]
         recomputed = False
         if not paper and all(s in self.results for s in REPLACE_SUBSETS):
-            paper = [(n, r) for n, r in replace_aggregates(self.results).items() if r["aggregation"]["paper_column"]]
+            paper = [
+                (n, r)
+                for n, r in replace_aggregates(self.results).items()
+                if r["aggregation"]["paper_column"]
+            ]
             recomputed = True
         if paper:
             name, row = paper[0]
             how = {k: v for k, v in row["aggregation"].items() if k != "interval"}
-            column = Figure(self.display_name(), name, row, list(row["aggregation"]["configs"]), describe(name, how),
-                            row["aggregation"].get("interval"), recomputed)
+            column = Figure(
+                self.display_name(),
+                name,
+                row,
+                list(row["aggregation"]["configs"]),
+                describe(name, how),
+                row["aggregation"].get("interval"),
+                recomputed,
+            )
             return [column, *(self._config_figures() if all_rows else [])]
         return self._config_figures()
 
@@ -143,9 +163,17 @@ class Benchmark:
         for config, row in self.results.items():
             label = self.display_name() if len(self.results) == 1 else f"{self.display_name()} [{config}]"
             how = f"{label} = fraction of the {row.get('num_examples', '?')} rows of config {config!r}"
-            figures.append(Figure(label, config, row, [config], how + (f" ({tie_rule})" if tie_rule else ""),
-                                  self.provenance.get(config, {}).get("interval")
-                                  or self.provenance.get(config, {}).get("bootstrap")))
+            figures.append(
+                Figure(
+                    label,
+                    config,
+                    row,
+                    [config],
+                    how + (f" ({tie_rule})" if tie_rule else ""),
+                    self.provenance.get(config, {}).get("interval")
+                    or self.provenance.get(config, {}).get("bootstrap"),
+                )
+            )
         return figures
 
     def _other_task_figures(self, all_rows: bool = False) -> list[Figure]:
@@ -153,9 +181,16 @@ class Benchmark:
         `all_rows`, every row (SugarCrepe's subsets, VALSE's pieces) and then the aggregates."""
         rows = {**self.results, **self.aggregates} if all_rows else (self.aggregates or self.results)
         how = self.section.aggregation
-        return [Figure(self.display_name() if len(rows) == 1 else f"{self.display_name()} [{name}]", name, row, [name],
-                       f"{self.display_name()}: {how}" if how else self.display_name())
-                for name, row in rows.items()]
+        return [
+            Figure(
+                self.display_name() if len(rows) == 1 else f"{self.display_name()} [{name}]",
+                name,
+                row,
+                [name],
+                f"{self.display_name()}: {how}" if how else self.display_name(),
+            )
+            for name, row in rows.items()
+        ]
 
     def data_identity(self, config: str) -> tuple | None:
         """What proves two runs scored the same rows of `config`: content digest (or Hub commit), split and
@@ -171,7 +206,9 @@ class Benchmark:
         if self.folder is None:
             return None
         if any(char in config for char in "/\\\0"):  # it names a file in this folder, never a path out of it
-            raise UserInputError(f"{self.folder / METRICS_FILE}: config name {config!r} holds a path separator")
+            raise UserInputError(
+                f"{self.folder / METRICS_FILE}: config name {config!r} holds a path separator"
+            )
         path = self.folder / f"scores-{config}.parquet"
         return path if path.is_file() else None
 
@@ -185,7 +222,9 @@ class Benchmark:
             return self._scores[config]
         path = self.scores_file(config)
         if path is None:
-            raise UserInputError(f"{self.folder}: no scores-{config}.parquet (per-row scores of config {config!r})")
+            raise UserInputError(
+                f"{self.folder}: no scores-{config}.parquet (per-row scores of config {config!r})"
+            )
         try:
             table = pq.read_table(path)
         except (OSError, pa.ArrowException) as err:
@@ -197,13 +236,17 @@ class Benchmark:
                 found = "missing" if values is None else f"of type {values.dtype}"
                 raise UserInputError(f"{path}: column {column!r} is {found}, expected numbers")
             if values.dtype.kind == "f" and not np.isfinite(values).all():
-                raise UserInputError(f"{path}: column {column!r} holds NaN or infinity in row "
-                                     f"{int(np.flatnonzero(~np.isfinite(values))[0])}")
+                raise UserInputError(
+                    f"{path}: column {column!r} holds NaN or infinity in row "
+                    f"{int(np.flatnonzero(~np.isfinite(values))[0])}"
+                )
         if config in self.results:  # the saved figures must be those of these rows (not edited, not mixed)
             why = outcomes_disagree(self.results[config], self.outcome_arrays(columns))
             if why is not None:
-                raise UserInputError(f"{path}: {why} for config {config!r} in {self.folder / METRICS_FILE}; the "
-                                     "folder was edited or mixes two runs (rerun hardpos eval)")
+                raise UserInputError(
+                    f"{path}: {why} for config {config!r} in {self.folder / METRICS_FILE}; the "
+                    "folder was edited or mixes two runs (rerun hardpos eval)"
+                )
         self._scores[config] = columns
         return columns
 
@@ -289,7 +332,9 @@ def read_section(path: Path, data: Any, field: str = "") -> Section:
         where = f"{field}.{err.field}" if field else err.field
         raise UserInputError(f"{path}: field {where} {err.problem}") from None
     except TypeError as err:  # a key of the right name holding what a dataclass field cannot take
-        raise UserInputError(f"{path}: field {field or '(top level)'} is not a result section ({err})") from None
+        raise UserInputError(
+            f"{path}: field {field or '(top level)'} is not a result section ({err})"
+        ) from None
 
 
 def _eval_section(path: Path, data: dict) -> Section:
@@ -312,7 +357,9 @@ def find_trainer_state(folder: Path) -> Path | None:
     top = folder / TRAINER_STATE
     if top.is_file():
         return top
-    checkpoints = sorted((p for p in folder.glob("checkpoint-*") if (p / TRAINER_STATE).is_file()), key=_checkpoint_step)
+    checkpoints = sorted(
+        (p for p in folder.glob("checkpoint-*") if (p / TRAINER_STATE).is_file()), key=_checkpoint_step
+    )
     return checkpoints[-1] / TRAINER_STATE if checkpoints else None
 
 
@@ -346,17 +393,30 @@ def load_run(folder: str | Path) -> Run:
         if "results" in data:  # one dataset's result; written before results named their task: hard positives
             bench = Benchmark(_benchmark_name(data), data, _eval_section(metrics_file, data), folder)
             bench.cross_check(metrics_file)
-            return Run(folder, "eval", str(data.get("model", folder.name)), data.get("run", {}), {bench.name: bench})
-        raise UserInputError(f"{metrics_file}: neither a `hardpos eval` result (no `results`) nor a suite's (no `datasets`)")
+            return Run(
+                folder, "eval", str(data.get("model", folder.name)), data.get("run", {}), {bench.name: bench}
+            )
+        raise UserInputError(
+            f"{metrics_file}: neither a `hardpos eval` result (no `results`) nor a suite's (no `datasets`)"
+        )
     state_file = find_trainer_state(folder)
     if state_file is not None:
         return _load_finetune(folder, state_file)
     # One or two levels down: a `--model A --model B` folder holds OUT/<name>/, the demo's output eval/<variant>/.
-    nested = sorted(p.parent.relative_to(folder).as_posix() for pattern in ("*/" + METRICS_FILE, "*/*/" + METRICS_FILE)
-                    for p in folder.glob(pattern))
-    hint = f"; it holds runs in {', '.join(str(folder / n) for n in nested)}: pass one of those" if nested else ""
-    raise UserInputError(f"{folder}: no {METRICS_FILE} (eval or suite output) and no {TRAINER_STATE} "
-                         f"(fine-tuning output){hint}")
+    nested = sorted(
+        p.parent.relative_to(folder).as_posix()
+        for pattern in ("*/" + METRICS_FILE, "*/*/" + METRICS_FILE)
+        for p in folder.glob(pattern)
+    )
+    hint = (
+        f"; it holds runs in {', '.join(str(folder / n) for n in nested)}: pass one of those"
+        if nested
+        else ""
+    )
+    raise UserInputError(
+        f"{folder}: no {METRICS_FILE} (eval or suite output) and no {TRAINER_STATE} "
+        f"(fine-tuning output){hint}"
+    )
 
 
 def _load_suite(folder: Path, path: Path, data: dict) -> Run:
@@ -366,8 +426,10 @@ def _load_suite(folder: Path, path: Path, data: dict) -> Run:
     run_info = _require_dict(path, "run", data.get("run"))
     _require_dict(path, "run.settings", run_info.get("settings"))
     group_means = _check_group_means(path, data.get("group_means"))
-    sections = {name: read_section(path, section, f"datasets.{name}")
-                for name, section in _require_dict(path, "datasets", data["datasets"], optional=False).items()}
+    sections = {
+        name: read_section(path, section, f"datasets.{name}")
+        for name, section in _require_dict(path, "datasets", data["datasets"], optional=False).items()
+    }
     subfolders = _suite_folders(folder)
     run = Run(folder, "suite", str(data.get("model", folder.name)), run_info, group_means=group_means)
     for name, section in sections.items():
@@ -380,8 +442,10 @@ def _load_suite(folder: Path, path: Path, data: dict) -> Run:
             continue
         sub, saved, sub_section = found
         if sub_section.results != section.results:
-            raise UserInputError(f"{sub / METRICS_FILE}: its results differ from datasets.{name} in {path}; the "
-                                 "folder was edited or mixes two runs (rerun hardpos eval)")
+            raise UserInputError(
+                f"{sub / METRICS_FILE}: its results differ from datasets.{name} in {path}; the "
+                "folder was edited or mixes two runs (rerun hardpos eval)"
+            )
         run.benchmarks[name] = Benchmark(name, {**data["datasets"][name], **saved}, sub_section, sub)
         run.benchmarks[name].cross_check(sub / METRICS_FILE)
     return run
@@ -395,8 +459,9 @@ def _check_group_means(path: Path, group_means: Any) -> dict:
         value, count = mean.get("value"), mean.get("num_datasets")
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             _fail(path, f"group_means.{group}.num_datasets", "a whole number >= 0", count)
-        if (value is not None or count) and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                             or not 0 <= value <= 1):  # None: no member scored
+        if (value is not None or count) and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1
+        ):  # None: no member scored
             _fail(path, f"group_means.{group}.value", "a rate in [0, 1]", value)
     return group_means or {}
 
@@ -404,12 +469,22 @@ def _check_group_means(path: Path, group_means: Any) -> dict:
 def _load_finetune(folder: Path, state_file: Path) -> Run:
     state = _read_json(state_file)
     check_log_history(state_file, state.get("log_history", []))
-    run = Run(folder, "finetune", folder.name, {}, log_history=list(state.get("log_history", [])),
-              trainer_state_file=state_file)
+    run = Run(
+        folder,
+        "finetune",
+        folder.name,
+        {},
+        log_history=list(state.get("log_history", [])),
+        trainer_state_file=state_file,
+    )
     # The trainer saves its latest eval sections with each checkpoint; the newest is the latest evaluation.
-    checkpoints = sorted((p for p in folder.glob("checkpoint-*") if (p / EVAL_SECTIONS_NAME).is_file()), key=_checkpoint_step)
+    checkpoints = sorted(
+        (p for p in folder.glob("checkpoint-*") if (p / EVAL_SECTIONS_NAME).is_file()), key=_checkpoint_step
+    )
     candidates = [*reversed(checkpoints), folder]
-    sections_file = next((p / EVAL_SECTIONS_NAME for p in candidates if (p / EVAL_SECTIONS_NAME).is_file()), None)
+    sections_file = next(
+        (p / EVAL_SECTIONS_NAME for p in candidates if (p / EVAL_SECTIONS_NAME).is_file()), None
+    )
     if sections_file is not None:
         for name, section in _read_json(sections_file).items():
             run.benchmarks[name] = Benchmark(name, section, read_section(sections_file, section, name), None)
@@ -423,8 +498,13 @@ def _load_finetune(folder: Path, state_file: Path) -> Run:
 # The checks of what a run folder holds beside its sections (which `read_section` checks): a hand-edited
 # or damaged folder is one line naming the file and the field, never a traceback.
 
+
 def _fail(path: Path, field: str, expected: str, value: Any) -> None:
-    shown = f"a JSON {'object' if isinstance(value, dict) else 'list'}" if isinstance(value, (dict, list)) else repr(value)
+    shown = (
+        f"a JSON {'object' if isinstance(value, dict) else 'list'}"
+        if isinstance(value, (dict, list))
+        else repr(value)
+    )
     raise UserInputError(f"{path}: field {field} must be {expected}, got {shown[:60]}")
 
 

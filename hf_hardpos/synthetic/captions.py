@@ -57,7 +57,7 @@ ADJECTIVE_SLOTS = ("size", "colour")
 
 @dataclass(frozen=True)
 class ObjectPhrase:
-    """"a [<size>] [<colour>] <shape>": each slot holds a surface form (e.g. "crimson") or None (unsaid).
+    """ "a [<size>] [<colour>] <shape>": each slot holds a surface form (e.g. "crimson") or None (unsaid).
 
     Precise captions fill every slot; alt-text leaves adjectives out. The shape noun is always said.
     """
@@ -206,7 +206,9 @@ def _relation(scene: Scene, order: tuple[int, int]) -> str:
 def editable_slots(caption: Caption) -> list[Slot]:
     """Every slot a REPLACE edit may target in `caption` (the words it actually says)."""
     phrases = [p for p in (caption.first, caption.second) if p is not None]
-    slots = [Slot(name, k) for k, phrase in enumerate(phrases) for name in ATTRIBUTE_SLOTS if getattr(phrase, name)]
+    slots = [
+        Slot(name, k) for k, phrase in enumerate(phrases) for name in ATTRIBUTE_SLOTS if getattr(phrase, name)
+    ]
     if caption.relation is not None:
         slots.append(Slot(RELATION_SLOT))
     return slots
@@ -278,7 +280,8 @@ def swap_negative(caption: Caption, rng: np.random.Generator) -> Caption:
     slots = [
         s
         for s in ADJECTIVE_SLOTS
-        if None not in (caption.first.concept(s), second.concept(s)) and caption.first.concept(s) != second.concept(s)
+        if None not in (caption.first.concept(s), second.concept(s))
+        and caption.first.concept(s) != second.concept(s)
     ]
     if not slots:
         raise ValueError(f"caption {caption.text()!r} has no differing attribute to swap")
@@ -322,7 +325,9 @@ def _parse_phrase(words: list[str], position: int) -> tuple[ObjectPhrase, int]:
     found: dict[str, str | None] = dict.fromkeys(ADJECTIVE_SLOTS)
     position += 1
     for slot in ADJECTIVE_SLOTS:
-        if position < len(words) and any(words[position] in forms for forms in ATTRIBUTE_LEXICONS[slot].values()):
+        if position < len(words) and any(
+            words[position] in forms for forms in ATTRIBUTE_LEXICONS[slot].values()
+        ):
             found[slot] = words[position]
             position += 1
     if position >= len(words):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+
 @dataclass(frozen=True)
 class Variant:
     """A fine-tuning recipe: the weights of the hard-negative and hard-positive loss terms."""
@@ -35,8 +36,15 @@ def sweep_variant(weight: float) -> Variant:
 MODEL_FIELDS = ("image_size", "patch_size", "hidden_size", "projection_dim", "num_layers")
 # Settings the pretrained model depends on; a cached one is reused only when all of them match.
 _PRETRAIN_FIELDS = (
-    "pretrain_seed", "pretrain_examples", "pretrain_epochs", "pretrain_learning_rate", "pretrain_batch_size",
-    "weight_decay", "warmup_ratio", *MODEL_FIELDS, "torch_threads",
+    "pretrain_seed",
+    "pretrain_examples",
+    "pretrain_epochs",
+    "pretrain_learning_rate",
+    "pretrain_batch_size",
+    "weight_decay",
+    "warmup_ratio",
+    *MODEL_FIELDS,
+    "torch_threads",
 )
 
 
@@ -122,7 +130,6 @@ class DemoConfig:
         if pretraining:
             return self.pretrain_epochs, self.pretrain_learning_rate, self.pretrain_batch_size
         return self.finetune_epochs, self.finetune_learning_rate, self.batch_size
-
 
 
 __all__ = ["MAIN_VARIANTS", "MODEL_FIELDS", "SWEEP_WEIGHTS", "DemoConfig", "Variant", "sweep_variant"]

@@ -47,8 +47,14 @@ from hf_hardpos.synthetic.forked_runs import background, run_all, worker_count
 from hf_hardpos.synthetic.run_report import write_run_report
 from hf_hardpos.synthetic.runtime import quiet_libraries, torch_threads
 from hf_hardpos.synthetic.stage_log import StageLog
-from hf_hardpos.synthetic.tiny_training import PRETRAINED, cached_pretrained, environment, load_model, pretrained_model
-from hf_hardpos.synthetic.tiny_training import train_variant
+from hf_hardpos.synthetic.tiny_training import (
+    PRETRAINED,
+    cached_pretrained,
+    environment,
+    load_model,
+    pretrained_model,
+    train_variant,
+)
 from hf_hardpos.synthetic.world_eval import (
     EVAL_SEED,
     evaluate_on_world,
@@ -68,7 +74,9 @@ class DemoResult:
     config: DemoConfig = field(default_factory=DemoConfig)
     output_dir: Path | None = None
     chart: Path | None = None
-    comparisons: list[dict] = field(default_factory=list)  # `findings.compare`: the paper's controlled comparisons
+    comparisons: list[dict] = field(
+        default_factory=list
+    )  # `findings.compare`: the paper's controlled comparisons
     fine_tune_workers: int = 1  # fine-tunes that ran at a time (`forked_runs.worker_count`)
 
 
@@ -111,11 +119,19 @@ def run_demo(
             with _timed(timings, "data"), log.stage("data"):
                 eval_sets_later = submit(make_eval_sets, config.eval_examples, config.image_size)
                 finetune_sets_later = {
-                    seed: submit(world.render_rows, "finetune", config.finetune_examples, seed, image_size=config.image_size)
+                    seed: submit(
+                        world.render_rows,
+                        "finetune",
+                        config.finetune_examples,
+                        seed,
+                        image_size=config.image_size,
+                    )
                     for seed in config.seeds
                 }
             with _timed(timings, "pretrain"), log.stage("pretrain"):
-                pretrained_dir, reused = pretrained_model(output_dir / "models", config, progress, log, second_half)
+                pretrained_dir, reused = pretrained_model(
+                    output_dir / "models", config, progress, log, second_half
+                )
             log(
                 f"[pretrain] {'reused the cached' if reused else 'trained the'} tiny CLIP at {pretrained_dir} "
                 f"({timings['pretrain']:.1f} s)"
@@ -127,18 +143,37 @@ def run_demo(
             f"[data] synthetic eval sets: REPLACE attributes, REPLACE relations, SWAP, {config.eval_examples} rows each "
             f"(seed {EVAL_SEED}); fine-tuning sets of {config.finetune_examples} rows for seeds "
             f"{' '.join(map(str, config.seeds))}: {timings['data']:.1f} s on this process's clock"
-            + ((" (built in a forked process while pretraining ran)" if not reused else " (built in a forked process)")
-               if workers > 1 else "")
+            + (
+                (
+                    " (built in a forked process while pretraining ran)"
+                    if not reused
+                    else " (built in a forked process)"
+                )
+                if workers > 1
+                else ""
+            )
         )
         per_seed: dict[str, dict[int, dict[str, dict[str, float]]]] = {}
         outcomes: dict[str, dict[int, dict[str, dict[str, np.ndarray]]]] = {}
         with _timed(timings, "evaluate pretrained"), log.stage("evaluate"):
             metrics, rows = evaluate_on_world(*load_model(pretrained_dir), eval_sets)
-        per_seed[PRETRAINED], outcomes[PRETRAINED] = {config.pretrain_seed: metrics}, {config.pretrain_seed: rows}
+        per_seed[PRETRAINED], outcomes[PRETRAINED] = (
+            {config.pretrain_seed: metrics},
+            {config.pretrain_seed: rows},
+        )
         log(f"[evaluate] {PRETRAINED:<16} {headline(metrics)}")
 
-        _fine_tune_all(runs, workers, _Inputs(pretrained_dir, eval_sets, finetune_sets, output_dir), config,
-                       progress=progress, log=log, timings=timings, per_seed=per_seed, outcomes=outcomes)
+        _fine_tune_all(
+            runs,
+            workers,
+            _Inputs(pretrained_dir, eval_sets, finetune_sets, output_dir),
+            config,
+            progress=progress,
+            log=log,
+            timings=timings,
+            per_seed=per_seed,
+            outcomes=outcomes,
+        )
     for alias, name in config.aliases().items():
         per_seed[alias], outcomes[alias] = per_seed[name], outcomes[name]
 
@@ -150,12 +185,16 @@ def run_demo(
     comparisons = findings.compare(results, outcomes, groups)
     timings["total"] = time.perf_counter() - wall
     timings["total_cpu"] = time.process_time() - cpu
-    result = DemoResult(results, per_seed, timings, config, output_dir, comparisons=comparisons, fine_tune_workers=workers)
+    result = DemoResult(
+        results, per_seed, timings, config, output_dir, comparisons=comparisons, fine_tune_workers=workers
+    )
     # The report pages are written in a forked process while this one writes the results, where forks are safe
     # (else here, first).
     with background(forked=workers > 1) as submit:
         with log.stage("report"):
-            report_later = submit(_run_report, output_dir, eval_sets, config.seeds[0], config.torch_threads, result.results)
+            report_later = submit(
+                _run_report, output_dir, eval_sets, config.seeds[0], config.torch_threads, result.results
+            )
         _write(result, log)
         log(_tables(result, markdown=False))
         with log.stage("report"):
@@ -171,7 +210,9 @@ def run_demo(
     return result
 
 
-def _run_report(output_dir: Path, eval_sets: dict, seed: int, threads: int, results: dict) -> tuple[list[str], list[str]]:
+def _run_report(
+    output_dir: Path, eval_sets: dict, seed: int, threads: int, results: dict
+) -> tuple[list[str], list[str]]:
     """`write_run_report` of seed `seed`'s models, with every variant's spread over seeds (`results`): (the files
     written, its log lines, to be printed by the caller)."""
     lines: list[str] = []
@@ -189,8 +230,18 @@ class _Inputs:
     output_dir: Path
 
 
-def _fine_tune_all(runs: list[tuple[int, Variant]], workers: int, inputs: _Inputs, config: DemoConfig, *,
-                   progress: bool, log: StageLog, timings: dict[str, float], per_seed: dict, outcomes: dict) -> None:
+def _fine_tune_all(
+    runs: list[tuple[int, Variant]],
+    workers: int,
+    inputs: _Inputs,
+    config: DemoConfig,
+    *,
+    progress: bool,
+    log: StageLog,
+    timings: dict[str, float],
+    per_seed: dict,
+    outcomes: dict,
+) -> None:
     """Fine-tune each (seed, variant) of `runs` from the pretrained model and evaluate it, `workers` at a time
     (`forked_runs`); record its metrics in `per_seed`, its per-row outcomes in `outcomes` and its time in
     `timings` (variant -> seed -> ...).
@@ -205,7 +256,10 @@ def _fine_tune_all(runs: list[tuple[int, Variant]], workers: int, inputs: _Input
         runs_to_start = runs
     fine_tune = functools.partial(_fine_tune, inputs, config, progress and workers == 1)
     ended = {}
-    with _timed(timings, "fine-tune"), log.stage("fine-tune"):  # all runs, wall clock; each run's own time below
+    with (
+        _timed(timings, "fine-tune"),
+        log.stage("fine-tune"),
+    ):  # all runs, wall clock; each run's own time below
         for (seed, variant), (metrics, rows, seconds) in run_all(fine_tune, runs_to_start, workers, log):
             ended[seed, variant.name] = metrics, rows, seconds
             log(f"[fine-tune] seed {seed} {variant.name:<16} {seconds:5.1f} s  {headline(metrics)}")
@@ -221,7 +275,9 @@ def _text_columns(variant: Variant) -> int:
     return 1 + 2 * (variant.hard_negative_weight > 0) + 2 * (variant.hard_positive_weight > 0)
 
 
-def _fine_tune(inputs: _Inputs, config: DemoConfig, progress: bool, run: tuple[int, Variant], log: Callable[[str], None]):
+def _fine_tune(
+    inputs: _Inputs, config: DemoConfig, progress: bool, run: tuple[int, Variant], log: Callable[[str], None]
+):
     """One fine-tune from the pretrained model, then its evaluation: (metrics, per-row outcomes, seconds)."""
     seed, variant = run
     began = time.perf_counter()
@@ -240,10 +296,13 @@ def _tables(result: DemoResult, markdown: bool) -> str:
     """The tables of paper Tables 1-3 in miniature, then the controlled comparisons."""
     config = result.config
     tables = report.format_tables(
-        result.results, config.seeds, config.eval_examples, markdown=markdown, bootstrap_samples=config.bootstrap_samples
+        result.results,
+        config.seeds,
+        config.eval_examples,
+        markdown=markdown,
+        bootstrap_samples=config.bootstrap_samples,
     )
     return "\n".join([tables, "", *findings.format_comparisons(result.comparisons, result.results)])
-
 
 
 def _write(result: DemoResult, log: Callable[[str], None]) -> None:
@@ -275,10 +334,12 @@ def _write(result: DemoResult, log: Callable[[str], None]) -> None:
     try:
         result.chart = report.plot_results(result.results, out / report.CHART_NAME, config.seeds)
     except ImportError:
-        (out / report.CHART_NAME).unlink(missing_ok=True)  # never leave an older run's chart beside new tables
+        (out / report.CHART_NAME).unlink(
+            missing_ok=True
+        )  # never leave an older run's chart beside new tables
         log(
             f"[chart] matplotlib is not installed, so no {report.CHART_NAME} was drawn (the tables are written). "
-            'matplotlib is a dependency of hf_hardpos, so this install is incomplete: pip install matplotlib'
+            "matplotlib is a dependency of hf_hardpos, so this install is incomplete: pip install matplotlib"
         )
 
 

@@ -24,7 +24,11 @@ from hf_hardpos.reporting.paired import DEFAULT_RESAMPLES, paired_difference
 
 # (A, B, what B adds to A): paper Table 1 (c) and the hard-negative effect it builds on.
 COMPARISONS = (
-    ("hn", "hp+hn", "hard positives added to hard-negative fine-tuning (paper Table 1 (c): Our HN vs Our HP+HN)"),
+    (
+        "hn",
+        "hp+hn",
+        "hard positives added to hard-negative fine-tuning (paper Table 1 (c): Our HN vs Our HP+HN)",
+    ),
     ("contrastive", "hn", "hard negatives added to contrastive fine-tuning"),
 )
 COMPARED_DATASETS = ("replace", "swap")
@@ -59,8 +63,10 @@ def compare(
                 difference = float(entry_b[rate] - entry_a[rate])
                 twice = 2.0 * max(float(entry_a[f"{rate}_std"]), float(entry_b[f"{rate}_std"]))
                 paired = paired_difference(
-                    _seed_mean(outcomes[a], dataset, rate), _seed_mean(outcomes[b], dataset, rate),
-                    groups[dataset], accuracy=False,
+                    _seed_mean(outcomes[a], dataset, rate),
+                    _seed_mean(outcomes[b], dataset, rate),
+                    groups[dataset],
+                    accuracy=False,
                 )
                 records.append({
                     "a": a, "b": b, "dataset": dataset, "metric": rate,
@@ -79,7 +85,9 @@ def _seed_mean(runs: Outcomes, dataset: str, rate: str) -> np.ndarray:
 _RATE_NAMES = {"orig_acc": "orig acc", "aug_acc": "aug acc", "brittleness": "brittleness"}
 
 
-def format_comparisons(records: list[dict], results: Mapping[str, Mapping[str, Mapping[str, float]]]) -> list[str]:
+def format_comparisons(
+    records: list[dict], results: Mapping[str, Mapping[str, Mapping[str, float]]]
+) -> list[str]:
     """Lines for the terminal and results.md: one per record, then the mean-score pattern of paper Table 2."""
     lines = [f"Controlled comparisons ({METHOD}):"]
     titles = {(a, b): title for a, b, title in COMPARISONS}
@@ -95,11 +103,14 @@ def format_comparisons(records: list[dict], results: Mapping[str, Mapping[str, M
             f"seed std {100 * max(r['a_std'], r['b_std']):.1f}: {verdict}"
         )
     if "contrastive" in results and "hn" in results:
-        lines.append("Mean scores s_c / s_n / s_p (paper Table 2: does hard-negative training lower s_p along with s_n?):")
+        lines.append(
+            "Mean scores s_c / s_n / s_p (paper Table 2: does hard-negative training lower s_p along with s_n?):"
+        )
         for dataset in COMPARED_DATASETS:
             cells = [
                 f"{variant} " + " / ".join(f"{results[variant][dataset][score]:.3f}" for score in SCORES)
-                for variant in ("contrastive", "hn", "hp+hn") if variant in results
+                for variant in ("contrastive", "hn", "hp+hn")
+                if variant in results
             ]
             lines.append(f"  {dataset.upper():<7} " + ";  ".join(cells))
     return lines

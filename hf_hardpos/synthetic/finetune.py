@@ -28,8 +28,13 @@ from hf_hardpos.synthetic import world
 from hf_hardpos.synthetic.config import MAIN_VARIANTS, DemoConfig
 from hf_hardpos.synthetic.runtime import quiet_libraries, torch_threads
 from hf_hardpos.synthetic.stage_log import StageLog
-from hf_hardpos.synthetic.tiny_training import PRETRAINED, cached_pretrained, load_model, pretrained_model
-from hf_hardpos.synthetic.tiny_training import variant_trainer
+from hf_hardpos.synthetic.tiny_training import (
+    PRETRAINED,
+    cached_pretrained,
+    load_model,
+    pretrained_model,
+    variant_trainer,
+)
 from hf_hardpos.synthetic.world_eval import EVAL_SEED, evaluate_on_world, make_eval_sets
 
 logger = logging.getLogger(__name__)
@@ -67,7 +72,9 @@ def start_model_cache(config: DemoConfig) -> Path:
     return Path(constants.HF_HOME).joinpath(*START_MODEL_CACHE, digest_of(config.pretrain_settings()))
 
 
-def start_model(config: DemoConfig, demo_dirs: list[Path], log: StageLog, progress: bool) -> tuple[Path, bool]:
+def start_model(
+    config: DemoConfig, demo_dirs: list[Path], log: StageLog, progress: bool
+) -> tuple[Path, bool]:
     """(folder of the demo's pretrained tiny CLIP, whether it was reused): from a demo output folder or the
     cache when one holds it for `config`'s settings, else pretrained into the cache first (under a file lock,
     so two runs never train it twice)."""
@@ -85,12 +92,18 @@ def start_model(config: DemoConfig, demo_dirs: list[Path], log: StageLog, progre
 def demo_rows(demo_dirs: list[Path], config: DemoConfig, seed: int) -> tuple[dict, Path | None]:
     """The demo's per-seed rows of `seed` ({variant: metrics}) from the first demo folder whose run used
     `config`'s settings, and that folder; ({}, None) when none did."""
-    settings = {k: v for k, v in json.loads(json.dumps(dataclasses.asdict(config))).items() if k not in _RUN_ONLY_FIELDS}
+    settings = {
+        k: v
+        for k, v in json.loads(json.dumps(dataclasses.asdict(config))).items()
+        if k not in _RUN_ONLY_FIELDS
+    }
     for folder in demo_dirs:
         try:
             info = json.loads((folder / "run_info.json").read_text())
             ran = {k: v for k, v in info["config"].items() if k not in _RUN_ONLY_FIELDS}
-            rows = {variant: runs[str(seed)] for variant, runs in info["per_seed"].items() if str(seed) in runs}
+            rows = {
+                variant: runs[str(seed)] for variant, runs in info["per_seed"].items() if str(seed) in runs
+            }
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue  # no demo there, or not one this code can read
         if ran == settings and rows:
@@ -162,10 +175,16 @@ def demo_finetune(
 
 def flat_metrics(metrics: dict[str, dict[str, float]]) -> dict[str, float]:
     """`eval_<dataset>_<metric>`, as the Trainer names evaluation metrics (what eval_results.json holds)."""
-    return {f"eval_{dataset}_{name}": value for dataset, values in metrics.items() for name, value in values.items()}
+    return {
+        f"eval_{dataset}_{name}": value
+        for dataset, values in metrics.items()
+        for name, value in values.items()
+    }
 
 
-def comparison_table(result: FinetuneResult, config: DemoConfig, seed: int, demo_dir: Path | None) -> list[str]:
+def comparison_table(
+    result: FinetuneResult, config: DemoConfig, seed: int, demo_dir: Path | None
+) -> list[str]:
     """The start model, the demo's hn row of `seed` (when a demo folder holds it) and this run, in %."""
     header = f"{'model':<34}" + "".join(f"{label:>9}" for label in ("REPL orig", "aug", "brittle", "SWAP orig",
                                                                      "aug", "brittle"))  # fmt: skip

@@ -92,7 +92,9 @@ def run_all(run: Run, tasks: Sequence[Task], workers: int, log: Log) -> Iterator
     context = multiprocessing.get_context("fork")
     lines = context.SimpleQueue()  # a put is written before the run returns, so no line is lost at the end
     initargs = (run, lines, os.getpid())
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=initargs) as pool:
+    with ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_start_worker, initargs=initargs
+    ) as pool:
         pending: dict[Future, Task] = {pool.submit(_run_task, task): task for task in tasks}
         try:
             while pending:
@@ -119,8 +121,12 @@ def background(forked: bool) -> Iterator[Callable[..., Future]]:
     if not forked:
         yield _here
         return
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"), initializer=end_with_parent,
-                             initargs=(os.getpid(),)) as pool:
+    with ProcessPoolExecutor(
+        1,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=end_with_parent,
+        initargs=(os.getpid(),),
+    ) as pool:
         yield lambda function, *args, **kwargs: _Checked(pool.submit(function, *args, **kwargs))
 
 
@@ -143,8 +149,10 @@ def _result(future: Future, timeout: float | None = None) -> Any:
     try:
         return future.result(timeout)
     except BrokenProcessPool:
-        raise UserInputError("a forked worker process ended abruptly (killed, or out of memory); nothing it was "
-                             "running was kept: run again (with --processes 1 to run in this process)") from None
+        raise UserInputError(
+            "a forked worker process ended abruptly (killed, or out of memory); nothing it was "
+            "running was kept: run again (with --processes 1 to run in this process)"
+        ) from None
 
 
 def end_with_parent(parent: int) -> None:

@@ -12,10 +12,12 @@ natural captions where "white" is far more frequent than "ivory" (`form_probabil
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Mapping
 
-SIZES: Mapping[str, tuple[str, ...]] = MappingProxyType({"small": ("small", "little"), "large": ("large", "big")})
+SIZES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {"small": ("small", "little"), "large": ("large", "big")}
+)
 # Eight colours and five shapes: enough concepts that a random batch of 128 scenes seldom holds two
 # that differ only in which colour belongs to which shape (about 0.2 such pairs per image per batch,
 # against 3.5 with four colours and three shapes), as in a real caption corpus. A world so small that
@@ -42,7 +44,9 @@ ATTRIBUTE_LEXICONS: Mapping[str, Mapping[str, tuple[str, ...]]] = MappingProxyTy
     {"size": SIZES, "colour": COLOURS, "shape": SHAPES}
 )
 # Every slot a caption has: the attributes, then the relation between two objects.
-SLOT_LEXICONS: Mapping[str, Mapping[str, tuple[str, ...]]] = MappingProxyType({**ATTRIBUTE_LEXICONS, "relation": RELATIONS})
+SLOT_LEXICONS: Mapping[str, Mapping[str, tuple[str, ...]]] = MappingProxyType(
+    {**ATTRIBUTE_LEXICONS, "relation": RELATIONS}
+)
 
 ARTICLE = "a"
 CONJUNCTION = "and"

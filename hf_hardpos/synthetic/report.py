@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from hf_hardpos.metrics import bootstrap_interval
+
 from ..tables import TIE_RULE, render_table
 
 CHART_NAME = "results.png"
@@ -84,7 +85,9 @@ def add_intervals(
         if dataset not in groups:
             continue
         for rate in RATE_METRICS:
-            per_row = np.mean([np.asarray(outcomes[s][dataset][rate], dtype=np.float64) for s in seeds], axis=0)
+            per_row = np.mean(
+                [np.asarray(outcomes[s][dataset][rate], dtype=np.float64) for s in seeds], axis=0
+            )
             low, high = bootstrap_interval(per_row, samples, confidence_level, seed=0, groups=groups[dataset])
             entry[f"{rate}_ci_low"], entry[f"{rate}_ci_high"] = low, high
 
@@ -99,7 +102,7 @@ def interval_note(samples: int) -> str:
 def sweep_weight(variant: str) -> float | None:
     """The HN weight of a sweep entry `hn_weight=<w>`, else None."""
     prefix = "hn_weight="
-    return float(variant[len(prefix):]) if variant.startswith(prefix) else None
+    return float(variant[len(prefix) :]) if variant.startswith(prefix) else None
 
 
 def ordered_variants(results: Mapping[str, object]) -> list[str]:
@@ -131,7 +134,10 @@ _COLUMN_NAMES = {
 
 
 def _table(results, variants, datasets, metrics, labels, percent, markdown) -> str:
-    header = ["variant", *(f"{_COLUMN_NAMES.get(d, d)} {label}".rstrip() for d in datasets for label in labels)]
+    header = [
+        "variant",
+        *(f"{_COLUMN_NAMES.get(d, d)} {label}".rstrip() for d in datasets for label in labels),
+    ]
     rows = [[v, *(_cell(results[v][d], m, percent) for d in datasets for m in metrics)] for v in variants]
     return render_table(header, rows, markdown=markdown)
 
@@ -145,7 +151,9 @@ def format_tables(
 ) -> str:
     """Table 1 (REPLACE/SWAP rates), the REPLACE subsets, and Table 2 (mean scores), with their notes."""
     variants = ordered_variants(results)
-    spread = f"mean ± sample std over {len(seeds)} seeds {list(seeds)}" if len(seeds) > 1 else f"seed {seeds[0]}"
+    spread = (
+        f"mean ± sample std over {len(seeds)} seeds {list(seeds)}" if len(seeds) > 1 else f"seed {seeds[0]}"
+    )
     heading = (lambda t: f"### {t}") if markdown else (lambda t: f"== {t} ==")
     notes = [
         f"Fine-tuned variants: {spread}; 'pretrained' is the single starting model (trained once). "
@@ -159,7 +167,9 @@ def format_tables(
         heading("Synthetic world: accuracy and brittleness, percent (paper Table 1 / Table 3)"),
         *notes,
         "",
-        _table(results, variants, ("replace", "swap"), RATE_METRICS, ("orig", "aug", "brittle"), True, markdown),
+        _table(
+            results, variants, ("replace", "swap"), RATE_METRICS, ("orig", "aug", "brittle"), True, markdown
+        ),
     ]
     subsets = ("replace_attributes", "replace_relations")
     if all(d in results[v] for v in variants for d in subsets):

@@ -23,11 +23,18 @@ from hf_hardpos.synthetic.findings import COMPARISONS
 from hf_hardpos.synthetic.runtime import quiet_libraries, torch_threads
 
 REPORTED_VARIANT = "hp+hn"
-REPORT_BASELINE = "hn"  # the report shows hp+hn beside hn, with paired tests: hard positives added, nothing else
+REPORT_BASELINE = (
+    "hn"  # the report shows hp+hn beside hn, with paired tests: hard positives added, nothing else
+)
 
 
 def write_run_report(
-    output_dir: Path, eval_sets: dict, seed: int, eval_seed: int, threads: int, log: Callable[[str], None],
+    output_dir: Path,
+    eval_sets: dict,
+    seed: int,
+    eval_seed: int,
+    threads: int,
+    log: Callable[[str], None],
     seed_spread: dict | None = None,
 ) -> list[str]:
     """Write `compare.md` (and `report.html` with matplotlib) from suite runs of seed `seed`'s models;
@@ -58,10 +65,15 @@ def _suite_runs(output_dir: Path, eval_sets: dict, seed: int, eval_seed: int) ->
     from hf_hardpos.reporting.runs import load_run
 
     data = output_dir / "eval_data"
-    layout = {"replace": {subset: f"replace_{subset}" for subset in columns.REPLACE_SUBSETS}, "swap": {"default": "swap"}}
+    layout = {
+        "replace": {subset: f"replace_{subset}" for subset in columns.REPLACE_SUBSETS},
+        "swap": {"default": "swap"},
+    }
     for folder, configs in layout.items():
         for config_name, name in configs.items():
-            eval_sets[name].to_parquet(str(data / folder / "data" / config_name / "test-00000-of-00001.parquet"))
+            eval_sets[name].to_parquet(
+                str(data / folder / "data" / config_name / "test-00000-of-00001.parquet")
+            )
         (data / folder / "README.md").write_text("---\nconfigs:\n" + "".join(
             f"- config_name: {c}\n  data_files:\n  - split: test\n    path: data/{c}/test-*.parquet\n" for c in configs
         ) + f"---\nThe demo's synthetic {folder.upper()} set (seed {eval_seed}).\n")  # fmt: skip
@@ -70,12 +82,16 @@ def _suite_runs(output_dir: Path, eval_sets: dict, seed: int, eval_seed: int) ->
     runs = {}
     for variant in variants:
         model = output_dir / "models" / variant / f"seed-{seed}"
-        run_suite(str(model), entries, output_dir=output_dir / "eval" / variant, progress=False, log=lambda _: None)
+        run_suite(
+            str(model), entries, output_dir=output_dir / "eval" / variant, progress=False, log=lambda _: None
+        )
         runs[variant] = load_run(output_dir / "eval" / variant)
     return runs
 
 
-def _pages(output_dir: Path, runs: dict, seed: int, log: Callable[[str], None], seed_spread: dict | None) -> list[str]:
+def _pages(
+    output_dir: Path, runs: dict, seed: int, log: Callable[[str], None], seed_spread: dict | None
+) -> list[str]:
     from hf_hardpos.errors import UserInputError
     from hf_hardpos.reporting.compare import compare_runs, render
     from hf_hardpos.reporting.html import build_report
@@ -93,9 +109,12 @@ def _pages(output_dir: Path, runs: dict, seed: int, log: Callable[[str], None], 
         sections += ["", f"## {b} vs {a}: {title}", "", render(compare_runs([runs[a], runs[b]]), "markdown")]
     (output_dir / "compare.md").write_text("\n".join(sections) + "\n")
     try:
-        page = build_report(runs[REPORTED_VARIANT], baselines=[runs[REPORT_BASELINE]],  # the paper's Table 1 (c)
-                            seed_spread=seed_spread,
-                            seed_spread_note=f"The page's runs are seed {seed}'s models; the demo's results.json.")
+        page = build_report(
+            runs[REPORTED_VARIANT],
+            baselines=[runs[REPORT_BASELINE]],  # the paper's Table 1 (c)
+            seed_spread=seed_spread,
+            seed_spread_note=f"The page's runs are seed {seed}'s models; the demo's results.json.",
+        )
     except UserInputError as err:  # matplotlib is missing (an incomplete install)
         (output_dir / "report.html").unlink(missing_ok=True)
         log(f"[report] no report.html: {err}")

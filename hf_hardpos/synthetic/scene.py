@@ -134,9 +134,7 @@ def sample_scene(rng: np.random.Generator, image_size: int = 32) -> Scene:
     colours = rng.choice(sorted(COLOURS), size=2, replace=False)
     sizes = rng.choice(sorted(SIZES), size=2, replace=True)
     relation = str(rng.choice(sorted(RELATIONS)))
-    radii = [
-        int(round(scale * rng.integers(RADIUS_RANGES[s][0], RADIUS_RANGES[s][1] + 1))) for s in sizes
-    ]
+    radii = [int(round(scale * rng.integers(RADIUS_RANGES[s][0], RADIUS_RANGES[s][1] + 1))) for s in sizes]
     centres = _place(rng, relation, radii, image_size, scale)
     objects = tuple(
         SceneObject(

@@ -32,8 +32,12 @@ CONTEXT_LENGTH = 77
 END_OF_WORD = "</w>"
 
 # The same normalisation and split CLIPTokenizer applies, so the merges we learn are the merges it will use.
-_CLIP_SPLIT = r"""<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+"""
-_NORMALIZER = normalizers.Sequence([normalizers.NFC(), normalizers.Replace(Regex(r"\s+"), " "), normalizers.Lowercase()])
+_CLIP_SPLIT = (
+    r"""<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+"""
+)
+_NORMALIZER = normalizers.Sequence(
+    [normalizers.NFC(), normalizers.Replace(Regex(r"\s+"), " "), normalizers.Lowercase()]
+)
 _PRE_TOKENIZER = pre_tokenizers.Sequence([
     pre_tokenizers.Split(Regex(_CLIP_SPLIT), behavior="removed", invert=True),
     pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
@@ -146,9 +150,16 @@ def build_tiny_clip(
     # The text and the image tower have the same width and depth.
     tower = {"hidden_size": hidden_size, "intermediate_size": hidden_size * 2, "num_hidden_layers": num_layers,
              "num_attention_heads": 4}  # fmt: skip
-    special_ids = {f"{name}_token_id": getattr(tokenizer, f"{name}_token_id") for name in ("bos", "eos", "pad")}
+    special_ids = {
+        f"{name}_token_id": getattr(tokenizer, f"{name}_token_id") for name in ("bos", "eos", "pad")
+    }
     config = CLIPConfig(
-        text_config={**tower, "vocab_size": len(tokenizer), "max_position_embeddings": CONTEXT_LENGTH, **special_ids},
+        text_config={
+            **tower,
+            "vocab_size": len(tokenizer),
+            "max_position_embeddings": CONTEXT_LENGTH,
+            **special_ids,
+        },
         vision_config={**tower, "image_size": image_size, "patch_size": patch_size},
         projection_dim=projection_dim,
     )

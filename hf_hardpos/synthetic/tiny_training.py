@@ -44,10 +44,14 @@ def pretrained_model(
     dataset = world.render_rows("pretrain", half, config.pretrain_seed, image_size=config.image_size)
     if second_half is not None:
         dataset = world.RenderedRows(dataset.column_names, dataset.rows + second_half.result().rows)
-    log(f"[pretrain] {len(dataset)} image / alt-text pairs, {config.pretrain_epochs:g} epochs, batch {config.pretrain_batch_size}")
+    log(
+        f"[pretrain] {len(dataset)} image / alt-text pairs, {config.pretrain_epochs:g} epochs, batch {config.pretrain_batch_size}"
+    )
     _pretrain(models_dir, dataset, config, progress, log)
     key = _pretrain_key(config)
-    (models_dir / PRETRAINED / PRETRAIN_KEY_FILE).write_text(json.dumps({"digest": digest_of(key), **key}, indent=2) + "\n")
+    (models_dir / PRETRAINED / PRETRAIN_KEY_FILE).write_text(
+        json.dumps({"digest": digest_of(key), **key}, indent=2) + "\n"
+    )
     return models_dir / PRETRAINED, False
 
 
@@ -87,23 +91,57 @@ def _pretrain(models_dir: Path, dataset, config: DemoConfig, progress: bool, log
     from hf_hardpos.synthetic.world import tokenizer_corpus
 
     architecture = {name: getattr(config, name) for name in MODEL_FIELDS}
-    init_dir = build_tiny_clip(models_dir / "init", tokenizer_corpus(), seed=config.pretrain_seed, **architecture)
+    init_dir = build_tiny_clip(
+        models_dir / "init", tokenizer_corpus(), seed=config.pretrain_seed, **architecture
+    )
     variant = Variant(PRETRAINED, 0.0, 0.0)
-    train_variant(*load_model(init_dir), dataset, variant, config.pretrain_seed, models_dir / PRETRAINED, config, progress, log)
+    train_variant(
+        *load_model(init_dir),
+        dataset,
+        variant,
+        config.pretrain_seed,
+        models_dir / PRETRAINED,
+        config,
+        progress,
+        log,
+    )
 
 
-def train_variant(model, processor, dataset, variant: Variant, seed: int, output_dir: Path, config: DemoConfig,
-                  progress: bool, log: StageLog):
+def train_variant(
+    model,
+    processor,
+    dataset,
+    variant: Variant,
+    seed: int,
+    output_dir: Path,
+    config: DemoConfig,
+    progress: bool,
+    log: StageLog,
+):
     """Train `model` with `variant`'s loss weights (the pretraining is the variant named `PRETRAINED`),
     save it to `output_dir` and return it."""
-    trainer = variant_trainer(model, processor, dataset, variant, seed, output_dir, config, progress=progress, log=log)
+    trainer = variant_trainer(
+        model, processor, dataset, variant, seed, output_dir, config, progress=progress, log=log
+    )
     trainer.train()
     trainer.save_model(str(output_dir))
     return trainer.model
 
 
-def variant_trainer(model, processor, dataset, variant: Variant, seed: int, output_dir: Path, config: DemoConfig, *,
-                    progress: bool, log: StageLog, card_data: Any = None, **overrides: Any):
+def variant_trainer(
+    model,
+    processor,
+    dataset,
+    variant: Variant,
+    seed: int,
+    output_dir: Path,
+    config: DemoConfig,
+    *,
+    progress: bool,
+    log: StageLog,
+    card_data: Any = None,
+    **overrides: Any,
+):
     """The `HardPosTrainer` of one demo run: `variant`'s loss weights and `config`'s schedule, only the caption
     columns the variant's loss reads batched. Off a terminal, `log` gets the step and loss every few seconds
     (`TrainingLines`). `overrides`: Trainer options that do not change what is trained (saving checkpoints)."""
@@ -157,8 +195,10 @@ class _BarOnlyProgressCallback(ProgressCallback):
 def load_model(folder: Path):
     from transformers import CLIPModel, CLIPProcessor
 
-    return (CLIPModel.from_pretrained(folder, trust_remote_code=False),
-            CLIPProcessor.from_pretrained(folder, trust_remote_code=False))
+    return (
+        CLIPModel.from_pretrained(folder, trust_remote_code=False),
+        CLIPProcessor.from_pretrained(folder, trust_remote_code=False),
+    )
 
 
 def environment() -> dict[str, Any]:
@@ -176,7 +216,6 @@ def environment() -> dict[str, Any]:
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
         "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS"),
     }
-
 
 
 __all__ = [

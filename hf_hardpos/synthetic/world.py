@@ -58,13 +58,17 @@ def _replace_attributes(scene: Scene, rng: np.random.Generator) -> dict[str, Any
     """Edit an adjective (colour or size) of one object, as VL-Checklist's attribute rows do (never the noun)."""
     caption = cap.describe(scene, rng, conjunction=bool(rng.random() < 0.5))
     slot = cap.Slot(str(rng.choice(cap.ADJECTIVE_SLOTS)), int(rng.integers(0, 2)))
-    return _eval_row(caption, cap.replace_negative(caption, slot, rng), cap.replace_positive(caption, slot, rng))
+    return _eval_row(
+        caption, cap.replace_negative(caption, slot, rng), cap.replace_positive(caption, slot, rng)
+    )
 
 
 def _replace_relations(scene: Scene, rng: np.random.Generator) -> dict[str, Any]:
     caption = cap.describe(scene, rng, conjunction=False)
     slot = cap.Slot(cap.RELATION_SLOT)
-    return _eval_row(caption, cap.replace_negative(caption, slot, rng), cap.replace_positive(caption, slot, rng))
+    return _eval_row(
+        caption, cap.replace_negative(caption, slot, rng), cap.replace_positive(caption, slot, rng)
+    )
 
 
 def _swap(scene: Scene, rng: np.random.Generator) -> dict[str, Any]:
@@ -88,9 +92,7 @@ def _finetune(scene: Scene, rng: np.random.Generator) -> dict[str, Any]:
     return {
         columns.CAPTION: caption.text(),
         columns.HARD_POSITIVE_REPLACE: cap.replace_positive(caption, positive_slot, rng).text(),
-        columns.HARD_POSITIVE_SWAP: (
-            cap.swap_positive(caption).text() if caption.is_conjunction else None
-        ),
+        columns.HARD_POSITIVE_SWAP: (cap.swap_positive(caption).text() if caption.is_conjunction else None),
         columns.HARD_NEGATIVE_REPLACE: cap.replace_negative(caption, negative_slot, rng).text(),
         columns.HARD_NEGATIVE_SWAP: cap.swap_negative(caption, rng).text(),
     }
@@ -110,7 +112,9 @@ _ROW_MAKERS: dict[str, tuple[int, Callable[[Scene, np.random.Generator], dict[st
 }
 
 
-def sample_examples(kind: str, n: int, seed: int = 0, *, image_size: int = 32, start: int = 0) -> list[Example]:
+def sample_examples(
+    kind: str, n: int, seed: int = 0, *, image_size: int = 32, start: int = 0
+) -> list[Example]:
     """The scenes and caption columns behind rows `start` to `n - 1` of a set, without images encoded.
 
     `kind` is one of "replace-attributes", "replace-relations", "swap", "finetune", "pretrain". Row `i` is

@@ -21,13 +21,19 @@ def make_eval_sets(examples: int, image_size: int = 32) -> dict:
     from hf_hardpos.synthetic import world
 
     return {
-        "replace_attributes": world.make_replace_dataset(examples, EVAL_SEED, "attributes", image_size=image_size),
-        "replace_relations": world.make_replace_dataset(examples, EVAL_SEED, "relations", image_size=image_size),
+        "replace_attributes": world.make_replace_dataset(
+            examples, EVAL_SEED, "attributes", image_size=image_size
+        ),
+        "replace_relations": world.make_replace_dataset(
+            examples, EVAL_SEED, "relations", image_size=image_size
+        ),
         "swap": world.make_swap_dataset(examples, EVAL_SEED, image_size=image_size),
     }
 
 
-def evaluate_on_world(model, processor, eval_sets: dict) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, np.ndarray]]]:
+def evaluate_on_world(
+    model, processor, eval_sets: dict
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, np.ndarray]]]:
     """Metrics on each eval set, the paper's REPLACE column and the attribute rows split by edited word.
 
     Returns (metrics by dataset under the demo's short names, per-row 0/1 outcomes by dataset) — the
@@ -50,11 +56,16 @@ def evaluate_on_world(model, processor, eval_sets: dict) -> tuple[dict[str, dict
     words = edited_words(eval_sets["replace_attributes"])
     for word in report.EDITED_WORDS:
         keep = words == word
-        scores[f"replace_attributes[{word}]"] = {k: scores["replace_attributes"][k][keep] for k in ("original", "negative", "positive")}
-    raw = {name: metrics_from_scores(s["original"], s["negative"], s["positive"]) for name, s in scores.items()}
+        scores[f"replace_attributes[{word}]"] = {
+            k: scores["replace_attributes"][k][keep] for k in ("original", "negative", "positive")
+        }
+    raw = {
+        name: metrics_from_scores(s["original"], s["negative"], s["positive"]) for name, s in scores.items()
+    }
     subsets = {"attributes": "replace_attributes", "relations": "replace_relations"}
     raw["replace"] = replace_aggregates(
-        {subset: raw[name] for subset, name in subsets.items()}, {subset: scores[name] for subset, name in subsets.items()}
+        {subset: raw[name] for subset, name in subsets.items()},
+        {subset: scores[name] for subset, name in subsets.items()},
     )[REPLACE_POOLED]
     metrics = {name: report.rename_metrics(raw[name]) for name in (*report.DATASETS, *report.BY_EDITED_WORD)}
     rows: dict[str, dict[str, np.ndarray]] = {}
@@ -66,7 +77,8 @@ def evaluate_on_world(model, processor, eval_sets: dict) -> tuple[dict[str, dict
             "brittleness": brittle(s["original"], s["negative"], s["positive"]),
         }
     rows["replace"] = {
-        rate: np.concatenate([rows["replace_attributes"][rate], rows["replace_relations"][rate]]) for rate in report.RATE_METRICS
+        rate: np.concatenate([rows["replace_attributes"][rate], rows["replace_relations"][rate]])
+        for rate in report.RATE_METRICS
     }
     return metrics, rows
 

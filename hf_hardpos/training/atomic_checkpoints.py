@@ -61,7 +61,9 @@ class AtomicCheckpoints:
         self.state.best_model_checkpoint = final_checkpoint_path(staged_best)
         if self.args.should_save:
             staged = os.path.join(staging, name)
-            save_extras(staged, self.objective, self.eval_sections, training_state=not self.args.save_only_model)
+            save_extras(
+                staged, self.objective, self.eval_sections, training_state=not self.args.save_only_model
+            )
             if staged_best != self.state.best_model_checkpoint:
                 self.state.save_to_json(os.path.join(staged, TRAINER_STATE_NAME))
             publish_staged(run_dir, name)

@@ -55,14 +55,18 @@ class RandomResizedCrop:
     ) -> None:
         scale, ratio = tuple(float(s) for s in scale), tuple(float(r) for r in ratio)
         if len(scale) != 2 or not 0 < scale[0] <= scale[1] <= 1:
-            raise UserInputError(f"train_crop_scale must be two numbers 0 < low <= high <= 1; got {list(scale)}")
+            raise UserInputError(
+                f"train_crop_scale must be two numbers 0 < low <= high <= 1; got {list(scale)}"
+            )
         if len(ratio) != 2 or not 0 < ratio[0] <= ratio[1]:
             raise UserInputError(f"crop aspect ratio must be two numbers 0 < low <= high; got {list(ratio)}")
         self.size = (int(size[0]), int(size[1]))
         self.scale = scale
         self.ratio = ratio
 
-    def crop_box(self, width: int, height: int, generator: torch.Generator | None = None) -> tuple[int, int, int, int]:
+    def crop_box(
+        self, width: int, height: int, generator: torch.Generator | None = None
+    ) -> tuple[int, int, int, int]:
         """(left, top, right, bottom) of the region to crop, drawn from `generator` (default: torch's global one)."""
         area = width * height
         log_ratio = (math.log(self.ratio[0]), math.log(self.ratio[1]))

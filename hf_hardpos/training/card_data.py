@@ -41,6 +41,12 @@ class HardPosModelCardData:
     language: str | list[str] | None = "en"
     license: str | None = None
     tags: list[str] = field(
-        default_factory=lambda: ["clip", "vision-language", "compositionality", "hard-positives", "hf_hardpos"]
+        default_factory=lambda: [
+            "clip",
+            "vision-language",
+            "compositionality",
+            "hard-positives",
+            "hf_hardpos",
+        ]
     )
     recipe: RecipeReport | None = None

@@ -17,6 +17,7 @@ from ..tables import metrics_table, render_table
 from ..text_escaping import markdown_text
 from .card_data import HardPosModelCardData
 
+
 def card_value(value: Any) -> str:
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
@@ -30,7 +31,9 @@ def row_label(set_name: str, row: str, unnamed: str | None) -> str:
     return set_name if row == unnamed else f"{set_name} / {row}"
 
 
-def model_index_results(sections: dict[str, dict], eval_sets: dict, dataset_ids: dict[str, str]) -> list[EvalResult]:
+def model_index_results(
+    sections: dict[str, dict], eval_sets: dict, dataset_ids: dict[str, str]
+) -> list[EvalResult]:
     """`model-index` entries: every rate of its task's `card_metrics` of every row of every set, with its task type.
 
     `dataset.type` is the set's Hub id when known, `dataset.split` the split read from a source. The Hub
@@ -60,7 +63,9 @@ def model_index_results(sections: dict[str, dict], eval_sets: dict, dataset_ids:
                             dataset_split=split,
                             metric_type=metric,
                             metric_name=metric.replace("_", " "),
-                            metric_value=float(metrics[metric]),  # numpy scalars break the YAML (docs/reference.md, Installation notes)
+                            metric_value=float(
+                                metrics[metric]
+                            ),  # numpy scalars break the YAML (docs/reference.md, Installation notes)
                         )
                     )
     return results
@@ -80,13 +85,17 @@ def section_table(section: Section) -> str:
     """One benchmark set as a markdown table: a row per config/aggregate, its rates in percent."""
     rows = section.rows()
     rates = get_task(section.task).card_metrics
-    names = list(dict.fromkeys(k for m in rows.values() for k, v in m.items() if _is_number(v) or isinstance(v, str)))
+    names = list(
+        dict.fromkeys(k for m in rows.values() for k, v in m.items() if _is_number(v) or isinstance(v, str))
+    )
     header = ["row", *(f"{n} %" if n in rates else n for n in names)]
     cells = [[row, *(_cell(n, m[n], rates) if n in m else "" for n in names)] for row, m in rows.items()]
     return render_table(header, cells, markdown=True)
 
 
-def eval_card_sections(sections: dict[str, dict], eval_sets: dict, card_data: HardPosModelCardData) -> dict[str, Any]:
+def eval_card_sections(
+    sections: dict[str, dict], eval_sets: dict, card_data: HardPosModelCardData
+) -> dict[str, Any]:
     """What the template's Evaluation part shows: one Table-1-style table of the hard-positive sets, and
     every other set's own table, each with the tie rule and aggregation its numbers follow.
 
@@ -111,7 +120,9 @@ def eval_card_sections(sections: dict[str, dict], eval_sets: dict, card_data: Ha
             "aggregation": section.aggregation,
         })  # fmt: skip
     return {
-        "hard_positive_table": metrics_table(table_rows, label="eval set", markdown=True) if table_rows else "",
+        "hard_positive_table": metrics_table(table_rows, label="eval set", markdown=True)
+        if table_rows
+        else "",
         "hard_positive_steps": sorted({s.step for s in hard_positive.values()}),
         "hard_positive_tie_rule": next((s.tie_rule for s in hard_positive.values()), ""),
         "hard_positive_aggregation": sorted({s.aggregation for s in hard_positive.values()}),
@@ -142,7 +153,10 @@ def eval_set_description(name: str, eval_set, card_data: HardPosModelCardData) -
     """Where a set's rows come from (rows counted for an in-memory table), and any row cap."""
     if eval_set.in_memory:
         text = dataset_description(
-            eval_set.source, card_data.eval_dataset_ids.get(name), card_data.eval_dataset_descriptions.get(name), []
+            eval_set.source,
+            card_data.eval_dataset_ids.get(name),
+            card_data.eval_dataset_descriptions.get(name),
+            [],
         )
     else:
         text = card_data.eval_dataset_descriptions.get(name) or eval_set.describe()

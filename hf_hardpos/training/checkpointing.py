@@ -42,8 +42,8 @@ import torch
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from ..errors import UserInputError
 from .. import output_folder
+from ..errors import UserInputError
 from ..evaluation.section import EVAL_SECTIONS_NAME
 
 logger = logging.getLogger(__name__)
@@ -61,7 +61,9 @@ WEIGHT_FILES = (
 )
 _CHECKPOINT = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 # `<run>/_incomplete-checkpoint-N/checkpoint-N[/...]`: a path recorded while checkpoint N was staged.
-_STAGED = re.compile(rf"^(?P<run>.*?)/?{re.escape(INCOMPLETE_PREFIX)}(?P<name>{PREFIX_CHECKPOINT_DIR}-\d+)/(?P=name)(?P<rest>/.*)?$")
+_STAGED = re.compile(
+    rf"^(?P<run>.*?)/?{re.escape(INCOMPLETE_PREFIX)}(?P<name>{PREFIX_CHECKPOINT_DIR}-\d+)/(?P=name)(?P<rest>/.*)?$"
+)
 _LAST = ("true", "last")
 # What a resume takes from the checkpoint, said in the log.
 _REUSED = "weights, optimizer and scheduler, RNG states, step and log, loss state, latest eval sections"
@@ -87,7 +89,9 @@ def publish_staged(run_dir: str, name: str) -> str:
     return final
 
 
-def save_extras(folder: str, objective: torch.nn.Module, eval_sections: dict[str, dict], training_state: bool) -> None:
+def save_extras(
+    folder: str, objective: torch.nn.Module, eval_sections: dict[str, dict], training_state: bool
+) -> None:
     """Write what a checkpoint holds beside the Trainer's files: the latest eval sections always (also
     with `save_only_model`), the loss state when `training_state` (the optimizer state is saved too)."""
     with open(os.path.join(folder, EVAL_SECTIONS_NAME), "w", encoding="utf-8") as file:
@@ -224,7 +228,9 @@ def repair_best_checkpoint(checkpoint: str | os.PathLike) -> None:
         return
     state["best_model_checkpoint"] = fixed
     output_folder.write_text(path, json.dumps(state, indent=2, sort_keys=True) + "\n")
-    logger.warning("%s named the best checkpoint by its staging path %s; corrected to %s.", path, recorded, fixed)
+    logger.warning(
+        "%s named the best checkpoint by its staging path %s; corrected to %s.", path, recorded, fixed
+    )
 
 
 def checkpoints_by_step(output_dir: str | os.PathLike) -> list[Path]:
@@ -232,7 +238,9 @@ def checkpoints_by_step(output_dir: str | os.PathLike) -> list[Path]:
     output_dir = Path(output_dir)
     if not output_dir.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in output_dir.iterdir() if p.is_dir() and (m := _CHECKPOINT.match(p.name))]
+    found = [
+        (int(m.group(1)), p) for p in output_dir.iterdir() if p.is_dir() and (m := _CHECKPOINT.match(p.name))
+    ]
     return [p for _, p in sorted(found, reverse=True)]
 
 
@@ -248,7 +256,9 @@ def resolve_checkpoint(output_dir: str, requested: str | bool | None) -> str | N
         return None
     leftovers = sorted(p.name for p in Path(output_dir).glob(f"{INCOMPLETE_PREFIX}{PREFIX_CHECKPOINT_DIR}-*"))
     if leftovers:
-        logger.warning("Ignoring %s: left by a save that was interrupted (safe to delete).", ", ".join(leftovers))
+        logger.warning(
+            "Ignoring %s: left by a save that was interrupted (safe to delete).", ", ".join(leftovers)
+        )
     if requested is True or (isinstance(requested, str) and requested.lower() in _LAST):
         skipped = []
         for folder in checkpoints_by_step(output_dir):
@@ -256,10 +266,14 @@ def resolve_checkpoint(output_dir: str, requested: str | bool | None) -> str | N
             if problem is None:
                 if skipped:
                     logger.warning(
-                        "Resuming from %s, the last complete checkpoint: skipped %s.", folder.name, "; ".join(skipped)
+                        "Resuming from %s, the last complete checkpoint: skipped %s.",
+                        folder.name,
+                        "; ".join(skipped),
                     )
                 else:
-                    logger.info("Resuming from %s, the last checkpoint of %s (%s).", folder.name, output_dir, _REUSED)
+                    logger.info(
+                        "Resuming from %s, the last checkpoint of %s (%s).", folder.name, output_dir, _REUSED
+                    )
                 return str(folder)
             skipped.append(f"{folder.name} ({problem})")
         detail = f"; unusable: {'; '.join(skipped)}" if skipped else ""

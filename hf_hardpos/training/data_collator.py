@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-import torch
 import numpy as np
+import torch
 from PIL import Image
 from transformers.utils import ModelOutput
 
@@ -264,7 +264,9 @@ class HardPosDataCollator:
 
     def _caption(self, row: dict[str, Any], b: int) -> str:
         if self.caption_column not in row:
-            raise KeyError(f"{self._describe(row, b)} has no column {self.caption_column!r}; columns: {sorted(row)}")
+            raise KeyError(
+                f"{self._describe(row, b)} has no column {self.caption_column!r}; columns: {sorted(row)}"
+            )
         text = row[self.caption_column]
         if text is None:
             raise ValueError(f"{self._describe(row, b)}: column {self.caption_column!r} is null (no caption)")
@@ -272,7 +274,9 @@ class HardPosDataCollator:
 
     def _check_text(self, text: Any, row: dict[str, Any], b: int, column: str) -> str:
         if not isinstance(text, str):
-            raise TypeError(f"{self._describe(row, b)}: column {column!r} holds {type(text).__name__}, expected str")
+            raise TypeError(
+                f"{self._describe(row, b)}: column {column!r} holds {type(text).__name__}, expected str"
+            )
         if not text.strip() or text.strip() == "None":
             # Upstream files write the string "None" where no swap exists; the schema says null.
             raise ValueError(
@@ -292,11 +296,15 @@ class HardPosDataCollator:
             present = []
             for column in extra_columns:
                 if column not in row:
-                    raise KeyError(f"{self._describe(row, b)} has no column {column!r}; columns: {sorted(row)}")
+                    raise KeyError(
+                        f"{self._describe(row, b)} has no column {column!r}; columns: {sorted(row)}"
+                    )
                 if row[column] is not None:
                     present.append(column)
             if self.sampling == "one_per_row" and present:
-                present = [present[draw_slot(self.seed, self.epoch, self._row_index(row, b), stream, len(present))]]
+                present = [
+                    present[draw_slot(self.seed, self.epoch, self._row_index(row, b), stream, len(present))]
+                ]
             for column in present:
                 texts.append(self._check_text(row[column], row, b, column))
                 j = 0 if slots == 1 and self.sampling == "one_per_row" else extra_columns.index(column)
@@ -308,7 +316,9 @@ class HardPosDataCollator:
         """The row's training augmentation; seeded by (seed, epoch, row index) when the row has its index
         (the trainer adds it whenever crops are random), so a resume or any worker count crops alike."""
         if ROW_INDEX in row and isinstance(self.image_transform, RandomResizedCrop):
-            return self.image_transform(image, generator=sample_generator(self.seed, self.epoch, int(row[ROW_INDEX])))
+            return self.image_transform(
+                image, generator=sample_generator(self.seed, self.epoch, int(row[ROW_INDEX]))
+            )
         return self.image_transform(image)
 
     def _row_index(self, row: dict[str, Any], b: int) -> int:

@@ -80,7 +80,9 @@ class _AllGatherWithGrad(torch.autograd.Function):
         return grad[ctx.start : ctx.stop], None, None
 
 
-def all_gather(tensor: torch.Tensor, *, with_grad: bool = False, sizes: list[int] | None = None) -> torch.Tensor:
+def all_gather(
+    tensor: torch.Tensor, *, with_grad: bool = False, sizes: list[int] | None = None
+) -> torch.Tensor:
     """Concatenate ``tensor`` from all processes along dim 0, in rank order.
 
     Args:

@@ -67,7 +67,7 @@ class ModelArguments:
         default=None,
         metadata={
             "aliases": ["--model"],  # as `hardpos eval --model`
-            "help": "Hub id or local folder of a CLIP model to fine-tune (e.g. openai/clip-vit-base-patch32)."
+            "help": "Hub id or local folder of a CLIP model to fine-tune (e.g. openai/clip-vit-base-patch32).",
         },
     )
 
@@ -85,7 +85,9 @@ class DataArguments:
     dataset_config: str | None = field(default=None, metadata={"help": "Config name of --dataset."})
     dataset_revision: str | None = field(
         default=None,
-        metadata={"help": "Hub revision (branch, tag or commit) of --dataset; the card records the commit read."},
+        metadata={
+            "help": "Hub revision (branch, tag or commit) of --dataset; the card records the commit read."
+        },
     )
     train_split: str = field(default="train", metadata={"help": "Split of --dataset to train on."})
     eval_datasets: list[str] = field(
@@ -102,13 +104,17 @@ class DataArguments:
     max_train_samples: int | None = field(default=None, metadata={"help": "Truncate the training set."})
     max_eval_samples: int | None = field(
         default=None,
-        metadata={"help": "Evaluate only the first N rows (images, for zero-shot sets) of each eval set and config: "
-                  "quick runs; the model card says so."},
+        metadata={
+            "help": "Evaluate only the first N rows (images, for zero-shot sets) of each eval set and config: "
+            "quick runs; the model card says so."
+        },
     )
     check_all_images: bool = field(
         default=False,
-        metadata={"help": "Decode every training image before step 1 (default: an evenly spaced sample of "
-                  f"{SAMPLE_IMAGES}; columns, nulls and captions are always checked on every row)."},
+        metadata={
+            "help": "Decode every training image before step 1 (default: an evenly spaced sample of "
+            f"{SAMPLE_IMAGES}; columns, nulls and captions are always checked on every row)."
+        },
     )
 
 
@@ -119,12 +125,18 @@ class _Parser(HfArgumentParser):
         raise UserInputError(f"{message} (see --help)")
 
 
-def argument_parser(prog: str | None = None, add_help: bool = True, show_all: bool = False) -> HfArgumentParser:
+def argument_parser(
+    prog: str | None = None, add_help: bool = True, show_all: bool = False
+) -> HfArgumentParser:
     """The parser of the argument groups; `prog` names the command in `--help` (`hardpos train`). Its defaults
     are `DATASET_DEFAULTS`, so that `--help` shows what a run gets; unless `show_all`, `--help` lists only
     the `COMMON_TRAINING_FLAGS` of TrainingArguments (every flag is accepted either way)."""
-    parser = _Parser((ModelArguments, DataArguments, HardPosTrainingArguments), prog=prog, add_help=add_help,
-                     description=DESCRIPTION)
+    parser = _Parser(
+        (ModelArguments, DataArguments, HardPosTrainingArguments),
+        prog=prog,
+        add_help=add_help,
+        description=DESCRIPTION,
+    )
     parser.usage = f"{parser.prog} [RECIPE.yaml | FLAGS.json] --dataset DATASET [--flag value ...]"
     parser.set_defaults(**DATASET_DEFAULTS)
     _group_training_flags(parser, show_all)
@@ -141,7 +153,9 @@ def _group_training_flags(parser: HfArgumentParser, show_all: bool) -> None:
     trainer_fields = {f.name for f in dataclasses.fields(TrainingArguments)}
     losses = parser.add_argument_group("losses: hard positives, hard negatives, CE-CLIP (hf_hardpos)")
     layout = parser.add_argument_group("columns, image crops, LoRA, model card (hf_hardpos)")
-    trainer_group = next(g for g in parser._action_groups if g.title == HardPosTrainingArguments._argument_group_name)
+    trainer_group = next(
+        g for g in parser._action_groups if g.title == HardPosTrainingArguments._argument_group_name
+    )
     loss_fields = {f.name for f in dataclasses.fields(LossArguments)} | set(_LOSS_FLAGS)
     for action in list(trainer_group._group_actions):
         if action.dest not in trainer_fields:
@@ -159,7 +173,9 @@ def _check_flags(parser: HfArgumentParser, argv: list[str]) -> None:
     _, unknown = parser.parse_known_args(argv)
     flags = [a.split("=", 1)[0] for a in unknown if a.startswith("-")]
     if not flags and unknown:
-        raise UserInputError(f"unexpected argument(s) {unknown}: every option is a --flag (a YAML/JSON file goes first)")
+        raise UserInputError(
+            f"unexpected argument(s) {unknown}: every option is a --flag (a YAML/JSON file goes first)"
+        )
     # "--learning_rate" and its alias "--learning-rate": suggest each option once, as --help spells it
     known = list(dict.fromkeys(
         action.option_strings[0] for action in parser._actions if action.option_strings[0].startswith("--")
@@ -195,12 +211,17 @@ def _run_defaults(explicit: dict) -> dict:
     if not explicit.get("eval_datasets") and "eval_strategy" not in explicit:
         defaults["eval_strategy"] = "no"
         logger.warning("no --eval_datasets: training without evaluation")
-    if (explicit.get("resume_from_checkpoint") or explicit.get("eval_strategy") == "no"
-            or defaults["eval_strategy"] == "no") and "eval_on_start" not in explicit:
+    if (
+        explicit.get("resume_from_checkpoint")
+        or explicit.get("eval_strategy") == "no"
+        or defaults["eval_strategy"] == "no"
+    ) and "eval_on_start" not in explicit:
         defaults["eval_on_start"] = False
     if "save_steps" in explicit and "save_strategy" not in explicit:
         defaults["save_strategy"] = "steps"
-        logger.warning("--save_steps given without --save_strategy: saving every %s steps", explicit["save_steps"])
+        logger.warning(
+            "--save_steps given without --save_strategy: saving every %s steps", explicit["save_steps"]
+        )
     # A default the user's choice makes inert is left out, so the trainer does not warn about it.
     # (back to the dataclass's default, which the parser's `DATASET_DEFAULTS` replaced for --help)
     if int(explicit.get("max_steps", -1)) > 0:

@@ -80,7 +80,9 @@ def stop_on_interrupt(callback: InterruptCallback) -> Iterator[None]:
         if callback.requested:
             raise KeyboardInterrupt
         callback.requested = True
-        logger.warning("Ctrl-C: saving a checkpoint after the current step, then stopping (Ctrl-C again aborts).")
+        logger.warning(
+            "Ctrl-C: saving a checkpoint after the current step, then stopping (Ctrl-C again aborts)."
+        )
 
     previous = signal.signal(signal.SIGINT, handler)
     try:

@@ -92,18 +92,28 @@ class LogLinesCallback(ProgressCallback):
             return super().on_train_begin(args, state, control, **kwargs)
         self.current_step = 0
         if state.is_world_process_zero:
-            epochs = getattr(state, "num_train_epochs", 0) or args.num_train_epochs  # as the Trainer computed it
-            self._print(f"{state.max_steps} steps ({epochs:g} epochs at most), a line every {self.interval:g} s")
+            epochs = (
+                getattr(state, "num_train_epochs", 0) or args.num_train_epochs
+            )  # as the Trainer computed it
+            self._print(
+                f"{state.max_steps} steps ({epochs:g} epochs at most), a line every {self.interval:g} s"
+            )
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.bars:
             return super().on_step_end(args, state, control, **kwargs)
         now = self.clock()
-        if state.is_world_process_zero and (now - self.last_line >= self.interval or state.global_step == state.max_steps):
+        if state.is_world_process_zero and (
+            now - self.last_line >= self.interval or state.global_step == state.max_steps
+        ):
             self.last_line = now
             done = state.global_step / max(state.max_steps, 1)
             since = state.global_step - self.first_step  # steps this process ran, at the pace it ran them
-            left = (now - self.started) * (state.max_steps - state.global_step) / since if since else float("nan")
+            left = (
+                (now - self.started) * (state.max_steps - state.global_step) / since
+                if since
+                else float("nan")
+            )
             self._print(f"step {state.global_step}/{state.max_steps} ({100 * done:.0f} %), epoch {state.epoch or 0:.2f}, "
                         f"about {_duration(left)} left")  # fmt: skip
 
@@ -130,7 +140,10 @@ def use_log_lines(trainer) -> None:
     """Replace the Trainer's console callback (`ProgressCallback`, or `PrinterCallback` with `disable_tqdm`)
     by `LogLinesCallback`; a notebook's own progress widget is left alone."""
     replaced = False
-    for console in (ProgressCallback, PrinterCallback):  # a LogLinesCallback is a ProgressCallback: replaced too
+    for console in (
+        ProgressCallback,
+        PrinterCallback,
+    ):  # a LogLinesCallback is a ProgressCallback: replaced too
         while any(isinstance(callback, console) for callback in trainer.callback_handler.callbacks):
             trainer.remove_callback(console)
             replaced = True

@@ -33,6 +33,8 @@ def clamp_logit_scale(model: nn.Module, max_value: float = MAX_LOGIT_SCALE) -> N
     base = unwrap_model(model)
     logit_scale = getattr(base, "logit_scale", None)
     if not isinstance(logit_scale, torch.Tensor):
-        raise AttributeError(f"{type(base).__name__} (unwrapped from {type(model).__name__}) has no logit_scale tensor")
+        raise AttributeError(
+            f"{type(base).__name__} (unwrapped from {type(model).__name__}) has no logit_scale tensor"
+        )
     with torch.no_grad():
         logit_scale.clamp_(0.0, max_value)

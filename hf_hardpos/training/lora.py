@@ -48,7 +48,9 @@ def apply_lora(
     """
     if isinstance(target_modules, (list, tuple)):
         target_modules = list(target_modules)
-    config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules, bias="none")
+    config = LoraConfig(
+        r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules, bias="none"
+    )
     devices = list(range(torch.cuda.device_count())) if seed is not None and torch.cuda.is_available() else []
     try:
         with torch.random.fork_rng(devices=devices, enabled=seed is not None):

@@ -45,10 +45,20 @@ MODEL_CARD_NAME = "README.md"  # the card's file in every saved folder
 MAX_LOG_ROWS = 25
 # Arguments that describe where a run wrote things, not how it trained.
 _UNINFORMATIVE_ARGS = {
-    "output_dir", "logging_dir", "run_name", "hub_token", "push_to_hub_token", "hub_model_id",
-    "resume_from_checkpoint", "overwrite_output_dir", "model_card_template",
+    "output_dir",
+    "logging_dir",
+    "run_name",
+    "hub_token",
+    "push_to_hub_token",
+    "hub_model_id",
+    "resume_from_checkpoint",
+    "overwrite_output_dir",
+    "model_card_template",
     # derived by TrainingArguments.__post_init__ from the environment, or forced by ours
-    "accelerator_config", "report_to", "disable_tqdm", "remove_unused_columns",
+    "accelerator_config",
+    "report_to",
+    "disable_tqdm",
+    "remove_unused_columns",
 }
 
 # The two papers this package implements (keys of `hf_hardpos.citations`), cited on every card.
@@ -88,7 +98,9 @@ def non_default_hyperparameters(args) -> dict[str, Any]:
     return {
         key: value
         for key, value in sorted(current.items())
-        if key in defaults and key not in _UNINFORMATIVE_ARGS and _normalise(defaults[key]) != _normalise(value)
+        if key in defaults
+        and key not in _UNINFORMATIVE_ARGS
+        and _normalise(defaults[key]) != _normalise(value)
     }
 
 
@@ -117,7 +129,9 @@ def sample_rows(dataset, args, count: int = 3) -> list[dict[str, str]]:
     wanted = [c for c in (args.caption_column, *args.positive_columns, *args.negative_columns)
               if c in getattr(dataset, "column_names", [])]  # fmt: skip
     rows = dataset.select_columns(wanted).select(range(min(count, len(dataset))))
-    return [{column: str(row[column]) if row[column] is not None else "" for column in wanted} for row in rows]
+    return [
+        {column: str(row[column]) if row[column] is not None else "" for column in wanted} for row in rows
+    ]
 
 
 def _normalise(value: Any) -> Any:
@@ -142,14 +156,18 @@ def training_log_table(log_history: list[dict]) -> str:
             if key not in ("step", "epoch") and key not in keys and isinstance(value, (int, float)):
                 keys.append(key)
     cells = [
-        [str(entry.get("step", "")), card_value(entry.get("epoch", "")), *(card_value(e) for e in (entry.get(k, "") for k in keys))]
+        [
+            str(entry.get("step", "")),
+            card_value(entry.get("epoch", "")),
+            *(card_value(e) for e in (entry.get(k, "") for k in keys)),
+        ]
         for entry in rows
     ]
     return render_table(["step", "epoch", *keys], cells, markdown=True)
 
 
 def _train_identity(card_data: HardPosModelCardData) -> str:
-    """", config `c`, split `s`, revision `r`" for whichever of the three is known."""
+    """ ", config `c`, split `s`, revision `r`" for whichever of the three is known."""
     parts = [
         f"{label} `{value}`"
         for label, value in (
@@ -194,8 +212,13 @@ def _training_signal(terms: list[dict]) -> str:
 
 def _loss_formula(terms: list[dict]) -> str:
     """`L_clip + w * L_x + ...` over the active terms, each weighted as it was trained."""
-    return "`" + " + ".join(t["symbol"] if t["key"] == "clip" else f"{card_value(t['weight'])} * {t['symbol']}"
-                            for t in terms) + "`"
+    return (
+        "`"
+        + " + ".join(
+            t["symbol"] if t["key"] == "clip" else f"{card_value(t['weight'])} * {t['symbol']}" for t in terms
+        )
+        + "`"
+    )
 
 
 def _identity(args, card_data: HardPosModelCardData, model, model_name: str | None) -> dict[str, Any]:
@@ -312,12 +335,18 @@ def _local_inputs_hint(card_data: HardPosModelCardData, identity: dict[str, Any]
     ) if value and not hub]  # fmt: skip
     if not local:
         return None
-    return (f"The {' and the '.join(local)} of this run are local folders, so the metadata above cannot name them; "
-            "publish them to the Hub and pass their ids to name them here.")
+    return (
+        f"The {' and the '.join(local)} of this run are local folders, so the metadata above cannot name them; "
+        "publish them to the Hub and pass their ids to name them here."
+    )
 
 
 def _metadata(
-    card_data: HardPosModelCardData, identity: dict[str, Any], is_adapter: bool, has_lora: bool, eval_results: list
+    card_data: HardPosModelCardData,
+    identity: dict[str, Any],
+    is_adapter: bool,
+    has_lora: bool,
+    eval_results: list,
 ) -> ModelCardData:
     """The card's YAML: names, licence (given, else the base model's), library, tags, datasets, model-index."""
     candidates = [card_data.train_dataset_id, *card_data.eval_dataset_ids.values()]

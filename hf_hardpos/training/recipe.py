@@ -45,8 +45,18 @@ HEADER_KEYS = {"name", "version", "source", "global_batch_size", "data", "notes"
 # is shared and downloaded; one that set `push_to_hub: true` with `hub_model_id: someone/else` and
 # `hub_private_repo: false` would publish the model under the user's token (and `report_to: all` send
 # the run to every installed tracker).
-COMMAND_LINE_ONLY = frozenset({"push_to_hub", "report_to", "output_dir", "logging_dir", "overwrite_output_dir",
-                               "resume_from_checkpoint", "run_name", "project"})
+COMMAND_LINE_ONLY = frozenset(
+    {
+        "push_to_hub",
+        "report_to",
+        "output_dir",
+        "logging_dir",
+        "overwrite_output_dir",
+        "resume_from_checkpoint",
+        "run_name",
+        "project",
+    }
+)
 COMMAND_LINE_ONLY_PREFIXES = ("hub_", "trackio_", "push_to_hub")
 
 
@@ -88,7 +98,9 @@ class Recipe:
     notes: tuple[str, ...]
     arguments: dict[str, Any]
 
-    def report(self, arguments: dict[str, Any], *, per_device: int, processes: int, accumulation: int) -> RecipeReport:
+    def report(
+        self, arguments: dict[str, Any], *, per_device: int, processes: int, accumulation: int
+    ) -> RecipeReport:
         """Compare a run's final `arguments` (name -> value) with this recipe."""
         deviations = [
             f"`{key}`: {_show(arguments[key])} (recipe: {_show(value)})"
@@ -102,16 +114,16 @@ class Recipe:
                 f"{_show(self.arguments['num_train_epochs'])} epochs"
             )
         actual = per_device * processes * accumulation
-        global_batch = (
-            f"{actual} = {per_device} per device x {processes} process(es) x {accumulation} accumulation step(s)"
-        )
+        global_batch = f"{actual} = {per_device} per device x {processes} process(es) x {accumulation} accumulation step(s)"
         if self.global_batch_size is not None:
             if actual == self.global_batch_size:
                 global_batch += f", as the recipe's {self.global_batch_size}"
             else:
                 difference = f"global batch {actual} instead of the recipe's {self.global_batch_size}"
                 deviations.append(f"{difference} ({actual - self.global_batch_size:+d}; {global_batch})")
-                global_batch += f"; the recipe's is {self.global_batch_size} ({actual - self.global_batch_size:+d})"
+                global_batch += (
+                    f"; the recipe's is {self.global_batch_size} ({actual - self.global_batch_size:+d})"
+                )
         return RecipeReport(
             name=self.name,
             version=self.version,
@@ -141,7 +153,9 @@ def read_arguments_file(path: str | Path) -> tuple[dict[str, Any], Recipe | None
     try:
         config = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as error:
-        raise UserInputError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}") from error
+        raise UserInputError(
+            f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}"
+        ) from error
     if not isinstance(config, dict) or not all(isinstance(key, str) for key in config):
         raise UserInputError(f"{path} must hold a mapping of argument names to values")
     refused = sorted(key for key in config if command_line_only(key))
@@ -157,18 +171,24 @@ def read_arguments_file(path: str | Path) -> tuple[dict[str, Any], Recipe | None
         raise UserInputError(f"{path}: the `recipe:` header needs name, version and source")
     unknown = sorted(set(header) - HEADER_KEYS)
     if unknown:
-        raise UserInputError(f"{path}: unknown key(s) {unknown} in the `recipe:` header; known: {sorted(HEADER_KEYS)}")
+        raise UserInputError(
+            f"{path}: unknown key(s) {unknown} in the `recipe:` header; known: {sorted(HEADER_KEYS)}"
+        )
     for key, value in config.items():
         if isinstance(value, str) and _looks_numeric(value):
             # PyYAML reads 5e-6 (no dot) as a string; the parser would accept it, the comparison would not.
-            raise UserInputError(f"{path}: {key}: {value!r} is a string; write numbers with a dot (e.g. 5.0e-6)")
+            raise UserInputError(
+                f"{path}: {key}: {value!r} is a string; write numbers with a dot (e.g. 5.0e-6)"
+            )
     _check_header(path, header)
     recipe = Recipe(
         name=str(header["name"]),
         version=int(header["version"]),
         path=str(path),
         source=str(header["source"]),
-        global_batch_size=None if header.get("global_batch_size") is None else int(header["global_batch_size"]),
+        global_batch_size=None
+        if header.get("global_batch_size") is None
+        else int(header["global_batch_size"]),
         data=None if header.get("data") is None else str(header["data"]),
         notes=tuple(str(n) for n in header.get("notes") or ()),
         arguments=dict(config),
@@ -184,7 +204,9 @@ def _check_header(path: Path, header: dict) -> None:
     for key in ("version", "global_batch_size"):
         value = header.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise UserInputError(f"{path}: recipe.{key}: expected a positive whole number, got {_show(value)[:60]}")
+            raise UserInputError(
+                f"{path}: recipe.{key}: expected a positive whole number, got {_show(value)[:60]}"
+            )
     notes = header.get("notes")
     if notes is not None and (not isinstance(notes, list) or not all(isinstance(n, str) for n in notes)):
         raise UserInputError(f"{path}: recipe.notes: expected a list of texts")
@@ -215,7 +237,9 @@ def check_argument_types(path: str | Path, values: dict[str, Any], parser) -> No
             if not wrong and action.choices is not None and str(_plain(item)) not in map(str, action.choices):
                 wrong = True
             if wrong or (isinstance(item, bool) and action.type in (int, float, str)):
-                raise UserInputError(f"{path}: field {key!r}: {_show(value)[:80]} is not a valid value for --{key}")
+                raise UserInputError(
+                    f"{path}: field {key!r}: {_show(value)[:80]} is not a valid value for --{key}"
+                )
 
 
 def _looks_numeric(text: str) -> bool:

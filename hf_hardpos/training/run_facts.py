@@ -33,11 +33,15 @@ def _cells(values: Mapping[str, float]) -> list[str]:
     return [*cells, ("at or past chance: " + ", ".join(flagged)) if flagged else "better than chance"]
 
 
-def base_vs_tuned(log_history: Sequence[Mapping[str, Any]], sections: Mapping[str, Mapping]) -> tuple[str, int | None]:
+def base_vs_tuned(
+    log_history: Sequence[Mapping[str, Any]], sections: Mapping[str, Mapping]
+) -> tuple[str, int | None]:
     """A markdown table: per hard-positive set and row, the base model (the log's step-0 evaluation) and the
     fine-tuned model (the latest evaluation), rates in percent with a chance flag; and the base step (None
     when the log has no step-0 evaluation: then only the fine-tuned rows, flagged)."""
-    start = next((e for e in log_history if e.get("step") == 0 and any(k.startswith("eval_") for k in e)), None)
+    start = next(
+        (e for e in log_history if e.get("step") == 0 and any(k.startswith("eval_") for k in e)), None
+    )
     rows: list[list[str]] = []
     for set_name, saved in sections.items():
         section = Section.from_dict(saved)
@@ -67,8 +71,13 @@ def compute_facts(args, log_history: Sequence[Mapping[str, Any]]) -> dict[str, A
     kind = getattr(device, "type", str(device or "cpu"))
     name = torch.cuda.get_device_name(device) if kind == "cuda" and torch.cuda.is_available() else None
     runtime = next((e["train_runtime"] for e in reversed(log_history) if "train_runtime" in e), None)
-    precision = "bf16 mixed precision" if getattr(args, "bf16", False) else \
-        "fp16 mixed precision" if getattr(args, "fp16", False) else "fp32"
+    precision = (
+        "bf16 mixed precision"
+        if getattr(args, "bf16", False)
+        else "fp16 mixed precision"
+        if getattr(args, "fp16", False)
+        else "fp32"
+    )
     if kind == "cpu":
         name = _cpu_name()
     return {
@@ -87,7 +96,9 @@ def _cpu_name() -> str | None:
 
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as info:
-            model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), None)
+            model = next(
+                (line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), None
+            )
     except OSError:
         model = None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

@@ -51,22 +51,22 @@ from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..errors import UserInputError
+from ..evaluation.training_sets import BenchmarkEvalSet, as_benchmark_eval_set
+from ..progress import configure as progress_lines
 from ..scoring import ITMScorer
 from .atomic_checkpoints import AtomicCheckpoints
 from .callbacks import EpochStateCallback, LogitScaleClampCallback
+from .card_data import HardPosModelCardData
 from .checkpointing import load_loss_state, read_eval_sections, repair_best_checkpoint, resolve_checkpoint
 from .data_collator import HardPosBatch, HardPosDataCollator
-from ..evaluation.training_sets import BenchmarkEvalSet, as_benchmark_eval_set
-from ..progress import configure as progress_lines
 from .interrupt import InterruptCallback, TrainingInterrupted, stop_on_interrupt
 from .log_lines import use_log_lines
 from .logit_scale import unwrap_model
 from .lora import apply_lora, is_peft_model, merge_lora
 from .loss_guard import check_finite_loss
-from .card_data import HardPosModelCardData
 from .model_card import MODEL_CARD_NAME, generate_model_card
-from .run_facts import padded_rows_per_epoch
 from .recipe import batch_layout
+from .run_facts import padded_rows_per_epoch
 from .trainer_setup import checked_arguments, default_collator, prepared_train_dataset, require_clip
 from .training_args import HardPosTrainingArguments
 
@@ -114,12 +114,19 @@ class HardPosTrainer(AtomicCheckpoints, Trainer):
         args = checked_arguments(args)
         require_clip(model)
         if processor is None:
-            raise UserInputError("HardPosTrainer needs the model's processor (CLIPProcessor) to build batches")
+            raise UserInputError(
+                "HardPosTrainer needs the model's processor (CLIPProcessor) to build batches"
+            )
         if "eval_dataset" in kwargs:
             raise TypeError("pass eval sets as eval_datasets={name: Dataset}")
         if args.use_lora and not is_peft_model(model):
             model = apply_lora(
-                model, args.lora_r, args.lora_alpha, args.lora_dropout, args.lora_target_modules, seed=args.seed
+                model,
+                args.lora_r,
+                args.lora_alpha,
+                args.lora_dropout,
+                args.lora_target_modules,
+                seed=args.seed,
             )
         if data_collator is None:
             data_collator = default_collator(args, processor)
@@ -265,7 +272,9 @@ class HardPosTrainer(AtomicCheckpoints, Trainer):
 
     # --- evaluation ------------------------------------------------------------------------------
 
-    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
+    def evaluate(
+        self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"
+    ) -> dict[str, float]:
         """Every eval set's metrics for the current model, logged as `<prefix>_<set>[_<row>]_<metric>`.
 
         `eval_dataset` may be a name from `eval_datasets`, a Dataset or `BenchmarkEvalSet`, or a
@@ -294,7 +303,9 @@ class HardPosTrainer(AtomicCheckpoints, Trainer):
                     flat = section.flat_metrics(name, metric_key_prefix)
                     clash = sorted(set(flat) & set(metrics))
                     if clash:
-                        raise ValueError(f"eval set {name!r} would overwrite the logged metrics {clash} of another set")
+                        raise ValueError(
+                            f"eval set {name!r} would overwrite the logged metrics {clash} of another set"
+                        )
                     metrics.update(flat)
                     if self.eval_datasets.get(name) is eval_set:
                         # Kept in the JSON form: saved in every checkpoint, read back by the model card.
@@ -324,7 +335,13 @@ class HardPosTrainer(AtomicCheckpoints, Trainer):
 
     # --- saving and resuming ---------------------------------------------------------------------
 
-    def train(self, resume_from_checkpoint: str | bool | None = None, trial=None, ignore_keys_for_eval=None, **kwargs):
+    def train(
+        self,
+        resume_from_checkpoint: str | bool | None = None,
+        trial=None,
+        ignore_keys_for_eval=None,
+        **kwargs,
+    ):
         """`Trainer.train`, resuming only from a complete checkpoint, with the loss state and eval sections it holds.
 
         `resume_from_checkpoint=True` (or "last") takes the last complete checkpoint of `output_dir`
@@ -350,12 +367,17 @@ class HardPosTrainer(AtomicCheckpoints, Trainer):
         try:
             with stop_on_interrupt(interrupt):
                 result = super().train(
-                    resume_from_checkpoint=checkpoint, trial=trial, ignore_keys_for_eval=ignore_keys_for_eval, **kwargs
+                    resume_from_checkpoint=checkpoint,
+                    trial=trial,
+                    ignore_keys_for_eval=ignore_keys_for_eval,
+                    **kwargs,
                 )
         finally:
             self.remove_callback(interrupt)
         if interrupt.stopped:
-            saved = os.path.join(self._get_output_dir(trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+            saved = os.path.join(
+                self._get_output_dir(trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            )
             raise TrainingInterrupted(self.state.global_step, saved if os.path.isdir(saved) else None)
         if self.args.should_save:  # the run's card in output_dir, not only inside its checkpoints
             os.makedirs(self.args.output_dir, exist_ok=True)
@@ -399,7 +421,9 @@ class HardPosTrainer(AtomicCheckpoints, Trainer):
         if not self.is_world_process_zero():
             return
         if ignored:
-            logger.warning("create_model_card: ignoring %s (not used by the hf_hardpos card)", sorted(ignored))
+            logger.warning(
+                "create_model_card: ignoring %s (not used by the hf_hardpos card)", sorted(ignored)
+            )
         data = self.model_card_data
         if language is not None:
             data.language = language

@@ -27,7 +27,9 @@ AUTO_WORKERS = -1
 def _choice(default: str, choices: dict[str, str], what: str):
     """A string option whose `--help` says what each choice does and whose command-line parsing knows
     them (HfArgumentParser reads `choices` from the field's metadata)."""
-    return field(default=default, metadata={"help": describe_choices(what, choices), "choices": list(choices)})
+    return field(
+        default=default, metadata={"help": describe_choices(what, choices), "choices": list(choices)}
+    )
 
 
 def _accelerator_present() -> bool:
@@ -57,16 +59,20 @@ class HardPosTrainingArguments(LossArguments, TrainingArguments):
     # benchmarks/train_loader.py measures the loader against the step).
     dataloader_num_workers: int = field(
         default=0,
-        metadata={"help": f"DataLoader worker processes; {AUTO_WORKERS}: the CPU cores this process may use, "
-                  "shared among the processes launched on this machine (LOCAL_WORLD_SIZE), at most 16"},
+        metadata={
+            "help": f"DataLoader worker processes; {AUTO_WORKERS}: the CPU cores this process may use, "
+            "shared among the processes launched on this machine (LOCAL_WORLD_SIZE), at most 16"
+        },
     )
 
     # The Trainer's option, defaulting to where it helps: torch warns when memory is pinned on a machine without
     # an accelerator (every CPU-only run, the Python API's included), and pinning for use_cpu only costs time.
     dataloader_pin_memory: bool | None = field(
         default=None,
-        metadata={"help": "Pin the batches' memory for the copy to the accelerator. Default: when an accelerator "
-                  "is present and use_cpu is off."},
+        metadata={
+            "help": "Pin the batches' memory for the copy to the accelerator. Default: when an accelerator "
+            "is present and use_cpu is off."
+        },
     )
 
     # --- loss: L = L_clip + the registered terms' weights (`LossArguments`, docs/reference.md, Losses) ---
@@ -91,10 +97,14 @@ class HardPosTrainingArguments(LossArguments, TrainingArguments):
 
     # --- columns (defaults: the fine-tuning schema of hf_hardpos.columns) ---
     image_column: str = field(default=columns.IMAGE, metadata={"help": "Column holding the image."})
-    caption_column: str = field(default=columns.CAPTION, metadata={"help": "Column holding the true caption c."})
+    caption_column: str = field(
+        default=columns.CAPTION, metadata={"help": "Column holding the true caption c."}
+    )
     positive_columns: list[str] = field(
         default_factory=lambda: list(columns.FINETUNE_POSITIVE_COLUMNS),
-        metadata={"help": "Hard-positive columns (nullable: a null is masked out of the hard-positive terms)."},
+        metadata={
+            "help": "Hard-positive columns (nullable: a null is masked out of the hard-positive terms)."
+        },
     )
     negative_columns: list[str] = field(
         default_factory=lambda: list(columns.FINETUNE_NEGATIVE_COLUMNS),
@@ -116,9 +126,13 @@ class HardPosTrainingArguments(LossArguments, TrainingArguments):
     # --- LoRA (peft) on both towers ---
     use_lora: bool = field(
         default=False,
-        metadata={"help": "Train LoRA adapters instead of all weights; checkpoints then hold the adapter only."},
+        metadata={
+            "help": "Train LoRA adapters instead of all weights; checkpoints then hold the adapter only."
+        },
     )
-    lora_r: int = field(default=16, metadata={"help": "LoRA rank.", "aliases": ["--lora-rank"]})  # as `hardpos convert`
+    lora_r: int = field(
+        default=16, metadata={"help": "LoRA rank.", "aliases": ["--lora-rank"]}
+    )  # as `hardpos convert`
     lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha (the update is scaled by alpha / r)."})
     lora_dropout: float = field(default=0.0, metadata={"help": "Dropout on the LoRA branch."})
     lora_target_modules: list[str] = field(
@@ -146,8 +160,10 @@ class HardPosTrainingArguments(LossArguments, TrainingArguments):
 
             self.dataloader_num_workers = default_num_workers()
         elif self.dataloader_num_workers < 0:
-            raise UserInputError(f"dataloader_num_workers must be >= 0 or {AUTO_WORKERS} (auto), got "
-                                 f"{self.dataloader_num_workers}")
+            raise UserInputError(
+                f"dataloader_num_workers must be >= 0 or {AUTO_WORKERS} (auto), got "
+                f"{self.dataloader_num_workers}"
+            )
         super().__post_init__()
         # HfArgumentParser checks the choices on the command line; this checks them from Python too.
         one_of("hard_example_sampling", self.hard_example_sampling, SAMPLING_MODES, UserInputError)
@@ -160,7 +176,9 @@ class HardPosTrainingArguments(LossArguments, TrainingArguments):
                 f"{', '.join(registry.weights_reading(settings, registry.TYPED_NEGATIVES))} > 0 keeps a statistic "
                 "per negative column (CMR's thresholds): use hard_example_sampling='all' with it"
             )
-        contrastive_negatives = registry.contrastive_reads_negatives(settings, self.contrastive_hard_negatives)
+        contrastive_negatives = registry.contrastive_reads_negatives(
+            settings, self.contrastive_hard_negatives
+        )
         if not self.negative_columns and (registry.HARD_NEGATIVES in reads or contrastive_negatives):
             raise UserInputError("negative_columns is empty, but a hard-negative loss has a non-zero weight")
         if not self.positive_columns and registry.HARD_POSITIVES in reads:
@@ -169,7 +187,9 @@ class HardPosTrainingArguments(LossArguments, TrainingArguments):
         if self.lora_r < 1:
             raise UserInputError(f"lora_r must be >= 1, got {self.lora_r}")
         if self.train_crop_scale is not None and len(self.train_crop_scale) != 2:
-            raise UserInputError(f"train_crop_scale takes two numbers (low high), got {self.train_crop_scale}")
+            raise UserInputError(
+                f"train_crop_scale takes two numbers (low high), got {self.train_crop_scale}"
+            )
 
     def inert_options(self) -> dict[str, str]:
         """Options set away from their default that have no effect with the other options chosen:
@@ -178,7 +198,9 @@ class HardPosTrainingArguments(LossArguments, TrainingArguments):
         Why: `--save_steps 500` under `save_strategy=epoch` (or `--lora_r` without `--use_lora`) is
         silently ignored by the Trainer; a run should say so rather than let the user believe it.
         """
-        defaults = {f.name: f.default for f in dataclasses.fields(self) if f.default is not dataclasses.MISSING}
+        defaults = {
+            f.name: f.default for f in dataclasses.fields(self) if f.default is not dataclasses.MISSING
+        }
 
         def changed(name: str) -> bool:
             return getattr(self, name) != defaults[name]
@@ -203,4 +225,3 @@ class HardPosTrainingArguments(LossArguments, TrainingArguments):
             )
         found.update(registry.inert_options(registry.settings_of(self)))
         return found
-

@@ -49,9 +49,17 @@ def check_numeric_arguments(args) -> None:
         problems.append("max_steps=0 would train nothing and save the base model as fine-tuned; give a positive "
                         "number, or -1 to train for num_train_epochs")  # fmt: skip
     if args.max_steps < 0 and not (args.num_train_epochs > 0 and math.isfinite(args.num_train_epochs)):
-        problems.append(f"num_train_epochs must be > 0 when max_steps is not set; got {args.num_train_epochs}")
-    at_least_one = ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps")
-    problems += [f"{name} must be >= 1; got {getattr(args, name)}" for name in at_least_one if getattr(args, name) < 1]
+        problems.append(
+            f"num_train_epochs must be > 0 when max_steps is not set; got {args.num_train_epochs}"
+        )
+    at_least_one = (
+        "per_device_train_batch_size",
+        "per_device_eval_batch_size",
+        "gradient_accumulation_steps",
+    )
+    problems += [
+        f"{name} must be >= 1; got {getattr(args, name)}" for name in at_least_one if getattr(args, name) < 1
+    ]
     for name in ("learning_rate", "weight_decay", "max_grad_norm"):
         value = getattr(args, name)
         if not (math.isfinite(value) and value >= 0):
@@ -61,13 +69,20 @@ def check_numeric_arguments(args) -> None:
     if not 0 <= getattr(args, "lora_dropout", 0.0) < 1:
         problems.append(f"lora_dropout must be in [0, 1); got {args.lora_dropout}")
     if args.save_total_limit is not None and args.save_total_limit < 1:
-        problems.append(f"save_total_limit must be >= 1 (or unset to keep every checkpoint); got {args.save_total_limit}")
+        problems.append(
+            f"save_total_limit must be >= 1 (or unset to keep every checkpoint); got {args.save_total_limit}"
+        )
     if problems:
         raise UserInputError("; ".join(problems))
 
 
 def validate_training_data(
-    dataset, args, *, all_images: bool = False, sample_images: int = SAMPLE_IMAGES, what: str = "the training set"
+    dataset,
+    args,
+    *,
+    all_images: bool = False,
+    sample_images: int = SAMPLE_IMAGES,
+    what: str = "the training set",
 ) -> dict[str, int]:
     """Validate `dataset` (a `datasets.Dataset`) for `args` (`HardPosTrainingArguments`) before training.
 
@@ -132,7 +147,9 @@ def _require(dataset, required: Sequence[str], what: str) -> None:
     hints = []
     for name in missing:
         close = difflib.get_close_matches(name, [c for c in present if c not in required], n=2, cutoff=0.6)
-        hints.append(f"{name!r}" + (f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""))
+        hints.append(
+            f"{name!r}" + (f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else "")
+        )
     raise UserInputError(
         f"{what} lacks column(s) {', '.join(hints)}; it has {present}. Rename the column, or set "
         "--image_column/--caption_column/--positive_columns/--negative_columns to its name."
@@ -150,12 +167,14 @@ def _inputs_read(args) -> frozenset[str]:
 
 
 def _zero(args, inputs: str) -> str:
-    """"a, b and c 0": the weights (and the contrastive flag) to turn off to train without `inputs`."""
+    """ "a, b and c 0": the weights (and the contrastive flag) to turn off to train without `inputs`."""
     settings = registry.settings_of(args)
     names = [f"{name} 0" for name in registry.weights_reading(settings, inputs)]
     if inputs == registry.HARD_NEGATIVES and getattr(args, "contrastive_hard_negatives", None):
         names.append("contrastive_hard_negatives off")
-    return " and ".join(filter(None, [", ".join(names[:-1]), names[-1]])) if names else "these columns dropped"
+    return (
+        " and ".join(filter(None, [", ".join(names[:-1]), names[-1]])) if names else "these columns dropped"
+    )
 
 
 def _check_all_null(null_counts, rows, names, read, kind, what, zero, option) -> None:
@@ -178,7 +197,9 @@ def _null_mask(column: pa.ChunkedArray) -> pa.ChunkedArray:
     """Null cells; for an image struct {bytes, path}, also a struct whose bytes and path are both null."""
     nulls = pc.is_null(column)
     if pa.types.is_struct(column.type) and {"bytes", "path"} <= {f.name for f in column.type}:
-        empty = pc.and_(pc.is_null(pc.struct_field(column, "bytes")), pc.is_null(pc.struct_field(column, "path")))
+        empty = pc.and_(
+            pc.is_null(pc.struct_field(column, "bytes")), pc.is_null(pc.struct_field(column, "path"))
+        )
         nulls = pc.or_(nulls, pc.fill_null(empty, True))
     return nulls
 

@@ -44,8 +44,11 @@ COLUMNS = ("caption", "hard_negative", "hard_positive")
     ("model", "name", "pretrained"),
     [
         ("open_clip:RN50x16/openai", "RN50x16", "openai"),
-        ("open_clip:hf-hub:laion/CLIP-ViT-B-32-roberta-base-laion2B-s12B-b32k",
-         "hf-hub:laion/CLIP-ViT-B-32-roberta-base-laion2B-s12B-b32k", None),
+        (
+            "open_clip:hf-hub:laion/CLIP-ViT-B-32-roberta-base-laion2B-s12B-b32k",
+            "hf-hub:laion/CLIP-ViT-B-32-roberta-base-laion2B-s12B-b32k",
+            None,
+        ),
         ("open_clip:ViT-B-32//models/negclip.pt", "ViT-B-32", "/models/negclip.pt"),
         ("open_clip:/configs/tiny.json//models/tiny.pt", "/configs/tiny.json", "/models/tiny.pt"),
     ],
@@ -53,7 +56,12 @@ COLUMNS = ("caption", "hard_negative", "hard_positive")
 def test_model_strings_parse(model, name, pretrained):
     spec = parse(model)
     assert backend_for(model) is OPEN_CLIP
-    assert (spec.model_name, spec.pretrained, spec.activation, spec.tokenizer) == (name, pretrained, None, None)
+    assert (spec.model_name, spec.pretrained, spec.activation, spec.tokenizer) == (
+        name,
+        pretrained,
+        None,
+        None,
+    )
     assert parse(spec.to_model_string()) == spec  # the resolved form reads back
 
 
@@ -66,13 +74,23 @@ def test_resolve_folds_options_and_absolute_paths(tmp_path, monkeypatch):
     resolved = parse(OPEN_CLIP.resolve("open_clip:cfg.json/ckpt.pt", ModelOptions(None, "gelu", "clip")))
     assert resolved == OpenClipSpec(str(config), str(checkpoint), "gelu", "clip")
     tag = parse(OPEN_CLIP.resolve("open_clip:RN101/openai", ModelOptions(activation="quick_gelu")))
-    assert (tag.model_name, tag.pretrained, tag.activation, tag.tokenizer) == ("RN101", "openai", "quick_gelu", None)
+    assert (tag.model_name, tag.pretrained, tag.activation, tag.tokenizer) == (
+        "RN101",
+        "openai",
+        "quick_gelu",
+        None,
+    )
     # docs/models.md's three spellings of a checkpoint file in a config name the same model.
     from hf_hardpos.commands.eval import _backend_model
 
-    spellings = [("open_clip:ViT-B-32/ckpt.pt", None), ("open_clip:ckpt.pt", "ViT-B-32"),
-                 (_backend_model("open_clip", "ckpt.pt", "ViT-B-32")[0], None)]
-    resolved = {OPEN_CLIP.resolve(model, ModelOptions(open_clip_config=config)) for model, config in spellings}
+    spellings = [
+        ("open_clip:ViT-B-32/ckpt.pt", None),
+        ("open_clip:ckpt.pt", "ViT-B-32"),
+        (_backend_model("open_clip", "ckpt.pt", "ViT-B-32")[0], None),
+    ]
+    resolved = {
+        OPEN_CLIP.resolve(model, ModelOptions(open_clip_config=config)) for model, config in spellings
+    }
     assert {parse(model) for model in resolved} == {OpenClipSpec("ViT-B-32", str(checkpoint))}
     with_json = OPEN_CLIP.resolve("open_clip:ckpt.pt", ModelOptions(open_clip_config={"embed_dim": 8}))
     assert parse(with_json) == OpenClipSpec('{"embed_dim": 8}', str(checkpoint))
@@ -133,9 +151,12 @@ def test_backend_flag_needs_a_file_and_a_config(tmp_path):
     checkpoint = tmp_path / "ckpt.pt"
     checkpoint.write_bytes(b"weights")
     folder = _hub_folder(tmp_path / "data")
-    for argv in (["--model", str(checkpoint), "--native"], ["--model", str(checkpoint), "--backend", "open_clip"],
-                 ["--model", "openai/clip-vit-base-patch32", "--native", "--open-clip-config", "ViT-B-32"],
-                 ["--model", "open_clip:RN50x16/openai", "--backend", "hf"]):
+    for argv in (
+        ["--model", str(checkpoint), "--native"],
+        ["--model", str(checkpoint), "--backend", "open_clip"],
+        ["--model", "openai/clip-vit-base-patch32", "--native", "--open-clip-config", "ViT-B-32"],
+        ["--model", "open_clip:RN50x16/openai", "--backend", "hf"],
+    ):
         assert main(["eval", *argv, "--dataset", str(folder), "--no-progress"]) == UserInputError.exit_code
 
 
@@ -201,13 +222,19 @@ def test_adapters_score_through_itm_scorer_as_the_model_computes():
     from hf_hardpos.scoring import ITMScorer
 
     def transform(image):
-        return torch.from_numpy(np.asarray(image.convert("RGB").resize((4, 4)), dtype=np.float32).transpose(2, 0, 1))
+        return torch.from_numpy(
+            np.asarray(image.convert("RGB").resize((4, 4)), dtype=np.float32).transpose(2, 0, 1)
+        )
 
     net, bpe, context = _FakeOpenClipNet(5), _FakeSimpleTokenizer(), 5
     processor = OpenClipProcessor(OpenClipTokenizer(bpe, context), OpenClipImageProcessor(transform))
     assert describe_image_processor(processor.image_processor)["backend"] == "open_clip"
-    rows = {"image": [_png(i) for i in range(3)], "caption": ["a red cube", "one two three four five six", "b"],
-            "hard_negative": ["a blue cube", "x", "c d"], "hard_positive": ["red cube", "y z", "b b"]}
+    rows = {
+        "image": [_png(i) for i in range(3)],
+        "caption": ["a red cube", "one two three four five six", "b"],
+        "hard_negative": ["a blue cube", "x", "c d"],
+        "hard_positive": ["red cube", "y z", "b b"],
+    }
     scores = ITMScorer(OpenClipDualEncoder(net, context), processor, batch_size=2, progress=False).score(rows)
     assert scores.truncation.truncated_captions == 1
     with torch.no_grad():
@@ -284,11 +311,15 @@ def _scores(model: str) -> dict[str, np.ndarray]:
 
 
 @needs_open_clip
-@pytest.mark.parametrize(("tower", "golden", "activation"),
-                         [("resnet", "resnet", None), ("resnet", "resnet_as_gelu", "gelu"), ("roberta", "roberta", None)])
+@pytest.mark.parametrize(
+    ("tower", "golden", "activation"),
+    [("resnet", "resnet", None), ("resnet", "resnet_as_gelu", "gelu"), ("roberta", "roberta", None)],
+)
 def test_adapter_scores_equal_open_clip_called_directly(tmp_path, tower, golden, activation):
     configs = _configs(tmp_path)
-    model = OPEN_CLIP.resolve(f"open_clip:{configs[tower]}/{FIXTURES / f'native_{tower}.pt'}", ModelOptions(activation=activation))
+    model = OPEN_CLIP.resolve(
+        f"open_clip:{configs[tower]}/{FIXTURES / f'native_{tower}.pt'}", ModelOptions(activation=activation)
+    )
     ours = _scores(model)
     for column in COLUMNS:
         np.testing.assert_allclose(ours[column], _goldens()[golden][column].numpy(), rtol=0, atol=1e-6)
@@ -343,18 +374,42 @@ def test_native_route_scores_every_row_as_open_clip_itself(tmp_path, tower):
     torch.save(make.randomise(built, seed=49).state_dict(), checkpoint)
     rows = {subset: _replace_rows(60, seed) for seed, subset in enumerate(REPLACE_SUBSETS)}
     features = Features({"image": ImageFeature(), **{c: Value("string") for c in ("image_id", *COLUMNS)}})
-    sets = {subset: Dataset.from_dict({**table, "image": [{"bytes": png, "path": None} for png in table["image"]]},
-                                      features=features) for subset, table in rows.items()}
+    sets = {
+        subset: Dataset.from_dict(
+            {**table, "image": [{"bytes": png, "path": None} for png in table["image"]]}, features=features
+        )
+        for subset, table in rows.items()
+    }
     folder = write_hub_folder(tmp_path / "replace", sets)
     out = tmp_path / "out"
-    assert main(["eval", "--model", str(checkpoint), "--native", "--open-clip-config", str(config), "--dataset",
-                 str(folder), "--output", str(out), "--batch-size", "16", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(checkpoint),
+                "--native",
+                "--open-clip-config",
+                str(config),
+                "--dataset",
+                str(folder),
+                "--output",
+                str(out),
+                "--batch-size",
+                "16",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     for subset, table in rows.items():
         saved = pq.read_table(out / f"scores-{subset}.parquet").to_pydict()
         expected = make.direct_scores(name, checkpoint, table)
         assert len(saved["row"]) == 60
         for column, field in zip(COLUMNS, ("original_score", "negative_score", "positive_score")):
-            np.testing.assert_allclose(saved[field], expected[column].numpy(), rtol=0, atol=1e-5, err_msg=column)
+            np.testing.assert_allclose(
+                saved[field], expected[column].numpy(), rtol=0, atol=1e-5, err_msg=column
+            )
 
 
 @needs_open_clip
@@ -364,14 +419,32 @@ def test_config_as_json_text_or_hub_style_file_gives_the_same_scores(tmp_path):
     checkpoint = str(FIXTURES / "native_resnet.pt")
     hub_style = tmp_path / "open_clip_config.json"
     hub_style.write_text(json.dumps({"model_cfg": config, "preprocess_cfg": {}}))
-    for model in (OpenClipSpec(json.dumps(config), checkpoint).to_model_string(),
-                  OPEN_CLIP.resolve(f"open_clip:{hub_style}/{checkpoint}", ModelOptions())):
+    for model in (
+        OpenClipSpec(json.dumps(config), checkpoint).to_model_string(),
+        OPEN_CLIP.resolve(f"open_clip:{hub_style}/{checkpoint}", ModelOptions()),
+    ):
         ours = _scores(model)
         for column in COLUMNS:
             np.testing.assert_allclose(ours[column], _goldens()["resnet"][column].numpy(), rtol=0, atol=1e-6)
     out = tmp_path / "out"
-    assert main(["eval", "--model", checkpoint, "--native", "--open-clip-config", json.dumps(config), "--dataset",
-                 str(_hub_folder(tmp_path / "data")), "--output", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                checkpoint,
+                "--native",
+                "--open-clip-config",
+                json.dumps(config),
+                "--dataset",
+                str(_hub_folder(tmp_path / "data")),
+                "--output",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     expected = compute_metrics(*(_goldens()["resnet"][c].numpy() for c in COLUMNS))
     saved = json.loads((out / "metrics.json").read_text())["results"]["default"]
     assert saved["augmented_accuracy"] == expected["augmented_accuracy"]
@@ -386,15 +459,34 @@ def test_hardpos_eval_native_records_weights_activation_and_preprocessing(tmp_pa
     configs = _configs(tmp_path)
     checkpoint = FIXTURES / "native_resnet.pt"
     out = tmp_path / "out"
-    argv = ["eval", "--model", str(checkpoint), "--native", "--open-clip-config", str(configs["resnet"]),
-            "--dataset", str(_hub_folder(tmp_path / "data")), "--output", str(out), "--batch-size", "4", "--no-progress"]
+    argv = [
+        "eval",
+        "--model",
+        str(checkpoint),
+        "--native",
+        "--open-clip-config",
+        str(configs["resnet"]),
+        "--dataset",
+        str(_hub_folder(tmp_path / "data")),
+        "--output",
+        str(out),
+        "--batch-size",
+        "4",
+        "--no-progress",
+    ]
     assert main(argv) == 0
     saved = json.loads((out / "metrics.json").read_text())
     identity = saved["run"]["model_identity"]
     assert identity["sha256"] == sha256_file(checkpoint)
     facts = identity["open_clip"]
-    assert (facts["activation"], facts["context_length"], facts["preprocess"]["size"]) == ("quick_gelu", 16, [64, 64])
-    assert facts["preprocess"]["interpolation"] == "bicubic" and facts["preprocess"]["resize_mode"] == "shortest"
+    assert (facts["activation"], facts["context_length"], facts["preprocess"]["size"]) == (
+        "quick_gelu",
+        16,
+        [64, 64],
+    )
+    assert (
+        facts["preprocess"]["interpolation"] == "bicubic" and facts["preprocess"]["resize_mode"] == "shortest"
+    )
     golden = _goldens()["resnet"]
     expected = compute_metrics(*(golden[c].numpy() for c in COLUMNS))
     for name in ("original_accuracy", "augmented_accuracy", "brittleness", "num_examples"):
@@ -410,7 +502,16 @@ def test_hardpos_eval_native_records_weights_activation_and_preprocessing(tmp_pa
     assert main(argv) == 0
     assert "default" in json.loads((out / "metrics.json").read_text())["results"]
     gelu_out = tmp_path / "gelu"
-    argv_gelu = [*argv[:-5], "--output", str(gelu_out), "--activation", "gelu", "--batch-size", "4", "--no-progress"]
+    argv_gelu = [
+        *argv[:-5],
+        "--output",
+        str(gelu_out),
+        "--activation",
+        "gelu",
+        "--batch-size",
+        "4",
+        "--no-progress",
+    ]
     assert main(argv_gelu) == 0
     gelu = json.loads((gelu_out / "metrics.json").read_text())
     assert gelu["run"]["model_identity"]["open_clip"]["activation"] == "gelu"
@@ -425,9 +526,12 @@ def test_clip_tokenizer_option_feeds_clip_bpe_ids(tmp_path):
 
     configs = _configs(tmp_path)
     checkpoint = FIXTURES / "native_roberta.pt"
-    _, own = OPEN_CLIP.load(OPEN_CLIP.resolve(f"open_clip:{configs['roberta']}/{checkpoint}", ModelOptions()), "pil")
+    _, own = OPEN_CLIP.load(
+        OPEN_CLIP.resolve(f"open_clip:{configs['roberta']}/{checkpoint}", ModelOptions()), "pil"
+    )
     _, clip = OPEN_CLIP.load(
-        OPEN_CLIP.resolve(f"open_clip:{configs['roberta']}/{checkpoint}", ModelOptions(tokenizer="clip")), "pil"
+        OPEN_CLIP.resolve(f"open_clip:{configs['roberta']}/{checkpoint}", ModelOptions(tokenizer="clip")),
+        "pil",
     )
     text = ["a red cube left of a blue sphere"]
     expected = open_clip.SimpleTokenizer(context_length=16)(text)
@@ -438,9 +542,19 @@ def test_clip_tokenizer_option_feeds_clip_bpe_ids(tmp_path):
 # -- hardpos zoo: every Table 8 row, its route and --model ---------------------------------------------
 
 TABLE8_ROWS = {
-    "CLIP ViT-B/16", "CLIP ViT-L/14", "OpenCLIP ViT-H/14", "OpenCLIP ViT-g/14", "OpenCLIP ViT-bigG/14",
-    "OpenCLIP RoBERTa-ViT-B/32", "DataComp ViT-B/32", "DataComp ViT-B/16", "DataComp ViT-L/14", "CLIP RN50x16",
-    "CLIP RN50x64", "CLIP RN101", "XVLM",
+    "CLIP ViT-B/16",
+    "CLIP ViT-L/14",
+    "OpenCLIP ViT-H/14",
+    "OpenCLIP ViT-g/14",
+    "OpenCLIP ViT-bigG/14",
+    "OpenCLIP RoBERTa-ViT-B/32",
+    "DataComp ViT-B/32",
+    "DataComp ViT-B/16",
+    "DataComp ViT-L/14",
+    "CLIP RN50x16",
+    "CLIP RN50x64",
+    "CLIP RN101",
+    "XVLM",
 }
 
 
@@ -476,8 +590,10 @@ def test_zoo_lists_every_table8_row_with_a_route_and_a_model(capsys):
         assert preset.route in line and preset.row in line
     # Published figures come from hf_hardpos.published (e.g. CLIP ViT-B/16 on REPLACE).
     b16 = next(line for line in printed.splitlines() if line.startswith("clip-vit-b-16 "))
-    expected = " / ".join(f"{lookup('CLIP ViT-B/16', 'replace', m).value:.1f}"
-                          for m in ("original_accuracy", "augmented_accuracy", "brittleness"))
+    expected = " / ".join(
+        f"{lookup('CLIP ViT-B/16', 'replace', m).value:.1f}"
+        for m in ("original_accuracy", "augmented_accuracy", "brittleness")
+    )
     assert expected in b16
 
 

@@ -80,7 +80,9 @@ class ToyDualEncoder(torch.nn.Module):
     def get_image_features(self, pixel_values: torch.Tensor) -> torch.Tensor:
         return pixel_values.mean(dim=(2, 3))
 
-    def get_text_features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def get_text_features(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask
         return (self.words(input_ids) * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
 
@@ -123,7 +125,7 @@ class ToyBackend(ModelBackend):
         return model_argument
 
     def identity(self, resolved):
-        return {"toy": {"seed": int(resolved[len(PREFIX):])}, "sha256": digest_of(resolved)}
+        return {"toy": {"seed": int(resolved[len(PREFIX) :])}, "sha256": digest_of(resolved)}
 
     def context_length(self, resolved):
         return CONTEXT
@@ -133,7 +135,7 @@ class ToyBackend(ModelBackend):
 
     def load(self, resolved, image_backend):
         processor = SimpleNamespace(tokenizer=ToyTokenizer(), image_processor=ToyImageProcessor())
-        return ToyDualEncoder(int(resolved[len(PREFIX):])), processor
+        return ToyDualEncoder(int(resolved[len(PREFIX) :])), processor
 
 
 @pytest.fixture()
@@ -162,7 +164,9 @@ def test_a_registered_family_is_resolved_identified_and_scored_through_model_sou
     scorer = ITMScorer(*source.load(), batch_size=2, progress=False)
     scores = scorer.score(dataset)
     assert scorer.settings()["image_processor"] == {
-        "backend": "toy", "class": "ToyImageProcessor", "transform": repr(ToyImageProcessor.transform),
+        "backend": "toy",
+        "class": "ToyImageProcessor",
+        "transform": repr(ToyImageProcessor.transform),
     }
     model, processor = toy.load("toy:7", "pil")
     for row in range(len(dataset)):  # each score is the cosine of the family's own features
@@ -174,16 +178,23 @@ def test_a_registered_family_is_resolved_identified_and_scored_through_model_sou
 
 
 def test_a_registered_family_runs_hardpos_evaluation_end_to_end(toy, tmp_path):
-    folder = write_hub_folder(tmp_path / "data", {"default": make_eval_set(num_images=3, rows_per_image=2, seed=5)})
+    folder = write_hub_folder(
+        tmp_path / "data", {"default": make_eval_set(num_images=3, rows_per_image=2, seed=5)}
+    )
     out = tmp_path / "out"
     report = evaluate_model("toy:3", str(folder), output_dir=out, progress=False, log=lambda message: None)
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["run"]["model_identity"] == {"toy": {"seed": 3}, "sha256": digest_of("toy:3")}
     assert saved["results"]["default"]["num_examples"] == 6 == report.results["default"]["num_examples"]
-    other = evaluate_model("toy:4", str(folder), output_dir=tmp_path / "other", progress=False, log=lambda m: None)
+    other = evaluate_model(
+        "toy:4", str(folder), output_dir=tmp_path / "other", progress=False, log=lambda m: None
+    )
     assert other.run["key"] != report.run["key"]  # another identity: another resume key
 
 
 def test_model_options_records_only_what_was_given():
     assert ModelOptions().given() == {}
-    assert ModelOptions(activation="gelu", tokenizer="clip").given() == {"activation": "gelu", "tokenizer": "clip"}
+    assert ModelOptions(activation="gelu", tokenizer="clip").given() == {
+        "activation": "gelu",
+        "tokenizer": "clip",
+    }

@@ -25,8 +25,23 @@ def test_eval_imports_no_training_stack(tiny_clip_dir, tmp_path):
 
     folder = write_attributes_relations_folder(tmp_path / "replace")
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(tiny_clip_dir), str(tiny_clip_dir) + "/.", str(folder), str(tmp_path / "out"),
-         json.dumps(TRAINING_STACK)], capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-c",
+            SCRIPT,
+            str(tiny_clip_dir),
+            str(tiny_clip_dir) + "/.",
+            str(folder),
+            str(tmp_path / "out"),
+            json.dumps(TRAINING_STACK),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report == {"status": 0, "imported": [], "torch": True}  # it did evaluate, without the training stack
+    assert report == {
+        "status": 0,
+        "imported": [],
+        "torch": True,
+    }  # it did evaluate, without the training stack

@@ -14,7 +14,9 @@ import pytest
 from hf_hardpos import cli
 from tests.support.paths import REPO
 
-REDRAWS = re.compile(rb"\r|\x1b\[")  # carriage-return redraws and terminal control sequences (cursor up: ESC[A)
+REDRAWS = re.compile(
+    rb"\r|\x1b\["
+)  # carriage-return redraws and terminal control sequences (cursor up: ESC[A)
 # Warnings about settings nobody chose: pinning memory on a CPU-only machine, transformers' image backend fallback.
 UNCHOSEN_WARNINGS = ("pin_memory", "torchvision")
 # The smallest fine-tune of one's own: two steps over a local folder, evaluated at the start and at step 2.
@@ -80,12 +82,16 @@ def test_log_lines_one_line_per_interval_with_numbers(capsys):
     now = [0.0]
     callback = LogLinesCallback(interval=5, clock=lambda: now[0])
     args = SimpleNamespace(disable_tqdm=False, num_train_epochs=3)
-    state = SimpleNamespace(is_world_process_zero=True, max_steps=10, global_step=0, epoch=0.0, num_train_epochs=4)
+    state = SimpleNamespace(
+        is_world_process_zero=True, max_steps=10, global_step=0, epoch=0.0, num_train_epochs=4
+    )
     callback.on_train_begin(args, state, None)
     for step in range(1, 11):
         now[0], state.global_step, state.epoch = step * 2.0, step, step * 0.3
         callback.on_step_end(args, state, None)
-    callback.on_log(args, state, None, logs={"loss": 1.23456789, "epoch": 3.0, "total_flos": 5e12, "step": 10})
+    callback.on_log(
+        args, state, None, logs={"loss": 1.23456789, "epoch": 3.0, "total_flos": 5e12, "step": 10}
+    )
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == "[train 0 s] 10 steps (4 epochs at most), a line every 5 s"
     steps = [line for line in lines if "] step " in line]
@@ -121,7 +127,9 @@ def test_fine_tune_keeps_its_output_clean(tiny_clip_dir, tmp_path, capfd, caplog
     assert not REDRAWS.search(log.encode()) and not any(w in log for w in UNCHOSEN_WARNINGS)
     logged = _json_lines(log)
     assert any("loss" in entry for entry in logged)
-    assert all(isinstance(v, (int, float)) for entry in logged for v in entry.values())  # numbers, not strings
+    assert all(
+        isinstance(v, (int, float)) for entry in logged for v in entry.values()
+    )  # numbers, not strings
 
     history = json.loads((output / "trainer_state.json").read_text())["log_history"]
     evaluated = {e["step"]: e for e in history if "eval_swap_brittleness" in e}
@@ -153,13 +161,17 @@ def test_accelerate_launch_writes_a_log_file_without_redraws(tiny_clip_dir, tmp_
                "--mixed_precision", "no", "--dynamo_backend", "no", str(REPO / "examples" / "finetune.py"),
                *_quick(tiny_clip_dir, tmp_path), "--output_dir", str(tmp_path / "run")]  # fmt: skip
     with log_file.open("wb") as log:
-        done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path, timeout=300)
+        done = subprocess.run(
+            command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path, timeout=300
+        )
     text = log_file.read_bytes()
     assert done.returncode == 0, text[-3000:]
     assert REDRAWS.findall(text) == []
     decoded = text.decode()
     assert not any(w in decoded for w in UNCHOSEN_WARNINGS), decoded
-    assert "defaults used instead" not in decoded  # the launch flags given: accelerate's own warning is gone too
+    assert (
+        "defaults used instead" not in decoded
+    )  # the launch flags given: accelerate's own warning is gone too
     logged = _json_lines(decoded)
     assert [e["swap_brittleness"] for e in _eval_tables(decoded)]  # before and after, as short tables
     assert all(isinstance(v, (int, float)) for entry in logged for v in entry.values())

@@ -57,8 +57,12 @@ def goldens() -> dict:
 def _convert(tmp_path, tiny_tokenizer, checkpoint, config=QUICKGELU_JSON, **options):
     out = tmp_path / "converted"
     result = convert_checkpoint(
-        FIXTURES / checkpoint if isinstance(checkpoint, str) else checkpoint, out, open_clip_config=config,
-        tokenizer=tiny_tokenizer, progress=False, **options,
+        FIXTURES / checkpoint if isinstance(checkpoint, str) else checkpoint,
+        out,
+        open_clip_config=config,
+        tokenizer=tiny_tokenizer,
+        progress=False,
+        **options,
     )
     return result, CLIPModel.from_pretrained(out)
 
@@ -74,7 +78,9 @@ CASES = [  # golden name, checkpoint, config, --activation
 
 
 @pytest.mark.parametrize("golden, checkpoint, config, activation", CASES, ids=[c[0] for c in CASES])
-def test_converted_features_equal_open_clip(tmp_path, tiny_tokenizer, goldens, golden, checkpoint, config, activation):
+def test_converted_features_equal_open_clip(
+    tmp_path, tiny_tokenizer, goldens, golden, checkpoint, config, activation
+):
     result, model = _convert(tmp_path, tiny_tokenizer, checkpoint, config, activation=activation)
     diffs = max_abs_differences(model, goldens["inputs"], goldens[golden])
     assert max(diffs.values()) <= TOLERANCE, diffs
@@ -88,7 +94,10 @@ def test_activation_override_is_honoured(tmp_path, tiny_tokenizer, goldens):
     assert (quick["image_features"] - gelu["image_features"]).abs().max() > 1e-3
     assert (quick["text_features"] - gelu["text_features"]).abs().max() > 1e-3
     result, model = _convert(tmp_path, tiny_tokenizer, "quickgelu_plain.pt", activation="gelu")
-    assert (result.config.activation, result.activation) == ("quick_gelu", "gelu")  # --activation overrides the config
+    assert (result.config.activation, result.activation) == (
+        "quick_gelu",
+        "gelu",
+    )  # --activation overrides the config
     assert model.config.vision_config.hidden_act == "gelu"
     assert max(max_abs_differences(model, goldens["inputs"], quick).values()) > 1e-3
 
@@ -97,7 +106,11 @@ def test_training_checkpoint_and_lora_are_recognised(tmp_path, tiny_tokenizer, g
     result, _ = _convert(tmp_path, tiny_tokenizer, "lora_tsvlc.pt")
     assert result.checkpoint_kind == TRAINING_CHECKPOINT + DDP_PREFIX_REMOVED
     # 2 towers x 2 blocks x 4 matrices + visual.conv1
-    assert result.lora is not None and (result.lora.rank, result.lora.alpha, result.lora.merged_weights) == (4, 1.0, 17)
+    assert result.lora is not None and (result.lora.rank, result.lora.alpha, result.lora.merged_weights) == (
+        4,
+        1.0,
+        17,
+    )
     unmerged, merged = goldens["lora_tsvlc_unmerged"], goldens["lora_tsvlc"]
     assert (unmerged["image_features"] - merged["image_features"]).abs().max() > 1e-3  # the merge matters
 
@@ -135,7 +148,9 @@ def _modified_checkpoint(tmp_path, source: str, edit) -> Path:
 def test_checkpoint_with_pickled_objects_is_refused(tmp_path, tiny_tokenizer):
     """Checkpoints load with weights_only=True: a pickled object is an error with the fix, not code run."""
     path = tmp_path / "with_args.pt"
-    torch.save({"state_dict": torch.load(FIXTURES / "quickgelu_plain.pt"), "args": argparse.Namespace(lr=1)}, path)
+    torch.save(
+        {"state_dict": torch.load(FIXTURES / "quickgelu_plain.pt"), "args": argparse.Namespace(lr=1)}, path
+    )
     with pytest.raises(UserInputError, match="torch.save\\(state_dict\\)"):
         _convert(tmp_path, tiny_tokenizer, path)
 
@@ -148,7 +163,9 @@ def test_missing_key_is_named(tmp_path, tiny_tokenizer):
 
 def test_unexpected_key_is_named(tmp_path, tiny_tokenizer):
     path = _modified_checkpoint(
-        tmp_path, "quickgelu_plain.pt", lambda s: s.update({"visual.attnpool.positional_embedding": torch.zeros(2)})
+        tmp_path,
+        "quickgelu_plain.pt",
+        lambda s: s.update({"visual.attnpool.positional_embedding": torch.zeros(2)}),
     )
     with pytest.raises(UserInputError, match=r"unexpected.*visual\.attnpool.*ResNet"):
         _convert(tmp_path, tiny_tokenizer, path)
@@ -157,7 +174,9 @@ def test_unexpected_key_is_named(tmp_path, tiny_tokenizer):
 def test_wrong_config_is_refused(tmp_path, tiny_tokenizer):
     with pytest.raises(UserInputError, match=r"transformer\.resblocks\.1\."):
         _convert(tmp_path, tiny_tokenizer, "quickgelu_plain.pt", GELU_JSON)
-    with pytest.raises(UserInputError, match=r"visual\.proj has shape \[32, 16\] but config .* implies \[32, 12\]"):
+    with pytest.raises(
+        UserInputError, match=r"visual\.proj has shape \[32, 16\] but config .* implies \[32, 12\]"
+    ):
         _convert(tmp_path, tiny_tokenizer, "quickgelu_plain.pt", _config_with(None, embed_dim=12))
 
 
@@ -246,13 +265,18 @@ def test_tokenizer_matches_open_clip_ids(shared_data, tmp_path):
 def test_tokenizer_vocabulary_must_match_the_model(tmp_path, shared_data):
     with pytest.raises(UserInputError, match="49408 tokens but the model's vocabulary.*528"):
         convert_checkpoint(
-            FIXTURES / "quickgelu_plain.pt", tmp_path / "out", QUICKGELU_JSON, tokenizer=shared_data / "clip_tokenizer",
+            FIXTURES / "quickgelu_plain.pt",
+            tmp_path / "out",
+            QUICKGELU_JSON,
+            tokenizer=shared_data / "clip_tokenizer",
             progress=False,
         )
 
 
 def test_cache_converts_once_per_checkpoint_and_options(tmp_path, tiny_tokenizer, goldens, monkeypatch):
-    options = dict(open_clip_config=QUICKGELU_JSON, tokenizer=tiny_tokenizer, cache_dir=tmp_path, progress=False)
+    options = dict(
+        open_clip_config=QUICKGELU_JSON, tokenizer=tiny_tokenizer, cache_dir=tmp_path, progress=False
+    )
     first = Path(resolve_model(FIXTURES / "quickgelu_ddp.pt", **options))
     model = CLIPModel.from_pretrained(first)
     assert max(max_abs_differences(model, goldens["inputs"], goldens["quickgelu_ddp"]).values()) <= TOLERANCE
@@ -271,7 +295,9 @@ def test_cache_converts_once_per_checkpoint_and_options(tmp_path, tiny_tokenizer
 
 def test_resolve_model_converts_files_and_passes_hub_models_through(tmp_path, tiny_tokenizer, monkeypatch):
     monkeypatch.setenv("HARDPOS_CONVERTED_CACHE", str(tmp_path / "cache"))
-    converted = resolve_model(FIXTURES / "openai_jit.pt", activation="gelu", tokenizer=tiny_tokenizer, progress=False)
+    converted = resolve_model(
+        FIXTURES / "openai_jit.pt", activation="gelu", tokenizer=tiny_tokenizer, progress=False
+    )
     assert Path(converted).parent == tmp_path / "cache"
     assert CLIPModel.from_pretrained(converted).config.text_config.hidden_act == "gelu"
     assert resolve_model(str(tiny_tokenizer)) == str(tiny_tokenizer)  # a folder: loaded as it is
@@ -294,9 +320,20 @@ def _run_cli(argv: list[str]) -> int:
 def test_cli_preset_fills_activation_and_lora(tmp_path, tiny_tokenizer, capsys):
     out = tmp_path / "svlc"
     code = _run_cli(
-        ["convert", "--preset", "svlc", "--checkpoint", str(FIXTURES / "lora_tsvlc.pt"),
-         "--config", str(QUICKGELU_JSON),
-         "--tokenizer", str(tiny_tokenizer), "--output-dir", str(out), "--no-progress"]
+        [
+            "convert",
+            "--preset",
+            "svlc",
+            "--checkpoint",
+            str(FIXTURES / "lora_tsvlc.pt"),
+            "--config",
+            str(QUICKGELU_JSON),
+            "--tokenizer",
+            str(tiny_tokenizer),
+            "--output-dir",
+            str(out),
+            "--no-progress",
+        ]
     )
     assert code == 0
     svlc = PRESETS["svlc"]
@@ -307,7 +344,11 @@ def test_cli_preset_fills_activation_and_lora(tmp_path, tiny_tokenizer, capsys):
     card = (out / "README.md").read_text()
     assert svlc.citation in card and svlc.weights in card
     preset_line = next(line for line in card.splitlines() if line.startswith(f"For {svlc.row}:"))
-    assert re.findall(r"`(\w+)`", preset_line) == [svlc.trained_activation, svlc.paper_activation] == ["quick_gelu", "gelu"]
+    assert (
+        re.findall(r"`(\w+)`", preset_line)
+        == [svlc.trained_activation, svlc.paper_activation]
+        == ["quick_gelu", "gelu"]
+    )
 
 
 def test_cli_openai_archive_needs_no_config(tmp_path, tiny_tokenizer, goldens, capsys):
@@ -325,8 +366,20 @@ def test_cli_push_to_hub_offline_is_a_clear_error(tmp_path, tiny_tokenizer):
     out = tmp_path / "pushed"
     with pytest.raises(UserInputError, match=f"--push-to-hub me/tiny.*{re.escape(str(out))}"):
         _run_cli(
-            ["convert", "open_clip", str(FIXTURES / "quickgelu_plain.pt"), "--config", str(QUICKGELU_JSON),
-             "--tokenizer", str(tiny_tokenizer), "--output-dir", str(out), "--push-to-hub", "me/tiny", "--no-progress"]
+            [
+                "convert",
+                "open_clip",
+                str(FIXTURES / "quickgelu_plain.pt"),
+                "--config",
+                str(QUICKGELU_JSON),
+                "--tokenizer",
+                str(tiny_tokenizer),
+                "--output-dir",
+                str(out),
+                "--push-to-hub",
+                "me/tiny",
+                "--no-progress",
+            ]
         )
     assert "me/tiny" in (out / "README.md").read_text()  # the card names the repo it was meant for
 
@@ -334,8 +387,20 @@ def test_cli_push_to_hub_offline_is_a_clear_error(tmp_path, tiny_tokenizer):
 def test_zoo_lists_every_row(capsys):
     assert _run_cli(["zoo"]) == 0
     printed = capsys.readouterr().out
-    for name in ("negclip", "crepe-swap", "crepe-replace", "svlc", "svlc-pos", "dac-llm", "dac-sam", "hn", "hp-hn",
-                 "ce-clip", "clip-coco", "clip"):
+    for name in (
+        "negclip",
+        "crepe-swap",
+        "crepe-replace",
+        "svlc",
+        "svlc-pos",
+        "dac-llm",
+        "dac-sam",
+        "hn",
+        "hp-hn",
+        "ce-clip",
+        "clip-coco",
+        "clip",
+    ):
         assert name in PRESETS and name in printed
     assert NO_PUBLIC_RELEASE in printed and "1ooVVPxB-tvptgmHlIMMFGV3Cg-IrhbRZ" in printed
     assert all(p.citation in citations.BIBTEX for p in PRESETS.values())
@@ -343,13 +408,18 @@ def test_zoo_lists_every_row(capsys):
 
 @needs_open_clip
 @pytest.mark.parametrize("golden, checkpoint, config, activation", CASES, ids=[c[0] for c in CASES])
-def test_verification_against_real_open_clip(tmp_path, tiny_tokenizer, golden, checkpoint, config, activation):
+def test_verification_against_real_open_clip(
+    tmp_path, tiny_tokenizer, golden, checkpoint, config, activation
+):
     """Every fixture checkpoint converted where open_clip imports (`.ci/openclip_env.sh`): the converter
     builds the same model in open_clip and compares features (`verify_against_open_clip`); the card records it."""
     result, _ = _convert(tmp_path, tiny_tokenizer, checkpoint, config, activation=activation)
     assert result.verification is not None, golden
     assert max(v for k, v in result.verification.items() if k.startswith("max_abs")) <= TOLERANCE
-    assert f"{result.verification['max_abs_diff_text_features']:.3g}" in (tmp_path / "converted" / "README.md").read_text()
+    assert (
+        f"{result.verification['max_abs_diff_text_features']:.3g}"
+        in (tmp_path / "converted" / "README.md").read_text()
+    )
 
 
 def test_fixed_inputs_put_eos_at_the_largest_id():
@@ -365,8 +435,12 @@ def test_converted_checkpoint_scores_like_any_hf_model(tmp_path, tiny_tokenizer)
     scores = {}
     for activation in ("quick_gelu", "gelu"):
         folder = resolve_model(
-            FIXTURES / "quickgelu_ddp.pt", QUICKGELU_JSON, activation, tokenizer=tiny_tokenizer,
-            cache_dir=tmp_path, progress=False,
+            FIXTURES / "quickgelu_ddp.pt",
+            QUICKGELU_JSON,
+            activation,
+            tokenizer=tiny_tokenizer,
+            cache_dir=tmp_path,
+            progress=False,
         )
         model, processor = ModelSource.resolve(folder).load()
         scorer = ITMScorer(model, processor, batch_size=4, progress=False)

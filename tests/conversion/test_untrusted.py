@@ -114,8 +114,20 @@ def test_a_failing_push_never_shows_the_token(tmp_path, tiny_tokenizer, monkeypa
 
     monkeypatch.setattr(huggingface_hub, "HfApi", RefusingApi)
     out = tmp_path / "out"
-    rc = main(["convert", str(FIXTURES / "openai_jit.pt"), "--tokenizer", str(tiny_tokenizer), "--output-dir",
-               str(out), "--no-verify", "--no-progress", "--push-to-hub", "org/model"])
+    rc = main(
+        [
+            "convert",
+            str(FIXTURES / "openai_jit.pt"),
+            "--tokenizer",
+            str(tiny_tokenizer),
+            "--output-dir",
+            str(out),
+            "--no-verify",
+            "--no-progress",
+            "--push-to-hub",
+            "org/model",
+        ]
+    )
     captured = capfd.readouterr()
     assert rc == 2 and token not in captured.out + captured.err and "hf_***" in captured.err
     assert (out / "README.md").is_file()
@@ -129,12 +141,25 @@ def test_hardpos_eval_of_the_crafted_archive_runs_nothing(crafted, tmp_path, cap
     from tests.support.eval_data import make_eval_set
 
     data = tmp_path / "set"
-    make_eval_set(num_images=2, rows_per_image=1).to_parquet(str(data / "data" / "default" / "test-00000-of-00001.parquet"))
+    make_eval_set(num_images=2, rows_per_image=1).to_parquet(
+        str(data / "data" / "default" / "test-00000-of-00001.parquet")
+    )
     (data / "README.md").write_text(
         "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: test\n    path: data/default/test-*.parquet\n---\n"
     )
     capfd.readouterr()
-    rc = main(["eval", "--model", str(crafted), "--dataset", str(data), "--output", str(tmp_path / "eval"), "--no-progress"])
+    rc = main(
+        [
+            "eval",
+            "--model",
+            str(crafted),
+            "--dataset",
+            str(data),
+            "--output",
+            str(tmp_path / "eval"),
+            "--no-progress",
+        ]
+    )
     captured = capfd.readouterr()
     assert rc == 2 and MARKER not in captured.out + captured.err
     lines = [line for line in captured.err.splitlines() if line.strip()]
@@ -153,7 +178,10 @@ def _bomb(path: Path, declared_numel: int, entry_bytes: int) -> Path:
 
     class Rebuild:
         def __reduce__(self):
-            return (torch._utils._rebuild_tensor_v2, (marker, 0, (declared_numel,), (1,), False, OrderedDict()))
+            return (
+                torch._utils._rebuild_tensor_v2,
+                (marker, 0, (declared_numel,), (1,), False, OrderedDict()),
+            )
 
     class Pickler(pickle.Pickler):
         def persistent_id(self, obj):
@@ -174,7 +202,9 @@ def _bomb(path: Path, declared_numel: int, entry_bytes: int) -> Path:
     return path
 
 
-@pytest.mark.parametrize("declared_numel", [4, 48 * 1024**2 // 2])  # pickle says 8 bytes / as much as the entry
+@pytest.mark.parametrize(
+    "declared_numel", [4, 48 * 1024**2 // 2]
+)  # pickle says 8 bytes / as much as the entry
 def test_a_decompression_bomb_is_refused_before_it_is_read(tmp_path, declared_numel):
     """The entry's declared size is checked against the pickle's numel and its compressed size before any
     byte is read: the old reader decompressed all 48 MB (3.2 GB in the reported case) first."""
@@ -223,8 +253,19 @@ def test_convert_never_writes_over_its_checkpoint(tmp_path, tiny_tokenizer, capf
     out.mkdir()
     checkpoint = out / "model.safetensors"  # a name save_pretrained writes
     checkpoint.write_bytes((FIXTURES / "openai_jit.pt").read_bytes())
-    rc = main(["convert", str(checkpoint), "--tokenizer", str(tiny_tokenizer), "--output-dir", str(out), "--overwrite",
-               "--no-verify", "--no-progress"])
+    rc = main(
+        [
+            "convert",
+            str(checkpoint),
+            "--tokenizer",
+            str(tiny_tokenizer),
+            "--output-dir",
+            str(out),
+            "--overwrite",
+            "--no-verify",
+            "--no-progress",
+        ]
+    )
     assert rc == 2 and len(capfd.readouterr().err.strip().splitlines()) == 1
     assert checkpoint.read_bytes() == (FIXTURES / "openai_jit.pt").read_bytes()
 
@@ -252,6 +293,6 @@ def test_crafted_data_pkl_is_one_line(tmp_path):
     with pytest.raises(UserInputError, match="data.pkl is not a TorchScript module's data"):
         read_torchscript_tensors(calls)
     # protocol 2: a __torch__ object whose state dict holds the object itself (BUILD after memoising it)
-    cyclic = (b"\x80\x02c__torch__\nM\nq\x00)\x81q\x01}q\x02X\x04\x00\x00\x00selfq\x03h\x01sb.")
+    cyclic = b"\x80\x02c__torch__\nM\nq\x00)\x81q\x01}q\x02X\x04\x00\x00\x00selfq\x03h\x01sb."
     with pytest.raises(UserInputError, match="cycle"):
         read_torchscript_tensors(_archive(tmp_path / "cyclic.pt", cyclic))

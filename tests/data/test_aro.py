@@ -47,7 +47,9 @@ def test_pre_caption_is_aros_normalisation():
 def test_perturbations_move_only_what_they_should():
     import random
 
-    tagged = toy_tagger("a small red moped on a dirt road near a man with a helmet today")  # 15 words: 5 trigrams
+    tagged = toy_tagger(
+        "a small red moped on a dirt road near a man with a helmet today"
+    )  # 15 words: 5 trigrams
     words = [t for t, _ in tagged]
     nouns = shuffle_nouns_and_adjectives(tagged, random.Random(1)).split()
     assert Counter(nouns) == Counter(words)
@@ -74,18 +76,30 @@ def test_build_all_four_configs(sources):
     )
     assert report.counts == {"vg_relation": 2, "vg_attribution": 1, "coco_order": 3, "flickr30k_order": 1}
     assert report.expected_counts == {"vg_relation": 23_937, "vg_attribution": 28_748}
-    assert datasets.get_dataset_config_names(str(out)) == ["vg_relation", "vg_attribution", "coco_order", "flickr30k_order"]
+    assert datasets.get_dataset_config_names(str(out)) == [
+        "vg_relation",
+        "vg_attribution",
+        "coco_order",
+        "flickr30k_order",
+    ]
 
     relation = datasets.load_dataset(str(out), "vg_relation", split="test")
     for row, (image_id, (x, y, w, h), c, c_n, name) in zip(relation, ARO_RELATION_ROWS):
-        assert (row["image_id"], row["caption"], row["hard_negative"], row["relation_name"]) == (image_id, c, c_n, name)
+        assert (row["image_id"], row["caption"], row["hard_negative"], row["relation_name"]) == (
+            image_id,
+            c,
+            c_n,
+            name,
+        )
         with Image.open(vg[image_id]) as source:
             expected = source.convert("RGB").crop((x, y, x + w, y + h))
         assert row["image"].convert("RGB").tobytes() == expected.tobytes()  # ARO's crop, lossless
     attribution = datasets.load_dataset(str(out), "vg_attribution", split="test")
     assert attribution[0]["attributes"] == ARO_ATTRIBUTION_ROWS[0][-1]
 
-    order = datasets.load_dataset(str(out), "coco_order", split="test").cast_column("image", datasets.Image(decode=False))
+    order = datasets.load_dataset(str(out), "coco_order", split="test").cast_column(
+        "image", datasets.Image(decode=False)
+    )
     captions = [(e["image"], k, c) for e in KARPATHY_COCO for k, c in enumerate(e["caption"])]
     assert [(r["image_id"], r["caption_index"], r["original_caption"]) for r in order] == captions
     for row in order:
@@ -100,10 +114,23 @@ def test_build_all_four_configs(sources):
     assert flickr_rows[0]["image_id"] == KARPATHY_FLICKR[0]["image"]
 
     # Seeded per caption: a rebuild gives the same negatives; another seed gives others.
-    again = export_aro(tmp_path / "again", aro_dir=tmp_path / "aro", configs=["coco_order"], tagger=toy_tagger,
-                       embed_images=False, progress=False)
-    other = export_aro(tmp_path / "other", aro_dir=tmp_path / "aro", configs=["coco_order"], tagger=toy_tagger,
-                       embed_images=False, seed=1, progress=False)
+    again = export_aro(
+        tmp_path / "again",
+        aro_dir=tmp_path / "aro",
+        configs=["coco_order"],
+        tagger=toy_tagger,
+        embed_images=False,
+        progress=False,
+    )
+    other = export_aro(
+        tmp_path / "other",
+        aro_dir=tmp_path / "aro",
+        configs=["coco_order"],
+        tagger=toy_tagger,
+        embed_images=False,
+        seed=1,
+        progress=False,
+    )
     assert again.counts == other.counts == {"coco_order": 3}
     negatives = {
         name: datasets.load_dataset(str(tmp_path / name), "coco_order", split="test")["hard_negatives"]
@@ -127,7 +154,9 @@ def test_cli_vg_configs_and_clear_errors(sources, capsys):
     assert script([*argv[2:], "--configs", "vg_relation", "vg_attribution"]) == 0
     saved = json.loads((tmp_path / "out" / "build_report.json").read_text())
     assert saved["counts"]["vg_relation"] == 2 and saved["expected_counts"]["vg_relation"] == 23_937
-    assert hardpos([*argv, "--configs", "flickr30k_order"]) == 2  # no Flickr30k folder, and it cannot be downloaded
+    assert (
+        hardpos([*argv, "--configs", "flickr30k_order"]) == 2
+    )  # no Flickr30k folder, and it cannot be downloaded
     assert "--flickr-images-dir" in capsys.readouterr().err
     assert hardpos([*argv, "--configs", "vg_order"]) == 2
     assert "vg_order" in capsys.readouterr().err
@@ -146,9 +175,15 @@ def test_hardpos_eval_reads_the_built_folder(sources, tiny_clip_dir, capsys):
     from hf_hardpos.cli import main as hardpos
 
     tmp_path, *_ = sources
-    export_aro(tmp_path / "out", aro_dir=tmp_path / "aro", images_dir=tmp_path / "aro" / "images",
-               coco_images_dir=tmp_path / "coco", flickr_images_dir=tmp_path / "flickr", tagger=toy_tagger,
-               progress=False)
+    export_aro(
+        tmp_path / "out",
+        aro_dir=tmp_path / "aro",
+        images_dir=tmp_path / "aro" / "images",
+        coco_images_dir=tmp_path / "coco",
+        flickr_images_dir=tmp_path / "flickr",
+        tagger=toy_tagger,
+        progress=False,
+    )
     argv = ["eval", "--model", str(tiny_clip_dir), "--dataset", str(tmp_path / "out"), "--no-progress"]
     assert hardpos([*argv, "--output", str(tmp_path / "eval")]) == 0
     table = capsys.readouterr().out

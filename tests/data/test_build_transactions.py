@@ -12,10 +12,10 @@ import pytest
 
 from hf_hardpos.cli import main as hardpos
 from hf_hardpos.data.checks import DataValidationError, MissingImageError
-from hf_hardpos.errors import UserInputError
 from hf_hardpos.data.hub_folder import BUILD_MANIFEST
 from hf_hardpos.data.replace import export_replace
 from hf_hardpos.data.swap import export_swap
+from hf_hardpos.errors import UserInputError
 from tests.support.data_sources import (
     REPLACE_ROWS,
     make_replace_upstream,
@@ -51,8 +51,22 @@ def test_a_build_run_inside_the_image_root_embeds_every_image(replace_sources, t
     upstream, images_dir, files = replace_sources
     monkeypatch.chdir(images_dir)
     out = tmp_path / "out"
-    assert hardpos(["build", "replace", "--upstream-dir", str(upstream), "--images-dir", ".", "--output-dir",
-                    str(out), "--no-progress"]) == 0
+    assert (
+        hardpos(
+            [
+                "build",
+                "replace",
+                "--upstream-dir",
+                str(upstream),
+                "--images-dir",
+                ".",
+                "--output-dir",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     rows = sum(len(subset) for subset in REPLACE_ROWS.values())
     assert image_bytes_per_row(out) == [True] * rows
     monkeypatch.chdir(tmp_path)
@@ -82,12 +96,16 @@ def test_a_failing_build_leaves_the_previous_one_intact(replace_sources, tmp_pat
     export_replace(out, upstream_dir=upstream, images_dir=images_dir, progress=False)
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     files["712956"].write_bytes(files["712956"].read_bytes()[:60])  # truncated JPEG
-    with pytest.raises(MissingImageError, match=r"712956\.jpg: not a readable image .*vl_checklist_attributes\.json: row 4"):
+    with pytest.raises(
+        MissingImageError, match=r"712956\.jpg: not a readable image .*vl_checklist_attributes\.json: row 4"
+    ):
         export_replace(out, upstream_dir=upstream, images_dir=images_dir, progress=False)
     after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before
     files["712955"].write_bytes(b"")  # empty file, skipped with --skip-missing and counted
-    report = export_replace(out, upstream_dir=upstream, images_dir=images_dir, skip_missing=True, progress=False)
+    report = export_replace(
+        out, upstream_dir=upstream, images_dir=images_dir, skip_missing=True, progress=False
+    )
     assert report.counts == {"attributes": 4, "relations": 4}
     assert report.skipped_rows == {"attributes": 3}
 
@@ -112,19 +130,32 @@ def test_bad_bounding_boxes_fail_before_the_first_row(tmp_path, bbox, message):
     rows[1].update(zip(("bbox_x", "bbox_y", "bbox_w", "bbox_h"), bbox))
     write_json(path, rows)
     with pytest.raises(DataValidationError, match=message):
-        export_swap(tmp_path / "out", upstream_dir=upstream, aro_dir=aro, images_dir=tmp_path / "VG", progress=False)
+        export_swap(
+            tmp_path / "out", upstream_dir=upstream, aro_dir=aro, images_dir=tmp_path / "VG", progress=False
+        )
     assert not (tmp_path / "out" / "README.md").exists()
 
 
 def test_cache_dir_that_does_not_exist_is_created_before_reading_inputs(replace_sources, tmp_path, capsys):
     upstream, images_dir, _ = replace_sources
     cache = tmp_path / "new" / "cache"
-    args = ["build", "replace", "--upstream-dir", str(upstream), "--images-dir", str(images_dir), "--no-progress"]
+    args = [
+        "build",
+        "replace",
+        "--upstream-dir",
+        str(upstream),
+        "--images-dir",
+        str(images_dir),
+        "--no-progress",
+    ]
     assert hardpos([*args, "--cache-dir", str(cache), "--output-dir", str(tmp_path / "out")]) == 0
     assert cache.is_dir()
     (tmp_path / "file").write_text("x")
     capsys.readouterr()
-    assert hardpos([*args, "--cache-dir", str(tmp_path / "file" / "c"), "--output-dir", str(tmp_path / "o2")]) == 2
+    assert (
+        hardpos([*args, "--cache-dir", str(tmp_path / "file" / "c"), "--output-dir", str(tmp_path / "o2")])
+        == 2
+    )
     err = capsys.readouterr().err
     assert "--cache-dir" in err and "Traceback" not in err and not (tmp_path / "o2" / "README.md").exists()
 
@@ -150,14 +181,21 @@ def test_no_command_takes_a_token(capsys):
     import subprocess
     import sys
 
-    token_option = re.compile(r"--[\w-]*token(?![a-z])", re.IGNORECASE)  # --token, --hub_token; not --tokenizer
+    token_option = re.compile(
+        r"--[\w-]*token(?![a-z])", re.IGNORECASE
+    )  # --token, --hub_token; not --tokenizer
     texts = _all_help_texts()
     assert len(texts) > 10 and any("--tokenizer" in text for text in texts)
     for text in texts:
         assert not token_option.findall(text), token_option.findall(text)
     script = REPO / "examples" / "finetune.py"
-    result = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    result = subprocess.run(
+        [sys.executable, str(script), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert result.returncode == 0 and "--output_dir" in result.stdout
     assert not token_option.findall(result.stdout), token_option.findall(result.stdout)
 
@@ -179,29 +217,58 @@ def test_a_token_never_reaches_the_card_or_an_error(replace_sources, tmp_path, m
     monkeypatch.setattr(huggingface_hub, "HfApi", RefusingApi)
     upstream, images_dir, _ = replace_sources
     out = tmp_path / "out"
-    rc = hardpos(["build", "replace", "--upstream-dir", str(upstream), "--images-dir", str(images_dir),
-                  "--output-dir", str(out), "--no-progress", "--push-to-hub", "org/replace"])
+    rc = hardpos(
+        [
+            "build",
+            "replace",
+            "--upstream-dir",
+            str(upstream),
+            "--images-dir",
+            str(images_dir),
+            "--output-dir",
+            str(out),
+            "--no-progress",
+            "--push-to-hub",
+            "org/replace",
+        ]
+    )
     captured = capsys.readouterr()
     assert rc == 2 and token not in captured.out + captured.err and "hf_***" in captured.err
     for path in out.rglob("*"):
         assert not path.is_file() or token.encode() not in path.read_bytes()
 
 
-def test_hardpos_eval_refuses_folders_that_do_not_declare_their_files(replace_sources, tmp_path, tiny_clip_dir, capsys):
+def test_hardpos_eval_refuses_folders_that_do_not_declare_their_files(
+    replace_sources, tmp_path, tiny_clip_dir, capsys
+):
     """Issue 22.3: no README (a build killed before it), README without `configs:`, a stale parquet no
     config declares, or a declared pattern with no file: one line naming the folder, exit 2."""
     upstream, images_dir, _ = replace_sources
     out = tmp_path / "out"
     export_replace(out, upstream_dir=upstream, images_dir=images_dir, progress=False)
-    argv = ["eval", "--model", str(tiny_clip_dir), "--dataset", str(out), "--batch-size", "4", "--no-progress",
-            "--output", str(tmp_path / "eval")]
+    argv = [
+        "eval",
+        "--model",
+        str(tiny_clip_dir),
+        "--dataset",
+        str(out),
+        "--batch-size",
+        "4",
+        "--no-progress",
+        "--output",
+        str(tmp_path / "eval"),
+    ]
     readme = (out / "README.md").read_text()
     stale = out / "data" / "attributes" / "test-00000-of-00002.parquet"
     cases = {
         "no README": lambda: (out / "README.md").unlink(),
         "no configs": lambda: (out / "README.md").write_text("---\nlicense: mit\n---\n# card\n"),
-        "undeclared": lambda: stale.parent.parent.joinpath("old").mkdir() or stale.parent.parent.joinpath(
-            "old", "test.parquet").write_bytes(stale.with_name("test-00000-of-00001.parquet").read_bytes()),
+        "undeclared": lambda: (
+            stale.parent.parent.joinpath("old").mkdir()
+            or stale.parent.parent.joinpath("old", "test.parquet").write_bytes(
+                stale.with_name("test-00000-of-00001.parquet").read_bytes()
+            )
+        ),
         "no file": lambda: stale.with_name("test-00000-of-00001.parquet").rename(stale.parent / "x.bin"),
     }
     for name, damage in cases.items():
@@ -211,7 +278,11 @@ def test_hardpos_eval_refuses_folders_that_do_not_declare_their_files(replace_so
         err = capsys.readouterr().err
         lines = [line for line in err.splitlines() if line.strip()]
         assert len(lines) == 1 and str(out) in lines[0] and "Traceback" not in err, (name, err)
-        strays = [p for p in (out / "data" / "old" / "test.parquet", out / "data" / "attributes" / "x.bin") if p.exists()]
+        strays = [
+            p
+            for p in (out / "data" / "old" / "test.parquet", out / "data" / "attributes" / "x.bin")
+            if p.exists()
+        ]
         if strays:  # files the build did not write: refused, never deleted (the user removes them)
             with pytest.raises(UserInputError, match="not written by hardpos build"):
                 export_replace(out, upstream_dir=upstream, images_dir=images_dir, progress=False)

@@ -23,7 +23,11 @@ from hf_hardpos.data.coco_finetune_rows import CE_CLIP_CONFIG, CONFIG
 def _report() -> BuildReport:
     report = BuildReport("coco")
     names = (*columns.FINETUNE_POSITIVE_COLUMNS, *columns.FINETUNE_NEGATIVE_COLUMNS)
-    counts = {f"{n} {what}": 1 for n in (*names, *columns.CE_CLIP_NEGATIVE_COLUMNS) for what in ("present", "equal to caption")}
+    counts = {
+        f"{n} {what}": 1
+        for n in (*names, *columns.CE_CLIP_NEGATIVE_COLUMNS)
+        for what in ("present", "equal to caption")
+    }
     report.flags[CONFIG] = {**counts, SWAP_ELIGIBLE: 2, SWAP_INELIGIBLE: 0}
     report.flags[CE_CLIP_CONFIG] = counts
     return report

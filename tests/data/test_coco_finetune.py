@@ -71,13 +71,17 @@ def test_embedded_images_and_missing_image(sources, tmp_path):
     upstream, coco = sources
     common = dict(upstream_dir=upstream, coco_annotations=coco, negative_generators=NEGATIVES)
     export_finetune(tmp_path / "out", coco_images_dir=coco / "train2014", **common)
-    raw = datasets.load_dataset(str(tmp_path / "out"), split="train").cast_column("image", datasets.Image(decode=False))
+    raw = datasets.load_dataset(str(tmp_path / "out"), split="train").cast_column(
+        "image", datasets.Image(decode=False)
+    )
     assert raw[0]["image"]["bytes"] == (coco / "train2014" / COCO_IMAGES[57870]).read_bytes()
 
     (coco / "train2014" / COCO_IMAGES[384029]).unlink()
     with pytest.raises(MissingImageError, match=COCO_IMAGES[384029]):
         export_finetune(tmp_path / "out", coco_images_dir=coco / "train2014", **common)
-    report = export_finetune(tmp_path / "out", coco_images_dir=coco / "train2014", skip_missing=True, **common)
+    report = export_finetune(
+        tmp_path / "out", coco_images_dir=coco / "train2014", skip_missing=True, **common
+    )
     assert report.counts["default"] == 2 and report.skipped_rows == {"default": 2}
 
 
@@ -94,7 +98,10 @@ def test_line_count_and_bad_line_errors(sources, tmp_path):
         export_finetune(tmp_path / "out", **common)
     with pytest.raises(ValueError, match="negative_generators lacks"):
         export_finetune(
-            tmp_path / "out", upstream_dir=upstream, coco_annotations=coco, negative_generators={"replace": fake_replace}
+            tmp_path / "out",
+            upstream_dir=upstream,
+            coco_annotations=coco,
+            negative_generators={"replace": fake_replace},
         )
 
 
@@ -115,19 +122,29 @@ def test_script(sources, tmp_path):
     main = runpy.run_path(str(REPO / "dataset_scripts" / "coco_finetune.py"))["main"]
     pytest.importorskip("hf_hardpos.generation.rules")
     out = tmp_path / "out"
-    assert main(["--upstream-dir", str(upstream), "--coco-annotations", str(coco), "--output-dir", str(out)]) == 0
+    assert (
+        main(["--upstream-dir", str(upstream), "--coco-annotations", str(coco), "--output-dir", str(out)])
+        == 0
+    )
     assert datasets.load_dataset(str(out), split="train").num_rows == 4
-    assert main(["--upstream-dir", str(upstream), "--coco-annotations", str(tmp_path), "--output-dir", str(out)]) == 2  # input error
+    assert (
+        main(["--upstream-dir", str(upstream), "--coco-annotations", str(tmp_path), "--output-dir", str(out)])
+        == 2
+    )  # input error
 
 
 def test_card_says_where_each_column_comes_from_and_whose_negatives_they_are(sources, tmp_path):
     """Issue 9 item 8: the rule-made hard negatives are not called the paper's; every column has a source."""
     upstream, coco = sources
-    export_finetune(tmp_path / "out", upstream_dir=upstream, coco_annotations=coco, negative_generators=NEGATIVES)
+    export_finetune(
+        tmp_path / "out", upstream_dir=upstream, coco_annotations=coco, negative_generators=NEGATIVES
+    )
     readme = (tmp_path / "out" / "README.md").read_text()
     sources_by_column = column_sources(readme)
     names = datasets.load_dataset(str(tmp_path / "out"), split="train").column_names
-    assert sources_by_column == {name: column_meanings_for(get_coco_split("train2017"))[name] for name in names}
+    assert sources_by_column == {
+        name: column_meanings_for(get_coco_split("train2017"))[name] for name in names
+    }
     assert all(sources_by_column.values())
     for name in ("hard_negative_replace", "hard_negative_swap"):
         assert "not the paper's" in sources_by_column[name]
@@ -152,7 +169,12 @@ def test_train2017_rows_follow_caption_file_order_and_upstream_jsonl_lines(tmp_p
                 (7, 20, "Bread and butter on a plate"), (1, 10, "Salt and pepper and oil and vinegar on a long wooden "
                                                            "table next to the old window frame")]  # fmt: skip
     _train2017_file(coco, captions)
-    replace = ["A cat and a dog napping", "A man riding a crimson horse", "Bread and butter on a dish", "Salt ..."]
+    replace = [
+        "A cat and a dog napping",
+        "A man riding a crimson horse",
+        "Bread and butter on a dish",
+        "Salt ...",
+    ]
     swap = ["A dog and a cat sleeping", "None", "Butter and bread on a plate", "None"]
     folder = upstream / "hard_positives_ft"
     folder.mkdir(parents=True)
@@ -162,9 +184,19 @@ def test_train2017_rows_follow_caption_file_order_and_upstream_jsonl_lines(tmp_p
                              progress=False)  # fmt: skip
     rows = datasets.load_dataset(str(tmp_path / "out"), split="train")
     assert rows["caption_id"] == [9, 4, 7, 1] and rows["image_id"] == ["30", "10", "20", "10"]
-    assert rows["file_name"] == ["000000000030.jpg", "000000000010.jpg", "000000000020.jpg", "000000000010.jpg"]
+    assert rows["file_name"] == [
+        "000000000030.jpg",
+        "000000000010.jpg",
+        "000000000020.jpg",
+        "000000000010.jpg",
+    ]
     assert rows["hard_positive_replace"] == replace
-    assert rows["hard_positive_swap"] == ["A dog and a cat sleeping", None, "Butter and bread on a plate", None]
+    assert rows["hard_positive_swap"] == [
+        "A dog and a cat sleeping",
+        None,
+        "Butter and bread on a plate",
+        None,
+    ]
     # SWAP eligibility: the word "and" and fewer than 15 words (the last caption has 19 words)
     assert [swap_eligible(c) for _, _, c in captions] == [True, False, True, False]
     assert report.counts["swap-eligible captions"] == 2 and report.counts["swap hard positives"] == 2
@@ -211,7 +243,12 @@ def test_train2014_is_an_option_without_hard_positives(tmp_path):
     assert rows["file_name"][0] == "COCO_train2014_000000057870.jpg"
     assert rows["hard_positive_replace"] == rows["hard_positive_swap"] == [None] * 4
     assert report.counts["swap hard positives"] == 0
-    assert card_numbers((tmp_path / "out" / "README.md").read_text(), "Configs and row counts")["default"]["rows"] == 4
+    assert (
+        card_numbers((tmp_path / "out" / "README.md").read_text(), "Configs and row counts")["default"][
+            "rows"
+        ]
+        == 4
+    )
     with pytest.raises(DataValidationError, match="pass --coco-split train2014"):
         export_finetune(tmp_path / "out", upstream_dir=upstream, **dict(common, coco_annotations=coco / "annotations" /
                                                                         "captions_train2014.json"))  # fmt: skip
@@ -252,7 +289,9 @@ def test_build_from_generated_hard_positives_joined_by_caption(tmp_path, capsys)
     for kind, column in (("replace", "hard_positive_replace"), ("swap", "hard_positive_swap")):
         expected = [r["output"] if r["valid"] else None for r in records[kind]]
         assert loaded[column] == expected
-    assert loaded["hard_positive_swap"][1] == "A cat and a dog on a sofa"  # made by the rule, not upstream's file
+    assert (
+        loaded["hard_positive_swap"][1] == "A cat and a dog on a sofa"
+    )  # made by the rule, not upstream's file
     assert any(value is not None for value in loaded["hard_positive_replace"])
     readme = (out / "README.md").read_text()
     assert "replace_generated.jsonl" in readme and "not the paper's released ones" in readme
@@ -266,20 +305,26 @@ def test_generated_hard_positives_that_do_not_match_are_refused_naming_file_and_
     other = tmp_path / "other"
     other.mkdir()
     fewer = _generate_hard_positives(other, "replace", captions[:3])
-    with pytest.raises(DataValidationError, match=r"replace_generated.jsonl: generated from 3 captions .* has 4"):
+    with pytest.raises(
+        DataValidationError, match=r"replace_generated.jsonl: generated from 3 captions .* has 4"
+    ):
         export_finetune(tmp_path / "out", hard_positives=[fewer], **common)
     replace = _generate_hard_positives(tmp_path, "replace", captions)
     lines = replace.read_text().splitlines(keepends=True)
     tampered = json.loads(lines[2])
     tampered["input"] = "another caption"
     replace.write_text("".join([*lines[:2], json.dumps(tampered) + "\n", *lines[3:]]))
-    with pytest.raises(DataValidationError, match=r"replace_generated.jsonl line 3: written for input 'another caption'"):
+    with pytest.raises(
+        DataValidationError, match=r"replace_generated.jsonl line 3: written for input 'another caption'"
+    ):
         export_finetune(tmp_path / "out", hard_positives=[replace], **common)
     replace.write_text("".join(lines[:3]))
     with pytest.raises(DataValidationError, match=r"no record for 1 of the 4 captions for type replace"):
         export_finetune(tmp_path / "out", hard_positives=[replace], **common)
     replace.write_text("".join(lines + lines[:1]))
-    with pytest.raises(DataValidationError, match=r"replace_generated.jsonl line 5: a second record for caption index 0"):
+    with pytest.raises(
+        DataValidationError, match=r"replace_generated.jsonl line 5: a second record for caption index 0"
+    ):
         export_finetune(tmp_path / "out", hard_positives=[replace], **common)
 
 
@@ -288,14 +333,20 @@ def test_upstream_format_files_are_accepted_with_their_line_count_checked(tmp_pa
     make_coco_sources(upstream, coco)
     mine = tmp_path / "mine_swap_hp.jsonl"
     mine.write_text("".join(json.dumps(s) + "\n" for *_, s in COCO_CAPTIONS))
-    export_finetune(tmp_path / "out", hard_positives=[mine], coco_annotations=coco, negative_generators=NEGATIVES)
+    export_finetune(
+        tmp_path / "out", hard_positives=[mine], coco_annotations=coco, negative_generators=NEGATIVES
+    )
     loaded = datasets.load_dataset(str(tmp_path / "out"), split="train")
     assert loaded["hard_positive_swap"] == [None if s == "None" else s.strip() for *_, s in COCO_CAPTIONS]
     assert loaded["hard_positive_replace"] == [None] * 4  # no file supplied it: null, upstream's not read
     mine.write_text("".join(json.dumps(s) + "\n" for *_, s in COCO_CAPTIONS[:3]))
     with pytest.raises(DataValidationError, match=r"mine_swap_hp.jsonl has 3 lines but .* has 4 captions"):
-        export_finetune(tmp_path / "out", hard_positives=[mine], coco_annotations=coco, negative_generators=NEGATIVES)
+        export_finetune(
+            tmp_path / "out", hard_positives=[mine], coco_annotations=coco, negative_generators=NEGATIVES
+        )
     unnamed = tmp_path / "positives.jsonl"
     unnamed.write_text("".join(json.dumps(s) + "\n" for *_, s in COCO_CAPTIONS))
     with pytest.raises(DataValidationError, match="positives.jsonl: no manifest beside it"):
-        export_finetune(tmp_path / "out", hard_positives=[unnamed], coco_annotations=coco, negative_generators=NEGATIVES)
+        export_finetune(
+            tmp_path / "out", hard_positives=[unnamed], coco_annotations=coco, negative_generators=NEGATIVES
+        )

@@ -17,8 +17,16 @@ def _table(tmp_path):
     (tmp_path / "img").mkdir()
     Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)).save(tmp_path / "img" / "0.png")
     table = tmp_path / "my_rows.jsonl"
-    rows = [{"image": "img/0.png", "caption": "a red cube", "hard_negative": "a blue cube",
-             "hard_positive": "a cube that is red", "config": c} for c in ("attributes", "relations")]
+    rows = [
+        {
+            "image": "img/0.png",
+            "caption": "a red cube",
+            "hard_negative": "a blue cube",
+            "hard_positive": "a cube that is red",
+            "config": c,
+        }
+        for c in ("attributes", "relations")
+    ]
     table.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return table
 
@@ -38,7 +46,10 @@ def test_own_card_is_fit_to_push(tmp_path, repo):
     card = DatasetCard.load(out / "README.md")
     where = repo or "./probe-set"
     assert card.data.pretty_name == (repo or "probe-set").rsplit("/", 1)[-1]
-    assert text.splitlines()[text.splitlines().index("---", 1) + 2] == f"# {repo or 'probe-set'}: a hard-positive evaluation set"
+    assert (
+        text.splitlines()[text.splitlines().index("---", 1) + 2]
+        == f"# {repo or 'probe-set'}: a hard-positive evaluation set"
+    )
     assert f'load_dataset("{where}", "attributes", split="test")' in text
     assert f"--dataset {where}" in text and "my_rows" not in text.split("## Usage")[1].split("##")[0]
     assert str(tmp_path) not in text  # no local path, absolute or otherwise

@@ -41,14 +41,22 @@ def load(folder: Path, config: str | None = None) -> datasets.Dataset:
     """`load_dataset` with a cache of the folder's own: `datasets` keys its cache of a local Hub-layout
     folder on the folder's name and its card's metadata (sizes, configs), not on the parquet bytes, so
     two builds named "out" with equal sizes would otherwise read each other's rows."""
-    return datasets.load_dataset(str(folder), config, split="train", cache_dir=str(folder.parent / "hf_cache"))
+    return datasets.load_dataset(
+        str(folder), config, split="train", cache_dir=str(folder.parent / "hf_cache")
+    )
 
 
-def build_and_generate(tmp_path, tiny_mlm_dir, pos_nlp, *procedure: str, captions=None, report: bool = False) -> dict:
+def build_and_generate(
+    tmp_path, tiny_mlm_dir, pos_nlp, *procedure: str, captions=None, report: bool = False
+) -> dict:
     """COCO sources (`captions`: tests/support/data_sources.py's `COCO_CAPTIONS` shape, those by default), a default build,
     its captions exported to JSONL, and `hardpos generate --kind all` on them; `procedure`: the extra
     arguments (none: CE-CLIP's, the default)."""
-    upstream, annotations, images = tmp_path / "hard_positives", tmp_path / "coco", tmp_path / "coco" / "train2014"
+    upstream, annotations, images = (
+        tmp_path / "hard_positives",
+        tmp_path / "coco",
+        tmp_path / "coco" / "train2014",
+    )
     make_coco_sources(upstream, annotations, captions, images_dir=images)
     out = tmp_path / "out"
     build = ["build", "finetune", "--upstream-dir", str(upstream), "--coco-annotations", str(annotations),
@@ -92,7 +100,13 @@ def test_ce_clip_config_built_loaded_and_trained_with_one_cmr_threshold_per_type
     coco, tiny_clip_dir, tiny_mlm_dir, tmp_path
 ):
     out = coco["out"]
-    argv = [*coco["build"], "--mlm-negatives", str(coco["negatives"]), "--coco-images-dir", str(coco["images"])]
+    argv = [
+        *coco["build"],
+        "--mlm-negatives",
+        str(coco["negatives"]),
+        "--coco-images-dir",
+        str(coco["images"]),
+    ]
     assert cli.main(argv) == 0
     default, ce_clip = load(out), load(out, "ce_clip")
     assert ce_clip.column_names == [*default.column_names, *columns.CE_CLIP_NEGATIVE_COLUMNS]
@@ -119,7 +133,9 @@ def test_ce_clip_config_built_loaded_and_trained_with_one_cmr_threshold_per_type
         assert f"| `{name}` | {present:,} | 0 |" in readme  # the measured non-null count per type
     assert card_numbers(readme, "Configs and row counts")["ce_clip"]["rows"] == 4
     assert 'load_dataset("hardpos/coco", "ce_clip", split="train")' in readme
-    assert "CE-CLIP used distilroberta-base" in readme and "with a masked LM at spaCy part-of-speech" in readme
+    assert (
+        "CE-CLIP used distilroberta-base" in readme and "with a masked LM at spaCy part-of-speech" in readme
+    )
     provenance = readme.split("## Provenance", 1)[1]
     line = next(line for line in provenance.splitlines() if line.startswith("- mlm.jsonl"))
     assert line.startswith("- mlm.jsonl (ce_clip typed negatives: relation, attribute, action, object): ")
@@ -140,7 +156,9 @@ def test_ce_clip_config_built_loaded_and_trained_with_one_cmr_threshold_per_type
     assert (data_args.dataset, data_args.train_split) == (str(out), "train")
     train = load(out, data_args.dataset_config)
     trainer = HardPosTrainer(
-        model=CLIPModel.from_pretrained(tiny_clip_dir), args=args, train_dataset=train,
+        model=CLIPModel.from_pretrained(tiny_clip_dir),
+        args=args,
+        train_dataset=train,
         processor=CLIPProcessor.from_pretrained(tiny_clip_dir),
     )
     cmr = trainer.objective.terms["cmr"]
@@ -156,14 +174,18 @@ def test_ce_clip_config_built_loaded_and_trained_with_one_cmr_threshold_per_type
     assert len(logs) == 4 and all(np.isfinite(e["loss_cmr"]) for e in logs)
     for name in columns.CE_CLIP_NEGATIVE_COLUMNS:
         used = [e[f"cmr_threshold/{name}"] for e in logs]  # the threshold each step's CMR term used
-        assert used[0] == 0.0 and all(np.isfinite(used)) and all(0.0 <= u <= args.cmr_upper_bound for u in used)
+        assert (
+            used[0] == 0.0 and all(np.isfinite(used)) and all(0.0 <= u <= args.cmr_upper_bound for u in used)
+        )
     # 2 steps per epoch (4 rows, batch 2): step 3 starts epoch 1 from 0 (CE-CLIP resets them at every epoch
     # start), step 4 uses step 3's
     assert all(logs[2][f"cmr_threshold/{n}"] == 0 for n in columns.CE_CLIP_NEGATIVE_COLUMNS)
     assert any(logs[3][f"cmr_threshold/{n}"] > 0 for n in columns.CE_CLIP_NEGATIVE_COLUMNS)
 
 
-def test_ce_clip_procedure_round_trip_with_a_caption_of_no_tagged_word(tiny_mlm_dir, pos_nlp, tmp_path, capsys):
+def test_ce_clip_procedure_round_trip_with_a_caption_of_no_tagged_word(
+    tiny_mlm_dir, pos_nlp, tmp_path, capsys
+):
     """The default procedure (CE-CLIP's) on a caption with no noun, adjective or verb masks it whole; the
     tiny LM's 4th fill of a bare mask is a special token, which decodes to "". That record is rejected
     (`validation.EMPTY`, our one departure from TextAugment), counted, and built as a null, so the build
@@ -189,8 +211,11 @@ def test_ce_clip_procedure_round_trip_with_a_caption_of_no_tagged_word(tiny_mlm_
     for kind in ("attribute", "action", "object"):
         rejected = sum(r["kind"] == kind for r in empty)
         share = 100 * rejected / len(captions)
-        assert re.search(rf"^{kind}: rejected .*\n(?:  .*\n)*?\s+{rejected}\s+{share:.1f}%\s+{validation.EMPTY}$",
-                         report, re.MULTILINE), kind
+        assert re.search(
+            rf"^{kind}: rejected .*\n(?:  .*\n)*?\s+{rejected}\s+{share:.1f}%\s+{validation.EMPTY}$",
+            report,
+            re.MULTILINE,
+        ), kind
 
     assert cli.main([*coco["build"], "--mlm-negatives", str(coco["negatives"])]) == 0
     ce_clip = load(coco["out"], "ce_clip")
@@ -216,10 +241,17 @@ def test_four_single_type_outputs_make_the_same_config(coco, tiny_mlm_dir, pos_n
     for kind, path in zip(TYPES, paths):
         generators[kind].generate_to_jsonl(CAPTIONS, path)
     report = export_finetune(tmp_path / "split", mlm_negatives=paths[::-1], **coco["common"])
-    assert report.counts == {"default": 4, "ce_clip": 4, "swap hard positives": 2, "swap-eligible captions": 2}
+    assert report.counts == {
+        "default": 4,
+        "ce_clip": 4,
+        "swap hard positives": 2,
+        "swap-eligible captions": 2,
+    }
     ce_clip = load(tmp_path / "split", "ce_clip")
-    assert {name: ce_clip[name] for name in columns.CE_CLIP_NEGATIVE_COLUMNS} == expected_columns(coco["negatives"])
-    for kind, name in columns.CE_CLIP_NEGATIVE_TYPES.items():
+    assert {name: ce_clip[name] for name in columns.CE_CLIP_NEGATIVE_COLUMNS} == expected_columns(
+        coco["negatives"]
+    )
+    for name in columns.CE_CLIP_NEGATIVE_TYPES.values():
         present = sum(value is not None for value in ce_clip[name])
         assert report.flags["ce_clip"][f"{name} present"] == present
     sources = column_sources((tmp_path / "split" / "README.md").read_text())
@@ -253,7 +285,9 @@ def test_outputs_that_do_not_match_the_captions_are_refused_naming_file_and_line
     generators = mlm_generators(tiny_mlm_dir, pos_nlp)
     reordered = tmp_path / "reordered.jsonl"
     generators["all"].generate_to_jsonl(CAPTIONS[::-1], reordered)
-    refused([reordered], rf"{reordered}: generated from other captions than those of .*captions_train2017.json")
+    refused(
+        [reordered], rf"{reordered}: generated from other captions than those of .*captions_train2017.json"
+    )
     fewer = tmp_path / "fewer.jsonl"
     generators["all"].generate_to_jsonl(CAPTIONS[:3], fewer)
     refused([fewer], rf"{fewer}: generated from 3 captions \(its manifest\) but .* has 4")
@@ -267,7 +301,9 @@ def test_outputs_that_do_not_match_the_captions_are_refused_naming_file_and_line
     bad = _mutate(good, tmp_path, [*lines[:-1], lines[-1][:20]])
     refused([bad], rf"{bad} line 16: incomplete last line")
     bad = _mutate(good, tmp_path, [*lines, lines[2]])
-    refused([bad], rf"{bad} line 17: a second record for caption index 0, type action \(the first is on line 3\)")
+    refused(
+        [bad], rf"{bad} line 17: a second record for caption index 0, type action \(the first is on line 3\)"
+    )
     bad = _mutate(good, tmp_path, manifest=False)
     refused([bad], rf"{bad}: no manifest beside it \(mlm.jsonl.manifest.json\)")
     refused([tmp_path / "absent.jsonl"], "absent.jsonl: file not found", MissingSourceError)

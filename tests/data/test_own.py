@@ -21,12 +21,27 @@ def _write_images(folder, count):
 
 
 ROWS = [
-    {"image": "img/0.png", "caption": "a red cube", "hard_negative": "a blue cube", "hard_positive": "a cube that is red",
-     "config": "attributes"},
-    {"image": "img/1.png", "caption": "a dog left of a cat", "hard_negative": "a cat left of a dog",
-     "hard_positive": "a cat right of a dog", "config": "relations"},
-    {"image": "img/0.png", "caption": "a small red cube", "hard_negative": "a large red cube",
-     "hard_positive": "a red cube that is small", "config": "attributes"},
+    {
+        "image": "img/0.png",
+        "caption": "a red cube",
+        "hard_negative": "a blue cube",
+        "hard_positive": "a cube that is red",
+        "config": "attributes",
+    },
+    {
+        "image": "img/1.png",
+        "caption": "a dog left of a cat",
+        "hard_negative": "a cat left of a dog",
+        "hard_positive": "a cat right of a dog",
+        "config": "relations",
+    },
+    {
+        "image": "img/0.png",
+        "caption": "a small red cube",
+        "hard_negative": "a large red cube",
+        "hard_positive": "a red cube that is small",
+        "config": "attributes",
+    },
 ]
 
 
@@ -47,7 +62,9 @@ def test_table_becomes_a_folder_eval_scores(kind, tiny_clip_dir, tmp_path):
     configs = card_metadata((out / "README.md").read_text())["configs"]
     assert [config["config_name"] for config in configs] == ["attributes", "relations"]
     result = evaluate_model(str(tiny_clip_dir), str(out), progress=False, log=lambda m: None)
-    assert result.results["attributes"]["num_examples"] == 2 and result.results["relations"]["num_examples"] == 1
+    assert (
+        result.results["attributes"]["num_examples"] == 2 and result.results["relations"]["num_examples"] == 1
+    )
 
 
 def test_bad_rows_and_images_are_named(tmp_path):
@@ -70,7 +87,9 @@ def test_image_paths_never_leave_the_image_folder(name, tmp_path):
     """An absolute path, a `..` or a symlink out of the image folder is refused with the table's line and field,
     before any file is read (a shared table must not embed other files of the machine)."""
     _write_images(tmp_path / "data" / "img", 1)
-    _write_images(tmp_path, 1)  # a readable image outside the folder: refused for where it is, not for what it is
+    _write_images(
+        tmp_path, 1
+    )  # a readable image outside the folder: refused for where it is, not for what it is
     (tmp_path / "outside.png").write_bytes((tmp_path / "0.png").read_bytes())
     (tmp_path / "data" / "img" / "link.png").symlink_to(tmp_path / "outside.png")
     table = tmp_path / "data" / "rows.jsonl"
@@ -90,8 +109,12 @@ HEADER = "image,caption,hard_negative,hard_positive,config"
 
 def test_a_csv_saved_by_excel_with_a_byte_order_mark_reads(tmp_path):
     _write_images(tmp_path / "img", 1)
-    table = _csv(tmp_path / "rows.csv", HEADER, "img/0.png,a red cube,a blue cube,a cube that is red,attributes",
-                 encoding="utf-8-sig")
+    table = _csv(
+        tmp_path / "rows.csv",
+        HEADER,
+        "img/0.png,a red cube,a blue cube,a cube that is red,attributes",
+        encoding="utf-8-sig",
+    )
     assert table.read_bytes().startswith(b"\xef\xbb\xbf")
     export_own(table, tmp_path / "out")
     import pyarrow.parquet as pq
@@ -101,17 +124,33 @@ def test_a_csv_saved_by_excel_with_a_byte_order_mark_reads(tmp_path):
     assert [row["caption"] for row in rows] == ["a red cube"]
 
 
-@pytest.mark.parametrize("header, line, encoding, expected", [
-    (HEADER + ",caption", "img/0.png,a,b,c,attributes,d", "utf-8", r"line 1 names column\(s\) \['caption'\] more than once"),
-    (HEADER, "img/0.png,a,b,c,attributes,extra", "utf-8", "line 2 has 6 cells, the header names 5"),
-    (HEADER, "img/0.png,café au lait,b,c,attributes", "latin-1", "is not UTF-8"),
-    (HEADER, "img/0.png,a,b,c,../../x", "utf-8", "line 2, field 'config'"),
-    (HEADER, "img/0.png,a,b,c,a b", "utf-8", "line 2, field 'config'"),
-    (HEADER.replace("caption", "captoin"), "img/0.png,a,b,c,attributes", "utf-8",
-     r"line 1 \(the header\) has unknown field\(s\) \['captoin'\]"),
-    ("image,caption,hard_negative,config", "img/0.png,a,b,attributes", "utf-8",
-     r"line 1 \(the header\) has no field 'hard_positive'"),
-])
+@pytest.mark.parametrize(
+    "header, line, encoding, expected",
+    [
+        (
+            HEADER + ",caption",
+            "img/0.png,a,b,c,attributes,d",
+            "utf-8",
+            r"line 1 names column\(s\) \['caption'\] more than once",
+        ),
+        (HEADER, "img/0.png,a,b,c,attributes,extra", "utf-8", "line 2 has 6 cells, the header names 5"),
+        (HEADER, "img/0.png,café au lait,b,c,attributes", "latin-1", "is not UTF-8"),
+        (HEADER, "img/0.png,a,b,c,../../x", "utf-8", "line 2, field 'config'"),
+        (HEADER, "img/0.png,a,b,c,a b", "utf-8", "line 2, field 'config'"),
+        (
+            HEADER.replace("caption", "captoin"),
+            "img/0.png,a,b,c,attributes",
+            "utf-8",
+            r"line 1 \(the header\) has unknown field\(s\) \['captoin'\]",
+        ),
+        (
+            "image,caption,hard_negative,config",
+            "img/0.png,a,b,attributes",
+            "utf-8",
+            r"line 1 \(the header\) has no field 'hard_positive'",
+        ),
+    ],
+)
 def test_malformed_tables_are_one_line(tmp_path, header, line, encoding, expected):
     _write_images(tmp_path / "img", 1)
     table = _csv(tmp_path / "rows.csv", header, line, encoding=encoding)

@@ -57,13 +57,17 @@ def test_substring_artifact_needs_a_partial_word_change():
     assert is_substring_artifact("plant covered in leaf", "plant covecrimson in leaf", table)
     assert is_substring_artifact("window belonging to long car", "window belengthying to lengthy car", table)
     assert not is_substring_artifact("red car", "crimson car", table)
-    assert not is_substring_artifact("window in building in scene", "window within building within scene", table)
+    assert not is_substring_artifact(
+        "window in building in scene", "window within building within scene", table
+    )
 
 
 def test_build_export_load_gives_the_same_rows(sources, tmp_path):
     upstream, images_dir, image_files = sources
     out = tmp_path / "out"
-    report = export_replace(out, upstream_dir=upstream, images_dir=images_dir, union_config_name="all", progress=False)
+    report = export_replace(
+        out, upstream_dir=upstream, images_dir=images_dir, union_config_name="all", progress=False
+    )
 
     assert report.counts == {"attributes": 7, "relations": 4, "all": 11}
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.parquet")) == [
@@ -97,7 +101,10 @@ def test_build_export_load_gives_the_same_rows(sources, tmp_path):
     readme = (out / "README.md").read_text()
     defects = "Known defects of the upstream data"
     assert card_numbers(readme, defects) == {
-        subset: {"substring_artifact rows": len(EXPECTED_ARTIFACTS[subset]), "is_duplicate rows": len(EXPECTED_DUPLICATE_OF[subset])}
+        subset: {
+            "substring_artifact rows": len(EXPECTED_ARTIFACTS[subset]),
+            "is_duplicate rows": len(EXPECTED_DUPLICATE_OF[subset]),
+        }
         for subset in REPLACE_ROWS
     }
     listed = {line for line in card_section(readme, defects).splitlines() if line.startswith("- ")}
@@ -110,7 +117,9 @@ def test_build_export_load_gives_the_same_rows(sources, tmp_path):
 
 def test_build_without_images(sources, tmp_path):
     upstream, _, _ = sources
-    export_replace(tmp_path / "out", upstream_dir=upstream, embed_images=False, subsets=["relations"], progress=False)
+    export_replace(
+        tmp_path / "out", upstream_dir=upstream, embed_images=False, subsets=["relations"], progress=False
+    )
     loaded = datasets.load_dataset(str(tmp_path / "out"), "relations", split="test")
     assert "image" not in loaded.column_names and loaded.num_rows == 4
 
@@ -167,11 +176,16 @@ def test_script_builds_and_reports_errors(sources, tmp_path, capsys):
     script = REPO / "dataset_scripts" / "replace.py"
     main = runpy.run_path(str(script))["main"]
     out = tmp_path / "out"
-    assert main(["--upstream-dir", str(upstream), "--images-dir", str(images_dir), "--output-dir", str(out)]) == 0
+    assert (
+        main(["--upstream-dir", str(upstream), "--images-dir", str(images_dir), "--output-dir", str(out)])
+        == 0
+    )
     saved = json.loads((out / "build_report.json").read_text())
     assert saved["counts"]["relations"] == 4 and saved["expected_counts"]["relations"] == 16_868
     assert datasets.load_dataset(str(out), "relations", split="test").num_rows == 4
-    assert main(["--upstream-dir", str(tmp_path / "nowhere"), "--output-dir", str(out)]) == 2  # input error (issue 10)
+    assert (
+        main(["--upstream-dir", str(tmp_path / "nowhere"), "--output-dir", str(out)]) == 2
+    )  # input error (issue 10)
     assert str(tmp_path / "nowhere" / "data" / "vl_checklist_attributes.json") in capsys.readouterr().err
 
 
@@ -181,7 +195,16 @@ def test_hardpos_eval_accepts_the_built_folder(sources, tmp_path, tiny_clip_dir,
     out = tmp_path / "out"
     export_replace(out, upstream_dir=upstream, images_dir=images_dir, progress=False)
     assert datasets.get_dataset_config_names(str(out)) == ["attributes", "relations"]
-    argv = ["eval", "--model", str(tiny_clip_dir), "--dataset", str(out), "--batch-size", "4", "--no-progress"]
+    argv = [
+        "eval",
+        "--model",
+        str(tiny_clip_dir),
+        "--dataset",
+        str(out),
+        "--batch-size",
+        "4",
+        "--no-progress",
+    ]
     assert cli.main([*argv, "--config", "relations", "--output", str(tmp_path / "eval")]) == 0
     metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
     assert "relations" in json.dumps(metrics) and "attributes" not in json.dumps(metrics)
@@ -215,7 +238,9 @@ def test_shared_upstream_data(shared_data, tmp_path):
         loaded = loaded.remove_columns("image")
         assert loaded["caption"] == [row["true_caption"] for row in rows]
         assert loaded["image_id"] == [row["image_id"] for row in rows]
-        flagged = {(r["caption"], r["hard_positive"]) for r in loaded.filter(lambda r: r["substring_artifact"])}
+        flagged = {
+            (r["caption"], r["hard_positive"]) for r in loaded.filter(lambda r: r["substring_artifact"])
+        }
         if subset == "attributes":
             for c, c_p in [
                 ("white whiteboard", "ivory ivoryboard"),
@@ -256,7 +281,10 @@ def test_default_sources_download_from_the_pinned_commit_and_check_digests(tmp_p
     monkeypatch.setitem(replace_module.PAPER_COUNTS, "relations", 4)
     report = export_replace(tmp_path / "out", subsets=["relations"], progress=False)
     assert report.counts == {"relations": 4} and report.local_variants == []
-    assert requested[:2] == [raw + "data/vl_checklist_relations.json", raw + "swapped_data/vl_checklist_relations.json"]
+    assert requested[:2] == [
+        raw + "data/vl_checklist_relations.json",
+        raw + "swapped_data/vl_checklist_relations.json",
+    ]
     assert sorted(requested[2:]) == sorted(sources_module_urls())
     provenance = card_sources((tmp_path / "out" / "README.md").read_text())
     assert provenance == report.sources
@@ -264,7 +292,9 @@ def test_default_sources_download_from_the_pinned_commit_and_check_digests(tmp_p
 
     # Pinned inputs bind the paper's count: one row fewer than the paper is refused before writing.
     monkeypatch.setitem(replace_module.PAPER_COUNTS, "relations", 5)
-    with pytest.raises(DataValidationError, match=r"config relations: the upstream files hold 4 rows, the paper 5"):
+    with pytest.raises(
+        DataValidationError, match=r"config relations: the upstream files hold 4 rows, the paper 5"
+    ):
         export_replace(tmp_path / "refused", subsets=["relations"], progress=False)
     assert not (tmp_path / "refused" / "README.md").exists()
 
@@ -282,11 +312,17 @@ def test_a_download_that_is_not_the_pinned_file_is_refused(tmp_path, monkeypatch
 
     upstream, images_dir, _ = sources
     _fake_downloads(monkeypatch, tmp_path, upstream)
-    with pytest.raises(UpstreamMismatchError, match=r"vl_checklist_relations\.json .* is not the file of amitakamath"):
+    with pytest.raises(
+        UpstreamMismatchError, match=r"vl_checklist_relations\.json .* is not the file of amitakamath"
+    ):
         export_replace(tmp_path / "out", subsets=["relations"], embed_images=False, progress=False)
-    report = export_replace(tmp_path / "local", upstream_dir=upstream, subsets=["relations"], embed_images=False,
-                            progress=False)
-    assert report.local_variants == ["data/vl_checklist_relations.json", "swapped_data/vl_checklist_relations.json"]
+    report = export_replace(
+        tmp_path / "local", upstream_dir=upstream, subsets=["relations"], embed_images=False, progress=False
+    )
+    assert report.local_variants == [
+        "data/vl_checklist_relations.json",
+        "swapped_data/vl_checklist_relations.json",
+    ]
     assert not report.counts_must_match
     readme = (tmp_path / "local" / "README.md").read_text()
     assert card_sources(readme) == report.sources
@@ -311,8 +347,9 @@ def test_skip_missing_card_counts_distinct_images_and_says_rows_were_dropped(sou
     """Issue 10: an image used by both subsets is one missing image, and the card says rows were dropped."""
     upstream, images_dir, image_files = sources
     image_files["712954"].unlink()  # used by one attributes row and one relations row
-    report = export_replace(tmp_path / "out", upstream_dir=upstream, images_dir=images_dir, skip_missing=True,
-                            progress=False)
+    report = export_replace(
+        tmp_path / "out", upstream_dir=upstream, images_dir=images_dir, skip_missing=True, progress=False
+    )
     assert report.distinct_missing_images == 1
     assert report.skipped_rows == {"attributes": 1, "relations": 1}
     assert report.skipped_missing_images == {"attributes": ["712954"], "relations": ["712954"]}
@@ -325,8 +362,14 @@ def test_skip_missing_card_counts_distinct_images_and_says_rows_were_dropped(sou
         "relations: 1 row(s), 1 image(s)). They are listed in `build_report.json`; results on this build are not "
         "comparable with the paper's."
     )
-    complete = export_replace(tmp_path / "full", upstream_dir=upstream, images_dir=images_dir, subsets=["relations"],
-                              skip_missing=True, progress=False)
+    complete = export_replace(
+        tmp_path / "full",
+        upstream_dir=upstream,
+        images_dir=images_dir,
+        subsets=["relations"],
+        skip_missing=True,
+        progress=False,
+    )
     assert complete.counts == {"relations": 3}  # 712954 still missing: the relations row is dropped
     image_files["712954"].write_bytes(image_files["712956"].read_bytes())
     repaired = export_replace(tmp_path / "full", upstream_dir=upstream, images_dir=images_dir, progress=False)

@@ -78,7 +78,9 @@ def test_sugarcrepe_real_files_give_the_papers_counts(tmp_path):
     for subset in SUGARCREPE_COUNTS:
         check_rows_and_images(out, root, subset, image_bytes, with_positive=False)
     swap_obj = datasets.load_dataset(str(out), "swap_obj", split="test")
-    assert 108 not in swap_obj["upstream_key"] and swap_obj["upstream_key"][-1] == 245  # upstream skips key 108
+    assert (
+        108 not in swap_obj["upstream_key"] and swap_obj["upstream_key"][-1] == 245
+    )  # upstream skips key 108
     # Word-order-only negatives, measured (sugar-crepe #10): none for add/replace, most swap_obj rows.
     flags = {subset: report.flags[subset]["negative_same_words"] for subset in SUGARCREPE_COUNTS}
     assert flags["add_att"] == flags["add_obj"] == 0
@@ -86,14 +88,20 @@ def test_sugarcrepe_real_files_give_the_papers_counts(tmp_path):
     assert report.skipped_rows == {} and report.local_variants == []
     readme = (out / "README.md").read_text()
     configs = card_numbers(readme, "Configs and row counts")
-    assert configs == {name: {"rows": count, "paper": count, "shards": 1} for name, count in SUGARCREPE_COUNTS.items()}
+    assert configs == {
+        name: {"rows": count, "paper": count, "shards": 1} for name, count in SUGARCREPE_COUNTS.items()
+    }
     provenance = card_sources(readme)
     assert provenance == report.sources
     assert provenance["data/add_att.json"].startswith(
         "https://raw.githubusercontent.com/RAIVNLab/sugar-crepe/0047054b243992f0fad63d6f64f7544862daf846/data/add_att.json"
     )
-    assert provenance["data/add_att.json"].endswith("sha256 012d88d729693d193760e6f3393b06a1cf874380a9db0062e937201199fe044d")
-    assert card_section(readme, "Citation").strip().startswith("```bibtex\n@inproceedings{hsieh2023sugarcrepe,")
+    assert provenance["data/add_att.json"].endswith(
+        "sha256 012d88d729693d193760e6f3393b06a1cf874380a9db0062e937201199fe044d"
+    )
+    assert (
+        card_section(readme, "Citation").strip().startswith("```bibtex\n@inproceedings{hsieh2023sugarcrepe,")
+    )
 
 
 def test_sugarcrepe_pp_real_files_counts_alignment_and_defects(tmp_path):
@@ -122,7 +130,11 @@ def test_sugarcrepe_pp_real_files_counts_alignment_and_defects(tmp_path):
     assert report.flags["swap_obj"] == {"negative_equals_caption": 2, "hard_positive_equals_caption": 0}
     readme = (out / "README.md").read_text()
     assert card_numbers(readme, "Known defects of the upstream data") == report.flags
-    assert card_numbers(readme, "Configs and row counts")["replace_obj"] == {"rows": 1_652, "paper": 1_652, "shards": 1}
+    assert card_numbers(readme, "Configs and row counts")["replace_obj"] == {
+        "rows": 1_652,
+        "paper": 1_652,
+        "shards": 1,
+    }
     assert card_sources(readme)["data/swap_obj.json"].startswith(
         "https://raw.githubusercontent.com/Sri-Harsha/scpp/c083bbf039a5ca215acaf25e7ee736d2ea6f3864/data/swap_obj.json"
     )
@@ -138,9 +150,16 @@ def test_sugarcrepe_pp_skip_missing_counts_distinct_images_and_dropped_rows(tmp_
     )[0]
     (images_dir / shared).unlink()
     with pytest.raises(MissingImageError, match=f"file name {shared}"):
-        export_sugarcrepe_pp(tmp_path / "out", upstream_dir=root, images_dir=images_dir, subsets=subsets, progress=False)
+        export_sugarcrepe_pp(
+            tmp_path / "out", upstream_dir=root, images_dir=images_dir, subsets=subsets, progress=False
+        )
     report = export_sugarcrepe_pp(
-        tmp_path / "out", upstream_dir=root, images_dir=images_dir, subsets=subsets, skip_missing=True, progress=False
+        tmp_path / "out",
+        upstream_dir=root,
+        images_dir=images_dir,
+        subsets=subsets,
+        skip_missing=True,
+        progress=False,
     )
     dropped = {s: sum(r[1] == shared for r in upstream_rows(root, s)) for s in subsets}
     assert report.skipped_missing_images == {"swap_obj": [shared], "swap_att": [shared]}
@@ -181,10 +200,24 @@ def test_scripts_and_hardpos_build(tmp_path, capsys):
     assert saved["counts"] == saved["expected_counts"] == {"swap_obj": 245}
     assert datasets.load_dataset(str(tmp_path / "a"), "swap_obj", split="test").num_rows == 245
     # Without images, through `hardpos build` directly.
-    assert hardpos(["build", "sugarcrepe_pp", *common, "--no-images", "--output-dir", str(tmp_path / "b")]) == 0
+    assert (
+        hardpos(["build", "sugarcrepe_pp", *common, "--no-images", "--output-dir", str(tmp_path / "b")]) == 0
+    )
     # Bad input: one line naming the problem, exit 2.
-    assert hardpos(["build", "sugarcrepe_pp", *common, "--images-dir", str(tmp_path / "none"), "--output-dir",
-                    str(tmp_path / "c")]) == 2
+    assert (
+        hardpos(
+            [
+                "build",
+                "sugarcrepe_pp",
+                *common,
+                "--images-dir",
+                str(tmp_path / "none"),
+                "--output-dir",
+                str(tmp_path / "c"),
+            ]
+        )
+        == 2
+    )
     assert "--images-dir" in capsys.readouterr().err
     (tmp_path / "file").write_text("")
     assert hardpos(["build", "sugarcrepe", "--output-dir", str(tmp_path / "file" / "x")]) == 2
@@ -192,7 +225,15 @@ def test_scripts_and_hardpos_build(tmp_path, capsys):
     script = REPO / "dataset_scripts" / "sugarcrepe.py"
     sc_root = unpack_upstream("sugarcrepe", tmp_path / "sugar-crepe")
     main = runpy.run_path(str(script))["main"]
-    argv = ["--upstream-dir", str(sc_root), "--subsets", "swap_att", "--no-images", "--output-dir", str(tmp_path / "d")]
+    argv = [
+        "--upstream-dir",
+        str(sc_root),
+        "--subsets",
+        "swap_att",
+        "--no-images",
+        "--output-dir",
+        str(tmp_path / "d"),
+    ]
     assert main([*argv, "--max-shard-size", "lots"]) == 2
     assert "--max-shard-size" in capsys.readouterr().err
     assert main(argv) == 0
@@ -206,7 +247,9 @@ def test_default_sources_are_the_pinned_upstream_files_and_coco_val2017(tmp_path
     extracted = tmp_path / "extracted"
     coco_images(root, extracted, ["swap_obj"])  # -> extracted/val2017/<file name>
     raw = "https://raw.githubusercontent.com/Sri-Harsha/scpp/c083bbf039a5ca215acaf25e7ee736d2ea6f3864/"
-    requested = fake_downloads(monkeypatch, raw, root, {"http://images.cocodataset.org/zips/val2017.zip": extracted})
+    requested = fake_downloads(
+        monkeypatch, raw, root, {"http://images.cocodataset.org/zips/val2017.zip": extracted}
+    )
     report = export_sugarcrepe_pp(tmp_path / "out", subsets=["swap_obj"], progress=False)
     assert report.counts == {"swap_obj": 245}
     assert requested == [raw + "data/swap_obj.json", "http://images.cocodataset.org/zips/val2017.zip"]
@@ -220,8 +263,9 @@ def test_hardpos_eval_reads_the_built_sugarcrepe_pp(tmp_path, tiny_clip_dir, cap
 
     root = unpack_upstream("sugarcrepe_pp", tmp_path / "scpp")
     images_dir, _ = coco_images(root, tmp_path, ["swap_obj"])
-    export_sugarcrepe_pp(tmp_path / "out", upstream_dir=root, images_dir=images_dir, subsets=["swap_obj"],
-                         progress=False)
+    export_sugarcrepe_pp(
+        tmp_path / "out", upstream_dir=root, images_dir=images_dir, subsets=["swap_obj"], progress=False
+    )
     argv = ["eval", "--model", str(tiny_clip_dir), "--dataset", str(tmp_path / "out"), "--no-progress"]
     assert hardpos([*argv, "--output", str(tmp_path / "eval")]) == 0
     table = capsys.readouterr().out

@@ -58,8 +58,10 @@ def assert_refused(capsys, rc, out_dir, *expected):
 
 def sugarcrepe_set(root, filenames):
     """A SugarCrepe-format ``data/swap_obj.json`` (a dict keyed by row index)."""
-    rows = {str(i): {"filename": name, "caption": f"a cat {i}", "negative_caption": f"{i} cat a"}
-            for i, name in enumerate(filenames)}
+    rows = {
+        str(i): {"filename": name, "caption": f"a cat {i}", "negative_caption": f"{i} cat a"}
+        for i, name in enumerate(filenames)
+    }
     write_json(root / "data" / "swap_obj.json", rows)
     return root
 
@@ -80,8 +82,21 @@ def test_sugarcrepe_second_row_outside_the_image_root(tmp_path, capsys, how):
     name = bad_names(tmp_path, images_dir)[how]
     root = sugarcrepe_set(tmp_path / "sc", ["a.jpg", name, "b.jpg"])
     out = tmp_path / "out"
-    rc = hardpos(["build", "sugarcrepe", "--upstream-dir", str(root), "--images-dir", str(images_dir),
-                  "--subsets", "swap_obj", "--output-dir", str(out), "--no-progress"])
+    rc = hardpos(
+        [
+            "build",
+            "sugarcrepe",
+            "--upstream-dir",
+            str(root),
+            "--images-dir",
+            str(images_dir),
+            "--subsets",
+            "swap_obj",
+            "--output-dir",
+            str(out),
+            "--no-progress",
+        ]
+    )
     line = assert_refused(capsys, rc, out, "swap_obj.json", "row 1", "field filename")
     assert not (out / "README.md").exists() and not (out / "data").exists()
     assert re.search(r"absolute|'\.\.'|symlink", line)
@@ -91,25 +106,57 @@ def test_sugarcrepe_pp_row_outside_the_image_root(tmp_path, capsys):
     images_dir = tmp_path / "val2017"
     make_coco_placeholders(images_dir, ["a.jpg"])
     secret_image(tmp_path / "secret.jpg")
-    rows = [{"id": i, "filename": name, "caption": "c", "caption2": "c2", "negative_caption": "n"}
-            for i, name in enumerate(["a.jpg", "../secret.jpg"])]
+    rows = [
+        {"id": i, "filename": name, "caption": "c", "caption2": "c2", "negative_caption": "n"}
+        for i, name in enumerate(["a.jpg", "../secret.jpg"])
+    ]
     write_json(tmp_path / "scpp" / "data" / "swap_obj.json", rows)
     out = tmp_path / "out"
-    rc = hardpos(["build", "sugarcrepe_pp", "--upstream-dir", str(tmp_path / "scpp"), "--images-dir", str(images_dir),
-                  "--subsets", "swap_obj", "--output-dir", str(out), "--no-progress"])
+    rc = hardpos(
+        [
+            "build",
+            "sugarcrepe_pp",
+            "--upstream-dir",
+            str(tmp_path / "scpp"),
+            "--images-dir",
+            str(images_dir),
+            "--subsets",
+            "swap_obj",
+            "--output-dir",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert_refused(capsys, rc, out, "swap_obj.json", "row 1", "field filename")
 
 
 def test_replace_image_id_outside_the_image_root(tmp_path, capsys):
-    rows = {"attributes": [("712954", "VG_100K", "red car", "blue car", "crimson car"),
-                           ("../secret", "VG_100K", "white dog", "black dog", "ivory dog")],
-            "relations": [("712954", "VG_100K", "cup on table", "cup under table", "cup atop table")]}
+    rows = {
+        "attributes": [
+            ("712954", "VG_100K", "red car", "blue car", "crimson car"),
+            ("../secret", "VG_100K", "white dog", "black dog", "ivory dog"),
+        ],
+        "relations": [("712954", "VG_100K", "cup on table", "cup under table", "cup atop table")],
+    }
     upstream = make_replace_upstream(tmp_path / "hp", rows)
     make_vg_images(tmp_path / "VG", {"712954": "VG_100K"})
-    secret_image(tmp_path / "VG" / "secret.jpg")  # VG/VG_100K/../secret.jpg: a real file, outside the part folder
+    secret_image(
+        tmp_path / "VG" / "secret.jpg"
+    )  # VG/VG_100K/../secret.jpg: a real file, outside the part folder
     out = tmp_path / "out"
-    rc = hardpos(["build", "replace", "--upstream-dir", str(upstream), "--images-dir", str(tmp_path / "VG"),
-                  "--output-dir", str(out), "--no-progress"])
+    rc = hardpos(
+        [
+            "build",
+            "replace",
+            "--upstream-dir",
+            str(upstream),
+            "--images-dir",
+            str(tmp_path / "VG"),
+            "--output-dir",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert_refused(capsys, rc, out, "vl_checklist_attributes.json", "row 1", "field image_id")
 
 
@@ -122,8 +169,21 @@ def test_swap_image_path_outside_the_image_root(tmp_path, capsys):
     write_json(aro / "visual_genome_attribution.json", rows)
     secret_image(tmp_path / "secret.jpg")
     out = tmp_path / "out"
-    rc = hardpos(["build", "swap", "--upstream-dir", str(upstream), "--aro-dir", str(aro), "--images-dir",
-                  str(tmp_path / "VG"), "--output-dir", str(out), "--no-progress"])
+    rc = hardpos(
+        [
+            "build",
+            "swap",
+            "--upstream-dir",
+            str(upstream),
+            "--aro-dir",
+            str(aro),
+            "--images-dir",
+            str(tmp_path / "VG"),
+            "--output-dir",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert_refused(capsys, rc, out, "visual_genome_attribution.json", "row 1", "field image_path")
 
 
@@ -146,8 +206,14 @@ def test_aro_vg_and_order_paths_outside_the_image_root(tmp_path, capsys):
     from hf_hardpos.data.aro import export_aro
 
     with pytest.raises(UnsafePathError, match=r"coco_karpathy_test\.json: entry 1 field image: .*'\.\.'"):
-        export_aro(out, aro_dir=tmp_path / "aro", coco_images_dir=tmp_path / "coco", configs=["coco_order"],
-                   tagger=toy_tagger, progress=False)
+        export_aro(
+            out,
+            aro_dir=tmp_path / "aro",
+            coco_images_dir=tmp_path / "coco",
+            configs=["coco_order"],
+            tagger=toy_tagger,
+            progress=False,
+        )
     assert not (out / "README.md").exists()
 
 
@@ -159,8 +225,21 @@ def test_finetune_file_name_outside_the_image_root(tmp_path, capsys):
     write_json(coco / "annotations" / "captions_train2017.json", captions)
     secret_image(tmp_path / "secret.jpg")
     out = tmp_path / "out"
-    rc = hardpos(["build", "finetune", "--upstream-dir", str(upstream), "--coco-annotations", str(coco),
-                  "--coco-images-dir", str(coco / "train2014"), "--output-dir", str(out), "--no-progress"])
+    rc = hardpos(
+        [
+            "build",
+            "finetune",
+            "--upstream-dir",
+            str(upstream),
+            "--coco-annotations",
+            str(coco),
+            "--coco-images-dir",
+            str(coco / "train2014"),
+            "--output-dir",
+            str(out),
+            "--no-progress",
+        ]
+    )
     image_id = list(COCO_IMAGES)[1]
     assert_refused(capsys, rc, out, "captions_train2017.json", f"image {image_id}", "field file_name")
 
@@ -185,7 +264,9 @@ def test_replace_fixture_builds_from_untouched_rows(tmp_path):
 
     upstream = make_replace_upstream(tmp_path / "hp")
     make_vg_images(tmp_path / "VG", replace_images())
-    report = export_replace(tmp_path / "out", upstream_dir=upstream, images_dir=tmp_path / "VG", progress=False)
+    report = export_replace(
+        tmp_path / "out", upstream_dir=upstream, images_dir=tmp_path / "VG", progress=False
+    )
     assert report.counts == {"attributes": 7, "relations": 4}
 
 

@@ -56,9 +56,15 @@ def make_valse(root: Path, images: Path, rows_per_piece: int = 4, seed: int = 0)
             caption = _sentence(rng)
             foil = caption if (piece == "existence" and r == 2) else _sentence(rng)
             rows[f"{piece}_{r}"] = {
-                "dataset": "visual7w", "original_split": "test", "dataset_idx": r,
-                "linguistic_phenomena": piece, "image_file": f"v7w_{int(rng.integers(len(COLORS)))}.jpg",
-                "caption": caption, "foil": foil, "classes": [1, "x", True][r % 3], "classes_foil": None,
+                "dataset": "visual7w",
+                "original_split": "test",
+                "dataset_idx": r,
+                "linguistic_phenomena": piece,
+                "image_file": f"v7w_{int(rng.integers(len(COLORS)))}.jpg",
+                "caption": caption,
+                "foil": foil,
+                "classes": [1, "x", True][r % 3],
+                "classes_foil": None,
                 "mturk": {"foil": 0, "caption": 1 if r in (1, 2) else 3, "other": 0},
             }
         (root / "data" / f"{piece}.json").write_text(json.dumps(rows))
@@ -69,20 +75,26 @@ def make_valse(root: Path, images: Path, rows_per_piece: int = 4, seed: int = 0)
 def naive_scores(model, processor, image_path: Path, texts: list[str]) -> list[float]:
     """Cosine of L2-normalised embeddings, one image and one text at a time (no batching, no caches)."""
     with torch.no_grad():
-        pixels = processor(images=PILImage.open(image_path).convert("RGB"), return_tensors="pt")["pixel_values"]
+        pixels = processor(images=PILImage.open(image_path).convert("RGB"), return_tensors="pt")[
+            "pixel_values"
+        ]
         image = model.get_image_features(pixel_values=pixels)
         image = getattr(image, "pooler_output", image)
         image = image / image.norm(dim=-1, keepdim=True)
         out = []
         for text in texts:
             ids = processor(text=[text], return_tensors="pt", padding=True)
-            feature = model.get_text_features(input_ids=ids["input_ids"], attention_mask=ids["attention_mask"])
+            feature = model.get_text_features(
+                input_ids=ids["input_ids"], attention_mask=ids["attention_mask"]
+            )
             feature = getattr(feature, "pooler_output", feature)
             out.append(float((image @ (feature / feature.norm(dim=-1, keepdim=True)).T).item()))
     return out
 
 
-def test_valse_build_flags_and_aggregations_equal_an_independent_computation(tmp_path, tiny_clip_dir, model_and_processor):
+def test_valse_build_flags_and_aggregations_equal_an_independent_computation(
+    tmp_path, tiny_clip_dir, model_and_processor
+):
     upstream, images = tmp_path / "VALSE", tmp_path / "images"
     written = make_valse(upstream, images)
     export_valse(tmp_path / "out", upstream_dir=upstream, images_dir=images, progress=False)
@@ -93,8 +105,11 @@ def test_valse_build_flags_and_aggregations_equal_an_independent_computation(tmp
     assert list(existence["caption_equals_foil"]) == [False, False, True, False]
     assert list(existence["mturk_caption"]) == [3, 1, 1, 3]
 
-    section = run_task(CAPTION_SELECTION, ITMScorer(*model_and_processor, batch_size=3, progress=False),
-                       TaskData(str(tmp_path / "out")))
+    section = run_task(
+        CAPTION_SELECTION,
+        ITMScorer(*model_and_processor, batch_size=3, progress=False),
+        TaskData(str(tmp_path / "out")),
+    )
     model, processor = model_and_processor
     expected = {}
     for piece, rows in written.items():
@@ -102,7 +117,9 @@ def test_valse_build_flags_and_aggregations_equal_an_independent_computation(tmp
         for row in rows:
             if row["mturk"]["caption"] < 2:
                 continue
-            s_caption, s_foil = naive_scores(model, processor, images / row["image_file"], [row["caption"], row["foil"]])
+            s_caption, s_foil = naive_scores(
+                model, processor, images / row["image_file"], [row["caption"], row["foil"]]
+            )
             outcomes.append(s_caption > s_foil)
         expected[piece] = float(np.mean(outcomes))
         assert section.results[piece]["accuracy"] == pytest.approx(expected[piece], abs=1e-12)
@@ -110,12 +127,15 @@ def test_valse_build_flags_and_aggregations_equal_an_independent_computation(tmp
     aggregates = section.aggregates
     assert aggregates["avg"]["accuracy"] == pytest.approx(sum(expected.values()) / 11)
     assert aggregates["counting"]["accuracy"] == pytest.approx(
-        (expected["counting-hard"] + expected["counting-small-quant"] + expected["counting-adversarial"]) / 3)
+        (expected["counting-hard"] + expected["counting-small-quant"] + expected["counting-adversarial"]) / 3
+    )
     # CE-CLIP Table 1 prints action replacement, actant swap, coreference standard and clean as four
     # columns: they stay pieces, never averaged in pairs; counting is the only multi-piece column.
     assert set(aggregates) == {"counting", "avg"} and aggregates["avg"]["num_pieces"] == 11
     assert aggregates["counting"]["num_examples"] == sum(
-        section.results[p]["num_examples"] for p in ("counting-hard", "counting-small-quant", "counting-adversarial"))
+        section.results[p]["num_examples"]
+        for p in ("counting-hard", "counting-small-quant", "counting-adversarial")
+    )
 
 
 def test_valse_missing_image_is_refused_with_its_name(tmp_path):
@@ -155,12 +175,19 @@ def make_vl_checklist(root: Path, images: Path, rows: int = 3, seed: int = 1) ->
         yaml_path.parent.mkdir(parents=True, exist_ok=True)
         yaml_path.write_text(f'ANNO_PATH: "{annotation}"\nIMG_ROOT: "{image_root}"\nTYPE: "TUPLE_JSON"')
         sub = {"vg/": "VG_100K", "hake/": "hico", "swig/": ""}[image_root]
-        items = [[f"{sub}/{int(rng.integers(len(COLORS)))}.jpg".lstrip("/"),
-                  {"POS": [_sentence(rng)], "NEG": [_sentence(rng)]}] for _ in range(rows)]
+        items = [
+            [
+                f"{sub}/{int(rng.integers(len(COLORS)))}.jpg".lstrip("/"),
+                {"POS": [_sentence(rng)], "NEG": [_sentence(rng)]},
+            ]
+            for _ in range(rows)
+        ]
         if corpus_file == "Attribute/color/vg.yaml":
             items.append(list(items[0]))  # an exact duplicate row
             items.append([items[1][0], {"POS": ["red cube"], "NEG": ["red cube"]}])  # POS[0] == NEG[0]
-            items.append([items[2][0], {"POS": ["dog on sofa", "a dog"], "NEG": [" frying pan", "a cat"]}])  # broken
+            items.append(
+                [items[2][0], {"POS": ["dog on sofa", "a dog"], "NEG": [" frying pan", "a cat"]}]
+            )  # broken
         path = root / annotation
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(items))
@@ -180,15 +207,20 @@ def test_vl_checklist_build_flags_and_table2_columns(tmp_path, tiny_clip_dir, mo
     assert list(color["negative_broken"]) == [False] * 5 + [True]
     assert color[5]["hard_negative"] == " frying pan" and color[5]["negatives"] == [" frying pan", "a cat"]
 
-    section = run_task(CAPTION_SELECTION, ITMScorer(*model_and_processor, batch_size=4, progress=False),
-                       TaskData(str(tmp_path / "out")))
+    section = run_task(
+        CAPTION_SELECTION,
+        ITMScorer(*model_and_processor, batch_size=4, progress=False),
+        TaskData(str(tmp_path / "out")),
+    )
     model, processor = model_and_processor
     per_file = {}
     for corpus_file, (items, image_root) in written.items():
         name = corpus_file.removesuffix(".yaml").replace("/", "_").lower()
         outcomes = []
         for image, texts in items:
-            s_pos, s_neg = naive_scores(model, processor, images / image_root / image, [texts["POS"][0], texts["NEG"][0]])
+            s_pos, s_neg = naive_scores(
+                model, processor, images / image_root / image, [texts["POS"][0], texts["NEG"][0]]
+            )
             outcomes.append(s_pos > s_neg)
         per_file[name] = float(np.mean(outcomes))
         assert section.results[name]["accuracy"] == pytest.approx(per_file[name], abs=1e-12)
@@ -198,7 +230,10 @@ def test_vl_checklist_build_flags_and_table2_columns(tmp_path, tiny_clip_dir, mo
         "attribute_material": per_file["attribute_material_vg"],
         "attribute_size": per_file["attribute_size_vg"],
         "attribute_state": per_file["attribute_state_vg"],
-        "object_location": (per_file["object_location_center_vg_obj"] + per_file["object_location_margin_hake"]) / 2,
+        "object_location": (
+            per_file["object_location_center_vg_obj"] + per_file["object_location_margin_hake"]
+        )
+        / 2,
         "object_size": per_file["object_size_large_vg_obj"],
         "relation_action": per_file["relation_action_swig"],
         "relation_spatial": per_file["relation_spatial_vg"],
@@ -207,9 +242,14 @@ def test_vl_checklist_build_flags_and_table2_columns(tmp_path, tiny_clip_dir, mo
     for name, value in leaf.items():
         assert aggregates[f"official/{name}"]["accuracy"] == pytest.approx(value)
     assert aggregates["official/attribute"]["accuracy"] == pytest.approx(
-        sum(v for k, v in leaf.items() if k.startswith("attribute")) / 5)
-    assert aggregates["official/object"]["accuracy"] == pytest.approx((leaf["object_location"] + leaf["object_size"]) / 2)
-    assert aggregates["official/relation"]["accuracy"] == pytest.approx((leaf["relation_action"] + leaf["relation_spatial"]) / 2)
+        sum(v for k, v in leaf.items() if k.startswith("attribute")) / 5
+    )
+    assert aggregates["official/object"]["accuracy"] == pytest.approx(
+        (leaf["object_location"] + leaf["object_size"]) / 2
+    )
+    assert aggregates["official/relation"]["accuracy"] == pytest.approx(
+        (leaf["relation_action"] + leaf["relation_spatial"]) / 2
+    )
     assert aggregates["official/overall"]["accuracy"] == pytest.approx(sum(leaf.values()) / 9)
 
 
@@ -217,7 +257,9 @@ def test_vl_checklist_official_protocol_reads_the_first_thousand_rows():
     outcome = np.zeros(1500, dtype=bool)
     outcome[:1000:2] = True  # 500 of the first 1,000 right
     outcome[1000:] = True  # every later row right: counted only by the full protocol
-    section = vl_checklist_section({"relation_spatial_vg": outcome, "relation_action_vg": np.array([True, False, False, False])})
+    section = vl_checklist_section(
+        {"relation_spatial_vg": outcome, "relation_action_vg": np.array([True, False, False, False])}
+    )
     spatial = section["results"]["relation_spatial_vg"]
     assert (spatial["accuracy"], spatial["num_examples"]) == (0.5, 1000)
     assert (spatial["accuracy_full"], spatial["num_examples_full"]) == (1000 / 1500, 1500)

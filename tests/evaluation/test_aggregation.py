@@ -21,7 +21,11 @@ from hf_hardpos.metrics import (
 )
 from tests.support.eval_data import make_eval_set, write_hub_folder
 
-RATES = {"original_accuracy": "original_correct", "augmented_accuracy": "augmented_correct", "brittleness": "brittle"}
+RATES = {
+    "original_accuracy": "original_correct",
+    "augmented_accuracy": "augmented_correct",
+    "brittleness": "brittle",
+}
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +61,10 @@ def test_pooled_aggregate_equals_pooled_fraction_of_written_scores(tiny_clip_dir
     for rate, column in RATES.items():
         outcomes = np.concatenate([np.asarray(rows[c][column]) for c in ("attributes", "relations")])
         assert pooled[rate] == outcomes.mean()
-    for score, column in (("mean_original_score", "original_score"), ("mean_positive_score", "positive_score")):
+    for score, column in (
+        ("mean_original_score", "original_score"),
+        ("mean_positive_score", "positive_score"),
+    ):
         values = np.concatenate([np.asarray(rows[c][column]) for c in ("attributes", "relations")])
         assert pooled[score] == pytest.approx(values.mean(), abs=1e-12)
 
@@ -73,7 +80,10 @@ def test_pooled_aggregate_equals_pooled_fraction_of_written_scores(tiny_clip_dir
     outcomes = np.concatenate([np.asarray(rows[c]["brittle"]) for c in ("attributes", "relations")])
     low, high = bootstrap_interval(outcomes.astype(float), 200, 0.95, seed=0, groups=images)
     wilson = wilson_interval(int(outcomes.sum()), outcomes.size)  # the bootstrap interval contains it
-    assert (pooled["brittleness_ci_low"], pooled["brittleness_ci_high"]) == (min(low, wilson[0]), max(high, wilson[1]))
+    assert (pooled["brittleness_ci_low"], pooled["brittleness_ci_high"]) == (
+        min(low, wilson[0]),
+        max(high, wilson[1]),
+    )
     assert len(set(images)) == 30  # the first 10 ids occur in both subsets
 
 

@@ -46,7 +46,14 @@ def _eval(*argv: str) -> int:
 
 
 def _checkpoint_args(tokenizer: Path, activation: str | None = None) -> list[str]:
-    args = ["--model", str(CHECKPOINT), "--open-clip-config", str(QUICKGELU_JSON), "--tokenizer", str(tokenizer)]
+    args = [
+        "--model",
+        str(CHECKPOINT),
+        "--open-clip-config",
+        str(QUICKGELU_JSON),
+        "--tokenizer",
+        str(tokenizer),
+    ]
     return args + (["--activation", activation] if activation else [])
 
 
@@ -59,7 +66,10 @@ def test_checkpoint_scores_equal_the_converted_folder_and_provenance_names_it(
     tiny_tokenizer, hub_folder, cache, tmp_path, capsys
 ):
     out = tmp_path / "eval"
-    assert _eval(*_checkpoint_args(tiny_tokenizer, "gelu"), "--dataset", str(hub_folder), "--output", str(out)) == 0
+    assert (
+        _eval(*_checkpoint_args(tiny_tokenizer, "gelu"), "--dataset", str(hub_folder), "--output", str(out))
+        == 0
+    )
     printed = capsys.readouterr().out
     assert f"sha256 {CHECKPOINT_SHA256[:12]}, hidden_act=gelu" in printed
 
@@ -71,12 +81,15 @@ def test_checkpoint_scores_equal_the_converted_folder_and_provenance_names_it(
     for config in ("attributes", "relations"):  # every config's resume key is built from that identity
         assert saved["provenance"][config]["key_parts"]["model"]["converted_from"] == origin
 
-    folder = Path(resolve_model(
-        CHECKPOINT, QUICKGELU_JSON, "gelu", tokenizer=tiny_tokenizer, cache_dir=cache, progress=False
-    ))
+    folder = Path(
+        resolve_model(
+            CHECKPOINT, QUICKGELU_JSON, "gelu", tokenizer=tiny_tokenizer, cache_dir=cache, progress=False
+        )
+    )
     assert saved["run"]["model_identity"]["path"] == str(folder.resolve())
-    direct = evaluate_model(str(folder), str(hub_folder), output_dir=tmp_path / "direct", batch_size=4,
-                            progress=False)
+    direct = evaluate_model(
+        str(folder), str(hub_folder), output_dir=tmp_path / "direct", batch_size=4, progress=False
+    )
     assert direct.run["model_identity"]["converted_from"] == origin  # a `hardpos convert` folder names it too
     for config in ("attributes", "relations"):
         assert saved["results"][config] == pytest.approx(direct.results[config])
@@ -99,7 +112,9 @@ def test_activation_both_prints_both_side_by_side_and_reruns_without_converting(
         assert f"model [{activation}]: {CHECKPOINT} " in printed and f"hidden_act={activation}" in printed
     assert not (out / "metrics.json").exists()  # one folder per activation, not a mixed one
 
-    rows = {line.split("]")[0] + "]": line for line in printed.splitlines() if line.startswith("attributes [")}
+    rows = {
+        line.split("]")[0] + "]": line for line in printed.splitlines() if line.startswith("attributes [")
+    }
     assert list(rows) == ["attributes [quick_gelu]", "attributes [gelu]", "attributes [gelu - quick_gelu]"]
     quick, gelu = (saved[a]["results"]["attributes"] for a in ("quick_gelu", "gelu"))
     assert quick["mean_original_score"] != gelu["mean_original_score"]  # the activation matters here
@@ -118,19 +133,34 @@ def test_activation_both_prints_both_side_by_side_and_reruns_without_converting(
     assert _eval(*argv) == 0  # each activation resumes from its own folder, and says so
     rerun = capsys.readouterr().out.splitlines()
     reused = [line for line in rerun if "reusing the scores saved in" in line]
-    assert sorted(line.split("]")[0] + "]" for line in reused) == ["[gelu]", "[gelu]", "[quick_gelu]", "[quick_gelu]"]
+    assert sorted(line.split("]")[0] + "]" for line in reused) == [
+        "[gelu]",
+        "[gelu]",
+        "[quick_gelu]",
+        "[quick_gelu]",
+    ]
     assert [line for line in rerun if line not in reused][:8] == printed.splitlines()[:8]
 
 
 def test_suite_converts_once_per_activation_and_compares(tiny_tokenizer, hub_folder, cache, tmp_path, capsys):
     selection = tmp_path / "selection"
-    make_selection_set(6, 1, seed=1).to_parquet(str(selection / "data" / "default" / "test-00000-of-00001.parquet"))
+    make_selection_set(6, 1, seed=1).to_parquet(
+        str(selection / "data" / "default" / "test-00000-of-00001.parquet")
+    )
     (selection / "README.md").write_text(
         "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: test\n    path: data/default/test-*.parquet\n---\n"
     )
     suite = tmp_path / "suite.yaml"
-    suite.write_text(yaml.safe_dump({"datasets": [{"name": "replace", "dataset": str(hub_folder)},
-                                                  {"name": "selection", "dataset": str(selection)}]}))
+    suite.write_text(
+        yaml.safe_dump(
+            {
+                "datasets": [
+                    {"name": "replace", "dataset": str(hub_folder)},
+                    {"name": "selection", "dataset": str(selection)},
+                ]
+            }
+        )
+    )
     out = tmp_path / "suite"
     assert _eval(*_checkpoint_args(tiny_tokenizer, "both"), "--suite", str(suite), "--output", str(out)) == 0
     printed = capsys.readouterr().out
@@ -143,32 +173,59 @@ def test_suite_converts_once_per_activation_and_compares(tiny_tokenizer, hub_fol
         inner = json.loads((out / activation / "replace" / "metrics.json").read_text())
         assert inner["model"] == str(CHECKPOINT)  # the user's checkpoint, not the conversion cache folder
         assert f"relations [{activation}]" in printed and f"default [{activation}]" in printed
-        assert f"[{activation}] [selection] caption_selection on" in printed  # logs say which run they belong to
+        assert (
+            f"[{activation}] [selection] caption_selection on" in printed
+        )  # logs say which run they belong to
     assert "relations [gelu - quick_gelu]" in printed and "default [gelu - quick_gelu]" in printed
     assert "== replace (hard_positive;" in printed and "== selection (caption_selection;" in printed
 
 
 def test_python_api_takes_the_same_options(tiny_tokenizer, hub_folder, cache, tmp_path):
-    report = evaluate_model(str(CHECKPOINT), str(hub_folder), ["relations"], open_clip_config=QUICKGELU_JSON,
-                            tokenizer=tiny_tokenizer, batch_size=4, progress=False)
+    report = evaluate_model(
+        str(CHECKPOINT),
+        str(hub_folder),
+        ["relations"],
+        open_clip_config=QUICKGELU_JSON,
+        tokenizer=tiny_tokenizer,
+        batch_size=4,
+        progress=False,
+    )
     origin = report.run["model_identity"]["converted_from"]
     assert origin["activation"] == "quick_gelu"  # the config's (tiny-quickgelu.json)
     assert f"sha256 {CHECKPOINT_SHA256[:12]}, hidden_act=quick_gelu" in report.table()
-    suite = run_suite(str(CHECKPOINT), [SuiteEntry("replace", str(hub_folder), configs=["relations"])],
-                      output_dir=tmp_path / "suite", open_clip_config=QUICKGELU_JSON, tokenizer=tiny_tokenizer,
-                      batch_size=4, progress=False, log=lambda message: None)
+    suite = run_suite(
+        str(CHECKPOINT),
+        [SuiteEntry("replace", str(hub_folder), configs=["relations"])],
+        output_dir=tmp_path / "suite",
+        open_clip_config=QUICKGELU_JSON,
+        tokenizer=tiny_tokenizer,
+        batch_size=4,
+        progress=False,
+        log=lambda message: None,
+    )
     assert suite.run["model_identity"] == report.run["model_identity"]  # the same cached conversion
     assert suite.sections["replace"].results["relations"] == pytest.approx(report.results["relations"])
 
 
-def test_conversion_options_errors_are_one_line(tiny_tokenizer, tiny_clip_dir, hub_folder, cache, tmp_path, capsys):
+def test_conversion_options_errors_are_one_line(
+    tiny_tokenizer, tiny_clip_dir, hub_folder, cache, tmp_path, capsys
+):
     dataset = ["--dataset", str(hub_folder)]
     cases = [  # argv, what the one-line message must say
-        (["--model", str(tiny_clip_dir), "--activation", "gelu"], "is not a checkpoint file: --activation applies only"),
-        (["--model", str(tiny_clip_dir), "--tokenizer", str(tiny_tokenizer)], "not a checkpoint file: --tokenizer"),
+        (
+            ["--model", str(tiny_clip_dir), "--activation", "gelu"],
+            "is not a checkpoint file: --activation applies only",
+        ),
+        (
+            ["--model", str(tiny_clip_dir), "--tokenizer", str(tiny_tokenizer)],
+            "not a checkpoint file: --tokenizer",
+        ),
         (["--model", str(tiny_clip_dir), "--preset", "negclip"], "--preset applies to checkpoint files"),
         (["--model", str(CHECKPOINT), "--tokenizer", str(tiny_tokenizer)], "an open_clip config is required"),
-        (["--model", str(tmp_path / "missing.pt"), "--open-clip-config", "ViT-B-32"], "missing.pt: no such file"),
+        (
+            ["--model", str(tmp_path / "missing.pt"), "--open-clip-config", "ViT-B-32"],
+            "missing.pt: no such file",
+        ),
         (["--model", str(CHECKPOINT), "--preset", "no-such-preset"], "unknown --preset 'no-such-preset'"),
     ]
     for argv, message in cases:
@@ -182,7 +239,19 @@ def test_conversion_options_errors_are_one_line(tiny_tokenizer, tiny_clip_dir, h
 
 def test_preset_fills_config_and_the_papers_activation(tiny_tokenizer, hub_folder, cache, tmp_path, capsys):
     """negclip's preset: open_clip ViT-B-32, evaluated with GELU; an explicit config still wins over the preset's."""
-    argv = ["--model", str(CHECKPOINT), "--preset", "negclip", "--open-clip-config", str(QUICKGELU_JSON),
-            "--tokenizer", str(tiny_tokenizer), "--dataset", str(hub_folder), "--config", "relations"]
+    argv = [
+        "--model",
+        str(CHECKPOINT),
+        "--preset",
+        "negclip",
+        "--open-clip-config",
+        str(QUICKGELU_JSON),
+        "--tokenizer",
+        str(tiny_tokenizer),
+        "--dataset",
+        str(hub_folder),
+        "--config",
+        "relations",
+    ]
     assert _eval(*argv) == 0
     assert "hidden_act=gelu" in capsys.readouterr().out

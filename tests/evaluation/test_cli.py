@@ -16,15 +16,29 @@ from tests.support.eval_data import make_eval_set, write_hub_folder
 @pytest.fixture(scope="module")
 def hub_folder(tmp_path_factory):
     """parquet shards + README `configs:`, as a Hub dataset repo is stored."""
-    sets = {config: make_eval_set(num_images=4 + seed, rows_per_image=2, seed=seed)
-            for seed, config in enumerate(("attributes", "relations"))}
+    sets = {
+        config: make_eval_set(num_images=4 + seed, rows_per_image=2, seed=seed)
+        for seed, config in enumerate(("attributes", "relations"))
+    }
     return write_hub_folder(tmp_path_factory.mktemp("replace_repo"), sets)
 
 
 def test_cli_prints_table_and_writes_outputs(tiny_clip_dir, hub_folder, tmp_path, capsys):
     out = tmp_path / "eval"
-    code = main(["eval", "--model", str(tiny_clip_dir), "--dataset", str(hub_folder), "--output", str(out),
-                 "--batch-size", "3", "--no-progress"])
+    code = main(
+        [
+            "eval",
+            "--model",
+            str(tiny_clip_dir),
+            "--dataset",
+            str(hub_folder),
+            "--output",
+            str(out),
+            "--batch-size",
+            "3",
+            "--no-progress",
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert "attributes" in printed and "relations" in printed and REPLACE_POOLED in printed
@@ -44,8 +58,9 @@ def test_cli_prints_table_and_writes_outputs(tiny_clip_dir, hub_folder, tmp_path
 
 
 def test_single_config_and_bootstrap(tiny_clip_dir, hub_folder):
-    report = evaluate_model(str(tiny_clip_dir), str(hub_folder), ["relations"], bootstrap_samples=100,
-                            max_rows=6, progress=False)
+    report = evaluate_model(
+        str(tiny_clip_dir), str(hub_folder), ["relations"], bootstrap_samples=100, max_rows=6, progress=False
+    )
     assert list(report.results) == ["relations"] and report.aggregates == {}
     result = report.results["relations"]
     assert result["num_examples"] == 6
@@ -70,13 +85,18 @@ def test_rerun_resumes_from_saved_configs(tiny_clip_dir, hub_folder, tmp_path, m
 
     scored = []
     real_score = hard_positive.score_eval_set
-    monkeypatch.setattr(hard_positive, "score_eval_set", lambda scorer, ds: scored.append(len(ds)) or real_score(scorer, ds))
+    monkeypatch.setattr(
+        hard_positive, "score_eval_set", lambda scorer, ds: scored.append(len(ds)) or real_score(scorer, ds)
+    )
     second = evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, progress=False)
     assert scored == [first.results["relations"]["num_examples"]]  # only the missing config was scored
     assert second.results == first.results and second.aggregates == first.aggregates
 
     # Everything saved: the model is not even loaded; other settings start afresh.
     monkeypatch.setattr(ModelSource, "load", lambda self, *args: pytest.fail("model loaded"))
-    assert evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, progress=False).results == first.results
+    assert (
+        evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, progress=False).results
+        == first.results
+    )
     with pytest.raises(pytest.fail.Exception, match="model loaded"):
         evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, max_rows=3, progress=False)

@@ -24,12 +24,34 @@ CONFIGS = ("attributes", "relations")
 
 
 def _torchrun(*args, cwd):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "HF_DATASETS_CACHE": str(cwd / "hf_datasets_cache")}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_DATASETS_CACHE": str(cwd / "hf_datasets_cache"),
+    }
     return subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "hf_hardpos",
-         "eval", *args, "--batch-size", "3", "--no-progress"],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "hf_hardpos",
+            "eval",
+            *args,
+            "--batch-size",
+            "3",
+            "--no-progress",
+        ],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -40,22 +62,46 @@ def test_batches_are_dealt_whole_and_round_robin():
 
 
 def test_two_processes_equal_one_for_one_and_several_models(tmp_path):
-    data = write_hub_folder(tmp_path / "replace", {c: make_eval_set(num_images=5 + i, rows_per_image=2, seed=i)
-                                              for i, c in enumerate(CONFIGS)})
+    data = write_hub_folder(
+        tmp_path / "replace",
+        {c: make_eval_set(num_images=5 + i, rows_per_image=2, seed=i) for i, c in enumerate(CONFIGS)},
+    )
     models = [build_tiny_clip(tmp_path / "a", seed=1), build_tiny_clip(tmp_path / "b", seed=2, image_size=16)]
-    done = _torchrun(*(x for m in models for x in ("--model", str(m))), "--dataset", str(data), "--output",
-                     str(tmp_path / "two"), cwd=tmp_path)
+    done = _torchrun(
+        *(x for m in models for x in ("--model", str(m))),
+        "--dataset",
+        str(data),
+        "--output",
+        str(tmp_path / "two"),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     for model in models:
         alone = tmp_path / f"one-{model.name}"
-        assert main(["eval", "--model", str(model), "--dataset", str(data), "--output", str(alone), "--batch-size",
-                     "3", "--no-progress"]) == 0
+        assert (
+            main(
+                [
+                    "eval",
+                    "--model",
+                    str(model),
+                    "--dataset",
+                    str(data),
+                    "--output",
+                    str(alone),
+                    "--batch-size",
+                    "3",
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
         together = tmp_path / "two" / model.name
         a, b = (json.loads((f / "metrics.json").read_text()) for f in (alone, together))
         assert a["results"] == b["results"] and a["provenance"] == b["provenance"]
         for config in CONFIGS:
             assert pq.read_table(alone / f"scores-{config}.parquet").equals(
-                pq.read_table(together / f"scores-{config}.parquet"))
+                pq.read_table(together / f"scores-{config}.parquet")
+            )
 
 
 def _png(seed: int) -> bytes:
@@ -63,7 +109,9 @@ def _png(seed: int) -> bytes:
     from PIL import Image as PILImage
 
     buffer = io.BytesIO()
-    PILImage.fromarray(np.random.default_rng(seed).integers(0, 255, (20, 24, 3), dtype=np.uint8)).save(buffer, "PNG")
+    PILImage.fromarray(np.random.default_rng(seed).integers(0, 255, (20, 24, 3), dtype=np.uint8)).save(
+        buffer, "PNG"
+    )
     return buffer.getvalue()
 
 
@@ -92,9 +140,22 @@ def _six_images(broken: int | None, seed: int = 0) -> Dataset:
     images = [_png(seed + i) for i in range(6)]
     if broken is not None:
         images[broken] = b"not an image"
-    features = Features({"image": Image(), "image_id": Value("string"), "caption": Value("string"),
-                         "hard_negative": Value("string"), "hard_positive": Value("string")})
-    return Dataset.from_dict({
-        "image": [{"bytes": b, "path": None} for b in images], "image_id": [str(i) for i in range(6)],
-        "caption": ["red cube"] * 6, "hard_negative": ["blue cube"] * 6, "hard_positive": ["a red cube"] * 6,
-    }, features=features)
+    features = Features(
+        {
+            "image": Image(),
+            "image_id": Value("string"),
+            "caption": Value("string"),
+            "hard_negative": Value("string"),
+            "hard_positive": Value("string"),
+        }
+    )
+    return Dataset.from_dict(
+        {
+            "image": [{"bytes": b, "path": None} for b in images],
+            "image_id": [str(i) for i in range(6)],
+            "caption": ["red cube"] * 6,
+            "hard_negative": ["blue cube"] * 6,
+            "hard_positive": ["a red cube"] * 6,
+        },
+        features=features,
+    )

@@ -35,7 +35,11 @@ def _same_times(folder, times):
 
 
 def _times(folder):
-    return {p.relative_to(folder): (p.stat().st_atime_ns, p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()}
+    return {
+        p.relative_to(folder): (p.stat().st_atime_ns, p.stat().st_mtime_ns)
+        for p in folder.rglob("*")
+        if p.is_file()
+    }
 
 
 def _classification_samples(seed):
@@ -44,7 +48,9 @@ def _classification_samples(seed):
 
 
 def test_rebuilt_webdataset_with_old_times_is_read_anew(scorer, tmp_path):
-    root_files = dict(classnames="\n".join(CLASSNAMES), zeroshot_classification_templates="\n".join(TEMPLATES))
+    root_files = dict(
+        classnames="\n".join(CLASSNAMES), zeroshot_classification_templates="\n".join(TEMPLATES)
+    )
     folder = write_webdataset(tmp_path / "wds", _classification_samples(0), nshards=1, **root_files)
     times = _times(folder)
     evaluate_zeroshot_classification(scorer, str(folder))

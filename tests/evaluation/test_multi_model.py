@@ -24,7 +24,10 @@ CONFIGS = ("attributes", "relations")
 @pytest.fixture(scope="module")
 def hub_folder(tmp_path_factory):
     """Two configs sharing no images, laid out as a Hub dataset repo (parquet + README configs)."""
-    sets = {config: make_eval_set(num_images=4 + seed, rows_per_image=2, seed=seed) for seed, config in enumerate(CONFIGS)}
+    sets = {
+        config: make_eval_set(num_images=4 + seed, rows_per_image=2, seed=seed)
+        for seed, config in enumerate(CONFIGS)
+    }
     return write_hub_folder(tmp_path_factory.mktemp("replace_repo"), sets)
 
 
@@ -32,8 +35,11 @@ def hub_folder(tmp_path_factory):
 def models(tmp_path_factory):
     """Three tiny CLIPs: two share their image processor (32 px), the third resizes to 16 px."""
     root = tmp_path_factory.mktemp("models")
-    return [build_tiny_clip(root / "a", seed=1), build_tiny_clip(root / "b", seed=2),
-            build_tiny_clip(root / "c", seed=3, image_size=16)]
+    return [
+        build_tiny_clip(root / "a", seed=1),
+        build_tiny_clip(root / "b", seed=2),
+        build_tiny_clip(root / "c", seed=3, image_size=16),
+    ]
 
 
 def _eval(*args) -> int:
@@ -42,18 +48,31 @@ def _eval(*args) -> int:
 
 def _same_outputs(alone, together) -> None:
     """metrics.json (results, provenance with its keys, aggregates) and per-row scores equal."""
-    a, b = json.loads((alone / "metrics.json").read_text()), json.loads((together / "metrics.json").read_text())
+    a, b = (
+        json.loads((alone / "metrics.json").read_text()),
+        json.loads((together / "metrics.json").read_text()),
+    )
     for part in ("results", "aggregates", "provenance", "model", "dataset"):
         assert a[part] == b[part], part
     assert a["run"]["key"] == b["run"]["key"] and a["run"]["settings"] == b["run"]["settings"]
     for config in CONFIGS:
-        assert pq.read_table(alone / f"scores-{config}.parquet").equals(pq.read_table(together / f"scores-{config}.parquet"))
+        assert pq.read_table(alone / f"scores-{config}.parquet").equals(
+            pq.read_table(together / f"scores-{config}.parquet")
+        )
 
 
 def test_several_models_equal_separate_runs_and_resume_per_model(models, hub_folder, tmp_path):
     out = tmp_path / "sweep"
-    assert _eval(*(x for m in models for x in ("--model", str(m))), "--dataset", str(hub_folder),
-                 "--output", str(out)) == 0
+    assert (
+        _eval(
+            *(x for m in models for x in ("--model", str(m))),
+            "--dataset",
+            str(hub_folder),
+            "--output",
+            str(out),
+        )
+        == 0
+    )
     assert sorted(p.name for p in out.iterdir()) == ["a", "b", "c"]
     for model in models:
         alone = tmp_path / f"alone-{model.name}"
@@ -62,8 +81,16 @@ def test_several_models_equal_separate_runs_and_resume_per_model(models, hub_fol
     # A second sweep with one more model reuses what the first saved, model by model.
     saved = {m.name: (out / m.name / "scores-attributes.parquet").stat().st_mtime_ns for m in models}
     extra = build_tiny_clip(tmp_path / "d", seed=4)
-    assert _eval(*(x for m in [*models, extra] for x in ("--model", str(m))), "--dataset", str(hub_folder),
-                 "--output", str(out)) == 0
+    assert (
+        _eval(
+            *(x for m in [*models, extra] for x in ("--model", str(m))),
+            "--dataset",
+            str(hub_folder),
+            "--output",
+            str(out),
+        )
+        == 0
+    )
     assert {m.name: (out / m.name / "scores-attributes.parquet").stat().st_mtime_ns for m in models} == saved
     assert json.loads((out / "d" / "metrics.json").read_text())["results"].keys() == set(CONFIGS)
 
@@ -92,11 +119,15 @@ def test_pixel_folder_serves_a_later_run_within_its_bound(models, tmp_path):
     files, used = first.disk_usage()
     assert (files, first.stats.written) == (6, 6) and used > 0
     later = PixelStore(tmp_path / "pixels")  # a new run: nothing in memory, everything on disk
-    assert torch.equal(_scorer(models[1], SharedPixelScorer, pixels=later).embed_images(dataset)[0],
-                       _scorer(models[1]).embed_images(dataset)[0])
+    assert torch.equal(
+        _scorer(models[1], SharedPixelScorer, pixels=later).embed_images(dataset)[0],
+        _scorer(models[1]).embed_images(dataset)[0],
+    )
     assert (later.stats.decoded, later.stats.from_disk) == (0, 6)
     reread = PixelStore(tmp_path / "pixels")
-    assert torch.equal(_scorer(models[0], SharedPixelScorer, pixels=reread).embed_images(dataset)[0], expected)
+    assert torch.equal(
+        _scorer(models[0], SharedPixelScorer, pixels=reread).embed_images(dataset)[0], expected
+    )
 
     bound = used // 6 * 2 + 100  # room for two images' files
     small = PixelStore(tmp_path / "small", max_disk_bytes=bound)
@@ -107,8 +138,12 @@ def test_pixel_folder_serves_a_later_run_within_its_bound(models, tmp_path):
 
 def test_folder_names_tell_models_apart():
     names = folder_names(["/x/a/model", "/y/b/model", "openai/clip-vit-base-patch32", "tiny"])
-    assert names == {"/x/a/model": "a__model", "/y/b/model": "b__model",
-                     "openai/clip-vit-base-patch32": "clip-vit-base-patch32", "tiny": "tiny"}
+    assert names == {
+        "/x/a/model": "a__model",
+        "/y/b/model": "b__model",
+        "openai/clip-vit-base-patch32": "clip-vit-base-patch32",
+        "tiny": "tiny",
+    }
     assert len(set(folder_names(["m", "./m"]).values())) == 2
 
 
@@ -121,24 +156,45 @@ def test_model_lists_expand_to_zoo_rows():
     table1, _ = model_list("table1")
     assert table1 == ["openai/clip-vit-base-patch32"]
     assert expand_models(["x", "openai/clip-vit-base-patch32"], ["table1"], log=lambda m: None) == [
-        "x", "openai/clip-vit-base-patch32"]
+        "x",
+        "openai/clip-vit-base-patch32",
+    ]
 
 
 def test_refusals(models, hub_folder, tmp_path):
     many = [x for m in models[:2] for x in ("--model", str(m))]
     assert _eval(*many, "--dataset", str(hub_folder)) == 2  # no --output
     assert _eval("--dataset", str(hub_folder), "--output", str(tmp_path / "o")) == 2  # no model at all
-    assert _eval(*many, "--dataset", str(hub_folder), "--output", str(tmp_path / "o"), "--activation", "both") == 2
+    assert (
+        _eval(*many, "--dataset", str(hub_folder), "--output", str(tmp_path / "o"), "--activation", "both")
+        == 2
+    )
     assert _eval("--model", str(models[0]), "--dataset", str(hub_folder), "--pixel-cache-max-gb", "1") == 2
-    assert _eval("--model", str(models[0]), "--dataset", str(hub_folder), "--pixel-cache", str(tmp_path / "p"),
-                 "--pixel-cache-max-gb", "0") == 2
+    assert (
+        _eval(
+            "--model",
+            str(models[0]),
+            "--dataset",
+            str(hub_folder),
+            "--pixel-cache",
+            str(tmp_path / "p"),
+            "--pixel-cache-max-gb",
+            "0",
+        )
+        == 2
+    )
 
 
 def test_several_models_on_a_suite_equal_separate_runs(models, hub_folder, tmp_path):
     suite = tmp_path / "suite.yaml"
     suite.write_text(f"datasets:\n  - {{name: rep, dataset: {hub_folder}}}\n")
     out = tmp_path / "sweep"
-    assert _eval("--model", str(models[0]), "--model", str(models[2]), "--suite", str(suite), "--output", str(out)) == 0
+    assert (
+        _eval(
+            "--model", str(models[0]), "--model", str(models[2]), "--suite", str(suite), "--output", str(out)
+        )
+        == 0
+    )
     for model in (models[0], models[2]):
         alone = tmp_path / f"alone-{model.name}"
         assert _eval("--model", str(model), "--suite", str(suite), "--output", str(alone)) == 0

@@ -79,7 +79,11 @@ def test_max_rows_run_goes_beside_a_full_result(tiny_clip_dir, hub_folder, tmp_p
     assert partial.output_dir == str(out / "max-rows-3")
     beside = _saved(out / "max-rows-3")
     assert beside["results"]["attributes"]["num_examples"] == 3
-    assert _saved(out)["results"]["attributes"]["num_examples"] == full.results["attributes"]["num_examples"] == 8
+    assert (
+        _saved(out)["results"]["attributes"]["num_examples"]
+        == full.results["attributes"]["num_examples"]
+        == 8
+    )
 
 
 def test_full_run_replaces_a_partial_one(tiny_clip_dir, hub_folder, tmp_path):
@@ -96,8 +100,15 @@ def test_second_dataset_never_reports_the_first_ones_configs(tiny_clip_dir, tmp_
     out = tmp_path / "out"
     evaluate_model(str(tiny_clip_dir), str(first), output_dir=out, **_quiet())
     messages = []
-    report = evaluate_model(str(tiny_clip_dir), str(second), ["attributes"], output_dir=out, progress=False,
-                            log=messages.append, batch_size=4)
+    report = evaluate_model(
+        str(tiny_clip_dir),
+        str(second),
+        ["attributes"],
+        output_dir=out,
+        progress=False,
+        log=messages.append,
+        batch_size=4,
+    )
     assert list(report.results) == ["attributes"]
     saved = _saved(out)
     assert list(saved["results"]) == ["attributes"]
@@ -108,19 +119,32 @@ def test_second_dataset_never_reports_the_first_ones_configs(tiny_clip_dir, tmp_
     assert any("relations" in m and "dropped" in m for m in messages)
 
 
-def test_result_keys_name_package_and_metric_definition_versions(tiny_clip_dir, hub_folder, tmp_path, monkeypatch):
+def test_result_keys_name_package_and_metric_definition_versions(
+    tiny_clip_dir, hub_folder, tmp_path, monkeypatch
+):
     from hf_hardpos import __version__
     from hf_hardpos.evaluation import definitions, runner
 
     out = tmp_path / "out"
     evaluate_model(str(tiny_clip_dir), str(hub_folder), ["attributes"], output_dir=out, **_quiet())
     versions = _saved(out)["run"]["settings"]["versions"]
-    assert versions == {"hf_hardpos": __version__, "metric_definitions": definitions.METRIC_DEFINITIONS_VERSION,
-                        "result_layout": definitions.RESULT_LAYOUT_VERSION}
-    monkeypatch.setattr(runner, "RESULT_VERSIONS", {**versions, "metric_definitions": versions["metric_definitions"] + 1})
+    assert versions == {
+        "hf_hardpos": __version__,
+        "metric_definitions": definitions.METRIC_DEFINITIONS_VERSION,
+        "result_layout": definitions.RESULT_LAYOUT_VERSION,
+    }
+    monkeypatch.setattr(
+        runner, "RESULT_VERSIONS", {**versions, "metric_definitions": versions["metric_definitions"] + 1}
+    )
     messages = []
-    evaluate_model(str(tiny_clip_dir), str(hub_folder), ["attributes"], output_dir=out, progress=False,
-                   log=messages.append)
+    evaluate_model(
+        str(tiny_clip_dir),
+        str(hub_folder),
+        ["attributes"],
+        output_dir=out,
+        progress=False,
+        log=messages.append,
+    )
     assert any("recomputing" in m for m in messages)
 
 
@@ -137,8 +161,15 @@ def test_resume_says_what_it_reused(tiny_clip_dir, hub_folder, tmp_path):
     out = tmp_path / "out"
     evaluate_model(str(tiny_clip_dir), str(hub_folder), ["attributes"], output_dir=out, **_quiet())
     messages = []
-    evaluate_model(str(tiny_clip_dir), str(hub_folder), ["attributes", "relations"], output_dir=out, progress=False,
-                   log=messages.append, batch_size=4)
+    evaluate_model(
+        str(tiny_clip_dir),
+        str(hub_folder),
+        ["attributes", "relations"],
+        output_dir=out,
+        progress=False,
+        log=messages.append,
+        batch_size=4,
+    )
     assert [m.split(":")[0] for m in messages if "reusing" in m] == ["attributes"]
 
 
@@ -153,8 +184,12 @@ def test_another_models_output_is_refused_not_merged(tiny_clip_dir, hub_folder, 
     with pytest.raises(UserInputError, match="another model"):
         evaluate_model(str(other), str(hub_folder), ["relations"], output_dir=out, **_quiet())
     assert (out / "metrics.json").read_bytes() == before
-    replaced = evaluate_model(str(other), str(hub_folder), ["relations"], output_dir=out, resume=False, **_quiet())
-    assert list(_saved(out)["results"]) == ["relations"] and replaced.run["model_identity"]["path"] == str(other.resolve())
+    replaced = evaluate_model(
+        str(other), str(hub_folder), ["relations"], output_dir=out, resume=False, **_quiet()
+    )
+    assert list(_saved(out)["results"]) == ["relations"] and replaced.run["model_identity"]["path"] == str(
+        other.resolve()
+    )
 
 
 def test_the_folder_lock_is_a_filelock_held_across_processes_and_names_its_holder(tmp_path):
@@ -166,12 +201,18 @@ def test_the_folder_lock_is_a_filelock_held_across_processes_and_names_its_holde
     from filelock import FileLock
 
     out = tmp_path / "out"
-    probe = ("import sys\nfrom filelock import FileLock, Timeout\n"
-             "try:\n    FileLock(sys.argv[1], timeout=0).acquire()\n    print('free')\n"
-             "except Timeout:\n    print('held')\n")
+    probe = (
+        "import sys\nfrom filelock import FileLock, Timeout\n"
+        "try:\n    FileLock(sys.argv[1], timeout=0).acquire()\n    print('free')\n"
+        "except Timeout:\n    print('held')\n"
+    )
     with output_folder.locked(out):
-        seen = subprocess.run([sys.executable, "-c", probe, str(out / output_folder.LOCK_NAME)], capture_output=True,
-                              text=True, check=True).stdout.strip()
+        seen = subprocess.run(
+            [sys.executable, "-c", probe, str(out / output_folder.LOCK_NAME)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         holder = output_folder.holder_path(out / output_folder.LOCK_NAME).read_text()
     assert seen == "held"
     assert holder.split()[:2] == ["pid", str(os.getpid())]

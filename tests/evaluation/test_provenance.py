@@ -19,8 +19,15 @@ def hub_folder(tmp_path):
 
 def test_metrics_json_records_how_the_numbers_were_obtained(tiny_clip_dir, hub_folder, tmp_path):
     out = tmp_path / "eval"
-    evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, batch_size=5, bootstrap_samples=20,
-                   progress=False, log=lambda m: None)
+    evaluate_model(
+        str(tiny_clip_dir),
+        str(hub_folder),
+        output_dir=out,
+        batch_size=5,
+        bootstrap_samples=20,
+        progress=False,
+        log=lambda m: None,
+    )
     saved = json.loads((out / "metrics.json").read_text())
     run = saved["run"]
     assert run["settings"]["precision"] == "fp32" and run["settings"]["device"] == "cpu"
@@ -39,10 +46,14 @@ def test_replacing_the_model_at_the_same_path_recomputes(hub_folder, tmp_path):
     model_dir = build_tiny_clip(tmp_path / "model", seed=0)
     out = tmp_path / "eval"
     messages = []
-    first = evaluate_model(str(model_dir), str(hub_folder), output_dir=out, progress=False, log=messages.append)
+    first = evaluate_model(
+        str(model_dir), str(hub_folder), output_dir=out, progress=False, log=messages.append
+    )
     shutil.rmtree(model_dir)
     build_tiny_clip(model_dir, seed=1)
-    second = evaluate_model(str(model_dir), str(hub_folder), output_dir=out, progress=False, log=messages.append)
+    second = evaluate_model(
+        str(model_dir), str(hub_folder), output_dir=out, progress=False, log=messages.append
+    )
     fresh = evaluate_model(str(model_dir), str(hub_folder), progress=False)
     assert second.results == fresh.results
     assert second.results != first.results
@@ -53,8 +64,23 @@ def test_replacing_the_model_at_the_same_path_recomputes(hub_folder, tmp_path):
 def test_configs_evaluated_one_by_one_are_merged(tiny_clip_dir, hub_folder, tmp_path):
     out = tmp_path / "eval"
     for config in ("attributes", "relations"):
-        assert main(["eval", "--model", str(tiny_clip_dir), "--dataset", str(hub_folder), "--config", config,
-                     "--output", str(out), "--no-progress"]) == 0
+        assert (
+            main(
+                [
+                    "eval",
+                    "--model",
+                    str(tiny_clip_dir),
+                    "--dataset",
+                    str(hub_folder),
+                    "--config",
+                    config,
+                    "--output",
+                    str(out),
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
     saved = json.loads((out / "metrics.json").read_text())
     assert set(saved["results"]) == {"attributes", "relations"}
     assert "pooled(attributes,relations)" in saved["aggregates"]
@@ -76,8 +102,9 @@ def test_local_datasets_are_read_by_content_not_by_folder_name(tiny_clip_dir, tm
 def test_in_memory_dataset_is_keyed_by_fingerprint(tiny_clip_dir, tmp_path):
     out = tmp_path / "eval"
     first = evaluate_model(str(tiny_clip_dir), make_eval_set(seed=0), output_dir=out, progress=False)
-    second = evaluate_model(str(tiny_clip_dir), make_eval_set(seed=5), output_dir=out, progress=False,
-                            log=lambda m: None)
+    second = evaluate_model(
+        str(tiny_clip_dir), make_eval_set(seed=5), output_dir=out, progress=False, log=lambda m: None
+    )
     assert first.results != second.results
 
 
@@ -97,8 +124,16 @@ def test_not_a_dual_encoder_is_named(hub_folder, tmp_path, capsys):
     from transformers import BertConfig, BertModel
 
     folder = tmp_path / "bert"
-    BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                         intermediate_size=32, max_position_embeddings=32)).save_pretrained(folder)
+    BertModel(
+        BertConfig(
+            vocab_size=50,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=32,
+        )
+    ).save_pretrained(folder)
     code, err = _run_cli(capsys, "--model", str(folder), "--dataset", str(hub_folder))
     assert code == 2 and "not a dual encoder (needs get_image_features/get_text_features)" in err
 
@@ -109,8 +144,9 @@ def test_unwritable_output_fails_before_scoring(tiny_clip_dir, hub_folder, tmp_p
     monkeypatch.setattr(ModelSource, "load", lambda self, *args: pytest.fail("model loaded"))
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    code, err = _run_cli(capsys, "--model", str(tiny_clip_dir), "--dataset", str(hub_folder),
-                         "--output", str(blocker / "eval"))
+    code, err = _run_cli(
+        capsys, "--model", str(tiny_clip_dir), "--dataset", str(hub_folder), "--output", str(blocker / "eval")
+    )
     assert code == 2 and "not writable" in err and str(blocker) in err
 
 
@@ -118,16 +154,20 @@ def test_empty_split_and_bad_batch_size_are_clear(tiny_clip_dir, tmp_path, capsy
     root = tmp_path / "empty"
     (root / "data").mkdir(parents=True)
     Dataset.from_dict({"image": [], "caption": [], "hard_negative": [], "hard_positive": []}).to_parquet(
-        str(root / "data" / "test.parquet"))
+        str(root / "data" / "test.parquet")
+    )
     (root / "README.md").write_text(
-        "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: test\n    path: data/test.parquet\n---\n")
+        "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: test\n    path: data/test.parquet\n---\n"
+    )
     code, err = _run_cli(capsys, "--model", str(tiny_clip_dir), "--dataset", str(root))
     assert code == 2 and "no rows" in err and "default" in err
     code, err = _run_cli(capsys, "--model", str(tiny_clip_dir), "--dataset", str(root), "--batch-size", "0")
     assert code == 2 and "--batch-size must be >= 1" in err
 
 
-def test_embedding_cache_encodes_each_input_once_across_runs(tiny_clip_dir, hub_folder, tmp_path, monkeypatch):
+def test_embedding_cache_encodes_each_input_once_across_runs(
+    tiny_clip_dir, hub_folder, tmp_path, monkeypatch
+):
     from transformers import CLIPModel
 
     calls = {"image": 0, "text": 0}
@@ -161,8 +201,12 @@ def test_missing_columns_are_named_before_the_model_loads(tiny_clip_dir, tmp_pat
     monkeypatch.setattr(ModelSource, "load", lambda self, *args: pytest.fail("model loaded"))
     root = tmp_path / "incomplete"
     make_eval_set(num_images=2, rows_per_image=1).remove_columns("hard_positive").to_parquet(
-        str(root / "data" / "test.parquet"))
+        str(root / "data" / "test.parquet")
+    )
     (root / "README.md").write_text(
-        "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: test\n    path: data/test.parquet\n---\n")
-    code, err = _run_cli(capsys, "--model", str(tiny_clip_dir), "--dataset", str(root), "--task", "hard_positive")
+        "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: test\n    path: data/test.parquet\n---\n"
+    )
+    code, err = _run_cli(
+        capsys, "--model", str(tiny_clip_dir), "--dataset", str(root), "--task", "hard_positive"
+    )
     assert code == 2 and "lacks column(s) ['hard_positive']" in err and "default" in err

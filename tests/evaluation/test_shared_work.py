@@ -40,12 +40,33 @@ def test_shared_work_is_done_once_and_scores_equal_runs_alone(models, tmp_path, 
     tokenised = _count(monkeypatch, scoring.ITMScorer, "tokenize")
     args = ["--dataset", str(folder), "--batch-size", "3", "--no-progress"]
 
-    assert main(["eval", "--model", str(models[0]), "--model", str(models[1]), "--output", str(tmp_path / "both"),
-                 *args]) == 0
-    assert (len(loads), len(keyed), len(slots), len(tokenised)) == (2, 2, 2, 2)  # once per config, not per model
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(models[0]),
+                "--model",
+                str(models[1]),
+                "--output",
+                str(tmp_path / "both"),
+                *args,
+            ]
+        )
+        == 0
+    )
+    assert (len(loads), len(keyed), len(slots), len(tokenised)) == (
+        2,
+        2,
+        2,
+        2,
+    )  # once per config, not per model
 
     for model in models:  # and each alone does it all itself: the sharing ends with the run
-        assert main(["eval", "--model", str(model), "--output", str(tmp_path / f"alone-{model.name}"), *args]) == 0
+        assert (
+            main(["eval", "--model", str(model), "--output", str(tmp_path / f"alone-{model.name}"), *args])
+            == 0
+        )
     assert (len(loads), len(keyed), len(slots), len(tokenised)) == (6, 6, 6, 6)
     for model in models:
         for config in CONFIGS:
@@ -59,5 +80,7 @@ def test_evaluate_model_loads_its_eval_sets_once(models, tmp_path, monkeypatch):
 
     folder = write_attributes_relations_folder(tmp_path / "replace")
     loads = _count(monkeypatch, eval_data, "load_local_split")
-    report = evaluate_model(str(models[0]), str(folder), batch_size=3, progress=False, log=lambda message: None)
+    report = evaluate_model(
+        str(models[0]), str(folder), batch_size=3, progress=False, log=lambda message: None
+    )
     assert sorted(report.section.results) == sorted(CONFIGS) and len(loads) == len(CONFIGS)

@@ -23,8 +23,13 @@ from hf_hardpos.evaluation.tasks.zeroshot_classification import (
 
 
 def test_tasks_are_recognised_from_the_layout(suite_folders):
-    expected = {"replace": HARD_POSITIVE, "sugarcrepe": CAPTION_SELECTION, "winoground": WINOGROUND,
-                "cifar_a": ZEROSHOT_CLASSIFICATION, "coco": ZEROSHOT_RETRIEVAL}
+    expected = {
+        "replace": HARD_POSITIVE,
+        "sugarcrepe": CAPTION_SELECTION,
+        "winoground": WINOGROUND,
+        "cifar_a": ZEROSHOT_CLASSIFICATION,
+        "coco": ZEROSHOT_RETRIEVAL,
+    }
     assert {name: detect_task(str(suite_folders[name])) for name in expected} == expected
 
 
@@ -41,23 +46,42 @@ def test_named_suites_and_yaml_errors(tmp_path):
         load_suite("no-such-suite")
 
 
-def test_suite_end_to_end_resumes_and_encodes_each_image_once(tiny_clip_dir, suite_folders, tmp_path, monkeypatch):
+def test_suite_end_to_end_resumes_and_encodes_each_image_once(
+    tiny_clip_dir, suite_folders, tmp_path, monkeypatch
+):
     spec = tmp_path / "suite.yaml"
-    spec.write_text(yaml.safe_dump({"datasets": [
-        {"name": "replace", "dataset": str(suite_folders["replace"])},
-        {"name": "sugarcrepe", "dataset": str(suite_folders["sugarcrepe"])},
-        {"name": "winoground", "dataset": str(suite_folders["winoground"])},
-        {"name": "cifar_a", "dataset": str(suite_folders["cifar_a"]), "group": "mini-vtab"},
-        {"name": "cifar_b", "dataset": str(suite_folders["cifar_b"]), "group": "mini-vtab"},
-        {"name": "coco", "dataset": str(suite_folders["coco"])},
-    ]}))
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "datasets": [
+                    {"name": "replace", "dataset": str(suite_folders["replace"])},
+                    {"name": "sugarcrepe", "dataset": str(suite_folders["sugarcrepe"])},
+                    {"name": "winoground", "dataset": str(suite_folders["winoground"])},
+                    {"name": "cifar_a", "dataset": str(suite_folders["cifar_a"]), "group": "mini-vtab"},
+                    {"name": "cifar_b", "dataset": str(suite_folders["cifar_b"]), "group": "mini-vtab"},
+                    {"name": "coco", "dataset": str(suite_folders["coco"])},
+                ]
+            }
+        )
+    )
     images_encoded = []
     real = CLIPModel.get_image_features
-    monkeypatch.setattr(CLIPModel, "get_image_features",
-                        lambda self, pixel_values, **k: images_encoded.append(len(pixel_values)) or real(self, pixel_values=pixel_values, **k))
+    monkeypatch.setattr(
+        CLIPModel,
+        "get_image_features",
+        lambda self, pixel_values, **k: (
+            images_encoded.append(len(pixel_values)) or real(self, pixel_values=pixel_values, **k)
+        ),
+    )
     out = tmp_path / "out"
-    report = run_suite(str(tiny_clip_dir), load_suite(str(spec)), output_dir=out, batch_size=4, progress=False,
-                       log=lambda m: None)
+    report = run_suite(
+        str(tiny_clip_dir),
+        load_suite(str(spec)),
+        output_dir=out,
+        batch_size=4,
+        progress=False,
+        log=lambda m: None,
+    )
     assert set(report.sections) == {"replace", "sugarcrepe", "winoground", "cifar_a", "cifar_b", "coco"}
     # cifar_b's images are a subset of cifar_a's: the shared scorer never encodes an image twice.
     assert sum(images_encoded) == len({*_distinct_images(suite_folders)})
@@ -66,7 +90,9 @@ def test_suite_end_to_end_resumes_and_encodes_each_image_once(tiny_clip_dir, sui
     direct = evaluate_zeroshot_classification(_scorer(tiny_clip_dir), str(suite_folders["cifar_a"]))
     assert section.results["all"]["acc1"] == direct["acc1"]
     mean = report.group_means["mini-vtab"]
-    assert mean["value"] == pytest.approx((section.results["all"]["acc1"] + report.sections["cifar_b"].results["all"]["acc1"]) / 2)
+    assert mean["value"] == pytest.approx(
+        (section.results["all"]["acc1"] + report.sections["cifar_b"].results["all"]["acc1"]) / 2
+    )
     assert "pooled(attributes,relations)" in report.sections["replace"].aggregates
     table = report.table()
     assert "tie rule" in table and "unweighted mean of acc1 over 2 datasets" in table
@@ -77,8 +103,14 @@ def test_suite_end_to_end_resumes_and_encodes_each_image_once(tiny_clip_dir, sui
     from hf_hardpos.model_source import ModelSource
 
     monkeypatch.setattr(ModelSource, "load", lambda self, *args: pytest.fail("model loaded"))
-    again = run_suite(str(tiny_clip_dir), load_suite(str(spec)), output_dir=out, batch_size=4, progress=False,
-                      log=lambda m: None)
+    again = run_suite(
+        str(tiny_clip_dir),
+        load_suite(str(spec)),
+        output_dir=out,
+        batch_size=4,
+        progress=False,
+        log=lambda m: None,
+    )
     assert again.to_dict()["datasets"] == report.to_dict()["datasets"]
 
 
@@ -87,7 +119,9 @@ def _scorer(model_dir):
 
     from hf_hardpos.scoring import ITMScorer
 
-    return ITMScorer(AutoModel.from_pretrained(model_dir), AutoProcessor.from_pretrained(model_dir), progress=False)
+    return ITMScorer(
+        AutoModel.from_pretrained(model_dir), AutoProcessor.from_pretrained(model_dir), progress=False
+    )
 
 
 def _distinct_images(suite_folders):
@@ -100,7 +134,11 @@ def _distinct_images(suite_folders):
     from tests.support.webdataset import read_webdataset
 
     keys = set()
-    for name, image_columns in (("replace", ["image"]), ("sugarcrepe", ["image"]), ("winoground", ["image_0", "image_1"])):
+    for name, image_columns in (
+        ("replace", ["image"]),
+        ("sugarcrepe", ["image"]),
+        ("winoground", ["image_0", "image_1"]),
+    ):
         for eval_set in load_eval_sets(str(suite_folders[name]), None, "test").values():
             for column in image_columns:
                 cells = eval_set.dataset.cast_column(column, Image(decode=False))[column]
@@ -112,14 +150,30 @@ def _distinct_images(suite_folders):
     return keys
 
 
-def test_cli_dataset_of_another_task_runs_as_one_dataset_and_prints_the_rule(tiny_clip_dir, suite_folders, tmp_path, capsys):
+def test_cli_dataset_of_another_task_runs_as_one_dataset_and_prints_the_rule(
+    tiny_clip_dir, suite_folders, tmp_path, capsys
+):
     """Any task's dataset runs through the one runner: without --output it prints, with it OUT/metrics.json is
     that dataset's section (as a hard-positive dataset's), resumed by a rerun."""
-    assert main(["eval", "--model", str(tiny_clip_dir), "--dataset", str(suite_folders["coco"]), "--no-progress"]) == 0
+    assert (
+        main(
+            ["eval", "--model", str(tiny_clip_dir), "--dataset", str(suite_folders["coco"]), "--no-progress"]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "image_retrieval_recall@1" in printed and "tie rule" in printed
     out = tmp_path / "coco"
-    argv = ["eval", "--model", str(tiny_clip_dir), "--dataset", str(suite_folders["coco"]), "--output", str(out), "--no-progress"]
+    argv = [
+        "eval",
+        "--model",
+        str(tiny_clip_dir),
+        "--dataset",
+        str(suite_folders["coco"]),
+        "--output",
+        str(out),
+        "--no-progress",
+    ]
     assert main(argv) == 0
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["task"] == "zeroshot_retrieval" and set(saved["results"]) == {"all"}
@@ -135,7 +189,10 @@ def test_a_rerun_of_a_subset_keeps_the_other_datasets(tiny_clip_dir, suite_folde
     """A suite rerun naming fewer datasets used to drop the others from OUT/metrics.json."""
     from hf_hardpos.evaluation.suite import SuiteEntry
 
-    both = [SuiteEntry("replace", str(suite_folders["replace"])), SuiteEntry("sugarcrepe", str(suite_folders["sugarcrepe"]))]
+    both = [
+        SuiteEntry("replace", str(suite_folders["replace"])),
+        SuiteEntry("sugarcrepe", str(suite_folders["sugarcrepe"])),
+    ]
     out = tmp_path / "out"
     quiet = dict(output_dir=out, batch_size=4, progress=False, log=lambda m: None)
     run_suite(str(tiny_clip_dir), both, **quiet)

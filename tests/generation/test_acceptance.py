@@ -38,7 +38,12 @@ PAPER_STYLE_ACCEPTED = [
 PAPER_FAILURES = [
     ("replace", "a cat sleeping on a bed", "a cat sleeping on a bed.", validation.IDENTICAL),
     ("replace", "a cat sleeping on a bed", "I replaced sleeping with resting", validation.CHATTER),
-    ("replace", "a cat sleeping on a bed", "a cat resting on a bed. It is a nice cat.", validation.SEVERAL_SENTENCES),
+    (
+        "replace",
+        "a cat sleeping on a bed",
+        "a cat resting on a bed. It is a nice cat.",
+        validation.SEVERAL_SENTENCES,
+    ),
     ("swap", "a red car and a blue bus", "a blue car and a red bus", validation.NOT_A_SWAP),
     ("swap", "a red car and a blue bus", "", validation.EMPTY),
 ]
@@ -78,7 +83,13 @@ def test_report_gives_the_share_each_acceptance_keeps(tmp_path):
     assert acceptance_shares(records) == {"generated": 7, "paper": 4, "strict": 0}
     path = tmp_path / "hp.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    assert quality_summary(path, samples=0)["replace"]["acceptance"] == {"generated": 7, "paper": 4, "strict": 0}
+    assert quality_summary(path, samples=0)["replace"]["acceptance"] == {
+        "generated": 7,
+        "paper": 4,
+        "strict": 0,
+    }
     lines = quality_report(path, samples=0).splitlines()
-    kept = {line.split()[0]: line.split()[1:] for line in lines if line.strip().startswith(("paper ", "strict "))}
+    kept = {
+        line.split()[0]: line.split()[1:] for line in lines if line.strip().startswith(("paper ", "strict "))
+    }
     assert kept == {"paper": ["4", "57.1%"], "strict": ["0", "0.0%"]}

@@ -41,7 +41,9 @@ def _reference(caption, nlp, fill_mask, seed):
     for kind, pos in POS_OF.items():
         words = by_pos[pos]
         mask = fill_mask.tokenizer.mask_token
-        text = caption.replace(caption_rng(seed, caption, stream=kind).choice(words), mask, 1) if words else mask
+        text = (
+            caption.replace(caption_rng(seed, caption, stream=kind).choice(words), mask, 1) if words else mask
+        )
         results = fill_mask(text, top_k=5)
         out[kind] = results[min(3, len(results))]["sequence"]
     return out
@@ -50,8 +52,14 @@ def _reference(caption, nlp, fill_mask, seed):
 @pytest.fixture(scope="module")
 def generator(tiny_mlm_dir, pos_nlp):
     return CEClipNegativeGenerator.from_pretrained(
-        tiny_mlm_dir, "all", tagger=spacy_tagger(pos_nlp), device="cpu", dtype=torch.float32, seed=7,
-        batch_size=3, progress=False,
+        tiny_mlm_dir,
+        "all",
+        tagger=spacy_tagger(pos_nlp),
+        device="cpu",
+        dtype=torch.float32,
+        seed=7,
+        batch_size=3,
+        progress=False,
     )
 
 
@@ -73,7 +81,11 @@ def test_records_equal_the_released_procedure(generator, pos_nlp, tmp_path):
             placeholder = (False, None, validation.FEWER_THAN_THREE_NOUNS)
             assert (record["valid"], record["output"], record["reason"]) == placeholder
         elif not expected.strip():  # our one departure: an empty fill is no caption
-            assert (record["valid"], record["output"], record["reason"]) == (False, expected, validation.EMPTY)
+            assert (record["valid"], record["output"], record["reason"]) == (
+                False,
+                expected,
+                validation.EMPTY,
+            )
         else:  # everything else is valid, as in CE-CLIP: no check that it differs
             assert (record["valid"], record["output"]) == (True, expected), record
     by_key = {(r["index"], r["kind"]): r for r in records}
@@ -122,7 +134,12 @@ def test_cli_default_is_ce_clip_and_records_it(tiny_mlm_dir, pos_nlp, tmp_path, 
     # "the sky": one noun ("###"), no adjective and no verb (masked whole, the tiny LM's fill decodes to "")
     reasons = [validation.FEWER_THAN_THREE_NOUNS, validation.EMPTY, validation.EMPTY, None]
     assert [(r["valid"], r["reason"]) for r in rows if r["index"] == 1] == [(r is None, r) for r in reasons]
-    assert [r["valid"] for r in rows if r["index"] == 0] == [True, False, True, True]  # a man riding a horse ...
+    assert [r["valid"] for r in rows if r["index"] == 0] == [
+        True,
+        False,
+        True,
+        True,
+    ]  # a man riding a horse ...
 
 
 @pytest.mark.parametrize("procedure", ["ce-clip", "ours"])
@@ -135,14 +152,21 @@ def test_captions_the_model_cannot_take_are_recorded_not_fatal(procedure, tiny_m
     pos_nlp.to_disk(tmp_path / "pos")
     (tmp_path / "c.txt").write_text("\n".join(captions) + "\n")
     assert cli.main(argv) == 0
-    reasons = {r["index"]: r["reason"] for r in map(json.loads, (tmp_path / "o.jsonl").read_text().splitlines())}
+    reasons = {
+        r["index"]: r["reason"] for r in map(json.loads, (tmp_path / "o.jsonl").read_text().splitlines())
+    }
     assert reasons[1] == validation.TOO_LONG_FOR_MODEL and reasons[2] == validation.MASK_IN_INPUT
     assert reasons[0] is None and reasons[3] is None
 
 
 def test_ours_masks_whole_words_only(tiny_mlm_dir, pos_nlp):
     ours = mlm.MLMNegativeGenerator.from_pretrained(
-        tiny_mlm_dir, "object", tagger=spacy_tagger(pos_nlp), device="cpu", dtype=torch.float32, progress=False
+        tiny_mlm_dir,
+        "object",
+        tagger=spacy_tagger(pos_nlp),
+        device="cpu",
+        dtype=torch.float32,
+        progress=False,
     )
     tagged = spacy_tagger(pos_nlp)(["a t-shirt"])[0]
     assert any(w.text == "shirt" and w.pos == "NOUN" for w in tagged)  # the tagger does see "shirt"
@@ -170,4 +194,6 @@ def test_dataset_card_names_the_procedure_that_made_the_columns(tmp_path):
     for kind, name in columns.CE_CLIP_NEGATIVE_TYPES.items():
         assert ce_clip.TYPE_PROCEDURES[kind] in meanings({"procedure": "ce-clip"})[name]
         assert coco_typed_negatives.TYPE_PROCEDURES[kind] in meanings({"procedure": "ours"})[name]
-        assert coco_typed_negatives.TYPE_PROCEDURES[kind] in meanings({})[name]  # written before `procedure` was recorded
+        assert (
+            coco_typed_negatives.TYPE_PROCEDURES[kind] in meanings({})[name]
+        )  # written before `procedure` was recorded

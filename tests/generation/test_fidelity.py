@@ -51,11 +51,16 @@ def _released_script_call(model, tokenizer, prompts: list[str], max_new_tokens: 
     input_ids = torch.tensor([[eos] * (width - len(ids)) + ids for ids in encoded])
     attention_mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in encoded])
     with torch.no_grad():
-        sequences = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=max_new_tokens)
+        sequences = model.generate(
+            input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=max_new_tokens
+        )
     texts = []
     for row, ids in zip(sequences.tolist(), input_ids.tolist()):
+
         def decode(tokens):
-            return _clean_up_2024(tokenizer.decode(tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False))
+            return _clean_up_2024(
+                tokenizer.decode(tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+            )
 
         texts.append(decode(row)[len(decode(ids)) :])
     return input_ids, texts
@@ -84,7 +89,9 @@ def test_paper_fidelity_sends_the_released_scripts_token_ids_and_returns_its_tex
     assert generator.fidelity == "paper" and generator.batch_size == 32
     captions = CAPTIONS[:4]
     (sent,), texts = _captured_inputs(generator, captions)
-    expected_ids, expected_texts = _released_script_call(model, tokenizer, [llm.build_prompt("swap", c) for c in captions], 8)
+    expected_ids, expected_texts = _released_script_call(
+        model, tokenizer, [llm.build_prompt("swap", c) for c in captions], 8
+    )
     assert torch.equal(sent, expected_ids)
     assert tokenizer.bos_token_id not in sent[sent != tokenizer.eos_token_id].tolist()
     assert texts == expected_texts and len(set(texts)) > 1
@@ -96,7 +103,9 @@ def test_current_pipeline_fidelity_adds_the_tokenizers_bos(greedy_llama):
     from transformers import pipeline
 
     model, tokenizer = greedy_llama
-    generator = LLMGenerator(model, tokenizer, "replace", max_new_tokens=6, fidelity="current-pipeline", progress=False)
+    generator = LLMGenerator(
+        model, tokenizer, "replace", max_new_tokens=6, fidelity="current-pipeline", progress=False
+    )
     (sent,), texts = _captured_inputs(generator, ["a white cat"])
     assert sent[0, 0].item() == tokenizer.bos_token_id
     pipe = pipeline("text-generation", model=model, tokenizer=tokenizer)
@@ -110,9 +119,13 @@ def test_current_pipeline_fidelity_adds_the_tokenizers_bos(greedy_llama):
 def test_paper_decoding_cleans_up_tokenisation_spaces(greedy_llama):
     _, tokenizer = greedy_llama
     prompt = tokenizer("Input: x\nOutput:", add_special_tokens=False)["input_ids"]
-    new = tokenizer("a man 's bike is n't red", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    new = tokenizer("a man 's bike is n't red", add_special_tokens=False)["input_ids"] + [
+        tokenizer.eos_token_id
+    ]
     assert llm.pipeline_2024_text(tokenizer, prompt, new) == " a man's bike isn't red"
-    assert tokenizer.decode(new, skip_special_tokens=True) == "a man 's bike is n't red"  # current-pipeline's text
+    assert (
+        tokenizer.decode(new, skip_special_tokens=True) == "a man 's bike is n't red"
+    )  # current-pipeline's text
 
 
 def test_unknown_fidelity_is_refused(greedy_llama):
@@ -160,7 +173,9 @@ def test_manifest_records_every_effective_decoding_value(sampled_llama):
     model, tokenizer = sampled_llama
     values = LLMGenerator(model, tokenizer, "swap", progress=False).settings()["generation_config"]
     assert values["do_sample"] is True and values["temperature"] == 0.6 and values["top_p"] == 0.9
-    assert values["top_k"] == 50  # transformers' default, applied by generate although the config leaves it unset
+    assert (
+        values["top_k"] == 50
+    )  # transformers' default, applied by generate although the config leaves it unset
     assert values["min_new_tokens"] == 0 and values["max_new_tokens"] == 20 and values["num_beams"] == 1
     assert values["repetition_penalty"] == 1.0 and values["pad_token_id"] == tokenizer.eos_token_id
     assert set(sampling.DECODING_FIELDS) == set(values)
@@ -180,7 +195,9 @@ def test_resumed_and_sharded_sampled_runs_equal_one_uninterrupted_run(sampled_ll
     model, tokenizer = sampled_llama
 
     def generator(batch_size):
-        return LLMGenerator(model, tokenizer, "replace", batch_size=batch_size, max_new_tokens=8, seed=1, progress=False)
+        return LLMGenerator(
+            model, tokenizer, "replace", batch_size=batch_size, max_new_tokens=8, seed=1, progress=False
+        )
 
     reference = _run(generator(4), tmp_path / "one.jsonl")
     assert len({r["raw"] for r in reference}) > 3

@@ -46,14 +46,25 @@ def tiny_lm_dir(tmp_path_factory) -> Path:
     """
     corpus = [*llm.PROMPTS.values(), *(c for c in CAPTIONS if c), "sure here is the changed sentence output"]
     tokenizer = Tokenizer(models.WordLevel(unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()]
+    )
     trainer = trainers.WordLevelTrainer(special_tokens=["<unk>", "<s>", "</s>"], show_progress=False)
     tokenizer.train_from_iterator(corpus, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    )
     config = LlamaConfig(
-        vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=2, max_position_embeddings=512, bos_token_id=fast.bos_token_id,
-        eos_token_id=fast.eos_token_id, initializer_range=0.5,
+        vocab_size=len(fast),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        bos_token_id=fast.bos_token_id,
+        eos_token_id=fast.eos_token_id,
+        initializer_range=0.5,
     )
     torch.manual_seed(0)
     model = LlamaForCausalLM(config)
@@ -66,7 +77,9 @@ def tiny_lm_dir(tmp_path_factory) -> Path:
 
 
 def _generator(path: Path, kind: str, **kwargs) -> LLMGenerator:
-    return LLMGenerator.from_pretrained(path, kind, device="cpu", dtype=torch.float32, progress=False, **kwargs)
+    return LLMGenerator.from_pretrained(
+        path, kind, device="cpu", dtype=torch.float32, progress=False, **kwargs
+    )
 
 
 def test_prompts_are_the_released_scripts():
@@ -103,14 +116,20 @@ def test_default_is_the_released_script_protocol(tiny_lm_dir):
     generator = _generator(tiny_lm_dir, "replace", max_new_tokens=10, seed=3)
     assert not generator.use_chat_template and generator.decoding == "model" and generator.fidelity == "paper"
     assert set(generator.decoding_arguments()) == {"max_new_tokens", "pad_token_id"}
-    assert generator.tokenizer.pad_token == generator.tokenizer.eos_token and generator.tokenizer.padding_side == "left"
+    assert (
+        generator.tokenizer.pad_token == generator.tokenizer.eos_token
+        and generator.tokenizer.padding_side == "left"
+    )
     caption = "a white cat"
     # sampled (the fixture's config says do_sample=True) and seeded: the seed decides, and is recorded
     assert generator.generate_raw([caption]) == generator.generate_raw([caption])
     other_seed = _generator(tiny_lm_dir, "replace", max_new_tokens=10, seed=4)
     assert other_seed.generate_raw([caption, "two dogs"]) != generator.generate_raw([caption, "two dogs"])
     settings = generator.settings()
-    assert settings["generation_config"]["do_sample"] is True and settings["generation_config"]["temperature"] == 0.7
+    assert (
+        settings["generation_config"]["do_sample"] is True
+        and settings["generation_config"]["temperature"] == 0.7
+    )
     assert settings["seed"] == 3 and settings["sampled"] is True and settings["template"] == "replace"
     assert "sha256" in settings["model_fingerprint"]
 
@@ -137,7 +156,9 @@ def test_batched_left_padded_generation_equals_one_by_one(tiny_lm_dir):
 def test_greedy_option_decodes_greedily_and_returns_only_new_tokens(tiny_lm_dir):
     # current-pipeline: the new tokens decoded on their own (the paper's fidelity keeps the 2024
     # pipeline's leading space, tested in tests/generation/test_fidelity.py)
-    generator = _generator(tiny_lm_dir, "replace", max_new_tokens=6, decoding="greedy", fidelity="current-pipeline")
+    generator = _generator(
+        tiny_lm_dir, "replace", max_new_tokens=6, decoding="greedy", fidelity="current-pipeline"
+    )
     caption = "a white cat"
     prompt_ids = generator.tokenizer(generator.render(caption), return_tensors="pt")["input_ids"]
     ids = prompt_ids
@@ -155,7 +176,7 @@ def test_greedy_option_decodes_greedily_and_returns_only_new_tokens(tiny_lm_dir)
 
 def test_an_answer_cut_off_by_the_token_limit_is_refused(tiny_lm_dir, tmp_path):
     generator = _generator(tiny_lm_dir, "replace", max_new_tokens=3, decoding="greedy", acceptance="strict")
-    (text, truncated), = generator.decode_batch(["a white cat"])
+    ((text, truncated),) = generator.decode_batch(["a white cat"])
     assert truncated and len(generator.tokenizer(text, add_special_tokens=False)["input_ids"]) <= 3
     generator.generate_to_jsonl(["a white cat"], tmp_path / "cut.jsonl")
     (row,) = _lines(tmp_path / "cut.jsonl")
@@ -174,7 +195,9 @@ def test_chat_template_wraps_the_prompt(tiny_lm_dir):
         "{% if add_generation_prompt %}ASSISTANT:{% endif %}"
     )
     model = AutoModelForCausalLM.from_pretrained(tiny_lm_dir)
-    generator = LLMGenerator(model, tokenizer, "replace", max_new_tokens=4, use_chat_template=True, progress=False)
+    generator = LLMGenerator(
+        model, tokenizer, "replace", max_new_tokens=4, use_chat_template=True, progress=False
+    )
     assert generator.use_chat_template
     text = generator.render("a white cat")
     assert text == "<s>USER: " + llm.build_prompt("replace", "a white cat") + "\nASSISTANT:"
@@ -225,7 +248,9 @@ def test_jsonl_resume_after_interruption_has_no_duplicates_and_no_losses(tiny_lm
 
 def test_resume_refuses_an_output_written_for_other_inputs(tmp_path):
     path = tmp_path / "out.jsonl"
-    path.write_text(json.dumps({"index": 0, "input": "a dog", "output": None, "valid": False, "reason": "x"}) + "\n")
+    path.write_text(
+        json.dumps({"index": 0, "input": "a dog", "output": None, "valid": False, "reason": "x"}) + "\n"
+    )
     with pytest.raises(ValueError, match="line 1.*another input file"):
         resumable.read_done(path, ["a cat"])
     path.write_text("not json\n" + json.dumps({"index": 0, "input": "a dog"}) + "\n")
@@ -248,7 +273,7 @@ def test_filtering_reasons_written_per_row(tiny_lm_dir, tmp_path):
     model = AutoModelForCausalLM.from_pretrained(tiny_lm_dir)
     tokenizer = AutoTokenizer.from_pretrained(tiny_lm_dir)
     replace_answers = {
-        "a man holding a cup": "Sure! Here is the changed sentence:\n\n\"A man grasping a cup.\"",
+        "a man holding a cup": 'Sure! Here is the changed sentence:\n\n"A man grasping a cup."',
         "a dog on a bench": " a dog on a bench",
         "a white cat": "a white cat. It is sleeping.",
         "a red bus": "Output: a crimson bus\nInput: a blue car\nOutput: a sapphire car",
@@ -281,7 +306,11 @@ def test_filtering_reasons_written_per_row(tiny_lm_dir, tmp_path):
     paper = _CannedGenerator(model, tokenizer, "replace", replace_answers, acceptance="paper")
     paper.generate_to_jsonl(list(replace_answers), tmp_path / "paper.jsonl")
     paper_reasons = {r["input"]: r["reason"] for r in _lines(tmp_path / "paper.jsonl")}
-    assert paper_reasons == {**{c: r["reason"] for c, r in rows.items()}, "a tall tree": None, "a small cat on a mat": None}
+    assert paper_reasons == {
+        **{c: r["reason"] for c, r in rows.items()},
+        "a tall tree": None,
+        "a small cat on a mat": None,
+    }
 
     swap_answers = {
         "a red car and a blue bus": "a blue car and a red bus",  # moves the colours: a negative
@@ -325,8 +354,25 @@ def test_generate_command_llm_resumes(tiny_lm_dir, tmp_path, capsys):
     source.write_text("".join(json.dumps({"id": i, "text": c}) + "\n" for i, c in enumerate(CAPTIONS)))
     out = tmp_path / "out" / "swap.jsonl"
     argv = [
-        "generate", "--kind", "swap", "--input", str(source), "--field", "text", "--model", str(tiny_lm_dir),
-        "--output", str(out), "--batch-size", "3", "--max-new-tokens", "8", "--device", "cpu", "--dtype", "float32",
+        "generate",
+        "--kind",
+        "swap",
+        "--input",
+        str(source),
+        "--field",
+        "text",
+        "--model",
+        str(tiny_lm_dir),
+        "--output",
+        str(out),
+        "--batch-size",
+        "3",
+        "--max-new-tokens",
+        "8",
+        "--device",
+        "cpu",
+        "--dtype",
+        "float32",
         "--no-progress",
     ]
     assert _run_cli(argv) == 0
@@ -352,7 +398,17 @@ def test_generate_command_rules(tmp_path, capsys):
     assert rows[0]["output"] == "An ivory cat on a whiteboard."
     assert rows[1]["output"] in hard_positive_candidates("a red car and a blue bus") and rows[1]["valid"]
     assert rows[2]["reason"] == "no rule applies" and not rows[2]["valid"]
-    argv = ["generate", "--kind", "swap", "--negative", "--method", "rules", *common, "--output", str(negatives)]
+    argv = [
+        "generate",
+        "--kind",
+        "swap",
+        "--negative",
+        "--method",
+        "rules",
+        *common,
+        "--output",
+        str(negatives),
+    ]
     assert _run_cli(argv) == 0
     assert [r["output"] for r in _lines(negatives)] == [None, "a blue car and a red bus", None]
     capsys.readouterr()

@@ -49,8 +49,11 @@ def test_typed_negatives_at_the_right_positions(tiny_mlm_dir, pos_nlp):
             made[kind] += 1
             before, after = _words(caption), _words(candidate.output)
             assert len(before) == len(after)
-            changed = [i for i, (a, b) in enumerate(zip(before, after)) if a.lower() != b.lower()
-                       and {a.lower(), b.lower()} != {"a", "an"}]
+            changed = [
+                i
+                for i, (a, b) in enumerate(zip(before, after))
+                if a.lower() != b.lower() and {a.lower(), b.lower()} != {"a", "an"}
+            ]
             pos = {"attribute": "ADJ", "action": "VERB", "object": "NOUN", "relation": "NOUN"}[kind]
             assert all(tags[before[i].lower()] == pos for i in changed), (kind, caption, candidate.output)
             if kind == "relation":
@@ -78,8 +81,10 @@ def test_fills_skip_the_word_its_synonyms_and_non_words_and_follow_the_lm_rankin
     candidate = result["attribute"]
     # "white" is the word itself, "ivory" its synonym in the lexicon, [UNK]/./[MASK] no words
     assert candidate.output == "a red cat sitting on a mat"
-    assert [c["output"] for c in candidate.extra["candidates"][1:3]] == ["a blue cat sitting on a mat",
-                                                                        "a green cat sitting on a mat"]
+    assert [c["output"] for c in candidate.extra["candidates"][1:3]] == [
+        "a blue cat sitting on a mat",
+        "a green cat sitting on a mat",
+    ]
     generator.num_candidates, generator.search_k = 1, 2  # only "white" and "ivory" are searched
     (result,) = generator.generate_kinds(["a white cat sitting on a mat"])
     assert result["attribute"].reason == validation.NO_FILL
@@ -91,7 +96,9 @@ def test_relation_swaps_two_nouns_ranked_by_the_lm(tiny_mlm_dir, pos_nlp):
     candidate = result["relation"]
     outputs = [c["output"] for c in candidate.extra["candidates"]]
     assert candidate.output == outputs[0] and len(outputs) == 2  # the drawn noun with each other noun
-    assert all(sorted(_words(o.lower())) == sorted(_words("a man riding a horse near a fence")) for o in outputs)
+    assert all(
+        sorted(_words(o.lower())) == sorted(_words("a man riding a horse near a fence")) for o in outputs
+    )
     assert all(o[0] == "A" for o in outputs)  # the caption-initial capital stays in first place
 
 
@@ -100,12 +107,16 @@ def test_deterministic_per_caption_and_seed_whatever_the_batch(tiny_mlm_dir, pos
     captions = [c for c in CAPTIONS if c]
     batch = generator.generate_kinds(captions)
     alone = [generator.generate_kinds([c])[0] for c in captions]
-    assert [{k: c.output for k, c in r.items()} for r in batch] == [{k: c.output for k, c in r.items()} for r in alone]
+    assert [{k: c.output for k, c in r.items()} for r in batch] == [
+        {k: c.output for k, c in r.items()} for r in alone
+    ]
     # the seed draws the site: across seeds the object negative of a 3-noun caption varies
     caption = "a woman eating pizza with a man on a bench"
     single = _generator(tiny_mlm_dir, "object", pos_nlp=pos_nlp)
     # one type alone gives the same record as that type within "all"
-    assert [r["object"].output for r in single.generate_kinds(captions)] == [r["object"].output for r in batch]
+    assert [r["object"].output for r in single.generate_kinds(captions)] == [
+        r["object"].output for r in batch
+    ]
     outputs = set()
     for seed in range(8):
         single.seed = seed
@@ -119,7 +130,9 @@ def test_resumable_jsonl_with_the_type_recorded(tiny_mlm_dir, pos_nlp, tmp_path)
     summary = generator.generate_to_jsonl(CAPTIONS, reference)
     expected = [json.loads(line) for line in reference.read_text().splitlines()]
     assert summary["written"] == 4 * len(CAPTIONS) == len(expected)
-    assert [(r["index"], r["kind"]) for r in expected] == [(i, k) for i in range(len(CAPTIONS)) for k in TYPES]
+    assert [(r["index"], r["kind"]) for r in expected] == [
+        (i, k) for i in range(len(CAPTIONS)) for k in TYPES
+    ]
     assert {(r["method"], r["polarity"]) for r in expected} == {("mlm", "negative")}
     assert all(r["reason"] == validation.EMPTY_INPUT for r in expected if r["index"] == 4)
 
@@ -142,8 +155,10 @@ def test_resumable_jsonl_with_the_type_recorded(tiny_mlm_dir, pos_nlp, tmp_path)
     generator.generate_kinds = real
     summary = generator.generate_to_jsonl(CAPTIONS, interrupted)
     assert summary["already_done"] == 14 and summary["written"] == 4 * len(CAPTIONS) - 14
-    resumed = sorted((json.loads(line) for line in interrupted.read_text().splitlines()),
-                     key=lambda r: (r["index"], TYPES.index(r["kind"])))
+    resumed = sorted(
+        (json.loads(line) for line in interrupted.read_text().splitlines()),
+        key=lambda r: (r["index"], TYPES.index(r["kind"])),
+    )
     assert resumed == expected
 
 
@@ -153,9 +168,32 @@ def test_cli_mlm_with_report(tiny_mlm_dir, pos_nlp, tmp_path, capsys):
     source = tmp_path / "captions.txt"
     source.write_text("\n".join(c or "" for c in CAPTIONS) + "\n")
     out = tmp_path / "negatives.jsonl"
-    argv = ["generate", "--negative", "--method", "mlm", "--kind", "all", "--model", str(tiny_mlm_dir),
-            "--spacy-model", str(nlp_dir), "--input", str(source), "--output", str(out), "--device", "cpu",
-            "--dtype", "float32", "--no-progress", "--report", "--report-samples", "2", "--mlm-procedure", "ours"]
+    argv = [
+        "generate",
+        "--negative",
+        "--method",
+        "mlm",
+        "--kind",
+        "all",
+        "--model",
+        str(tiny_mlm_dir),
+        "--spacy-model",
+        str(nlp_dir),
+        "--input",
+        str(source),
+        "--output",
+        str(out),
+        "--device",
+        "cpu",
+        "--dtype",
+        "float32",
+        "--no-progress",
+        "--report",
+        "--report-samples",
+        "2",
+        "--mlm-procedure",
+        "ours",
+    ]
     assert cli.main(argv) == 0
     printed = capsys.readouterr().out
     summary = json.loads(printed[: printed.index("\n}\n") + 2])
@@ -179,8 +217,21 @@ def test_missing_spacy_model_says_how_to_install(tmp_path, capsys):
         spacy_tagger("en_core_web_sm_not_installed")
     source = tmp_path / "c.txt"
     source.write_text("a red car\n")
-    argv = ["generate", "--negative", "--method", "mlm", "--kind", "object", "--spacy-model", "no_such_pipeline",
-            "--input", str(source), "--output", str(tmp_path / "o.jsonl"), "--no-progress"]
+    argv = [
+        "generate",
+        "--negative",
+        "--method",
+        "mlm",
+        "--kind",
+        "object",
+        "--spacy-model",
+        "no_such_pipeline",
+        "--input",
+        str(source),
+        "--output",
+        str(tmp_path / "o.jsonl"),
+        "--no-progress",
+    ]
     assert cli.main(argv) == 2
     assert "spacy download" in capsys.readouterr().err
 
@@ -189,11 +240,18 @@ def test_tagger_is_pluggable(tiny_mlm_dir):
     """Any callable captions -> tagged words works (no spaCy needed by the generator itself)."""
 
     def nouns_only(captions):
-        return [[TaggedWord(m, "NOUN", caption.index(m), caption.index(m) + len(m))
-                 for m in caption.split() if m in POS["NOUN"]] for caption in captions]
+        return [
+            [
+                TaggedWord(m, "NOUN", caption.index(m), caption.index(m) + len(m))
+                for m in caption.split()
+                if m in POS["NOUN"]
+            ]
+            for caption in captions
+        ]
 
-    generator = MLMNegativeGenerator.from_pretrained(tiny_mlm_dir, "relation", tagger=nouns_only, device="cpu",
-                                                     dtype=torch.float32, progress=False)
+    generator = MLMNegativeGenerator.from_pretrained(
+        tiny_mlm_dir, "relation", tagger=nouns_only, device="cpu", dtype=torch.float32, progress=False
+    )
     (result,) = generator.generate_kinds(["a cat on a mat"])
     assert result["relation"].output == "a mat on a cat"
 
@@ -209,7 +267,7 @@ def test_typed_negatives_for_dataset_builders(tiny_mlm_dir, pos_nlp):
 
 
 def test_no_word_of_a_multiword_relation_is_masked_or_moved(tiny_mlm_dir, pos_nlp):
-    """"front" and "top" are tagged NOUN, but "in front of" / "on top of" stay whole."""
+    """ "front" and "top" are tagged NOUN, but "in front of" / "on top of" stay whole."""
     generator = _generator(tiny_mlm_dir, pos_nlp=pos_nlp)
     for seed in range(6):
         generator.seed = seed

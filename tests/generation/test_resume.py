@@ -124,7 +124,9 @@ def test_single_process_run_reuses_a_sharded_launchs_rows(tmp_path, capsys):
     assert _rules_cli(captions, output) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["adopted_from_shards"] == len(shard_indices(len(CAPTIONS), 0, 2))
-    assert summary["written"] == len(CAPTIONS) - summary["adopted_from_shards"]  # only rank 1's rows generated
+    assert (
+        summary["written"] == len(CAPTIONS) - summary["adopted_from_shards"]
+    )  # only rank 1's rows generated
     assert sorted(_records(output), key=lambda r: r["index"]) == _records(reference)
 
 
@@ -170,7 +172,9 @@ class _Counting(CaptionGenerator):
 
 
 def test_model_batches_are_cut_from_the_rows_that_need_the_model(tmp_path):
-    inputs = [("keep " if i % 5 == 0 else "skip ") + str(i) for i in range(100)]  # one row in five needs the model
+    inputs = [
+        ("keep " if i % 5 == 0 else "skip ") + str(i) for i in range(100)
+    ]  # one row in five needs the model
     generator = _Counting(batch_size=4)
     summary = generator.generate_to_jsonl(inputs, tmp_path / "o.jsonl")
     needing = sum(not c.startswith("skip") for c in inputs)
@@ -204,13 +208,20 @@ def _set_first_record(path, text_edit):
     path.write_text("\n".join(lines) + "\n")
 
 
-@pytest.mark.parametrize("edit, field", [
-    (lambda line: line.replace('"valid": true', '"valid": "true"').replace('"valid": false', '"valid": "false"'),
-     "field valid"),
-    (lambda line: line[:-1] + ', "output": "another"}', "field output appears twice"),
-    (lambda line: line + "\n" + line, "line 2: a second record for caption index 0"),
-    (lambda line: line.replace('"index": 0', '"index": "0"'), "index '0'"),
-])
+@pytest.mark.parametrize(
+    "edit, field",
+    [
+        (
+            lambda line: line.replace('"valid": true', '"valid": "true"').replace(
+                '"valid": false', '"valid": "false"'
+            ),
+            "field valid",
+        ),
+        (lambda line: line[:-1] + ', "output": "another"}', "field output appears twice"),
+        (lambda line: line + "\n" + line, "line 2: a second record for caption index 0"),
+        (lambda line: line.replace('"index": 0', '"index": "0"'), "index '0'"),
+    ],
+)
 def test_a_malformed_record_is_refused_on_resume_in_one_line(tmp_path, capsys, edit, field):
     """Records of a generate output are checked, not coerced: a `"valid": "true"` was read as not valid
     (its caption silently null), a key twice took the last value, two records for one caption the first."""

@@ -82,7 +82,9 @@ def test_replace_hard_positive_case_and_punctuation(caption, expected):
 
 def test_replace_is_deterministic_given_rng_and_uses_every_option():
     caption = "a small dog holding a red ball behind a white fence"
-    assert replace_hard_positive(caption, random.Random(3)) == replace_hard_positive(caption, random.Random(3))
+    assert replace_hard_positive(caption, random.Random(3)) == replace_hard_positive(
+        caption, random.Random(3)
+    )
     outputs = {replace_hard_positive(caption, random.Random(seed)) for seed in range(40)}
     assert outputs == set(hard_positive_candidates(caption))
     assert len(outputs) == 5
@@ -124,7 +126,10 @@ def test_replace_hard_negative_never_duplicates_a_present_word():
 # The paper's five few-shot examples (SPEC §4), with our rule output.
 PAPER_SWAPS = [
     ("three giraffes and two antelope", "two antelope and three giraffes"),
-    ("a blue and white stained glass clock shows the time", "a white and blue stained glass clock shows the time"),
+    (
+        "a blue and white stained glass clock shows the time",
+        "a white and blue stained glass clock shows the time",
+    ),
     ("a mixture of rice and broccoli are put together", "a mixture of broccoli and rice are put together"),
     ("a bathroom with a sink, toilet and shower", "a bathroom with a sink, shower and toilet"),
     (
@@ -134,12 +139,16 @@ PAPER_SWAPS = [
 ]
 
 
-@pytest.mark.parametrize("caption, expected", PAPER_SWAPS + [
-    ("A cat and a dog on a couch.", "A dog and a cat on a couch."),
-    ("Two dogs and a cat playing in the snow", "A cat and two dogs playing in the snow"),
-    ("the dog is black and brown", "the dog is brown and black"),
-    ("a man and woman", "a woman and man"),
-])
+@pytest.mark.parametrize(
+    "caption, expected",
+    PAPER_SWAPS
+    + [
+        ("A cat and a dog on a couch.", "A dog and a cat on a couch."),
+        ("Two dogs and a cat playing in the snow", "A cat and two dogs playing in the snow"),
+        ("the dog is black and brown", "the dog is brown and black"),
+        ("a man and woman", "a woman and man"),
+    ],
+)
 def test_swap_hard_positive(caption, expected):
     output = swap_hard_positive(caption)
     assert output == expected
@@ -173,8 +182,14 @@ def test_swap_hard_negative_exchanges_attributes_between_objects():
     assert output == "a blue car and a red bus"
     assert validate_swap(caption, output) == NOT_A_SWAP  # same words, different meaning
     assert swap_hard_negative("an orange cat next to a black dog") == "a black cat next to an orange dog"
-    assert swap_hard_negative("a large white dog and a small black cat") == "a small white dog and a large black cat"
-    assert swap_hard_negative("A dog with a Red collar and a blue leash") == "A dog with a Blue collar and a red leash"
+    assert (
+        swap_hard_negative("a large white dog and a small black cat")
+        == "a small white dog and a large black cat"
+    )
+    assert (
+        swap_hard_negative("A dog with a Red collar and a blue leash")
+        == "A dog with a Blue collar and a red leash"
+    )
 
 
 @pytest.mark.parametrize(
@@ -221,7 +236,9 @@ def test_no_replacement_inside_a_multiword_relation_of_the_lexicon():
         for caption in (f"a cat {phrase} a dog", f"A small white dog sitting {phrase} the old red car."):
             found += _partial_edits(caption, phrase)
     assert found == []
-    assert replace_hard_positive("a dog in back of a car") == "a dog behind a car"  # the whole phrase may change
+    assert (
+        replace_hard_positive("a dog in back of a car") == "a dog behind a car"
+    )  # the whole phrase may change
     assert replace_hard_negative("a dog in back of a car") == "a dog in front of a car"
 
 
@@ -230,7 +247,9 @@ def test_no_replacement_inside_a_multiword_relation_of_the_replace_captions(shar
     phrases = _multiword_phrases()
     checked, found = 0, []
     for subset in ("attributes", "relations"):
-        for row in json.loads((shared_data / "hard_positives" / "data" / f"vl_checklist_{subset}.json").read_text()):
+        for row in json.loads(
+            (shared_data / "hard_positives" / "data" / f"vl_checklist_{subset}.json").read_text()
+        ):
             caption = row["true_caption"]
             padded = f" {caption.lower()} "
             for phrase in phrases:
@@ -241,7 +260,9 @@ def test_no_replacement_inside_a_multiword_relation_of_the_replace_captions(shar
     assert found == [], found[:5]
     in_back_of = []
     for subset in ("attributes", "relations"):
-        rows = json.loads((shared_data / "hard_positives" / "data" / f"vl_checklist_{subset}.json").read_text())
+        rows = json.loads(
+            (shared_data / "hard_positives" / "data" / f"vl_checklist_{subset}.json").read_text()
+        )
         in_back_of += [r["true_caption"] for r in rows if " in back of " in f" {r['true_caption'].lower()} "]
     assert len(in_back_of) == 14  # upstream's hard positive says "within back of" in the 12 relation rows
     for caption in in_back_of:
@@ -264,4 +285,6 @@ def test_paper_table_keeps_the_upstream_row_counts_and_merges_the_shared_sources
     assert shared == {"sitting", "walking", "hanging"}
     rules = {rule.source: rule for rule in lexicon.hard_positive_rules(include_extra=False)}
     assert len(rules) == 23 + 16 - 3
-    assert all(rules[w].targets == (targets["relation"][w],) and rules[w].category == "attribute" for w in shared)
+    assert all(
+        rules[w].targets == (targets["relation"][w],) and rules[w].category == "attribute" for w in shared
+    )

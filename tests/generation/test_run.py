@@ -70,7 +70,11 @@ def test_no_manifest_before_the_first_record(tmp_path):
 @pytest.mark.parametrize(
     "first, second, differs",
     [
-        (["--kind", "replace"], ["--kind", "replace", "--negative"], "polarity: 'positive' (output) vs 'negative'"),
+        (
+            ["--kind", "replace"],
+            ["--kind", "replace", "--negative"],
+            "polarity: 'positive' (output) vs 'negative'",
+        ),
         (["--kind", "replace"], ["--kind", "swap"], "kind: 'replace' (output) vs 'swap' (this run)"),
         (["--kind", "replace", "--seed", "1"], ["--kind", "replace"], "seed: 1 (output) vs 0"),
     ],
@@ -105,16 +109,22 @@ def test_output_without_manifest_is_refused(captions_file, tmp_path, capsys):
     assert "no manifest" in capsys.readouterr().err
 
 
-def test_second_concurrent_writer_is_refused_and_a_killed_writer_leaves_no_stale_lock(captions_file, tmp_path, capsys):
+def test_second_concurrent_writer_is_refused_and_a_killed_writer_leaves_no_stale_lock(
+    captions_file, tmp_path, capsys
+):
     """Why: two concurrent runs on one output wrote 20,000 duplicate indices."""
     out = tmp_path / "out.jsonl"
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time\n"
-         "from hf_hardpos.generation.resumable import GenerationOutput\n"
-         f"with GenerationOutput({str(out)!r}, {{'method': 'rules'}}, ['a']):\n"
-         "    print('locked', flush=True); time.sleep(60)\n"],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from hf_hardpos.generation.resumable import GenerationOutput\n"
+            f"with GenerationOutput({str(out)!r}, {{'method': 'rules'}}, ['a']):\n"
+            "    print('locked', flush=True); time.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "locked"
@@ -145,7 +155,13 @@ def test_text_input_bom_line_endings_and_bad_bytes(tmp_path):
     index), a non-UTF-8 byte gave a bare UnicodeDecodeError naming neither file nor line."""
     path = tmp_path / "c.txt"
     path.write_bytes(b"\xef\xbb\xbfa white cat\r\na dog\rwith a hat\n\n  \nlast line without newline")
-    assert read_captions(path) == ["a white cat", "a dog\rwith a hat", None, None, "last line without newline"]
+    assert read_captions(path) == [
+        "a white cat",
+        "a dog\rwith a hat",
+        None,
+        None,
+        "last line without newline",
+    ]
     jsonl = tmp_path / "c.jsonl"
     jsonl.write_bytes(b'\xef\xbb\xbf{"caption": "a cat"}\r\n{"caption": "x\\ry"}\n')
     assert read_captions(jsonl) == ["a cat", "x\ry"]

@@ -58,18 +58,35 @@ def test_shards_run_one_per_machine_then_a_plain_run_merges_them(sampled_model_d
     assert len({r["raw"] for r in reference}) > 3
     assert _records(sharded) == reference
     manifest = json.loads((tmp_path / "one.jsonl.manifest.json").read_text())
-    assert manifest["options"]["attn_implementation"] == "eager" and manifest["settings"]["attn_implementation"] == "eager"
+    assert (
+        manifest["options"]["attn_implementation"] == "eager"
+        and manifest["settings"]["attn_implementation"] == "eager"
+    )
     assert manifest["options"]["fidelity"] == "paper" and manifest["options"]["acceptance"] == "paper"
 
 
 def test_shard_options_are_checked(tmp_path, capsys):
     captions = tmp_path / "captions.txt"
     captions.write_text("a cat\n")
-    common = ["generate", "--kind", "replace", "--input", str(captions), "--output", str(tmp_path / "o.jsonl")]
+    common = [
+        "generate",
+        "--kind",
+        "replace",
+        "--input",
+        str(captions),
+        "--output",
+        str(tmp_path / "o.jsonl"),
+    ]
     for extra, message in (
         (["--num-shards", "2"], "--num-shards and --shard-index go together"),
-        (["--num-shards", "2", "--shard-index", "2"], "--shard-index must be 0 .. 1 for --num-shards 2, got 2"),
-        (["--attn-implementation", "eager"], "--attn-implementation apply to --method llm"),  # rules: no model
+        (
+            ["--num-shards", "2", "--shard-index", "2"],
+            "--shard-index must be 0 .. 1 for --num-shards 2, got 2",
+        ),
+        (
+            ["--attn-implementation", "eager"],
+            "--attn-implementation apply to --method llm",
+        ),  # rules: no model
     ):
         assert main([*common, *extra]) == 2
         assert message in capsys.readouterr().err
@@ -127,5 +144,7 @@ def test_throughput_benchmark_measures_prompts_per_second_at_each_batch(monkeypa
     for batch in (2, 4):
         seconds = float(figures[f"batch_{batch}_seconds"])
         assert seconds > 0
-        assert float(figures[f"batch_{batch}_prompts_per_second"]) == pytest.approx(4 / seconds, rel=0.05, abs=0.05)
+        assert float(figures[f"batch_{batch}_prompts_per_second"]) == pytest.approx(
+            4 / seconds, rel=0.05, abs=0.05
+        )
     assert figures["dtype"] == "float32" and figures["device"] == "cpu" and "gpu" not in figures

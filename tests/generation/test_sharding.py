@@ -30,11 +30,34 @@ def _records(path):
 
 def _launch(tmp_path, captions, output, logs):
     """`torchrun --nproc_per_node 2 -m hf_hardpos.cli generate ...` (what accelerate launch runs too)."""
-    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--log-dir", str(logs),
-            "--redirects", "1", "-m", "hf_hardpos.cli", "generate", "--kind", "replace", "--negative", "--input",
-            str(captions), "--output", str(output), "--batch-size", "20", "--no-progress"]
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--log-dir",
+        str(logs),
+        "--redirects",
+        "1",
+        "-m",
+        "hf_hardpos.cli",
+        "generate",
+        "--kind",
+        "replace",
+        "--negative",
+        "--input",
+        str(captions),
+        "--output",
+        str(output),
+        "--batch-size",
+        "20",
+        "--no-progress",
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
 
 
 def _summaries(logs):
@@ -55,11 +78,26 @@ def _lines(path):
 def test_two_processes_with_a_killed_rank_resume_to_every_index_exactly_once(tmp_path):
     captions = tmp_path / "captions.txt"
     words = ["white", "red", "small", "large", "wooden", "empty", "open"]
-    captions.write_text("".join(f"a {words[i % 7]} box number {i} near a {words[(i // 7) % 7]} wall\n"
-                                for i in range(ROWS)))
+    captions.write_text(
+        "".join(f"a {words[i % 7]} box number {i} near a {words[(i // 7) % 7]} wall\n" for i in range(ROWS))
+    )
     reference = tmp_path / "reference.jsonl"
-    assert cli.main(["generate", "--kind", "replace", "--negative", "--input", str(captions), "--output",
-                     str(reference), "--no-progress"]) == 0
+    assert (
+        cli.main(
+            [
+                "generate",
+                "--kind",
+                "replace",
+                "--negative",
+                "--input",
+                str(captions),
+                "--output",
+                str(reference),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
 
     output = tmp_path / "out.jsonl"
     shard1 = shard_path(output, 1, 2)
@@ -104,11 +142,17 @@ def test_merge_refuses_missing_rows_and_other_world_sizes(tmp_path):
     options = generator.options()
     with GenerationOutput(shard_path(output, 0, 2), {**options, "shard": "rank 0 of 2"}, inputs) as shard:
         generate_into(generator, inputs, shard, indices=shard_indices(3, 0, 2))
-    with pytest.raises(UserInputError, match="1 \\(index, kind\\) records are missing \\(first: \\(1, 'replace'\\)\\)"):
+    with pytest.raises(
+        UserInputError, match="1 \\(index, kind\\) records are missing \\(first: \\(1, 'replace'\\)\\)"
+    ):
         merge_shards(output, options, inputs, generator.kinds, 2)
     with GenerationOutput(shard_path(output, 1, 2), {**options, "shard": "rank 1 of 2"}, inputs) as shard:
         generate_into(generator, inputs, shard, indices=shard_indices(3, 1, 2))
-    assert merge_shards(output, options, inputs, generator.kinds, 2) == {"shards": 2, "records": 3, "merged_now": 3}
+    assert merge_shards(output, options, inputs, generator.kinds, 2) == {
+        "shards": 2,
+        "records": 3,
+        "merged_now": 3,
+    }
     assert [r["index"] for r in _records(output)] == [0, 1, 2]
     assert merge_shards(output, options, inputs, generator.kinds, 2)["merged_now"] == 0  # idempotent
     with pytest.raises(UserInputError, match="another number of processes \\(rank-00000-of-00002.jsonl\\)"):

@@ -55,4 +55,6 @@ def test_a_too_long_caption_is_written_with_its_reason(tmp_path):
     RuleGenerator("swap", progress=False).generate_to_jsonl(captions, tmp_path / "swap.jsonl")
     rows = [json.loads(line) for line in (tmp_path / "swap.jsonl").read_text().splitlines()]
     assert rows[0]["reason"] != swap_rule.TOO_LONG_FOR_SWAP
-    assert rows[1]["reason"] == swap_rule.TOO_LONG_FOR_SWAP and rows[1]["raw"] is None and not rows[1]["valid"]
+    assert (
+        rows[1]["reason"] == swap_rule.TOO_LONG_FOR_SWAP and rows[1]["raw"] is None and not rows[1]["valid"]
+    )

@@ -95,7 +95,11 @@ def test_standing_before_a_particle_is_not_replaced(particle):
 
 @pytest.mark.parametrize(
     ("caption", "name"),
-    [("the Red Sox play on a field", "Red"), ("Red Sox fans near a car", "Red"), ("a Black Forest cake", "Black")],
+    [
+        ("the Red Sox play on a field", "Red"),
+        ("Red Sox fans near a car", "Red"),
+        ("a Black Forest cake", "Black"),
+    ],
 )
 def test_names_are_not_attributes(caption, name):
     produced = [*rules.hard_positive_candidates(caption), rules.replace_hard_negative(caption)]
@@ -107,7 +111,10 @@ def test_names_are_not_attributes(caption, name):
 
 
 def test_names_do_not_block_common_words():
-    assert rules.replace_hard_positive("A red car near the Eiffel Tower") == "A crimson car near the Eiffel Tower"
+    assert (
+        rules.replace_hard_positive("A red car near the Eiffel Tower")
+        == "A crimson car near the Eiffel Tower"
+    )
 
 
 @pytest.mark.parametrize(

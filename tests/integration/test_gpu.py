@@ -28,7 +28,9 @@ from tests.support.devices import HAS_CUDA
 from tests.support.eval_data import make_eval_set, write_hub_folder
 from tests.support.training import finetune_rows, load_tiny, make_args
 
-CUDA = pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device")])
+CUDA = pytest.param(
+    "cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device")]
+)
 CONFIGS = ("attributes", "relations")
 
 
@@ -49,27 +51,42 @@ def deterministic():
     so a resumed run could differ from the straight one in the last bits), restored afterwards."""
     previous = torch.are_deterministic_algorithms_enabled()
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True, warn_only=True)  # an op without a deterministic kernel warns, not fails
+    torch.use_deterministic_algorithms(
+        True, warn_only=True
+    )  # an op without a deterministic kernel warns, not fails
     yield
     torch.use_deterministic_algorithms(previous)
 
 
 @pytest.mark.parametrize(
     "device, precision",
-    [("cpu", "bf16"), pytest.param(*CUDA.values, "fp32", marks=CUDA.marks),
-     pytest.param(*CUDA.values, "fp16", marks=CUDA.marks), pytest.param(*CUDA.values, "bf16", marks=CUDA.marks)],
+    [
+        ("cpu", "bf16"),
+        pytest.param(*CUDA.values, "fp32", marks=CUDA.marks),
+        pytest.param(*CUDA.values, "fp16", marks=CUDA.marks),
+        pytest.param(*CUDA.values, "bf16", marks=CUDA.marks),
+    ],
 )
-def test_fine_tuning_with_amp_and_pinned_memory_resumes_exactly(device, precision, tiny_clip_dir, tmp_path,
-                                                                deterministic):
+def test_fine_tuning_with_amp_and_pinned_memory_resumes_exactly(
+    device, precision, tiny_clip_dir, tmp_path, deterministic
+):
     """A few steps under the Trainer's defaults for the device (pinned memory and a loader worker on
     CUDA), with AMP; every logged loss finite; a resume from the step-2 checkpoint ends where the
     straight run ended (weights, loss state and the logged loss of the last step)."""
 
     def run(resume=None):
         model, processor = load_tiny(tiny_clip_dir)
-        args = make_args(tmp_path / "run", max_steps=4, cmr_weight=0.4, save_strategy="steps", save_steps=2,
-                         use_cpu=device == "cpu", dataloader_num_workers=0 if device == "cpu" else 1,
-                         fp16=precision == "fp16", bf16=precision == "bf16")
+        args = make_args(
+            tmp_path / "run",
+            max_steps=4,
+            cmr_weight=0.4,
+            save_strategy="steps",
+            save_steps=2,
+            use_cpu=device == "cpu",
+            dataloader_num_workers=0 if device == "cpu" else 1,
+            fp16=precision == "fp16",
+            bf16=precision == "bf16",
+        )
         trainer = HardPosTrainer(model=model, args=args, train_dataset=finetune_rows(24), processor=processor)
         trainer.train(resume_from_checkpoint=resume)
         return trainer
@@ -89,13 +106,33 @@ def test_fine_tuning_with_amp_and_pinned_memory_resumes_exactly(device, precisio
 
 @pytest.fixture(scope="module")
 def replace_like(tmp_path_factory) -> Path:
-    sets = {config: make_eval_set(num_images=6 + i, rows_per_image=3, seed=i) for i, config in enumerate(CONFIGS)}
+    sets = {
+        config: make_eval_set(num_images=6 + i, rows_per_image=3, seed=i) for i, config in enumerate(CONFIGS)
+    }
     return write_hub_folder(tmp_path_factory.mktemp("replace"), sets)
 
 
 def _eval(model: Path, data: Path, out: Path, device: str, *flags: str) -> dict:
-    assert main(["eval", "--model", str(model), "--dataset", str(data), "--output", str(out), "--device", device,
-                 "--batch-size", "4", "--no-progress", *flags]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(model),
+                "--dataset",
+                str(data),
+                "--output",
+                str(out),
+                "--device",
+                device,
+                "--batch-size",
+                "4",
+                "--no-progress",
+                *flags,
+            ]
+        )
+        == 0
+    )
     return json.loads((out / "metrics.json").read_text())
 
 
@@ -105,25 +142,35 @@ def _outcomes(folder: Path) -> dict[str, np.ndarray]:
     out = {}
     for config in CONFIGS:
         table = pq.read_table(folder / f"scores-{config}.parquet").to_pydict()
-        c, n, p = (np.asarray(table[f"{k}_score"], dtype=np.float64) for k in ("original", "negative", "positive"))
+        c, n, p = (
+            np.asarray(table[f"{k}_score"], dtype=np.float64) for k in ("original", "negative", "positive")
+        )
         saved = np.stack([table[k] for k in ("original_correct", "augmented_correct", "brittle")], axis=1)
-        recomputed = np.stack([metrics.original_correct(c, n), metrics.augmented_correct(c, n, p),
-                               metrics.brittle(c, n, p)], axis=1)
+        recomputed = np.stack(
+            [metrics.original_correct(c, n), metrics.augmented_correct(c, n, p), metrics.brittle(c, n, p)],
+            axis=1,
+        )
         assert (saved == recomputed).all()
         out[config] = saved
     return out
 
 
 @pytest.mark.parametrize("device", ["cpu", CUDA])
-def test_evaluation_precisions_are_recorded_and_their_flips_counted(device, tiny_clip_dir, replace_like, tmp_path):
+def test_evaluation_precisions_are_recorded_and_their_flips_counted(
+    device, tiny_clip_dir, replace_like, tmp_path
+):
     """fp32, then bf16 / fp16 autocast, TF32 and the paper's protocol on the same rows: each run records
     what it ran, its scores stay within the precision's reach of fp32, and the rows whose outcome flips
     against fp32 are counted (a tiny model's scores are near-tied, so flips are possible, not an error)."""
     reference = _eval(tiny_clip_dir, replace_like, tmp_path / "fp32", device)
     assert reference["run"]["settings"]["device"] == device
     base, base_outcomes = _scores(tmp_path / "fp32"), _outcomes(tmp_path / "fp32")
-    variants = {"bf16": ("--dtype", "bf16"), "fp16": ("--dtype", "fp16"), "tf32": ("--allow-tf32",),
-                "paper": ("--protocol", "paper")}
+    variants = {
+        "bf16": ("--dtype", "bf16"),
+        "fp16": ("--dtype", "fp16"),
+        "tf32": ("--allow-tf32",),
+        "paper": ("--protocol", "paper"),
+    }
     tolerance = {"bf16": 3e-2, "fp16": 5e-3, "tf32": 5e-3, "paper": 5e-2}  # paper: other pixels, fp16 weights
     flips = {}
     for name, flags in variants.items():
@@ -148,34 +195,83 @@ def test_evaluation_precisions_are_recorded_and_their_flips_counted(device, tiny
 
 
 def _scores(folder: Path) -> dict[str, np.ndarray]:
-    return {f"{config}/{column}": np.asarray(values, dtype=np.float64)
-            for config in CONFIGS
-            for column, values in pq.read_table(folder / f"scores-{config}.parquet").to_pydict().items()
-            if column.endswith("_score")}
+    return {
+        f"{config}/{column}": np.asarray(values, dtype=np.float64)
+        for config in CONFIGS
+        for column, values in pq.read_table(folder / f"scores-{config}.parquet").to_pydict().items()
+        if column.endswith("_score")
+    }
 
 
-@pytest.mark.parametrize("device", [CUDA])  # the CPU: tests/evaluation/test_multi_model.py, tests/evaluation/test_distributed.py
+@pytest.mark.parametrize(
+    "device", [CUDA]
+)  # the CPU: tests/evaluation/test_multi_model.py, tests/evaluation/test_distributed.py
 def test_two_models_in_one_run_and_torchrun_equal_single_runs(device, replace_like, tmp_path):
     """`--model A --model B` equals A alone and B alone; `torchrun --nproc_per_node 1` equals a plain
     process (on CUDA: the process's own GPU, LOCAL_RANK 0)."""
     models = [build_tiny_clip(tmp_path / "a", seed=1), build_tiny_clip(tmp_path / "b", seed=2, image_size=16)]
-    assert main(["eval", "--model", str(models[0]), "--model", str(models[1]), "--dataset", str(replace_like),
-                 "--output", str(tmp_path / "together"), "--device", device, "--batch-size", "4", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(models[0]),
+                "--model",
+                str(models[1]),
+                "--dataset",
+                str(replace_like),
+                "--output",
+                str(tmp_path / "together"),
+                "--device",
+                device,
+                "--batch-size",
+                "4",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     for model in models:
         alone = tmp_path / f"alone-{model.name}"
         _eval(model, replace_like, alone, device)
         for config in CONFIGS:
             name = f"scores-{config}.parquet"
-            assert pq.read_table(alone / name).equals(pq.read_table(tmp_path / "together" / model.name / name))
+            assert pq.read_table(alone / name).equals(
+                pq.read_table(tmp_path / "together" / model.name / name)
+            )
 
     env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf_datasets_cache")}
     done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1", "-m", "hf_hardpos",
-         "eval", "--model", str(models[0]), "--dataset", str(replace_like), "--output", str(tmp_path / "torchrun"),
-         "--device", device, "--batch-size", "4", "--no-progress"],
-        env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "1",
+            "-m",
+            "hf_hardpos",
+            "eval",
+            "--model",
+            str(models[0]),
+            "--dataset",
+            str(replace_like),
+            "--output",
+            str(tmp_path / "torchrun"),
+            "--device",
+            device,
+            "--batch-size",
+            "4",
+            "--no-progress",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     for config in CONFIGS:
         name = f"scores-{config}.parquet"
-        assert pq.read_table(tmp_path / "torchrun" / name).equals(pq.read_table(tmp_path / f"alone-{models[0].name}" / name))
+        assert pq.read_table(tmp_path / "torchrun" / name).equals(
+            pq.read_table(tmp_path / f"alone-{models[0].name}" / name)
+        )

@@ -13,7 +13,9 @@ def test_a_build_from_other_files_is_recorded_and_gets_no_difference(tiny_clip_d
     make_vg_images(tmp_path / "VG", replace_images())
     built = tmp_path / "replace"
     export_replace(built, upstream_dir=upstream, images_dir=tmp_path / "VG", progress=False)
-    evaluate_model(str(tiny_clip_dir), str(built), output_dir=tmp_path / "eval", preset="clip", progress=False)
+    evaluate_model(
+        str(tiny_clip_dir), str(built), output_dir=tmp_path / "eval", preset="clip", progress=False
+    )
     saved = json.loads((tmp_path / "eval" / "metrics.json").read_text())
     report = json.loads((built / "build_report.json").read_text())
     for config in ("attributes", "relations"):
@@ -22,7 +24,9 @@ def test_a_build_from_other_files_is_recorded_and_gets_no_difference(tiny_clip_d
         assert build["local_variants"] == report["local_variants"] != []  # the fixture is not the pinned file
     pooled = saved["published"]["rows"][REPLACE_POOLED]
     assert "delta" not in pooled
-    assert pooled["differs"].startswith("11 of 27,443 rows; built from local copies that are not the paper's files")
+    assert pooled["differs"].startswith(
+        "11 of 27,443 rows; built from local copies that are not the paper's files"
+    )
 
 
 def test_a_hub_datasets_build_record_is_read_through_the_hub_cache(tmp_path, monkeypatch):
@@ -31,8 +35,9 @@ def test_a_hub_datasets_build_record_is_read_through_the_hub_cache(tmp_path, mon
 
     from hf_hardpos.evaluation.paper_data import build_record
 
-    (tmp_path / "build_report.json").write_text(json.dumps({"dataset": "swap", "counts": {"default": 28_748},
-                                                            "expected_counts": {"default": 28_748}}))
+    (tmp_path / "build_report.json").write_text(
+        json.dumps({"dataset": "swap", "counts": {"default": 28_748}, "expected_counts": {"default": 28_748}})
+    )
     asked = []
 
     def download(repo_id, filename, repo_type):
@@ -42,7 +47,9 @@ def test_a_hub_datasets_build_record_is_read_through_the_hub_cache(tmp_path, mon
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
     assert build_record("hardpos/swap")["counts"] == {"default": 28_748}
     assert asked == [("hardpos/swap", "build_report.json", "dataset")]
-    assert build_record(str(tmp_path / "missing" / "x")) is None and len(asked) == 1  # a path is never a Hub id
+    assert (
+        build_record(str(tmp_path / "missing" / "x")) is None and len(asked) == 1
+    )  # a path is never a Hub id
 
 
 def test_valse_rows_are_counted_as_its_figures_count_them():
@@ -50,9 +57,13 @@ def test_valse_rows_are_counted_as_its_figures_count_them():
     VALSE files at Heidelberg-NLP/VALSE@2152d90); a full run is not short of rows, only of a pinned digest."""
     from hf_hardpos.evaluation.paper_data import data_differs
 
-    full = data_differs("valse/existence", ["existence"], {"existence": {"num_examples": 505}}, {"existence": {"dataset": {}}})
+    full = data_differs(
+        "valse/existence", ["existence"], {"existence": {"num_examples": 505}}, {"existence": {"dataset": {}}}
+    )
     assert "rows" not in full.split(";")[0] and "not built from the paper's sources" in full
-    short = data_differs("valse/existence", ["existence"], {"existence": {"num_examples": 8}}, {"existence": {"dataset": {}}})
+    short = data_differs(
+        "valse/existence", ["existence"], {"existence": {"num_examples": 8}}, {"existence": {"dataset": {}}}
+    )
     assert short.startswith("8 of 505 rows")
 
 
@@ -67,10 +78,17 @@ def test_a_build_of_valses_pinned_files_is_valses_data():
     from tests.support.paper_data import write_paper_build_report
 
     with tempfile.TemporaryDirectory() as folder:
-        write_paper_build_report(Path(folder), "valse", [f"data/{p}.json" for p in VALSE_COUNTS],
-                                 {p: rows for p, (rows, _) in VALSE_COUNTS.items()}, repo=VALSE_REPO)
+        write_paper_build_report(
+            Path(folder),
+            "valse",
+            [f"data/{p}.json" for p in VALSE_COUNTS],
+            {p: rows for p, (rows, _) in VALSE_COUNTS.items()},
+            repo=VALSE_REPO,
+        )
         build = build_record(folder)
     provenance = {p: {"dataset": {}, "build": build} for p in VALSE_COUNTS}
     results = {p: {"num_examples": valid} for p, (_, valid) in VALSE_COUNTS.items()}
     assert data_differs("valse/existence", ["existence"], results, provenance) is None
-    assert data_differs("vl_checklist/overall", ["official/overall"], {}, provenance).startswith("built as 'valse'")
+    assert data_differs("vl_checklist/overall", ["official/overall"], {}, provenance).startswith(
+        "built as 'valse'"
+    )

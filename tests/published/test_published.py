@@ -41,7 +41,9 @@ def test_table7_pools_into_table1_for_clip():
     for rate in RATES:
         table1 = lookup(CLIP_B32, "replace", rate).value
         # Restated here: sum of rate x rows over both subsets, divided by all rows.
-        restated = sum(lookup(CLIP_B32, f"replace/{s}", rate).value * n for s, n in REPLACE_SUBSET_ROWS.items())
+        restated = sum(
+            lookup(CLIP_B32, f"replace/{s}", rate).value * n for s, n in REPLACE_SUBSET_ROWS.items()
+        )
         restated /= sum(REPLACE_SUBSET_ROWS.values())
         assert 100 * pooled[rate] == pytest.approx(restated, abs=0.01)
         assert abs(100 * pooled[rate] - table1) <= ROUNDING, rate
@@ -55,8 +57,10 @@ def test_figures_are_unique_and_sourced():
     keys = [(f.paper, f.table, f.row, f.column) for f in all_figures()]
     assert len(keys) == len(set(keys))
     assert all(f.source == f"{f.paper}, {f.table}" and f.table.startswith("Table ") for f in all_figures())
-    assert {f.paper for f in all_figures()} == {"Kamath et al., ECCV 2024 (arXiv 2409.17958)",
-                                                "Zhang, Awal, Agrawal, CVPR 2024 (arXiv 2306.08832)"}
+    assert {f.paper for f in all_figures()} == {
+        "Kamath et al., ECCV 2024 (arXiv 2409.17958)",
+        "Zhang, Awal, Agrawal, CVPR 2024 (arXiv 2306.08832)",
+    }
     assert lookup(CLIP_B32, "replace", "no_such_metric") is None
     # A figure printed twice (Table 3 repeats Table 1's rows) is looked up from the first table.
     assert lookup(CLIP_B32, "replace", "brittleness").table == "Table 1"
@@ -65,7 +69,9 @@ def test_figures_are_unique_and_sourced():
 def test_model_rows_and_benchmarks():
     assert model_row("openai/clip-vit-base-patch32") == CLIP_B32
     assert model_row("/some/folder/openai/clip-vit-base-patch32") is None  # folders are never matched by name
-    assert model_row("anything", preset="clip") == CLIP_B32 and model_row("x", preset="no-such-preset") is None
+    assert (
+        model_row("anything", preset="clip") == CLIP_B32 and model_row("x", preset="no-such-preset") is None
+    )
     assert model_row("x", preset="negclip") == "NegCLIP" and model_row("x", preset="ce-clip") == "CE-CLIP"
     assert benchmark_of("hardpos/replace", REPLACE_POOLED) == "replace"
     assert benchmark_of("out/swap", "default") == "swap" and benchmark_of("out/other", "default") is None
@@ -105,7 +111,9 @@ def test_known_model_report_adds_published_rows_and_delta(tiny_clip_dir, tmp_pat
     section = report.section
     assert section.to_dict()["published"] == report.published
     printed = section.table().splitlines()
-    assert any(row.startswith(f"{REPLACE_POOLED}: no difference shown: {rows} of 27,443 rows") for row in printed)
+    assert any(
+        row.startswith(f"{REPLACE_POOLED}: no difference shown: {rows} of 27,443 rows") for row in printed
+    )
 
 
 def test_a_delta_is_reported_only_on_the_papers_data(tmp_path):
@@ -120,37 +128,67 @@ def test_a_delta_is_reported_only_on_the_papers_data(tmp_path):
     files = [f"{part}/vl_checklist_{subset}.json" for subset in counts for part in ("data", "swapped_data")]
     write_paper_build_report(tmp_path / "built", "replace", files, counts)
     build = build_record(str(tmp_path / "built"))
-    results = {c: {"original_accuracy": 0.6, "augmented_accuracy": 0.5, "brittleness": 0.2, "num_examples": n}
-               for c, n in counts.items()}
+    results = {
+        c: {"original_accuracy": 0.6, "augmented_accuracy": 0.5, "brittleness": 0.2, "num_examples": n}
+        for c, n in counts.items()
+    }
     rows = {**results, **replace_aggregates(results)}
     provenance = {c: {"dataset": {"path": "x"}, "build": build} for c in counts}
     published = beside_ours("openai/clip-vit-base-patch32", "anything", rows, provenance=provenance)
     assert published["rows"][REPLACE_POOLED]["delta"]["brittleness"] == round(20.0 - 23.2, 2)
     assert "differs" not in published["rows"][REPLACE_POOLED]
 
-    partial = {**build, "counts": {"attributes": 10_575, "relations": 16_000}, "skipped_rows": {"relations": 868}}
-    published = beside_ours("openai/clip-vit-base-patch32", "anything", rows,
-                            provenance={c: {"dataset": {}, "build": partial} for c in counts})
+    partial = {
+        **build,
+        "counts": {"attributes": 10_575, "relations": 16_000},
+        "skipped_rows": {"relations": 868},
+    }
+    published = beside_ours(
+        "openai/clip-vit-base-patch32",
+        "anything",
+        rows,
+        provenance={c: {"dataset": {}, "build": partial} for c in counts},
+    )
     assert "delta" not in published["rows"][REPLACE_POOLED]
     assert "relations: 16,000 of 16,868 rows, --skip-missing" in published["rows"][REPLACE_POOLED]["differs"]
     local = {**build, "local_variants": ["data/vl_checklist_attributes.json"]}
-    published = beside_ours("openai/clip-vit-base-patch32", "anything", rows,
-                            provenance={c: {"dataset": {}, "build": local} for c in counts})
+    published = beside_ours(
+        "openai/clip-vit-base-patch32",
+        "anything",
+        rows,
+        provenance={c: {"dataset": {}, "build": local} for c in counts},
+    )
     assert "local copies that are not the paper's files" in published["rows"][REPLACE_POOLED]["differs"]
     fewer = {**results, "relations": {**results["relations"], "num_examples": 100}}
-    published = beside_ours("openai/clip-vit-base-patch32", "anything", {**fewer, **replace_aggregates(fewer)},
-                            provenance=provenance)
+    published = beside_ours(
+        "openai/clip-vit-base-patch32",
+        "anything",
+        {**fewer, **replace_aggregates(fewer)},
+        provenance=provenance,
+    )
     assert published["rows"][REPLACE_POOLED]["differs"] == "10,675 of 27,443 rows"
     # Only all of the paper's rows are "the paper's REPLACE column"; fewer follow its rule, and say so.
     from hf_hardpos.evaluation.aggregation import describe
 
-    full, partial = rows[REPLACE_POOLED]["aggregation"], replace_aggregates(fewer)[REPLACE_POOLED]["aggregation"]
+    full, partial = (
+        rows[REPLACE_POOLED]["aggregation"],
+        replace_aggregates(fewer)[REPLACE_POOLED]["aggregation"],
+    )
     assert "(the paper's REPLACE column, Kamath" in describe(REPLACE_POOLED, full)
-    assert "the paper's REPLACE column's rule, on 10,675 of its 27,443 rows" in describe(REPLACE_POOLED, partial)
+    assert "the paper's REPLACE column's rule, on 10,675 of its 27,443 rows" in describe(
+        REPLACE_POOLED, partial
+    )
     # A build is matched by what it was built as, never by its folder's name.
     swap = build_record(str(tmp_path / "built")) | {"dataset": "swap"}
-    assert beside_ours("openai/clip-vit-base-patch32", "out/other", {"default": {"brittleness": 0.2}},
-                       provenance={"default": {"dataset": {}, "build": swap}})["rows"]["default"]["benchmark"] == "swap"
+    assert (
+        beside_ours(
+            "openai/clip-vit-base-patch32",
+            "out/other",
+            {"default": {"brittleness": 0.2}},
+            provenance={"default": {"dataset": {}, "build": swap}},
+        )["rows"]["default"]["benchmark"]
+        == "swap"
+    )
 
 
 def _published_cells(published: dict) -> dict[str, tuple[str, dict]]:
@@ -173,10 +211,29 @@ def test_valse_vl_checklist_aro_and_retention_results_stand_beside_the_printed_r
     cells = _published_cells(published)
     # CE-CLIP Table 1's CLIP row, its nine columns and Avg; the two actions and two coreference pieces apart.
     assert {row: c[1]["accuracy"] for row, c in cells.items()} == {
-        "existence": 68.7, "plurals": 57.1, "counting": 61.0, "relations": 65.4, "action-replacement": 77.8,
-        "actant-swap": 71.8, "coreference-standard": 54.1, "coreference-hard": 51.0, "foil-it": 89.8, "avg": 65.3}
-    assert list(cells) == ["existence", "plurals", "counting", "relations", "action-replacement", "actant-swap",
-                           "coreference-standard", "coreference-hard", "foil-it", "avg"]  # the printed column order
+        "existence": 68.7,
+        "plurals": 57.1,
+        "counting": 61.0,
+        "relations": 65.4,
+        "action-replacement": 77.8,
+        "actant-swap": 71.8,
+        "coreference-standard": 54.1,
+        "coreference-hard": 51.0,
+        "foil-it": 89.8,
+        "avg": 65.3,
+    }
+    assert list(cells) == [
+        "existence",
+        "plurals",
+        "counting",
+        "relations",
+        "action-replacement",
+        "actant-swap",
+        "coreference-standard",
+        "coreference-hard",
+        "foil-it",
+        "avg",
+    ]  # the printed column order
     assert "delta" not in published["rows"]["avg"]  # no build recorded: not the paper's data, no difference
     assert "not built from the paper's sources" in published["rows"]["avg"]["differs"]
     assert "Table 1" in published["rows"]["avg"]["sources"][0]
@@ -184,19 +241,28 @@ def test_valse_vl_checklist_aro_and_retention_results_stand_beside_the_printed_r
     files = [f"{a}_{k}_file{i}" for a, kinds in LEAVES.items() for k in kinds for i in range(2)]
     vlc = vl_checklist_section({f: rng.random(5) > 0.5 for f in files})
     rows = {**vlc["results"], **vlc["aggregates"]}
-    cells = _published_cells(beside_ours("x", "hardpos/vl_checklist", rows, preset="ce-clip", task="caption_selection"))
+    cells = _published_cells(
+        beside_ours("x", "hardpos/vl_checklist", rows, preset="ce-clip", task="caption_selection")
+    )
     assert cells["official/overall"] == ("vl_checklist/overall", {"accuracy": 75.1})
-    assert cells["official/relation_spatial"][1] == {"accuracy": 65.0} and cells["official/object"][1] == {"accuracy": 84.6}
+    assert cells["official/relation_spatial"][1] == {"accuracy": 65.0} and cells["official/object"][1] == {
+        "accuracy": 84.6
+    }
     assert not any(row.startswith("full/") for row in cells)  # published numbers use the official protocol
 
     aro = {"vg_relation": {"accuracy": 0.5, "macro_accuracy": 0.81}, "vg_attribution": {"accuracy": 0.6}}
     cells = _published_cells(beside_ours("x", "hardpos/aro", aro, preset="negclip", task="caption_selection"))
-    assert cells == {"vg_relation": ("aro/vg_relation", {"macro_accuracy": 80.2})}  # ARO prints macro accuracies
+    assert cells == {
+        "vg_relation": ("aro/vg_relation", {"macro_accuracy": 80.2})
+    }  # ARO prints macro accuracies
 
     retention = beside_ours("x", "clip-benchmark/wds_mscoco_captions",
                             {"all": {"image_retrieval_recall@1": 0.5, "text_retrieval_recall@1": 0.6}},
                             preset="hp-hn", task="zeroshot_retrieval")  # fmt: skip
-    assert _published_cells(retention)["all"][1] == {"image_retrieval_recall@1": 49.67, "text_retrieval_recall@1": 65.02}
+    assert _published_cells(retention)["all"][1] == {
+        "image_retrieval_recall@1": 49.67,
+        "text_retrieval_recall@1": 65.02,
+    }
 
 
 def test_suite_shows_sugarcrepe_rows_of_a_known_model(tiny_clip_dir, tmp_path):

@@ -37,11 +37,20 @@ def runs(tiny_clip_dir, tmp_path_factory):
     other = build_tiny_clip(root / "other_model", seed=1)
     out = {}
     for name, model in (("a", tiny_clip_dir), ("b", other)):
-        evaluate_model(str(model), str(replace), output_dir=root / f"eval_{name}", bootstrap_samples=50,
-                       progress=False, log=lambda m: None)
+        evaluate_model(
+            str(model),
+            str(replace),
+            output_dir=root / f"eval_{name}",
+            bootstrap_samples=50,
+            progress=False,
+            log=lambda m: None,
+        )
         out[name] = root / f"eval_{name}"
-        entries = [SuiteEntry("replace", str(replace), HARD_POSITIVE), SuiteEntry("swap", str(swap), HARD_POSITIVE),
-                   SuiteEntry("selection", str(selection), CAPTION_SELECTION)]
+        entries = [
+            SuiteEntry("replace", str(replace), HARD_POSITIVE),
+            SuiteEntry("swap", str(swap), HARD_POSITIVE),
+            SuiteEntry("selection", str(selection), CAPTION_SELECTION),
+        ]
         run_suite(str(model), entries, output_dir=root / f"suite_{name}", progress=False, log=lambda m: None)
         out[f"suite_{name}"] = root / f"suite_{name}"
     return out
@@ -89,10 +98,20 @@ def test_paired_counts_come_from_the_saved_rows(runs, capsys):
 
     code, out, _ = _compare(capsys, runs["a"], runs["b"], "--format", "json")
     assert code == 0
-    record = next(r for r in json.loads(out)["records"]
-                  if r["kind"] == "difference" and r["metric"] == "original_accuracy")
-    outcome = {k: np.concatenate([pq.read_table(runs[k] / f"scores-{c}.parquet")["original_correct"].to_numpy()
-                                  for c in ("attributes", "relations")]) for k in ("a", "b")}
+    record = next(
+        r
+        for r in json.loads(out)["records"]
+        if r["kind"] == "difference" and r["metric"] == "original_accuracy"
+    )
+    outcome = {
+        k: np.concatenate(
+            [
+                pq.read_table(runs[k] / f"scores-{c}.parquet")["original_correct"].to_numpy()
+                for c in ("attributes", "relations")
+            ]
+        )
+        for k in ("a", "b")
+    }
     b = int(np.sum(outcome["a"] & ~outcome["b"]))
     c = int(np.sum(~outcome["a"] & outcome["b"]))
     assert record["p_value"] == pytest.approx(binomtest(b, b + c, 0.5).pvalue if b + c else 1.0)
@@ -107,7 +126,9 @@ def test_mcnemar_exact_against_the_binomial(b, c):
     assert mcnemar_exact_p(b, c) == pytest.approx(hand, rel=1e-12)
     if n:
         assert mcnemar_exact_p(b, c) == pytest.approx(binomtest(b, n, 0.5).pvalue, rel=1e-9)
-    assert mcnemar_exact_p(1, 9) == pytest.approx(22 / 1024) and mcnemar_exact_p(0, 5) == pytest.approx(1 / 16)
+    assert mcnemar_exact_p(1, 9) == pytest.approx(22 / 1024) and mcnemar_exact_p(0, 5) == pytest.approx(
+        1 / 16
+    )
 
 
 def test_models_that_differ_on_no_row():
@@ -175,7 +196,11 @@ def test_paper_protocol_runs_differ_in_dtype_by_design(runs, capsys, tmp_path):
         copy = shutil.copytree(runs[key], tmp_path / key)
         saved = _metrics(copy)
         saved["run"]["settings"]["precision"] = precision
-        saved["run"]["settings"]["protocol"] = {"name": "paper", "precision": precision, "image_backend": "paper"}
+        saved["run"]["settings"]["protocol"] = {
+            "name": "paper",
+            "precision": precision,
+            "image_backend": "paper",
+        }
         (copy / "metrics.json").write_text(json.dumps(saved))
         copies[key] = copy
     code, out, _ = _compare(capsys, copies["a"], copies["b"], "--format", "json")
@@ -247,7 +272,11 @@ def test_paper_rows_for_a_known_model_show_a_delta_only_on_the_papers_data(runs,
     assert [r for r in table["records"] if r["kind"] == "difference"] == []
     rows = saved["aggregates"][REPLACE_POOLED]["num_examples"]
     why = [line for line in table["captions"] if "no difference shown" in line]
-    assert len(why) == 1 and f"{rows} of 27,443 rows" in why[0] and "not built from the paper's sources" in why[0]
+    assert (
+        len(why) == 1
+        and f"{rows} of 27,443 rows" in why[0]
+        and "not built from the paper's sources" in why[0]
+    )
 
     saved = _as_paper_data(copy, tmp_path / "replace_build")
     code, out, _ = _compare(capsys, copy, "--paper", "--format", "csv")
@@ -256,7 +285,9 @@ def test_paper_rows_for_a_known_model_show_a_delta_only_on_the_papers_data(runs,
     for metric in METRIC_NAMES:
         printed = lookup("CLIP ViT-B/32", "replace", metric).value
         delta = next(r for r in records if r["kind"] == "difference" and r["metric"] == metric)
-        assert float(delta["value"]) == pytest.approx(saved["aggregates"][REPLACE_POOLED][metric] - printed / 100)
+        assert float(delta["value"]) == pytest.approx(
+            saved["aggregates"][REPLACE_POOLED][metric] - printed / 100
+        )
     code, out, _ = _compare(capsys, runs["a"], "--paper", "--format", "json")  # a local folder: no paper row
     assert [r for r in json.loads(out)["records"] if r["kind"] == "published"] == []
 
@@ -265,12 +296,18 @@ def test_paper_accepts_any_printed_row(runs, capsys):
     """`--paper ROW`: any printed row of either paper beside every run, here Kamath et al. Table 1's NegCLIP and
     "Our HP+HN" (models the package cannot download) beside a local suite run of REPLACE and SWAP-layout folders:
     the printed rows, and no difference, since neither folder is the paper's data."""
-    code, out, _ = _compare(capsys, runs["suite_a"], "--paper", "negclip", "--paper", "Our HP+HN", "--format", "json")
+    code, out, _ = _compare(
+        capsys, runs["suite_a"], "--paper", "negclip", "--paper", "Our HP+HN", "--format", "json"
+    )
     assert code == 0
     table = json.loads(out)
     records = table["records"]
-    printed = {("NegCLIP", "REPLACE"): (68.6, 52.1, 21.5), ("NegCLIP", "SWAP"): (70.9, 56.7, 26.4),
-               ("HP+HN (Kamath et al.)", "REPLACE"): (69.0, 58.0, 16.9), ("HP+HN (Kamath et al.)", "SWAP"): (73.2, 61.1, 22.9)}
+    printed = {
+        ("NegCLIP", "REPLACE"): (68.6, 52.1, 21.5),
+        ("NegCLIP", "SWAP"): (70.9, 56.7, 26.4),
+        ("HP+HN (Kamath et al.)", "REPLACE"): (69.0, 58.0, 16.9),
+        ("HP+HN (Kamath et al.)", "SWAP"): (73.2, 61.1, 22.9),
+    }
     for (system, group), values in printed.items():
         for metric, value in zip(METRIC_NAMES, values):
             published = next(r for r in records if r["kind"] == "published" and r["row"] == f"{system} (published)"
@@ -279,11 +316,17 @@ def test_paper_accepts_any_printed_row(runs, capsys):
     assert [r for r in records if r["kind"] == "difference"] == []
     saved = _metrics(runs["suite_a"])["datasets"]
     for system in ("NegCLIP", "HP+HN (Kamath et al.)"):
-        notes = [line for line in table["captions"] if line.startswith(f"{system} (published):") and "no difference" in line]
-        rows = {"REPLACE": saved["replace"]["aggregates"][REPLACE_POOLED]["num_examples"],
-                "SWAP": saved["swap"]["results"]["default"]["num_examples"]}
-        assert any(f"REPLACE:" in n and f"{rows['REPLACE']} of 27,443 rows" in n for n in notes)
-        assert any(f"SWAP:" in n and f"{rows['SWAP']} of 28,748 rows" in n for n in notes)
+        notes = [
+            line
+            for line in table["captions"]
+            if line.startswith(f"{system} (published):") and "no difference" in line
+        ]
+        rows = {
+            "REPLACE": saved["replace"]["aggregates"][REPLACE_POOLED]["num_examples"],
+            "SWAP": saved["swap"]["results"]["default"]["num_examples"],
+        }
+        assert any("REPLACE:" in n and f"{rows['REPLACE']} of 27,443 rows" in n for n in notes)
+        assert any("SWAP:" in n and f"{rows['SWAP']} of 28,748 rows" in n for n in notes)
     code, _, err = _compare(capsys, runs["suite_a"], "--paper", "no such model")
     assert code == 2 and "--paper 'no such model'" in err and "NegCLIP" in err
 
@@ -308,24 +351,43 @@ def test_fine_tuning_folders_show_their_latest_evaluation_without_a_paired_test(
     from hf_hardpos.evaluation.aggregation import replace_aggregates
 
     folders = []
-    for name, (attributes, relations) in {"ft_a": ((6, 4, 2), (5, 3, 3)), "ft_b": ((7, 5, 1), (6, 4, 2))}.items():
-        results = {config: {"original_accuracy": o / 10, "augmented_accuracy": a / 10, "brittleness": b / 10,
-                            "num_examples": 10} for config, (o, a, b) in (("attributes", attributes), ("relations", relations))}
-        section = {"task": "hard_positive", "results": results, "aggregates": replace_aggregates(results), "step": 8}
+    for name, (attributes, relations) in {
+        "ft_a": ((6, 4, 2), (5, 3, 3)),
+        "ft_b": ((7, 5, 1), (6, 4, 2)),
+    }.items():
+        results = {
+            config: {
+                "original_accuracy": o / 10,
+                "augmented_accuracy": a / 10,
+                "brittleness": b / 10,
+                "num_examples": 10,
+            }
+            for config, (o, a, b) in (("attributes", attributes), ("relations", relations))
+        }
+        section = {
+            "task": "hard_positive",
+            "results": results,
+            "aggregates": replace_aggregates(results),
+            "step": 8,
+        }
         checkpoint = tmp_path / name / "checkpoint-8"
         checkpoint.mkdir(parents=True)
         # ft_b as examples/finetune.py leaves it: trainer.save_state() at the top, eval sections per checkpoint.
         state_folder = checkpoint if name == "ft_a" else tmp_path / name
-        (state_folder / "trainer_state.json").write_text(json.dumps({"log_history": [{"step": 8, "loss": 1.0}]}))
+        (state_folder / "trainer_state.json").write_text(
+            json.dumps({"log_history": [{"step": 8, "loss": 1.0}]})
+        )
         (checkpoint / "hardpos_eval_sections.json").write_text(json.dumps({"replace": section}))
         stale = tmp_path / name / "checkpoint-4"  # an older evaluation: never the one shown
         stale.mkdir()
-        (stale / "hardpos_eval_sections.json").write_text(json.dumps({"replace": {"task": "hard_positive", "results": {}, "aggregates": {}}}))
+        (stale / "hardpos_eval_sections.json").write_text(
+            json.dumps({"replace": {"task": "hard_positive", "results": {}, "aggregates": {}}})
+        )
         folders.append((tmp_path / name, section))
     code, out, _ = _compare(capsys, *(f for f, _ in folders), "--format", "json")
     assert code == 0
     table = json.loads(out)
-    for (folder, section), label in zip(folders, ("ft_a", "ft_b")):
+    for (_folder, section), label in zip(folders, ("ft_a", "ft_b")):
         for metric in METRIC_NAMES:
             value = next(r["value"] for r in table["records"] if r["row"] == label and r["metric"] == metric)
             assert value == section["aggregates"][REPLACE_POOLED][metric]
@@ -336,7 +398,9 @@ def test_fine_tuning_folders_show_their_latest_evaluation_without_a_paired_test(
 
 def test_reference_picks_run_a(runs, capsys):
     """--reference sets A whatever the argument order; given among the RUNs it is listed once."""
-    code, out, _ = _compare(capsys, runs["suite_a"], runs["suite_b"], "--reference", runs["suite_b"], "--format", "json")
+    code, out, _ = _compare(
+        capsys, runs["suite_a"], runs["suite_b"], "--reference", runs["suite_b"], "--format", "json"
+    )
     assert code == 0
     table = json.loads(out)
     rows = list(dict.fromkeys(r["row"] for r in table["records"]))
@@ -354,8 +418,9 @@ def test_text_fits_the_width_and_keeps_every_figure(runs, capsys):
     assert max(len(line) for line in narrow.splitlines()) <= 80
     numbers = re.compile(r"[+-]?\d+\.\d(?: \[[^\]]*\])?\*?(?: p=[\d.e-]+)?")
     table_part = wide.split("\n\n")[0]
-    assert sorted(numbers.findall(table_part)) == sorted(n for part in narrow.split("\n\n")[:-1]
-                                                            for n in numbers.findall(part))
+    assert sorted(numbers.findall(table_part)) == sorted(
+        n for part in narrow.split("\n\n")[:-1] for n in numbers.findall(part)
+    )
 
 
 def test_mismatches_are_explained_in_words(runs, capsys, tmp_path):
@@ -365,14 +430,23 @@ def test_mismatches_are_explained_in_words(runs, capsys, tmp_path):
     (copy / "metrics.json").write_text(json.dumps(saved))
     code, _, err = _compare(capsys, runs["a"], copy)
     assert code == 2
-    assert "tiny_clip" in err and "other_model: bf16" in err and "lower precision flips near-tied outcomes" in err
+    assert (
+        "tiny_clip" in err
+        and "other_model: bf16" in err
+        and "lower precision flips near-tied outcomes" in err
+    )
 
 
 def test_a_fine_tuning_folder_compares_with_an_eval_run(runs, capsys, tmp_path):
     """Its evaluations' dtype is recorded (fp32) and settings it does not record are named, not refused."""
     saved = _metrics(runs["suite_a"])["datasets"]["swap"]
-    section = {"task": "hard_positive", "source": saved["source"], "results": {"all": saved["results"]["default"]},
-               "aggregates": {}, "step": 8}
+    section = {
+        "task": "hard_positive",
+        "source": saved["source"],
+        "results": {"all": saved["results"]["default"]},
+        "aggregates": {},
+        "step": 8,
+    }
     checkpoint = tmp_path / "ft" / "checkpoint-8"
     checkpoint.mkdir(parents=True)
     (checkpoint / "trainer_state.json").write_text(json.dumps({"log_history": [{"step": 8, "loss": 1.0}]}))
@@ -423,7 +497,7 @@ def test_markdown_and_latex_keep_names_inside_their_cells(runs, capsys, tmp_path
     pipes = {len(line.replace(r"\|", "").split("|")) for line in rows}
     assert code == 0 and len(rows) >= 4 and len(pipes) == 1
     code, out, _ = _compare(capsys, renamed, runs["b"], "--format", "latex")
-    body = out[out.index(r"\hline", out.index(r"\hline") + 1):out.index(r"\end{tabular}")]
+    body = out[out.index(r"\hline", out.index(r"\hline") + 1) : out.index(r"\end{tabular}")]
     assert code == 0 and r"a|b c \& d\_\$x\$" in body
     assert all(line.endswith((r"\\", r"\hline")) for line in body.splitlines() if line)
 
@@ -432,7 +506,9 @@ def test_rows_all_shows_every_subset_with_its_printed_figures(runs, capsys):
     """`--rows all`: REPLACE's two subsets beside its pooled column, each equal to metrics.json, and the paper's
     per-subset row (Kamath et al. Table 7, CLIP ViT-B/32: relations 57.6 / 45.3 / 21.7, attributes 68.1 / 49.0 /
     25.5) beside them, without a difference (the folder is not the paper's data)."""
-    code, out, _ = _compare(capsys, runs["a"], "--rows", "all", "--paper", "CLIP ViT-B/32", "--format", "json")
+    code, out, _ = _compare(
+        capsys, runs["a"], "--rows", "all", "--paper", "CLIP ViT-B/32", "--format", "json"
+    )
     assert code == 0
     table = json.loads(out)
     assert list(table["groups"]) == ["REPLACE", "REPLACE [attributes]", "REPLACE [relations]"]

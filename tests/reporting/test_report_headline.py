@@ -16,15 +16,28 @@ from tests.support.runs import write_replace_folder
 def test_the_clause_names_the_rate_and_the_paired_difference_to_the_baseline():
     metrics = {"brittleness": 0.247, "augmented_accuracy": 0.591}
     alone = headline_clause("REPLACE", metrics, [])
-    assert re.findall(r"[\d.]+ %", alone) == ["24.7 %", "33.3 %", "59.1 %", "33.3 %"]  # rates, each with its chance
-    lower = BaselineDelta("hn", {"brittleness": 0.422}, None, "pooled",
-                          {"brittleness": Cell(-0.175, -0.217, -0.134, None, True)})
+    assert re.findall(r"[\d.]+ %", alone) == [
+        "24.7 %",
+        "33.3 %",
+        "59.1 %",
+        "33.3 %",
+    ]  # rates, each with its chance
+    lower = BaselineDelta(
+        "hn",
+        {"brittleness": 0.422},
+        None,
+        "pooled",
+        {"brittleness": Cell(-0.175, -0.217, -0.134, None, True)},
+    )
     assert headline_clause("REPLACE", metrics, [lower]) == (
-        "REPLACE brittleness 24.7 %, 17.5 points lower than hn's 42.2 % (paired 95% interval [-21.7, -13.4])")
-    unclear = BaselineDelta("hn", {"brittleness": 0.23}, None, "pooled",
-                            {"brittleness": Cell(0.017, -0.01, 0.04, None, False)})
+        "REPLACE brittleness 24.7 %, 17.5 points lower than hn's 42.2 % (paired 95% interval [-21.7, -13.4])"
+    )
+    unclear = BaselineDelta(
+        "hn", {"brittleness": 0.23}, None, "pooled", {"brittleness": Cell(0.017, -0.01, 0.04, None, False)}
+    )
     assert headline_clause("SWAP", metrics, [unclear]).endswith(
-        "1.7 points higher than hn's 23.0 % (paired 95% interval [-1.0, 4.0], an interval that includes 0)")
+        "1.7 points higher than hn's 23.0 % (paired 95% interval [-1.0, 4.0], an interval that includes 0)"
+    )
 
 
 class _Page(HTMLParser):
@@ -60,7 +73,9 @@ class _Page(HTMLParser):
 def run(tiny_clip_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("headline")
     data = write_replace_folder(root / "replace")
-    evaluate_model(str(tiny_clip_dir), str(data), output_dir=root / "eval", progress=False, log=lambda m: None)
+    evaluate_model(
+        str(tiny_clip_dir), str(data), output_dir=root / "eval", progress=False, log=lambda m: None
+    )
     return load_run(root / "eval")
 
 

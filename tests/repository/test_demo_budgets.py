@@ -20,8 +20,14 @@ def budgets(monkeypatch):
 
 def _records(differences: dict[tuple[str, str], float], twice: float) -> list[dict]:
     """Records shaped as `findings.compare` writes them, for every comparison of paper Table 1 (c) and hn's gain."""
-    keys = [("hn", "hp+hn", d, m) for d in ("replace", "swap") for m in ("orig_acc", "aug_acc", "brittleness")]
-    keys += [("contrastive", "hn", d, m) for d in ("replace", "swap") for m in ("orig_acc", "aug_acc", "brittleness")]
+    keys = [
+        ("hn", "hp+hn", d, m) for d in ("replace", "swap") for m in ("orig_acc", "aug_acc", "brittleness")
+    ]
+    keys += [
+        ("contrastive", "hn", d, m)
+        for d in ("replace", "swap")
+        for m in ("orig_acc", "aug_acc", "brittleness")
+    ]
     return [{"a": a, "b": b, "dataset": d, "metric": m, "difference": differences.get((d, m), 0.0),
              "twice_larger_std": twice} for a, b, d, m in keys]  # fmt: skip
 
@@ -43,8 +49,18 @@ def test_table_has_a_row_per_budget_and_a_column_per_pair(budgets):
     table = budgets.table({"default": {"pretrain_epochs": 8.0, "finetune_epochs": 5.0, "experiment_s": 143.2,
                                        "runs": runs}})  # fmt: skip
     header, _, row = table.splitlines()
-    assert [c.strip() for c in header.strip("|").split("|")][-2:] == ["seeds 0 1: held, margin", "seeds 2 3: held, margin"]
-    assert [c.strip() for c in row.strip("|").split("|")] == ["default", "8", "5", "143", "5 of 5, 2.50", "4 of 5, 0.50"]
+    assert [c.strip() for c in header.strip("|").split("|")][-2:] == [
+        "seeds 0 1: held, margin",
+        "seeds 2 3: held, margin",
+    ]
+    assert [c.strip() for c in row.strip("|").split("|")] == [
+        "default",
+        "8",
+        "5",
+        "143",
+        "5 of 5, 2.50",
+        "4 of 5, 0.50",
+    ]
 
 
 def test_no_seed_spread_holds_only_in_the_papers_direction(budgets):

@@ -32,7 +32,9 @@ def resolves(target: str, heading_text: str, root: Path = REPO) -> bool:
     quoted = heading_text.startswith('"')
     text = heading_text.strip('"').replace("`", "").strip()
     names = headings(page)
-    if quoted:  # a quoted heading may be its beginning: "The embedded demo" for "The embedded demo (hardpos demo)"
+    if (
+        quoted
+    ):  # a quoted heading may be its beginning: "The embedded demo" for "The embedded demo (hardpos demo)"
         return any(name.startswith(text) for name in names)
     return any(text == name or text.startswith(name + " ") for name in names)
 
@@ -44,27 +46,42 @@ def pointers(path: Path) -> list[tuple[str, str]]:
 
 
 def _sources() -> list[Path]:
-    return [*sorted((REPO / "hf_hardpos").rglob("*.py")), REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
-            *sorted((REPO / "benchmarks").glob("*.py")), *sorted((REPO / "examples").rglob("*.py"))]
+    return [
+        *sorted((REPO / "hf_hardpos").rglob("*.py")),
+        REPO / "README.md",
+        *sorted((REPO / "docs").glob("*.md")),
+        *sorted((REPO / "benchmarks").glob("*.py")),
+        *sorted((REPO / "examples").rglob("*.py")),
+    ]
 
 
 def test_every_documentation_pointer_names_an_existing_heading():
-    found = {(str(path.relative_to(REPO)), page, heading) for path in _sources() for page, heading in pointers(path)}
+    found = {
+        (str(path.relative_to(REPO)), page, heading)
+        for path in _sources()
+        for page, heading in pointers(path)
+    }
     assert len(found) >= 20
     assert sorted(f for f in found if not resolves(f[1], f[2])) == []
 
 
 def test_a_pointer_to_a_missing_heading_or_page_is_caught(tmp_path):
     (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "evaluation.md").write_text("# Evaluate a model\n\n```bash\n# not a heading\n```\n\n"
-                                                     "## Evaluate your own data {#own}\n")
+    (tmp_path / "docs" / "evaluation.md").write_text(
+        "# Evaluate a model\n\n```bash\n# not a heading\n```\n\n## Evaluate your own data {#own}\n"
+    )
     (tmp_path / "README.md").write_text("# hf_hardpos\n\n## Quick starts\n")
     source = tmp_path / "hint.py"
-    source.write_text('ERROR = "write configs: (README: Evaluate your own data)"\n'
-                      '# see (docs/evaluation.md,\n#   Evaluate your own data) and docs/evaluation.md, "Evaluate a"\n')
+    source.write_text(
+        'ERROR = "write configs: (README: Evaluate your own data)"\n'
+        '# see (docs/evaluation.md,\n#   Evaluate your own data) and docs/evaluation.md, "Evaluate a"\n'
+    )
     found = pointers(source)
-    assert found == [("README", "Evaluate your own data"), ("docs/evaluation.md", "Evaluate your own data"),
-                     ("docs/evaluation.md", '"Evaluate a"')]
+    assert found == [
+        ("README", "Evaluate your own data"),
+        ("docs/evaluation.md", "Evaluate your own data"),
+        ("docs/evaluation.md", '"Evaluate a"'),
+    ]
     assert [resolves(page, heading, tmp_path) for page, heading in found] == [False, True, True]
     assert not resolves("docs/evaluation.md", "not a heading", tmp_path)
     assert not resolves("docs/missing.md", "Evaluate a model", tmp_path)

@@ -28,7 +28,14 @@ def test_readme_is_short_and_its_links_resolve():
     assert any(t.startswith("docs/") for t in targets), "the README links into no docs page"
     # relative to the repository root, where the README is published
     assert [t for t in targets if not (ROOT / t).exists()] == []
-    for command in ("hardpos demo", "hardpos eval", "hardpos train", "load_dataset(", "evaluate.load(", "HardPosTrainer("):
+    for command in (
+        "hardpos demo",
+        "hardpos eval",
+        "hardpos train",
+        "load_dataset(",
+        "evaluate.load(",
+        "HardPosTrainer(",
+    ):
         assert command in text, command
 
 
@@ -46,10 +53,13 @@ def test_the_two_commands_at_the_top_are_the_main_job_and_what_ci_runs():
     assert first[-1] == "hardpos demo --output-dir runs/demo"
     # 2. install, test and build the docs: .ci/run runs these lines verbatim, in this order, after its exports
     assert second[-1].startswith("pip install ") and second[-1].endswith(
-        'python -m pytest -q -m "not open_clip" && .ci/openclip_env.sh && mkdocs build --strict')  # open_clip: a side venv
-    ci_lines = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
-    assert ci_lines[-len(second):] == second
-    assert all(line.startswith(("set ", "cd ", "export ")) for line in ci_lines[:-len(second)])
+        'python -m pytest -q -m "not open_clip" && .ci/openclip_env.sh && mkdocs build --strict'
+    )  # open_clip: a side venv
+    ci_lines = [
+        line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")
+    ]
+    assert ci_lines[-len(second) :] == second
+    assert all(line.startswith(("set ", "cd ", "export ")) for line in ci_lines[: -len(second)])
 
 
 def test_every_docs_page_is_in_the_navigation():
@@ -113,19 +123,25 @@ def test_a_figure_marker_at_a_line_start_stays_in_its_paragraph_and_a_stale_figu
     page = "Hard positives change brittleness by\n<!--fig:bench.x-->-1<!--/fig--> points, a trade-off.\n"
     fresh = markdown.markdown(results_module.site_text(page, results, "old"))
     assert _parsed(fresh).paragraphs == ["Hard positives change brittleness by\n-17.5 points, a trade-off."]
-    assert _parsed(markdown.markdown(page)).comments  # as written, the marker is a comment that ends the paragraph
+    assert _parsed(
+        markdown.markdown(page)
+    ).comments  # as written, the marker is a comment that ends the paragraph
     stale = markdown.markdown(results_module.site_text(page, results, "new"), extensions=["tables"])
     assert 'class="stale-figure"' in stale and "python bench.py re-measures it" in stale
     assert len(_parsed(stale).paragraphs) == 1
     table = markdown.markdown(results_module.site_text("<!--fig:bench.table-->?<!--/fig-->", results, "new"),
                               extensions=["tables"])  # fmt: skip
     assert "<table>" in table and "Stale: measured on older code" in table
-    assert "stale-figure" not in markdown.markdown(results_module.site_text("<!--fig:bench.table-->?<!--/fig-->", results, "old"))
+    assert "stale-figure" not in markdown.markdown(
+        results_module.site_text("<!--fig:bench.table-->?<!--/fig-->", results, "old")
+    )
 
 
 def test_a_list_without_a_blank_line_before_it_is_caught():
     markdown = pytest.importorskip("markdown")
-    assert _collapsed_lists(markdown.markdown("Honest reading:\n- one\n- two\n")) == ["Honest reading:\n- one\n- two"]
+    assert _collapsed_lists(markdown.markdown("Honest reading:\n- one\n- two\n")) == [
+        "Honest reading:\n- one\n- two"
+    ]
     assert _collapsed_lists(markdown.markdown("Honest reading:\n\n- one\n- two\n")) == []
 
 
@@ -152,7 +168,11 @@ def test_every_list_renders_as_a_list_and_no_figure_marker_is_left(site):
     assert len(pages) >= 15
     collapsed = {str(p.relative_to(site)): found for p in pages if (found := _collapsed_lists(p.read_text()))}
     assert collapsed == {}
-    markers = {str(p.relative_to(site)) for p in pages if any(c.startswith("fig:") for c in _parsed(p.read_text()).comments)}
+    markers = {
+        str(p.relative_to(site))
+        for p in pages
+        if any(c.startswith("fig:") for c in _parsed(p.read_text()).comments)
+    }
     assert markers == set()
 
 
@@ -162,7 +182,9 @@ def test_figures_measured_on_other_code_are_marked_stale_on_the_site(site, resul
     demo_page = (site / "demo" / "index.html").read_text()
     assert results_module.figure_text(results, "demo_results.replace_scores") in demo_page
     stale_benchmarks = {name for name in results if results_module.stale(results, name, digest)}
-    marked = {name for name in results if f"{html.escape(results[name]['command'])} re-measures it" in demo_page}
+    marked = {
+        name for name in results if f"{html.escape(results[name]['command'])} re-measures it" in demo_page
+    }
     assert marked == stale_benchmarks & _quoted(ROOT / "docs" / "demo.md", results_module)
 
 

@@ -40,7 +40,14 @@ from tests.support.paths import REPO
 
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>```+)(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)(?P=fence)[ \t]*$",
                    re.M | re.S)  # fmt: skip
-LANGUAGES = {"python": "python", "py": "python", "bash": "shell", "sh": "shell", "shell": "shell", "console": "shell"}
+LANGUAGES = {
+    "python": "python",
+    "py": "python",
+    "bash": "shell",
+    "sh": "shell",
+    "shell": "shell",
+    "console": "shell",
+}
 NEEDS = re.compile(r"#\s*needs (the Hub|a GPU|the network)\b")
 CI_RUNS = "# .ci/run runs these lines verbatim"
 EXCERPT = re.compile(r"\A# (hf_hardpos/[\w/]+\.py)\b")
@@ -78,9 +85,13 @@ def pages(root: Path = REPO) -> list[Path]:
     return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
 
 
-ALL_BLOCKS = [block for page in pages() for block in blocks_of(page.read_text(encoding="utf-8"), str(page.relative_to(REPO)))]
+ALL_BLOCKS = [
+    block
+    for page in pages()
+    for block in blocks_of(page.read_text(encoding="utf-8"), str(page.relative_to(REPO)))
+]
 
-HARDPOS_SHIM = '''
+HARDPOS_SHIM = """
 import os, shutil, sys
 argv = sys.argv[1:]
 if argv[:1] == ["demo"] and "--quick" not in argv and "--output-dir" in argv:
@@ -89,9 +100,9 @@ if argv[:1] == ["demo"] and "--quick" not in argv and "--output-dir" in argv:
     print(f"[doc blocks] {target}: a copy of this session's `hardpos demo --quick`")
     sys.exit(0)
 os.execv(sys.executable, [sys.executable, "-m", "hf_hardpos", *argv])
-'''
+"""
 
-PIP_SHIM = '''
+PIP_SHIM = """
 import sys, tomllib
 from importlib.metadata import PackageNotFoundError, version
 from packaging.requirements import Requirement
@@ -126,7 +137,7 @@ for spec in wanted:
     if not requirement.specifier.contains(have, prereleases=True):
         sys.exit(f"pip (doc blocks): {spec} is not what is installed here ({requirement.name} {have})")
 print(f"pip (doc blocks): {len(wanted)} requirement(s) already satisfied")
-'''
+"""
 
 
 def _script(folder: Path, name: str, body: str) -> None:
@@ -141,7 +152,11 @@ def workspace(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     """A copy of the repository in which the README's main command has run, and the environment blocks get."""
     root = tmp_path_factory.mktemp("doc_blocks")
     clone = root / "clone"
-    shutil.copytree(REPO, clone, ignore=shutil.ignore_patterns(".git", "runs", "site", "build", "*.egg-info", "__pycache__"))
+    shutil.copytree(
+        REPO,
+        clone,
+        ignore=shutil.ignore_patterns(".git", "runs", "site", "build", "*.egg-info", "__pycache__"),
+    )
     bin_dir = root / "bin"
     bin_dir.mkdir()
     _script(bin_dir, "hardpos", HARDPOS_SHIM)
@@ -188,7 +203,9 @@ def test_the_readme_quick_start_runs_offline():
 
 
 def _ci_lines() -> list[str]:
-    return [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
+    return [
+        line for line in (REPO / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")
+    ]
 
 
 @pytest.mark.slow
@@ -197,9 +214,11 @@ def test_block_runs_as_written(block, workspace, request):
     if needs := block.needs():
         pytest.skip(f"needs {needs}")
     if CI_RUNS in block.code:
-        joined = re.sub(r"[ \t]*\\\n[ \t]*", " ", block.code)  # a command broken over lines with `\`, as one line
+        joined = re.sub(
+            r"[ \t]*\\\n[ \t]*", " ", block.code
+        )  # a command broken over lines with `\`, as one line
         lines = [line for line in joined.splitlines() if line.strip() and not line.startswith("#")]
-        assert _ci_lines()[-len(lines):] == lines
+        assert _ci_lines()[-len(lines) :] == lines
         return
     if block.kind == "python" and (excerpt := EXCERPT.match(block.code)):
         ast.parse(block.code, filename=excerpt[1])
@@ -208,6 +227,12 @@ def test_block_runs_as_written(block, workspace, request):
     name = f".doc_block_{block.page.replace('/', '_')}_{block.line}"
     script = clone / (name + (".py" if block.kind == "python" else ".sh"))
     script.write_text(block.code)
-    command = [sys.executable, str(script)] if block.kind == "python" else ["bash", "-e", "-o", "pipefail", str(script)]
+    command = (
+        [sys.executable, str(script)]
+        if block.kind == "python"
+        else ["bash", "-e", "-o", "pipefail", str(script)]
+    )
     done = subprocess.run(command, cwd=clone, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
-    assert done.returncode == 0, f"{block.id} failed:\n{block.code}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, (
+        f"{block.id} failed:\n{block.code}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
+    )

@@ -18,17 +18,26 @@ DOCUMENTED = re.compile(r"""\.\[([A-Za-z0-9_,.-]+)\]|\[([A-Za-z0-9_.-]+)\] extra
 
 def _built_extras(tmp_path) -> set[str]:
     """`Provides-Extra` of the wheel metadata setuptools builds from this checkout's pyproject.toml."""
-    code = ("import setuptools.build_meta as b, sys; "
-            "print(b.prepare_metadata_for_build_wheel(sys.argv[1]))")
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, check=True, capture_output=True,
-                         text=True).stdout.strip().splitlines()[-1]
+    code = "import setuptools.build_meta as b, sys; print(b.prepare_metadata_for_build_wheel(sys.argv[1]))"
+    out = (
+        subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, check=True, capture_output=True, text=True
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     metadata = Parser().parsestr((tmp_path / out / "METADATA").read_text(encoding="utf-8"))
     return set(metadata.get_all("Provides-Extra") or [])
 
 
 def _documented() -> set[str]:
     found = set()
-    files = [ROOT / "README.md", ROOT / "pyproject.toml", *(ROOT / "docs").rglob("*.md"), *(ROOT / "hf_hardpos").rglob("*.py")]
+    files = [
+        ROOT / "README.md",
+        ROOT / "pyproject.toml",
+        *(ROOT / "docs").rglob("*.md"),
+        *(ROOT / "hf_hardpos").rglob("*.py"),
+    ]
     for path in files:
         for dotted, named in DOCUMENTED.findall(path.read_text(encoding="utf-8")):
             found.update(name for name in (dotted or named).split(",") if name)
@@ -40,6 +49,8 @@ def test_documented_extras_are_provided_as_spelled(tmp_path):
     assert {"test", "mlm", "openclip"} <= provided
     documented = _documented()
     assert "openclip" in documented
-    assert documented <= provided, f"documented extras missing from the metadata: {sorted(documented - provided)}"
+    assert documented <= provided, (
+        f"documented extras missing from the metadata: {sorted(documented - provided)}"
+    )
     for name in provided:
         assert name == re.sub(r"[-_.]+", "-", name).lower(), f"extra {name!r} is rewritten by normalisation"

@@ -24,7 +24,10 @@ def test_a_missing_hub_model_says_what_to_run(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     data = write_replace_folder(tmp_path / "replace")
     err = _error(capsys, "eval", "--model", "nobody-here/no-such-model", "--dataset", str(data))
-    assert "not a local folder and not in the Hugging Face cache" in err and "hf download nobody-here/no-such-model" in err
+    assert (
+        "not a local folder and not in the Hugging Face cache" in err
+        and "hf download nobody-here/no-such-model" in err
+    )
     assert "context length" not in err
 
 
@@ -60,8 +63,17 @@ def test_build_own_writes_beside_the_table_by_default(tmp_path, capsys):
     images.mkdir()
     Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)).save(images / "0.png")
     table = tmp_path / "rows.jsonl"
-    table.write_text(json.dumps({"image": "img/0.png", "caption": "a red cube", "hard_negative": "a blue cube",
-                                 "hard_positive": "a cube that is red"}) + "\n")
+    table.write_text(
+        json.dumps(
+            {
+                "image": "img/0.png",
+                "caption": "a red cube",
+                "hard_negative": "a blue cube",
+                "hard_positive": "a cube that is red",
+            }
+        )
+        + "\n"
+    )
     assert main(["build", "own", "--table", str(table), "--no-progress"]) == 0
     assert (tmp_path / "rows-hardpos" / "README.md").is_file()
     assert list((tmp_path / "rows-hardpos" / "data").rglob("*.parquet"))

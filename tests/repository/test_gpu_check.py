@@ -30,8 +30,13 @@ def test_every_step_passes_only_options_its_script_knows(name):
         options = [c for c in command[2:] if c.startswith("--")]
         if not options:
             continue
-        usage = subprocess.run([sys.executable, str(script), "--help"], cwd=BENCHMARKS, capture_output=True, text=True,
-                               timeout=120)
+        usage = subprocess.run(
+            [sys.executable, str(script), "--help"],
+            cwd=BENCHMARKS,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert usage.returncode == 0, usage.stderr[-2000:]
         for option in options:
             assert option in usage.stdout, (script.name, option)

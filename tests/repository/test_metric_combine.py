@@ -2,7 +2,6 @@
 `references` to every module: each accepts them (documented in its `_KWARGS_DESCRIPTION`), and its numbers
 do not change."""
 
-
 import evaluate
 import numpy as np
 import pytest
@@ -37,7 +36,7 @@ def test_combine_with_prediction_rows_and_batches(combined, scores):
     rows = np.stack([scores["original_scores"], scores["negative_scores"], scores["positive_scores"]], axis=1)
     assert combined.compute(predictions=rows.tolist()) == {name: expected[name] for name in HARD_POSITIVE}
     for start in range(0, 300, 100):
-        combined.add_batch(**{k: v[start:start + 100] for k, v in scores.items()})
+        combined.add_batch(**{k: v[start : start + 100] for k, v in scores.items()})
     assert combined.compute() == {name: expected[name] for name in HARD_POSITIVE}
 
 

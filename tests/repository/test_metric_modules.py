@@ -55,7 +55,9 @@ def test_committed_modules_equal_a_fresh_generation(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     generated = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
     assert {p.parts[0] for p in generated} == set(INPUTS)
-    module_folders = {p.name for p in METRICS_DIR.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))}
+    module_folders = {
+        p.name for p in METRICS_DIR.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))
+    }
     assert package_metric_names() == sorted(module_folders)
     assert module_folders == set(INPUTS)  # no hand-written module beside the generated ones
     for name in INPUTS:
@@ -77,7 +79,9 @@ def test_module_loads_offline_and_matches_package(name, scores):
     module = evaluate.load(str(METRICS_DIR / name))
     result = module.compute(**scores)
     assert list(result) == [name]
-    expected = compute_metrics(scores["original_scores"], scores["negative_scores"], scores["positive_scores"])[name]
+    expected = compute_metrics(
+        scores["original_scores"], scores["negative_scores"], scores["positive_scores"]
+    )[name]
     assert sum(np.array(scores["original_scores"]) == np.array(scores["negative_scores"])) > 10  # tie-heavy
     assert result[name] == expected  # bit-identical to the package's formula
     assert type(result[name]) is float
@@ -87,18 +91,27 @@ def test_module_loads_offline_and_matches_package(name, scores):
 def test_module_folder_is_a_self_contained_space(name):
     folder = METRICS_DIR / name
     assert {f.name for f in folder.iterdir() if f.name != "__pycache__"} == {
-        f"{name}.py", "README.md", "requirements.txt", "app.py"
+        f"{name}.py",
+        "README.md",
+        "requirements.txt",
+        "app.py",
     }
     readme = (folder / "README.md").read_text()
     front_matter = yaml.safe_load(readme.split("---\n")[1])
     assert (front_matter["sdk"], front_matter["app_file"]) == ("gradio", "app.py")
     lines = (folder / "requirements.txt").read_text().splitlines()
     # all on PyPI: a Space could not build with hf_hardpos
-    assert [re.split("[<>=]", line)[0] for line in lines if not line.startswith("#")] == ["evaluate", "datasets", "numpy"]
+    assert [re.split("[<>=]", line)[0] for line in lines if not line.startswith("#")] == [
+        "evaluate",
+        "datasets",
+        "numpy",
+    ]
     tree = ast.parse((folder / f"{name}.py").read_text())
     imports = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
     assert sorted(alias.name for node in imports for alias in node.names) == ["datasets", "evaluate", "numpy"]
-    assert all(len(node.names) == 1 for node in imports)  # evaluate's import scanner reads one import per line
+    assert all(
+        len(node.names) == 1 for node in imports
+    )  # evaluate's import scanner reads one import per line
     (metric_class,) = [node for node in tree.body if isinstance(node, ast.ClassDef)]
     methods = [node for node in metric_class.body if isinstance(node, ast.FunctionDef)]
     assert [m.name for m in methods if m.args.kwarg] == []  # every input is a named keyword
@@ -129,7 +142,9 @@ print(json.dumps(out))
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     got = json.loads(result.stdout.strip().splitlines()[-1])
-    expected = compute_metrics(scores["original_scores"], scores["negative_scores"], scores["positive_scores"])
+    expected = compute_metrics(
+        scores["original_scores"], scores["negative_scores"], scores["positive_scores"]
+    )
     pair, caption_negative, positive_negative = (np.array(text_only[c]) for c in INPUTS["text_only_accuracy"])
     tot = float(np.mean((pair > caption_negative) & (pair > positive_negative)))
     assert got == {**{name: expected[name] for name in NAMES}, "text_only_accuracy": tot}
@@ -178,8 +193,12 @@ def test_module_rejects_malformed_input_in_the_package_wording(name, case):
 
 def test_original_accuracy_needs_no_positive_scores(scores):
     module = evaluate.load(str(METRICS_DIR / "original_accuracy"))
-    result = module.compute(original_scores=scores["original_scores"], negative_scores=scores["negative_scores"])
-    assert result["original_accuracy"] == np.mean(np.array(scores["original_scores"]) > np.array(scores["negative_scores"]))
+    result = module.compute(
+        original_scores=scores["original_scores"], negative_scores=scores["negative_scores"]
+    )
+    assert result["original_accuracy"] == np.mean(
+        np.array(scores["original_scores"]) > np.array(scores["negative_scores"])
+    )
 
 
 @pytest.mark.slow
@@ -198,14 +217,20 @@ def test_the_modules_are_installed_with_the_package_and_load_outside_a_checkout(
     shutil.unpack_archive(wheel, installed, format="zip")
     for name in INPUTS:
         assert {p.name for p in (installed / "hf_hardpos" / "evaluate_modules" / name).iterdir()} == {
-            f"{name}.py", "README.md", "requirements.txt", "app.py"}
-    script = """
+            f"{name}.py",
+            "README.md",
+            "requirements.txt",
+            "app.py",
+        }
+    script = f"""
 import json, evaluate, hf_hardpos
-assert hf_hardpos.__file__.startswith(%r), hf_hardpos.__file__
+assert hf_hardpos.__file__.startswith({str(installed)!r}), hf_hardpos.__file__
 module = evaluate.load(hf_hardpos.metric_path("brittleness"))
 print(json.dumps(module.compute(original_scores=[0.3, 0.1], negative_scores=[0.2, 0.2], positive_scores=[0.1, 0.3])))
-""" % str(installed)
+"""
     env = {**os.environ, "PYTHONPATH": str(installed), "HF_HUB_OFFLINE": "1"}
-    run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert json.loads(run.stdout.strip().splitlines()[-1]) == {"brittleness": 1.0}

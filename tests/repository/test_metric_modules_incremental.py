@@ -1,6 +1,5 @@
 """The `evaluate` modules in metrics/ support `evaluate`'s incremental API: add / add_batch, then compute()."""
 
-
 import evaluate
 import numpy as np
 import pytest

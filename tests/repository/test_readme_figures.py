@@ -21,11 +21,21 @@ def test_readme_and_docs_figures_equal_the_results_file(results_module):
 
 
 def test_a_drifted_figure_is_caught(results_module):
-    results = {"bench": {"figures": {"ratio": "7.21"}, "command": "python x.py", "date": "2026-11-24",
-                         "machine": {"cpu": "cpu", "cores": "2", "torch": "2.13.0", "hf_hardpos": "0.1"}}}
+    results = {
+        "bench": {
+            "figures": {"ratio": "7.21"},
+            "command": "python x.py",
+            "date": "2026-11-24",
+            "machine": {"cpu": "cpu", "cores": "2", "torch": "2.13.0", "hf_hardpos": "0.1"},
+        }
+    }
     assert results_module.mismatches("<!--fig:bench.ratio-->7.21<!--/fig-->", results) == []
     assert len(results_module.mismatches("<!--fig:bench.ratio-->8.4<!--/fig-->", results)) == 1
     assert len(results_module.mismatches("<!--fig:bench.other-->1<!--/fig-->", results)) == 1
-    rendered = results_module.render("x <!--fig:bench.ratio-->8.4<!--/fig--> <!--fig:bench.@machine-->?<!--/fig-->", results)
-    assert rendered == ("x <!--fig:bench.ratio-->7.21<!--/fig--> "
-                        "<!--fig:bench.@machine-->cpu, 2 cores, torch 2.13.0, hf_hardpos 0.1<!--/fig-->")
+    rendered = results_module.render(
+        "x <!--fig:bench.ratio-->8.4<!--/fig--> <!--fig:bench.@machine-->?<!--/fig-->", results
+    )
+    assert rendered == (
+        "x <!--fig:bench.ratio-->7.21<!--/fig--> "
+        "<!--fig:bench.@machine-->cpu, 2 cores, torch 2.13.0, hf_hardpos 0.1<!--/fig-->"
+    )

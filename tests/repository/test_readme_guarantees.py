@@ -60,15 +60,24 @@ def test_scores_of_a_model_whose_hub_commit_is_unknown_are_never_reused(tiny_cli
         return keys
 
     monkeypatch.setattr(runner, "_unit_keys", spy)
-    again = evaluate_model(str(tiny_clip_dir), str(hub_folder), output_dir=out, progress=False, log=messages.append)
+    again = evaluate_model(
+        str(tiny_clip_dir), str(hub_folder), output_dir=out, progress=False, log=messages.append
+    )
     assert scored == [{"attributes": None, "relations": None}]  # no key: nothing can match a saved result
     assert set(again.results) >= {"attributes", "relations"}
     assert not any("reusing" in m for m in messages)
-    assert json.loads((out / "metrics.json").read_text())["results"]["attributes"] == again.results["attributes"]
+    assert (
+        json.loads((out / "metrics.json").read_text())["results"]["attributes"] == again.results["attributes"]
+    )
 
 
 def test_an_interrupted_conversion_is_never_used(tmp_path, tiny_tokenizer):
-    options = dict(open_clip_config=FIXTURES / "tiny-quickgelu.json", tokenizer=tiny_tokenizer, cache_dir=tmp_path, progress=False)
+    options = dict(
+        open_clip_config=FIXTURES / "tiny-quickgelu.json",
+        tokenizer=tiny_tokenizer,
+        cache_dir=tmp_path,
+        progress=False,
+    )
     done = Path(resolve_model(FIXTURES / "quickgelu_plain.pt", **options))
     # Simulate a conversion killed after writing the weights but before its record: no conversion.json.
     (done / MARKER).unlink()
@@ -83,8 +92,12 @@ def test_a_rule_output_does_not_depend_on_the_other_captions_of_the_run():
     others = ["a black dog on a red sofa", "two people standing near a large tree", "a small cat in a box"]
     for negative in (False, True):
         alone = RuleGenerator("replace", negative=negative, seed=3, progress=False).generate([target])[0]
-        among = RuleGenerator("replace", negative=negative, seed=3, progress=False).generate([*others, target, *others])
+        among = RuleGenerator("replace", negative=negative, seed=3, progress=False).generate(
+            [*others, target, *others]
+        )
         assert alone.output is not None
         assert among[len(others)].output == alone.output
-        reordered = RuleGenerator("replace", negative=negative, seed=3, progress=False).generate([target, *reversed(others)])
+        reordered = RuleGenerator("replace", negative=negative, seed=3, progress=False).generate(
+            [target, *reversed(others)]
+        )
         assert reordered[0].output == alone.output

@@ -36,8 +36,12 @@ def _ruff(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([shutil.which("ruff"), *args, *TREES], cwd=ROOT, capture_output=True, text=True)
 
 
-@pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff is in the `test` extra: pip install -e '.[test]'")
-@pytest.mark.xfail(strict=True, reason="until the lead runs the ruff commands above after merging (docstring)")
+@pytest.mark.skipif(
+    shutil.which("ruff") is None, reason="ruff is in the `test` extra: pip install -e '.[test]'"
+)
+@pytest.mark.xfail(
+    strict=True, reason="until the lead runs the ruff commands above after merging (docstring)"
+)
 def test_ruff_lint_and_format_are_clean():
     lint, form = _ruff("check", "--output-format", "concise"), _ruff("format", "--check")
     assert lint.returncode == 0, lint.stdout[-3000:]
@@ -57,7 +61,10 @@ def test_modules_and_signatures_stay_small():
         if len(source.splitlines()) > MAX_LINES:
             long_modules.add(name)
         for node in ast.walk(ast.parse(source)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _positional(node) > MAX_POSITIONAL:
+            if (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and _positional(node) > MAX_POSITIONAL
+            ):
                 wide_functions.add(f"{name}:{node.name}")
     assert long_modules == KNOWN_LONG_MODULES
     assert wide_functions == KNOWN_WIDE_FUNCTIONS

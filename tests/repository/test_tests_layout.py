@@ -40,9 +40,15 @@ def test_no_file_imports_a_test_module_or_conftest():
 
 def test_every_test_folder_mirrors_a_package_folder_and_is_a_package():
     folders = {path.parent.relative_to(TESTS) for path in _suite_files()}
-    test_folders = {path.parent.relative_to(TESTS) for path in _suite_files() if path.name.startswith("test_")}
+    test_folders = {
+        path.parent.relative_to(TESTS) for path in _suite_files() if path.name.startswith("test_")
+    }
     assert test_folders, "no test files found"
-    mirrored = [f for f in test_folders if not f.parts or f.parts[0] in CROSS_CUTTING or (REPO / "hf_hardpos" / f).is_dir()]
+    mirrored = [
+        f
+        for f in test_folders
+        if not f.parts or f.parts[0] in CROSS_CUTTING or (REPO / "hf_hardpos" / f).is_dir()
+    ]
     assert sorted(map(str, test_folders - set(mirrored))) == []
     # Test files in different folders may share a name, and they import `tests.support`: every folder is a package.
     assert sorted(str(f) for f in folders if not (TESTS / f / "__init__.py").is_file()) == []

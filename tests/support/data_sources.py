@@ -18,20 +18,46 @@ REPLACE_ROWS = {
         ("2401814", "VG_100K_2", "walking elephant", "jumping elephant", "strolling elephant"),
         ("2401814", "VG_100K_2", "walking elephant", "sitting elephant", "strolling elephant"),
         ("712954", "VG_100K", "red car", "blue car", "crimson car"),
-        ("712955", "VG_100K", "plant covered in green leaf", "plant covered in brown leaf",
-         "plant covecrimson in green leaf"),
+        (
+            "712955",
+            "VG_100K",
+            "plant covered in green leaf",
+            "plant covered in brown leaf",
+            "plant covecrimson in green leaf",
+        ),
         ("712956", "VG_100K", "white dog", "black dog", "ivory dog"),
         ("712956", "VG_100K", "white whiteboard", "black whiteboard", "ivory ivoryboard"),
-        ("2401814", "VG_100K_2", "walking elephant", "jumping elephant", "strolling elephant"),  # repeat of row 0
+        (
+            "2401814",
+            "VG_100K_2",
+            "walking elephant",
+            "jumping elephant",
+            "strolling elephant",
+        ),  # repeat of row 0
     ],
     "relations": [
-        ("3968", "VG_100K_2", "chair in conference room", "chair out of conference room",
-         "chair within conference room"),
-        ("712954", "VG_100K", "window in building in scene", "window out of building in scene",
-         "window within building within scene"),
+        (
+            "3968",
+            "VG_100K_2",
+            "chair in conference room",
+            "chair out of conference room",
+            "chair within conference room",
+        ),
+        (
+            "712954",
+            "VG_100K",
+            "window in building in scene",
+            "window out of building in scene",
+            "window within building within scene",
+        ),
         ("1159368", "VG_100K", "cup on top of table", "cup under table", "cup on table"),
-        ("3968", "VG_100K_2", "chair in conference room", "chair out of conference room",
-         "chair within conference room"),  # repeat of row 0
+        (
+            "3968",
+            "VG_100K_2",
+            "chair in conference room",
+            "chair out of conference room",
+            "chair within conference room",
+        ),  # repeat of row 0
     ],
 }
 EXPECTED_ARTIFACTS = {"attributes": [3, 5], "relations": []}
@@ -61,14 +87,20 @@ def make_replace_upstream(root: Path, rows: dict | None = None) -> Path:
         original, positive = [], []
         for image_id, part, c, c_n, c_p in subset_rows:
             path = f"data/{part}/{image_id}.jpg"
-            original.append({"image_id": image_id, "true_caption": c, "false_caption": c_n, "image_path": path})
-            positive.append({"image_id": image_id, "true_caption": c_p, "false_caption": c_n, "image_path": path})
+            original.append(
+                {"image_id": image_id, "true_caption": c, "false_caption": c_n, "image_path": path}
+            )
+            positive.append(
+                {"image_id": image_id, "true_caption": c_p, "false_caption": c_n, "image_path": path}
+            )
         write_json(root / "data" / f"vl_checklist_{subset}.json", original)
         write_json(root / "swapped_data" / f"vl_checklist_{subset}.json", positive)
     return root
 
 
-def make_vg_images(root: Path, images: dict[str, str | None], size: tuple[int, int] = (16, 12)) -> dict[str, Path]:
+def make_vg_images(
+    root: Path, images: dict[str, str | None], size: tuple[int, int] = (16, 12)
+) -> dict[str, Path]:
     """One JPEG per ``image_id -> part`` (``None``: flat folder); returns the written paths."""
     written = {}
     for number, (image_id, part) in enumerate(sorted(images.items())):
@@ -81,17 +113,39 @@ def make_vg_images(root: Path, images: dict[str, str | None], size: tuple[int, i
 
 
 def replace_images(rows: dict | None = None) -> dict[str, str]:
-    return {image_id: part for subset_rows in (rows or REPLACE_ROWS).values() for image_id, part, *_ in subset_rows}
+    return {
+        image_id: part
+        for subset_rows in (rows or REPLACE_ROWS).values()
+        for image_id, part, *_ in subset_rows
+    }
 
 
 # SWAP: ARO rows (image_id, bbox, c, c_n, attributes) and c_p
 SWAP_ROWS = [
-    ("2323", (2, 1, 8, 6), "the white dog and the black cat", "the black dog and the white cat",
-     ["white", "black"], "the black cat and the white dog"),
-    ("2323", (0, 0, 16, 12), "the red car and the blue bus", "the blue car and the red bus",
-     ["red", "blue"], "the blue bus and the red car"),
-    ("4545", (5, 3, 7, 9), "the tall man and the short tree", "the short man and the tall tree",
-     ["tall", "short"], "the short tree and the tall man"),
+    (
+        "2323",
+        (2, 1, 8, 6),
+        "the white dog and the black cat",
+        "the black dog and the white cat",
+        ["white", "black"],
+        "the black cat and the white dog",
+    ),
+    (
+        "2323",
+        (0, 0, 16, 12),
+        "the red car and the blue bus",
+        "the blue car and the red bus",
+        ["red", "blue"],
+        "the blue bus and the red car",
+    ),
+    (
+        "4545",
+        (5, 3, 7, 9),
+        "the tall man and the short tree",
+        "the short man and the tall tree",
+        ["tall", "short"],
+        "the short tree and the tall man",
+    ),
 ]
 
 
@@ -115,7 +169,13 @@ COCO_CAPTIONS = [
     (1, 57870, "A man holding a red umbrella.", " A man grasping a red umbrella.", "None"),
     (2, 57870, "A dog and a cat on a sofa", "A dog and a cat on a couch", "A cat and a dog on a sofa"),
     (3, 384029, "Two plates of food on a table", "Two dishes of food on a table", "None"),
-    (4, 384029, "A bowl of rice and broccoli", "A bowl of rice and broccoli", "A bowl of broccoli and rice\n"),
+    (
+        4,
+        384029,
+        "A bowl of rice and broccoli",
+        "A bowl of rice and broccoli",
+        "A bowl of broccoli and rice\n",
+    ),
 ]
 
 
@@ -139,8 +199,12 @@ def make_coco_sources(
     )
     folder = upstream / "hard_positives_ft"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "replace_hp.jsonl").write_text("".join(json.dumps(r) + "\n" for *_, r, _ in captions), encoding="utf-8")
-    (folder / "swap_hp.jsonl").write_text("".join(json.dumps(s) + "\n" for *_, s in captions), encoding="utf-8")
+    (folder / "replace_hp.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for *_, r, _ in captions), encoding="utf-8"
+    )
+    (folder / "swap_hp.jsonl").write_text(
+        "".join(json.dumps(s) + "\n" for *_, s in captions), encoding="utf-8"
+    )
     if images_dir is not None:
         images_dir.mkdir(parents=True, exist_ok=True)
         for number, name in enumerate(names.values()):
@@ -183,14 +247,26 @@ ARO_RELATION_ROWS = [
     ("4545", (0, 2, 9, 9), "the man is wearing the hat", "the hat is wearing the man", "wearing"),
 ]
 ARO_ATTRIBUTION_ROWS = [
-    ("2323", (2, 0, 8, 8), "the white dog and the black cat", "the black dog and the white cat", ["white", "black"]),
+    (
+        "2323",
+        (2, 0, 8, 8),
+        "the white dog and the black cat",
+        "the black dog and the white cat",
+        ["white", "black"],
+    ),
 ]
 KARPATHY_COCO = [
-    {"image": "val2014/COCO_val2014_000000391895.jpg", "caption": [
-        "A man with a red helmet on a small moped on a dirt road.",
-        "Man riding a motor bike on a dirt road on the countryside.",
-    ]},
-    {"image": "val2014/COCO_val2014_000000522418.jpg", "caption": ["A woman wearing a net on her head cutting a cake."]},
+    {
+        "image": "val2014/COCO_val2014_000000391895.jpg",
+        "caption": [
+            "A man with a red helmet on a small moped on a dirt road.",
+            "Man riding a motor bike on a dirt road on the countryside.",
+        ],
+    },
+    {
+        "image": "val2014/COCO_val2014_000000522418.jpg",
+        "caption": ["A woman wearing a net on her head cutting a cake."],
+    },
 ]
 KARPATHY_FLICKR = [
     {
@@ -198,7 +274,21 @@ KARPATHY_FLICKR = [
         "caption": ["The man with pierced ears is wearing glasses and an orange hat."],
     },
 ]
-NOUNS = {"man", "helmet", "moped", "road", "bike", "countryside", "woman", "net", "head", "cake", "ears", "glasses", "hat"}
+NOUNS = {
+    "man",
+    "helmet",
+    "moped",
+    "road",
+    "bike",
+    "countryside",
+    "woman",
+    "net",
+    "head",
+    "cake",
+    "ears",
+    "glasses",
+    "hat",
+}
 ADJECTIVES = {"red", "small", "dirt", "orange", "pierced"}
 
 
@@ -213,8 +303,17 @@ def toy_tagger(text: str) -> list[tuple[str, str]]:
 def make_aro_sources(aro_dir: Path) -> None:
     def vg_rows(rows, label):
         return [
-            {"image_id": i, "image_path": f"{i}.jpg", "bbox_x": b[0], "bbox_y": b[1], "bbox_w": b[2], "bbox_h": b[3],
-             "true_caption": c, "false_caption": n, label: value}
+            {
+                "image_id": i,
+                "image_path": f"{i}.jpg",
+                "bbox_x": b[0],
+                "bbox_y": b[1],
+                "bbox_w": b[2],
+                "bbox_h": b[3],
+                "true_caption": c,
+                "false_caption": n,
+                label: value,
+            }
             for i, b, c, n, value in rows
         ]
 
@@ -262,7 +361,11 @@ def card_table(readme: str, heading: str) -> dict[str, dict[str, str]]:
 def card_numbers(readme: str, heading: str) -> dict[str, dict[str, int]]:
     """A card table whose cells are counts ("1,652"; "-" and text left out), as integers."""
     return {
-        row: {name: int(cell.replace(",", "")) for name, cell in cells.items() if cell.replace(",", "").isdigit()}
+        row: {
+            name: int(cell.replace(",", ""))
+            for name, cell in cells.items()
+            if cell.replace(",", "").isdigit()
+        }
         for row, cells in card_table(readme, heading).items()
     }
 

@@ -55,13 +55,26 @@ def build_tiny_mlm(path: Path) -> Path:
     tokenizer = Tokenizer(models.WordLevel(unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     specials = ["[UNK]", "[PAD]", "[CLS]", "[SEP]", "[MASK]"]
-    tokenizer.train_from_iterator(CORPUS, trainers.WordLevelTrainer(special_tokens=specials, show_progress=False))
+    tokenizer.train_from_iterator(
+        CORPUS, trainers.WordLevelTrainer(special_tokens=specials, show_progress=False)
+    )
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
+        tokenizer_object=tokenizer,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
         mask_token="[MASK]",
     )
-    config = BertConfig(vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                        num_attention_heads=2, max_position_embeddings=64, pad_token_id=fast.pad_token_id)
+    config = BertConfig(
+        vocab_size=len(fast),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        max_position_embeddings=64,
+        pad_token_id=fast.pad_token_id,
+    )
     torch.manual_seed(0)
     model = BertForMaskedLM(config)
     model.save_pretrained(path)

@@ -28,5 +28,7 @@ HAS_OPEN_CLIP = REQUIRED or open_clip_imports()
 
 def needs_open_clip(test):
     """Marks `test` `open_clip`, and skips it where open_clip does not import unless it is required here."""
-    skip = pytest.mark.skipif(not HAS_OPEN_CLIP, reason="open_clip does not import here: .ci/openclip_env.sh runs it")
+    skip = pytest.mark.skipif(
+        not HAS_OPEN_CLIP, reason="open_clip does not import here: .ci/openclip_env.sh runs it"
+    )
     return pytest.mark.open_clip(skip(test))

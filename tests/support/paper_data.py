@@ -12,8 +12,13 @@ from hf_hardpos.data import sources as sources_module
 from hf_hardpos.data.build_report import BuildReport
 
 
-def write_paper_build_report(folder: Path, dataset: str, files: list[str], counts: dict[str, int],
-                             repo=sources_module.HARD_POSITIVES_REPO) -> Path:
+def write_paper_build_report(
+    folder: Path,
+    dataset: str,
+    files: list[str],
+    counts: dict[str, int],
+    repo=sources_module.HARD_POSITIVES_REPO,
+) -> Path:
     """`folder/build_report.json` of a complete build of `dataset` from `files` of `repo` at its pinned commit."""
     folder.mkdir(parents=True, exist_ok=True)
     stand_ins = {}

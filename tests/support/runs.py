@@ -9,15 +9,22 @@ from tests.support.eval_data import make_eval_set
 
 
 def _readme(configs) -> str:
-    return "---\nconfigs:\n" + "".join(
-        f"- config_name: {c}\n  data_files:\n  - split: test\n    path: data/{c}/test-*.parquet\n" for c in configs
-    ) + "---\n"
+    return (
+        "---\nconfigs:\n"
+        + "".join(
+            f"- config_name: {c}\n  data_files:\n  - split: test\n    path: data/{c}/test-*.parquet\n"
+            for c in configs
+        )
+        + "---\n"
+    )
 
 
 def _with_replacement(dataset: Dataset) -> Dataset:
     """The REPLACE builder's `replaced_phrase` / `replacement` columns (its word-level diff of c and c_p)."""
     diffs = [phrase_diff(c, p) for c, p in zip(dataset["caption"], dataset["hard_positive"])]
-    return dataset.add_column("replaced_phrase", [d[0] for d in diffs]).add_column("replacement", [d[1] for d in diffs])
+    return dataset.add_column("replaced_phrase", [d[0] for d in diffs]).add_column(
+        "replacement", [d[1] for d in diffs]
+    )
 
 
 def write_replace_folder(root: Path) -> Path:
@@ -44,6 +51,7 @@ def write_swap_folder(root: Path) -> Path:
 def write_selection_folder(root: Path) -> Path:
     """A caption-selection set (image, caption, hard_negative; no hard positive), like SugarCrepe's layout."""
     make_eval_set(num_images=5, rows_per_image=2, seed=3).remove_columns(["hard_positive"]).to_parquet(
-        str(root / "data" / "default" / "test-00000-of-00001.parquet"))
+        str(root / "data" / "default" / "test-00000-of-00001.parquet")
+    )
     (root / "README.md").write_text(_readme(("default",)) + "# tiny caption selection\n")
     return root

@@ -20,8 +20,16 @@ def _image(seed: int) -> PILImage.Image:
 def finetune_rows(n: int) -> Dataset:
     """Fine-tuning schema; every third row lacks a SWAP positive, every fourth a SWAP negative."""
     colours = ["red", "blue", "green", "yellow"]
-    rows = {name: [] for name in ("image", "image_id", "caption", *columns.FINETUNE_POSITIVE_COLUMNS,
-                                  *columns.FINETUNE_NEGATIVE_COLUMNS)}
+    rows = {
+        name: []
+        for name in (
+            "image",
+            "image_id",
+            "caption",
+            *columns.FINETUNE_POSITIVE_COLUMNS,
+            *columns.FINETUNE_NEGATIVE_COLUMNS,
+        )
+    }
     for i in range(n):
         a, b = colours[i % 4], colours[(i + 1) % 4]
         rows["image"].append(_image(i))

@@ -21,7 +21,9 @@ def image_bytes(rng: np.random.Generator, fmt: str) -> bytes:
     return buffer.getvalue()
 
 
-def write_webdataset(root: Path, samples: list[dict[str, bytes]], split="test", nshards=2, **root_files: str) -> Path:
+def write_webdataset(
+    root: Path, samples: list[dict[str, bytes]], split="test", nshards=2, **root_files: str
+) -> Path:
     """`samples[i]` maps extension -> file bytes; written as `<split>/{0..n-1}.tar` + `nshards.txt`."""
     (root / split).mkdir(parents=True, exist_ok=True)
     (root / split / "nshards.txt").write_text(f"{nshards}\n")

@@ -20,7 +20,14 @@ VARIANTS = (
     "hn_weight=1",
 )
 DATASETS = (*report.DATASETS, *report.BY_EDITED_WORD)
-METRICS = ("orig_acc", "aug_acc", "brittleness", "mean_original_score", "mean_negative_score", "mean_positive_score")
+METRICS = (
+    "orig_acc",
+    "aug_acc",
+    "brittleness",
+    "mean_original_score",
+    "mean_negative_score",
+    "mean_positive_score",
+)
 QUICK = ["demo", "--quick", "--no-progress"]
 WEIGHTS = "models/pretrained/model.safetensors"
 
@@ -61,7 +68,9 @@ def test_quick_demo_writes_every_variant_dataset_and_metric(quick_demo):
         total = sum(s["num_examples"] for s in subsets)
         assert replace["num_examples"] == total
         for metric in METRICS:  # the paper's REPLACE column: the subsets' rows pooled
-            assert replace[metric] == pytest.approx(sum(s[metric] * s["num_examples"] for s in subsets) / total)
+            assert replace[metric] == pytest.approx(
+                sum(s[metric] * s["num_examples"] for s in subsets) / total
+            )
         by_word = [results[variant][d]["num_examples"] for d in report.BY_EDITED_WORD]
         assert sum(by_word) == results[variant]["replace_attributes"]["num_examples"]
     # HN weight 1 with HP weight 1 is the hp+hn recipe: the same run, reported under both names.
@@ -71,7 +80,8 @@ def test_quick_demo_writes_every_variant_dataset_and_metric(quick_demo):
     assert report.AGGREGATION_NOTE in table
     # Table 1 holds results.json's rates in percent (one seed: no spread), one row per variant.
     assert _table_rows(table) == {
-        v: [f"{100 * results[v][d][m]:.1f}" for d in ("replace", "swap") for m in report.RATE_METRICS] for v in VARIANTS
+        v: [f"{100 * results[v][d][m]:.1f}" for d in ("replace", "swap") for m in report.RATE_METRICS]
+        for v in VARIANTS
     }
     info = json.loads((quick_demo / "run_info.json").read_text())
     assert info["aliases"] == {"hn_weight=1": "hp+hn"}
@@ -93,14 +103,22 @@ def test_demo_writes_a_report_and_a_comparison_from_its_own_eval_folders(quick_d
     assert "data:image/png;base64," in page
     saved = json.loads((quick_demo / "eval" / "hp+hn" / "replace" / "metrics.json").read_text())
     assert f"{100 * saved['aggregates'][REPLACE_POOLED]['brittleness']:.1f}" in page
-    rows = [line.split("|")[1:-1] for line in (quick_demo / "compare.md").read_text().splitlines() if line.startswith("| ")]
+    rows = [
+        line.split("|")[1:-1]
+        for line in (quick_demo / "compare.md").read_text().splitlines()
+        if line.startswith("| ")
+    ]
     names = [row[0].strip() for row in rows]
     # The paper's controlled comparisons only: hp+hn - hn and hn - contrastive, never against the pretrained model.
     assert [n for n in names if " - " in n] == ["hp+hn/seed-1 - hn/seed-1", "hn/seed-1 - contrastive/seed-1"]
     assert not any("pretrained" in n for n in names)
     info = json.loads((quick_demo / "run_info.json").read_text())["per_seed"]
     by_name = {n: row for n, row in zip(names, rows)}
-    for variant in ("contrastive", "hn", "hp+hn"):  # the suite's rows are the demo's own evaluation of the model
+    for variant in (
+        "contrastive",
+        "hn",
+        "hp+hn",
+    ):  # the suite's rows are the demo's own evaluation of the model
         shown = by_name[f"{variant}/seed-1"][1:]
         measured = [info[variant]["1"][d][m] for d in ("replace", "swap") for m in report.RATE_METRICS]
         rates = [float(c.split("[")[0]) for c in shown]  # "51.0 [41.2, 60.8]": the rate, then its interval
@@ -124,13 +142,17 @@ def test_saved_models_reproduce_the_reported_metrics(quick_demo):
             assert measured[dataset][metric] == pytest.approx(reported, abs=1e-6), (dataset, metric)
 
     pretrained = CLIPModel.from_pretrained(quick_demo / "models" / "pretrained")
-    tuned = {name: CLIPModel.from_pretrained(quick_demo / "models" / name / "seed-1") for name in ("hn", "hp+hn")}
+    tuned = {
+        name: CLIPModel.from_pretrained(quick_demo / "models" / name / "seed-1") for name in ("hn", "hp+hn")
+    }
     weight = "text_model.embeddings.token_embedding.weight"
     assert not pretrained.state_dict()[weight].equal(tuned["hn"].state_dict()[weight])
     assert not tuned["hn"].state_dict()[weight].equal(tuned["hp+hn"].state_dict()[weight])
 
 
-def test_same_command_gives_identical_results_json_and_readable_logs(quick_demo, tmp_path, capfd, monkeypatch):
+def test_same_command_gives_identical_results_json_and_readable_logs(
+    quick_demo, tmp_path, capfd, monkeypatch
+):
     """Determinism: a fresh run and a rerun (cached pretrained model) agree byte for byte, and fine-tunes run one
     after another give the numbers of the same fine-tunes run in forked processes; no matplotlib."""
     from hf_hardpos.cli import main
@@ -243,7 +265,9 @@ def test_controlled_comparisons_are_the_papers_with_seed_spread_and_paired_boots
     from hf_hardpos.metrics import bootstrap_interval
 
     r = records[0]
-    per_row = [np.mean([outcomes[v][s][r["dataset"]][r["metric"]] for s in (0, 1)], axis=0) for v in (r["a"], r["b"])]
+    per_row = [
+        np.mean([outcomes[v][s][r["dataset"]][r["metric"]] for s in (0, 1)], axis=0) for v in (r["a"], r["b"])
+    ]
     low, high = bootstrap_interval(per_row[1] - per_row[0], 1000, 0.95, 0, groups)
     assert (r["ci_low"], r["ci_high"]) == pytest.approx((low, high))
     lines = findings.format_comparisons(records, results)
@@ -307,7 +331,9 @@ def check_finding(results: dict) -> list[str]:
         "SWAP brittleness hn - contrastive": gain("contrastive", "hn", "swap", "brittleness"),
         "REPLACE mean s_p contrastive - hn": gain("hn", "contrastive", "replace", "mean_positive_score"),
     }
-    return [f"{name}: {diff:+.3f} <= {twice:.3f}" for name, (diff, twice) in checks.items() if not diff > twice]
+    return [
+        f"{name}: {diff:+.3f} <= {twice:.3f}" for name, (diff, twice) in checks.items() if not diff > twice
+    ]
 
 
 @pytest.mark.slow
@@ -318,4 +344,7 @@ def test_the_finding_holds_on_seeds_other_than_the_default(tmp_path):
     assert main(["demo", "--output-dir", str(tmp_path), "--no-progress", "--seeds", "7", "8"]) == 0
     assert check_finding(json.loads((tmp_path / "results.json").read_text())) == []
     info = json.loads((tmp_path / "run_info.json").read_text())
-    assert {(r["a"], r["b"]) for r in info["comparisons"]["records"]} == {("hn", "hp+hn"), ("contrastive", "hn")}
+    assert {(r["a"], r["b"]) for r in info["comparisons"]["records"]} == {
+        ("hn", "hp+hn"),
+        ("contrastive", "hn"),
+    }

@@ -44,7 +44,9 @@ def test_no_argument_run_is_the_demos_hp_hn_run(demo_dir, tmp_path, monkeypatch)
     hp+hn row of the seed; the folder holds what transformers' example scripts write."""
     from huggingface_hub import constants
 
-    monkeypatch.setattr(constants, "HF_HOME", str(tmp_path / "hf_home"))  # an empty cache: nothing to reuse there
+    monkeypatch.setattr(
+        constants, "HF_HOME", str(tmp_path / "hf_home")
+    )  # an empty cache: nothing to reuse there
     lines: list[str] = []
     result = finetune.demo_finetune(tmp_path / "run", CONFIG, seed=0, demo_dirs=[demo_dir], log=lines.append)
     assert result.start_model_reused and result.start_model == demo_dir / "models" / "pretrained"
@@ -58,17 +60,28 @@ def test_no_argument_run_is_the_demos_hp_hn_run(demo_dir, tmp_path, monkeypatch)
     saved = json.loads((tmp_path / "run" / "eval_results.json").read_text())
     assert saved["eval_swap_brittleness"] == info["hp+hn"]["0"]["swap"]["brittleness"]
     combined = json.loads((tmp_path / "run" / "all_results.json").read_text())
-    assert combined["eval_replace_aug_acc"] == info["hp+hn"]["0"]["replace"]["aug_acc"] and "train_runtime" in combined
+    assert (
+        combined["eval_replace_aug_acc"] == info["hp+hn"]["0"]["replace"]["aug_acc"]
+        and "train_runtime" in combined
+    )
     assert (tmp_path / "run" / "README.md").is_file() and (tmp_path / "run" / "model.safetensors").is_file()
     # The table: the start model, the demo's hn row and this run, each with the six rates in %.
-    rows = {line[:34].strip(): line[34:].split() for line in lines if line[:34].strip().startswith(("start", "demo", "this"))}
-    assert rows["demo hn, seed 0"] == [f"{100 * info['hn']['0'][d][r]:.1f}" for d in ("replace", "swap") for r in RATES]
+    rows = {
+        line[:34].strip(): line[34:].split()
+        for line in lines
+        if line[:34].strip().startswith(("start", "demo", "this"))
+    }
+    assert rows["demo hn, seed 0"] == [
+        f"{100 * info['hn']['0'][d][r]:.1f}" for d in ("replace", "swap") for r in RATES
+    ]
     assert rows["this run: hp+hn, seed 0"] == [
         f"{100 * info['hp+hn']['0'][d][r]:.1f}" for d in ("replace", "swap") for r in RATES
     ]
 
 
-def test_interrupted_run_resumes_from_its_last_checkpoint_when_run_again(demo_dir, tmp_path, monkeypatch, caplog):
+def test_interrupted_run_resumes_from_its_last_checkpoint_when_run_again(
+    demo_dir, tmp_path, monkeypatch, caplog
+):
     """Ctrl-C after step 3 saves checkpoint-3; the same call again resumes from it (and says so) instead of
     starting from step 0 beside it, and ends with the uninterrupted run's numbers."""
     from hf_hardpos.training.interrupt import TrainingInterrupted
@@ -89,11 +102,17 @@ def test_interrupted_run_resumes_from_its_last_checkpoint_when_run_again(demo_di
 
     caplog.set_level("WARNING")
     result = finetune.demo_finetune(output, CONFIG, seed=0, demo_dirs=[demo_dir], log=lambda _: None)
-    assert any("resuming from it" in r.getMessage() and "checkpoint-3" in r.getMessage() for r in caplog.records)
+    assert any(
+        "resuming from it" in r.getMessage() and "checkpoint-3" in r.getMessage() for r in caplog.records
+    )
     state = json.loads((output / "trainer_state.json").read_text())
     assert state["global_step"] == 4
     # one history: the epoch-1 checkpoint, the interrupt's and the last, no second run from step 0
-    assert sorted(p.name for p in output.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3", "checkpoint-4"]
+    assert sorted(p.name for p in output.glob("checkpoint-*")) == [
+        "checkpoint-2",
+        "checkpoint-3",
+        "checkpoint-4",
+    ]
     steps = [e["step"] for e in state["log_history"] if "loss" in e]
     assert steps == sorted(set(steps))
     info = json.loads((demo_dir / "run_info.json").read_text())["per_seed"]

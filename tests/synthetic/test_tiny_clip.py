@@ -7,7 +7,9 @@ from hf_hardpos.synthetic.world import tokenizer_corpus
 
 # Tied pair counts everywhere: "a red cube" and "a blue cube" make (c, u) and (b, l) equally frequent.
 TIED = ("a red cube and a blue sphere", "a blue cube and a red sphere", "two green cones")
-CLIP_SPLIT = r"""<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+"""
+CLIP_SPLIT = (
+    r"""<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+"""
+)
 
 
 def _library_merges(corpus) -> list[tuple[str, str]]:
@@ -16,7 +18,9 @@ def _library_merges(corpus) -> list[tuple[str, str]]:
     import json
 
     bpe = Tokenizer(models.BPE(end_of_word_suffix="</w>", continuing_subword_prefix=""))
-    bpe.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Replace(Regex(r"\s+"), " "), normalizers.Lowercase()])
+    bpe.normalizer = normalizers.Sequence(
+        [normalizers.NFC(), normalizers.Replace(Regex(r"\s+"), " "), normalizers.Lowercase()]
+    )
     bpe.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(CLIP_SPLIT), behavior="removed", invert=True),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
@@ -26,7 +30,10 @@ def _library_merges(corpus) -> list[tuple[str, str]]:
         show_progress=False,
     )  # fmt: skip
     bpe.train_from_iterator(list(corpus), trainer=trainer)
-    return [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in json.loads(bpe.to_str())["model"]["merges"]]
+    return [
+        tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m)
+        for m in json.loads(bpe.to_str())["model"]["merges"]
+    ]
 
 
 def test_the_same_corpus_gives_the_same_tokenizer_every_time():
@@ -38,7 +45,9 @@ def test_the_same_corpus_gives_the_same_tokenizer_every_time():
 def test_merges_are_the_libraries_where_its_result_has_no_tie_to_break():
     corpus = tokenizer_corpus()
     reference = _library_merges(corpus)
-    assert len({tuple(_library_merges(corpus)) for _ in range(3)}) == 1  # the library is stable on this corpus
+    assert (
+        len({tuple(_library_merges(corpus)) for _ in range(3)}) == 1
+    )  # the library is stable on this corpus
     assert learn_merges(corpus, max_merges=10_000) == reference
     assert len(reference) > 100
 

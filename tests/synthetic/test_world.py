@@ -120,7 +120,8 @@ def test_swap_positive_reorders_and_swap_negative_exchanges_one_attribute():
         assert row["hard_positive"] == f"{second} and {first}"
         original, negative = cap.parse_caption(row["caption"]), cap.parse_caption(row["hard_negative"])
         exchanged = [
-            s for s in ("size", "colour", "shape")
+            s
+            for s in ("size", "colour", "shape")
             if getattr(negative.first, s) == getattr(original.second, s) != getattr(original.first, s)
         ]
         assert len(exchanged) == 1 and exchanged[0] in cap.ADJECTIVE_SLOTS, row
@@ -135,7 +136,9 @@ def test_rendered_pixels_agree_with_scene_labels():
         for obj in scene.objects:
             low, high = RADIUS_RANGES[obj.size]
             assert low <= obj.radius <= high
-            assert obj.radius <= obj.centre_x < 32 - obj.radius and obj.radius <= obj.centre_y < 32 - obj.radius
+            assert (
+                obj.radius <= obj.centre_x < 32 - obj.radius and obj.radius <= obj.centre_y < 32 - obj.radius
+            )
             centre = pixels[obj.centre_y, obj.centre_x]
             nearest = min(PALETTE, key=lambda c: np.sum((np.array(PALETTE[c]) - centre) ** 2))
             assert nearest == obj.colour, (index, obj, centre)
@@ -202,7 +205,9 @@ def test_rows_do_not_depend_on_set_size_and_images_are_the_scenes():
     assert len({r[columns.IMAGE_ID] for r in large}) == len(large)
 
 
-@pytest.mark.parametrize("kind, make", [("finetune", make_finetune_dataset), ("pretrain", make_pretrain_dataset)])
+@pytest.mark.parametrize(
+    "kind, make", [("finetune", make_finetune_dataset), ("pretrain", make_pretrain_dataset)]
+)
 def test_rendered_rows_are_the_datasets_rows_with_the_same_pixels(kind, make):
     """What the demo trains on (rendered once, in memory) is row for row what the `datasets.Dataset` yields."""
     dataset, rendered = make(6, 2), render_rows(kind, 6, 2)
@@ -213,15 +218,23 @@ def test_rendered_rows_are_the_datasets_rows_with_the_same_pixels(kind, make):
             k: v for k, v in stored.items() if k != columns.IMAGE
         }
         assert row[columns.IMAGE].mode == "RGB"
-        assert np.array_equal(np.asarray(row[columns.IMAGE]), np.asarray(stored[columns.IMAGE].convert("RGB")))
+        assert np.array_equal(
+            np.asarray(row[columns.IMAGE]), np.asarray(stored[columns.IMAGE].convert("RGB"))
+        )
 
 
 def test_a_set_rendered_in_two_parts_is_the_set_rendered_at_once():
     """The demo renders the pretraining rows in two halves, in two processes (`start`)."""
-    whole, first, second = render_rows("pretrain", 7, 3), render_rows("pretrain", 3, 3), render_rows("pretrain", 7, 3, start=3)
+    whole, first, second = (
+        render_rows("pretrain", 7, 3),
+        render_rows("pretrain", 3, 3),
+        render_rows("pretrain", 7, 3, start=3),
+    )
     assert len(first) + len(second) == len(whole)
     for row, part in zip(whole.rows, first.rows + second.rows):
-        assert {k: v for k, v in row.items() if k != columns.IMAGE} == {k: v for k, v in part.items() if k != columns.IMAGE}
+        assert {k: v for k, v in row.items() if k != columns.IMAGE} == {
+            k: v for k, v in part.items() if k != columns.IMAGE
+        }
         assert np.array_equal(np.asarray(row[columns.IMAGE]), np.asarray(part[columns.IMAGE]))
     with pytest.raises(ValueError, match="start"):
         render_rows("pretrain", 3, 3, start=4)
@@ -286,10 +299,15 @@ def test_precise_captions_use_common_words_and_name_the_larger_object_first():
             if len(sizes) == 2:
                 assert (caption.first.size, caption.second.size) == ("large", "small"), row
             if caption.relation is not None:
-                assert caption.relation == cap.surface_forms("relation", cap.concept_of("relation", caption.relation))[0]
+                assert (
+                    caption.relation
+                    == cap.surface_forms("relation", cap.concept_of("relation", caption.relation))[0]
+                )
             elif len(sizes) == 1:
                 first = scene.objects[cap.reading_order(scene)[0]]
-                assert caption.first.describes(first) and scene.relation_between(*cap.reading_order(scene)) in ("left", "above")
+                assert caption.first.describes(first) and scene.relation_between(
+                    *cap.reading_order(scene)
+                ) in ("left", "above")
 
 
 def test_size_swap_negatives_and_swap_positives_break_the_larger_first_order():
@@ -311,7 +329,9 @@ def test_replace_negatives_draw_the_new_word_from_the_whole_word_list():
     at caption frequencies: rare synonyms are as common in negatives as common words."""
     rare = total = expected = 0
     for _, row in sample_examples("finetune", 1500, seed=9):
-        original, negative = (cap.parse_caption(row[c]) for c in (columns.CAPTION, columns.HARD_NEGATIVE_REPLACE))
+        original, negative = (
+            cap.parse_caption(row[c]) for c in (columns.CAPTION, columns.HARD_NEGATIVE_REPLACE)
+        )
         (slot,) = cap.changed_slots(original, negative)
         word = cap.slot_value(negative, slot)
         forms = cap.surface_forms(slot.name, cap.concept_of(slot.name, word))

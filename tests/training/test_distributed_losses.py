@@ -72,7 +72,9 @@ def _layout_data(layout: str, step: int) -> dict[str, torch.Tensor]:
     _, num_pos, num_neg = LAYOUTS[layout]
     if layout == "mixed":
         return data
-    mask_pos = data["positive_mask"][:, :1] if num_pos else torch.zeros(len(data["images"]), 1, dtype=torch.bool)
+    mask_pos = (
+        data["positive_mask"][:, :1] if num_pos else torch.zeros(len(data["images"]), 1, dtype=torch.bool)
+    )
     g = torch.Generator().manual_seed(900 + step)
     negatives = torch.randn(len(data["images"]), num_neg, TEXT_IN, generator=g, dtype=torch.float64)
     negative_mask = torch.ones(len(data["images"]), num_neg, dtype=torch.bool)
@@ -94,8 +96,12 @@ def _data(step: int) -> dict[str, torch.Tensor]:
         "positives": torch.randn(n, P, TEXT_IN, generator=g, dtype=torch.float64),
         "negatives": torch.randn(n, K, TEXT_IN, generator=g, dtype=torch.float64),
         # rank 0 (rows 0-3) misses little, rank 1 (rows 4-6) misses a lot
-        "positive_mask": torch.tensor([[1, 1], [1, 1], [1, 0], [1, 1], [0, 0], [1, 0], [0, 1]], dtype=torch.bool),
-        "negative_mask": torch.tensor([[1, 1], [1, 1], [1, 1], [0, 1], [1, 0], [0, 0], [1, 0]], dtype=torch.bool),
+        "positive_mask": torch.tensor(
+            [[1, 1], [1, 1], [1, 0], [1, 1], [0, 0], [1, 0], [0, 1]], dtype=torch.bool
+        ),
+        "negative_mask": torch.tensor(
+            [[1, 1], [1, 1], [1, 1], [0, 1], [1, 0], [0, 0], [1, 0]], dtype=torch.bool
+        ),
     }
     if step == 1:  # a second pattern, so the thresholds' "previous step" is a different batch
         data["negative_mask"] = data["negative_mask"].roll(1, dims=0)
@@ -106,7 +112,7 @@ def _run(model, objective, shard_of, layout: str = "mixed") -> dict:
     """STEPS SGD steps; records every term, the input and parameter gradients, and the CMR thresholds."""
     optimiser = torch.optim.SGD(model.parameters(), lr=0.5)
     record = {"terms": [], "input_grads": [], "param_grads": [], "thresholds": [], "logit_scale": []}
-    terms = [t for t in TERMS if t in ("loss", "loss_clip") or t[len("loss_"):] in objective.terms]
+    terms = [t for t in TERMS if t in ("loss", "loss_clip") or t[len("loss_") :] in objective.terms]
     for step in range(STEPS):
         data = shard_of(_layout_data(layout, step))
         inputs = {k: data[k].clone().requires_grad_() for k in ("images", "texts", "positives", "negatives")}
@@ -168,14 +174,18 @@ def test_two_process_gather_equals_single_process_full_batch(tmp_path):
             start = sum(SHARD_SIZES[:rank])
             for name, grad in single["input_grads"][step].items():
                 local = record["input_grads"][step][name] / world_size
-                torch.testing.assert_close(local, grad[start : start + SHARD_SIZES[rank]], msg=f"{name} step {step}")
+                torch.testing.assert_close(
+                    local, grad[start : start + SHARD_SIZES[rank]], msg=f"{name} step {step}"
+                )
             torch.testing.assert_close(record["thresholds"][step], single["thresholds"][step])
     # the thresholds moved away from their initial 0 and are identical on both ranks
     assert torch.all(single["thresholds"][0] != 0)
     assert torch.equal(ranks[0]["thresholds"][-1], ranks[1]["thresholds"][-1])
     for rank, record in enumerate(ranks):
         for name, value in single["params"].items():
-            torch.testing.assert_close(record["params"][name], value, msg=f"rank {rank} {name} after training")
+            torch.testing.assert_close(
+                record["params"][name], value, msg=f"rank {rank} {name} after training"
+            )
     # clamp_logit_scale reached through DDP: the first step took the scale out of [0, ln 100] (this
     # random model lowers it) and the clamp put it back, on every rank as in the single process
     before, after = single["logit_scale"][0]
@@ -192,8 +202,14 @@ def _nan_worker(rank: int, world_size: int, init_file: str, out_dir: str) -> Non
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
     try:
         bad = float("nan") if rank == 1 else 0.5  # only rank 1 sees a broken hard-negative term
-        terms = {"loss": torch.tensor(1.0 + bad), "loss_clip": torch.tensor(1.0), "loss_hn": torch.tensor(bad)}
-        check_finite_loss({k: torch.tensor(1.0) for k in terms}, step=6, logit_scale=torch.tensor(50.0))  # all fine
+        terms = {
+            "loss": torch.tensor(1.0 + bad),
+            "loss_clip": torch.tensor(1.0),
+            "loss_hn": torch.tensor(bad),
+        }
+        check_finite_loss(
+            {k: torch.tensor(1.0) for k in terms}, step=6, logit_scale=torch.tensor(50.0)
+        )  # all fine
         try:
             check_finite_loss(terms, step=7, logit_scale=torch.tensor(50.0))
             message = "no error"
@@ -224,11 +240,16 @@ def test_recipe_objectives_on_two_processes_equal_the_full_batch(tmp_path, layou
     """The svlc and ce-clip recipes' objectives (gathered global batch) on two uneven shards: every term, the
     DDP-averaged gradients and the CMR thresholds (several steps) equal one process on the full batch."""
     world_size = len(SHARD_SIZES)
-    mp.spawn(_worker, args=(world_size, str(tmp_path / "init"), str(tmp_path), layout), nprocs=world_size, join=True)
+    mp.spawn(
+        _worker,
+        args=(world_size, str(tmp_path / "init"), str(tmp_path), layout),
+        nprocs=world_size,
+        join=True,
+    )
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(world_size)]
     single = _run(_model(), _objective(layout), lambda data: data, layout)
     for step in range(STEPS):
-        for rank, record in enumerate(ranks):
+        for _rank, record in enumerate(ranks):
             torch.testing.assert_close(record["terms"][step], single["terms"][step], msg=f"terms step {step}")
             for name, grad in single["param_grads"][step].items():
                 torch.testing.assert_close(record["param_grads"][step][name], grad, msg=f"{name} step {step}")

@@ -26,7 +26,9 @@ def _rows(n: int) -> Dataset:
         "image": [PILImage.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)) for _ in range(n)],
         "caption": [f"a red cube and a blue sphere number {i}" for i in range(n)],
         columns.HARD_POSITIVE_REPLACE: [f"a red block and a blue sphere number {i}" for i in range(n)],
-        columns.HARD_POSITIVE_SWAP: [None if i % 2 else f"a blue sphere and a red cube number {i}" for i in range(n)],
+        columns.HARD_POSITIVE_SWAP: [
+            None if i % 2 else f"a blue sphere and a red cube number {i}" for i in range(n)
+        ],
         columns.HARD_NEGATIVE_REPLACE: [f"a green cube and a blue sphere number {i}" for i in range(n)],
         columns.HARD_NEGATIVE_SWAP: [f"a blue cube and a red sphere number {i}" for i in range(n)],
     }
@@ -35,7 +37,9 @@ def _rows(n: int) -> Dataset:
 
 
 def _features(model, processor, data: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
-    inputs = processor(text=list(data["caption"]), images=list(data["image"]), return_tensors="pt", padding=True)
+    inputs = processor(
+        text=list(data["caption"]), images=list(data["image"]), return_tensors="pt", padding=True
+    )
     with torch.no_grad():
         out = model.eval()(**inputs)
     return out.image_embeds, out.text_embeds
@@ -66,10 +70,20 @@ def test_lora_training_saves_adapter_and_merges_to_plain_clip(tiny, tmp_path):
     model, processor = tiny
     base_copy = copy.deepcopy(model)
     args = HardPosTrainingArguments(
-        output_dir=str(tmp_path / "run"), use_lora=True, lora_r=4, lora_alpha=8,
-        lora_target_modules=["q_proj", "v_proj"], max_steps=3, per_device_train_batch_size=8,
-        learning_rate=1e-2, save_strategy="steps", save_steps=3, logging_steps=1, report_to="none",
-        disable_tqdm=True, use_cpu=True,
+        output_dir=str(tmp_path / "run"),
+        use_lora=True,
+        lora_r=4,
+        lora_alpha=8,
+        lora_target_modules=["q_proj", "v_proj"],
+        max_steps=3,
+        per_device_train_batch_size=8,
+        learning_rate=1e-2,
+        save_strategy="steps",
+        save_steps=3,
+        logging_steps=1,
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=True,
     )
     data = _rows(8)
     trainer = HardPosTrainer(model=model, args=args, train_dataset=data, processor=processor)
@@ -85,7 +99,9 @@ def test_lora_training_saves_adapter_and_merges_to_plain_clip(tiny, tmp_path):
     assert any(p.abs().sum() > 0 for p in lora_b)  # B starts at zero: the adapters did learn
 
     checkpoint = tmp_path / "run" / "checkpoint-3"
-    assert (checkpoint / "adapter_model.safetensors").is_file() and (checkpoint / "adapter_config.json").is_file()
+    assert (checkpoint / "adapter_model.safetensors").is_file() and (
+        checkpoint / "adapter_config.json"
+    ).is_file()
     assert not (checkpoint / "model.safetensors").exists()
     from huggingface_hub import ModelCard
 
@@ -112,7 +128,10 @@ def test_lora_training_saves_adapter_and_merges_to_plain_clip(tiny, tmp_path):
     # The merged export still says how its weights were trained: rank, alpha, targets, trainable counts.
     assert card_contents(trainer, trainer.model_card_data, is_adapter=False)[1]["lora"] == lora
     assert lora["summary"] in merged_card.text
-    assert f"trainable parameters: {lora['trainable_parameters']} of {lora['total_parameters']}" in merged_card.text
+    assert (
+        f"trainable parameters: {lora['trainable_parameters']} of {lora['total_parameters']}"
+        in merged_card.text
+    )
     assert trainer.model is peft_model and any("lora_" in n for n, _ in trainer.model.named_parameters())
 
     # The saved adapter on top of the base reproduces the same model (peft's loading path).
@@ -148,10 +167,17 @@ def test_the_training_seed_fixes_the_adapters_whatever_the_global_generator_hold
     def adapters(global_seed: int, seed: int) -> dict[str, torch.Tensor]:
         torch.manual_seed(global_seed)  # what the caller happened to do before building the trainer
         args = HardPosTrainingArguments(
-            output_dir=str(tmp_path), use_lora=True, lora_r=4, lora_alpha=8, seed=seed, report_to="none",
+            output_dir=str(tmp_path),
+            use_lora=True,
+            lora_r=4,
+            lora_alpha=8,
+            seed=seed,
+            report_to="none",
             use_cpu=True,
         )
-        trainer = HardPosTrainer(model=copy.deepcopy(model), args=args, train_dataset=_rows(4), processor=processor)
+        trainer = HardPosTrainer(
+            model=copy.deepcopy(model), args=args, train_dataset=_rows(4), processor=processor
+        )
         return {n: p.detach().clone() for n, p in trainer.model.named_parameters() if "lora_A" in n}
 
     first, second, other_seed = adapters(1, seed=7), adapters(2, seed=7), adapters(1, seed=8)

@@ -37,11 +37,16 @@ def _data(n: int, eval_schema: bool = False) -> Dataset:
     images = [PILImage.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)) for _ in range(n)]
     caption = [CAPTIONS[i % 3] + f" {i}" for i in range(n)]
     if eval_schema:
-        data = {"image": images, "caption": caption, "hard_negative": [c.replace("red", "green") for c in caption],
-                "hard_positive": [c.replace("cube", "block") for c in caption]}
+        data = {
+            "image": images,
+            "caption": caption,
+            "hard_negative": [c.replace("red", "green") for c in caption],
+            "hard_positive": [c.replace("cube", "block") for c in caption],
+        }
     else:
         data = {
-            "image": images, "caption": caption,
+            "image": images,
+            "caption": caption,
             columns.HARD_POSITIVE_REPLACE: [c.replace("cube", "block") for c in caption],
             columns.HARD_POSITIVE_SWAP: [None] * n,
             columns.HARD_NEGATIVE_REPLACE: [c.replace("red", "green") for c in caption],
@@ -55,9 +60,18 @@ def _trainer(tiny_clip_dir, output_dir, **overrides) -> HardPosTrainer:
     from transformers import CLIPModel, CLIPProcessor
 
     settings = dict(
-        output_dir=str(output_dir), max_steps=3, per_device_train_batch_size=8, learning_rate=5e-4,
-        cmr_weight=0.4, logging_steps=1, eval_strategy="steps", eval_steps=3, save_strategy="no",
-        report_to="none", disable_tqdm=True, use_cpu=True,
+        output_dir=str(output_dir),
+        max_steps=3,
+        per_device_train_batch_size=8,
+        learning_rate=5e-4,
+        cmr_weight=0.4,
+        logging_steps=1,
+        eval_strategy="steps",
+        eval_steps=3,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=True,
     )
     settings.update(overrides)
     return HardPosTrainer(
@@ -93,7 +107,9 @@ def test_card_yaml_parses_and_holds_the_measured_metrics(trained):
     assert front["library_name"] == "transformers"
     assert front["license"] == "apache-2.0"
 
-    logged = next(e for e in reversed(trainer.state.log_history) if "eval_toy_replace_augmented_accuracy" in e)
+    logged = next(
+        e for e in reversed(trainer.state.log_history) if "eval_toy_replace_augmented_accuracy" in e
+    )
     results = front["model-index"][0]["results"]
     assert front["model-index"][0]["name"] == "clip-hardpos-toy"
     metrics = {m["type"]: m["value"] for r in results for m in r["metrics"]}
@@ -127,7 +143,9 @@ def test_card_contents_state_what_happened(trained):
     facts = contents["train_datasets"][0]["description"].split("; ")
     assert "8 rows" in facts and "`hard_positive_swap` present in 0" in facts
     header = contents["training_log"].splitlines()[0]
-    assert {"loss_clip", "loss_hn", "loss_hp", "loss_cmr", "logit_scale"} <= {c.strip() for c in header.split("|")}
+    assert {"loss_clip", "loss_hn", "loss_hp", "loss_cmr", "logit_scale"} <= {
+        c.strip() for c in header.split("|")
+    }
     citations = contents["citations"]
     assert citations[:2] == cite(*PAPER_CITATIONS).split("\n\n")  # both papers first
     assert set(trainer.objective.citation.split("\n\n")) <= set(citations)  # then every loss term's paper
@@ -135,7 +153,14 @@ def test_card_contents_state_what_happened(trained):
     # The rendered card (the product): its sections, and the formula where the template puts it.
     text = (output_dir / "README.md").read_text()
     headings = [line for line in text.splitlines() if line.startswith("## ")]
-    assert headings == ["## Usage", "## Evaluation", "## Training", "## Intended use", "## Limitations", "## Citation"]
+    assert headings == [
+        "## Usage",
+        "## Evaluation",
+        "## Training",
+        "## Intended use",
+        "## Limitations",
+        "## Citation",
+    ]
     assert contents["loss_formula"] in text
 
 
@@ -151,8 +176,13 @@ def test_push_to_hub_uploads_the_generated_card(tiny_clip_dir, tmp_path, monkeyp
         def upload_folder(self, *, repo_id, folder_path, **kwargs):
             from pathlib import Path
 
-            uploads.append((repo_id, sorted(p.name for p in Path(folder_path).iterdir()),
-                            (Path(folder_path) / "README.md").read_text()))
+            uploads.append(
+                (
+                    repo_id,
+                    sorted(p.name for p in Path(folder_path).iterdir()),
+                    (Path(folder_path) / "README.md").read_text(),
+                )
+            )
             if kwargs.get("run_as_future"):  # the Trainer's checkpoint pushes wait on a Future
                 from concurrent.futures import Future
 
@@ -162,8 +192,14 @@ def test_push_to_hub_uploads_the_generated_card(tiny_clip_dir, tmp_path, monkeyp
 
     monkeypatch.setattr(trainer_module, "hf_api", lambda: FakeApi())
     trainer = _trainer(
-        tiny_clip_dir, tmp_path / "pushed", push_to_hub=True, hub_model_id="someone/clip-hardpos",
-        max_steps=1, eval_strategy="no", save_strategy="steps", save_steps=1,
+        tiny_clip_dir,
+        tmp_path / "pushed",
+        push_to_hub=True,
+        hub_model_id="someone/clip-hardpos",
+        max_steps=1,
+        eval_strategy="no",
+        save_strategy="steps",
+        save_steps=1,
     )
     trainer.train()
     assert "README.md" in uploads[0][1]  # the checkpoint push carried the card too
@@ -176,10 +212,17 @@ def test_push_to_hub_uploads_the_generated_card(tiny_clip_dir, tmp_path, monkeyp
 
 
 def test_non_default_hyperparameters_diff_against_field_defaults(tmp_path):
-    args = HardPosTrainingArguments(output_dir=str(tmp_path), learning_rate=1e-3, imc_weight=0.2,
-                                    lora_target_modules=["q_proj"], report_to="none")
+    args = HardPosTrainingArguments(
+        output_dir=str(tmp_path),
+        learning_rate=1e-3,
+        imc_weight=0.2,
+        lora_target_modules=["q_proj"],
+        report_to="none",
+    )
     assert non_default_hyperparameters(args) == {
-        "imc_weight": 0.2, "learning_rate": 1e-3, "lora_target_modules": ["q_proj"],
+        "imc_weight": 0.2,
+        "learning_rate": 1e-3,
+        "lora_target_modules": ["q_proj"],
     }
     assert non_default_hyperparameters(HardPosTrainingArguments(output_dir=str(tmp_path))) == {}
 
@@ -202,8 +245,12 @@ def test_card_eval_table_is_the_package_table_with_its_tie_rule(trained):
 
     trainer, output_dir = trained
     text = (output_dir / "README.md").read_text()
-    logged = next(e for e in reversed(trainer.state.log_history) if "eval_toy_replace_augmented_accuracy" in e)
-    metrics = {k[len("eval_toy_replace_"):]: v for k, v in logged.items() if k.startswith("eval_toy_replace_")}
+    logged = next(
+        e for e in reversed(trainer.state.log_history) if "eval_toy_replace_augmented_accuracy" in e
+    )
+    metrics = {
+        k[len("eval_toy_replace_") :]: v for k, v in logged.items() if k.startswith("eval_toy_replace_")
+    }
     table = metrics_table({"toy_replace": metrics}, label="eval set", markdown=True)
     assert table in text and f"{100 * metrics['augmented_accuracy']:.1f}" in table
     assert TIE_RULE in text
@@ -215,9 +262,17 @@ def test_global_batch_counts_processes_and_accumulation():
 
     from hf_hardpos.training.run_facts import global_batch
 
-    layout = dict(per_device_train_batch_size=8, world_size=2, gradient_accumulation_steps=4, dataloader_drop_last=False)
+    layout = dict(
+        per_device_train_batch_size=8, world_size=2, gradient_accumulation_steps=4, dataloader_drop_last=False
+    )
     assert global_batch(SimpleNamespace(**layout, gather_across_processes=True)) == {
-        "size": 64, "per_device": 8, "processes": 2, "accumulation": 4, "contrasted": 16, "padded_rows": 0}
+        "size": 64,
+        "per_device": 8,
+        "processes": 2,
+        "accumulation": 4,
+        "contrasted": 16,
+        "padded_rows": 0,
+    }
     assert global_batch(SimpleNamespace(**layout, gather_across_processes=False))["contrasted"] == 8
     one = global_batch(SimpleNamespace(**{**layout, "world_size": 1}, gather_across_processes=True))
     assert (one["size"], one["contrasted"]) == (32, 8)
@@ -230,8 +285,12 @@ def test_card_records_global_batch_and_the_training_sets_config_split_revision(t
     from hf_hardpos.training import model_card, run_facts
 
     trainer, _ = trained
-    data = HardPosModelCardData(train_dataset_id="example-org/hardpos-coco", train_dataset_config="ce_clip",
-                                train_dataset_split="train", train_dataset_revision="commit 0123abcd")
+    data = HardPosModelCardData(
+        train_dataset_id="example-org/hardpos-coco",
+        train_dataset_config="ce_clip",
+        train_dataset_split="train",
+        train_dataset_revision="commit 0123abcd",
+    )
     single = model_card.card_contents(trainer, data)[1]
     monkeypatch.setattr(run_facts, "batch_layout", lambda args: (8, 2, 4))
     double = model_card.card_contents(trainer, data)[1]
@@ -239,8 +298,10 @@ def test_card_records_global_batch_and_the_training_sets_config_split_revision(t
     assert [single["global_batch"][k] for k in layout] == [8, 8, 1, 1, 0]
     # 8 training rows in rounds of 8 x 2 processes: the round is completed with 8 rows trained twice.
     assert [double["global_batch"][k] for k in layout] == [64, 8, 2, 4, 8]
-    identity = re.search(r"`example-org/hardpos-coco`, config `(.*?)`, split `(.*?)`, revision `(.*?)`",
-                         double["train_datasets"][0]["description"])
+    identity = re.search(
+        r"`example-org/hardpos-coco`, config `(.*?)`, split `(.*?)`, revision `(.*?)`",
+        double["train_datasets"][0]["description"],
+    )
     assert identity.groups() == ("ce_clip", "train", "commit 0123abcd")
     # The rendered card (the product) states the layout of the 2-process run.
     text = model_card.generate_model_card(trainer, data).text
@@ -259,7 +320,7 @@ def test_padded_rows_per_epoch_follow_accelerates_even_batches():
 
 def _python_block(text: str, after: str) -> str:
     start = text.index("```python\n", text.index(after)) + len("```python\n")
-    return text[start:text.index("```", start)]
+    return text[start : text.index("```", start)]
 
 
 def test_card_usage_scores_an_image_against_captions(trained, tmp_path, capsys):
@@ -272,13 +333,17 @@ def test_card_usage_scores_an_image_against_captions(trained, tmp_path, capsys):
     text = (output_dir / "README.md").read_text()
     code = _python_block(text, "## Usage")
     PILImage.fromarray(np.full((32, 32, 3), 120, dtype=np.uint8)).save(tmp_path / "photo.jpg")
-    code = code.replace('"clip-hardpos-toy"', repr(str(output_dir))).replace('"photo.jpg"', repr(str(tmp_path / "photo.jpg")))
+    code = code.replace('"clip-hardpos-toy"', repr(str(output_dir))).replace(
+        '"photo.jpg"', repr(str(tmp_path / "photo.jpg"))
+    )
     exec(compile(code, "card-usage", "exec"), {})
     printed = capsys.readouterr().out.strip().splitlines()
     assert len(printed) == 3
     model, processor = CLIPModel.from_pretrained(output_dir).eval(), CLIPProcessor.from_pretrained(output_dir)
     captions = [line.split("  ", 1)[1] for line in printed]
-    inputs = processor(text=captions, images=PILImage.open(tmp_path / "photo.jpg"), return_tensors="pt", padding=True)
+    inputs = processor(
+        text=captions, images=PILImage.open(tmp_path / "photo.jpg"), return_tensors="pt", padding=True
+    )
     with torch.no_grad():
         out = model(**inputs)
     expected = torch.nn.functional.cosine_similarity(out.image_embeds, out.text_embeds).tolist()
@@ -291,18 +356,36 @@ def test_card_shows_base_and_fine_tuned_rows_with_chance_flags_and_compute(train
     trainer, output_dir = trained
     text = (output_dir / "README.md").read_text()
     table = text.split("### Base model and fine-tuned model")[1].split("###")[0]
-    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("| toy")]
-    start = next(e for e in trainer.state.log_history if e.get("step") == 0 and "eval_toy_replace_brittleness" in e)
+    rows = [
+        [c.strip() for c in line.strip("|").split("|")]
+        for line in table.splitlines()
+        if line.startswith("| toy")
+    ]
+    start = next(
+        e for e in trainer.state.log_history if e.get("step") == 0 and "eval_toy_replace_brittleness" in e
+    )
     last = next(e for e in reversed(trainer.state.log_history) if "eval_toy_replace_brittleness" in e)
     assert [r[1] for r in rows] == ["base model (step 0)", f"fine-tuned (step {last['step']})"]
     for row, entry in zip(rows, (start, last)):
-        values = {m: entry[f"eval_toy_replace_{m}"] for m in ("original_accuracy", "augmented_accuracy", "brittleness")}
+        values = {
+            m: entry[f"eval_toy_replace_{m}"]
+            for m in ("original_accuracy", "augmented_accuracy", "brittleness")
+        }
         assert row[2:5] == [f"{100 * v:.1f}" for v in values.values()]
-        flagged = [name for name, m in (("orig acc", "original_accuracy"), ("aug acc", "augmented_accuracy"),
-                                        ("brittleness", "brittleness")) if at_chance(m, values[m])]
+        flagged = [
+            name
+            for name, m in (
+                ("orig acc", "original_accuracy"),
+                ("aug acc", "augmented_accuracy"),
+                ("brittleness", "brittleness"),
+            )
+            if at_chance(m, values[m])
+        ]
         assert row[5] == ("at or past chance: " + ", ".join(flagged) if flagged else "better than chance")
     runtime = next(e["train_runtime"] for e in trainer.state.log_history if "train_runtime" in e)
-    assert re.search(rf"Trained for {runtime:,.0f} s \(3 steps\) on cpu( \([^)]*cores\))?, 1 process\(es\), fp32\.", text)
+    assert re.search(
+        rf"Trained for {runtime:,.0f} s \(3 steps\) on cpu( \([^)]*cores\))?, 1 process\(es\), fp32\.", text
+    )
 
 
 def test_card_license_comes_from_the_data_else_the_base_models_card(tmp_path):
@@ -312,7 +395,10 @@ def test_card_license_comes_from_the_data_else_the_base_models_card(tmp_path):
     base.mkdir()
     (base / "README.md").write_text("---\nlicense: mit\n---\n# base\n")
     assert base_license(str(base)) == "mit"
-    assert base_license(str(tmp_path / "nothing")) is None and base_license("openai/clip-vit-base-patch32") is None
+    assert (
+        base_license(str(tmp_path / "nothing")) is None
+        and base_license("openai/clip-vit-base-patch32") is None
+    )
 
 
 def test_a_model_name_with_html_and_a_line_break_stays_one_heading(trained):

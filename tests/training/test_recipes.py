@@ -41,7 +41,14 @@ TABLE = {
                   "use_lora": True, "global_batch": 512},
 }  # fmt: skip
 # svlc 3: contrastive_hard_negatives follows the HN weight, so --hard_negative_weight 0 is Table 3's "0 HN".
-VERSIONS = {"svlc": 3, "negclip": 2, "ce-clip": 2, "hp-hn-swap-only": 1, "hp-hn-replace-only": 1, "clip-coco": 1}
+VERSIONS = {
+    "svlc": 3,
+    "negclip": 2,
+    "ce-clip": 2,
+    "hp-hn-swap-only": 1,
+    "hp-hn-replace-only": 1,
+    "clip-coco": 1,
+}
 
 
 @pytest.mark.parametrize("name", sorted(TABLE))
@@ -71,13 +78,20 @@ def test_recipe_files_pin_the_published_settings(name, tmp_path):
     if name.startswith("hp-hn-"):  # Table 1(d): HP+HN on one kind of data
         kind = name.split("-")[2]
         assert (args.hard_negative_weight, args.hard_positive_weight) == (1.0, 1.0)
-        assert args.positive_columns == [f"hard_positive_{kind}"] and args.negative_columns == [f"hard_negative_{kind}"]
+        assert args.positive_columns == [f"hard_positive_{kind}"] and args.negative_columns == [
+            f"hard_negative_{kind}"
+        ]
     if name == "clip-coco":  # Table 10: no hard positive, no hard negative in any term
-        assert args.hard_negative_weight == args.hard_positive_weight == 0 and args.contrastive_hard_negatives is False
+        assert (
+            args.hard_negative_weight == args.hard_positive_weight == 0
+            and args.contrastive_hard_negatives is False
+        )
         assert args.positive_columns == [] and args.negative_columns == []
 
 
-@pytest.mark.parametrize(("name", "captions"), [("svlc", 591_753), ("negclip", 591_753), ("ce-clip", 414_113)])
+@pytest.mark.parametrize(
+    ("name", "captions"), [("svlc", 591_753), ("negclip", 591_753), ("ce-clip", 414_113)]
+)
 def test_recipe_warmup_ends_inside_the_run(name, captions, tmp_path):
     """At the recipe's global batch on its COCO split (train2017: 591,753 captions; train2014, CE-CLIP's:
     414,113), with the last partial batch dropped, warmup ends before the last step."""
@@ -87,7 +101,10 @@ def test_recipe_warmup_ends_inside_the_run(name, captions, tmp_path):
     assert 0 < args.warmup_steps < steps
     if name == "svlc":
         assert steps == 5_775 and 10_000 > steps  # TSVLC's own 10,000 steps would never end
-        assert recipe.global_batch_size == args.per_device_train_batch_size * 4 * args.gradient_accumulation_steps
+        assert (
+            recipe.global_batch_size
+            == args.per_device_train_batch_size * 4 * args.gradient_accumulation_steps
+        )
         assert args.hard_example_sampling == "one_per_row"
 
 
@@ -129,8 +146,13 @@ def test_recipe_runs_with_overrides_and_the_card_names_every_deviation(tiny_clip
     card = (output / "README.md").read_text()
     assert all(f"- {line}\n" in card for line in [*report.deviations, *report.notes])
     assert "- `learning_rate`: `5e-06`" in card and "- `adam_beta2`: `0.98`" in card
-    draw = HardPosDataCollator(None, positive_columns=args.positive_columns, negative_columns=args.negative_columns,
-                               sampling=args.hard_example_sampling, seed=args.seed).describe_sampling()
+    draw = HardPosDataCollator(
+        None,
+        positive_columns=args.positive_columns,
+        negative_columns=args.negative_columns,
+        sampling=args.hard_example_sampling,
+        seed=args.seed,
+    ).describe_sampling()
     assert draw in card
 
 
@@ -161,7 +183,9 @@ def test_random_resized_crop_samples_within_bounds_and_is_seeded():
         assert 3 / 4 * 0.99 <= w / h <= 4 / 3 * 1.01
     assert len(set(boxes)) > 50  # random, not one fixed crop
     torch.manual_seed(0)
-    assert [crop.crop_box(500, 400) for _ in range(300)] == boxes  # torch's (checkpointed) generator drives it
+    assert [
+        crop.crop_box(500, 400) for _ in range(300)
+    ] == boxes  # torch's (checkpointed) generator drives it
 
     image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (427, 640, 3), dtype=np.uint8))
     torch.manual_seed(1)
@@ -169,7 +193,9 @@ def test_random_resized_crop_samples_within_bounds_and_is_seeded():
     torch.manual_seed(1)
     box = crop.crop_box(640, 427)
     assert out.size == (24, 24)
-    assert np.array_equal(np.asarray(out), np.asarray(image.crop(box).resize((24, 24), Image.Resampling.BICUBIC)))
+    assert np.array_equal(
+        np.asarray(out), np.asarray(image.crop(box).resize((24, 24), Image.Resampling.BICUBIC))
+    )
     with pytest.raises(UserInputError, match="train_crop_scale"):
         RandomResizedCrop((24, 24), scale=(0.5, 1.5))
     # Far outside the aspect-ratio range no draw fits: a centre crop clamped to the range.
@@ -193,8 +219,12 @@ def test_collator_augments_training_images_when_asked(tiny_clip_dir):
     assert not torch.allclose(pixels, plain(rows)["pixel_values"])
     torch.manual_seed(3)
     cropped = [crop(r["image"]) for r in rows]
-    reference = processor.image_processor(images=cropped, do_resize=False, do_center_crop=False, return_tensors="pt")
-    torch.testing.assert_close(pixels, reference["pixel_values"], rtol=0, atol=0)  # rescaled and normalised once
+    reference = processor.image_processor(
+        images=cropped, do_resize=False, do_center_crop=False, return_tensors="pt"
+    )
+    torch.testing.assert_close(
+        pixels, reference["pixel_values"], rtol=0, atol=0
+    )  # rescaled and normalised once
 
 
 def test_local_training_folder_is_read_by_content(tmp_path):
@@ -209,7 +239,9 @@ def test_local_training_folder_is_read_by_content(tmp_path):
 
     def build_and_load(seed: int):
         make_finetune_dataset(16, seed=seed).to_parquet(str(folder / "data" / "train-00000-of-00001.parquet"))
-        _, data_args, args, _ = parse_arguments(["--output_dir", str(tmp_path / "run"), "--dataset", str(folder)])
+        _, data_args, args, _ = parse_arguments(
+            ["--output_dir", str(tmp_path / "run"), "--dataset", str(folder)]
+        )
         rows, _, _, descriptions, _ = train.load_data(data_args, args)
         return rows, descriptions.get("train", "")
 
@@ -231,7 +263,9 @@ def _recipe_objective(name, tmp_path, *extra):
 
 
 def _unit(generator, *shape):
-    return torch.nn.functional.normalize(torch.randn(*shape, generator=generator, dtype=torch.float64), dim=-1)
+    return torch.nn.functional.normalize(
+        torch.randn(*shape, generator=generator, dtype=torch.float64), dim=-1
+    )
 
 
 def tsvlc_total(image, text, positive, negative, scale, neg_w=1.0):
@@ -245,7 +279,9 @@ def tsvlc_total(image, text, positive, negative, scale, neg_w=1.0):
     loss_pos = (ce(scale * image @ positive.T, labels) + ce(scale * text @ positive.T, labels)) / 2
     pos_neg = torch.stack([text, negative], dim=1)
     loss_neg = ce(scale * (pos_neg @ image[:, :, None])[:, :, 0], torch.zeros_like(labels))
-    clip = (ce(scale * image @ torch.cat([text, negative]).T, labels) + ce(scale * text @ image.T, labels)) / 2
+    clip = (
+        ce(scale * image @ torch.cat([text, negative]).T, labels) + ce(scale * text @ image.T, labels)
+    ) / 2
     return clip + loss_pos + neg_w * loss_neg
 
 
@@ -322,7 +358,10 @@ def ce_clip_step(image, text, negatives, mask, scale, thresholds, imc_form, uppe
     if imc_form == "released_code":
         imc = ce(scale * text @ flat.T, torch.zeros(b, dtype=torch.long))
     else:
-        imc = (torch.logsumexp(scale * (negatives @ text[:, :, None])[:, :, 0], 1) - scale * (image * text).sum(1)).mean()
+        imc = (
+            torch.logsumexp(scale * (negatives @ text[:, :, None])[:, :, 0], 1)
+            - scale * (image * text).sum(1)
+        ).mean()
     return clip + 0.4 * cmr + 0.2 * imc, next_thresholds
 
 

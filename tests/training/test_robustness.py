@@ -32,12 +32,24 @@ def _best_run(tiny_clip_dir, output_dir, max_steps, resume=None):
     (the eval set's row count), so the first evaluated checkpoint, step 2, stays the best for good."""
     model, processor = load_tiny(tiny_clip_dir)
     args = make_args(
-        output_dir, max_steps=max_steps, eval_strategy="steps", eval_steps=2, save_strategy="steps", save_steps=2,
-        save_total_limit=2, load_best_model_at_end=True, metric_for_best_model="eval_toy_num_examples",
+        output_dir,
+        max_steps=max_steps,
+        eval_strategy="steps",
+        eval_steps=2,
+        save_strategy="steps",
+        save_steps=2,
+        save_total_limit=2,
+        load_best_model_at_end=True,
+        metric_for_best_model="eval_toy_num_examples",
         greater_is_better=True,
     )
-    trainer = HardPosTrainer(model=model, args=args, train_dataset=finetune_rows(48), processor=processor,
-                             eval_datasets={"toy": eval_rows(4)})
+    trainer = HardPosTrainer(
+        model=model,
+        args=args,
+        train_dataset=finetune_rows(48),
+        processor=processor,
+        eval_datasets={"toy": eval_rows(4)},
+    )
     trainer.train(resume_from_checkpoint=resume)
     return trainer
 
@@ -52,7 +64,9 @@ def _assert_best_survives_resume(tiny_clip_dir, output_dir: Path):
     final = resumed.model.state_dict()
     for key, value in best_weights.items():  # load_best_model_at_end loaded step 2's weights
         torch.testing.assert_close(final[key], value, rtol=0, atol=0)
-    assert json.loads((output_dir / "checkpoint-6" / "trainer_state.json").read_text())["best_model_checkpoint"] == str(best)
+    assert json.loads((output_dir / "checkpoint-6" / "trainer_state.json").read_text())[
+        "best_model_checkpoint"
+    ] == str(best)
 
 
 def test_best_checkpoint_is_recorded_by_its_final_path_and_survives_a_resume(tiny_clip_dir, tmp_path):
@@ -89,9 +103,12 @@ class StepsRun(TrainerCallback):
 
 def _steps_run(tiny_clip_dir, output_dir, max_steps, resume=None, **overrides):
     model, processor = load_tiny(tiny_clip_dir)
-    args = make_args(output_dir, **{"max_steps": max_steps, "save_strategy": "steps", "save_steps": 2, **overrides})
-    trainer = HardPosTrainer(model=model, args=args, train_dataset=finetune_rows(48), processor=processor,
-                             callbacks=[StepsRun()])
+    args = make_args(
+        output_dir, **{"max_steps": max_steps, "save_strategy": "steps", "save_steps": 2, **overrides}
+    )
+    trainer = HardPosTrainer(
+        model=model, args=args, train_dataset=finetune_rows(48), processor=processor, callbacks=[StepsRun()]
+    )
     trainer.train(resume_from_checkpoint=resume)
     return trainer
 
@@ -145,7 +162,9 @@ def test_safetensors_damage_is_measured_against_its_header(tmp_path):
 
 
 @pytest.mark.parametrize("sections_saved", [True, False])
-def test_card_reports_the_loaded_best_checkpoints_evaluation(tiny_clip_dir, tmp_path, monkeypatch, sections_saved):
+def test_card_reports_the_loaded_best_checkpoints_evaluation(
+    tiny_clip_dir, tmp_path, monkeypatch, sections_saved
+):
     from huggingface_hub import ModelCard
 
     if not sections_saved:  # a best checkpoint without eval sections: the loaded model is evaluated again
@@ -195,10 +214,17 @@ def _crop_run(tiny_clip_dir, output_dir, resume=None, callbacks=(), **overrides)
     model, processor = load_tiny(tiny_clip_dir)
     settings = dict(max_steps=7, save_strategy="steps", save_steps=4, train_crop_scale=[0.3, 1.0])
     args = make_args(output_dir, **{**settings, **overrides})
-    trainer = HardPosTrainer(model=model, args=args, train_dataset=finetune_rows(24), processor=processor,
-                             callbacks=list(callbacks))
+    trainer = HardPosTrainer(
+        model=model,
+        args=args,
+        train_dataset=finetune_rows(24),
+        processor=processor,
+        callbacks=list(callbacks),
+    )
     trainer.train(resume_from_checkpoint=resume)
-    return {e["step"]: e["loss"] for e in trainer.state.log_history if "loss" in e and "train_runtime" not in e}
+    return {
+        e["step"]: e["loss"] for e in trainer.state.log_history if "loss" in e and "train_runtime" not in e
+    }
 
 
 def test_kill_and_resume_with_random_crops_trains_the_same_losses(tiny_clip_dir, tmp_path):
@@ -222,7 +248,9 @@ def test_crops_depend_on_seed_epoch_and_row_only(tiny_clip_dir):
 
     _, processor = load_tiny(tiny_clip_dir)
     rows = [{**finetune_rows(4)[i], ROW_INDEX: 10 + i} for i in range(4)]
-    collator = HardPosDataCollator(processor, image_transform=RandomResizedCrop((32, 32), scale=(0.3, 1.0)), seed=3)
+    collator = HardPosDataCollator(
+        processor, image_transform=RandomResizedCrop((32, 32), scale=(0.3, 1.0)), seed=3
+    )
 
     def pixels(epoch, batch, global_seed):
         torch.manual_seed(global_seed)  # the global RNG (dataloader workers reseed it) plays no part
@@ -256,8 +284,13 @@ def test_ctrl_c_saves_the_current_step_and_resume_continues_from_it(tiny_clip_di
     from hf_hardpos.training.checkpointing import corrupt_parts, missing_parts
 
     model, processor = load_tiny(tiny_clip_dir)
-    trainer = HardPosTrainer(model=model, args=make_args(tmp_path, max_steps=5), train_dataset=finetune_rows(48),
-                             processor=processor, callbacks=[CtrlCDuring(2)])  # save_strategy "no"
+    trainer = HardPosTrainer(
+        model=model,
+        args=make_args(tmp_path, max_steps=5),
+        train_dataset=finetune_rows(48),
+        processor=processor,
+        callbacks=[CtrlCDuring(2)],
+    )  # save_strategy "no"
     before = signal.getsignal(signal.SIGINT)  # Python's default, or SIG_IGN under nohup / a background job
     with pytest.raises(TrainingInterrupted) as stopped:
         trainer.train()
@@ -274,12 +307,14 @@ def test_example_exit_codes_and_one_line_messages(monkeypatch, capsys):
     from hf_hardpos.commands import train
     from hf_hardpos.errors import UserInputError
     from hf_hardpos.training import TrainingInterrupted
+
     outcomes = {
         TrainingInterrupted(7, "out/checkpoint-7"): 130,
         KeyboardInterrupt(): 130,
         UserInputError("--learning_rate must be >= 0"): 2,
     }
     for raised, code in outcomes.items():
+
         def main(argv=None, prog=None, raised=raised):
             raise raised
 
@@ -307,8 +342,11 @@ def _with_image_cells(data, edit):
 
     raw = data.cast_column("image", ImageFeature(decode=False))
     cells = edit(list(raw["image"]))
-    return raw.remove_columns("image").add_column("image", cells, feature=ImageFeature(decode=False)).cast_column(
-        "image", ImageFeature())
+    return (
+        raw.remove_columns("image")
+        .add_column("image", cells, feature=ImageFeature(decode=False))
+        .cast_column("image", ImageFeature())
+    )
 
 
 def test_nulls_placeholders_and_missing_columns_are_named_by_row_before_training(tiny_clip_dir, tmp_path):
@@ -327,18 +365,27 @@ def test_nulls_placeholders_and_missing_columns_are_named_by_row_before_training
         _validate(reordered)
     swaps = list(data["hard_positive_swap"])
     swaps[7] = " None "
-    with pytest.raises(UserInputError, match=r"'hard_positive_swap' holds an empty or placeholder .* rows 7;"):
+    with pytest.raises(
+        UserInputError, match=r"'hard_positive_swap' holds an empty or placeholder .* rows 7;"
+    ):
         _validate(_with(data, "hard_positive_swap", swaps))
     with pytest.raises(UserInputError, match=r"column 'image' is null in 1 of 12 rows \(rows 3\)"):
         _validate(_with_image_cells(data, lambda cells: [None if i == 3 else c for i, c in enumerate(cells)]))
     renamed = data.rename_column("hard_negative_swap", "hard_negatives_swap")
-    with pytest.raises(UserInputError, match=r"lacks column\(s\) 'hard_negative_swap' \(did you mean 'hard_negatives_swap'\?\)"):  # noqa: E501
+    with pytest.raises(
+        UserInputError,
+        match=r"lacks column\(s\) 'hard_negative_swap' \(did you mean 'hard_negatives_swap'\?\)",
+    ):  # noqa: E501
         _validate(renamed)
     # The trainer runs the same checks at construction, before any step.
     model, processor = load_tiny(tiny_clip_dir)
     with pytest.raises(UserInputError, match=r"rows 4, 9"):
-        HardPosTrainer(model=model, args=make_args(tmp_path), processor=processor,
-                       train_dataset=_with(data, "caption", captions))
+        HardPosTrainer(
+            model=model,
+            args=make_args(tmp_path),
+            processor=processor,
+            train_dataset=_with(data, "caption", captions),
+        )
 
 
 def test_all_null_hard_example_columns_are_refused_unless_their_weight_is_zero(caplog):
@@ -348,11 +395,16 @@ def test_all_null_hard_example_columns_are_refused_unless_their_weight_is_zero(c
     no_positives = data
     for column in ("hard_positive_replace", "hard_positive_swap"):
         no_positives = _with(no_positives, column, [None] * 8)
-    with pytest.raises(UserInputError, match=r"hard-positive column\(s\) \['hard_positive_replace', 'hard_positive_swap'\] are null on all 8 rows"):  # noqa: E501
+    with pytest.raises(
+        UserInputError,
+        match=r"hard-positive column\(s\) \['hard_positive_replace', 'hard_positive_swap'\] are null on all 8 rows",
+    ):  # noqa: E501
         _validate(no_positives)
     assert _validate(no_positives, hard_positive_weight=0.0)["rows"] == 8
     only = _with(data, "hard_negative_replace", [None] * 8).remove_columns("hard_negative_swap")
-    with pytest.raises(UserInputError, match=r"hard-negative column\(s\) \['hard_negative_replace'\] are null on all"):
+    with pytest.raises(
+        UserInputError, match=r"hard-negative column\(s\) \['hard_negative_replace'\] are null on all"
+    ):
         _validate(only, negative_columns=["hard_negative_replace"])
     assert _validate(only, negative_columns=["hard_negative_replace"], hard_negative_weight=0.0)["rows"] == 8
     # One all-null column beside one with captions: the term still trains (on the other), with a warning.
@@ -396,14 +448,21 @@ def test_numeric_options_that_cannot_train_are_refused(tiny_clip_dir, tmp_path, 
 
     model, processor = load_tiny(tiny_clip_dir)
     with pytest.raises(UserInputError, match=named):
-        HardPosTrainer(model=model, args=make_args(tmp_path, **overrides), processor=processor,
-                       train_dataset=finetune_rows(8))
+        HardPosTrainer(
+            model=model,
+            args=make_args(tmp_path, **overrides),
+            processor=processor,
+            train_dataset=finetune_rows(8),
+        )
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--learning_rte", "1e-4"], r"unknown option\(s\): --learning_rte \(did you mean --learning_rate\?\)"),
+        (
+            ["--learning_rte", "1e-4"],
+            r"unknown option\(s\): --learning_rte \(did you mean --learning_rate\?\)",
+        ),
         (["--learning_rate", "abc"], r"invalid float value: 'abc'"),
         (["--warmup_steps", "-1"], r"warmup_steps >= 0"),
         (["--max_steps", "0"], r"max_steps=0"),
@@ -416,7 +475,9 @@ def test_example_bad_flags_and_values_are_one_line_errors_with_exit_2(tmp_path, 
 
     from hf_hardpos.commands.train import finetune
 
-    assert finetune(["--dataset", "d", *argv, "--output_dir", str(tmp_path)]) == 2  # a run of one's own: --dataset
+    assert (
+        finetune(["--dataset", "d", *argv, "--output_dir", str(tmp_path)]) == 2
+    )  # a run of one's own: --dataset
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and re.search(message, err[0]), err
 
@@ -424,6 +485,7 @@ def test_example_bad_flags_and_values_are_one_line_errors_with_exit_2(tmp_path, 
 def test_random_crops_do_not_depend_on_the_number_of_dataloader_workers(tiny_clip_dir, tmp_path):
     """Workers reseed torch's global RNG; per-row generators make that irrelevant."""
     in_process = _crop_run(tiny_clip_dir, tmp_path / "w0", max_steps=3, save_strategy="no")
-    with_workers = _crop_run(tiny_clip_dir, tmp_path / "w2", max_steps=3, save_strategy="no",
-                             dataloader_num_workers=2)
+    with_workers = _crop_run(
+        tiny_clip_dir, tmp_path / "w2", max_steps=3, save_strategy="no", dataloader_num_workers=2
+    )
     assert with_workers == in_process

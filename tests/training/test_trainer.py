@@ -44,8 +44,12 @@ def test_collator_masks_missing_extras_and_never_invents_captions(tiny_clip_dir)
     batch = HardPosDataCollator(processor)(rows)
 
     assert batch["pixel_values"].shape[0] == 6  # rows without a SWAP positive stay in the batch
-    assert batch["positive_mask"].tolist() == [[True, r[columns.HARD_POSITIVE_SWAP] is not None] for r in rows]
-    assert batch["negative_mask"].tolist() == [[True, r[columns.HARD_NEGATIVE_SWAP] is not None] for r in rows]
+    assert batch["positive_mask"].tolist() == [
+        [True, r[columns.HARD_POSITIVE_SWAP] is not None] for r in rows
+    ]
+    assert batch["negative_mask"].tolist() == [
+        [True, r[columns.HARD_NEGATIVE_SWAP] is not None] for r in rows
+    ]
 
     # Exactly the captions that exist were tokenised, in order: no placeholder for the missing ones.
     expected = [r["caption"] for r in rows]
@@ -78,9 +82,16 @@ def test_collator_draws_one_hard_positive_and_one_hard_negative_per_row_and_epoc
     def drawn(epoch, order):
         collator.set_epoch(epoch)
         batch = collator([rows[i] for i in order])
-        decoded = [d.strip() for d in processor.tokenizer.batch_decode(batch["input_ids"], skip_special_tokens=True)]
-        assert batch["positive_index"].shape == (len(order), 1) and batch["negative_index"].shape == (len(order), 1)
-        assert batch["input_ids"].shape[0] == 3 * len(order)  # caption + one positive + one negative, each row
+        decoded = [
+            d.strip() for d in processor.tokenizer.batch_decode(batch["input_ids"], skip_special_tokens=True)
+        ]
+        assert batch["positive_index"].shape == (len(order), 1) and batch["negative_index"].shape == (
+            len(order),
+            1,
+        )
+        assert batch["input_ids"].shape[0] == 3 * len(
+            order
+        )  # caption + one positive + one negative, each row
         out = {}
         for b, i in enumerate(order):
             assert batch["positive_mask"][b, 0] and batch["negative_mask"][b, 0]
@@ -95,7 +106,9 @@ def test_collator_draws_one_hard_positive_and_one_hard_negative_per_row_and_epoc
         # restated: numpy SeedSequence of (seed, epoch, row, stream), uniform over the non-null columns
         assert positive == present_p[int(np.random.default_rng([7, 0, i, 0]).integers(len(present_p)))]
         assert negative == present_n[int(np.random.default_rng([7, 0, i, 1]).integers(len(present_n)))]
-    swaps = lambda draws: sum(p.startswith("a " + rows[i]["caption"].split()[5]) for i, (p, _) in draws.items())  # noqa: E731
+    swaps = lambda draws: sum(
+        p.startswith("a " + rows[i]["caption"].split()[5]) for i, (p, _) in draws.items()
+    )  # noqa: E731
     epochs = [drawn(e, list(range(24))) for e in range(4)]
     assert len({tuple(sorted(e.items())) for e in epochs}) == 4  # each epoch draws anew
     assert 0 < swaps(epoch0) < 24  # both columns are drawn
@@ -119,18 +132,24 @@ def _pinning_without_a_gpu(monkeypatch) -> list[torch.Tensor]:
     monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
     monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a, **k: None)
     monkeypatch.setattr(torch.accelerator, "current_device_index", lambda: 0)
-    monkeypatch.setattr(torch.accelerator, "set_device_index", lambda index: None)  # the pin thread's first call
+    monkeypatch.setattr(
+        torch.accelerator, "set_device_index", lambda index: None
+    )  # the pin thread's first call
     return pinned
 
 
-def test_a_collated_batch_survives_torchs_pin_memory_step_with_the_same_loss(tiny_clip_dir, tmp_path, monkeypatch):
+def test_a_collated_batch_survives_torchs_pin_memory_step_with_the_same_loss(
+    tiny_clip_dir, tmp_path, monkeypatch
+):
     """Every CUDA fine-tune pins its batches (`dataloader_pin_memory=True` is the Trainer's default):
     torch's `pin_memory` copies a mapping and calls `.update`, which `ModelOutput` forbids. The pinned
     batch must stay a `HardPosBatch`, move to the device whole and give the same loss."""
     from torch.utils.data._utils.pin_memory import pin_memory
 
     model, processor = load_tiny(tiny_clip_dir)
-    trainer = HardPosTrainer(model=model, args=make_args(tmp_path), train_dataset=finetune_rows(8), processor=processor)
+    trainer = HardPosTrainer(
+        model=model, args=make_args(tmp_path), train_dataset=finetune_rows(8), processor=processor
+    )
     batch = trainer.data_collator([trainer.train_dataset[i] for i in range(8)])
     pinned_tensors = _pinning_without_a_gpu(monkeypatch)
 
@@ -138,7 +157,9 @@ def test_a_collated_batch_survives_torchs_pin_memory_step_with_the_same_loss(tin
     assert type(pinned) is HardPosBatch and list(pinned) == list(batch)
     assert len(pinned_tensors) == len(batch)  # every field went through the pinning step
     for key in batch:
-        assert pinned[key] is getattr(pinned, key) and pinned[key] is not batch[key]  # attribute and key agree
+        assert (
+            pinned[key] is getattr(pinned, key) and pinned[key] is not batch[key]
+        )  # attribute and key agree
         torch.testing.assert_close(pinned[key], batch[key], rtol=0, atol=0)
     on_device = trainer._prepare_inputs(pinned)
     assert type(on_device) is HardPosBatch
@@ -163,13 +184,17 @@ def test_training_runs_through_the_dataloaders_pin_memory_thread(tiny_clip_dir, 
     trainer.train()
     losses = [e["loss"] for e in trainer.state.log_history if "loss" in e and "train_runtime" not in e]
     assert len(losses) == 2 and all(np.isfinite(losses))
-    assert len(pinned_tensors) >= 2 * len(HardPosBatch.__dataclass_fields__)  # both steps' batches were pinned
+    assert len(pinned_tensors) >= 2 * len(
+        HardPosBatch.__dataclass_fields__
+    )  # both steps' batches were pinned
 
 
 def test_collator_eval_schema_and_pixel_values_match_processor(tiny_clip_dir):
     _, processor = load_tiny(tiny_clip_dir)
     data = eval_rows(3)
-    collator = HardPosDataCollator(processor, positive_columns=["hard_positive"], negative_columns=["hard_negative"])
+    collator = HardPosDataCollator(
+        processor, positive_columns=["hard_positive"], negative_columns=["hard_negative"]
+    )
     batch = collator([data[i] for i in range(3)])
     assert batch["positive_mask"].shape == (3, 1) and bool(batch["positive_mask"].all())
     reference = processor.image_processor(images=[data[i]["image"] for i in range(3)], return_tensors="pt")
@@ -189,10 +214,14 @@ def test_collator_tokens_are_the_tokenizers_whatever_it_has_cached(tiny_clip_dir
     collator = HardPosDataCollator(processor, max_length=16, token_cache_size=cache_size)
     for order in ([0, 1, 2, 3], [3, 2, 1, 0, 4, 5, 6, 7], [5, 3, 5, 0]):
         batch = collator([rows[i] for i in order])
-        texts = [rows[i][columns.CAPTION] for i in order]  # the layout of `HardPosBatch`: captions, positives, negatives
+        texts = [
+            rows[i][columns.CAPTION] for i in order
+        ]  # the layout of `HardPosBatch`: captions, positives, negatives
         for extra_columns in (columns.FINETUNE_POSITIVE_COLUMNS, columns.FINETUNE_NEGATIVE_COLUMNS):
             texts += [rows[i][c] for i in order for c in extra_columns if rows[i][c] is not None]
-        reference = processor.tokenizer(texts, padding=True, truncation=True, max_length=16, return_tensors="pt")
+        reference = processor.tokenizer(
+            texts, padding=True, truncation=True, max_length=16, return_tensors="pt"
+        )
         assert torch.equal(batch["input_ids"], reference["input_ids"])
         assert torch.equal(batch["attention_mask"], reference["attention_mask"])
     assert batch["input_ids"].shape[1] == 16  # the long caption was cut, the rest padded to it
@@ -221,11 +250,20 @@ def test_collator_rejects_bad_rows_naming_row_and_column(tiny_clip_dir, column, 
 def test_trainer_checks_columns_before_training(tiny_clip_dir, tmp_path):
     model, processor = load_tiny(tiny_clip_dir)
     with pytest.raises(ValueError, match=r"the training set lacks column\(s\) 'hard_negative_swap'"):
-        HardPosTrainer(model=model, args=make_args(tmp_path), processor=processor,
-                       train_dataset=finetune_rows(4).remove_columns(columns.HARD_NEGATIVE_SWAP))
+        HardPosTrainer(
+            model=model,
+            args=make_args(tmp_path),
+            processor=processor,
+            train_dataset=finetune_rows(4).remove_columns(columns.HARD_NEGATIVE_SWAP),
+        )
     with pytest.raises(ValueError, match=r"eval set 'bad' lacks column\(s\) \['hard_positive'\]"):
-        HardPosTrainer(model=model, args=make_args(tmp_path), processor=processor, train_dataset=finetune_rows(4),
-                       eval_datasets={"bad": eval_rows(4).remove_columns("hard_positive")})
+        HardPosTrainer(
+            model=model,
+            args=make_args(tmp_path),
+            processor=processor,
+            train_dataset=finetune_rows(4),
+            eval_datasets={"bad": eval_rows(4).remove_columns("hard_positive")},
+        )
 
 
 def test_training_arguments_force_remove_unused_columns_false(tmp_path):
@@ -236,9 +274,12 @@ def test_training_arguments_force_remove_unused_columns_false(tmp_path):
         make_args(tmp_path, hard_positive_mode="bogus")
 
 
-@pytest.mark.parametrize("cores, local_processes, expected", [(16, None, 16), (64, None, 16), (32, "4", 8), (2, "4", 1)])
-def test_auto_workers_share_the_cores_among_the_processes_of_a_machine(tmp_path, monkeypatch, cores, local_processes,
-                                                                       expected):
+@pytest.mark.parametrize(
+    "cores, local_processes, expected", [(16, None, 16), (64, None, 16), (32, "4", 8), (2, "4", 1)]
+)
+def test_auto_workers_share_the_cores_among_the_processes_of_a_machine(
+    tmp_path, monkeypatch, cores, local_processes, expected
+):
     """`dataloader_num_workers: -1` (the recipes' value): the cores this process may use, divided among the
     processes a launcher started on this machine, at most 16 — the same rule as `hardpos eval`'s default."""
     from hf_hardpos.scoring import default_num_workers
@@ -264,14 +305,20 @@ def test_the_python_api_logs_lines_of_numbers_like_the_command(tiny_clip_dir, tm
     from hf_hardpos.training.log_lines import LogLinesCallback
 
     model, processor = load_tiny(tiny_clip_dir)
-    trainer = HardPosTrainer(model=model, args=make_args(tmp_path, max_steps=2), train_dataset=finetune_rows(8),
-                             processor=processor)
+    trainer = HardPosTrainer(
+        model=model,
+        args=make_args(tmp_path, max_steps=2),
+        train_dataset=finetune_rows(8),
+        processor=processor,
+    )
     kinds = [type(c) for c in trainer.callback_handler.callbacks]
     assert LogLinesCallback in kinds and PrinterCallback not in kinds and ProgressCallback not in kinds
     capsys.readouterr()
     trainer.train()
     out = capsys.readouterr()
-    logged = [json.loads(line[line.index("{"):]) for line in (out.out + out.err).splitlines() if '"loss"' in line]
+    logged = [
+        json.loads(line[line.index("{") :]) for line in (out.out + out.err).splitlines() if '"loss"' in line
+    ]
     assert len(logged) == 2 and all(isinstance(entry["loss"], float) for entry in logged)
     assert "\r" not in out.out + out.err
 
@@ -283,7 +330,10 @@ def test_training_decreases_loss_logs_every_term_and_evaluates(tiny_clip_dir, tm
     model, processor = load_tiny(tiny_clip_dir)
     args = make_args(tmp_path, max_steps=6, imc_weight=0.2, cmr_weight=0.4, per_device_train_batch_size=16)
     trainer = HardPosTrainer(
-        model=model, args=args, train_dataset=finetune_rows(16), eval_datasets={"toy": eval_rows(8)},
+        model=model,
+        args=args,
+        train_dataset=finetune_rows(16),
+        eval_datasets={"toy": eval_rows(8)},
         processor=processor,
     )
     trainer.train()
@@ -302,7 +352,9 @@ def test_training_decreases_loss_logs_every_term_and_evaluates(tiny_clip_dir, tm
     for key in ("original_accuracy", "augmented_accuracy", "brittleness", "mean_positive_score"):
         assert isinstance(metrics[f"eval_toy_{key}"], float)
     assert metrics["eval_toy_num_examples"] == 8
-    assert trainer.state.log_history[-1]["eval_toy_augmented_accuracy"] == metrics["eval_toy_augmented_accuracy"]
+    assert (
+        trainer.state.log_history[-1]["eval_toy_augmented_accuracy"] == metrics["eval_toy_augmented_accuracy"]
+    )
 
 
 def test_logit_scale_is_clamped_after_each_step(tiny_clip_dir, tmp_path):
@@ -319,7 +371,10 @@ def test_logit_scale_is_clamped_after_each_step(tiny_clip_dir, tmp_path):
 def test_non_finite_loss_stops_with_the_term_named(tiny_clip_dir, tmp_path, monkeypatch):
     model, processor = load_tiny(tiny_clip_dir)
     trainer = HardPosTrainer(
-        model=model, args=make_args(tmp_path, max_steps=3), train_dataset=finetune_rows(8), processor=processor
+        model=model,
+        args=make_args(tmp_path, max_steps=3),
+        train_dataset=finetune_rows(8),
+        processor=processor,
     )
     term = trainer.objective.terms["hn"]
     original = term.forward
@@ -377,7 +432,10 @@ def test_saved_folder_round_trips_with_identical_scores(tiny_clip_dir, tmp_path)
 
     model, processor = load_tiny(tiny_clip_dir)
     trainer = HardPosTrainer(
-        model=model, args=make_args(tmp_path, max_steps=2), train_dataset=finetune_rows(8), processor=processor
+        model=model,
+        args=make_args(tmp_path, max_steps=2),
+        train_dataset=finetune_rows(8),
+        processor=processor,
     )
     trainer.train()
     out = tmp_path / "final"
@@ -392,7 +450,9 @@ def test_saved_folder_round_trips_with_identical_scores(tiny_clip_dir, tmp_path)
         with torch.no_grad():
             return m.eval()(**inputs).logits_per_image
 
-    torch.testing.assert_close(scores(loaded, loaded_processor), scores(trainer.model, processor), rtol=0, atol=0)
+    torch.testing.assert_close(
+        scores(loaded, loaded_processor), scores(trainer.model, processor), rtol=0, atol=0
+    )
 
 
 def test_finetune_arguments_cli_config_file_and_defaults(tmp_path):
@@ -402,10 +462,23 @@ def test_finetune_arguments_cli_config_file_and_defaults(tmp_path):
     with pytest.raises(UserInputError, match="--dataset is required"):
         finetune_args.parse_arguments(["--output_dir", str(tmp_path), "--learning_rate", "1e-4"])
     model = ["--model_name_or_path", "openai/clip-vit-base-patch32"]
-    _, data_args, args, _ = finetune_args.parse_arguments([*model, "--dataset", "hardpos/coco", "--output_dir", str(tmp_path)])
+    _, data_args, args, _ = finetune_args.parse_arguments(
+        [*model, "--dataset", "hardpos/coco", "--output_dir", str(tmp_path)]
+    )
     assert data_args.dataset == "hardpos/coco" and args.num_train_epochs == 5  # the paper's recipe
     _, data_args, args, _ = finetune_args.parse_arguments(
-        [*model, "--dataset", "hardpos/coco", "--output_dir", str(tmp_path), "--max_steps", "7", "--use_lora", "--lora_r", "4"]
+        [
+            *model,
+            "--dataset",
+            "hardpos/coco",
+            "--output_dir",
+            str(tmp_path),
+            "--max_steps",
+            "7",
+            "--use_lora",
+            "--lora_r",
+            "4",
+        ]
     )
     assert args.max_steps == 7 and args.use_lora and args.lora_r == 4 and args.remove_unused_columns is False
     assert args.inert_options() == {}  # the mode's 5 epochs are not set when --max_steps sets the length
@@ -432,15 +505,43 @@ def test_finetune_example_runs_on_two_cpu_processes(tiny_clip_dir, tmp_path):
     """`torchrun` with 2 processes: the example trains, evaluates and saves."""
     output_dir = tmp_path / "ddp"
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
         str(REPO / "examples" / "finetune.py"),
-        "--use_cpu", "--max_steps", "2", "--per_device_train_batch_size", "8",
-        "--model_name_or_path", str(tiny_clip_dir), "--dataset", str(finetune_folder(tmp_path / "data", 64)),
-        "--eval_datasets", f"swap={swap_eval_folder(tmp_path / 'swap')}", "--max_eval_samples", "16", "--logging_steps", "1",
-        "--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "2", "--disable_tqdm", "true",
-        "--output_dir", str(output_dir),
+        "--use_cpu",
+        "--max_steps",
+        "2",
+        "--per_device_train_batch_size",
+        "8",
+        "--model_name_or_path",
+        str(tiny_clip_dir),
+        "--dataset",
+        str(finetune_folder(tmp_path / "data", 64)),
+        "--eval_datasets",
+        f"swap={swap_eval_folder(tmp_path / 'swap')}",
+        "--max_eval_samples",
+        "16",
+        "--logging_steps",
+        "1",
+        "--eval_strategy",
+        "no",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "2",
+        "--disable_tqdm",
+        "true",
+        "--output_dir",
+        str(output_dir),
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HOME": str(tmp_path / "hf_home")}  # the start model's cache
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "HF_HOME": str(tmp_path / "hf_home"),
+    }  # the start model's cache
     done = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
 
@@ -467,18 +568,31 @@ def test_trainer_refuses_models_other_than_clip(tiny_clip_dir, tmp_path):
 
     model, processor = load_tiny(tiny_clip_dir)
     for wrong in (torch.nn.Linear(2, 2), model.text_model):
-        with pytest.raises(UserInputError, match=rf"trains a transformers CLIPModel .*got {type(wrong).__name__}"):
-            HardPosTrainer(model=wrong, args=make_args(tmp_path), processor=processor, train_dataset=finetune_rows(4))
+        with pytest.raises(
+            UserInputError, match=rf"trains a transformers CLIPModel .*got {type(wrong).__name__}"
+        ):
+            HardPosTrainer(
+                model=wrong, args=make_args(tmp_path), processor=processor, train_dataset=finetune_rows(4)
+            )
     with pytest.raises(UserInputError, match="needs a model"):
-        HardPosTrainer(model=None, args=make_args(tmp_path), processor=processor, train_dataset=finetune_rows(4))
-    plain_lists = HardPosTrainer(model=model, args=make_args(tmp_path, max_steps=1), processor=processor,
-                                 train_dataset=finetune_rows(4), data_collator=lambda rows: rows)
+        HardPosTrainer(
+            model=None, args=make_args(tmp_path), processor=processor, train_dataset=finetune_rows(4)
+        )
+    plain_lists = HardPosTrainer(
+        model=model,
+        args=make_args(tmp_path, max_steps=1),
+        processor=processor,
+        train_dataset=finetune_rows(4),
+        data_collator=lambda rows: rows,
+    )
     with pytest.raises(TypeError, match=r"returned list, not a HardPosBatch"):
         plain_lists.train()
 
 
 @pytest.mark.parametrize("use_lora", [False, True])
-def test_weight_decay_on_every_parameter_with_two_or_more_dims_but_the_logit_scale(tiny_clip_dir, tmp_path, use_lora):
+def test_weight_decay_on_every_parameter_with_two_or_more_dims_but_the_logit_scale(
+    tiny_clip_dir, tmp_path, use_lora
+):
     """open_clip <= v3.3 / TSVLC / CE-CLIP's rule: exclude `p.ndim < 2 or "bn"/"ln"/"bias"/"logit_scale" in
     name` (TSVLC src/training/main.py @90b18e7); CLIP's bn/ln/bias tensors are all 1-D, so it is ndim >= 2
     minus the logit scale, position embeddings included, LoRA's A/B matrices included."""
@@ -490,7 +604,10 @@ def test_weight_decay_on_every_parameter_with_two_or_more_dims_but_the_logit_sca
     expected = {n for n, p in shapes.items() if p.ndim >= 2 and not n.endswith("logit_scale")}
     decayed = trainer.get_decay_parameter_names(trainer.model)
     assert len(decayed) == len(set(decayed)) and set(decayed) == expected
-    for name in ("vision_model.embeddings.position_embedding.weight", "text_model.embeddings.position_embedding.weight"):
+    for name in (
+        "vision_model.embeddings.position_embedding.weight",
+        "text_model.embeddings.position_embedding.weight",
+    ):
         assert any(n.endswith(name) for n in decayed), name
     assert not [n for n in decayed if "class_embedding" in n or "layer_norm" in n or n.endswith("bias")]
     assert any("lora_A" in n for n in decayed) == use_lora
@@ -503,13 +620,20 @@ def test_weight_decay_on_every_parameter_with_two_or_more_dims_but_the_logit_sca
     if not use_lora:
         assert group_of[id(model.logit_scale)] == 0.0
         assert group_of[id(model.text_model.embeddings.position_embedding.weight)] == 0.1
-    assert optimizer.defaults["betas"] == (0.9, 0.999)  # TrainingArguments defaults unless a recipe says otherwise
+    assert optimizer.defaults["betas"] == (
+        0.9,
+        0.999,
+    )  # TrainingArguments defaults unless a recipe says otherwise
 
 
-def test_loss_is_computed_in_fp32_from_renormalised_embeddings_under_bf16(tiny_clip_dir, tmp_path, monkeypatch):
+def test_loss_is_computed_in_fp32_from_renormalised_embeddings_under_bf16(
+    tiny_clip_dir, tmp_path, monkeypatch
+):
     model, processor = load_tiny(tiny_clip_dir)
     trainer = HardPosTrainer(
-        model=model, args=make_args(tmp_path, max_steps=1, bf16=True), train_dataset=finetune_rows(8),
+        model=model,
+        args=make_args(tmp_path, max_steps=1, bf16=True),
+        train_dataset=finetune_rows(8),
         processor=processor,
     )
     projection_dtypes, seen = [], []
@@ -530,7 +654,9 @@ def test_loss_is_computed_in_fp32_from_renormalised_embeddings_under_bf16(tiny_c
         assert inputs[key].dtype == torch.float32, key
     for key in ("image_embeds", "text_embeds"):
         norms = inputs[key].norm(dim=-1)
-        torch.testing.assert_close(norms, torch.ones_like(norms), rtol=0, atol=1e-6)  # bf16 norms are off by ~1e-3
+        torch.testing.assert_close(
+            norms, torch.ones_like(norms), rtol=0, atol=1e-6
+        )  # bf16 norms are off by ~1e-3
     assert all(v.dtype == torch.float32 for k, v in terms.items() if k.startswith("loss"))
 
 
@@ -541,11 +667,18 @@ def test_collator_unflatten_reads_its_own_layout(tiny_clip_dir):
     batch = collator([data[i] for i in range(6)])
     texts = batch["input_ids"].shape[0]
     identity = torch.eye(texts)  # text t embeds as the one-hot e_t: the output names the text it came from
-    assert isinstance(batch, HardPosBatch) and list(batch) == [f.name for f in dataclasses.fields(HardPosBatch)]
+    assert isinstance(batch, HardPosBatch) and list(batch) == [
+        f.name for f in dataclasses.fields(HardPosBatch)
+    ]
     out = batch.unflatten(identity)
     torch.testing.assert_close(out["text_embeds"], identity[:6])
-    decoded = [d.strip() for d in processor.tokenizer.batch_decode(batch["input_ids"], skip_special_tokens=True)]
-    layout = (("positive", columns.FINETUNE_POSITIVE_COLUMNS), ("negative", columns.FINETUNE_NEGATIVE_COLUMNS))
+    decoded = [
+        d.strip() for d in processor.tokenizer.batch_decode(batch["input_ids"], skip_special_tokens=True)
+    ]
+    layout = (
+        ("positive", columns.FINETUNE_POSITIVE_COLUMNS),
+        ("negative", columns.FINETUNE_NEGATIVE_COLUMNS),
+    )
     for kind, cols in layout:
         embeds, mask = out[f"{kind}_embeds"], out[f"{kind}_mask"]
         assert embeds.shape == (6, len(cols), texts)
@@ -564,8 +697,9 @@ def test_collator_unflatten_reads_its_own_layout(tiny_clip_dir):
 # --- checkpoints, resume, inert options, no eval sets ------------------------------------------------
 
 
-def test_interrupted_save_leaves_nothing_resume_picks_and_resume_falls_back(tiny_clip_dir, tmp_path, monkeypatch,
-                                                                             caplog):
+def test_interrupted_save_leaves_nothing_resume_picks_and_resume_falls_back(
+    tiny_clip_dir, tmp_path, monkeypatch, caplog
+):
     from transformers.trainer_utils import get_last_checkpoint
 
     from hf_hardpos.errors import UserInputError
@@ -590,7 +724,9 @@ def test_interrupted_save_leaves_nothing_resume_picks_and_resume_falls_back(tiny
         first.train()
     assert sorted(p.name for p in tmp_path.iterdir() if "checkpoint" in p.name) == [
         "_incomplete-checkpoint-4", "checkpoint-2"]  # fmt: skip
-    assert (tmp_path / "_incomplete-checkpoint-4" / "checkpoint-4" / "config.json").is_file()  # partly written
+    assert (
+        tmp_path / "_incomplete-checkpoint-4" / "checkpoint-4" / "config.json"
+    ).is_file()  # partly written
     assert get_last_checkpoint(str(tmp_path)).endswith("checkpoint-2")  # transformers' own lookup is safe too
 
     with caplog.at_level("WARNING", logger="hf_hardpos.training.checkpointing"):
@@ -613,7 +749,10 @@ def test_interrupted_save_leaves_nothing_resume_picks_and_resume_falls_back(tiny
     assert resumed_from == "checkpoint-4"
     assert skipped.startswith("checkpoint-5 (incomplete: no trainer_state.json, model weights")
     assert again.state.global_step == 6
-    with pytest.raises(UserInputError, match=r"checkpoint-5 is unusable \(incomplete: no .*The last complete one there is checkpoint-6"):  # noqa: E501
+    with pytest.raises(
+        UserInputError,
+        match=r"checkpoint-5 is unusable \(incomplete: no .*The last complete one there is checkpoint-6",
+    ):  # noqa: E501
         trainer_for(6).train(resume_from_checkpoint=str(broken))
 
 
@@ -622,7 +761,9 @@ def test_options_without_effect_are_reported(tiny_clip_dir, tmp_path, caplog):
     args = make_args(tmp_path, save_strategy="epoch", save_steps=7, lora_r=8, cmr_upper_bound=5.0)
     inert = args.inert_options()
     assert sorted(inert) == ["cmr_upper_bound", "lora_r", "save_steps"]
-    assert inert["save_steps"] == "save_steps=7 has no effect under save_strategy='epoch'"  # the one golden message
+    assert (
+        inert["save_steps"] == "save_steps=7 has no effect under save_strategy='epoch'"
+    )  # the one golden message
     with caplog.at_level("WARNING", logger="hf_hardpos.training.trainer"):
         HardPosTrainer(model=model, args=args, train_dataset=finetune_rows(4), processor=processor)
     assert {f"{message}." for message in inert.values()} <= {record.getMessage() for record in caplog.records}
@@ -633,7 +774,8 @@ def test_options_without_effect_are_reported(tiny_clip_dir, tmp_path, caplog):
     *_, args, _ = parse_arguments(["--dataset", "d", "--output_dir", str(tmp_path), "--save_steps", "3"])
     assert args.save_strategy == "steps" and args.save_steps == 3  # --save_steps alone switches the strategy
     *_, args, _ = parse_arguments(
-        ["--dataset", "d", "--output_dir", str(tmp_path), "--save_steps", "3", "--save_strategy", "epoch"])
+        ["--dataset", "d", "--output_dir", str(tmp_path), "--save_steps", "3", "--save_strategy", "epoch"]
+    )
     assert args.save_strategy == "epoch" and list(args.inert_options()) == ["save_steps"]
 
 
@@ -647,13 +789,21 @@ def test_dataset_without_eval_sets_trains_without_evaluation(tiny_clip_dir, tmp_
     assert args.eval_strategy == "epoch"
 
     model, processor = load_tiny(tiny_clip_dir)
-    trainer = HardPosTrainer(model=model, args=make_args(tmp_path, max_steps=1), train_dataset=finetune_rows(8),
-                             processor=processor)
+    trainer = HardPosTrainer(
+        model=model,
+        args=make_args(tmp_path, max_steps=1),
+        train_dataset=finetune_rows(8),
+        processor=processor,
+    )
     trainer.train()  # no eval sets, eval_strategy "no": trains
     assert trainer.state.global_step == 1
     with pytest.raises(UserInputError, match=r"eval_strategy='epoch' but there are no eval sets"):
-        HardPosTrainer(model=model, args=make_args(tmp_path, eval_strategy="epoch"), train_dataset=finetune_rows(8),
-                       processor=processor)
+        HardPosTrainer(
+            model=model,
+            args=make_args(tmp_path, eval_strategy="epoch"),
+            train_dataset=finetune_rows(8),
+            processor=processor,
+        )
 
 
 # --- kill -9 and resume: CE-CLIP's thresholds and SVLC's per-row draws ---------------------------------
@@ -688,7 +838,9 @@ def _killable_run(tiny_clip_dir, output_dir, recipe, resume=None, kill_after=Non
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("recipe", "kill_after"), [("ce-clip", 4), ("ce-clip", 3), ("svlc", 4)])
-def test_kill_nine_and_resume_reproduces_the_uninterrupted_losses(tiny_clip_dir, tmp_path, recipe, kill_after):
+def test_kill_nine_and_resume_reproduces_the_uninterrupted_losses(
+    tiny_clip_dir, tmp_path, recipe, kill_after
+):
     """A process killed with SIGKILL right after checkpoint `kill_after` (inside epoch 1, or at the end of
     epoch 0), then resumed, logs the same loss terms and CMR thresholds at every later step as a run that
     was never interrupted: the thresholds come back from the checkpoint with the epoch they belong to (kept
@@ -708,7 +860,10 @@ def test_kill_nine_and_resume_reproduces_the_uninterrupted_losses(tiny_clip_dir,
         keys = [k for k in straight[step] if k.startswith(("loss", "cmr_threshold/"))]
         assert keys and {k: resumed[step][k] for k in keys} == {k: straight[step][k] for k in keys}, step
     if recipe == "ce-clip":
-        used = {step: [v for k, v in straight[step].items() if k.startswith("cmr_threshold/")] for step in straight}
+        used = {
+            step: [v for k, v in straight[step].items() if k.startswith("cmr_threshold/")]
+            for step in straight
+        }
         assert all(v == 0 for v in used[4]) and all(v == 0 for v in used[7])  # epochs 1 and 2 start from 0
         assert any(v > 0 for step in (5, 6) for v in used[step])  # inside an epoch, the previous step's
 
@@ -745,7 +900,8 @@ def test_cmr_thresholds_move_once_per_optimiser_step_from_all_its_micro_batches(
         negative_scores = s * torch.einsum("bd,bkd->bk", both["image_embeds"], both["negative_embeds"])
         mask = both["negative_mask"]
         expected = [
-            (original_scores.mean() - negative_scores[mask[:, k], k].mean()).clamp(0, 10.0) for k in range(mask.shape[1])
+            (original_scores.mean() - negative_scores[mask[:, k], k].mean()).clamp(0, 10.0)
+            for k in range(mask.shape[1])
         ]
         if step < 2:  # the next step uses what this step's rows gave
             next_used = [v for k, v in seen[2 * step + 2][2].items() if k.startswith("cmr_threshold/")]

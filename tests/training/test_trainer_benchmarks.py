@@ -63,7 +63,9 @@ def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("benchmarks")
     rng = np.random.default_rng(3)
     samples = [{"png": image_bytes(rng, "PNG"), "cls": str(i % len(CLASSNAMES)).encode()} for i in range(10)]
-    captioned = [{"jpg": image_bytes(rng, "JPEG"), "txt": "\n".join(rng.choice(WORDS, 3)).encode()} for _ in range(6)]
+    captioned = [
+        {"jpg": image_bytes(rng, "JPEG"), "txt": "\n".join(rng.choice(WORDS, 3)).encode()} for _ in range(6)
+    ]
     return {
         "coco": write_webdataset(root / "coco", captioned, nshards=2, dataset_type="retrieval"),
         "cifar": write_webdataset(root / "cifar", samples, nshards=2, classnames="\n".join(CLASSNAMES),
@@ -107,7 +109,10 @@ def _trainer(tiny_clip_dir, output_dir, folders) -> HardPosTrainer:
         processor=CLIPProcessor.from_pretrained(tiny_clip_dir),
         model_card_data=HardPosModelCardData(
             base_model="example-org/tiny-clip",
-            eval_dataset_ids={"cifar10": "clip-benchmark/wds_vtab-cifar10", "sugarcrepe": "hardpos/sugarcrepe"},
+            eval_dataset_ids={
+                "cifar10": "clip-benchmark/wds_vtab-cifar10",
+                "sugarcrepe": "hardpos/sugarcrepe",
+            },
         ),
     )
 
@@ -158,21 +163,38 @@ def test_logged_metrics_equal_the_cli_code_for_every_benchmark(trained, folders)
     hub = reference["replace_hub"]
     aggregates = replace_aggregates(hub)
     hub = {**hub, **{slug(name): row for name, row in aggregates.items()}}
-    expected.update({f"eval_replace_hub_{row}_{k}": v for row, m in hub.items() for k, v in m.items()
-                     if not isinstance(v, dict)})  # the aggregates' `aggregation` descriptions are not logged
+    expected.update(
+        {
+            f"eval_replace_hub_{row}_{k}": v
+            for row, m in hub.items()
+            for k, v in m.items()
+            if not isinstance(v, dict)
+        }
+    )  # the aggregates' `aggregation` descriptions are not logged
     got = {k: v for k, v in logged.items() if k.startswith("eval_") and k != "eval_runtime"}
     assert got == pytest.approx(expected, rel=0, abs=1e-12)
     assert set(got) == set(expected)
     # Compositionality and retention side by side, under the documented names.
-    for key in ("eval_cifar10_acc1", "eval_cifar10_acc5", "eval_cifar10_mean_per_class_recall",
-                "eval_sugarcrepe_replace_att_accuracy", "eval_sugarcrepe_mean_replace_att_swap_obj_accuracy",
-                "eval_replace_augmented_accuracy", "eval_winoground_all_group_score", "eval_selection_accuracy",
-                "eval_replace_hub_relations_brittleness", "eval_replace_hub_pooled_attributes_relations_brittleness",
-                "eval_replace_hub_mean_attributes_relations_brittleness",
-                "eval_coco_image_retrieval_recall@1", "eval_coco_text_retrieval_recall@10"):
+    for key in (
+        "eval_cifar10_acc1",
+        "eval_cifar10_acc5",
+        "eval_cifar10_mean_per_class_recall",
+        "eval_sugarcrepe_replace_att_accuracy",
+        "eval_sugarcrepe_mean_replace_att_swap_obj_accuracy",
+        "eval_replace_augmented_accuracy",
+        "eval_winoground_all_group_score",
+        "eval_selection_accuracy",
+        "eval_replace_hub_relations_brittleness",
+        "eval_replace_hub_pooled_attributes_relations_brittleness",
+        "eval_replace_hub_mean_attributes_relations_brittleness",
+        "eval_coco_image_retrieval_recall@1",
+        "eval_coco_text_retrieval_recall@10",
+    ):
         assert key in logged, key
     assert logged["eval_cifar10_num_examples"] == 8  # max_rows
-    assert isinstance(logged["eval_cifar10_num_examples"], int) and isinstance(logged["eval_cifar10_acc1"], float)
+    assert isinstance(logged["eval_cifar10_num_examples"], int) and isinstance(
+        logged["eval_cifar10_acc1"], float
+    )
 
 
 def test_logged_metrics_equal_hardpos_eval_on_the_saved_model(trained, folders, tmp_path):
@@ -192,10 +214,16 @@ def test_card_model_index_carries_compositionality_and_retention(trained):
     trainer, output_dir, logged = trained
     text = (output_dir / "README.md").read_text()
     front = yaml.safe_load(text.split("---")[1])
-    entries = [(r["task"]["type"], r["dataset"], m) for r in front["model-index"][0]["results"] for m in r["metrics"]]
+    entries = [
+        (r["task"]["type"], r["dataset"], m) for r in front["model-index"][0]["results"] for m in r["metrics"]
+    ]
     by_name = {(d["name"], m["type"]): (task, d, m["value"]) for task, d, m in entries}
     task, dataset, value = by_name[("cifar10", "acc1")]
-    assert task == "zero-shot-image-classification" and type(value) is float and value == logged["eval_cifar10_acc1"]
+    assert (
+        task == "zero-shot-image-classification"
+        and type(value) is float
+        and value == logged["eval_cifar10_acc1"]
+    )
     assert dataset == {"name": "cifar10", "type": "clip-benchmark/wds_vtab-cifar10", "split": "test"}
     assert {m for (n, m) in by_name if n == "cifar10"} == {"acc1", "acc5", "mean_per_class_recall"}
     task, dataset, value = by_name[("replace", "augmented_accuracy")]
@@ -208,7 +236,9 @@ def test_card_model_index_carries_compositionality_and_retention(trained):
     counts = sum(round(s["brittleness"] * s["num_examples"]) for s in subsets)
     assert value == counts / sum(s["num_examples"] for s in subsets)
     task, dataset, value = by_name[("sugarcrepe / replace_att", "accuracy")]
-    assert task == "zero-shot-image-classification" and value == logged["eval_sugarcrepe_replace_att_accuracy"]
+    assert (
+        task == "zero-shot-image-classification" and value == logged["eval_sugarcrepe_replace_att_accuracy"]
+    )
     assert dataset["config"] == "replace_att"  # one model-index entry per row: the Hub groups by config
     assert by_name[("sugarcrepe / swap_obj", "accuracy")][2] == logged["eval_sugarcrepe_swap_obj_accuracy"]
     assert by_name[("winoground / all", "group_score")][2] == logged["eval_winoground_all_group_score"]
@@ -221,7 +251,9 @@ def test_card_model_index_carries_compositionality_and_retention(trained):
     assert {m for (n, m) in by_name if n == "coco"} == {f"{d}_retrieval_recall@{k}" for d in ("image", "text")
                                                          for k in (1, 5, 10)}  # fmt: skip
     assert all(type(m["value"]) is float for _, _, m in entries)
-    assert "clip-benchmark/wds_vtab-cifar10" in front["datasets"] and "hardpos/sugarcrepe" in front["datasets"]
+    assert (
+        "clip-benchmark/wds_vtab-cifar10" in front["datasets"] and "hardpos/sugarcrepe" in front["datasets"]
+    )
 
     # The body: each set's table with its tie rule and aggregation.
     for name, saved in trainer.eval_sections.items():
@@ -234,7 +266,10 @@ def test_card_model_index_carries_compositionality_and_retention(trained):
     assert f"{100 * logged['eval_cifar10_acc1']:.1f}" in text
     assert "only its first 8 rows" in text and "the zero-shot sets above measure it" in text
     assert "| replace | 8 |" in text  # the hard-positive table: a row per set, or per config and aggregate
-    assert "| replace_hub / attributes | 4 |" in text and "| replace_hub / pooled(attributes,relations) | 8 |" in text
+    assert (
+        "| replace_hub / attributes | 4 |" in text
+        and "| replace_hub / pooled(attributes,relations) | 8 |" in text
+    )
     task, dataset, value = by_name[("replace_hub / relations", "brittleness")]
     assert dataset["config"] == "relations" and value == logged["eval_replace_hub_relations_brittleness"]
 
@@ -242,7 +277,10 @@ def test_card_model_index_carries_compositionality_and_retention(trained):
 def test_checkpoint_keeps_the_sections_and_a_resume_restores_them(trained, tiny_clip_dir, folders):
     trainer, output_dir, _ = trained
     saved = json.loads((output_dir / "checkpoint-2" / EVAL_SECTIONS_NAME).read_text())
-    assert saved["cifar10"]["results"]["all"]["acc1"] == trainer.eval_sections["cifar10"]["results"]["all"]["acc1"]
+    assert (
+        saved["cifar10"]["results"]["all"]["acc1"]
+        == trainer.eval_sections["cifar10"]["results"]["all"]["acc1"]
+    )
     resumed = _trainer(tiny_clip_dir, output_dir, folders)
     resumed.train(resume_from_checkpoint=True)  # step 2 of 2: nothing left to train or evaluate
     assert json.loads(json.dumps(resumed.eval_sections)) == saved
@@ -254,7 +292,9 @@ def test_flat_names_and_bad_eval_sets(tiny_clip_dir, tmp_path):
     with pytest.raises(ValueError, match="would both log 'eval_s_a_b_accuracy'"):
         section.flat_metrics("s")
     one = Section(None, results={"all": section.results["a(b)"]}).flat_metrics("s")
-    assert one == {"eval_s_accuracy": 0.5, "eval_s_num_examples": 4} and type(one["eval_s_num_examples"]) is int
+    assert (
+        one == {"eval_s_accuracy": 0.5, "eval_s_num_examples": 4} and type(one["eval_s_num_examples"]) is int
+    )
 
     model, processor = CLIPModel.from_pretrained(tiny_clip_dir), CLIPProcessor.from_pretrained(tiny_clip_dir)
 
@@ -265,7 +305,9 @@ def test_flat_names_and_bad_eval_sets(tiny_clip_dir, tmp_path):
     unknown = make_selection_set(3, 1, seed=0).rename_column("hard_negative", "other")
     with pytest.raises(UserInputError, match=r"eval set 'bad': cannot tell which benchmark"):
         build(BenchmarkEvalSet(unknown))
-    with pytest.raises(UserInputError, match=r"eval set 'bad': zeroshot_classification reads a clip_benchmark"):
+    with pytest.raises(
+        UserInputError, match=r"eval set 'bad': zeroshot_classification reads a clip_benchmark"
+    ):
         build(BenchmarkEvalSet(make_selection_set(3, 1, seed=0), task=ZEROSHOT_CLASSIFICATION))
     with pytest.raises(UserInputError, match="dataset not found"):
         build(BenchmarkEvalSet(str(tmp_path / "missing" / "folder")))

@@ -7,20 +7,22 @@ caption-selection task and the `compositional` and `ce_clip` suites. Light: noth
 
 from ...benchmark_registry import Benchmark, Buildable, images_dir_option, register, subsets_option
 
-BENCHMARK = register(Benchmark(
-    name="valse",
-    build=Buildable(
-        "VALSE (Parcalabescu et al. 2022): 11 pieces of caption/foil pairs, annotators' votes kept",
-        f"{__name__}.builder:export_valse",
-        (
-            images_dir_option("one folder holding every VALSE image by file name", required=True),
-            subsets_option("pieces to build (default: all 11)", dest="pieces"),
+BENCHMARK = register(
+    Benchmark(
+        name="valse",
+        build=Buildable(
+            "VALSE (Parcalabescu et al. 2022): 11 pieces of caption/foil pairs, annotators' votes kept",
+            f"{__name__}.builder:export_valse",
+            (
+                images_dir_option("one folder holding every VALSE image by file name", required=True),
+                subsets_option("pieces to build (default: all 11)", dest="pieces"),
+            ),
+            "github.com/Heidelberg-NLP/VALSE (data/<piece>.json)",
+            upstream_required=True,
         ),
-        "github.com/Heidelberg-NLP/VALSE (data/<piece>.json)",
-        upstream_required=True,
-    ),
-    task="caption_selection",
-    profile=f"{__name__}.task:PROFILE",
-    suites=("compositional", "ce_clip"),
-    paper_source=f"{__name__}.builder:PAPER_SOURCE",
-))
+        task="caption_selection",
+        profile=f"{__name__}.task:PROFILE",
+        suites=("compositional", "ce_clip"),
+        paper_source=f"{__name__}.builder:PAPER_SOURCE",
+    )
+)

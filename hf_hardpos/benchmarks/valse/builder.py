@@ -57,8 +57,11 @@ _VALSE_FILES = {
     "plurals": ("040fc8c011599574d38ca8ef46376bac5e4204a1", "43760db7fc8c6f2a21d3536d52f81539cb101f3370e8d2effb09de43d91486a3"),
     "relations": ("b3f0a30d41ecd3eec6e36a253ba4de00621eae41", "061fc557459c318ccd6734d07c21cfa5bf5ae87aa6b1110b8f5ec3d6b2911043"),
 }  # fmt: skip
-VALSE_REPO = GitHubRepo("Heidelberg-NLP/VALSE", "2152d90d4aecd11f7f74cf03420abcb63efff9c5",
-                        {f"data/{piece}.json": FileDigest(*digests) for piece, digests in _VALSE_FILES.items()})
+VALSE_REPO = GitHubRepo(
+    "Heidelberg-NLP/VALSE",
+    "2152d90d4aecd11f7f74cf03420abcb63efff9c5",
+    {f"data/{piece}.json": FileDigest(*digests) for piece, digests in _VALSE_FILES.items()},
+)
 VALID_VOTES = 2  # VALSE README: a valid foil has mturk.caption >= 2 of 3 annotators
 
 # piece -> (rows in the upstream file, rows with mturk.caption >= 2), read from the files at 2152d90.
@@ -88,8 +91,14 @@ def _votes(row: dict, path: Path, key: str) -> int | None:
     mturk = row.get("mturk")
     if mturk is None:
         return None
-    if not isinstance(mturk, dict) or not isinstance(mturk.get("caption"), int) or isinstance(mturk.get("caption"), bool):
-        raise DataValidationError(f"{path}: row {key!r}, field mturk.caption: expected an integer vote count, got {mturk!r}")
+    if (
+        not isinstance(mturk, dict)
+        or not isinstance(mturk.get("caption"), int)
+        or isinstance(mturk.get("caption"), bool)
+    ):
+        raise DataValidationError(
+            f"{path}: row {key!r}, field mturk.caption: expected an integer vote count, got {mturk!r}"
+        )
     return mturk["caption"]
 
 
@@ -97,14 +106,18 @@ def read_valse_piece(path: Path, piece: str) -> list[dict]:
     """The rows of one VALSE file, in file order, with the annotators' vote and the two flags."""
     data = load_json(path)
     if not isinstance(data, dict):
-        raise DataValidationError(f"{path}: expected a JSON object keyed by row id, got {type(data).__name__}")
+        raise DataValidationError(
+            f"{path}: expected a JSON object keyed by row id, got {type(data).__name__}"
+        )
     rows = []
     for key, row in data.items():
         if not isinstance(row, dict):
             raise DataValidationError(f"{path}: row {key!r} is a {type(row).__name__}, expected an object")
         for field in ("image_file", "caption", "foil"):
             if not isinstance(row.get(field), str) or not row[field].strip():
-                raise DataValidationError(f"{path}: row {key!r}, field {field!r}: expected a non-empty string")
+                raise DataValidationError(
+                    f"{path}: row {key!r}, field {field!r}: expected a non-empty string"
+                )
         votes = _votes(row, path, key)
         rows.append(
             {
@@ -144,12 +157,14 @@ FLAG_COLUMNS = {
 
 
 def _defects(report: BuildReport) -> str:
-    return "\n".join([
-        "No row is dropped or changed; the evaluation keeps the rows with `valid` (`mturk.caption >= 2`), "
-        "as VALSE's README asks. Measured in this build:",
-        "",
-        *flag_table(report, FLAG_COLUMNS, with_rows=True),
-    ])
+    return "\n".join(
+        [
+            "No row is dropped or changed; the evaluation keeps the rows with `valid` (`mturk.caption >= 2`), "
+            "as VALSE's README asks. Measured in this build:",
+            "",
+            *flag_table(report, FLAG_COLUMNS, with_rows=True),
+        ]
+    )
 
 
 def export_valse(
@@ -169,11 +184,20 @@ def export_valse(
     pieces = selected("VALSE piece(s)", pieces, PIECES)
     sources = Sources(upstream_dir, options.cache_dir, repo=VALSE_REPO)
     report = BuildReport(dataset="valse")
-    rows_by_piece = {piece: read_valse_piece(sources.upstream_file(upstream_file(piece)), piece) for piece in pieces}
+    rows_by_piece = {
+        piece: read_valse_piece(sources.upstream_file(upstream_file(piece)), piece) for piece in pieces
+    }
     report.record_sources(sources)
     return export_with_image_files(
-        output_dir, rows_by_piece, folder=ImageFolder(images_dir, sources), features=valse_features(),
-        expected_counts={piece: VALSE_COUNTS[piece][0] for piece in pieces}, flags=_flags,
-        facts=card_facts(CARD_TEXT, repo=options.repo_id_for_card or "hardpos/valse", defects=_defects), report=report,
-        images_note="Visual7W, COCO, SWiG and VisDial images by file name", split=SPLIT, options=options,
+        output_dir,
+        rows_by_piece,
+        folder=ImageFolder(images_dir, sources),
+        features=valse_features(),
+        expected_counts={piece: VALSE_COUNTS[piece][0] for piece in pieces},
+        flags=_flags,
+        facts=card_facts(CARD_TEXT, repo=options.repo_id_for_card or "hardpos/valse", defects=_defects),
+        report=report,
+        images_note="Visual7W, COCO, SWiG and VisDial images by file name",
+        split=SPLIT,
+        options=options,
     )

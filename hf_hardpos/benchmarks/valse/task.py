@@ -64,7 +64,8 @@ def aggregate_pieces(accuracies: Mapping[str, float]) -> dict[str, dict]:
         aggregates[AVG] = {
             "accuracy": float(np.mean([accuracies[p] for p in present])),
             "num_pieces": len(present),
-            "aggregation": f"mean over {len(present)} of {len(PIECES)} pieces" + ("" if len(present) == len(PIECES) else f": {present}"),
+            "aggregation": f"mean over {len(present)} of {len(PIECES)} pieces"
+            + ("" if len(present) == len(PIECES) else f": {present}"),
         }
     return aggregates
 
@@ -80,7 +81,11 @@ def valse_section(correct: Mapping[str, np.ndarray], valid: Mapping[str, np.ndar
         kept = np.asarray(outcome, dtype=bool)[mask]
         if kept.size == 0:
             raise ValueError(f"VALSE piece {piece!r}: no valid row (mturk.caption >= 2) to score")
-        results[piece] = {"accuracy": float(kept.mean()), "num_examples": int(kept.size), "num_upstream_rows": int(mask.size)}
+        results[piece] = {
+            "accuracy": float(kept.mean()),
+            "num_examples": int(kept.size),
+            "num_upstream_rows": int(mask.size),
+        }
     aggregates = aggregate_pieces({p: r["accuracy"] for p, r in results.items()})
     for name, row in aggregates.items():
         pieces = COLUMNS[COUNTING] if name == COUNTING else [p for p in PIECES if p in results]
@@ -105,8 +110,12 @@ def evaluate_valse(scorer: ITMScorer, subsets: Mapping[str, Dataset], max_rows: 
         outcome = np.zeros(mask.size, dtype=bool)
         kept = np.flatnonzero(mask)
         if kept.size:
-            scores = selection_scores(scorer, dataset.select(kept), negative_columns=[columns.HARD_NEGATIVE],
-                                      what=f"VALSE piece {piece!r}")
+            scores = selection_scores(
+                scorer,
+                dataset.select(kept),
+                negative_columns=[columns.HARD_NEGATIVE],
+                what=f"VALSE piece {piece!r}",
+            )
             outcome[kept] = selection_correct(scores)
         correct[piece], valid[piece] = outcome, mask
     return {**valse_section(correct, valid), "tie_rule": SELECTION_TIE_RULE}

@@ -7,20 +7,24 @@ caption-selection task and the `compositional` and `ce_clip` suites. Light: noth
 
 from ...benchmark_registry import Benchmark, Buildable, images_dir_option, register, subsets_option
 
-BENCHMARK = register(Benchmark(
-    name="vl_checklist",
-    build=Buildable(
-        "VL-CheckList (Zhao et al. 2022): one config per corpus file, POS[0]/NEG[0]; non-commercial licence",
-        f"{__name__}.builder:export_vl_checklist",
-        (
-            images_dir_option("folder holding the images under each corpus file's IMG_ROOT (e.g. vg/, hake/, swig/)",
-                              required=True),
-            subsets_option("corpus files to build, by config name (default: all present)", dest="files"),
+BENCHMARK = register(
+    Benchmark(
+        name="vl_checklist",
+        build=Buildable(
+            "VL-CheckList (Zhao et al. 2022): one config per corpus file, POS[0]/NEG[0]; non-commercial licence",
+            f"{__name__}.builder:export_vl_checklist",
+            (
+                images_dir_option(
+                    "folder holding the images under each corpus file's IMG_ROOT (e.g. vg/, hake/, swig/)",
+                    required=True,
+                ),
+                subsets_option("corpus files to build, by config name (default: all present)", dest="files"),
+            ),
+            "github.com/om-ai-lab/VL-CheckList (corpus/v1/ and the data/ files it names)",
+            upstream_required=True,
         ),
-        "github.com/om-ai-lab/VL-CheckList (corpus/v1/ and the data/ files it names)",
-        upstream_required=True,
-    ),
-    task="caption_selection",
-    profile=f"{__name__}.task:PROFILE",
-    suites=("compositional", "ce_clip"),
-))
+        task="caption_selection",
+        profile=f"{__name__}.task:PROFILE",
+        suites=("compositional", "ce_clip"),
+    )
+)

@@ -62,7 +62,9 @@ def discover_files(upstream_dir: Path) -> dict[str, Path]:
     """Config name -> its yaml file, for every yaml under ``corpus/v1`` (sorted, so the order is stable)."""
     corpus_dir = upstream_dir / CORPUS
     if not corpus_dir.is_dir():
-        raise DataValidationError(f"{corpus_dir} not found: --upstream-dir must be a clone of github.com/{VL_CHECKLIST_REPO.name}")
+        raise DataValidationError(
+            f"{corpus_dir} not found: --upstream-dir must be a clone of github.com/{VL_CHECKLIST_REPO.name}"
+        )
     found = {config_name(path, corpus_dir): path for path in sorted(corpus_dir.rglob("*.yaml"))}
     if not found:
         raise DataValidationError(f"{corpus_dir}: no .yaml files")
@@ -89,17 +91,28 @@ def read_annotation_file(path: Path, name: str, image_root: str) -> list[dict]:
     """The rows of one annotation file, in file order, with the three defect flags."""
     data = load_json(path)
     if not isinstance(data, list):
-        raise DataValidationError(f"{path}: expected a JSON list of [image_path, {{POS, NEG}}], got {type(data).__name__}")
+        raise DataValidationError(
+            f"{path}: expected a JSON list of [image_path, {{POS, NEG}}], got {type(data).__name__}"
+        )
     aspect, kind = aspect_and_type(name)
     rows, seen = [], set()
     for index, item in enumerate(data):
-        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], dict)):
-            raise DataValidationError(f"{path}: row {index}: expected [image_path, {{\"POS\": [...], \"NEG\": [...]}}]")
+        if not (
+            isinstance(item, list)
+            and len(item) == 2
+            and isinstance(item[0], str)
+            and isinstance(item[1], dict)
+        ):
+            raise DataValidationError(
+                f'{path}: row {index}: expected [image_path, {{"POS": [...], "NEG": [...]}}]'
+            )
         image, texts = item
         for field in ("POS", "NEG"):
             value = texts.get(field)
             if not (isinstance(value, list) and value and all(isinstance(t, str) for t in value)):
-                raise DataValidationError(f"{path}: row {index}, field {field}: expected a non-empty list of strings")
+                raise DataValidationError(
+                    f"{path}: row {index}, field {field}: expected a non-empty list of strings"
+                )
         positive, negative = texts["POS"][0], texts["NEG"][0]
         signature = (image, tuple(texts["POS"]), tuple(texts["NEG"]))
         rows.append(
@@ -171,9 +184,17 @@ def export_vl_checklist(
         rows_by_file[name] = read_annotation_file(sources.upstream_file(annotation_path), name, image_root)
     report.sources.update(sources.provenance)
     return export_with_image_files(
-        output_dir, rows_by_file, folder=ImageFolder(images_dir, sources), features=vl_checklist_features(),
-        expected_counts={}, flags=_flags,
-        facts=card_facts(CARD_TEXT, repo=options.repo_id_for_card or "hardpos/vl_checklist", defects=_defects),
-        report=report, images_note="Visual Genome, HAKE and SWiG under each file's IMG_ROOT", split=SPLIT,
+        output_dir,
+        rows_by_file,
+        folder=ImageFolder(images_dir, sources),
+        features=vl_checklist_features(),
+        expected_counts={},
+        flags=_flags,
+        facts=card_facts(
+            CARD_TEXT, repo=options.repo_id_for_card or "hardpos/vl_checklist", defects=_defects
+        ),
+        report=report,
+        images_note="Visual Genome, HAKE and SWiG under each file's IMG_ROOT",
+        split=SPLIT,
         options=options,
     )

@@ -89,7 +89,10 @@ def vl_checklist_section(correct: Mapping[str, np.ndarray]) -> dict:
                 files = [n for n in results if aspect_and_type(n) == (aspect, kind)]
                 if files:
                     leaves[f"{aspect}_{kind}"] = _mean([results[f][key] for f in files])
-                    aggregates[f"{protocol}/{aspect}_{kind}"] = {"accuracy": leaves[f"{aspect}_{kind}"], "files": files}
+                    aggregates[f"{protocol}/{aspect}_{kind}"] = {
+                        "accuracy": leaves[f"{aspect}_{kind}"],
+                        "files": files,
+                    }
         for name, row in aggregate_leaves(leaves).items():
             aggregates[f"{protocol}/{name}"] = row
     return {"results": results, "aggregates": aggregates, "aggregation": AGGREGATION}
@@ -99,7 +102,9 @@ def is_vl_checklist(dataset: Dataset) -> bool:
     return MARKER_COLUMNS <= set(dataset.column_names)
 
 
-def evaluate_vl_checklist(scorer: ITMScorer, subsets: Mapping[str, Dataset], max_rows: int | None = None) -> dict:
+def evaluate_vl_checklist(
+    scorer: ITMScorer, subsets: Mapping[str, Dataset], max_rows: int | None = None
+) -> dict:
     """Score POS[0] vs NEG[0] on every row of each file and report both protocols and CE-CLIP's columns."""
     correct = {}
     for name, dataset in subsets.items():
@@ -107,14 +112,22 @@ def evaluate_vl_checklist(scorer: ITMScorer, subsets: Mapping[str, Dataset], max
             dataset = dataset.select(range(min(max_rows, len(dataset))))
         order = np.asarray(dataset["upstream_index"])
         if np.any(np.diff(order) <= 0):
-            raise ValueError(f"VL-CheckList file {name!r}: rows are not in upstream file order (upstream_index)")
-        scores = selection_scores(scorer, dataset, negative_columns=[columns.HARD_NEGATIVE], what=f"VL-CheckList file {name!r}")
+            raise ValueError(
+                f"VL-CheckList file {name!r}: rows are not in upstream file order (upstream_index)"
+            )
+        scores = selection_scores(
+            scorer, dataset, negative_columns=[columns.HARD_NEGATIVE], what=f"VL-CheckList file {name!r}"
+        )
         correct[name] = selection_correct(scores)
     return {**vl_checklist_section(correct), "tie_rule": SELECTION_TIE_RULE}
 
 
 # CE-CLIP Table 2's columns in its order: the nine leaves, the three aspects, the overall mean.
-TABLE_COLUMNS = (*(f"{aspect}_{kind}" for aspect, kinds in LEAVES.items() for kind in kinds), *LEAVES, OVERALL)
+TABLE_COLUMNS = (
+    *(f"{aspect}_{kind}" for aspect, kinds in LEAVES.items() for kind in kinds),
+    *LEAVES,
+    OVERALL,
+)
 
 
 def _published_column(row: str, metrics: Mapping[str, Any]) -> str | None:

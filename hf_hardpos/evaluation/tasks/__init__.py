@@ -40,9 +40,16 @@ from .winoground import WINOGROUND
 from .zeroshot_classification import ZEROSHOT_CLASSIFICATION
 from .zeroshot_retrieval import ZEROSHOT_RETRIEVAL
 
-TASKS: dict[str, Task] = {task.name: task for task in (
-    hard_positive.TASK, caption_selection.TASK, winoground.TASK, zeroshot_classification.TASK, zeroshot_retrieval.TASK
-)}
+TASKS: dict[str, Task] = {
+    task.name: task
+    for task in (
+        hard_positive.TASK,
+        caption_selection.TASK,
+        winoground.TASK,
+        zeroshot_classification.TASK,
+        zeroshot_retrieval.TASK,
+    )
+}
 
 
 def get_task(name: str) -> Task:
@@ -55,7 +62,9 @@ def get_task(name: str) -> Task:
 def task_of_columns(column_names: Sequence[str]) -> str | None:
     """The task a table's columns call for, or None."""
     names = frozenset(column_names)
-    in_order = sorted((t for t in TASKS.values() if t.matches_columns is not None), key=lambda t: t.recognition_order)
+    in_order = sorted(
+        (t for t in TASKS.values() if t.matches_columns is not None), key=lambda t: t.recognition_order
+    )
     matching = (t.name for t in in_order if t.matches_columns(names))
     return next(matching, None)
 
@@ -96,5 +105,16 @@ def run_task(name: str, scorer: ITMScorer, data: TaskData, max_rows: int | None 
 
 
 __all__ = [
-    "CAPTION_SELECTION", "HARD_POSITIVE", "WINOGROUND", "ZEROSHOT_CLASSIFICATION", "ZEROSHOT_RETRIEVAL",
-    "TASKS", "Task", "TaskData", "detect_task", "get_task", "run_task", "task_of_columns"]
+    "CAPTION_SELECTION",
+    "HARD_POSITIVE",
+    "WINOGROUND",
+    "ZEROSHOT_CLASSIFICATION",
+    "ZEROSHOT_RETRIEVAL",
+    "TASKS",
+    "Task",
+    "TaskData",
+    "detect_task",
+    "get_task",
+    "run_task",
+    "task_of_columns",
+]

@@ -123,14 +123,20 @@ def one_row_section(task: str, source: str, result: Mapping) -> Section:
     return Section(task, source, {"all": metrics}, {}, result["tie_rule"], result["aggregation"])
 
 
-def one_row_task(name: str, evaluate: Callable[..., Mapping], group_metrics: tuple[str, ...],
-                 published_benchmark: Callable[[str, str, Mapping[str, Any]], str | None] | None = None,
-                 **facts: Any) -> Task:
+def one_row_task(
+    name: str,
+    evaluate: Callable[..., Mapping],
+    group_metrics: tuple[str, ...],
+    published_benchmark: Callable[[str, str, Mapping[str, Any]], str | None] | None = None,
+    **facts: Any,
+) -> Task:
     """A task whose `evaluate(scorer, source, split, max_rows=...)` measures a whole dataset at once (the
     zero-shot tasks, recognised by their files): its result becomes a one-row section. `facts`: its other
     `Task` fields (the model card's task and metrics, retention)."""
 
     def score(scorer: ITMScorer, data: TaskData, max_rows: int | None = None) -> Section:
-        return one_row_section(name, data.describe(), evaluate(scorer, data.source, data.split, max_rows=max_rows))
+        return one_row_section(
+            name, data.describe(), evaluate(scorer, data.source, data.split, max_rows=max_rows)
+        )
 
     return Task(name, score, group_metrics=group_metrics, published_benchmark=published_benchmark, **facts)

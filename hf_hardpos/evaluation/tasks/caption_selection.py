@@ -61,7 +61,9 @@ def profiles() -> tuple[CaptionSelectionProfile, ...]:
     """The caption-selection benchmarks, in the order they are tried: the registered ones (in the order
     their folders register), then the built-in ones. One with its own `evaluate` that recognises a
     dataset scores it alone; the others' options to `evaluate_caption_selection` are merged."""
-    registered = (load(b.profile) for b in BENCHMARKS.values() if b.task == CAPTION_SELECTION and b.profile is not None)
+    registered = (
+        load(b.profile) for b in BENCHMARKS.values() if b.task == CAPTION_SELECTION and b.profile is not None
+    )
     return (*registered, *BUILT_IN_PROFILES)
 
 
@@ -105,8 +107,12 @@ def evaluate_caption_selection(
     for name, dataset in subsets.items():
         if max_rows is not None:
             dataset = dataset.select(range(min(max_rows, len(dataset))))
-        scores = selection_scores(scorer, dataset, caption_column, negative_columns, image_column, f"subset {name!r}")
-        results[name], outcomes[name] = _subset_result(scores, dataset, name in true_caption_first, (macro or {}).get(name))
+        scores = selection_scores(
+            scorer, dataset, caption_column, negative_columns, image_column, f"subset {name!r}"
+        )
+        results[name], outcomes[name] = _subset_result(
+            scores, dataset, name in true_caption_first, (macro or {}).get(name)
+        )
     aggregates = _aggregates(results, outcomes, categories or {})
     aggregation = (
         "accuracy per subset = fraction of its rows; mean(...) = unweighted mean of subset accuracies; "
@@ -137,7 +143,9 @@ def _subset_result(scores: np.ndarray, dataset: Dataset, ties_count: bool, proto
     result = {
         "accuracy": float(correct.mean()),
         "num_examples": int(correct.size),
-        "num_candidates": int(counts.max()) if counts.min() == counts.max() else f"{counts.min()}-{counts.max()}",
+        "num_candidates": int(counts.max())
+        if counts.min() == counts.max()
+        else f"{counts.min()}-{counts.max()}",
     }
     if ties_count:
         result["accuracy_strict"] = float(selection_correct(scores).mean())
@@ -146,8 +154,9 @@ def _subset_result(scores: np.ndarray, dataset: Dataset, ties_count: bool, proto
     return result, correct
 
 
-def _aggregates(results: Mapping[str, dict], outcomes: Mapping[str, np.ndarray],
-                categories: Mapping[str, Sequence[str]]) -> dict[str, dict]:
+def _aggregates(
+    results: Mapping[str, dict], outcomes: Mapping[str, np.ndarray], categories: Mapping[str, Sequence[str]]
+) -> dict[str, dict]:
     """The subsets' unweighted mean and pooled accuracy (when several), and each category's mean."""
     aggregates: dict[str, dict] = {}
     names = list(results)
@@ -158,7 +167,10 @@ def _aggregates(results: Mapping[str, dict], outcomes: Mapping[str, np.ndarray],
             "num_examples": int(sum(results[n]["num_examples"] for n in names)),
         }
         pooled = np.concatenate([outcomes[n] for n in names])
-        aggregates[f"pooled({','.join(names)})"] = {"accuracy": float(pooled.mean()), "num_examples": int(pooled.size)}
+        aggregates[f"pooled({','.join(names)})"] = {
+            "accuracy": float(pooled.mean()),
+            "num_examples": int(pooled.size),
+        }
     for category, members in categories.items():
         present = [m for m in members if m in results]
         if present:
@@ -183,8 +195,14 @@ def score_caption_selection(scorer: ITMScorer, data: TaskData, max_rows: int | N
         for profile in matching:
             options.update(profile.selection_options(subsets))
         result = evaluate_caption_selection(scorer, subsets, max_rows=max_rows, **options)
-    return Section(CAPTION_SELECTION, data.describe(), result["results"], result.get("aggregates", {}),
-                   result["tie_rule"], result["aggregation"])
+    return Section(
+        CAPTION_SELECTION,
+        data.describe(),
+        result["results"],
+        result.get("aggregates", {}),
+        result["tie_rule"],
+        result["aggregation"],
+    )
 
 
 def _is_selection_table(names: frozenset[str]) -> bool:
@@ -197,10 +215,17 @@ def _is_selection_table(names: frozenset[str]) -> bool:
 def published_key(row: str, metrics: Mapping[str, Any]) -> str | None:
     """``<benchmark>/<column>`` of the published figure a row of our caption-selection results stands
     beside (e.g. ``sugarcrepe/add``, ``aro/vg_relation``), from the profiles; None for any other row."""
-    return next((key for profile in profiles() if (key := profile.published_key(row, metrics)) is not None), None)
+    return next(
+        (key for profile in profiles() if (key := profile.published_key(row, metrics)) is not None), None
+    )
 
 
-TASK = Task(CAPTION_SELECTION, score_caption_selection, matches_columns=_is_selection_table,
-            published_benchmark=lambda dataset, row, metrics: published_key(row, metrics), recognition_order=2,
-            card_task=(CARD_TASK_ID, "Image-caption selection among hard negatives"),
-            card_metrics=("accuracy", "macro_accuracy"))
+TASK = Task(
+    CAPTION_SELECTION,
+    score_caption_selection,
+    matches_columns=_is_selection_table,
+    published_benchmark=lambda dataset, row, metrics: published_key(row, metrics),
+    recognition_order=2,
+    card_task=(CARD_TASK_ID, "Image-caption selection among hard negatives"),
+    card_metrics=("accuracy", "macro_accuracy"),
+)

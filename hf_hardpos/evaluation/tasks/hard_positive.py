@@ -19,7 +19,14 @@ import numpy as np
 from datasets import Dataset
 
 from ... import columns
-from ...metrics import METRIC_NAMES, augmented_correct, brittle, metrics_from_scores, original_correct, outcomes_disagree
+from ...metrics import (
+    METRIC_NAMES,
+    augmented_correct,
+    brittle,
+    metrics_from_scores,
+    original_correct,
+    outcomes_disagree,
+)
 from ...scoring import ITMScorer
 from ...tables import TIE_RULE
 from .. import intervals
@@ -32,7 +39,9 @@ from .text_only import TEXT_ONLY_TIE_RULE, evaluate_text_only
 ROWS_RULE = "rates = fraction of each config's rows; s_c, s_n, s_p = mean cosine scores"
 
 
-def bootstrap_description(bootstrap_samples: int, by_image: bool, confidence_level: float = 0.95) -> str | None:
+def bootstrap_description(
+    bootstrap_samples: int, by_image: bool, confidence_level: float = 0.95
+) -> str | None:
     if not bootstrap_samples:
         return None
     unit = "images (all rows of a drawn image_id)" if by_image else "rows (the set has no image_id column)"
@@ -66,7 +75,9 @@ def evaluate_dataset(
     bootstrap_samples: int = 0,
 ) -> dict[str, float | int]:
     """Metrics of `model` on one eval set in the shared schema (image, caption, hard_negative, hard_positive)."""
-    scorer = ITMScorer(model, processor, batch_size, num_workers, device, precision=precision, progress=progress)
+    scorer = ITMScorer(
+        model, processor, batch_size, num_workers, device, precision=precision, progress=progress
+    )
     s = score_eval_set(scorer, dataset)
     groups = image_groups(dataset)
     return metrics_from_scores(s["original"], s["negative"], s["positive"], bootstrap_samples, groups=groups)
@@ -95,8 +106,13 @@ def aggregate_hard_positive(section: Section, options: RunOptions) -> None:
     interval unless `options.intervals` is off (`intervals.attach`), and the rules they follow, in `section`."""
     section.aggregates = replace_aggregates(section.results, section.row_scores)
     if options.intervals:
-        intervals.attach(section.results, section.aggregates, section.provenance, section.row_scores,
-                         options.bootstrap_samples)
+        intervals.attach(
+            section.results,
+            section.aggregates,
+            section.provenance,
+            section.row_scores,
+            options.bootstrap_samples,
+        )
     section.tie_rule = TIE_RULE
     section.aggregation = "; ".join([ROWS_RULE, *describe_all(section.aggregates)])
 
@@ -128,8 +144,11 @@ def _scores_table(s: dict[str, Any]) -> dict[str, Any]:
 
 
 def _scores_from_table(table: dict[str, list]) -> dict[str, np.ndarray]:
-    scores = {"original": np.asarray(table["original_score"]), "negative": np.asarray(table["negative_score"]),
-              "positive": np.asarray(table["positive_score"])}
+    scores = {
+        "original": np.asarray(table["original_score"]),
+        "negative": np.asarray(table["negative_score"]),
+        "positive": np.asarray(table["positive_score"]),
+    }
     if "image_id" in table:
         scores["image_id"] = np.asarray(table["image_id"])
     return scores
@@ -137,9 +156,11 @@ def _scores_from_table(table: dict[str, list]) -> dict[str, np.ndarray]:
 
 def _outcomes(s: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """Each rate's per-row 0/1 outcome (metric name -> array) from one config's scores."""
-    return {"original_accuracy": original_correct(s["original"], s["negative"]),
-            "augmented_accuracy": augmented_correct(s["original"], s["negative"], s["positive"]),
-            "brittleness": brittle(s["original"], s["negative"], s["positive"])}
+    return {
+        "original_accuracy": original_correct(s["original"], s["negative"]),
+        "augmented_accuracy": augmented_correct(s["original"], s["negative"], s["positive"]),
+        "brittleness": brittle(s["original"], s["negative"], s["positive"]),
+    }
 
 
 def _disagrees(row: Mapping[str, Any], s: Mapping[str, Any]) -> str | None:
@@ -152,7 +173,11 @@ def _disagrees(row: Mapping[str, Any], s: Mapping[str, Any]) -> str | None:
 
 
 # Our result rows -> the paper's benchmarks (REPLACE's configs and its pooled aggregate; `hf_hardpos.published`).
-_REPLACE_ROWS = {"attributes": "replace/attributes", "relations": "replace/relations", REPLACE_POOLED: "replace"}
+_REPLACE_ROWS = {
+    "attributes": "replace/attributes",
+    "relations": "replace/relations",
+    REPLACE_POOLED: "replace",
+}
 
 
 def benchmark_of(dataset: str, row: str, metrics=None) -> str | None:

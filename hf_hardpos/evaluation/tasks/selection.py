@@ -44,7 +44,9 @@ def negative_columns_of(dataset: Dataset) -> list[str]:
     return found
 
 
-def _candidates(dataset: Dataset, caption_column: str, negative_columns: Sequence[str], what: str) -> list[list]:
+def _candidates(
+    dataset: Dataset, caption_column: str, negative_columns: Sequence[str], what: str
+) -> list[list]:
     """Per row: [true caption, other candidates...]; list columns are expanded, nulls kept as None."""
     rows: list[list] = [[text] for text in list(dataset[caption_column])]
     for column in negative_columns:
@@ -55,7 +57,9 @@ def _candidates(dataset: Dataset, caption_column: str, negative_columns: Sequenc
             raise UserInputError(f"{what}, row {row}: the true caption ({caption_column!r}) is missing")
         bad = next((c for c in candidates[1:] if c is not None and not isinstance(c, str)), None)
         if bad is not None:
-            raise UserInputError(f"{what}, row {row}: a candidate caption is a {type(bad).__name__}, not text")
+            raise UserInputError(
+                f"{what}, row {row}: a candidate caption is a {type(bad).__name__}, not text"
+            )
         if all(c is None for c in candidates[1:]):
             raise UserInputError(
                 f"{what}, row {row}: no other candidate caption (columns {list(negative_columns)} are all null)"
@@ -73,7 +77,9 @@ def selection_scores(
 ) -> np.ndarray:
     """[rows, 1 + max candidates] cosine scores; column 0 is the true caption, NaN where a row has
     fewer candidates. Each distinct image and each distinct caption is encoded once."""
-    negative_columns = list(negative_columns) if negative_columns is not None else negative_columns_of(dataset)
+    negative_columns = (
+        list(negative_columns) if negative_columns is not None else negative_columns_of(dataset)
+    )
     if not negative_columns:
         raise UserInputError(
             f"{what} has no candidate caption columns besides {caption_column!r} (expected "

@@ -23,7 +23,9 @@ SUGARCREPE_CATEGORIES = {
 SUGARCREPE_SUBSETS = tuple(m for members in SUGARCREPE_CATEGORIES.values() for m in members)
 MEAN = "mean"  # CE-CLIP Table 5's SugarCrepe column: the mean of all 7 subsets
 
-_CATEGORY_ROWS = {f"{group}=mean({','.join(members)})": group for group, members in SUGARCREPE_CATEGORIES.items()}
+_CATEGORY_ROWS = {
+    f"{group}=mean({','.join(members)})": group for group, members in SUGARCREPE_CATEGORIES.items()
+}
 
 
 def _recognises(subsets: Mapping[str, Dataset]) -> bool:

@@ -51,7 +51,11 @@ def text_only_scores(
     def cosine(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
         return (a * b).sum(-1).double().numpy()
 
-    return {"positive_pair": cosine(p1, p2), "caption_negative": cosine(p1, n), "positive_negative": cosine(p2, n)}
+    return {
+        "positive_pair": cosine(p1, p2),
+        "caption_negative": cosine(p1, n),
+        "positive_negative": cosine(p2, n),
+    }
 
 
 def text_only_correct(

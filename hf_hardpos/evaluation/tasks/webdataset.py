@@ -114,7 +114,9 @@ def _task_from_metadata(metadata: Path, split: str, source: str) -> str | None:
     if not (metadata / split / NSHARDS_FILE).is_file():
         return None
     type_file = metadata / DATASET_TYPE_FILE
-    dataset_type = type_file.read_text(encoding="utf-8").strip().lower() if type_file.is_file() else "classification"
+    dataset_type = (
+        type_file.read_text(encoding="utf-8").strip().lower() if type_file.is_file() else "classification"
+    )
     if dataset_type == "retrieval":
         return ZEROSHOT_RETRIEVAL
     if dataset_type == "classification":
@@ -152,9 +154,13 @@ def _shard_files(source: str | Path, metadata: Path, split: str, revision: str |
     try:
         count = int(raw)
     except ValueError:
-        raise UserInputError(f"{source}: {split}/{NSHARDS_FILE} must hold a shard count, found {raw!r}") from None
+        raise UserInputError(
+            f"{source}: {split}/{NSHARDS_FILE} must hold a shard count, found {raw!r}"
+        ) from None
     if count < 1:
-        raise UserInputError(f"{source}: {split}/{NSHARDS_FILE} says {count} shards; there must be at least one")
+        raise UserInputError(
+            f"{source}: {split}/{NSHARDS_FILE} says {count} shards; there must be at least one"
+        )
     names = [f"{split}/{index}.tar" for index in range(count)]
     if _is_local(source):
         missing = [name for name in names if not (metadata / name).is_file()]
@@ -227,7 +233,9 @@ def load_clip_benchmark_webdataset(
     if task == ZEROSHOT_CLASSIFICATION:
         for name in (CLASSNAMES_FILE, TEMPLATES_FILE):
             if not (metadata / name).is_file():
-                raise UserInputError(f"{source}: zero-shot classification needs {name} beside the split folders")
+                raise UserInputError(
+                    f"{source}: zero-shot classification needs {name} beside the split folders"
+                )
         classnames = _read_lines(metadata / CLASSNAMES_FILE)
         templates = _read_lines(metadata / TEMPLATES_FILE)
         if not classnames or not templates:
@@ -274,10 +282,12 @@ def load_task_rows(
         else load_clip_benchmark_webdataset(dataset, split, revision=revision, cache_dir=cache_dir)
     )
     if loaded.task != task:
-        raise UserInputError(
-            f"{loaded.source} is a {loaded.task} dataset ({DATASET_TYPE_FILE}), not {task}"
-        )
-    rows = loaded.dataset if max_rows is None else loaded.dataset.select(range(min(max_rows, len(loaded.dataset))))
+        raise UserInputError(f"{loaded.source} is a {loaded.task} dataset ({DATASET_TYPE_FILE}), not {task}")
+    rows = (
+        loaded.dataset
+        if max_rows is None
+        else loaded.dataset.select(range(min(max_rows, len(loaded.dataset))))
+    )
     if len(rows) == 0:
         raise UserInputError(f"{loaded.source} ({loaded.split}) has no samples")
     return loaded, rows

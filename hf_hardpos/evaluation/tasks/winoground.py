@@ -90,7 +90,9 @@ def evaluate_winoground(
     if WINOGROUND_TAG in dataset.column_names:
         tags = [str(t) for t in dataset[WINOGROUND_TAG]]
         labels = np.asarray(tags)
-        result[f"by_{WINOGROUND_TAG}"] = {t: _winoground_rates(outcomes, labels == t) for t in sorted(set(tags))}
+        result[f"by_{WINOGROUND_TAG}"] = {
+            t: _winoground_rates(outcomes, labels == t) for t in sorted(set(tags))
+        }
     result["tie_rule"] = WINOGROUND_TIE_RULE
     result["aggregation"] = "fraction of examples (pooled), overall and within each collapsed_tag"
     return result
@@ -105,6 +107,9 @@ def score_winoground(scorer: ITMScorer, data: TaskData, max_rows: int | None = N
 
 
 TASK = Task(
-    WINOGROUND, score_winoground, matches_columns=lambda names: {*WINOGROUND_IMAGES, *WINOGROUND_CAPTIONS} <= names,
-    card_task=(CARD_TASK_ID, "Winoground"), card_metrics=("text_score", "image_score", "group_score"),
+    WINOGROUND,
+    score_winoground,
+    matches_columns=lambda names: {*WINOGROUND_IMAGES, *WINOGROUND_CAPTIONS} <= names,
+    card_task=(CARD_TASK_ID, "Winoground"),
+    card_metrics=("text_score", "image_score", "group_score"),
 )

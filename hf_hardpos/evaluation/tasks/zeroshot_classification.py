@@ -64,7 +64,9 @@ def zeroshot_classifier(scorer: ITMScorer, classnames: list[str], templates: lis
     return torch.nn.functional.normalize(per_class, dim=-1)
 
 
-def classification_metrics(image_embeddings: torch.Tensor, targets: torch.Tensor, classifier: torch.Tensor) -> dict:
+def classification_metrics(
+    image_embeddings: torch.Tensor, targets: torch.Tensor, classifier: torch.Tensor
+) -> dict:
     """`acc1`, `acc5` (with >= 5 classes) and `mean_per_class_recall` of cosine logits, strict ties.
 
     `image_embeddings` [n, dim] and `classifier` [num_classes, dim] are L2-normalised; `targets` [n].
@@ -137,7 +139,11 @@ def evaluate_zeroshot_classification(
 
 # A suite group (e.g. VTAB) averages the first metric.
 TASK = one_row_task(
-    ZEROSHOT_CLASSIFICATION, evaluate_zeroshot_classification, ("acc1", "acc5"), retention_benchmark,
+    ZEROSHOT_CLASSIFICATION,
+    evaluate_zeroshot_classification,
+    ("acc1", "acc5"),
+    retention_benchmark,
     card_task=(CARD_TASK_ID, "Zero-shot image classification"),
-    card_metrics=("acc1", "acc5", "mean_per_class_recall"), retention=True,
+    card_metrics=("acc1", "acc5", "mean_per_class_recall"),
+    retention=True,
 )

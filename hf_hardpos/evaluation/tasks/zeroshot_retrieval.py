@@ -123,7 +123,9 @@ def evaluate_zeroshot_retrieval(
 
 # A suite group (e.g. VTAB) averages the first metric.
 TASK = one_row_task(
-    ZEROSHOT_RETRIEVAL, evaluate_zeroshot_retrieval, ("image_retrieval_recall@1", "text_retrieval_recall@1"),
+    ZEROSHOT_RETRIEVAL,
+    evaluate_zeroshot_retrieval,
+    ("image_retrieval_recall@1", "text_retrieval_recall@1"),
     retention_benchmark,
     card_task=(CARD_TASK_ID, "Zero-shot image-text retrieval"),
     card_metrics=tuple(f"{d}_retrieval_recall@{k}" for d in ("image", "text") for k in RECALL_KS),

@@ -92,9 +92,20 @@ class EmbeddingBatch:
         rank, world_size = world_info()
         if not gather_across_processes or world_size == 1:
             return cls(
-                image_embeds, text_embeds, positive_embeds, positive_mask, negative_embeds, negative_mask,
-                image_embeds, text_embeds, positive_embeds, positive_mask, negative_embeds, negative_mask,
-                offset=0, world_scale=1,
+                image_embeds,
+                text_embeds,
+                positive_embeds,
+                positive_mask,
+                negative_embeds,
+                negative_mask,
+                image_embeds,
+                text_embeds,
+                positive_embeds,
+                positive_mask,
+                negative_embeds,
+                negative_mask,
+                offset=0,
+                world_scale=1,
             )
 
         # One differentiable gather for all features and one plain gather for all masks (plus the sizes).
@@ -120,9 +131,20 @@ class EmbeddingBatch:
             g_neg = packed[:, 2 + num_pos :]
             g_neg_mask = packed_masks[:, num_pos:]
         return cls(
-            image_embeds, text_embeds, positive_embeds, positive_mask, negative_embeds, negative_mask,
-            packed[:, 0], packed[:, 1], g_pos, g_pos_mask, g_neg, g_neg_mask,
-            offset=sum(sizes[:rank]), world_scale=world_size,
+            image_embeds,
+            text_embeds,
+            positive_embeds,
+            positive_mask,
+            negative_embeds,
+            negative_mask,
+            packed[:, 0],
+            packed[:, 1],
+            g_pos,
+            g_pos_mask,
+            g_neg,
+            g_neg_mask,
+            offset=sum(sizes[:rank]),
+            world_scale=world_size,
         )
 
     def require(self, term: str, kind: str) -> None:

@@ -73,7 +73,9 @@ class CMRLoss(nn.Module):
             raise ValueError(f"negative_types must be non-empty and unique; got {negative_types}")
         for name in negative_types:
             if not isinstance(name, str) or not _TYPE_NAME.match(name):
-                raise ValueError(f"negative type {name!r} must be a non-empty name of letters, digits, '_' or '-'")
+                raise ValueError(
+                    f"negative type {name!r} must be a non-empty name of letters, digits, '_' or '-'"
+                )
         if not torch.isfinite(torch.tensor(float(upper_bound))):
             raise ValueError(f"cmr upper_bound must be finite; got {upper_bound}")
         self.negative_types = negative_types

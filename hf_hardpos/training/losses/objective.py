@@ -69,8 +69,10 @@ class HardPosObjective(nn.Module):
         settings = registry.settings_of({})
         unknown = set(term_settings) - set(settings)
         if unknown:
-            raise TypeError(f"HardPosObjective got unknown argument(s) {sorted(unknown)}; the loss terms take "
-                            f"{sorted(settings)}")
+            raise TypeError(
+                f"HardPosObjective got unknown argument(s) {sorted(unknown)}; the loss terms take "
+                f"{sorted(settings)}"
+            )
         settings.update(term_settings)
         registry.check_settings(settings)
         negative_types = tuple(negative_types)
@@ -85,7 +87,9 @@ class HardPosObjective(nn.Module):
         self.gather_across_processes = gather_across_processes
 
         terms_use_negatives = registry.HARD_NEGATIVES in registry.inputs_read(settings)
-        self.contrastive_hard_negatives = registry.contrastive_reads_negatives(settings, contrastive_hard_negatives)
+        self.contrastive_hard_negatives = registry.contrastive_reads_negatives(
+            settings, contrastive_hard_negatives
+        )
         self.uses_hard_negatives = terms_use_negatives or self.contrastive_hard_negatives
         if self.uses_hard_negatives and not negative_types:
             raise ValueError(
@@ -98,7 +102,9 @@ class HardPosObjective(nn.Module):
         # (the CMR thresholds) and state_dict() carries it as "terms.<key>.<buffer>".
         self.terms = nn.ModuleDict(registry.build_terms(settings, negative_types))
         self._entries = {entry.key: entry for entry in registry.active_terms(settings)}
-        self._weights: dict[str, float] = {key: float(settings[entry.weight]) for key, entry in self._entries.items()}
+        self._weights: dict[str, float] = {
+            key: float(settings[entry.weight]) for key, entry in self._entries.items()
+        }
 
     def forward(
         self,
@@ -128,16 +134,25 @@ class HardPosObjective(nn.Module):
                 f"{', '.join(registry.weights_reading(self.settings, registry.HARD_POSITIVES))} > 0 but no "
                 "positive_embeds were given; pass them or set that weight to 0"
             )
-        typed = [key for key, entry in self._entries.items() if registry.TYPED_NEGATIVES in entry.reads_with(self.settings)]
-        if typed and negative_embeds is not None and negative_embeds.ndim == 3 and negative_embeds.shape[1] != len(
-            self.negative_types
+        typed = [
+            key
+            for key, entry in self._entries.items()
+            if registry.TYPED_NEGATIVES in entry.reads_with(self.settings)
+        ]
+        if (
+            typed
+            and negative_embeds is not None
+            and negative_embeds.ndim == 3
+            and negative_embeds.shape[1] != len(self.negative_types)
         ):
             raise ValueError(
                 f"negative_embeds has {negative_embeds.shape[1]} slots per row but negative_types is "
                 f"{self.negative_types} ({len(self.negative_types)} types)"
             )
         if not torch.is_tensor(logit_scale):
-            logit_scale = torch.tensor(float(logit_scale), device=image_embeds.device, dtype=image_embeds.dtype)
+            logit_scale = torch.tensor(
+                float(logit_scale), device=image_embeds.device, dtype=image_embeds.dtype
+            )
         if not self.uses_hard_negatives:  # don't gather what no term reads
             negative_embeds = negative_mask = None
         if not self.uses_hard_positives:
@@ -173,7 +188,11 @@ class HardPosObjective(nn.Module):
             "terms": {
                 "clip": {"class": type(self.contrastive).__name__, **self.contrastive.get_config_dict()},
                 **{
-                    name: {"class": type(module).__name__, "weight": self._weights[name], **module.get_config_dict()}
+                    name: {
+                        "class": type(module).__name__,
+                        "weight": self._weights[name],
+                        **module.get_config_dict(),
+                    }
                     for name, module in self.terms.items()
                 },
             },

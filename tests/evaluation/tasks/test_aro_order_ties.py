@@ -23,7 +23,9 @@ def test_selection_rule_equals_aro_argmax_on_tie_heavy_float64_scores():
     rng = np.random.default_rng(0)
     scores = rng.integers(0, 3, size=(400, 5)).astype(np.float64)  # many exact ties
     assert (scores[:, :1] == scores[:, 1:]).any(axis=1).sum() > 100
-    np.testing.assert_array_equal(selection_correct(scores, ties_count_as_correct=True), aro_order_correct(scores))
+    np.testing.assert_array_equal(
+        selection_correct(scores, ties_count_as_correct=True), aro_order_correct(scores)
+    )
     strict = selection_correct(scores)
     assert strict.sum() < aro_order_correct(scores).sum()
 
@@ -39,8 +41,9 @@ def test_order_subsets_report_aro_accuracy_and_strict_beside_it(scorer):
     negatives = list(base["hard_negative"])
     negatives[:4] = base["caption"][:4]  # a perturbation equal to the caption: an exact tie
     tied = base.remove_columns("hard_negative").add_column("hard_negative", negatives)
-    result = evaluate_caption_selection(scorer, {"coco_order": tied, "other": tied},
-                                        true_caption_first=ARO_TRUE_CAPTION_FIRST)
+    result = evaluate_caption_selection(
+        scorer, {"coco_order": tied, "other": tied}, true_caption_first=ARO_TRUE_CAPTION_FIRST
+    )
     order, other = result["results"]["coco_order"], result["results"]["other"]
     assert order["accuracy"] - order["accuracy_strict"] == pytest.approx(4 / 8)
     assert other["accuracy"] == order["accuracy_strict"] and "accuracy_strict" not in other

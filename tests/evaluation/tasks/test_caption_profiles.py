@@ -29,7 +29,10 @@ DATA = {
 
 
 def test_each_profile_recognises_its_own_data_only():
-    recognised = {name: [p.name for p in caption_selection.profiles() if p.recognises(subsets)] for name, subsets in DATA.items()}
+    recognised = {
+        name: [p.name for p in caption_selection.profiles() if p.recognises(subsets)]
+        for name, subsets in DATA.items()
+    }
     assert recognised == {name: [name] for name in DATA}
     assert [p.name for p in caption_selection.profiles() if p.recognises({"default": _table()})] == []
 
@@ -43,7 +46,9 @@ def test_declared_columns_are_the_published_figures():
 
 def test_published_keys_come_from_the_profiles():
     assert caption_selection.published_key("official/relation_spatial", {}) == "vl_checklist/relation_spatial"
-    assert caption_selection.published_key("full/relation_spatial", {}) is None  # published numbers: official protocol
+    assert (
+        caption_selection.published_key("full/relation_spatial", {}) is None
+    )  # published numbers: official protocol
     assert caption_selection.published_key("plurals", {"num_upstream_rows": 10}) == "valse/plurality"
     assert caption_selection.published_key("replace_att", {"num_upstream_rows": 10}) is None
     assert caption_selection.published_key("swap=mean(swap_att,swap_obj)", {}) == "sugarcrepe/swap"

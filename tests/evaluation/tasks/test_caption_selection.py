@@ -36,7 +36,9 @@ def scorer(model_and_processor):
 def naive_image(model, processor, image) -> torch.Tensor:
     with torch.no_grad():
         pixels = processor(images=image.convert("RGB"), return_tensors="pt")["pixel_values"]
-        return torch.nn.functional.normalize(model.get_image_features(pixel_values=pixels).pooler_output[0], dim=-1)
+        return torch.nn.functional.normalize(
+            model.get_image_features(pixel_values=pixels).pooler_output[0], dim=-1
+        )
 
 
 def naive_text(model, processor, text: str) -> torch.Tensor:
@@ -54,7 +56,9 @@ def naive_selection(model, processor, dataset: Dataset) -> np.ndarray:
         candidates = [row["caption"]]
         for column in negative_columns:
             candidates.extend(row[column] if isinstance(row[column], list) else [row[column]])
-        out.append([np.nan if c is None else float(image @ naive_text(model, processor, c)) for c in candidates])
+        out.append(
+            [np.nan if c is None else float(image @ naive_text(model, processor, c)) for c in candidates]
+        )
     width = max(len(r) for r in out)
     return np.array([r + [np.nan] * (width - len(r)) for r in out])
 
@@ -114,7 +118,9 @@ def test_evaluate_caption_selection_aggregates(model_and_processor, scorer):
 
 def test_macro_accuracy_over_groups(scorer):
     dataset = make_selection_set(8, 1, seed=13)
-    dataset = dataset.add_column("relation_name", ["on", "on", "on", "left of", "left of", "with", "with", "with"])
+    dataset = dataset.add_column(
+        "relation_name", ["on", "on", "on", "left of", "left of", "with", "with", "with"]
+    )
     protocol = MacroProtocol(column="relation_name", min_group_size=3, exclude=("with",))
     result = evaluate_caption_selection(scorer, {"vg_relation": dataset}, macro={"vg_relation": protocol})
     correct = selection_correct(selection_scores(scorer, dataset))
@@ -192,7 +198,9 @@ def test_winoground_fixture_by_hand():
     and S11 > S10.
     """
     dataset = make_winoground(5)
-    raw = list(dataset.cast_column("image_0", Image(decode=False)).cast_column("image_1", Image(decode=False)))
+    raw = list(
+        dataset.cast_column("image_0", Image(decode=False)).cast_column("image_1", Image(decode=False))
+    )
     plan = [  # (image_0, image_1, caption_0, caption_1)
         (_at(0), _at(90), _at(10), _at(80)),  # S = [[c10, c80], [c80, c10]]: text, image, group right
         (_at(0), _at(40), _at(22), _at(50)),  # S00=c22 > S10=c50, S11=c10 > S01=c18: text right;
@@ -212,7 +220,12 @@ def test_winoground_fixture_by_hand():
     assert (result["text_score"], result["image_score"], result["group_score"]) == (0.4, 0.4, 0.2)
     by_tag = result["by_collapsed_tag"]  # tags cycle Object, Relation, Both
     assert by_tag["Object"] == {"text_score": 0.5, "image_score": 0.5, "group_score": 0.5, "num_examples": 2}
-    assert by_tag["Relation"] == {"text_score": 0.5, "image_score": 0.5, "group_score": 0.0, "num_examples": 2}
+    assert by_tag["Relation"] == {
+        "text_score": 0.5,
+        "image_score": 0.5,
+        "group_score": 0.0,
+        "num_examples": 2,
+    }
     assert by_tag["Both"] == {"text_score": 0.0, "image_score": 0.0, "group_score": 0.0, "num_examples": 1}
 
 

@@ -33,7 +33,9 @@ def module():
 @pytest.fixture(scope="module")
 def tie_heavy_scores():
     rng = np.random.default_rng(0)
-    pair, caption_negative, positive_negative = rng.normal(size=(3, 400)).round(1)  # rounding makes ties common
+    pair, caption_negative, positive_negative = rng.normal(size=(3, 400)).round(
+        1
+    )  # rounding makes ties common
     return {
         "positive_pair_scores": pair.tolist(),
         "caption_negative_scores": caption_negative.tolist(),
@@ -68,7 +70,9 @@ def test_bootstrap_and_input_errors(module, tie_heavy_scores):
     with pytest.raises(ValueError, match="non-finite"):
         module.compute(**bad)
     with pytest.raises(ValueError, match="differ in length"):
-        module.compute(**dict(tie_heavy_scores, positive_pair_scores=tie_heavy_scores["positive_pair_scores"][:-1]))
+        module.compute(
+            **dict(tie_heavy_scores, positive_pair_scores=tie_heavy_scores["positive_pair_scores"][:-1])
+        )
     with pytest.raises(ValueError, match="must hold numbers"):
         module.compute(**dict(tie_heavy_scores, positive_pair_scores=["0.3"] * 400))
     with pytest.raises(ValueError, match="`positive_negative_scores` is missing"):
@@ -82,9 +86,24 @@ def _sc_pp_rows() -> Dataset:
     """SC++-shaped rows (no image needed); row 2 repeats row 0's caption, row 3 has p2 == p1 (a defect)."""
     return Dataset.from_dict(
         {
-            "caption": ["a red cube left of a sphere", "a dog holding a cat", "a red cube left of a sphere", "a small cat"],
-            "hard_positive": ["a sphere right of a red cube", "a cat held by a dog", "left of a sphere a red cube", "a small cat"],
-            "hard_negative": ["a blue cube left of a sphere", "a cat holding a dog", "a red sphere left of a cube", "a large cat"],
+            "caption": [
+                "a red cube left of a sphere",
+                "a dog holding a cat",
+                "a red cube left of a sphere",
+                "a small cat",
+            ],
+            "hard_positive": [
+                "a sphere right of a red cube",
+                "a cat held by a dog",
+                "left of a sphere a red cube",
+                "a small cat",
+            ],
+            "hard_negative": [
+                "a blue cube left of a sphere",
+                "a cat holding a dog",
+                "a red sphere left of a cube",
+                "a large cat",
+            ],
         }
     )
 
@@ -101,7 +120,11 @@ def test_text_only_scores_equal_naive_loop_and_module(model_and_processor, modul
         return torch.nn.functional.normalize(out, dim=-1)
 
     for row, example in enumerate(dataset):
-        p1, p2, n = embed(example["caption"]), embed(example["hard_positive"]), embed(example["hard_negative"])
+        p1, p2, n = (
+            embed(example["caption"]),
+            embed(example["hard_positive"]),
+            embed(example["hard_negative"]),
+        )
         assert scores["positive_pair"][row] == pytest.approx(float(p1 @ p2), abs=1e-5)
         assert scores["caption_negative"][row] == pytest.approx(float(p1 @ n), abs=1e-5)
         assert scores["positive_negative"][row] == pytest.approx(float(p2 @ n), abs=1e-5)

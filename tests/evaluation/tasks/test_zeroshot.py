@@ -51,9 +51,7 @@ def scorer(model_and_processor):
 @pytest.fixture(scope="module")
 def classification_dir(tmp_path_factory) -> Path:
     rng = np.random.default_rng(0)
-    samples = [
-        {"png": image_bytes(rng, "PNG"), "cls": str(i % len(CLASSNAMES)).encode()} for i in range(15)
-    ]
+    samples = [{"png": image_bytes(rng, "PNG"), "cls": str(i % len(CLASSNAMES)).encode()} for i in range(15)]
     samples[3] = dict(samples[0])  # a repeated image: encoded once, counted twice
     return write_webdataset(
         tmp_path_factory.mktemp("wds_cls"),
@@ -71,16 +69,22 @@ def retrieval_dir(tmp_path_factory) -> Path:
     for i in range(12):
         captions = [" ".join(rng.choice(WORDS, size=rng.integers(2, 6))) for _ in range(1 + i % 3)]
         samples.append({"webp": image_bytes(rng, "WEBP"), "txt": "\n".join(captions).encode()})
-    return write_webdataset(tmp_path_factory.mktemp("wds_ret"), samples, nshards=3, dataset_type="retrieval\n")
+    return write_webdataset(
+        tmp_path_factory.mktemp("wds_ret"), samples, nshards=3, dataset_type="retrieval\n"
+    )
 
 
 # ---- naive reference: one sample, one prompt at a time ---------------------------------------------
 
 
 def _embed_image(model, processor, data: bytes) -> torch.Tensor:
-    pixels = processor(images=Image.open(io.BytesIO(data)).convert("RGB"), return_tensors="pt")["pixel_values"]
+    pixels = processor(images=Image.open(io.BytesIO(data)).convert("RGB"), return_tensors="pt")[
+        "pixel_values"
+    ]
     with torch.no_grad():
-        return torch.nn.functional.normalize(model.get_image_features(pixel_values=pixels).pooler_output[0], dim=-1)
+        return torch.nn.functional.normalize(
+            model.get_image_features(pixel_values=pixels).pooler_output[0], dim=-1
+        )
 
 
 def _embed_text(model, processor, text: str) -> torch.Tensor:
@@ -246,7 +250,9 @@ class _Samples(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         image = Image.open(io.BytesIO(self.samples[i][self.image_ext])).convert("RGB")
-        return self.processor(images=image, return_tensors="pt")["pixel_values"][0], self.target(self.samples[i])
+        return self.processor(images=image, return_tensors="pt")["pixel_values"][0], self.target(
+            self.samples[i]
+        )
 
 
 def test_classification_equals_clip_benchmark(model_and_processor, scorer, classification_dir, tmp_path):
@@ -271,13 +277,17 @@ def test_classification_equals_clip_benchmark(model_and_processor, scorer, class
         classifier = zeroshot_classification.zero_shot_classifier(
             wrapped, tokenizer, CLASSNAMES, TEMPLATES, "cpu", amp=False
         )
-        logits, target = zeroshot_classification.run_classification(wrapped, classifier, loader, "cpu", amp=False)
+        logits, target = zeroshot_classification.run_classification(
+            wrapped, classifier, loader, "cpu", amp=False
+        )
         pred = logits.topk(5, 1, True, True)[1].t()
         correct = pred.eq(target.view(1, -1).expand_as(pred))
         theirs = {
             "acc1": correct[:1].reshape(-1).float().sum().item() / len(target),
             "acc5": correct[:5].reshape(-1).float().sum().item() / len(target),
-            "mean_per_class_recall": zeroshot_classification.balanced_accuracy_score(target, logits.argmax(axis=1)),
+            "mean_per_class_recall": zeroshot_classification.balanced_accuracy_score(
+                target, logits.argmax(axis=1)
+            ),
         }
     ours = evaluate_zeroshot_classification(scorer, classification_dir, cache_dir=str(tmp_path / "cache"))
     for name in ("acc1", "acc5", "mean_per_class_recall"):
@@ -287,12 +297,20 @@ def test_classification_equals_clip_benchmark(model_and_processor, scorer, class
 def test_retrieval_equals_clip_benchmark(model_and_processor, scorer, retrieval_dir, tmp_path):
     zeroshot_retrieval = pytest.importorskip("clip_benchmark.metrics.zeroshot_retrieval")
     model, processor = model_and_processor
-    samples = _Samples(read_webdataset(retrieval_dir), processor, "webp", lambda s: s["txt"].decode().splitlines())
+    samples = _Samples(
+        read_webdataset(retrieval_dir), processor, "webp", lambda s: s["txt"].decode().splitlines()
+    )
     loader = torch.utils.data.DataLoader(
-        samples, batch_size=5, collate_fn=lambda batch: (torch.stack([b[0] for b in batch]), [b[1] for b in batch])
+        samples,
+        batch_size=5,
+        collate_fn=lambda batch: (torch.stack([b[0] for b in batch]), [b[1] for b in batch]),
     )
     theirs = zeroshot_retrieval.evaluate(
-        _ClipBenchmarkModel(model), loader, _clip_benchmark_tokenizer(processor), device="cpu", amp=False,
+        _ClipBenchmarkModel(model),
+        loader,
+        _clip_benchmark_tokenizer(processor),
+        device="cpu",
+        amp=False,
         recall_k_list=[1, 5, 10],
     )
     ours = evaluate_zeroshot_retrieval(scorer, retrieval_dir, cache_dir=str(tmp_path / "cache"))
@@ -319,8 +337,13 @@ def test_ties_never_count_as_hits():
     images = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
     texts = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
     result = retrieval_metrics(images, texts, torch.tensor([0, 2, 1]), ks=(1, 2))
-    assert result["image_retrieval_recall@1"] == pytest.approx(1 / 3) and result["image_retrieval_recall@2"] == 1.0
-    assert result["text_retrieval_recall@1"] == pytest.approx(1 / 3) and result["text_retrieval_recall@2"] == 1.0
+    assert (
+        result["image_retrieval_recall@1"] == pytest.approx(1 / 3)
+        and result["image_retrieval_recall@2"] == 1.0
+    )
+    assert (
+        result["text_retrieval_recall@1"] == pytest.approx(1 / 3) and result["text_retrieval_recall@2"] == 1.0
+    )
     with pytest.raises(ValueError, match="at least one correct candidate"):
         strict_rank(torch.zeros(1, 2), torch.zeros(1, 2, dtype=torch.bool))
 
@@ -344,15 +367,24 @@ def test_hub_id_fetches_only_metadata_then_shards_through_datasets(classificatio
 
     def fake_load_dataset(builder, data_files, split, cache_dir):
         calls["data_files"] = data_files  # what would be downloaded; read the local copies instead
-        return load_dataset(builder, data_files={split: local_shards}, split=split, cache_dir=str(tmp_path / "cache"))
+        return load_dataset(
+            builder, data_files={split: local_shards}, split=split, cache_dir=str(tmp_path / "cache")
+        )
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
     monkeypatch.setattr(webdataset, "load_dataset", fake_load_dataset)
     loaded = load_clip_benchmark_webdataset("clip-benchmark/wds_tiny", revision="abc123")
     repo_id, kwargs = calls["snapshot"]
-    assert repo_id == "clip-benchmark/wds_tiny" and kwargs["repo_type"] == "dataset" and kwargs["revision"] == "abc123"
+    assert (
+        repo_id == "clip-benchmark/wds_tiny"
+        and kwargs["repo_type"] == "dataset"
+        and kwargs["revision"] == "abc123"
+    )
     assert set(kwargs["allow_patterns"]) == {
-        "classnames.txt", "zeroshot_classification_templates.txt", "dataset_type.txt", "test/nshards.txt"
+        "classnames.txt",
+        "zeroshot_classification_templates.txt",
+        "dataset_type.txt",
+        "test/nshards.txt",
     }
     assert calls["data_files"] == {
         "test": [f"hf://datasets/clip-benchmark/wds_tiny@abc123/test/{i}.tar" for i in (0, 1)]

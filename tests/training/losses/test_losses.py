@@ -54,7 +54,10 @@ def inputs():
 
 def _batch(x) -> EmbeddingBatch:
     return EmbeddingBatch.build(
-        x["image"], x["text"], Slots(x["positives"], x["positive_mask"]), Slots(x["negatives"], x["negative_mask"])
+        x["image"],
+        x["text"],
+        Slots(x["positives"], x["positive_mask"]),
+        Slots(x["negatives"], x["negative_mask"]),
     )
 
 
@@ -267,7 +270,9 @@ def test_masked_slots_contribute_nothing(inputs):
     grad_pos, grad_neg = torch.autograd.grad(base["loss"], [inputs["positives"], inputs["negatives"]])
     assert torch.all(grad_pos[~inputs["positive_mask"]] == 0)
     assert torch.all(grad_neg[~inputs["negative_mask"]] == 0)
-    assert torch.any(grad_pos[inputs["positive_mask"]] != 0) and torch.any(grad_neg[inputs["negative_mask"]] != 0)
+    assert torch.any(grad_pos[inputs["positive_mask"]] != 0) and torch.any(
+        grad_neg[inputs["negative_mask"]] != 0
+    )
 
 
 def test_nothing_valid_gives_exact_zero_and_a_usable_graph(inputs):
@@ -294,7 +299,11 @@ def test_nothing_valid_gives_exact_zero_and_a_usable_graph(inputs):
 
 def test_objective_total_keys_and_weights(inputs):
     objective = HardPosObjective(
-        hard_negative_weight=0.5, hard_positive_weight=0.25, imc_weight=0.2, cmr_weight=0.4, negative_types=("a", "b")
+        hard_negative_weight=0.5,
+        hard_positive_weight=0.25,
+        imc_weight=0.2,
+        cmr_weight=0.4,
+        negative_types=("a", "b"),
     ).double()
     out = objective(inputs["image"], inputs["text"], inputs["logit_scale"], inputs["positives"],
                     inputs["positive_mask"], inputs["negatives"], inputs["negative_mask"])  # fmt: skip
@@ -316,7 +325,10 @@ def test_objective_total_keys_and_weights(inputs):
 
 def test_zero_weight_terms_are_absent_and_hp_only_sees_no_hard_negative(inputs):
     objective = HardPosObjective(hard_negative_weight=0.0, hard_positive_weight=1.0).double()
-    one_type = {"negative_embeds": inputs["negatives"][:, :1], "negative_mask": inputs["negative_mask"][:, :1]}
+    one_type = {
+        "negative_embeds": inputs["negatives"][:, :1],
+        "negative_mask": inputs["negative_mask"][:, :1],
+    }
     with_neg = objective(inputs["image"], inputs["text"], inputs["logit_scale"], inputs["positives"],
                          inputs["positive_mask"], **one_type)  # fmt: skip
     without = objective(inputs["image"], inputs["text"], inputs["logit_scale"], inputs["positives"],
@@ -325,7 +337,9 @@ def test_zero_weight_terms_are_absent_and_hp_only_sees_no_hard_negative(inputs):
     torch.testing.assert_close(with_neg["loss"], without["loss"])
     torch.testing.assert_close(with_neg["loss_clip"], ref_contrastive(inputs, with_negatives=False))
 
-    ranking = HardPosObjective(hard_negative_weight=0.0, hard_positive_mode="ranking", negative_types=("a", "b"))
+    ranking = HardPosObjective(
+        hard_negative_weight=0.0, hard_positive_mode="ranking", negative_types=("a", "b")
+    )
     out = ranking.double()(inputs["image"], inputs["text"], inputs["logit_scale"], inputs["positives"],
                            inputs["positive_mask"], inputs["negatives"], inputs["negative_mask"])  # fmt: skip
     torch.testing.assert_close(out["loss_hp"], ref_hard_positive_ranking(inputs))
@@ -344,7 +358,9 @@ def test_objective_rejects_bad_configuration_and_inputs(inputs):
     with pytest.raises(ValueError, match="negative_embeds"):
         objective(inputs["image"], inputs["text"], inputs["logit_scale"], inputs["positives"])
     with pytest.raises(ValueError, match="positive_embeds"):
-        objective(inputs["image"], inputs["text"], inputs["logit_scale"], negative_embeds=inputs["negatives"][:, :1])
+        objective(
+            inputs["image"], inputs["text"], inputs["logit_scale"], negative_embeds=inputs["negatives"][:, :1]
+        )
     # only CMR ties the slots to named types; SVLC's terms take any number of negatives per row
     objective(inputs["image"], inputs["text"], inputs["logit_scale"], inputs["positives"],
               negative_embeds=inputs["negatives"])  # fmt: skip
@@ -445,10 +461,17 @@ def test_cmr_deferred_updates_use_every_micro_batch_of_the_step(inputs):
     objective.apply_pending()
     both = {k: torch.cat([x1[k], x2[k]]).detach() for k in ("image", "text", "negatives", "negative_mask")}
     both["logit_scale"] = inputs["logit_scale"]
-    v, t, tn, s, nm = both["image"], both["text"], both["negatives"], both["logit_scale"], both["negative_mask"]
+    v, t, tn, s, nm = (
+        both["image"],
+        both["text"],
+        both["negatives"],
+        both["logit_scale"],
+        both["negative_mask"],
+    )
     mean_original = (s * (v * t).sum(-1)).mean()
     expected = [
-        (mean_original - (s * (v[nm[:, k]] * tn[nm[:, k], k]).sum(-1)).mean()).clamp(0, 3.0).item() for k in range(K)
+        (mean_original - (s * (v[nm[:, k]] * tn[nm[:, k], k]).sum(-1)).mean()).clamp(0, 3.0).item()
+        for k in range(K)
     ]
     assert list(objective.terms["cmr"].threshold_dict().values()) == pytest.approx(expected)
 

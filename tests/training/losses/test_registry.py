@@ -143,4 +143,6 @@ def test_loss_arguments_are_the_fields_the_terms_declare():
     written = [facts(f.name, f.type, f) for f in dataclasses.fields(registry.LossArguments)]
     declared = [facts(name, kind, field) for name, kind, field in registry.argument_fields()]
     assert written == declared
-    assert [type(term.build(registry.settings_of({}), ("a",))).TERM for term in registry.TERMS] == list(registry.TERMS)
+    assert [type(term.build(registry.settings_of({}), ("a",))).TERM for term in registry.TERMS] == list(
+        registry.TERMS
+    )
