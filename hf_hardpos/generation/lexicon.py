@@ -37,32 +37,15 @@ class Rule:
     needs_next: bool = False
 
 
+# fmt: off
+# The word tables are written as paragraphs of words (ruff format would put one word per line).
 # Phrases whose words must never be replaced one at a time: an idiom, a fixed expression, or a
 # multi-word preposition that only a rule for the whole phrase may rewrite.
 PROTECTED_PHRASES: tuple[str, ...] = (
-    "in front of",
-    "in between",
-    "black and white",
-    "year old",
-    "years old",
-    "month old",
-    "months old",
-    "week old",
-    "weeks old",
-    "day old",
-    "days old",
-    "side by side",
-    "one by one",
-    "by itself",
-    "by themselves",
-    "by himself",
-    "by herself",
-    "next to each other",
-    "long time",
-    "as long as",
-    "clear of",
-    "little bit",
-    "small talk",
+    "in front of", "in between", "black and white", "year old", "years old", "month old", "months old",
+    "week old", "weeks old", "day old", "days old", "side by side", "one by one", "by itself",
+    "by themselves", "by himself", "by herself", "next to each other", "long time", "as long as",
+    "clear of", "little bit", "small talk",
 )
 
 # Multi-word relations: no single word inside them may be replaced ("in back of" must never become
@@ -70,163 +53,38 @@ PROTECTED_PHRASES: tuple[str, ...] = (
 # may rewrite one. Every multi-word source and target of the rule tables is protected too (see
 # `protected_phrases`).
 MULTIWORD_RELATIONS: tuple[str, ...] = (
-    "in back of",
-    "in front of",
-    "on top of",
-    "next to",
-    "close to",
-    "far from",
-    "out of",
-    "inside of",
-    "outside of",
-    "ahead of",
-    "in between",
-    "in middle of",
-    "in the middle of",
-    "in center of",
-    "in the center of",
-    "on the left of",
-    "on the right of",
-    "to the left of",
-    "to the right of",
-    "on side of",
-    "on the side of",
-    "on edge of",
-    "on the edge of",
-    "at the top of",
-    "at the bottom of",
-    "at the end of",
-    "on the back of",
-    "in the back of",
-    "on the front of",
-    "in the front of",
-    "on either side of",
-    "along the side of",
-    "across from",
-    "away from",
-    "instead of",
-    "because of",
+    "in back of", "in front of", "on top of", "next to", "close to", "far from", "out of", "inside of",
+    "outside of", "ahead of", "in between", "in middle of", "in the middle of", "in center of",
+    "in the center of", "on the left of", "on the right of", "to the left of", "to the right of",
+    "on side of", "on the side of", "on edge of", "on the edge of", "at the top of", "at the bottom of",
+    "at the end of", "on the back of", "in the back of", "on the front of", "in the front of",
+    "on either side of", "along the side of", "across from", "away from", "instead of", "because of",
     "in place of",
 )
 
 _AUXILIARIES = frozenset({"is", "are", "was", "were", "be", "been", "being", "am"})
 # Participles before "by" mark a passive agent ("pulled by a horse"), not a location.
 _PASSIVE_PARTICIPLES = frozenset(
-    {
-        "taken",
-        "held",
-        "ridden",
-        "drawn",
-        "driven",
-        "made",
-        "eaten",
-        "seen",
-        "thrown",
-        "worn",
-        "shown",
-        "flown",
-        "sold",
-        "written",
-        "built",
-        "hit",
-        "caught",
-        "led",
-        "fed",
-        "followed",
-        "surrounded",
-        "covered",
-        "pulled",
-        "pushed",
-        "guided",
-        "lined",
-        "bordered",
-        "flanked",
-        "framed",
-        "topped",
-        "filled",
-        "lit",
-        "watched",
-        "used",
-        "owned",
-        "operated",
-        "parked",
-        "chased",
-        "carried",
-        "photographed",
-        "attended",
-        "accompanied",
-        "separated",
-        "supported",
-    }
+    {"taken", "held", "ridden", "drawn", "driven", "made", "eaten", "seen", "thrown", "worn",
+     "shown", "flown", "sold", "written", "built", "hit", "caught", "led", "fed", "followed",
+     "surrounded", "covered", "pulled", "pushed", "guided", "lined", "bordered", "flanked",
+     "framed", "topped", "filled", "lit", "watched", "used", "owned", "operated", "parked",
+     "chased", "carried", "photographed", "attended", "accompanied", "separated", "supported"}
 )
 # "dressed in", "covered in snow": here "in" means wearing/coated, not containment.
 _IN_NOT_AFTER = frozenset(
-    {
-        "dressed",
-        "clad",
-        "covered",
-        "coated",
-        "filled",
-        "wrapped",
-        "painted",
-        "written",
-        "done",
-        "interested",
-        "involved",
-        "engaged",
-        "dipped",
-        "soaked",
-        "drenched",
-        "smothered",
-        "topped",
-        "decorated",
-        "lined",
-        "plugged",
-        "checked",
-        "logged",
-        "tucked",
-        "sleeping",
-        "lying",
-        "laying",
-    }
+    {"dressed", "clad", "covered", "coated", "filled", "wrapped", "painted", "written", "done",
+     "interested", "involved", "engaged", "dipped", "soaked", "drenched", "smothered", "topped",
+     "decorated", "lined", "plugged", "checked", "logged", "tucked", "sleeping", "lying", "laying"}
 )
 _PHRASAL_PARTICLES = frozenset({"out", "up", "down", "around", "over", "off", "for", "like", "forward"})
 _STANDING_PARTICLES = frozenset(
     {"still", "about", "by", "back", "aside", "tall", "guard", "apart", "together"}
 )
 _MOTION_PREPOSITIONS = frozenset(
-    {
-        "on",
-        "along",
-        "down",
-        "up",
-        "in",
-        "through",
-        "across",
-        "into",
-        "past",
-        "with",
-        "toward",
-        "towards",
-        "around",
-        "by",
-        "at",
-        "over",
-        "under",
-        "onto",
-        "alongside",
-        "behind",
-        "beside",
-        "next",
-        "near",
-        "inside",
-        "outside",
-        "off",
-        "away",
-        "to",
-        "from",
-        "and",
-    }
+    {"on", "along", "down", "up", "in", "through", "across", "into", "past", "with", "toward",
+     "towards", "around", "by", "at", "over", "under", "onto", "alongside", "behind", "beside",
+     "next", "near", "inside", "outside", "off", "away", "to", "from", "and"}
 )
 _AGE_UNITS = frozenset({"year", "years", "month", "months", "week", "weeks", "day", "days"})
 
@@ -236,87 +94,39 @@ _AGE_UNITS = frozenset({"year", "years", "month", "months", "week", "weeks", "da
 # target "in"); "riding on" -> "traveling on" is how upstream avoided "traveling on on".
 PAPER_SYNONYMS: dict[str, tuple[tuple[str, str, int], ...]] = {
     "attribute": (
-        ("white", "ivory", 2740),
-        ("black", "ebony", 1789),
-        ("blue", "sapphire", 1253),
-        ("brown", "chestnut", 946),
-        ("red", "crimson", 827),
-        ("green", "emerald", 754),
-        ("large", "big", 571),
-        ("small", "tiny", 358),
-        ("long", "lengthy", 270),
-        ("silver", "metallic", 241),
-        ("standing", "upright", 153),
-        ("big", "large", 146),
-        ("sitting", "seated", 88),
-        ("walking", "strolling", 64),
-        ("wet", "damp", 62),
-        ("smiling", "happy", 50),
-        ("old", "aged", 46),
-        ("clear", "unclouded", 43),
-        ("eating", "ingesting", 41),
-        ("young", "youthful", 36),
-        ("huge", "big", 31),
-        ("hanging", "dangling", 29),
-        ("looking", "gazing", 27),
+        ("white", "ivory", 2740), ("black", "ebony", 1789), ("blue", "sapphire", 1253),
+        ("brown", "chestnut", 946), ("red", "crimson", 827), ("green", "emerald", 754), ("large", "big", 571),
+        ("small", "tiny", 358), ("long", "lengthy", 270), ("silver", "metallic", 241),
+        ("standing", "upright", 153), ("big", "large", 146), ("sitting", "seated", 88),
+        ("walking", "strolling", 64), ("wet", "damp", 62), ("smiling", "happy", 50), ("old", "aged", 46),
+        ("clear", "unclouded", 43), ("eating", "ingesting", 41), ("young", "youthful", 36),
+        ("huge", "big", 31), ("hanging", "dangling", 29), ("looking", "gazing", 27),
     ),
     "relation": (
-        ("in", "within", 6172),
-        ("wearing", "in", 3591),
-        ("behind", "to the rear of", 1056),
-        ("holding", "grasping", 950),
-        ("on top of", "on", 683),
-        ("near", "next to", 657),
-        ("sitting", "seated", 639),
-        ("next to", "near", 621),
-        ("under", "beneath", 467),
-        ("by", "near", 393),
+        ("in", "within", 6172), ("wearing", "in", 3591), ("behind", "to the rear of", 1056),
+        ("holding", "grasping", 950), ("on top of", "on", 683), ("near", "next to", 657),
+        ("sitting", "seated", 639), ("next to", "near", 621), ("under", "beneath", 467), ("by", "near", 393),
         ("wears", "in", 385),
-        ("hanging", "dangling", 382),
-        ("above", "on top of", 298),
-        ("walking", "strolling", 288),
-        ("riding", "traveling on", 245),
-        ("riding on", "traveling on", 38),
+        ("hanging", "dangling", 382), ("above", "on top of", 298), ("walking", "strolling", 288),
+        ("riding", "traveling on", 245), ("riding on", "traveling on", 38),
     ),
 }
 # Our own additions (not in the paper's table): common COCO words with an unambiguous synonym.
 EXTRA_SYNONYMS: dict[str, str] = {
-    "in back of": "behind",
-    "beside": "next to",
-    "atop": "on top of",
-    "couch": "sofa",
-    "sofa": "couch",
-    "photograph": "photo",
-    "television": "tv",
-    "bicycle": "bike",
-    "bike": "bicycle",
-    "airplane": "plane",
-    "aeroplane": "plane",
-    "automobile": "car",
-    "kitten": "kitty",
-    "puppy": "pup",
+    "in back of": "behind", "beside": "next to", "atop": "on top of", "couch": "sofa", "sofa": "couch",
+    "photograph": "photo", "television": "tv", "bicycle": "bike", "bike": "bicycle", "airplane": "plane",
+    "aeroplane": "plane", "automobile": "car", "kitten": "kitty", "puppy": "pup",
 }
 
 # Sources that the relation-targeted kinds may touch ("replace-verb", "replace-spatial").
 VERB_SOURCES = frozenset(
-    {
-        "wearing",
-        "wears",
-        "holding",
-        "sitting",
-        "standing",
-        "walking",
-        "riding",
-        "riding on",
-        "hanging",
-        "looking",
-        "eating",
-        "smiling",
-    }
+    {"wearing", "wears", "holding", "sitting", "standing", "walking", "riding", "riding on", "hanging",
+     "looking", "eating", "smiling"}
 )
 SPATIAL_SOURCES = frozenset(
     {"in", "behind", "in back of", "on top of", "near", "next to", "under", "by", "above", "beside", "atop"}
 )
+# fmt: on
 
 # Context guards per source word (shared by the hard-positive and hard-negative tables).
 _GUARDS: dict[str, dict[str, Any]] = {
@@ -371,19 +181,11 @@ def synonyms() -> dict[str, frozenset[str]]:
 
 
 # ---- hard negatives: antonyms and co-hyponyms (CREPE / SugarCrepe "replace") ------------------
+# fmt: off
 COLOURS: tuple[str, ...] = (
-    "white",
-    "black",
-    "red",
-    "blue",
-    "green",
-    "yellow",
-    "brown",
-    "orange",
-    "pink",
-    "purple",
-    "gray",
+    "white", "black", "red", "blue", "green", "yellow", "brown", "orange", "pink", "purple", "gray",
 )
+# fmt: on
 # Co-hyponym groups: any other member of the group is a meaning-changing replacement.
 _COHYPONYM_GROUPS: dict[str, tuple[tuple[str, ...], ...]] = {
     "colour": (COLOURS,),
@@ -429,60 +231,24 @@ _ANTONYMS: dict[str, dict[str, tuple[str, ...]]] = {
         "standing": ("sitting", "lying"),
     },
 }  # fmt: skip
+# fmt: off
 # Negative-side guards for words that are also nouns/verbs in other senses.
 _NEGATIVE_GUARDS: dict[str, dict[str, Any]] = {
     "light": {
-        "not_before": frozenset({"pole", "poles", "post", "bulb", "switch", "fixture"}),
-        "needs_next": True,
+        "not_before": frozenset({"pole", "poles", "post", "bulb", "switch", "fixture"}), "needs_next": True
     },
     "dark": {"needs_next": True},
     # Phrasal verbs ("set up", "sit down") are not directions.
     "up": {
         "not_after": frozenset(
-            {
-                "set",
-                "pick",
-                "picks",
-                "picking",
-                "hold",
-                "holds",
-                "holding",
-                "line",
-                "lined",
-                "close",
-                "dressed",
-                "stacked",
-                "piled",
-                "lit",
-                "cut",
-                "hung",
-                "end",
-                "ended",
-                "propped",
-                "stood",
-            }
+            {"set", "pick", "picks", "picking", "hold", "holds", "holding", "line", "lined", "close",
+             "dressed", "stacked", "piled", "lit", "cut", "hung", "end", "ended", "propped", "stood"}
         )
     },
     "down": {
         "not_after": frozenset(
-            {
-                "upside",
-                "lay",
-                "lays",
-                "laying",
-                "sit",
-                "sits",
-                "sitting",
-                "lying",
-                "lie",
-                "lies",
-                "bent",
-                "bending",
-                "broken",
-                "slow",
-                "slowing",
-                "calm",
-            }
+            {"upside", "lay", "lays", "laying", "sit", "sits", "sitting", "lying", "lie", "lies", "bent",
+             "bending", "broken", "slow", "slowing", "calm"}
         )
     },
     # Materials are nouns too ("a pile of stone and brick"): only one before a noun is an attribute.
@@ -502,19 +268,8 @@ _NEGATIVE_GUARDS: dict[str, dict[str, Any]] = {
     # "an old man" -> "a new man" is not a sensible negative; people age, objects are new/old.
     "old": {
         "not_before": frozenset(
-            {
-                "man",
-                "men",
-                "woman",
-                "women",
-                "lady",
-                "ladies",
-                "person",
-                "people",
-                "couple",
-                "guy",
-                "gentleman",
-            }
+            {"man", "men", "woman", "women", "lady", "ladies", "person", "people", "couple", "guy",
+             "gentleman"}
         ),
         "not_after": _AGE_UNITS,
     },
@@ -522,6 +277,7 @@ _NEGATIVE_GUARDS: dict[str, dict[str, Any]] = {
     "into": {"needs_next": True},
     "out of": {"needs_next": True},
 }
+# fmt: on
 
 
 def hard_negative_rules() -> tuple[Rule, ...]:
@@ -555,288 +311,54 @@ def protected_phrases() -> frozenset[str]:
     return frozenset(PROTECTED_PHRASES) | frozenset(MULTIWORD_RELATIONS) | multiword
 
 
+# fmt: off
 # Attribute words whose exchange between two objects makes a SWAP hard negative, and which may be
 # coordinated ("blue and white") in a SWAP hard positive.
 SWAPPABLE_ATTRIBUTES: dict[str, str] = {
     **{c: "colour" for c in COLOURS + ("grey", "silver", "gold", "golden", "tan", "beige")},
-    **{
-        m: "material"
-        for m in (
-            "wooden",
-            "metal",
-            "metallic",
-            "plastic",
-            "stone",
-            "brick",
-            "leather",
-            "glass",
-            "concrete",
-            "ceramic",
-            "paper",
-            "steel",
-            "wood",
-        )
-    },
-    **{
-        s: "size"
-        for s in (
-            "large",
-            "big",
-            "huge",
-            "small",
-            "tiny",
-            "little",
-            "tall",
-            "short",
-            "long",
-            "thin",
-            "thick",
-            "wide",
-            "narrow",
-        )
-    },
-    **{
-        s: "state"
-        for s in (
-            "open",
-            "closed",
-            "empty",
-            "full",
-            "wet",
-            "dry",
-            "clean",
-            "dirty",
-            "old",
-            "new",
-            "young",
-            "striped",
-            "spotted",
-            "checkered",
-            "dark",
-            "bright",
-            "shiny",
-            "fluffy",
-            "furry",
-            "round",
-            "square",
-        )
-    },
+    **{m: "material" for m in ("wooden", "metal", "metallic", "plastic", "stone", "brick", "leather",
+                                "glass", "concrete", "ceramic", "paper", "steel", "wood")},
+    **{s: "size" for s in ("large", "big", "huge", "small", "tiny", "little", "tall", "short",
+                            "long", "thin", "thick", "wide", "narrow")},
+    **{s: "state" for s in ("open", "closed", "empty", "full", "wet", "dry", "clean", "dirty",
+                             "old", "new", "young", "striped", "spotted", "checkered", "dark",
+                             "bright", "shiny", "fluffy", "furry", "round", "square")},
 }
 
 # ---- closed word classes for the "and"-swap parser ---------------------------------------------
 DETERMINERS = frozenset(
-    {
-        "a",
-        "an",
-        "the",
-        "this",
-        "that",
-        "these",
-        "those",
-        "his",
-        "her",
-        "their",
-        "its",
-        "my",
-        "our",
-        "your",
-        "some",
-        "several",
-        "many",
-        "few",
-        "two",
-        "three",
-        "four",
-        "five",
-        "six",
-        "seven",
-        "eight",
-        "nine",
-        "ten",
-        "one",
-        "both",
-        "each",
-        "every",
-        "another",
-        "other",
-    }
+    {"a", "an", "the", "this", "that", "these", "those", "his", "her", "their", "its", "my", "our",
+     "your", "some", "several", "many", "few", "two", "three", "four", "five", "six", "seven",
+     "eight", "nine", "ten", "one", "both", "each", "every", "another", "other"}
 )
 PREPOSITIONS = frozenset(
-    {
-        "of",
-        "with",
-        "on",
-        "in",
-        "at",
-        "by",
-        "near",
-        "under",
-        "over",
-        "above",
-        "below",
-        "behind",
-        "beside",
-        "between",
-        "inside",
-        "outside",
-        "into",
-        "onto",
-        "from",
-        "to",
-        "for",
-        "through",
-        "across",
-        "along",
-        "around",
-        "against",
-        "beneath",
-        "underneath",
-        "next",
-        "atop",
-        "while",
-        "during",
-        "without",
-        "like",
-        "toward",
-        "towards",
-        "past",
-        "off",
-        "up",
-        "down",
-        "among",
-    }
+    {"of", "with", "on", "in", "at", "by", "near", "under", "over", "above", "below", "behind",
+     "beside", "between", "inside", "outside", "into", "onto", "from", "to", "for", "through",
+     "across", "along", "around", "against", "beneath", "underneath", "next", "atop", "while",
+     "during", "without", "like", "toward", "towards", "past", "off", "up", "down", "among"}
 )
 POSSESSIVES = frozenset({"his", "her", "their", "its", "my", "our", "your"})
-AUXILIARIES = _AUXILIARIES | frozenset(
-    {
-        "has",
-        "have",
-        "had",
-        "does",
-        "do",
-        "did",
-        "can",
-        "will",
-        "could",
-        "would",
-        "may",
-        "might",
-        "should",
-        "'s",
-    }
-)
+AUXILIARIES = _AUXILIARIES | frozenset({"has", "have", "had", "does", "do", "did", "can", "will",
+                                        "could", "would", "may", "might", "should", "'s"})
 # Words that end a noun phrase besides prepositions and verbs: relative pronouns, conjunctions.
-CLAUSE_WORDS = frozenset(
-    {
-        "that",
-        "which",
-        "who",
-        "whom",
-        "whose",
-        "where",
-        "when",
-        "as",
-        "or",
-        "but",
-        "so",
-        "because",
-        "then",
-        "there",
-        "it",
-        "they",
-        "he",
-        "she",
-        "while",
-    }
-)
+CLAUSE_WORDS = frozenset({"that", "which", "who", "whom", "whose", "where", "when", "as", "or", "but",
+                          "so", "because", "then", "there", "it", "they", "he", "she", "while"})
 # Frames before a list of objects that do not bind to either conjunct ("a photo of ...").
 NOUN_PHRASE_FRAMES: tuple[tuple[str, ...], ...] = (
-    ("there", "is"),
-    ("there", "are"),
-    ("this", "is"),
-    ("these", "are"),
-    ("here", "is"),
-    ("here", "are"),
-    ("a", "photo", "of"),
-    ("a", "picture", "of"),
-    ("an", "image", "of"),
-    ("a", "close", "up", "of"),
-    ("close", "up", "of"),
-    ("a", "view", "of"),
+    ("there", "is"), ("there", "are"), ("this", "is"), ("these", "are"), ("here", "is"),
+    ("here", "are"), ("a", "photo", "of"), ("a", "picture", "of"), ("an", "image", "of"),
+    ("a", "close", "up", "of"), ("close", "up", "of"), ("a", "view", "of"),
 )
 # "-ing" words that are nouns, not participles (so they do not start or end a verb phrase).
 ING_NOUNS = frozenset(
-    {
-        "building",
-        "buildings",
-        "ceiling",
-        "clothing",
-        "painting",
-        "paintings",
-        "ring",
-        "rings",
-        "king",
-        "thing",
-        "things",
-        "string",
-        "wing",
-        "wings",
-        "evening",
-        "morning",
-        "icing",
-        "frosting",
-        "topping",
-        "toppings",
-        "stuffing",
-        "pudding",
-        "dumpling",
-        "dumplings",
-        "railing",
-        "railings",
-        "sibling",
-        "awning",
-        "bedding",
-        "wedding",
-        "sling",
-        "swing",
-        "spring",
-        "ping",
-        "sing",
-        "wring",
-        "ding",
-        "bring",
-        "sting",
-        "swimming",
-        "lighting",
-        "sign",
-        "clearing",
-        "crossing",
-        "dressing",
-        "filling",
-        "landing",
-        "living",
-        "parking",
-        "serving",
-        "servings",
-        "siding",
-        "skiing",
-        "snowboarding",
-        "surfing",
-        "skateboarding",
-        "seating",
-        "boarding",
-        "shopping",
-        "something",
-        "anything",
-        "nothing",
-        "everything",
-        "during",
-        "drawing",
-        "drawings",
-        "carving",
-        "opening",
-        "setting",
-        "ending",
-        "beginning",
-    }
+    {"building", "buildings", "ceiling", "clothing", "painting", "paintings", "ring", "rings", "king",
+     "thing", "things", "string", "wing", "wings", "evening", "morning", "icing", "frosting",
+     "topping", "toppings", "stuffing", "pudding", "dumpling", "dumplings", "railing", "railings",
+     "sibling", "awning", "bedding", "wedding", "sling", "swing", "spring", "ping", "sing",
+     "wring", "ding", "bring", "sting", "swimming", "lighting", "sign", "clearing",
+     "crossing", "dressing", "filling", "landing", "living", "parking", "serving",
+     "servings", "siding", "skiing", "snowboarding", "surfing", "skateboarding", "seating",
+     "boarding", "shopping", "something", "anything", "nothing", "everything", "during", "drawing",
+     "drawings", "carving", "opening", "setting", "ending", "beginning"}
 )
+# fmt: on
