@@ -12,7 +12,7 @@ from hf_hardpos import output_folder
 from hf_hardpos.cli import main
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.evaluation.run import evaluate_model
-from hf_hardpos.generation.resumable import lock_path
+from hf_hardpos.generation.run_output import lock_path
 from tests.support.eval_data import make_eval_set, write_hub_folder
 
 

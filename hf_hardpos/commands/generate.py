@@ -339,7 +339,8 @@ def build_generator(args: argparse.Namespace, method: str, device: str | None = 
 def run(args: argparse.Namespace) -> int:
     from ..generation.caption_file import read_captions
     from ..generation.report import quality_report
-    from ..generation.resumable import GenerationOutput, generate_into
+    from ..generation.resumable import generate_into
+    from ..generation.run_output import GenerationOutput
     from ..generation.sharding import adopt_shards, generate_sharded, run_shard, shard_dir, world_size
 
     method = check_arguments(args)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import columns
-from ..generation.resumable import manifest_path
+from ..generation.run_output import manifest_path
 from .checks import DataValidationError, MissingSourceError
 from .generation_outputs import checked_manifest, read_records
 

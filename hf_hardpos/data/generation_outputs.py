@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..errors import UserInputError
-from ..generation.resumable import input_fingerprint, manifest_path, parse_record, read_manifest
+from ..generation.run_output import input_fingerprint, manifest_path, parse_record, read_manifest
 from .checks import DataValidationError, MissingSourceError
 
 

@@ -13,8 +13,8 @@
   `mlm.MLMNegativeGenerator`: our filtered variant, and the tagger and input checks both share.
 - `validation`: output cleaning and checks (the paper's acceptance, or "strict"), every rejection
   reason, the hard-positive kinds.
-- `resumable`: reading captions, the output's manifest and lock, the one driver every generator
-  runs under (`CaptionGenerator.generate_to_jsonl`), per-caption seeding (`caption_rng`).
+- `resumable`: the one driver every generator runs under (`CaptionGenerator.generate_to_jsonl`),
+  per-caption seeding (`caption_rng`); `run_output`: the output it resumes (manifest, lock, records).
 - `report`: the quality report of an output file.
 - `models`: loading a generator's model with a one-line error; the model's identity (file digests
   cached by path, size and mtime).

@@ -25,11 +25,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hf_hardpos.errors import UserInputError
-from hf_hardpos.generation.resumable import (
-    CaptionGenerator,
+from hf_hardpos.generation.resumable import CaptionGenerator, generate_into
+from hf_hardpos.generation.run_output import (
     GenerationOutput,
     describe_differences,
-    generate_into,
     manifest_path,
     read_done,
     read_manifest,

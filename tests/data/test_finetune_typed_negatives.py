@@ -24,8 +24,8 @@ from hf_hardpos.data.checks import DataValidationError, MissingSourceError
 from hf_hardpos.data.coco_finetune import export_finetune
 from hf_hardpos.generation import validation
 from hf_hardpos.generation.mlm import TYPES, MLMNegativeGenerator, spacy_tagger
-from hf_hardpos.generation.resumable import manifest_path
 from hf_hardpos.generation.rule_generator import RuleGenerator
+from hf_hardpos.generation.run_output import manifest_path
 from tests.support.data_sources import (
     COCO_CAPTIONS,
     card_numbers,

@@ -20,7 +20,8 @@ import torch
 
 from hf_hardpos.generation import llm, sampling
 from hf_hardpos.generation.llm import LLMGenerator
-from hf_hardpos.generation.resumable import GenerationOutput, generate_into
+from hf_hardpos.generation.resumable import generate_into
+from hf_hardpos.generation.run_output import GenerationOutput
 from hf_hardpos.generation.sharding import shard_indices
 from tests.support.llm import CAPTIONS, tiny_llama
 

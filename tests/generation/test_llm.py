@@ -21,7 +21,7 @@ from transformers import (
 
 from hf_hardpos.commands import generate as generate_command
 from hf_hardpos.errors import UserInputError
-from hf_hardpos.generation import llm, resumable, validation
+from hf_hardpos.generation import llm, run_output, validation
 from hf_hardpos.generation.caption_file import read_captions
 from hf_hardpos.generation.llm import LLMGenerator
 from hf_hardpos.generation.validation import NO_AND
@@ -252,10 +252,10 @@ def test_resume_refuses_an_output_written_for_other_inputs(tmp_path):
         json.dumps({"index": 0, "input": "a dog", "output": None, "valid": False, "reason": "x"}) + "\n"
     )
     with pytest.raises(ValueError, match="line 1.*another input file"):
-        resumable.read_done(path, ["a cat"])
+        run_output.read_done(path, ["a cat"])
     path.write_text("not json\n" + json.dumps({"index": 0, "input": "a dog"}) + "\n")
     with pytest.raises(ValueError, match="line 1: not valid JSON"):
-        resumable.read_done(path, ["a dog"])
+        run_output.read_done(path, ["a dog"])
 
 
 class _CannedGenerator(LLMGenerator):

@@ -19,13 +19,9 @@ from hf_hardpos import cli
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.generation import models
 from hf_hardpos.generation.report import quality_report, quality_summary
-from hf_hardpos.generation.resumable import (
-    Candidate,
-    CaptionGenerator,
-    GenerationOutput,
-    generate_into,
-)
+from hf_hardpos.generation.resumable import Candidate, CaptionGenerator, generate_into
 from hf_hardpos.generation.rule_generator import RuleGenerator
+from hf_hardpos.generation.run_output import GenerationOutput
 from hf_hardpos.generation.sharding import generate_sharded, shard_indices, shard_path
 
 CAPTIONS = [f"a {colour} car near a {thing}" for colour in ("red", "white", "small", "big")

@@ -15,13 +15,13 @@ from hf_hardpos.errors import UserInputError
 from hf_hardpos.generation import validation
 from hf_hardpos.generation.caption_file import read_captions
 from hf_hardpos.generation.report import quality_report, quality_summary
-from hf_hardpos.generation.resumable import (
+from hf_hardpos.generation.rule_generator import RuleGenerator
+from hf_hardpos.generation.run_output import (
     GenerationOutput,
     input_fingerprint,
     lock_path,
     manifest_path,
 )
-from hf_hardpos.generation.rule_generator import RuleGenerator
 
 CAPTIONS = "a white cat on a mat\na red car and a blue bus\n\na small dog in back of a fence\n"
 
@@ -119,7 +119,7 @@ def test_second_concurrent_writer_is_refused_and_a_killed_writer_leaves_no_stale
             sys.executable,
             "-c",
             "import sys, time\n"
-            "from hf_hardpos.generation.resumable import GenerationOutput\n"
+            "from hf_hardpos.generation.run_output import GenerationOutput\n"
             f"with GenerationOutput({str(out)!r}, {{'method': 'rules'}}, ['a']):\n"
             "    print('locked', flush=True); time.sleep(60)\n",
         ],

@@ -12,7 +12,7 @@ import pytest
 
 from hf_hardpos import cli
 from hf_hardpos.errors import UserInputError
-from hf_hardpos.generation.resumable import manifest_path
+from hf_hardpos.generation.run_output import manifest_path
 from hf_hardpos.generation.sharding import (
     check_world_size,
     merge_shards,
@@ -135,8 +135,9 @@ def test_merge_refuses_missing_rows_and_other_world_sizes(tmp_path):
     inputs = ["a red car", "a white cat", "a small dog"]
     output = tmp_path / "out.jsonl"
     assert list(shard_indices(3, 1, 2)) == [1]
-    from hf_hardpos.generation.resumable import GenerationOutput, generate_into
+    from hf_hardpos.generation.resumable import generate_into
     from hf_hardpos.generation.rule_generator import RuleGenerator
+    from hf_hardpos.generation.run_output import GenerationOutput
 
     generator = RuleGenerator("replace", negative=True, progress=False)
     options = generator.options()
