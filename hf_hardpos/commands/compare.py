@@ -23,7 +23,7 @@ from ..command_parsers import add_command, refuse_overwriting_inputs, write_outp
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ..reporting.compare import FORMATS
+    from ..reporting.compare_formats import FORMATS
     from ..reporting.paired import DEFAULT_RESAMPLES
 
     parser = add_command(subparsers, __name__, run)
@@ -80,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..errors import UserInputError
-    from ..reporting.compare import compare_runs, published_rows, render
+    from ..reporting.compare import compare_runs, published_rows
+    from ..reporting.compare_formats import render
     from ..reporting.runs import load_run
 
     if args.output is not None:

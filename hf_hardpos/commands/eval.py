@@ -508,7 +508,8 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
 def _comparison_table(run) -> str:
     """`hardpos compare`'s table of the models of a `MultiRun` that finished (first model = reference A), or why none."""
     from ..errors import UserInputError
-    from ..reporting.compare import compare_runs, render
+    from ..reporting.compare import compare_runs
+    from ..reporting.compare_formats import render
     from ..reporting.runs import load_run
 
     done = [o.folder for o in run.outcomes.values() if o.error is None]

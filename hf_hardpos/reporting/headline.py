@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 
 from ..errors import UserInputError
 from ..metrics import METRIC_NAMES
+from .benchmark import Benchmark, Figure
 from .breakdown import Group
 from .charts import CHANCE
 from .compare import Cell, compare_runs, run_labels
-from .runs import Benchmark, Figure, Run
+from .runs import Run
 
 HEADLINE_ORDER = ("brittleness", "augmented_accuracy", "original_accuracy")
 NAMES = {

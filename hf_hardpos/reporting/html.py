@@ -25,76 +25,22 @@ from typing import Any
 import numpy as np
 
 from .. import columns
-from ..errors import UserInputError
-from ..evaluation.aggregation import describe, pooled_from_scores
+from ..evaluation.aggregation import describe
 from ..evaluation.section import metric_stem
 from ..metrics import brittle
 from ..provenance import describe_model
 from ..tables import TIE_RULE, metrics_cells
 from . import breakdown as by_replacement
 from . import charts
+from .benchmark import Benchmark
 from .compare import run_labels
 from .headline import Headline, baseline_deltas, baseline_rates, headline, headline_sentence
-from .runs import Benchmark, Run
+from .runs import Run
+from .scored_rows import ScoredRows, load_scored, with_intervals
 
 DEFAULT_RESAMPLES = 1000
 NUM_EXAMPLES = 12
 TEMPLATE = "report.html.j2"
-
-
-@dataclass
-class ScoredRows:
-    """One config's per-row scores (from its parquet) and, when still readable, the dataset rows they score."""
-
-    config: str
-    scores: dict[str, np.ndarray]
-    dataset: Any | None  # datasets.Dataset, first `len(scores)` rows of the evaluated split
-    data_note: str  # why the dataset rows are missing ("" when present)
-
-
-def load_dataset_rows(bench: Benchmark, config: str, num_rows: int, fetch: bool = False):
-    """The evaluated rows of `config` (the first `num_rows`, as `--max-rows` takes them), or (None, why).
-
-    A local folder is re-read by content and used only if its sha256 equals the one `metrics.json`
-    recorded; a Hub dataset only at the recorded revision, and only with `fetch` (`hardpos report
-    --fetch-data`): a run folder is anyone's, and opening it must not download whatever it names.
-    """
-    from ..evaluation.eval_data import load_local_split
-
-    prov = bench.provenance.get(config, {})
-    ident = prov.get("dataset", {})
-    split = ident.get("split") or prov.get("split") or "test"
-    unreadable = f"[{config}]: evaluated data not readable here ({{}}); captions not shown"
-    if ident.get("path") and ident.get("sha256"):
-        try:
-            dataset, now = load_local_split(ident["path"], ident.get("config", config), split)
-        except (UserInputError, OSError, ValueError) as err:
-            return None, unreadable.format(str(err).splitlines()[0])
-        if now["sha256"] != ident["sha256"]:
-            return (
-                None,
-                f"{ident['path']} [{config}] changed since the run (sha256 differs); captions not shown",
-            )
-    elif ident.get("hub_id") and ident.get("revision") and not fetch:
-        return (
-            None,
-            f"[{config}]: captions not shown; --fetch-data downloads {ident['hub_id']} at the run's revision",
-        )
-    elif ident.get("hub_id") and ident.get("revision"):
-        from datasets import load_dataset
-
-        try:
-            dataset = load_dataset(ident["hub_id"], config, split=split, revision=ident["revision"])
-        except Exception as err:  # noqa: BLE001 - offline, gated, deleted: the page goes on without captions
-            return None, unreadable.format(str(err).splitlines()[0] if str(err) else type(err).__name__)
-    else:
-        return None, f"[{config}]: the run recorded no readable data identity; captions not shown"
-    if len(dataset) < num_rows:
-        return (
-            None,
-            f"[{config}]: the data has {len(dataset)} rows, the run scored {num_rows}; captions not shown",
-        )
-    return dataset.select(range(num_rows)), ""
 
 
 def brittle_confidence(original: np.ndarray, negative: np.ndarray, positive: np.ndarray) -> np.ndarray:
@@ -105,49 +51,6 @@ def brittle_confidence(original: np.ndarray, negative: np.ndarray, positive: np.
     """
     confidence = np.minimum(np.abs(original - negative), np.abs(positive - negative))
     return np.where(brittle(original, negative, positive), confidence, -np.inf)
-
-
-def _with_intervals(
-    bench: Benchmark, scored: Mapping[str, ScoredRows], resamples: int
-) -> tuple[dict[str, dict], list[str]]:
-    """The table rows (configs, then aggregates) with 95% intervals: as saved, else bootstrapped here from the
-    saved per-row outcomes over images (point values always exactly as saved)."""
-    from ..evaluation.tasks.hard_positive import bootstrap_description
-    from ..metrics import metrics_from_scores
-
-    rows = {name: dict(m) for name, m in {**bench.results, **bench.aggregates}.items()}
-    notes = []
-    for config, r in scored.items():
-        m = rows[config]
-        if "brittleness_ci_low" in m:
-            continue
-        s = r.scores
-        groups = s.get("image_id")
-        computed = metrics_from_scores(
-            s["original_score"], s["negative_score"], s["positive_score"], resamples, groups=groups
-        )
-        m.update({k: v for k, v in computed.items() if "_ci_" in k})
-        notes.append(
-            f"[{config}] intervals computed for this page: {bootstrap_description(resamples, groups is not None)}"
-        )
-    for name, m in rows.items():
-        agg = m.get("aggregation")
-        if not isinstance(agg, dict) or not agg.get("paper_column") or "brittleness_ci_low" in m:
-            continue
-        if all(c in scored for c in agg["configs"]):
-            per_config = {
-                c: {
-                    "original": scored[c].scores["original_score"],
-                    "negative": scored[c].scores["negative_score"],
-                    "positive": scored[c].scores["positive_score"],
-                    **({"image_id": scored[c].scores["image_id"]} if "image_id" in scored[c].scores else {}),
-                }
-                for c in agg["configs"]
-            }
-            computed, how = pooled_from_scores(per_config, agg["configs"], resamples)
-            m.update({k: v for k, v in computed.items() if "_ci_" in k})
-            notes.append(f"[{name}] intervals computed for this page: {how}")
-    return rows, notes
 
 
 def _environment():
@@ -170,19 +73,6 @@ def anchor(*parts: str) -> str:
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric_from: int = 1) -> dict:
     return {"header": list(header), "rows": [list(r) for r in rows], "numeric_from": numeric_from}
-
-
-def _load_scored(bench: Benchmark, fetch: bool) -> tuple[dict[str, ScoredRows], list[str]]:
-    scored, notes = {}, []
-    for config in bench.results:
-        if bench.scores_file(config) is None:
-            continue
-        scores = bench.read_scores(config)
-        dataset, why = load_dataset_rows(bench, config, len(scores["original_score"]), fetch)
-        scored[config] = ScoredRows(config, scores, dataset, why)
-        if why:
-            notes.append(why)
-    return scored, notes
 
 
 def _replacements(
@@ -282,14 +172,14 @@ class Context:
     resamples: int
     examples: int
     min_rows: int
-    fetch_data: bool = False  # may download the Hub datasets the run names (`load_dataset_rows`)
+    fetch_data: bool = False  # may download the Hub datasets the run names (`scored_rows.load_dataset_rows`)
 
 
 def benchmark_section(bench: Benchmark, context: Context) -> tuple[dict, list[Headline]]:
     """Everything the page shows for one hard-positive benchmark, and its headline boxes."""
     section_id = anchor("bench", bench.name)
-    scored, data_notes = _load_scored(bench, context.fetch_data)
-    rows, interval_notes = _with_intervals(bench, scored, context.resamples)
+    scored, data_notes = load_scored(bench, context.fetch_data)
+    rows, interval_notes = with_intervals(bench, scored, context.resamples)
     notes = [f"Rates in % of rows; {TIE_RULE}. s = mean cosine similarity of image and caption embeddings."]
     notes += [
         describe(name, m["aggregation"]) for name, m in rows.items() if isinstance(m.get("aggregation"), dict)
@@ -475,9 +365,9 @@ def build_report(
     seed_spread_note: str = "",
 ) -> str:
     """The whole page for one run, each of `baselines` compared with it (paired, on the same rows);
-    `fetch_data` lets it download the Hub datasets the run names (see `load_dataset_rows`); `seed_spread`
-    (`hardpos demo`'s results: variant -> set -> rates with their std over seeds) adds every variant's spread,
-    with `seed_spread_note` saying where the page's own run sits in it."""
+    `fetch_data` lets it download the Hub datasets the run names (see `scored_rows.load_dataset_rows`);
+    `seed_spread` (`hardpos demo`'s results: variant -> set -> rates with their std over seeds) adds every
+    variant's spread, with `seed_spread_note` saying where the page's own run sits in it."""
     charts.require_matplotlib()
     deltas, baseline_notes = baseline_deltas(run, baselines, resamples)
     for delta in (d for found in deltas.values() for d in found):
@@ -487,7 +377,7 @@ def build_report(
                 for c in delta.bench.results
                 if delta.bench.scores_file(c) is not None
             }
-            delta.metrics.update(_with_intervals(delta.bench, scored, resamples)[0].get(delta.row, {}))
+            delta.metrics.update(with_intervals(delta.bench, scored, resamples)[0].get(delta.row, {}))
     label = run_labels([*baselines, run])[-1] if baselines else run.short_model()
     context = Context(baselines, label, deltas, resamples, examples, min_rows, fetch_data)
     s = run.settings

@@ -93,7 +93,8 @@ def _pages(
     output_dir: Path, runs: dict, seed: int, log: Callable[[str], None], seed_spread: dict | None
 ) -> list[str]:
     from hf_hardpos.errors import UserInputError
-    from hf_hardpos.reporting.compare import compare_runs, render
+    from hf_hardpos.reporting.compare import compare_runs
+    from hf_hardpos.reporting.compare_formats import render
     from hf_hardpos.reporting.html import build_report
 
     sections = [

@@ -18,7 +18,8 @@ from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.evaluation.suite import run_suite
 from hf_hardpos.evaluation.suite_entry import SuiteEntry
 from hf_hardpos.model_source import ModelSource
-from hf_hardpos.reporting.compare import compare_runs, render
+from hf_hardpos.reporting.compare import compare_runs
+from hf_hardpos.reporting.compare_formats import render
 from hf_hardpos.reporting.runs import load_run
 from tests.support.eval_data import make_eval_set, write_hub_folder
 from tests.support.paths import FIXTURES
