@@ -167,7 +167,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    from hf_hardpos.scoring import default_num_workers
+    from hf_hardpos.compute import default_num_workers
 
     rows, _, work, dataset = replace_workload(args.rows, args.upstream_dir, "hardpos-floor-")
     models = [build_model(args.model, work / f"model{i}", rows, seed=i) for i in range(max(1, args.models))]

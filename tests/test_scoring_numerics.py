@@ -5,7 +5,8 @@ import pytest
 import torch
 from transformers import CLIPModel, CLIPProcessor
 
-from hf_hardpos.scoring import ITMScorer, _cuda_tf32
+from hf_hardpos.compute import cuda_tf32
+from hf_hardpos.scoring import ITMScorer
 from tests.support.eval_data import make_eval_set
 
 
@@ -32,7 +33,7 @@ def test_cpu_scoring_leaves_tf32_settings_alone(tiny_clip_dir, new_api_in_use):
 
 @pytest.mark.parametrize("allow, inside", [(False, "ieee"), (True, "tf32")])
 def test_cuda_tf32_sets_and_restores_the_current_api(allow, inside, new_api_in_use):
-    with _cuda_tf32(allow):
+    with cuda_tf32(allow):
         assert torch.backends.cuda.matmul.fp32_precision == inside
         assert torch.backends.cudnn.conv.fp32_precision == inside
     assert torch.backends.cuda.matmul.fp32_precision == "tf32"

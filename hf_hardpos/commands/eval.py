@@ -287,6 +287,7 @@ def _run(args: argparse.Namespace, workers) -> int:
 
 def _run_one_model(args: argparse.Namespace, pixels, workers) -> int:
     """One model (once per activation with `--activation both`) on one dataset or a suite."""
+    from ..compute import pick_device
     from ..errors import UserInputError
     from ..evaluation.activations import activation_comparison_table
     from ..evaluation.eval_data import require_dataset_exists
@@ -299,7 +300,6 @@ def _run_one_model(args: argparse.Namespace, pixels, workers) -> int:
     )
     from ..evaluation.tasks import TASKS, detect_task
     from ..model_source import check_model_options, require_model_exists
-    from ..scoring import pick_device
 
     if args.task is not None and args.task not in TASKS:
         raise UserInputError(f"--task {args.task!r} is not one of {list(TASKS)}")
@@ -430,6 +430,7 @@ def _pixel_store(args: argparse.Namespace, several: bool):
 
 def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) -> int:
     """Several models, one run (`evaluation.multi_model`): each model's usual outputs in OUT/<name>/, then one table."""
+    from ..compute import pick_device
     from ..errors import UserInputError
     from ..evaluation.eval_data import require_dataset_exists
     from ..evaluation.multi_model import evaluate_models, scorer_factory
@@ -437,7 +438,6 @@ def _run_models(args: argparse.Namespace, models: list[str], pixels, workers) ->
     from ..evaluation.suite import load_suite, run_suite
     from ..evaluation.tasks import TASKS, detect_task
     from ..model_source import check_model_options, require_model_exists
-    from ..scoring import pick_device
 
     if args.output is None:
         raise UserInputError("--output-dir is required with several models (each gets OUT/<name>/)")

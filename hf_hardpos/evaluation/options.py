@@ -32,7 +32,7 @@ class RunOptions:
     """
 
     batch_size: int = 64
-    num_workers: int | None = None  # None: the machine's default (`scoring.default_num_workers`)
+    num_workers: int | None = None  # None: the machine's default (`compute.default_num_workers`)
     device: str | None = None
     precision: str = "fp32"
     allow_tf32: bool = False
@@ -66,7 +66,7 @@ class RunOptions:
         self.check()
         if self.num_workers is not None:
             return self
-        from ..scoring import default_num_workers
+        from ..compute import default_num_workers
 
         return dataclasses.replace(self, num_workers=default_num_workers())
 

@@ -27,11 +27,12 @@ import pyarrow.parquet as pq
 from datasets import DatasetDict
 
 from .. import output_folder
+from ..compute import pick_device
 from ..errors import UserInputError
 from ..model_source import ModelSource
 from ..protocol import resolve_protocol
 from ..provenance import digest_of, environment
-from ..scoring import EXIF_ORIENTATION, ITMScorer, pick_device
+from ..scoring import EXIF_ORIENTATION, ITMScorer
 from .definitions import EMBEDDING_VERSIONS, RESULT_VERSIONS
 from .eval_data import dataset_identity, dataset_source, load_eval_sets
 from .options import RunOptions

@@ -31,17 +31,16 @@ from ..model_source import ModelSource
 from ..names import folder_name
 from ..output_folder import check_output_writable
 from ..provenance import describe_model, environment
-from ..published import lookup, model_row, slip_note
-from ..tables import render_table
+from ..published import model_row
 from .activations import difference_rule, rows_by_activation
+from .group_means import check_groups, group_mean_line, group_means
 from .options import RunOptions, split_keywords
-from .paper_data import CLIP_BENCHMARK_HUB, data_differs, zero_shot_differs
+from .retention_table import VTAB_TASKS, retention_table
 from .runner import ModelRun, run_dataset
 from .section import HARD_POSITIVE, Section
 from .suite_entry import SuiteEntry, entry_folders, suite_entry_from_yaml
-from .tasks import TASKS, TaskData, detect_task, get_task
+from .tasks import TaskData, detect_task, get_task
 from .tasks.caption_selection import CAPTION_SELECTION
-from .tasks.webdataset import retention_benchmark
 from .tasks.zeroshot_classification import ZEROSHOT_CLASSIFICATION
 from .tasks.zeroshot_retrieval import ZEROSHOT_RETRIEVAL
 
@@ -66,14 +65,6 @@ COMPOSITIONAL = [*PAPER_COMPOSITIONAL, *_registered("compositional")]
 CE_CLIP_SUITE = [entry for entry in PAPER_COMPOSITIONAL if entry.name in ("sugarcrepe", "aro")] + _registered(
     "ce_clip"
 )
-
-# clip_benchmark's VTAB webdatasets (its benchmark/webdatasets.txt), the paper's Table 10 VTAB mean.
-VTAB_TASKS = (
-    "caltech101", "cifar10", "cifar100", "clevr_count_all", "clevr_closest_object_distance",
-    "diabetic_retinopathy", "dmlab", "dsprites_label_orientation", "dsprites_label_x_position",
-    "dsprites_label_y_position", "dtd", "eurosat", "kitti_closest_vehicle_distance", "flowers", "pets",
-    "pcam", "resisc45", "smallnorb_label_azimuth", "smallnorb_label_elevation", "svhn",
-)  # fmt: skip
 
 # Zero-shot retention (the paper's Appendix E / Table 10) on clip_benchmark's Hub webdatasets.
 RETENTION = [
@@ -186,22 +177,6 @@ class SuiteReport:
 
     def model_line(self) -> str:
         return describe_model(self.model, self.run.get("model_identity", {}))
-
-
-def group_mean_line(group: str, mean: dict) -> str:
-    """A group's mean (e.g. VTAB), naming the metric, how many datasets it averages and which are missing."""
-    value = "none (no member scored)" if mean["value"] is None else f"{100 * mean['value']:.1f}%"
-    fewer = {k: n for k, n in mean.get("values_over", {}).items() if n < mean["num_datasets"]}
-    return (
-        f"== {group}: unweighted mean of {mean['metric']} over {mean['num_datasets']} datasets "
-        f"= {value} =="
-        + (f" (missing: {', '.join(mean['missing'])})" if mean["missing"] else "")
-        + "".join(
-            f" ({k} = {100 * mean['values'][k]:.1f}% over the {n} datasets that have it: with fewer classes "
-            "than k there is none, as clip_benchmark's NaN that the paper's mean skipped)"
-            for k, n in fewer.items()
-        )
-    )
 
 
 def activation_comparison_suite_table(reports: Mapping[str, SuiteReport]) -> str:
@@ -369,31 +344,6 @@ def _failed_section(task: str | None, entry: SuiteEntry, err: Exception, log) ->
     return Section(task, entry.dataset, error=message, traceback=trace)
 
 
-def check_groups(entries: Sequence[SuiteEntry], tasks: Mapping[str, str]) -> None:
-    """Refuse, before scoring, a group whose members are of different tasks or of a task without a
-    group metric (its mean would be a KeyError after every dataset was scored, or silently absent)."""
-    groups: dict[str, list[SuiteEntry]] = {}
-    for entry in entries:
-        if entry.group:
-            groups.setdefault(entry.group, []).append(entry)
-    for group, members in groups.items():
-        by_task: dict[str, list[str]] = {}
-        for member in members:
-            if member.name in tasks:
-                by_task.setdefault(tasks[member.name], []).append(member.name)
-        if len(by_task) > 1:
-            listed = "; ".join(f"{task}: {', '.join(names)}" for task, names in by_task.items())
-            raise UserInputError(f"suite group {group!r} mixes tasks ({listed}); a group mean needs one task")
-        for task in by_task:
-            if not get_task(task).group_metrics:
-                averaged = ", ".join(
-                    f"{t.name}: {t.group_metrics[0]}" for t in TASKS.values() if t.group_metrics
-                )
-                raise UserInputError(
-                    f"suite group {group!r} is of task {task}, which has no group metric (groups average {averaged})"
-                )
-
-
 def _run_entry(run: ModelRun, entry: SuiteEntry, task: str, output_dir: Path) -> Section:
     """One dataset's section: its task run (or resumed) by the runner in `output_dir/<name>/`.
 
@@ -405,172 +355,3 @@ def _run_entry(run: ModelRun, entry: SuiteEntry, task: str, output_dir: Path) ->
     run.options.log(f"[{entry.name}] {task} on {entry.dataset}")
     data = TaskData(entry.dataset, entry.configs, entry.split)
     return run_dataset(run, task, data, folder, label=entry.dataset, text_only=entry.text_only).section
-
-
-def _group_values(
-    sections: dict[str, Section], done: Sequence[SuiteEntry], metrics: Sequence[str]
-) -> tuple[dict[str, float], dict[str, int]]:
-    """The unweighted mean over `done` of each metric, over the members that report it, and how many do.
-
-    A member without a metric is one the metric does not apply to: acc@5 of a task with fewer than 5
-    classes (VTAB's pcam, 2, and kitti_closest_vehicle_distance, 4). clip_benchmark 1.6.2, which the paper
-    ran, gives such a task acc5 = NaN (`metrics/zeroshot_classification.py`, `evaluate`), and a mean of its
-    results with pandas (`DataFrame.mean`, `skipna=True`) leaves it out, so Table 10's VTAB acc@5 is the
-    mean over the tasks that have one; the count says over how many.
-    """
-    rows = [sections[m.name].results["all"] for m in done]
-    values, counts = {}, {}
-    for k in metrics:
-        present = [row[k] for row in rows if k in row]
-        if present:
-            values[k], counts[k] = float(np.mean(present)), len(present)
-    return values, counts
-
-
-def group_means(sections: dict[str, Section], entries: Sequence[SuiteEntry]) -> dict[str, dict]:
-    """Unweighted means over the entries of each `group` (e.g. the VTAB mean of the paper's Table 10), on
-    the metrics its task's registry entry names (`Task.group_metrics`, the first one the headline)."""
-    means = {}
-    groups: dict[str, list[SuiteEntry]] = {}
-    for entry in entries:
-        if entry.group:
-            groups.setdefault(entry.group, []).append(entry)
-    for group, members in groups.items():
-        done = [m for m in members if m.name in sections and not sections[m.name].failed]
-        task = next(
-            (sections[m.name].task for m in members if m.name in sections and sections[m.name].task), None
-        )
-        task = task or members[0].task
-        metrics = TASKS[task].group_metrics if task in TASKS else ()
-        metric = metrics[0] if metrics else "unknown (no member's task is known)"
-        values = [sections[m.name].results["all"][metric] for m in done]
-        means[group] = {
-            "metric": metric,
-            "value": float(np.mean(values)) if values else None,
-            "num_datasets": len(values),
-            "missing": [m.name for m in members if m not in done],  # failed or not run: not in the mean
-        }
-        means[group]["values"], means[group]["values_over"] = _group_values(
-            sections, done, metrics or (metric,)
-        )
-    return means
-
-
-# The paper's Table 10 (Kamath et al., ECCV 2024): zero-shot retention, one column per (dataset or
-# group, metric), named as clip_benchmark names them (`RETENTION`), in the printed table's column order.
-RETENTION_COLUMNS = (
-    ("ImageNet acc@1", "imagenet1k", "acc1"),
-    ("ImageNet acc@5", "imagenet1k", "acc5"),
-    ("COCO image R@1", "mscoco_captions", "image_retrieval_recall@1"),
-    ("COCO text R@1", "mscoco_captions", "text_retrieval_recall@1"),
-    ("Flickr image R@1", "flickr30k", "image_retrieval_recall@1"),
-    ("Flickr text R@1", "flickr30k", "text_retrieval_recall@1"),
-    ("VTAB acc@1", "vtab", "acc1"),
-    ("VTAB acc@5", "vtab", "acc5"),
-)
-
-
-def retention_sections(sections: Mapping[str, Section]) -> dict[str, Section]:
-    """Table 10's dataset -> the section that measured it, matched by the data the section read (its source,
-    as `hardpos compare` matches it: `tasks.webdataset.retention_benchmark`), never by the suite entry's name."""
-    found: dict[str, Section] = {}
-    for section in sections.values():
-        benchmark = retention_benchmark(section.source, "all") if section.source else None
-        if benchmark is not None:
-            found.setdefault(benchmark, section)
-    return found
-
-
-def retention_values(
-    sections: Mapping[str, Section], group_means: Mapping[str, Mapping]
-) -> dict[tuple[str, str], float]:
-    """(dataset or group, metric) -> our fraction, for every `RETENTION_COLUMNS` cell that was measured."""
-    values: dict[tuple[str, str], float] = {}
-    measured = retention_sections(sections)
-    for _, source, metric in RETENTION_COLUMNS:
-        if source in group_means:
-            value = group_means[source].get("values", {}).get(metric)
-        else:
-            section = measured.get(source)
-            value = section.results.get("all", {}).get(metric) if section is not None else None
-        if isinstance(value, float):
-            values[(source, metric)] = value
-    return values
-
-
-def retention_differs(
-    source: str,
-    sections: Mapping[str, Section],
-    group_means: Mapping[str, Mapping],
-    max_rows: int | None = None,
-) -> str | None:
-    """Why our `source` column (a Table 10 dataset, or `vtab`) is not measured on the paper's data (None: it is):
-    clip_benchmark's own Hub webdataset, every row, and for VTAB every one of its tasks (`paper_data`)."""
-    if source != "vtab":
-        section = retention_sections(sections).get(source)
-        if section is None:
-            return "not run"
-        return data_differs(source, ["all"], section.results, section.provenance, max_rows)
-    mean = group_means.get("vtab", {})
-    if mean.get("missing") or mean.get("num_datasets") != len(VTAB_TASKS):
-        return f"{mean.get('num_datasets', 0)} of the {len(VTAB_TASKS)} VTAB tasks"
-    identities = {
-        unit.get("dataset", {}).get("hub_id"): unit.get("dataset")
-        for section in sections.values()
-        for unit in section.provenance.values()
-        if isinstance(unit, dict) and "dataset" in unit
-    }
-    for task in VTAB_TASKS:
-        wanted = CLIP_BENCHMARK_HUB.format(f"vtab-{task}")
-        if (why := zero_shot_differs(wanted, identities.get(wanted), max_rows)) is not None:
-            return why
-    return None
-
-
-def retention_table(
-    sections: Mapping[str, Section],
-    group_means: Mapping[str, Mapping],
-    paper_row: str | None,
-    *,
-    markdown: bool = False,
-    max_rows: int | None = None,
-) -> str:
-    """Table 10's layout: our row, and the paper's row and ours minus it when `paper_row` has figures.
-
-    Empty when no retention dataset was run. Cells are percent; VTAB is the unweighted mean over the
-    VTAB tasks run (the line above the table names how many). A difference is shown only for a column
-    measured on the paper's data (`retention_differs`); the note says why any other has none, and flags
-    a printed figure the paper's own cells contradict (`published.slip_note`).
-    """
-    ours = retention_values(sections, group_means)
-    if not ours:
-        return ""
-    header = ["zero-shot retention", *(name for name, _, _ in RETENTION_COLUMNS)]
-    cells = {key: f"{100 * value:.2f}" for key, value in ours.items()}
-    rows = [["ours", *(cells.get((s, m), "") for _, s, m in RETENTION_COLUMNS)]]
-    sources, notes = set(), []
-    if paper_row is not None:
-        figures = {(s, m): lookup(paper_row, s, m) for _, s, m in RETENTION_COLUMNS}
-        figures = {key: f for key, f in figures.items() if f is not None}
-        if figures:
-            differs = {
-                s: retention_differs(s, sections, group_means, max_rows)
-                for s in dict.fromkeys(s for _, s, _ in RETENTION_COLUMNS)
-            }
-            rows.append([f"paper: {paper_row}", *(f"{figures[(s, m)].value:.2f}" if (s, m) in figures else ""
-                                                   for _, s, m in RETENTION_COLUMNS)])  # fmt: skip
-            rows.append(["ours - paper (pp)", *(f"{100 * ours[(s, m)] - figures[(s, m)].value:+.2f}"
-                                                if (s, m) in figures and (s, m) in ours and differs[s] is None else ""
-                                                for _, s, m in RETENTION_COLUMNS)])  # fmt: skip
-            sources = {f.source for f in figures.values()}
-            notes = [
-                f"no difference for {s}: {why}"
-                for s, why in differs.items()
-                if why is not None and any(key[0] == s for key in ours)
-            ]
-            notes.extend(f"slip: {n}" for f in figures.values() if (n := slip_note(f)) is not None)
-    table = render_table(header, rows, markdown=markdown)
-    note = "layout of Kamath et al. 2024 Table 10; percent; empty cells: not run" + (
-        f"; paper row: {'; '.join(sorted(sources))}" if sources else ""
-    )
-    return "\n".join([table, note, *notes])

@@ -19,7 +19,7 @@ Which published row a run is: `model_row` maps a Hub id or a `hardpos zoo` prese
 `model` key (`weights.HUB_ROWS`, `weights.PRESET_ROWS`), never a local folder's name. Which of our
 result rows a figure stands beside is each evaluation task's to say (`evaluation.tasks.Task.published_benchmark`;
 `evaluation.published_rows.beside_ours` puts the two together through `comparison`); zero-shot retention
-is laid out by `evaluation.suite.retention_table`. Printed figures that contradict the paper's own other cells are
+is laid out by `evaluation.retention_table`. Printed figures that contradict the paper's own other cells are
 listed in `slips()`, kept as printed, and flagged wherever shown (`slip_note`). A difference to a printed
 figure is shown only on the paper's own data (`evaluation.paper_data`).
 """

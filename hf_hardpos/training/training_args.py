@@ -156,7 +156,7 @@ class HardPosTrainingArguments(LossArguments, TrainingArguments):
         if self.dataloader_pin_memory is None:
             self.dataloader_pin_memory = not self.use_cpu and _accelerator_present()
         if self.dataloader_num_workers == AUTO_WORKERS:
-            from ..scoring import default_num_workers
+            from ..compute import default_num_workers
 
             self.dataloader_num_workers = default_num_workers()
         elif self.dataloader_num_workers < 0:

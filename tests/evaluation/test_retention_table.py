@@ -2,14 +2,10 @@
 
 import pytest
 
+from hf_hardpos.evaluation.group_means import group_means
+from hf_hardpos.evaluation.retention_table import RETENTION_COLUMNS, retention_table, retention_values
 from hf_hardpos.evaluation.section import Section
-from hf_hardpos.evaluation.suite import (
-    RETENTION_COLUMNS,
-    SuiteEntry,
-    group_means,
-    retention_table,
-    retention_values,
-)
+from hf_hardpos.evaluation.suite_entry import SuiteEntry
 from hf_hardpos.evaluation.tasks import ZEROSHOT_CLASSIFICATION, ZEROSHOT_RETRIEVAL
 from hf_hardpos.published import model_row
 
@@ -82,7 +78,7 @@ def test_table10_rows_ours_paper_and_difference(suite_sections):
 def test_retention_sets_are_matched_by_the_data_read_not_the_entry_name(suite_sections, tmp_path):
     """A local folder named `coco` run as entry `mscoco_captions` is not Table 10's COCO (in `compare` neither);
     a local copy named like clip_benchmark's set is, but is not the paper's data: no difference."""
-    from hf_hardpos.evaluation.suite import retention_differs
+    from hf_hardpos.evaluation.retention_table import retention_differs
 
     sections, means = suite_sections
     coco = dict(

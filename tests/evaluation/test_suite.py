@@ -182,7 +182,7 @@ def test_cli_dataset_of_another_task_runs_as_one_dataset_and_prints_the_rule(
     assert main(argv) == 0
     assert "reusing" in capsys.readouterr().out
     assert main(["eval", "--model", str(tiny_clip_dir), "--suite", "paper", "--no-progress"]) == 2
-    assert "--output is required" in capsys.readouterr().err
+    assert "--output-dir is required" in capsys.readouterr().err
 
 
 def test_a_rerun_of_a_subset_keeps_the_other_datasets(tiny_clip_dir, suite_folders, tmp_path):

@@ -282,7 +282,7 @@ def test_auto_workers_share_the_cores_among_the_processes_of_a_machine(
 ):
     """`dataloader_num_workers: -1` (the recipes' value): the cores this process may use, divided among the
     processes a launcher started on this machine, at most 16 — the same rule as `hardpos eval`'s default."""
-    from hf_hardpos.scoring import default_num_workers
+    from hf_hardpos.compute import default_num_workers
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False)
     if local_processes is None:

@@ -35,7 +35,7 @@ ZEROSHOT_RETRIEVAL = "zeroshot_retrieval"
 
 # The paper's Table 10 (Kamath et al., ECCV 2024) single datasets as clip_benchmark's Hub webdatasets name
 # them (`clip-benchmark/wds_<name>`); its VTAB column is a mean over tasks, laid out by
-# `evaluation.suite.retention_table`.
+# `evaluation.retention_table`.
 RETENTION_DATASETS = ("imagenet1k", "mscoco_captions", "flickr30k")
 
 NSHARDS_FILE = "nshards.txt"
