@@ -41,8 +41,8 @@ OUTCOME_COLUMNS = {
     "brittleness": "brittle",
 }
 KNOWN_NAMES = {"replace": "REPLACE", "swap": "SWAP"}  # the paper's column names
-# `HardPosTrainer.evaluate` scores its eval sets with `ITMScorer`'s default precision (training/trainer.py); a
-# section that records its own (`provenance["precision"]`) wins.
+# `HardPosTrainer.evaluate` scores its eval sets with `ITMScorer`'s default precision
+# (training/trainer_evaluation.py); a section that records its own (`provenance["precision"]`) wins.
 TRAINER_EVAL_PRECISION = "fp32"
 SCORE_COLUMNS = ("original_score", "negative_score", "positive_score")
 
