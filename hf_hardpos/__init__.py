@@ -14,8 +14,8 @@ __version__ = "0.1.0"
 
 # What type checkers and IDEs resolve (`X as X`: an explicit re-export); at run time the names load lazily.
 if TYPE_CHECKING:
-    from hf_hardpos.evaluation.run import evaluate_model as evaluate_model
     from hf_hardpos.evaluate_modules import metric_path as metric_path
+    from hf_hardpos.evaluation.run import evaluate_model as evaluate_model
     from hf_hardpos.evaluation.tasks.hard_positive import evaluate_dataset as evaluate_dataset
     from hf_hardpos.metrics import compute_metrics as compute_metrics
     from hf_hardpos.scoring import ITMScorer as ITMScorer

@@ -24,7 +24,8 @@ from . import commands, progress
 from .command_parsers import add_underscore_aliases, help_texts
 from .errors import UserInputError, user_error_from
 
-COMMANDS = sorted(module.name for module in pkgutil.iter_modules(commands.__path__))
+# A module whose name starts with "_" is a part of a command (`_eval_runs`), not a command.
+COMMANDS = sorted(m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_"))
 
 
 def _chosen_command(argv: list[str]) -> str | None:

@@ -31,8 +31,8 @@ from ..output_folder import METRICS_FILE
 from .benchmark import Benchmark
 
 TRAINER_STATE = "trainer_state.json"
-# `HardPosTrainer.evaluate` scores its eval sets with `ITMScorer`'s default precision (training/trainer.py); a
-# section that records its own (`provenance["precision"]`) wins.
+# `HardPosTrainer.evaluate` scores its eval sets with `ITMScorer`'s default precision
+# (training/trainer_evaluation.py); a section that records its own (`provenance["precision"]`) wins.
 TRAINER_EVAL_PRECISION = "fp32"
 
 

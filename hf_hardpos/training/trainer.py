@@ -28,7 +28,8 @@ What it adds to the stock Trainer, and why:
   through the same code as the CLI, so compositionality and zero-shot retention are logged side by
   side as `eval_<set>[_<row>]_<metric>` (naming: `eval_sets`). There is no eval *loss*, since the
   metrics are what matters. The latest section of each set (table, tie rule, aggregation) feeds the
-  model card and is saved into every checkpoint, so a resumed run's card still shows it.
+  model card and is saved into every checkpoint, so a resumed run's card still shows it
+  (`trainer_evaluation`, with the loading of the best checkpoint's evaluation).
 - Every save writes the processor and a model card generated from the run (`model_card.py`); with
   LoRA, checkpoints hold the adapter and `save_merged()` exports a plain `CLIPModel`.
 
@@ -38,10 +39,8 @@ Trainer overridden here says in its docstring why no callback event or construct
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
-import time
 from typing import Any
 
 import torch
@@ -52,8 +51,6 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..errors import UserInputError
 from ..evaluation.training_sets import BenchmarkEvalSet, as_benchmark_eval_set
-from ..progress import configure as progress_lines
-from ..scoring import ITMScorer
 from .atomic_checkpoints import AtomicCheckpoints
 from .callbacks import EpochStateCallback, LogitScaleClampCallback
 from .card_data import HardPosModelCardData
@@ -67,6 +64,7 @@ from .loss_guard import check_finite_loss
 from .model_card import MODEL_CARD_NAME, generate_model_card
 from .recipe import batch_layout
 from .run_facts import padded_rows_per_epoch
+from .trainer_evaluation import TrainerEvaluation
 from .trainer_setup import checked_arguments, default_collator, prepared_train_dataset, require_clip
 from .training_args import HardPosTrainingArguments
 
@@ -78,7 +76,7 @@ logger = logging.getLogger(__name__)
 NO_DECAY_NAME = "logit_scale"
 
 
-class HardPosTrainer(AtomicCheckpoints, Trainer):
+class HardPosTrainer(AtomicCheckpoints, TrainerEvaluation, Trainer):
     """Fine-tune a `CLIPModel` with hard positives and hard negatives.
 
     Args:
@@ -270,69 +268,6 @@ class HardPosTrainer(AtomicCheckpoints, Trainer):
             self._term_sums, self._term_steps = {}, 0
         super().log(logs, start_time)
 
-    # --- evaluation ------------------------------------------------------------------------------
-
-    def evaluate(
-        self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"
-    ) -> dict[str, float]:
-        """Every eval set's metrics for the current model, logged as `<prefix>_<set>[_<row>]_<metric>`.
-
-        `eval_dataset` may be a name from `eval_datasets`, a Dataset or `BenchmarkEvalSet`, or a
-        `{name: ...}` dict; by default all `eval_datasets` are evaluated. Every process scores the
-        full sets, so every process holds the same metrics (`metric_for_best_model` works under DDP).
-        One `ITMScorer` serves the non-hard-positive sets of this call and is dropped after it: its
-        embedding cache belongs to this state of the model.
-        """
-        sets = self._resolve_eval_sets(eval_dataset)
-        model = unwrap_model(self.model)
-        was_training = model.training
-        start = time.time()
-        progress = not self.args.disable_tqdm and self.is_local_process_zero()
-        device = str(self.args.device)
-        # Built on first use, shared by this call's sets only.
-        fresh_scorer = functools.cache(
-            lambda: ITMScorer(model, self.processing_class, self.args.per_device_eval_batch_size,
-                              device=device, progress=progress)
-        )  # fmt: skip
-
-        metrics: dict[str, float] = {}
-        try:
-            with progress_lines(enabled=progress):  # scoring bars: a line per update in a file
-                for name, eval_set in sets.items():
-                    section = eval_set.evaluate(name, fresh_scorer)
-                    flat = section.flat_metrics(name, metric_key_prefix)
-                    clash = sorted(set(flat) & set(metrics))
-                    if clash:
-                        raise ValueError(
-                            f"eval set {name!r} would overwrite the logged metrics {clash} of another set"
-                        )
-                    metrics.update(flat)
-                    if self.eval_datasets.get(name) is eval_set:
-                        # Kept in the JSON form: saved in every checkpoint, read back by the model card.
-                        self.eval_sections[name] = {**section.to_dict(), "step": self.state.global_step}
-        finally:
-            model.train(was_training)
-        metrics[f"{metric_key_prefix}_runtime"] = round(time.time() - start, 4)
-        self.log(metrics)
-        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
-        return metrics
-
-    def _resolve_eval_sets(self, eval_dataset) -> dict[str, BenchmarkEvalSet]:
-        if eval_dataset is None:
-            if not self.eval_datasets:
-                raise ValueError("no eval sets: pass eval_datasets={name: Dataset} to HardPosTrainer")
-            return self.eval_datasets
-        if isinstance(eval_dataset, str):
-            if eval_dataset not in self.eval_datasets:
-                raise KeyError(f"unknown eval set {eval_dataset!r}; known: {sorted(self.eval_datasets)}")
-            return {eval_dataset: self.eval_datasets[eval_dataset]}
-        if not isinstance(eval_dataset, dict):
-            eval_dataset = {"eval": eval_dataset}
-        return {
-            name: value if self.eval_datasets.get(name) is value else as_benchmark_eval_set(name, value)
-            for name, value in eval_dataset.items()
-        }
-
     # --- saving and resuming ---------------------------------------------------------------------
 
     def train(
@@ -454,42 +389,6 @@ class HardPosTrainer(AtomicCheckpoints, Trainer):
             self.write_model_card(output_dir, is_adapter=False)
         self.accelerator.wait_for_everyone()
         return output_dir
-
-    def _load_best_model(self) -> None:
-        """Load the best checkpoint, and with it that checkpoint's evaluation, which the card then reports.
-
-        Why: the stock Trainer swaps in the best weights but the latest evaluation would stay in
-        `eval_sections`, so the card would describe the last step's model, not the one saved. When the
-        best checkpoint holds no eval sections for every set (written by an older version), the loaded
-        model is evaluated again, so the card's numbers are always the loaded weights'.
-
-        An override, not an `on_train_end` callback: it runs right after the Trainer loads the best
-        weights and before `on_train_end` (where reporting callbacks close), since the evaluation it may
-        run is logged; no callback event sits between the two.
-        """
-        super()._load_best_model()
-        checkpoint = self.state.best_model_checkpoint
-        step = self.state.best_global_step
-        saved = read_eval_sections(checkpoint) or {}
-        sections = {k: v for k, v in saved.items() if k in self.eval_datasets and v.get("step") == step}
-        self.best_model_loaded = {
-            "checkpoint": os.path.basename(os.path.normpath(checkpoint)),
-            "step": step,
-            "metric": self.args.metric_for_best_model,
-            "value": self.state.best_metric,
-            "last_step": self.state.global_step,
-        }
-        if set(sections) == set(self.eval_datasets):
-            self.eval_sections = sections
-        else:
-            logger.warning("%s holds no evaluation of every eval set at step %s: evaluating the loaded model again.",
-                           checkpoint, step)  # fmt: skip
-            self.eval_sections = {}
-            self.evaluate()
-            for section in self.eval_sections.values():
-                section["step"] = step  # the weights are step `step`'s, evaluated after training
-        logger.info("Loaded the best checkpoint %s (step %s, %s = %s); the card reports its evaluation.",
-                    checkpoint, step, self.args.metric_for_best_model, self.state.best_metric)  # fmt: skip
 
 
 def _mean_over_processes(values: dict[str, float], world_size: int) -> dict[str, float]:

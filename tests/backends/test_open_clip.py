@@ -81,12 +81,12 @@ def test_resolve_folds_options_and_absolute_paths(tmp_path, monkeypatch):
         None,
     )
     # docs/models.md's three spellings of a checkpoint file in a config name the same model.
-    from hf_hardpos.commands.eval import _backend_model
+    from hf_hardpos.commands._eval_runs import backend_model
 
     spellings = [
         ("open_clip:ViT-B-32/ckpt.pt", None),
         ("open_clip:ckpt.pt", "ViT-B-32"),
-        (_backend_model("open_clip", "ckpt.pt", "ViT-B-32")[0], None),
+        (backend_model("open_clip", "ckpt.pt", "ViT-B-32")[0], None),
     ]
     resolved = {
         OPEN_CLIP.resolve(model, ModelOptions(open_clip_config=config)) for model, config in spellings
@@ -107,14 +107,14 @@ def test_openai_tag_is_openai_weights_as_given_and_resolved():
 
 def test_a_config_given_twice_names_the_spelling_that_works(tmp_path):
     """--open-clip-config with a model that names its own config: the error's suggested spelling scores the file."""
-    from hf_hardpos.commands.eval import _backend_model
+    from hf_hardpos.commands._eval_runs import backend_model
 
     checkpoint = tmp_path / "ckpt.pt"
     checkpoint.write_bytes(b"weights")
     with pytest.raises(UserInputError) as caught:
         OPEN_CLIP.resolve(f"open_clip:RN50x16/{checkpoint}", ModelOptions(open_clip_config="RN50x16"))
     assert "--model FILE --native --open-clip-config C" in str(caught.value)
-    model, _ = _backend_model("open_clip", str(checkpoint), "RN50x16")  # that spelling
+    model, _ = backend_model("open_clip", str(checkpoint), "RN50x16")  # that spelling
     assert parse(OPEN_CLIP.resolve(model, ModelOptions())) == OpenClipSpec("RN50x16", str(checkpoint))
 
 
@@ -162,16 +162,16 @@ def test_backend_flag_needs_a_file_and_a_config(tmp_path):
 
 def test_backend_flag_spells_a_checkpoint_in_the_backends_syntax(tmp_path):
     """`--model FILE --backend open_clip --open-clip-config C` (or `--native`) is `open_clip:C/FILE`; hf keeps the file."""
-    from hf_hardpos.commands.eval import _backend_model
+    from hf_hardpos.commands._eval_runs import backend_model
 
     checkpoint = tmp_path / "ckpt.pt"
     checkpoint.write_bytes(b"weights")
-    model, config = _backend_model("open_clip", str(checkpoint), "ViT-B-32")
+    model, config = backend_model("open_clip", str(checkpoint), "ViT-B-32")
     assert (model, config) == (f"open_clip:ViT-B-32/{checkpoint.resolve()}", None)
     assert parse(model) == OpenClipSpec("ViT-B-32", str(checkpoint.resolve()))
-    as_json = _backend_model("open_clip", str(checkpoint), '{"embed_dim": 8}')[0]
+    as_json = backend_model("open_clip", str(checkpoint), '{"embed_dim": 8}')[0]
     assert parse(as_json) == OpenClipSpec('{"embed_dim": 8}', str(checkpoint.resolve()))
-    assert _backend_model("hf", str(checkpoint), "ViT-B-32") == (str(checkpoint), "ViT-B-32")
+    assert backend_model("hf", str(checkpoint), "ViT-B-32") == (str(checkpoint), "ViT-B-32")
 
 
 class _FakeOpenClipNet(torch.nn.Module):

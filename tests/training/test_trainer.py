@@ -489,7 +489,9 @@ def test_finetune_arguments_cli_config_file_and_defaults(tmp_path):
         "hard_negative_weight: 0.25\n"
         "eval_datasets: [hardpos/replace:attributes, rel=hardpos/replace:relations:validation]\n"
     )  # output settings come from the command line only (a file naming output_dir is refused)
-    model_args, data_args, args, recipe = finetune_args.parse_arguments([str(config), "--output_dir", str(tmp_path)])
+    model_args, data_args, args, recipe = finetune_args.parse_arguments(
+        [str(config), "--output_dir", str(tmp_path)]
+    )
     assert recipe is None  # a plain flags file: no `recipe:` header
     assert model_args.model_name_or_path == "openai/clip-vit-base-patch32"
     assert args.hard_negative_weight == 0.25 and args.num_train_epochs == 5
