@@ -18,6 +18,7 @@ import pytest
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.model_checks import refuse_remote_code
 from tests.support.eval_data import make_eval_set, write_hub_folder
+from tests.support.training import finetune_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -118,9 +119,11 @@ def test_generate_llm_refuses_a_folder_with_custom_code(tmp_path, tiny_clip_dir)
 
 def test_train_and_convert_refuse_a_folder_with_custom_code(tmp_path, tiny_clip_dir):
     folder, marker = _planted(tmp_path, tiny_clip_dir, auto_map=AUTO_MAP)
+    data = finetune_folder(tmp_path / "data", 8)
     done = _cli(
-        "train", "--model_name_or_path", str(folder), "--output_dir", str(tmp_path / "ft"), "--max_steps", "1"
-    )
+        "train", "--model_name_or_path", str(folder), "--dataset", str(data), "--output_dir", str(tmp_path / "ft"),
+        "--max_steps", "1",
+    )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert len(_errors(done)) == 1 and "auto_map" in _errors(done)[0]
     tokenizer, _ = _planted(

@@ -40,7 +40,9 @@ def test_hub_reporting_and_output_settings_in_a_recipe_are_refused(tmp_path, ext
 
 def test_the_shipped_recipes_set_none_of_them(tmp_path):
     for recipe in sorted(RECIPES.glob("*.yaml")):
-        *_, args, parsed = parse_arguments([str(recipe), "--output_dir", str(tmp_path)])
+        *_, args, parsed = parse_arguments(
+            [str(recipe), "--dataset", "hardpos/coco", "--output_dir", str(tmp_path)]
+        )
         assert parsed is not None and not args.push_to_hub and args.hub_model_id is None
 
 

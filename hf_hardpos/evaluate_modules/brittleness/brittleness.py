@@ -84,36 +84,28 @@ def _scores(values, name):
     bad = np.flatnonzero(~np.isfinite(array))
     if bad.size:
         shown = ", ".join(str(i) for i in bad[:5])
-        raise ValueError(
-            f"`{name}` holds {bad.size} non-finite value(s) (NaN or inf), first at index {shown}"
-        )
+        raise ValueError(f"`{name}` holds {bad.size} non-finite value(s) (NaN or inf), first at index {shown}")
     return array
 
 
 def _split_predictions(predictions, references, given):
     """`predictions` (one row of scores per example) as the separate score lists; see `_KWARGS_DESCRIPTION`."""
     if references is not None:
-        raise ValueError(
-            "`references` is not used by this metric: pass the scores as "
-            f"{', '.join(_NAMES)} (or as rows in `predictions`)"
-        )
+        raise ValueError("`references` is not used by this metric: pass the scores as "
+                         f"{', '.join(_NAMES)} (or as rows in `predictions`)")
     if predictions is None:
         return given
     if any(v is not None for v in given.values()):
         raise ValueError(f"give the scores either as `predictions` rows or as {', '.join(_NAMES)}, not both")
     rows = np.asarray(predictions)
     if rows.ndim != 2 or rows.shape[1] not in (len(_INPUTS), len(_NAMES)):
-        raise ValueError(
-            f"`predictions` must hold one row of {len(_NAMES)} scores per example "
-            f"({', '.join(_NAMES)}), got shape {rows.shape}"
-        )
+        raise ValueError(f"`predictions` must hold one row of {len(_NAMES)} scores per example "
+                         f"({', '.join(_NAMES)}), got shape {rows.shape}")
     return {name: rows[:, column] if column < rows.shape[1] else None for column, name in enumerate(_NAMES)}
 
 
 def _is_number(value):
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
-        value, (bool, np.bool_)
-    )
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
 def _check(**named):
@@ -169,22 +161,16 @@ class Brittleness(evaluate.Metric):
         with a bare TypeError. Without any score list, the rows given to `add`/`add_batch` are scored
         (`evaluate`'s incremental API); `_compute` checks them the same way. `predictions` and `references`
         are the names `evaluate.combine` passes (`_split_predictions`)."""
-        given = _split_predictions(
-            predictions,
-            references,
-            dict(
-                original_scores=original_scores,
-                negative_scores=negative_scores,
-                positive_scores=positive_scores,
-            ),
-        )
+        given = _split_predictions(predictions, references, dict(
+            original_scores=original_scores,
+            negative_scores=negative_scores,
+            positive_scores=positive_scores,
+        ))
         original_scores = given["original_scores"]
         negative_scores = given["negative_scores"]
         positive_scores = given["positive_scores"]
         if all(v is None for v in (original_scores, negative_scores, positive_scores)):
-            return super().compute(
-                bootstrap_samples=bootstrap_samples, confidence_level=confidence_level, seed=seed
-            )
+            return super().compute(bootstrap_samples=bootstrap_samples, confidence_level=confidence_level, seed=seed)
         inputs = dict(
             original_scores=original_scores,
             negative_scores=negative_scores,
