@@ -115,6 +115,14 @@ def looks_like_path(name: str) -> bool:
     return bool(difflib.get_close_matches(name, here, n=1, cutoff=0.8))
 
 
+def local_folder_note(name: str) -> str:
+    """Whether a local folder of that name exists: what a person who meant one needs to know when loading
+    a Hub id failed (issue: a mistyped folder name ended in "Couldn't reach ... on the Hub" alone)."""
+    if Path(name).expanduser().is_dir():
+        return f"a local folder {name} exists here (is it complete?)"
+    return f"no local folder {name} exists here either"
+
+
 # Suffixes of files (tables, archives, weights, configs) that no Hub repository name ends in.
 _FILE_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl", ".yaml", ".yml", ".parquet", ".arrow", ".txt", ".tar", ".zip",
                   ".gz", ".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".png", ".jpg", ".jpeg")  # fmt: skip

@@ -182,3 +182,17 @@ def test_lazy_exports_resolve_and_unknown_names_fail(package):
     )
     with pytest.raises(AttributeError, match=package):
         _ = module.no_such_name
+
+
+def test_an_unreadable_hub_dataset_says_whether_a_local_folder_of_that_name_exists(tmp_path, monkeypatch):
+    """A Hub-like name that cannot be read (offline here) says, in its one line, whether a folder of that name
+    is here: a person who mistyped a folder learns it is not one, one who meant the Hub learns nothing is lost."""
+    from hf_hardpos.errors import UserInputError
+    from hf_hardpos.evaluation.eval_data import load_eval_sets
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserInputError) as err:
+        load_eval_sets("someone/no-such-set", None, "test")
+    message = str(err.value)
+    assert "\n" not in message and message.endswith("no local folder someone/no-such-set exists here either")

@@ -118,7 +118,7 @@ def check_inputs(model_args, data_args) -> None:
     from datasets import get_dataset_config_names
 
     from ..evaluation.eval_data import require_dataset_exists
-    from ..provenance import looks_like_path
+    from ..provenance import local_folder_note, looks_like_path
     from ..training.finetune_args import parse_eval_spec
 
     model = model_args.model_name_or_path
@@ -137,17 +137,10 @@ def check_inputs(model_args, data_args) -> None:
             configs = get_dataset_config_names(data_args.dataset, revision=data_args.dataset_revision)
         except Exception as error:  # noqa: BLE001 -- whatever the Hub or the folder says, in one line
             raise UserInputError(f"--dataset {data_args.dataset}: cannot read it ({first_line(error)}); "
-                                 f"{_local_folder_note(data_args.dataset)}") from None  # fmt: skip
+                                 f"{local_folder_note(data_args.dataset)}") from None  # fmt: skip
         if len(configs) > 1:
             raise UserInputError(f"--dataset {data_args.dataset} has {len(configs)} configs; pick one with "
                                  f"--dataset_config: {', '.join(configs)}")  # fmt: skip
-
-
-def _local_folder_note(name: str) -> str:
-    """Whether a local folder of that name exists: what a person who meant one needs to know when loading failed."""
-    if Path(name).expanduser().is_dir():
-        return f"a local folder {name} exists here (is it complete?)"
-    return f"no local folder {name} exists here either"
 
 
 def _recipe_report(recipe, model_args, data_args, training_args):
@@ -190,6 +183,7 @@ def _train(model_args, data_args, training_args, recipe) -> dict[str, float]:
 
     from ..image_processing import DEFAULT_IMAGE_BACKEND
     from ..model_checks import refuse_remote_code
+    from ..provenance import local_folder_note
     from ..training.card_data import HardPosModelCardData
     from ..training.checkpointing import checkpoint_to_resume
     from ..training.trainer import HardPosTrainer
@@ -210,7 +204,7 @@ def _train(model_args, data_args, training_args, recipe) -> dict[str, float]:
         )
     except OSError as error:  # a Hub id that cannot be reached (or is not there), a folder without a model
         raise UserInputError(f"--model_name_or_path {model_path}: cannot load it ({first_line(error)}); "
-                             f"{_local_folder_note(model_path)}") from None  # fmt: skip
+                             f"{local_folder_note(model_path)}") from None  # fmt: skip
     train, evals, eval_ids, descriptions, train_identity = load_data(data_args, training_args)
     if data_args.check_all_images:  # the trainer checks the rest (and a sample of images) itself
         checked = validate_training_data(train, training_args, all_images=True)

@@ -19,7 +19,7 @@ from datasets import (
 )
 
 from ..errors import UserInputError, first_line
-from ..provenance import hub_revision, looks_like_path, sha256_files
+from ..provenance import hub_revision, local_folder_note, looks_like_path, sha256_files
 from ..run_memo import remembered
 
 
@@ -201,7 +201,9 @@ def _load_eval_sets(
     try:
         available = get_dataset_config_names(str(folder) if folder.exists() else dataset)
     except Exception as err:  # offline Hub ids, unreadable READMEs: say which dataset and why
-        raise UserInputError(f"cannot read dataset {dataset!r}: {str(err).splitlines()[0]}") from err
+        raise UserInputError(
+            f"cannot read dataset {dataset!r}: {str(err).splitlines()[0]}; {local_folder_note(dataset)}"
+        ) from err
     names = list(configs) if configs else list(available)
     unknown = [n for n in names if n not in available]
     if unknown:

@@ -186,11 +186,13 @@ def comparison_table(
     result: FinetuneResult, config: DemoConfig, seed: int, demo_dir: Path | None
 ) -> list[str]:
     """The start model, the demo's hn row of `seed` (when a demo folder holds it) and this run, in %."""
-    header = f"{'model':<34}" + "".join(f"{label:>9}" for label in ("REPL orig", "aug", "brittle", "SWAP orig",
-                                                                     "aug", "brittle"))  # fmt: skip
+    labels = ("REPL orig", "aug", "brittle", "SWAP orig", "aug", "brittle")
+    header = f"{'model':<34}" + "".join(
+        f"{label:>11}" for label in labels
+    )  # one space at least between labels
 
     def row(label: str, metrics: dict[str, dict[str, float]]) -> str:
-        return f"{label:<34}" + "".join(f"{100 * metrics[d][r]:>9.1f}" for d in SHOWN for r in RATES)
+        return f"{label:<34}" + "".join(f"{100 * metrics[d][r]:>11.1f}" for d in SHOWN for r in RATES)
 
     lines = [
         f"[result] rates in % on the demo's eval sets ({config.eval_examples} rows each, seed {EVAL_SEED}); REPLACE "
