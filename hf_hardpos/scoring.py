@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 import numpy as np
 import torch
@@ -33,8 +32,6 @@ from .image_decoding import DistinctImages, decoded_batches
 from .image_keys import ImageSource, distinct_images
 from .image_processing import describe_image_processor
 from .run_memo import remembered, tokenizer_key
-
-T = TypeVar("T")
 
 
 def _features(output) -> torch.Tensor:
@@ -284,9 +281,7 @@ class ITMScorer:
         Images are told apart by content, so a dataset that repeats an image (REPLACE: ~2.3 rows per
         image) encodes it once; the zero-shot tasks use this too.
         """
-        undecoded, sources, image_slot = remembered(  # keyed once per run for every model (`run_memo`)
-            "images", (id(dataset), image_column), lambda: _keyed_images(dataset, image_column), keep=dataset
-        )
+        undecoded, sources, image_slot = _keyed_images(dataset, image_column)
         return self.encode_images(undecoded, image_column, sources), image_slot
 
     def score(
@@ -317,12 +312,15 @@ class ITMScorer:
             lambda: _caption_slots(dataset, all_columns, optional_columns),
             keep=dataset,
         )
-        # The images are keyed, decoded (DataLoader workers) and encoded in a thread while this one tokenises:
-        # hashing, the workers and the forward passes all release the GIL. Texts are encoded after, as before.
-        with ThreadPoolExecutor(1, thread_name_prefix="hardpos-images") as images:
-            embedded = images.submit(
+        # The images are keyed (content hashes, which release the GIL) in a thread while this one tokenises.
+        # They are decoded and encoded after, here: the DataLoader forks its workers, and a fork while
+        # another thread runs Python copies that thread's locks and half-imported modules into the worker
+        # held, never to be released (a worker that then exits with code 1, seen in CI; Python 3.12 warns of
+        # it). So the fork happens when this process runs one thread of ours.
+        with ThreadPoolExecutor(1, thread_name_prefix="hardpos-image-keys") as keying:
+            keyed = keying.submit(
                 contextvars.copy_context().run,  # the caller's `run_memo.sharing` too
-                _with_threads(torch.get_num_threads(), self.embed_images),
+                _keyed_images,
                 dataset,
                 image_column,
             )
@@ -334,7 +332,8 @@ class ITMScorer:
                 lambda: self.tokenize(texts),
                 keep=texts,
             )
-        image_emb, image_slot = embedded.result()
+        undecoded, sources, image_slot = keyed.result()
+        image_emb = self.encode_images(undecoded, image_column, sources)
         text_emb = self.encode_texts(texts, token_ids)
 
         scores = Scores()
@@ -398,22 +397,15 @@ def _caption_slots(dataset: Dataset, all_columns: Sequence[str], optional_column
 
 
 def _keyed_images(dataset: Dataset, image_column: str) -> tuple[Dataset, list[ImageSource], np.ndarray]:
-    """`dataset` with its images left undecoded, its distinct images and each row's index among them."""
-    undecoded = _undecoded(dataset, image_column)
-    sources, image_slot = distinct_images(undecoded, image_column)
-    return undecoded, sources, image_slot
+    """`dataset` with its images left undecoded, its distinct images and each row's index among them;
+    keyed once per run for every model (`run_memo`)."""
 
+    def keyed() -> tuple[Dataset, list[ImageSource], np.ndarray]:
+        undecoded = _undecoded(dataset, image_column)
+        sources, image_slot = distinct_images(undecoded, image_column)
+        return undecoded, sources, image_slot
 
-def _with_threads(count: int, work: Callable[..., T]) -> Callable[..., T]:
-    """`work` run with `count` intra-op threads: OpenMP keeps the count per thread, and a new thread starts
-    at the default, where the caller may have set another (`torch.set_num_threads`); a matmul split over
-    another number of threads may round differently, so the image tower runs as it would in the caller."""
-
-    def run(*args, **kwargs) -> T:
-        torch.set_num_threads(count)
-        return work(*args, **kwargs)
-
-    return run
+    return remembered("images", (id(dataset), image_column), keyed, keep=dataset)
 
 
 def _none_or(key: tuple) -> tuple | None:

@@ -1,40 +1,49 @@
-"""`ITMScorer.score` encodes a dataset's images in a thread while the calling one tokenises (issue 52), with
-the caller's intra-op thread count, and its scores are those of each step run one after the other."""
+"""`ITMScorer.score` keys a dataset's images in a thread while the calling one tokenises (issue 52), forks its
+image-decoding workers from the calling thread once that thread is gone (a fork beside a running thread can
+copy a held lock into the worker), and its scores are those of each step run one after the other."""
 
+import os
 import threading
 
 import numpy as np
 import torch
 
+from hf_hardpos import scoring
 from hf_hardpos.scoring import ITMScorer
 from tests.support.eval_data import make_eval_set
 
 
-def test_images_encode_beside_tokenising_with_the_callers_threads(model_and_processor):
+def test_images_are_keyed_beside_tokenising_and_workers_fork_with_no_other_thread_running(
+    model_and_processor, monkeypatch
+):
     model, processor = model_and_processor
     dataset = make_eval_set(num_images=5, rows_per_image=2, seed=3)
-    scorer = ITMScorer(model, processor, batch_size=4, progress=False)
+    scorer = ITMScorer(model, processor, batch_size=4, num_workers=1, progress=False)
     seen = {}
-    encode, tokenize = model.get_image_features, scorer.tokenize
+    keys, tokenize, fork = scoring.distinct_images, scorer.tokenize, os.fork
 
-    def image_features(*args, **kwargs):
-        seen["images"] = (threading.current_thread().name, torch.get_num_threads())
-        return encode(*args, **kwargs)
+    def keyed(*args, **kwargs):
+        seen["keys"] = threading.current_thread().name
+        return keys(*args, **kwargs)
 
     def tokenized(texts):
         seen["tokens"] = threading.current_thread().name
         return tokenize(texts)
 
-    model.get_image_features, scorer.tokenize = image_features, tokenized
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        scores = scorer.score(dataset)
-    finally:
-        torch.set_num_threads(previous)
-        del model.get_image_features
+    def forked():
+        seen["fork"] = (threading.current_thread().name, sorted(t.name for t in threading.enumerate()))
+        return fork()
+
+    monkeypatch.setattr(scoring, "distinct_images", keyed)
+    monkeypatch.setattr(os, "fork", forked)
+    scorer.tokenize = tokenized
+    scores = scorer.score(dataset)
+    monkeypatch.undo()
     assert seen["tokens"] == threading.current_thread().name
-    assert seen["images"][0].startswith("hardpos-images") and seen["images"][1] == 1
+    assert seen["keys"].startswith("hardpos-image-keys")
+    # The DataLoader's worker was forked here, with none of the scorer's threads alive.
+    assert seen["fork"][0] == threading.current_thread().name
+    assert not [name for name in seen["fork"][1] if name.startswith("hardpos-")]
 
     # One step after the other, in this thread: the same scores, bit for bit.
     alone = ITMScorer(model, processor, batch_size=4, progress=False)
