@@ -134,7 +134,9 @@ class EmbeddingCache:
             or abs(math.sqrt(float(np.dot(vector, vector))) - 1) > NORM_TOLERANCE
         ):
             return False
-        if digest != entry_digest(self.namespace, kind, key, vector):
+        # numpy's fixed-width bytes drop trailing NUL bytes when an element is read: a digest ending in 0x00
+        # (one in 256) comes back short, and would be taken for a tampered entry.
+        if bytes(digest).ljust(DIGEST_BYTES, b"\0") != entry_digest(self.namespace, kind, key, vector):
             return False
         self.dim = len(vector)
         return True

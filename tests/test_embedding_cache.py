@@ -27,6 +27,22 @@ def test_partial_and_unreadable_shards_are_skipped_and_rewritten(tmp_path):
     assert EmbeddingCache(tmp_path, namespace="m").missing("image", ["x"]) == []
 
 
+def test_an_entry_whose_digest_ends_in_a_zero_byte_is_kept(tmp_path):
+    """numpy's `S32` elements come back without trailing NUL bytes: one entry in 256 has such a digest."""
+    from hf_hardpos.embedding_cache import entry_digest
+
+    vector = torch.nn.functional.normalize(torch.arange(1.0, 9.0), dim=0).numpy()
+    key = next(
+        f"k{i}" for i in range(100_000) if entry_digest("model", "text", f"k{i}", vector).endswith(b"\0")
+    )
+    EmbeddingCache(tmp_path, "model").add(
+        "text", [key, "other"], torch.from_numpy(np.stack([vector, vector]))
+    )
+    again = EmbeddingCache(tmp_path, "model")
+    assert again.rejected == 0 and again.missing("text", [key, "other"]) == []
+    torch.testing.assert_close(again.get("text", [key])[0], torch.from_numpy(vector), rtol=0, atol=0)
+
+
 def test_shards_are_written_under_a_name_the_loader_never_reads_until_complete(tmp_path, monkeypatch):
     cache = EmbeddingCache(tmp_path, namespace="m")
 
