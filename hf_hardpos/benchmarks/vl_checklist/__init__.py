@@ -1,7 +1,8 @@
 """VL-CheckList (Zhao et al., 2022): objects, attributes and relations, one config per corpus file.
 
-Its builder (`builder`), card text (`card.yaml`) and scoring profile (`task`: both protocols and
-CE-CLIP's Table 2 columns) live here; this declaration registers them with `hardpos build`, the
+Its builder (`builder`), card text (`card.yaml`), scoring profile (`task`: both protocols and
+CE-CLIP's Table 2 columns), CE-CLIP's printed figures of it (`figures.yaml`: Table 2 and its column of
+Table 5) and its BibTeX (`references.bib`) live here; this declaration registers them with `hardpos build`, the
 caption-selection task and the `compositional` and `ce_clip` suites. Light: nothing heavy is imported.
 """
 
@@ -26,5 +27,7 @@ BENCHMARK = register(
         task="caption_selection",
         profile=f"{__name__}.task:PROFILE",
         suites=("compositional", "ce_clip"),
+        figures=f"{__name__}:figures.yaml",
+        references=f"{__name__}:references.bib",
     )
 )
