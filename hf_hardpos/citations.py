@@ -13,7 +13,7 @@ without this package, so `metrics/generate.py` writes the entries they cite into
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from importlib.resources import files
 
 from .benchmark_registry import data_files
@@ -26,7 +26,7 @@ def _entries(bibtex: str) -> dict[str, str]:
     return {entry[entry.index("{") + 1 : entry.index(",")]: entry for entry in bibtex.strip().split("\n\n")}
 
 
-def read_bibliography(sources) -> dict[str, str]:
+def read_bibliography(sources: Iterable) -> dict[str, str]:
     """Every entry of the .bib files `sources`, by key; a key defined in two files is refused (one line
     naming both), so one paper is always cited with one text."""
     entries: dict[str, str] = {}
@@ -46,7 +46,7 @@ class _Bibliography(Mapping[str, str]):
     def __init__(self) -> None:
         self._read: tuple[tuple, dict[str, str]] | None = None
 
-    def _entries(self) -> dict[str, str]:
+    def _current(self) -> dict[str, str]:
         sources = (*PACKAGE_FILES, *data_files("references"))
         key = tuple(map(str, sources))
         if self._read is None or self._read[0] != key:
@@ -54,13 +54,13 @@ class _Bibliography(Mapping[str, str]):
         return self._read[1]
 
     def __getitem__(self, key: str) -> str:
-        return self._entries()[key]
+        return self._current()[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._entries())
+        return iter(self._current())
 
     def __len__(self) -> int:
-        return len(self._entries())
+        return len(self._current())
 
 
 BIBTEX: Mapping[str, str] = _Bibliography()

@@ -30,7 +30,7 @@ figure is shown only on the paper's own data (`evaluation.paper_data`).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
@@ -110,7 +110,7 @@ def _table_order(papers: Mapping[str, str]):
     return lambda entry: (rank[entry["paper"]], int(re.sub(r"\D", "", entry["table"]) or 0))
 
 
-def _add_column(source, tables: list[dict], extra: Mapping) -> None:
+def _add_column(source: object, tables: list[dict], extra: Mapping) -> None:
     """A benchmark's column of a table printed in another file (its `columns` entries): inserted after the
     column it names, one value per printed row of that table, and its printed gain where the table has gains."""
     where = f"{source} {extra['paper']} {extra['table']} column {extra['column'][0]!r}"
@@ -136,7 +136,7 @@ def _add_column(source, tables: list[dict], extra: Mapping) -> None:
         entry["gains"] = {**entry["gains"], "values": [*values[:at], extra["gain"], *values[at:]]}
 
 
-def _read(sources) -> tuple[tuple[PublishedFigure, ...], tuple[Slip, ...]]:
+def _read(sources: Sequence) -> tuple[tuple[PublishedFigure, ...], tuple[Slip, ...]]:
     """The figures files as records, checked: every row has one value per column, units and papers are
     known, a paper's key means one citation in every file."""
     papers: dict[str, str] = {}
