@@ -9,7 +9,9 @@ caption-selection profiles, the named suites) read this table and import no benc
 
 The heavy parts of a declaration (the builder, the task profile) are ``"module:attribute"`` names,
 imported when first used (`load`), so registering costs no torch or datasets import and
-`hardpos --help` stays light; a test or a plugin may pass the objects themselves.
+`hardpos --help` stays light; a test or a plugin may pass the objects themselves. Its data files (its
+paper's printed figures, its BibTeX) are ``"package:file"`` names or paths (`data_file`), read by
+`hf_hardpos.published` and `hf_hardpos.citations` beside the package's own.
 """
 
 from __future__ import annotations
@@ -17,11 +19,15 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["BENCHMARKS", "Benchmark", "Buildable", "Option", "PaperSource", "images_dir_option", "load", "option", "register",
-           "subsets_option"]  # fmt: skip
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
+__all__ = ["BENCHMARKS", "Benchmark", "Buildable", "Option", "PaperSource", "data_file", "data_files", "images_dir_option",
+           "load", "option", "register", "subsets_option"]  # fmt: skip
 
 # A command-line option as `parser.add_argument` takes it: (flags, keyword arguments).
 Option = tuple[tuple[str, ...], dict]
@@ -86,6 +92,11 @@ class Benchmark:
             repository the papers' figures were computed on and the rows each config scores, so that
             `evaluation.paper_data` can tell whether a run's data are the paper's; None: no published
             figure of it is ever shown with a difference.
+        figures: its paper's printed figures (``"package:figures.yaml"``, or a path), in the record
+            format of `hf_hardpos/published/figures.yaml`, read with the package's figures (`published`);
+            None: no figure of it is printed.
+        references: the BibTeX of the papers its card and profile cite (``"package:references.bib"``, or
+            a path), read with the package's bibliography (`citations`); None: it cites only the package's.
     """
 
     name: str
@@ -95,6 +106,8 @@ class Benchmark:
     suites: tuple[str, ...] = ()
     hub_id: str = field(default="")
     paper_source: object | str | None = None
+    figures: Path | str | None = None
+    references: Path | str | None = None
 
     def __post_init__(self) -> None:
         if not self.hub_id:
@@ -118,3 +131,17 @@ def load(reference: object | str) -> Any:
         return reference
     module, _, attribute = reference.partition(":")
     return getattr(importlib.import_module(module), attribute)
+
+
+def data_file(reference: Path | str) -> Traversable | Path:
+    """The file a declaration names: ``"package:file"`` inside an installed package (read through
+    `importlib.resources`, so it works from a wheel), anything else as a path."""
+    if isinstance(reference, str) and ":" in reference:
+        package, _, name = reference.partition(":")
+        return files(package).joinpath(name)
+    return Path(reference)
+
+
+def data_files(kind: str) -> tuple[Traversable | Path, ...]:
+    """Every registered benchmark's file of `kind` (``"figures"`` or ``"references"``), in registration order."""
+    return tuple(data_file(ref) for b in BENCHMARKS.values() if (ref := getattr(b, kind)) is not None)

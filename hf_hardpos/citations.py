@@ -1,5 +1,9 @@
 """BibTeX of every paper the package implements, evaluates on or converts from, kept once
-(`references.bib` beside this module: the bibliography is data, in the format it is cited in).
+(the bibliography is data, in the format it is cited in): `references.bib` beside this module, the
+model backends' `backends/references.bib` and each registered benchmark's own file
+(`benchmark_registry.Benchmark.references`, e.g. `benchmarks/<name>/references.bib`), so a paper only
+one folder cites lives in that folder. A key is defined once across them all (a second definition is
+refused, naming both files).
 
 Cards (dataset, model, metric) and loss modules pick entries by key with `cite`, so one paper is
 always cited under one key with one text. The `evaluate_modules/<name>/` folders must build as Hub Spaces
@@ -9,7 +13,12 @@ without this package, so `metrics/generate.py` writes the entries they cite into
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
 from importlib.resources import files
+
+from .benchmark_registry import data_files
+
+PACKAGE_FILES = (files(__package__) / "references.bib", files(__package__) / "backends" / "references.bib")
 
 
 def _entries(bibtex: str) -> dict[str, str]:
@@ -17,7 +26,44 @@ def _entries(bibtex: str) -> dict[str, str]:
     return {entry[entry.index("{") + 1 : entry.index(",")]: entry for entry in bibtex.strip().split("\n\n")}
 
 
-BIBTEX: dict[str, str] = _entries((files("hf_hardpos") / "references.bib").read_text(encoding="utf-8"))
+def read_bibliography(sources: Iterable) -> dict[str, str]:
+    """Every entry of the .bib files `sources`, by key; a key defined in two files is refused (one line
+    naming both), so one paper is always cited with one text."""
+    entries: dict[str, str] = {}
+    where: dict[str, object] = {}
+    for source in sources:
+        for key, entry in _entries(source.read_text(encoding="utf-8")).items():
+            if key in where:
+                raise ValueError(f"{source}: BibTeX key {key!r} is already defined in {where[key]}")
+            entries[key], where[key] = entry, source
+    return entries
+
+
+class _Bibliography(Mapping[str, str]):
+    """The package's entries and those of every registered benchmark, read again when a benchmark
+    registers (a plugin or a test may register one after import)."""
+
+    def __init__(self) -> None:
+        self._read: tuple[tuple, dict[str, str]] | None = None
+
+    def _current(self) -> dict[str, str]:
+        sources = (*PACKAGE_FILES, *data_files("references"))
+        key = tuple(map(str, sources))
+        if self._read is None or self._read[0] != key:
+            self._read = (key, read_bibliography(sources))
+        return self._read[1]
+
+    def __getitem__(self, key: str) -> str:
+        return self._current()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._current())
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+
+BIBTEX: Mapping[str, str] = _Bibliography()
 
 # Named keys, so a typo is an ImportError rather than a KeyError at card-rendering time.
 HARD_POSITIVES = "kamath2024hard"
@@ -31,7 +77,6 @@ COCO = "lin2014microsoft"
 SUGARCREPE = "hsieh2023sugarcrepe"
 SUGARCREPE_PP = "dumpala2024sugarcrepepp"
 WINOGROUND = "thrush2022winoground"
-OPEN_CLIP = "ilharco2021openclip"
 CLIP_BENCHMARK = "cherti2023reproducible"  # clip_benchmark asks to be cited with this paper
 
 

@@ -38,6 +38,7 @@ from ..errors import UserInputError
 from ..provenance import digest_of, sha256_file, versions
 from .base import ModelBackend, ModelOptions
 
+CITATION = "ilharco2021openclip"  # its key in backends/references.bib (hf_hardpos.citations reads it)
 PREFIX = "open_clip:"
 HF_HUB = "hf-hub:"
 INSTALL_HINT = 'pip install -e ".[openclip]"'

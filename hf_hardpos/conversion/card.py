@@ -12,6 +12,7 @@ from pathlib import Path
 from huggingface_hub import ModelCard, ModelCardData
 
 from .. import citations
+from ..backends.open_clip import CITATION as OPEN_CLIP_CITATION
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "templates" / "converted_model_card.md"
 
@@ -21,7 +22,7 @@ def converted_model_card(result, repo_id: str | None = None) -> ModelCard:
     from .presets import get_preset
 
     preset = get_preset(result.preset) if result.preset else None
-    keys = [citations.OPEN_CLIP, citations.CLIP, citations.HARD_POSITIVES]
+    keys = [OPEN_CLIP_CITATION, citations.CLIP, citations.HARD_POSITIVES]
     if preset is not None and preset.citation not in keys:
         keys.insert(0, preset.citation)
     name = repo_id.split("/")[-1] if repo_id else (preset.row if preset else Path(result.checkpoint).stem)

@@ -1,9 +1,10 @@
-"""REPLACE benchmark builder: VL-CheckList captions with the Hard Positive paper's c_p, on VG images.
+"""REPLACE benchmark builder: the Hard Positive paper's c, c_n and c_p, on VG images.
 
-Reads ``data/vl_checklist_<subset>.json`` (c, c_n) and ``swapped_data/vl_checklist_<subset>.json``
-(c_p) of the hard_positives repository, checks they align row by row, adds the replaced phrase and the
-quality flags, and embeds each row's Visual Genome image as its original JPEG bytes. The rows are the
-paper's rows exactly (10,575 attributes + 16,868 relations); defects are flagged, never dropped (only
+Reads each subset's two files of the hard_positives repository (`sources.original_file`: c and c_n, the
+captions and hard negatives of the benchmark REPLACE was drawn from, credited on its card;
+`sources.positive_file`: c_p), checks they align row by row, adds the replaced phrase and the quality
+flags, and embeds each row's Visual Genome image as its original JPEG bytes. The rows are the paper's
+rows exactly (10,575 attributes + 16,868 relations); defects are flagged, never dropped (only
 ``--skip-missing`` drops rows, those whose image is missing, and the card then says how many).
 """
 
@@ -22,7 +23,7 @@ from .checks import load_aligned_pair, selected
 from .dataset_card import card_facts
 from .hub_folder import BuildOptions, ConfigBuild, export_folder, row_features
 from .image_sources import VisualGenomeImages, locate_images, vg_part_of
-from .sources import Sources
+from .sources import Sources, original_file, positive_file
 
 SPLIT = "test"
 UPSTREAM_FIELDS = ("image_id", "true_caption", "false_caption", "image_path")
@@ -111,14 +112,6 @@ def first_occurrences(keys: Sequence[tuple]) -> list[int | None]:
 
 
 # --- the builder ---------------------------------------------------------------------------------------
-
-
-def original_file(subset: str) -> str:
-    return f"data/vl_checklist_{subset}.json"
-
-
-def positive_file(subset: str) -> str:
-    return f"swapped_data/vl_checklist_{subset}.json"
 
 
 def replace_features() -> datasets.Features:

@@ -44,25 +44,37 @@ class GitHubRepo:
         return f"https://raw.githubusercontent.com/{self.name}/{self.ref}/{path}"
 
 
+def original_file(subset: str) -> str:
+    """REPLACE's file of c and c_n for `subset` in the hard_positives repository: the captions and hard
+    negatives of the benchmark REPLACE was drawn from, whose file names it keeps (the one place they are
+    spelled: the builder and the digests below are keyed through these two names)."""
+    return f"data/vl_checklist_{subset}.json"
+
+
+def positive_file(subset: str) -> str:
+    """REPLACE's file of c_p for `subset` (the same rows as `original_file`'s, with the hard positives)."""
+    return f"swapped_data/vl_checklist_{subset}.json"
+
+
 # Pinned to the commits whose files the builders were checked on (counts, alignment, defects). The
 # sha256s were computed from the files at these commits; the git blob ids are those commits' trees.
 HARD_POSITIVES_REPO = GitHubRepo(
     "amitakamath/hard_positives",
     "33addaae84b58d96dc8e9251b61d497c536ed23d",
     {
-        "data/vl_checklist_attributes.json": FileDigest(
+        original_file("attributes"): FileDigest(
             "8502f610e15c0022e316abca4a8412972fd46089",
             "4c7d262e77e1a1fd5a89ee0de43191fe697d4cf1c044e76c496761f07d824950",
         ),
-        "data/vl_checklist_relations.json": FileDigest(
+        original_file("relations"): FileDigest(
             "0a79261bf87069525343fd0298dcfc558ba9ac0c",
             "f4aee47194df09f73c4bdb13e2f24c17901d71fbb15ab629b40c8667a841d535",
         ),
-        "swapped_data/vl_checklist_attributes.json": FileDigest(
+        positive_file("attributes"): FileDigest(
             "2f305ee08a1771a4cd33779d21d1fbebd8f5765a",
             "7f6d2f2614ff8a037780ab4b6243c6e1165ceabc5e4db506ad70c63fd95f6441",
         ),
-        "swapped_data/vl_checklist_relations.json": FileDigest(
+        positive_file("relations"): FileDigest(
             "b60bbe62bc7c0d42e21f2a2b20f3c1fbd9ee7707",
             "25174b3f0286c124cd7c2c844c1e57bb85179e37cdee0d55fc2857387dede9b5",
         ),

@@ -18,9 +18,9 @@ at a recorded commit, all rows.
 
 Anything else (a hand-made folder of 120 rows, the demo's synthetic sets, a partial build, a run saved
 before builds were recorded) still shows the published row, with one line saying what differs, and no
-difference. Benchmarks whose annotation files have no digest pinned here (VL-CheckList, whose files the
-builder finds through its yaml corpus; ARO, distributed through Google Drive without a commit to pin) can
-never be shown to be the paper's.
+difference. Benchmarks whose annotation files have no digest pinned here (a registered benchmark that
+declares no `paper_source`; ARO, distributed through Google Drive without a commit to pin) can never be
+shown to be the paper's.
 """
 
 from __future__ import annotations

@@ -9,7 +9,10 @@ Tables 1 and 3 (aug - orig of the printed cells), CE-CLIP Table 1's Random Chanc
 subscript gains other than Table 5's, none of which were transcribed for this package.
 
 The figures are data, not code: ``figures.yaml`` beside this module holds each table as printed (its
-header says how). This module reads it once and hands out flat records:
+header says how), and a benchmark with a folder of its own keeps its paper's tables in its folder
+(`benchmark_registry.Benchmark.figures`, same format), with its column of a table printed here
+(`columns`). This module reads them once and hands out flat records, tables in the papers' order
+(Kamath et al.'s, then CE-CLIP's, each by table number) whatever file holds them:
 
     >>> from hf_hardpos.published import all_figures
     >>> f = next(f for f in all_figures() if f.table == "Table 1" and f.row == "NegCLIP")
@@ -26,12 +29,14 @@ figure is shown only on the paper's own data (`evaluation.paper_data`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from importlib import resources
 
 import yaml
+
+from ..benchmark_registry import data_files
 
 PERCENT = "percent"
 COSINE = "cosine"
@@ -78,22 +83,91 @@ class Slip:
     why: str
 
 
-@lru_cache(maxsize=1)
+_READ: dict[tuple[str, ...], tuple[tuple[PublishedFigure, ...], tuple[Slip, ...]]] = {}
+
+
+def figure_files() -> tuple:
+    """The files the figures are read from: the package's `figures.yaml`, then each registered benchmark's
+    (`benchmark_registry.Benchmark.figures`), in registration order."""
+    return (resources.files(__package__).joinpath("figures.yaml"), *data_files("figures"))
+
+
 def _load() -> tuple[tuple[PublishedFigure, ...], tuple[Slip, ...]]:
-    """`figures.yaml` as records, checked: every row has one value per column, units and papers are known."""
-    text = resources.files(__package__).joinpath("figures.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
-    papers: dict[str, str] = data["papers"]
+    """Every figures file as records (read again when a benchmark with figures registers)."""
+    sources = figure_files()
+    key = tuple(map(str, sources))
+    if key not in _READ:
+        _READ.clear()
+        _READ[key] = _read(sources)
+    return _READ[key]
+
+
+def _table_order(papers: Mapping[str, str]):
+    """Tables in the order of their papers' first naming (the package's file names Kamath et al. first,
+    then CE-CLIP), then by table number: whichever file prints a table, `all_figures` and `lookup` see the
+    papers' order (a figure printed twice is looked up in the lower-numbered table)."""
+    rank = {key: index for index, key in enumerate(papers)}
+    return lambda entry: (rank[entry["paper"]], int(re.sub(r"\D", "", entry["table"]) or 0))
+
+
+def _add_column(source: object, tables: list[dict], extra: Mapping) -> None:
+    """A benchmark's column of a table printed in another file (its `columns` entries): inserted after the
+    column it names, one value per printed row of that table, and its printed gain where the table has gains."""
+    where = f"{source} {extra['paper']} {extra['table']} column {extra['column'][0]!r}"
+    entry = next((t for t in tables if (t["paper"], t["table"]) == (extra["paper"], extra["table"])), None)
+    if entry is None:
+        raise ValueError(f"{where}: no such table in any figures file")
+    headings = [column[0] for column in entry["columns"]]
+    if extra["after"] not in headings:
+        raise ValueError(f"{where}: the table has no column {extra['after']!r}")
+    if set(extra["rows"]) != {row[0] for row in entry["rows"]}:
+        raise ValueError(
+            f"{where}: rows {sorted(extra['rows'])} are not the table's {[r[0] for r in entry['rows']]}"
+        )
+    if ("gains" in entry) != ("gain" in extra):
+        raise ValueError(f"{where}: a gain is given exactly when the table prints gains")
+    at = headings.index(extra["after"]) + 1
+    entry["columns"] = [*entry["columns"][:at], extra["column"], *entry["columns"][at:]]
+    entry["rows"] = [
+        [name, *values[:at], extra["rows"][name], *values[at:]] for name, *values in entry["rows"]
+    ]
+    if "gains" in entry:
+        values = entry["gains"]["values"]
+        entry["gains"] = {**entry["gains"], "values": [*values[:at], extra["gain"], *values[at:]]}
+
+
+def _read(sources: Sequence) -> tuple[tuple[PublishedFigure, ...], tuple[Slip, ...]]:
+    """The figures files as records, checked: every row has one value per column, units and papers are
+    known, a paper's key means one citation in every file."""
+    papers: dict[str, str] = {}
+    tables: list[dict] = []
+    added: list[tuple[object, Mapping]] = []
+    slip_entries: list[dict] = []
+    for source in sources:
+        data = yaml.safe_load(source.read_text(encoding="utf-8"))
+        for key, citation in data.get("papers", {}).items():
+            if papers.setdefault(key, citation) != citation:
+                raise ValueError(f"{source}: paper {key!r} is cited otherwise in another figures file")
+        for entry in [*data.get("tables", ()), *data.get("columns", ()), *data.get("slips", ())]:
+            if entry["paper"] not in papers:
+                raise ValueError(f"{source} {entry.get('table')}: unknown paper {entry['paper']!r}")
+        tables.extend(dict(entry, source=source) for entry in data.get("tables", ()))
+        added.extend((source, extra) for extra in data.get("columns", ()))
+        slip_entries.extend(data.get("slips", ()))
+    for source, extra in added:
+        _add_column(source, tables, extra)
+    order = _table_order(papers)
     figures: list[PublishedFigure] = []
-    for entry in data["tables"]:
+    for entry in sorted(tables, key=order):
         paper, table, unit = papers[entry["paper"]], entry["table"], entry.get("unit", PERCENT)
+        where = f"{entry['source']} {entry['paper']} {table}"
         if unit not in UNITS:
-            raise ValueError(f"figures.yaml {entry['paper']} {table}: unknown unit {unit!r}")
+            raise ValueError(f"{where}: unknown unit {unit!r}")
         models = entry.get("models", {})
         for printed_row, *values in entry["rows"]:
             if len(values) != len(entry["columns"]):
-                raise ValueError(f"figures.yaml {entry['paper']} {table} row {printed_row!r}: {len(values)} "
-                                 f"values for {len(entry['columns'])} columns")  # fmt: skip
+                raise ValueError(f"{where} row {printed_row!r}: {len(values)} values for {len(entry['columns'])} "
+                                 "columns")  # fmt: skip
             for (column, benchmark, metric), value in zip(entry["columns"], values):
                 if value is not None:  # "-": not reported
                     figures.append(PublishedFigure(paper, table, printed_row, models.get(printed_row, printed_row),
@@ -105,7 +179,7 @@ def _load() -> tuple[tuple[PublishedFigure, ...], tuple[Slip, ...]]:
                 figures.append(PublishedFigure(paper, table, row, models.get(row, row), benchmark,
                                                f"{metric} gain over {gains['over']}", f"{column} gain",
                                                float(value), unit))  # fmt: skip
-    slips = tuple(Slip(**{**s, "paper": papers[s["paper"]]}) for s in data.get("slips", ()))
+    slips = tuple(Slip(**{**s, "paper": papers[s["paper"]]}) for s in sorted(slip_entries, key=order))
     return tuple(figures), slips
 
 
@@ -167,7 +241,7 @@ def lookup(model: str, benchmark: str, metric: str) -> PublishedFigure | None:
     """The figure printed for system `model` on `benchmark` / `metric`, or None if none is printed.
 
     A figure printed in several tables (Kamath et al. repeat Table 1's rows in Table 3; CE-CLIP's
-    Table 5 repeats Tables 1-2) is returned from the first table of `figures.yaml` that prints it.
+    Table 5 repeats Tables 1-2) is returned from the first table that prints it, in `all_figures`' order.
     """
     return next(
         (f for f in _load()[0] if (f.model, f.benchmark, f.metric) == (model, benchmark, metric)), None

@@ -1,6 +1,7 @@
 """CE-CLIP (Zhang, Awal, Agrawal, CVPR 2024): the systems of its printed figures (Tables 1, 2, 3 and 5, in
-``figures.yaml``). Which of our caption-selection rows stands beside which figure is the caption-selection
-profiles' to say (`evaluation.tasks.caption_selection.published_key`).
+``figures.yaml`` and, for a benchmark with a folder of its own, in that folder's ``figures.yaml``). Which
+of our caption-selection rows stands beside which figure is the caption-selection profiles' to say
+(`evaluation.tasks.caption_selection.published_key`).
 
 Benchmarks, in the vocabulary of our results:
 
@@ -8,9 +9,8 @@ Benchmarks, in the vocabulary of our results:
   macro accuracies, `evaluation.tasks.aro`);
 - VALSE (Table 1): `valse/<column>` for its nine columns (`evaluation.tasks.valse.COLUMNS`) and
   `valse/avg` (mean over the 11 pieces), metric `accuracy`;
-- VL-CheckList (Table 2): `vl_checklist/<aspect>_<type>` for the nine leaves, `vl_checklist/<aspect>`
-  and `vl_checklist/overall`, metric `accuracy`, beside our `official` protocol (first 1,000 rows per
-  file, the one published numbers use);
+- Table 2 is one benchmark's own table: its folder's ``figures.yaml`` and ``task.py`` say its columns
+  and which of our rows stand beside them;
 - SugarCrepe (Table 3): `sugarcrepe/<subset>`, `sugarcrepe/<replace|swap|add>` (group means) and
   `sugarcrepe/mean` (Table 5: the mean of the 7 subsets), metric `accuracy`.
 """

@@ -20,7 +20,7 @@ HP_HN = "HP+HN (Kamath et al.)"
 CLIP_COCO = "CLIP-COCO (Kamath et al.)"
 
 # Rows per REPLACE subset, counted in the paper's data files (github.com/amitakamath/hard_positives
-# @33addaa, data/vl_checklist_{attributes,relations}.json): the weights that pool Table 7 into Table 1.
+# @33addaa, each subset's `data.sources.original_file`): the weights that pool Table 7 into Table 1.
 REPLACE_SUBSET_ROWS = {"attributes": 10_575, "relations": 16_868}
 
 RATES = ("original_accuracy", "augmented_accuracy", "brittleness")

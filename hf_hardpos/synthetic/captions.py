@@ -49,7 +49,7 @@ from hf_hardpos.synthetic.scene import Scene, SceneObject
 
 ATTRIBUTE_SLOTS = tuple(ATTRIBUTE_LEXICONS)  # ("size", "colour", "shape"): word order in a phrase
 RELATION_SLOT = "relation"
-# The adjectives: what a REPLACE-attributes edit changes (VL-Checklist's attribute subset edits
+# The adjectives: what a REPLACE-attributes edit changes (REPLACE's attribute subset edits
 # adjectives such as colour, size, material, never the object noun) and what a SWAP negative may
 # exchange (shapes are nouns: swapping them is swapping the objects).
 ADJECTIVE_SLOTS = ("size", "colour")

@@ -55,7 +55,7 @@ Example = tuple[Scene, dict[str, Any]]
 
 
 def _replace_attributes(scene: Scene, rng: np.random.Generator) -> dict[str, Any]:
-    """Edit an adjective (colour or size) of one object, as VL-Checklist's attribute rows do (never the noun)."""
+    """Edit an adjective (colour or size) of one object, as REPLACE's attribute rows do (never the noun)."""
     caption = cap.describe(scene, rng, conjunction=bool(rng.random() < 0.5))
     slot = cap.Slot(str(rng.choice(cap.ADJECTIVE_SLOTS)), int(rng.integers(0, 2)))
     return _eval_row(

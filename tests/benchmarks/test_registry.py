@@ -1,20 +1,55 @@
 """A caption-selection benchmark registered from a test alone (docs/architecture.md, "A new
-caption-selection benchmark"): its folder's one `Benchmark` declaration, and `hardpos build` builds it,
-the task recognises its data and aggregates it by its own `evaluate`, with no package file changed."""
+caption-selection benchmark"): its folder's one `Benchmark` declaration (its figures and BibTeX files
+in a temporary folder), and `hardpos build` lists and builds it, the suite it names lists it, its
+paper's figures and citation are the package's, the task recognises its data and aggregates it by its
+own `evaluate`, with no package file changed."""
 
 from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
 from datasets import Dataset, Image, Value
 
-from hf_hardpos import cli
+from hf_hardpos import cli, published
 from hf_hardpos.benchmark_registry import BENCHMARKS, Benchmark, Buildable, load, option, register
+from hf_hardpos.citations import BIBTEX, cite
+from hf_hardpos.commands.build import buildables
 from hf_hardpos.evaluation.tasks import CAPTION_SELECTION, TaskData, detect_task, run_task
 from hf_hardpos.evaluation.tasks.caption_profile import CaptionSelectionProfile
 from hf_hardpos.evaluation.tasks.selection import SELECTION_TIE_RULE, selection_correct, selection_scores
 from hf_hardpos.scoring import ITMScorer
 from tests.support.caption_selection import make_selection_set
+from tests.support.paths import REPO
+
+# The docs' worked example's figures.yaml (docs/architecture.md), and the BibTeX of its paper.
+FIGURES = """
+papers:
+  levels2025: "Levels et al., a test 2025"
+tables:
+  - paper: levels2025
+    table: Table 2
+    title: "Accuracy per number of atoms in the caption; Mean = mean of the levels"
+    columns:
+      - ["4 atoms", levels/level_4, accuracy]
+      - ["5 atoms", levels/level_5, accuracy]
+      - ["6 atoms", levels/level_6, accuracy]
+      - ["Mean", levels/mean, accuracy]
+    rows:
+      - ["CLIP", 71.0, 64.5, 58.1, 64.5]
+    models:
+      "CLIP": "CLIP ViT-B/32"
+"""
+REFERENCES = """@article{levels2025,
+    title = {Levels},
+    author = {Levels, Test},
+    year = {2025}
+}
+"""
 
 
 def export_levels(output_dir, *, rows, skip_missing, cache_dir, repo_id_for_card, progress):
@@ -53,14 +88,19 @@ PROFILE = CaptionSelectionProfile(
 
 
 @pytest.fixture
-def levels():
+def levels(tmp_path):
     """The benchmark registered for this test only (taken out of the table after it)."""
+    (tmp_path / "figures.yaml").write_text(FIGURES)
+    (tmp_path / "references.bib").write_text(REFERENCES)
     yield register(Benchmark(
         name="levels",
         build=Buildable("levels: a toy benchmark", export_levels,
                         (option("--rows", type=int, default=12, help="rows to build"),)),
         task=CAPTION_SELECTION,
         profile=PROFILE,
+        suites=("compositional",),
+        figures=tmp_path / "figures.yaml",
+        references=tmp_path / "references.bib",
     ))  # fmt: skip
     del BENCHMARKS["levels"]
 
@@ -84,3 +124,62 @@ def test_a_registration_is_refused_twice_and_loads_by_name(levels):
         register(levels)
     assert load("hf_hardpos.benchmarks.vl_checklist.task:PROFILE").name == "vl_checklist"
     assert load(PROFILE) is PROFILE
+
+
+def test_a_registered_benchmark_is_in_the_build_table_its_figures_and_citations(levels):
+    assert buildables()["levels"] is levels.build
+    figure = published.lookup("CLIP ViT-B/32", "levels/mean", "accuracy")
+    assert (figure.paper, figure.table, figure.column, figure.value) == (
+        "Levels et al., a test 2025",
+        "Table 2",
+        "Mean",
+        64.5,
+    )
+    assert published.table_rows("Levels et al.", "Table 2") == {
+        "CLIP": {"4 atoms": 71.0, "5 atoms": 64.5, "6 atoms": 58.1, "Mean": 64.5}
+    }
+    assert [f.paper for f in published.all_figures()][-4:] == [
+        "Levels et al., a test 2025"
+    ] * 4  # a new paper: last
+    compared = published.comparison("CLIP ViT-B/32", {"mean": {"accuracy": 0.6}}, {"mean": "levels/mean"})
+    assert compared["mean"]["delta"] == {"accuracy": -4.5}
+    assert cite("levels2025") == REFERENCES.strip()
+    del BENCHMARKS["levels"]  # taken out: its figures and entry go with it
+    assert published.lookup("CLIP ViT-B/32", "levels/mean", "accuracy") is None and "levels2025" not in BIBTEX
+    BENCHMARKS["levels"] = levels
+
+
+def test_a_bibtex_key_defined_in_two_files_is_refused(levels, tmp_path):
+    """A second benchmark whose references.bib defines a key the package's file defines: one line naming both."""
+    (tmp_path / "again.bib").write_text(BIBTEX["kamath2024hard"] + "\n")
+    register(
+        Benchmark(name="again", build=levels.build, task=CAPTION_SELECTION, references=tmp_path / "again.bib")
+    )
+    try:
+        with pytest.raises(
+            ValueError,
+            match=r"again\.bib: BibTeX key 'kamath2024hard' is already defined in \S*hf_hardpos/references\.bib$",
+        ):
+            cite("levels2025")
+    finally:
+        del BENCHMARKS["again"]
+    assert cite("levels2025") == REFERENCES.strip()
+
+
+def test_a_benchmark_registered_before_the_suites_are_read_joins_the_suite_it_names():
+    """A plugin registers at import, before `evaluation.suite` builds its named suites: the suite lists it
+    after the package's folders. (Its builder and profile are names only: listing a suite loads neither.)"""
+    script = textwrap.dedent("""
+        import json
+        from hf_hardpos.benchmark_registry import Benchmark, Buildable, register
+        register(Benchmark(name="levels", build=Buildable("levels", "levels.builder:export_levels", ()),
+                           task="caption_selection", profile="levels.task:PROFILE", suites=("compositional",)))
+        from hf_hardpos.evaluation.suite import load_suite
+        print(json.dumps([[e.name, e.dataset, e.task] for e in load_suite("compositional")]))
+    """)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    names = [name for name, _, _ in json.loads(done.stdout.splitlines()[-1])]
+    assert names[names.index("vl_checklist") + 1 :] == ["levels"]
+    assert ["levels", "hardpos/levels", CAPTION_SELECTION] in json.loads(done.stdout.splitlines()[-1])

@@ -1,8 +1,12 @@
 """VL-CheckList (Zhao et al., 2022): objects, attributes and relations, one config per corpus file.
 
-Its builder (`builder`), card text (`card.yaml`) and scoring profile (`task`: both protocols and
-CE-CLIP's Table 2 columns) live here; this declaration registers them with `hardpos build`, the
-caption-selection task and the `compositional` and `ce_clip` suites. Light: nothing heavy is imported.
+Its builder (`builder`), card text (`card.yaml`), scoring profile (`task`: both protocols and CE-CLIP's
+Table 2 columns), CE-CLIP's printed figures of it (`figures.yaml`: Table 2 and its column of Table 5)
+and its BibTeX (`references.bib`) live here; this declaration registers them with `hardpos build`, the
+caption-selection task, the `compositional` and `ce_clip` suites, the published figures and the
+bibliography. Light: nothing heavy is imported. It declares no `paper_source`: the builder finds the
+annotation files through the yaml corpus, so no digest is pinned and no run is shown as measured on the
+paper's data (`evaluation.paper_data`).
 """
 
 from ...benchmark_registry import Benchmark, Buildable, images_dir_option, register, subsets_option
@@ -26,5 +30,7 @@ BENCHMARK = register(
         task="caption_selection",
         profile=f"{__name__}.task:PROFILE",
         suites=("compositional", "ce_clip"),
+        figures=f"{__name__}:figures.yaml",
+        references=f"{__name__}:references.bib",
     )
 )

@@ -14,6 +14,11 @@ its five, Object = mean(location, size), Relation = mean(action, spatial) and th
 nine leaves. How a leaf combines several files (centre/mid/margin, several sources) is not stated by
 CE-CLIP; here a leaf is the plain mean of its files' accuracies, as VL-CheckList's own radar plots
 average per item over sources. Hard positives do not exist here: original accuracy only.
+
+Its published figures (``figures.yaml`` beside this module) are keyed `vl_checklist/<aspect>_<type>` for
+the nine leaves, `vl_checklist/<aspect>` and `vl_checklist/overall` (also Table 5's column), metric
+`accuracy`, and stand beside our `official` protocol (first 1,000 rows per file, the one published
+numbers use).
 """
 
 from __future__ import annotations
