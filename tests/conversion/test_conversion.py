@@ -32,7 +32,7 @@ from hf_hardpos.conversion.verify import (
     max_abs_differences,
     open_clip_unavailable_reason,
 )
-from hf_hardpos.conversion_record import (
+from hf_hardpos.conversion.record import (
     DDP_PREFIX_REMOVED,
     OPENAI_ARCHIVE,
     TRAINING_CHECKPOINT,
