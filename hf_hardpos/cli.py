@@ -21,7 +21,7 @@ import signal
 import sys
 
 from . import commands, progress
-from .command_parsers import add_underscore_aliases, help_texts
+from .commands._parsers import add_underscore_aliases, help_texts
 from .errors import UserInputError, user_error_from
 
 # A module whose name starts with "_" is a part of a command (`_eval_runs`), not a command.

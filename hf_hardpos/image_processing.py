@@ -87,7 +87,8 @@ def load_image_processor(model: str, backend: str = DEFAULT_IMAGE_BACKEND):
 
 
 class PaperImageProcessor:
-    """The eval transform of OpenAI's `clip.load` and open_clip, which the paper's numbers were computed with.
+    """The eval transform of OpenAI's `clip.load` (and of the CLIP reimplementation the paper's other
+    checkpoints were trained and scored with), which the paper's numbers were computed with.
 
     `Resize(size, BICUBIC)` of the short side (long side `int(size * long / short)`), `CenterCrop(size)`
     with torchvision's offsets `int(round((d - size) / 2))`, RGB, `/ 255`, then the checkpoint's mean
@@ -106,7 +107,7 @@ class PaperImageProcessor:
 
     @classmethod
     def from_image_processor(cls, processor) -> PaperImageProcessor:
-        """The model's own crop size, mean and std (a square crop: OpenAI's and open_clip's are)."""
+        """The model's own crop size, mean and std (a square crop: every checkpoint the paper scored has one)."""
         crop = getattr(processor, "crop_size", None) or {}
         size = crop.get("height") or crop.get("shortest_edge") or processor.size["shortest_edge"]
         return cls(size, processor.image_mean, processor.image_std)
@@ -164,9 +165,9 @@ def _json_safe(value: Any) -> Any:
 def describe_image_processor(image_processor) -> dict[str, Any]:
     """Backend, class and pixel settings, JSON-safe: what `metrics.json` records and keys include.
 
-    A processor without transformers' `to_dict` (a model backend's own transform, e.g. open_clip's:
-    `backends.open_clip_adapters.OpenClipImageProcessor`) is described by its transform's text, under
-    the `backend` it names.
+    A processor without transformers' `to_dict` (a model backend's own transform: any object with a
+    `backend` name and a `transform`, as `backends.ModelBackend.load` may return) is described by its
+    transform's text, under the `backend` it names.
     """
     to_dict = getattr(image_processor, "to_dict", None)
     if to_dict is None:

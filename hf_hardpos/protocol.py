@@ -5,8 +5,10 @@ processor on the PIL backend (`image_processing`), strict ties. Kamath et al. (E
 their code (github.com/amitakamath/hard_positives @33addaa, `model_zoo/__init__.py`):
 
 - OpenAI's CLIP models through `clip.load(...)`, which keeps the weights in **float16 on CUDA** and
-  converts them to float32 on CPU (`clip/clip.py`: `if str(device) == "cpu": model.float()`); the
-  open_clip models (NegCLIP, the fine-tuned baselines, LAION and DataComp rows) in float32.
+  converts them to float32 on CPU (`clip/clip.py`: `if str(device) == "cpu": model.float()`); every
+  other checkpoint (NegCLIP, the fine-tuned baselines, LAION and DataComp rows) in float32. Which
+  models are OpenAI's, and the precision a model was scored in, are facts of the model's family:
+  `ResolvedModel.paper_precision` asks its backend (`ModelBackend.paper_precision`).
 - The checkpoint's own eval transform: bicubic resize of the short side, centre crop with
   torchvision's `int(round((d - size) / 2))` offsets, the checkpoint's mean and std
   (`image_processing.PaperImageProcessor`).
@@ -24,13 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .backends import backend_for
-from .conversion_record import OPENAI_ARCHIVE
+from .backends import ResolvedModel
 from .errors import UserInputError
 
 PROTOCOLS = ("default", "paper")
-# Hub repositories holding OpenAI's own weights, which the paper loaded with `clip.load`.
-OPENAI_HUB_PREFIX = "openai/clip-"
 
 
 @dataclass(frozen=True)
@@ -47,21 +46,9 @@ class Protocol:
                 "notes": list(self.notes)}  # fmt: skip
 
 
-def is_openai_weights(model: str, identity: dict[str, Any], preset: str | None = None) -> bool:
-    """Whether `model` holds OpenAI's released weights (scored by the paper through `clip.load`)."""
-    origin = identity.get("converted_from") or {}
-    return (
-        str(model).startswith(OPENAI_HUB_PREFIX)
-        or backend_for(model).holds_openai_release(str(model))  # e.g. open_clip:RN50x16/openai
-        or preset == "clip"
-        or origin.get("checkpoint_kind") == OPENAI_ARCHIVE
-    )
-
-
 def resolve_protocol(
     name: str,
-    model: str,
-    identity: dict[str, Any],
+    model: ResolvedModel,
     device_type: str,
     precision: str,
     image_backend: str,
@@ -81,14 +68,5 @@ def resolve_protocol(
             "--protocol paper sets the precision and the image backend itself; drop --dtype/--image-backend"
         )
     notes = ["image: bicubic short-side resize, torchvision centre-crop offsets, the checkpoint's mean/std"]
-    if not is_openai_weights(model, identity, preset):
-        notes.append("float32: the paper scored open_clip checkpoints in float32")
-        return Protocol(name, "fp32", "paper", tuple(notes))
-    if device_type == "cuda":
-        notes.append("float16 weights and pixels on CUDA, as clip.load keeps OpenAI's weights")
-        return Protocol(name, "fp16-weights", "paper", tuple(notes))
-    notes.append(
-        f"float32 on {device_type}: clip.load converts OpenAI's weights to float32 off CUDA; the paper's "
-        "float16 GPU arithmetic needs a CUDA device"
-    )
-    return Protocol(name, "fp32", "paper", tuple(notes))
+    precision, note = model.paper_precision(device_type, preset)
+    return Protocol(name, precision, "paper", (*notes, note))

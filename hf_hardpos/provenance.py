@@ -129,65 +129,13 @@ _FILE_SUFFIXES = (".csv", ".tsv", ".json", ".jsonl", ".yaml", ".yml", ".parquet"
 
 
 def model_identity(name_or_path: str) -> dict[str, Any]:
-    """A local model folder by the sha256 of its files; a Hub id by its commit.
-
-    A folder converted from a checkpoint (`hardpos convert`, or the conversion cache behind
-    `hardpos eval --model FILE.pt`) also carries `converted_from`: the folder's digest proves
-    equality between runs, but only the checkpoint's sha256 and the activation tell a reader which
-    published file, loaded which way, the numbers belong to.
-    """
+    """A local model folder by the sha256 of its files; a Hub id by its commit (what a family that loads
+    folders and Hub ids adds its own facts to: `backends.hf`)."""
     path = Path(name_or_path)
     if path.is_dir():
         files = [f for f in path.rglob("*") if f.is_file() and f.suffix in MODEL_FILE_SUFFIXES]
-        identity: dict[str, Any] = {"path": str(path.resolve()), "sha256": sha256_files(files, root=path)}
-        origin = converted_from(path)
-        if origin is not None:
-            identity["converted_from"] = origin
-        return identity
+        return {"path": str(path.resolve()), "sha256": sha256_files(files, root=path)}
     return {"hub_id": name_or_path, "revision": hub_revision(name_or_path, "model")}
-
-
-def converted_from(folder: str | Path) -> dict[str, Any] | None:
-    """The checkpoint a converted model folder was made from, from its `conversion.json`; None for other folders."""
-    from .conversion_record import MARKER, load_conversion_facts
-
-    if not (Path(folder) / MARKER).is_file():
-        return None
-    facts = load_conversion_facts(folder)
-    return {
-        "checkpoint": facts[
-            "checkpoint"
-        ],  # the file name when first converted (the cache is keyed by content)
-        "checkpoint_sha256": facts["sha256"],
-        "checkpoint_kind": facts["checkpoint_kind"],
-        "open_clip_config": facts["open_clip_config"]["source"],
-        "activation": facts["activation"],
-        "lora": facts["lora"],
-        "tokenizer": facts["tokenizer"],
-    }
-
-
-def describe_model(model: str, identity: dict[str, Any]) -> str:
-    """How a report names the model it scored: its content digest or Hub commit, and for a converted
-    checkpoint the checkpoint's sha256 and activation rather than only the (cache) folder it was loaded from."""
-    open_clip = identity.get("open_clip")
-    if open_clip is not None:  # scored by open_clip itself: the identity of hf_hardpos.backends.open_clip
-        return (
-            f"{model} (open_clip {open_clip['model']}, weights sha256 {identity['sha256'][:12]}, "
-            f"activation {open_clip['activation']}, tokenizer {open_clip['tokenizer']})"
-        )
-    origin = identity.get("converted_from")
-    if origin is not None:
-        facts = f"sha256 {origin['checkpoint_sha256'][:12]}, hidden_act={origin['activation']}"
-        if (
-            str(Path(model).expanduser().resolve()) == identity["path"]
-        ):  # a `hardpos convert` folder, named itself
-            return f"{model} (converted from {origin['checkpoint']}: {origin['checkpoint_kind']}, {facts})"
-        return f"{model} ({origin['checkpoint_kind']}, {facts}; converted into {identity['path']})"
-    if "sha256" in identity:
-        return f"{model} (sha256 {identity['sha256'][:12]})"
-    revision = identity.get("revision")
-    return f"{model} ({'revision ' + revision[:12] if revision else 'revision unknown offline'})"
 
 
 # The libraries every score depends on numerically; `versions()` adds any others a record needs.

@@ -7,6 +7,8 @@ import pytest
 from PIL import Image
 from transformers.models.clip import CLIPImageProcessorPil
 
+from hf_hardpos.backends import BACKENDS, ModelOptions, ResolvedModel, backend_for
+from hf_hardpos.backends.hf import HFBackend
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.image_processing import PaperImageProcessor
@@ -60,26 +62,63 @@ def test_transformers_crop_is_one_pixel_off_on_640x427():
                        atol=1e-5)  # fmt: skip
 
 
+def _model(name: str, identity: dict | None = None, backend: str | None = None) -> ResolvedModel:
+    """A resolved model as its backend would return it, without resolving anything."""
+    family = backend or backend_for(name).name
+    return ResolvedModel(name, name, identity or {}, ModelOptions(), family)
+
+
 def test_precision_follows_the_papers_loader():
-    openai = resolve_protocol("paper", "openai/clip-vit-base-patch32", {}, "cuda", "fp32", "pil")
+    openai = resolve_protocol("paper", _model("openai/clip-vit-base-patch32"), "cuda", "fp32", "pil")
     assert (openai.precision, openai.image_backend) == ("fp16-weights", "paper")
     assert (
-        resolve_protocol("paper", "openai/clip-vit-base-patch32", {}, "cpu", "fp32", "pil").precision
+        resolve_protocol("paper", _model("openai/clip-vit-base-patch32"), "cpu", "fp32", "pil").precision
         == "fp32"
     )
     assert (
-        resolve_protocol("paper", "open_clip:RN50x16/openai", {}, "cuda", "fp32", "pil").precision
+        resolve_protocol("paper", _model("open_clip:RN50x16/openai"), "cuda", "fp32", "pil").precision
         == "fp16-weights"
     )
-    converted = {"converted_from": {"checkpoint_kind": "OpenAI TorchScript archive"}}
-    assert resolve_protocol("paper", "/x", converted, "cuda", "fp32", "pil").precision == "fp16-weights"
+    converted = _model("/x", {"converted_from": {"checkpoint_kind": "OpenAI TorchScript archive"}})
+    assert resolve_protocol("paper", converted, "cuda", "fp32", "pil").precision == "fp16-weights"
     negclip = resolve_protocol(
-        "paper", "/x", {"converted_from": {"checkpoint_kind": "open_clip"}}, "cuda", "fp32", "pil"
+        "paper",
+        _model("/x", {"converted_from": {"checkpoint_kind": "plain state dict"}}),
+        "cuda",
+        "fp32",
+        "pil",
     )
-    assert negclip.precision == "fp32"  # open_clip checkpoints ran in float32
-    assert resolve_protocol("default", "/x", {}, "cuda", "bf16", "pil").precision == "bf16"
+    assert negclip.precision == "fp32"  # every other checkpoint ran in float32
+    assert resolve_protocol("paper", _model("/x"), "cuda", "fp32", "pil", preset="clip").precision == (
+        "fp16-weights"
+    )  # the `clip` preset is OpenAI's archive
+    assert resolve_protocol("default", _model("/x"), "cuda", "bf16", "pil").precision == "bf16"
     with pytest.raises(UserInputError, match="drop --dtype"):
-        resolve_protocol("paper", "/x", {}, "cpu", "fp16", "pil")
+        resolve_protocol("paper", _model("/x"), "cpu", "fp16", "pil")
+
+
+def test_a_family_states_its_own_paper_precision(monkeypatch):
+    """Protocol facts come from the backend: a family registered in the table alone gets its own rule
+    (here: its models were scored in bfloat16 everywhere, with its own note) with no edit elsewhere."""
+
+    class BfloatBackend(HFBackend):
+        name, prefix = "bfloat", "bfloat:"
+
+        def holds_openai_release(self, model_argument, identity):
+            return False
+
+        def paper_precision(self, openai_release, device_type):
+            return "bf16", f"bfloat16 on {device_type}: how this family's paper scored it"
+
+    monkeypatch.setitem(BACKENDS, "bfloat", BfloatBackend())
+    chosen = resolve_protocol("paper", _model("bfloat:m"), "cpu", "fp32", "pil")
+    assert (chosen.precision, chosen.notes[-1]) == (
+        "bf16",
+        "bfloat16 on cpu: how this family's paper scored it",
+    )
+    assert _model("bfloat:m").backend is BACKENDS["bfloat"]
+    default = resolve_protocol("paper", _model("org/m", backend="hf"), "cuda", "fp32", "pil")
+    assert default.precision == "fp32"  # the default rule for every other family is unchanged
 
 
 def test_fp16_weights_scorer_runs_in_half(tiny_clip_dir):

@@ -1,5 +1,5 @@
 """No write goes through a planted link, a full disk never replaces a file by half of it, and a run leaves
-no lock files behind (`output_folder`: atomic writes by rename, the folder lock; `command_parsers.write_output`;
+no lock files behind (`output_folder`: atomic writes by rename, the folder lock; `commands._parsers.write_output`;
 `output_folder.refuse_links` for the Trainer's own saves)."""
 
 import errno

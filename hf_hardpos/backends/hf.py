@@ -10,6 +10,7 @@ commit (`provenance.model_identity`).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,9 @@ from ..errors import UserInputError, first_line
 from ..image_processing import describe_image_processor, load_image_processor
 from ..provenance import looks_like_path, model_identity
 from .base import ModelBackend, ModelOptions, TextInputs
+
+# Hub repositories holding OpenAI's own weights, which the paper loaded with `clip.load`.
+OPENAI_HUB_PREFIX = "openai/clip-"
 
 
 def text_context_length(config, tokenizer=None) -> int:
@@ -113,7 +117,41 @@ class HFBackend(ModelBackend):
         return resolved
 
     def identity(self, resolved: str) -> dict[str, Any]:
-        return model_identity(resolved)
+        """`provenance.model_identity`; a folder converted from a checkpoint (`hardpos convert`, or the
+        conversion cache behind `--model FILE.pt`) also carries `converted_from`: the folder's digest proves
+        equality between runs, but only the checkpoint's sha256 and the activation tell a reader which
+        published file, loaded which way, the numbers belong to."""
+        from ..conversion.record import converted_from
+
+        identity = model_identity(resolved)
+        origin = converted_from(resolved) if "path" in identity else None
+        return identity if origin is None else {**identity, "converted_from": origin}
+
+    def holds_openai_release(self, model_argument: str, identity: Mapping[str, Any]) -> bool:
+        """OpenAI's Hub copies (`openai/clip-...`) and folders converted from OpenAI's TorchScript archives."""
+        from ..conversion.record import OPENAI_ARCHIVE
+
+        origin = identity.get("converted_from") or {}
+        return model_argument.startswith(OPENAI_HUB_PREFIX) or origin.get("checkpoint_kind") == OPENAI_ARCHIVE
+
+    def describe(self, model: str, identity: Mapping[str, Any]) -> str:
+        """Its content digest or Hub commit, and for a converted checkpoint the checkpoint's sha256 and
+        activation rather than only the (cache) folder it was loaded from. The default backend: it names
+        every identity no other family claims."""
+        origin = identity.get("converted_from")
+        if origin is not None:
+            facts = f"sha256 {origin['checkpoint_sha256'][:12]}, hidden_act={origin['activation']}"
+            if (
+                str(Path(model).expanduser().resolve()) == identity["path"]
+            ):  # a `hardpos convert` folder, named itself
+                return (
+                    f"{model} (converted from {origin['checkpoint']}: {origin['checkpoint_kind']}, {facts})"
+                )
+            return f"{model} ({origin['checkpoint_kind']}, {facts}; converted into {identity['path']})"
+        if "sha256" in identity:
+            return f"{model} (sha256 {identity['sha256'][:12]})"
+        revision = identity.get("revision")
+        return f"{model} ({'revision ' + revision[:12] if revision else 'revision unknown offline'})"
 
     def context_length(self, resolved: str) -> int:
         from transformers import AutoConfig

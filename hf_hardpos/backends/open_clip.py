@@ -29,6 +29,7 @@ import contextlib
 import json
 import tempfile
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,6 @@ from ..errors import UserInputError
 from ..provenance import digest_of, sha256_file, versions
 from .base import ModelBackend, ModelOptions
 
-CITATION = "ilharco2021openclip"  # its key in backends/references.bib (hf_hardpos.citations reads it)
 PREFIX = "open_clip:"
 HF_HUB = "hf-hub:"
 INSTALL_HINT = 'pip install -e ".[openclip]"'
@@ -297,6 +297,8 @@ def _registered_name(open_clip, model_name: str) -> str:
 class OpenClipBackend(ModelBackend):
     name = "open_clip"
     prefix = PREFIX
+    # The BibTeX key of OpenCLIP (Ilharco et al., 2021), in backends/references.bib (`hf_hardpos.citations`).
+    citation = "ilharco2021openclip"
     summary = (
         f"open_clip itself (--model {PREFIX}NAME/TAG, {PREFIX}{HF_HUB}ORG/REPO, or --model FILE --backend "
         f"open_clip --open-clip-config C): any open_clip architecture with its own transforms and tokenizer; "
@@ -320,9 +322,19 @@ class OpenClipBackend(ModelBackend):
             )
         return checkpoint_spelling(checkpoint, open_clip_config), None
 
-    def holds_openai_release(self, model_argument: str) -> bool:
+    def holds_openai_release(self, model_argument: str, identity: Mapping[str, Any]) -> bool:
         """`open_clip:NAME/openai` (as given or resolved): open_clip's tag for OpenAI's weights."""
-        return parse(model_argument).pretrained == "openai"
+        return self.recognises(model_argument) and parse(model_argument).pretrained == "openai"
+
+    def describe(self, model: str, identity: Mapping[str, Any]) -> str | None:
+        """open_clip's model, the weights' sha256, activation and tokenizer (`_Resolved.identity`)."""
+        facts = identity.get("open_clip")
+        if facts is None:
+            return None
+        return (
+            f"{model} (open_clip {facts['model']}, weights sha256 {identity['sha256'][:12]}, "
+            f"activation {facts['activation']}, tokenizer {facts['tokenizer']})"
+        )
 
     def check_options(self, model_argument: str, options: ModelOptions) -> None:
         _resolve(model_argument, options)  # refuses what cannot apply, without importing open_clip

@@ -1,8 +1,8 @@
 """What `hardpos eval` runs once its arguments are parsed: one model (once per activation with
 `--activation both`) or several models, on one dataset or a suite, and what it prints and returns.
 
-Also the model spec each run scores (a preset's checkpoint options, the backend's model argument, the
-spec another process loads) and the `RunOptions` the arguments make. A module of `commands/` that is no
+Also the model each run scores (a preset's checkpoint options, the backend's model argument) and the
+`RunOptions` the arguments make. A module of `commands/` that is no
 command (its name starts with "_"), so `commands/eval.py` keeps to the command's arguments.
 """
 
@@ -63,6 +63,7 @@ def run_options(args: argparse.Namespace, **changes):
 
 def run_one_model(args: argparse.Namespace, pixels, workers) -> int:
     """One model (once per activation with `--activation both`) on one dataset or a suite."""
+    from ..backends import ModelOptions
     from ..compute import pick_device
     from ..errors import UserInputError
     from ..evaluation.activations import activation_comparison_table
@@ -88,7 +89,7 @@ def run_one_model(args: argparse.Namespace, pixels, workers) -> int:
             args.backend, args.model, conversion["open_clip_config"]
         )
     # Before any data is read: these refusals take seconds, not a dataset load.
-    check_model_options(args.model, conversion["open_clip_config"], args.activation, conversion["tokenizer"])
+    check_model_options(args.model, ModelOptions(activation=args.activation, **conversion))
     require_model_exists(args.model)
     compare = len(activations) > 1
 
@@ -99,7 +100,7 @@ def run_one_model(args: argparse.Namespace, pixels, workers) -> int:
             args,
             log=log,
             preset=_paper_preset(args.preset, activation),
-            make_scorer=scorer_factory(pixels, workers, _model_spec(args.model, conversion, activation)),
+            make_scorer=scorer_factory(pixels, workers),
         )
 
     def output_for(activation: str | None) -> str | None:
@@ -177,13 +178,9 @@ def _pixel_line(pixels, workers) -> str:
     return f"process 0 of {workers.size}: {pixels.summary()} (the other processes decode their own batches)"
 
 
-def _model_spec(model: str, conversion: dict, activation: str | None) -> dict:
-    """What another process needs to load the same model (`evaluation.distributed`): the user's model and options."""
-    return {"model": model, "activation": activation, **conversion}
-
-
 def run_models(args: argparse.Namespace, models: list[str], pixels, workers) -> int:
     """Several models, one run (`evaluation.multi_model`): each model's usual outputs in OUT/<name>/, then one table."""
+    from ..backends import ModelOptions
     from ..compute import pick_device
     from ..errors import UserInputError
     from ..evaluation.eval_data import require_dataset_exists
@@ -206,7 +203,7 @@ def run_models(args: argparse.Namespace, models: list[str], pixels, workers) -> 
         raise UserInputError(f"--task {args.task!r} is not one of {list(TASKS)}")
     conversion = {"open_clip_config": args.open_clip_config, "tokenizer": args.tokenizer}
     for model in models:  # every refusal before any data is read or any model scored
-        check_model_options(model, conversion["open_clip_config"], args.activation, conversion["tokenizer"])
+        check_model_options(model, ModelOptions(activation=args.activation, **conversion))
         require_model_exists(model)
     pick_device(args.device)
     if args.dataset is not None:
@@ -223,7 +220,7 @@ def run_models(args: argparse.Namespace, models: list[str], pixels, workers) -> 
         options = run_options(
             args,
             log=log,
-            make_scorer=scorer_factory(pixels, workers, _model_spec(model, conversion, args.activation)),
+            make_scorer=scorer_factory(pixels, workers),
         )
         if args.dataset is not None:
             return evaluate_model(

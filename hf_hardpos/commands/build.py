@@ -16,8 +16,8 @@ from pathlib import Path
 
 from ..benchmark_registry import BENCHMARKS, Buildable, images_dir_option, load, option, subsets_option
 from ..columns import REPLACE_SUBSETS
-from ..command_parsers import add_command
 from ..errors import UserInputError
+from ._parsers import add_command
 
 NO_IMAGES = option(
     "--no-images", dest="embed_images", action="store_false", help="build the rows without the image column"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..command_parsers import add_command, refuse_overwriting_inputs, write_output
+from ._parsers import add_command, refuse_overwriting_inputs, write_output
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..command_parsers import add_command
+from ._parsers import add_command
 
 FORMATS = ("open_clip", "openai")
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..command_parsers import add_command
 from ..errors import UserInputError
+from ._parsers import add_command
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..command_parsers import add_command
 from ._eval_runs import BOTH, run_models, run_one_model, run_options
+from ._parsers import add_command
 
 # Set before torch is loaded (the command line loads it only once a command runs): OpenMP threads wait
 # for each other passively instead of spinning. Evaluation runs many small parallel regions (text

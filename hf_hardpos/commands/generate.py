@@ -29,7 +29,7 @@ import json
 import shutil
 import sys
 
-from ..command_parsers import add_command
+from ._parsers import add_command
 
 METHODS = ("rules", "llm", "mlm")
 MLM_DEFAULT_MODEL = "distilroberta-base"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..command_parsers import add_command, refuse_overwriting_inputs, write_output
+from ._parsers import add_command, refuse_overwriting_inputs, write_output
 
 REPORT_NAME = "report.html"
 

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import columns, output_folder, progress
-from ..command_parsers import add_command
 from ..errors import UserInputError, first_line
+from ._parsers import add_command
 
 if TYPE_CHECKING:  # torch, transformers and datasets load when the command runs, not when it is listed
     from datasets import Dataset

@@ -12,7 +12,7 @@ import argparse
 import shutil
 import textwrap
 
-from ..command_parsers import add_command
+from ._parsers import add_command
 
 TABLE8_HEADER = (
     "preset",

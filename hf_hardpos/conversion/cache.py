@@ -12,7 +12,6 @@ import os
 import shutil
 from pathlib import Path
 
-from ..conversion_record import MARKER
 from ..provenance import digest_of, sha256_file
 from .converter import convert_checkpoint
 from .lora import TSVLC_ALPHA, TSVLC_RANK
@@ -21,6 +20,7 @@ from .open_clip_config import (
     config_from_openai_state_dict,
     load_open_clip_config,
 )
+from .record import MARKER
 
 # File names that are surely checkpoints: a missing one is reported as a missing file, not as a Hub id.
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".safetensors")
@@ -79,8 +79,8 @@ def resolve_model(
     id passes through (then the conversion options must not be given: they would be silently
     ignored); a file is an open_clip / OpenAI / TSVLC checkpoint, converted once. Call it once per
     activation for `--activation both`. The returned folder's `conversion.json` names the
-    checkpoint's SHA-256 and the activation, which `provenance.model_identity` records with every
-    score; pass it wherever a Hugging Face model folder is accepted.
+    checkpoint's SHA-256 and the activation, which the hf backend's identity records with every score
+    (`record.converted_from`); pass it wherever a Hugging Face model folder is accepted.
 
     A checkpoint is converted as `convert_checkpoint` does, with TSVLC's LoRA settings and without
     the numerical check against open_clip (the evaluation path seldom has open_clip; `hardpos

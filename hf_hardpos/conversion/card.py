@@ -1,6 +1,6 @@
 """The model card of a converted model: the facts of the conversion, not boilerplate.
 
-Rendered from `templates/converted_model_card.md` with the `ConversionResult`: source file and
+Rendered from `converted_model_card.md` (beside this module) with the `ConversionResult`: source file and
 SHA-256, the architecture, the activation used and why, the LoRA merge, the tokenizer, and the
 numerical check against open_clip (or why it was not run).
 """
@@ -12,9 +12,9 @@ from pathlib import Path
 from huggingface_hub import ModelCard, ModelCardData
 
 from .. import citations
-from ..backends.open_clip import CITATION as OPEN_CLIP_CITATION
+from ..backends.open_clip import OpenClipBackend
 
-TEMPLATE = Path(__file__).resolve().parents[1] / "templates" / "converted_model_card.md"
+TEMPLATE = Path(__file__).resolve().parent / "converted_model_card.md"
 
 
 def converted_model_card(result, repo_id: str | None = None) -> ModelCard:
@@ -22,7 +22,7 @@ def converted_model_card(result, repo_id: str | None = None) -> ModelCard:
     from .presets import get_preset
 
     preset = get_preset(result.preset) if result.preset else None
-    keys = [OPEN_CLIP_CITATION, citations.CLIP, citations.HARD_POSITIVES]
+    keys = [OpenClipBackend.citation, citations.CLIP, citations.HARD_POSITIVES]
     if preset is not None and preset.citation not in keys:
         keys.insert(0, preset.citation)
     name = repo_id.split("/")[-1] if repo_id else (preset.row if preset else Path(result.checkpoint).stem)

@@ -12,7 +12,6 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..conversion_record import MARKER, OPENAI_ARCHIVE
 from ..errors import UserInputError
 from ..provenance import sha256_file
 from .lora import TSVLC_ALPHA, TSVLC_RANK, LoraMerge, has_lora, merge_tsvlc_lora
@@ -22,6 +21,7 @@ from .open_clip_config import (
     config_from_openai_state_dict,
     load_open_clip_config,
 )
+from .record import MARKER, OPENAI_ARCHIVE
 from .state_dict import load_into_clip_model, load_state_dict, to_clip_state_dict
 from .tokenizer import load_clip_tokenizer, tokenizer_source
 

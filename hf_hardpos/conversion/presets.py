@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import citations
-from ..backends.open_clip import CITATION as OPEN_CLIP_CITATION
+from ..backends.open_clip import OpenClipBackend
 from ..errors import UserInputError
 from .lora import TSVLC_ALPHA, TSVLC_RANK
 
@@ -294,7 +294,7 @@ def _laion(
         hub_id,
         f"Hub {hub_id}",
         f'open_clip.create_model_and_transforms("{open_clip_name}", "{tag}") (fp32)',
-        OPEN_CLIP_CITATION,
+        OpenClipBackend.citation,
         _MIT_LAION,
         other_route=f"open_clip:{open_clip_name}/{tag}",
         note="the HF copy is preprocessed by transformers, not torchvision; the open_clip route uses open_clip's "
@@ -384,7 +384,7 @@ PRETRAINED_PRESETS: dict[str, PretrainedPreset] = {
             "open_clip:roberta-ViT-B-32/laion2b_s12b_b32k",
             "Hub laion/CLIP-ViT-B-32-roberta-base-laion2B-s12B-b32k (open_clip format)",
             'open_clip.create_model_and_transforms("roberta-ViT-B-32", "laion2b_s12b_b32k") (fp32)',
-            OPEN_CLIP_CITATION,
+            OpenClipBackend.citation,
             _MIT_LAION,
             note="RoBERTa text tower: CLIPModel cannot hold it. The paper's code tokenized every model with "
             "clip.tokenize, feeding CLIP BPE ids to this RoBERTa tower (hard_positives@33addaa run_eval.py); scored "

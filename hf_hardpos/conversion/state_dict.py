@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 
-from ..conversion_record import DDP_PREFIX_REMOVED, OPENAI_ARCHIVE, PLAIN_STATE_DICT, TRAINING_CHECKPOINT
 from ..errors import UserInputError
 from .archive import check_zip_sizes
 from .open_clip_config import OpenClipConfig
+from .record import DDP_PREFIX_REMOVED, OPENAI_ARCHIVE, PLAIN_STATE_DICT, TRAINING_CHECKPOINT
 
 # Entries of a checkpoint that are not weights: the causal mask buffer (older open_clip saved it)
 # and the scalars of OpenAI's TorchScript archives.

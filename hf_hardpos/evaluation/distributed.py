@@ -10,7 +10,8 @@ process. Here process 0 runs `hardpos eval` as usual (reading data, resuming, co
 writing every output once), and whenever its scorer must encode images or captions, the work is cut
 into the batches a single process would run, the batches are dealt round-robin to the processes,
 each process encodes its own, and process 0 gathers the embeddings. The other processes load the
-same model (by the name and options the user gave) and only encode.
+same model (the `ResolvedModel` process 0 resolved, sent as is: nothing is resolved or converted
+again) and only encode.
 
 Whole batches, not single inputs, are dealt out: a batch is the same images, or captions padded the
 same way, as in a single-process run, so every embedding, hence every score, equals the
@@ -150,22 +151,14 @@ class Workers:
         return scorer._encode_images(rows, "image", sources)
 
     def _scorer(self, scorers: dict, spec: dict) -> SharedPixelScorer:
-        """The model `spec` names, loaded once (by the user's name and options, as process 0 did). Models
-        come one after the other (a sweep), so only the current one is kept."""
-        from ..model_source import ModelSource
+        """The model `spec` carries (the `ResolvedModel` process 0 resolved), loaded once. Models come one
+        after the other (a sweep), so only the current one is kept."""
         from ..provenance import digest_of
 
         key = digest_of(spec)
         if key not in scorers:
             scorers.clear()
-            source = ModelSource.resolve(
-                spec["model"],
-                spec.get("open_clip_config"),
-                spec.get("activation"),
-                spec.get("tokenizer"),
-                progress=False,
-            )
-            loaded, processor = source.load(spec["image_backend"])
+            loaded, processor = spec["model"].load(spec["image_backend"])
             scorers[key] = SharedPixelScorer(
                 loaded,
                 processor,
@@ -252,13 +245,13 @@ class DistributedScorer(SharedPixelScorer):
     process (`Workers.run`), and the embeddings put back in order. Pixels are shared as in
     `SharedPixelScorer` (each process keeps its own)."""
 
-    def __init__(self, *args, workers: Workers, spec: dict, **kwargs):
+    def __init__(self, *args, workers: Workers, source, **kwargs):
         super().__init__(*args, **kwargs)
         from ..image_processing import backend_of
 
         self.workers = workers
         self.spec = {
-            **spec,
+            "model": source,  # a `ResolvedModel`: pickled as is, loaded by the other processes
             "image_backend": backend_of(self.processor.image_processor),
             "batch_size": self.batch_size,
             "num_workers": self.num_workers,

@@ -39,7 +39,7 @@ MODEL_LISTS = (TABLE1, TABLE8)
 def model_list(name: str) -> tuple[list[str], list[str]]:
     """A named list's `--model` values, and the rows it cannot include with why (`hardpos zoo`).
 
-    `table8`: every Table 8 row with a route (a backend: an HF copy or open_clip). `table1`: the Table 1
+    `table8`: every Table 8 row with a route (a backend: an HF copy or the checkpoint's own library). `table1`: the Table 1
     rows whose weights are addressable by name (the HF copy of OpenAI's CLIP); the other rows are
     checkpoint files the user downloads, passed as `--model FILE` (one run per `--preset`).
     """
@@ -183,15 +183,16 @@ def evaluate_models(
     return result
 
 
-def scorer_factory(pixels, workers=None, spec: dict | None = None) -> Callable[..., ITMScorer] | None:
+def scorer_factory(pixels, workers=None) -> Callable[..., ITMScorer] | None:
     """What `evaluate_model(make_scorer=...)` gets: a scorer sharing `pixels` (a `PixelStore`, or None),
-    sharded over `workers` (a `distributed.Workers`, or None) for the model `spec` names."""
+    sharded over `workers` (a `distributed.Workers`, or None), which load the resolved model they are
+    sent as is."""
     if workers is not None:
         from .distributed import DistributedScorer
 
-        def make(model, processor, *args, **kwargs) -> ITMScorer:
+        def make(source, model, processor, *args, **kwargs) -> ITMScorer:
             return DistributedScorer(
-                model, processor, *args, pixels=pixels, workers=workers, spec=spec, **kwargs
+                model, processor, *args, pixels=pixels, workers=workers, source=source, **kwargs
             )
 
         return make
@@ -199,7 +200,7 @@ def scorer_factory(pixels, workers=None, spec: dict | None = None) -> Callable[.
         return None
     from ..pixel_store import SharedPixelScorer
 
-    def make_shared(model, processor, *args, **kwargs) -> ITMScorer:
+    def make_shared(source, model, processor, *args, **kwargs) -> ITMScorer:
         return SharedPixelScorer(model, processor, *args, pixels=pixels, **kwargs)
 
     return make_shared

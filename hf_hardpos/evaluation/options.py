@@ -27,8 +27,9 @@ class RunOptions:
     Score-changing ones (`precision`, `allow_tf32`, `device`, `max_rows`, `image_backend`, `protocol`) are
     part of every resume key; `batch_size`, `num_workers`, `bootstrap_samples` (intervals are recomputed
     from saved per-row scores), `resume`, `progress` and `log` are not. `make_scorer` builds the scorer
-    in place of `ITMScorer` (`multi_model.scorer_factory`: shared pixels, or work sharded across
-    processes); `preset` names the `hardpos zoo` preset the weights are (published rows beside ours).
+    in place of `ITMScorer`, called with the resolved model first and then as `ITMScorer` is
+    (`multi_model.scorer_factory`: shared pixels, or work sharded across processes, which load that
+    resolved model as is); `preset` names the `hardpos zoo` preset the weights are (published rows beside ours).
     """
 
     batch_size: int = 64

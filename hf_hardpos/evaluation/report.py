@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..provenance import describe_model
+from ..backends import describe_model
 from .definitions import SCORE_DEFINITION
 from .section import Section
 

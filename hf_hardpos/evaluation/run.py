@@ -38,14 +38,14 @@ def evaluate_model(
 
     Settings are `RunOptions`' fields (`batch_size`, `num_workers`, `device`, `precision`, `allow_tf32`,
     `image_backend`, `protocol`, `max_rows`, `bootstrap_samples`, `cache_dir`, `resume`, `progress`,
-    `preset`, `make_scorer`, `log`), given as keywords or as one `options` object, and `ModelOptions`'
-    (`open_clip_config`, `activation`, `tokenizer`).
+    `preset`, `make_scorer`, `log`), given as keywords or as one `options` object, and the fields of
+    `backends.ModelOptions` (the options that change which model `model` names).
 
-    `model` may be an open_clip / OpenAI TorchScript / TSVLC-LoRA checkpoint file: it is converted
-    once into the conversion cache (`conversion.resolve_model`, with `open_clip_config` — required
-    except for OpenAI archives —, `activation` "quick_gelu"/"gelu" (default: the config's) and
-    `tokenizer`) and scored like any HF model; `run["model_identity"]["converted_from"]` then names
-    the checkpoint's sha256 and the activation. These three options are refused for HF models.
+    `model` may be a checkpoint file (a CLIP training checkpoint, an OpenAI TorchScript archive, a
+    TSVLC-LoRA file): it is converted once into the conversion cache (`conversion.resolve_model`, with
+    the `ModelOptions` its backend takes: docs/models.md) and scored like any HF model;
+    `run["model_identity"]["converted_from"]` then names the checkpoint's sha256 and the activation.
+    Options that cannot apply to a model are refused by its backend (`ModelBackend.check_options`).
 
     `configs=None` evaluates all configs the dataset declares. With `output_dir`, each config's
     `scores-<config>.parquet` and the running `metrics.json` are written as soon as that config is
@@ -59,20 +59,15 @@ def evaluate_model(
     description is recorded in `metrics.json` and part of every resume and embedding-cache key.
     `preset` (a `hardpos zoo` name) or a Hub id the paper scored (`hf_hardpos.published`) adds the
     paper's figures and our difference to the report (`report.published`, table and `metrics.json`).
-    `make_scorer` (called as `ITMScorer` is) builds the scorer otherwise: `evaluation.multi_model` passes one that shares decoded pixels
+    `make_scorer` (called as `ITMScorer` is, after the resolved model: `make_scorer(source, model,
+    processor, ...)`) builds the scorer otherwise: `evaluation.multi_model` passes one that shares decoded pixels
     between models, or shards the work across processes.
     """
     given, conversion = split_keywords(keywords)
     options = (options or given).resolved()
     if output_dir is not None:
         check_output_writable(output_dir)
-    source = ModelSource.resolve(
-        model,
-        conversion.open_clip_config,
-        conversion.activation,
-        conversion.tokenizer,
-        progress=options.progress,
-    )
+    source = ModelSource.resolve(model, conversion, progress=options.progress)
     data = TaskData(dataset, list(configs) if configs else None, split)
     with sharing():  # the eval sets read to recognise the task are those scored (`run_memo`): loaded once
         if task is None:

@@ -53,8 +53,13 @@ class LazyScorer:
     def __call__(self) -> ITMScorer:
         if self.scorer is None:
             loaded, processor = self.source.load(self.options.image_backend)
-            make = self.options.make_scorer or ITMScorer
-            self.scorer = make(loaded, processor, cache=self.cache, **self.options.scorer_keywords())
+            keywords = {"cache": self.cache, **self.options.scorer_keywords()}
+            make = self.options.make_scorer
+            self.scorer = (
+                ITMScorer(loaded, processor, **keywords)
+                if make is None
+                else make(self.source, loaded, processor, **keywords)
+            )
         return self.scorer
 
 
@@ -74,8 +79,7 @@ class ModelRun:
         device = pick_device(options.device).type
         chosen = resolve_protocol(
             options.protocol,
-            source.name,
-            source.identity,
+            source,
             device,
             options.precision,
             options.image_backend,

@@ -25,12 +25,13 @@ import numpy as np
 import yaml
 
 from .. import output_folder
+from ..backends import describe_model
 from ..benchmark_registry import BENCHMARKS
 from ..errors import UserInputError
 from ..model_source import ModelSource
 from ..names import folder_name
 from ..output_folder import check_output_writable
-from ..provenance import describe_model, environment
+from ..provenance import environment
 from ..published import model_row
 from .activations import difference_rule, rows_by_activation
 from .group_means import check_groups, group_mean_line, group_means
@@ -231,8 +232,8 @@ def run_suite(
     Settings are `RunOptions`' fields, as keywords or one `options` object, and `ModelOptions'` (as
     `evaluate_model`). Each entry's result is saved in `output_dir/<name>/` when done and reused by a
     rerun only if its key (model and dataset content, task, split, settings) is unchanged. A checkpoint
-    file is converted once, before the first entry, with `open_clip_config` / `activation` / `tokenizer`;
-    every entry then scores the converted folder.
+    file is converted once, before the first entry, with the `ModelOptions` given; every entry then
+    scores the converted folder (one `ModelSource` for all).
 
     Every dataset runs even when another fails: a failure is recorded in its section (`error`) and
     in `run.failed` (`run.complete` stays False), group means list what they miss, and `hardpos
@@ -249,13 +250,7 @@ def run_suite(
     output_dir = Path(output_dir)
     check_output_writable(output_dir)
     with output_folder.locked(output_dir, options.log):  # one suite run per folder at a time
-        source = ModelSource.resolve(
-            model,
-            conversion.open_clip_config,
-            conversion.activation,
-            conversion.tokenizer,
-            progress=options.progress,
-        )
+        source = ModelSource.resolve(model, conversion, progress=options.progress)
         run = ModelRun.start(source, options)
         report = SuiteReport(
             model=source.name,

@@ -108,7 +108,7 @@ def _mismatches(
     allowed but must be said are appended to `notes`.
 
     Under `--protocol paper` the dtype is the protocol's choice per model (OpenAI weights in float16 on
-    CUDA, open_clip checkpoints in float32, as the paper's code scored them), so two such runs are
+    CUDA, every other checkpoint in float32, as the paper's code scored them), so two such runs are
     compared and the dtypes named; under any other protocol a dtype difference is refused. A setting only
     one run records (a fine-tuning folder's evaluations record their dtype, not a split or protocol) is
     named, not refused.

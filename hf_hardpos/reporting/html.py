@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 
 from .. import columns
+from ..backends import describe_model
 from ..evaluation.aggregation import describe
 from ..evaluation.section import metric_stem
 from ..metrics import brittle
-from ..provenance import describe_model
 from ..tables import TIE_RULE, metrics_cells
 from . import breakdown as by_replacement
 from . import charts

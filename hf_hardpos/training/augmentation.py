@@ -4,7 +4,8 @@ Why here and not torchvision: on these machines the torchvision wheels are CUDA 
 CPU torch (docs/reference.md, Installation notes), and the recipes (docs/reference.md, Recipes) need only this one transform.
 The sampling follows torchvision's `RandomResizedCrop.get_params` (area fraction uniform in `scale`,
 log-aspect-ratio uniform in `ratio`, 10 attempts, then a centre crop clamped to `ratio`), so a run with
-`scale=(0.9, 1.0)` matches SVLC / NegCLIP / CE-CLIP's open_clip training transform.
+`scale=(0.9, 1.0)` matches the training transform of SVLC / NegCLIP / CE-CLIP (mlfoundations' CLIP
+training code, which all three fine-tune with).
 
 Random numbers: in training each crop draws from its own generator, seeded by (seed, epoch, row index)
 (`sample_generator`), never from torch's global generator. Why: the Trainer restores the global RNG

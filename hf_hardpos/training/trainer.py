@@ -12,8 +12,8 @@ What it adds to the stock Trainer, and why:
   Trainer would have logged, instead of the Trainer's default of silently substituting the running
   mean (`logging_nan_inf_filter`).
 - Weight decay applies to every parameter with two or more dimensions except the logit scale
-  (`get_decay_parameter_names`), as open_clip, SVLC and CE-CLIP train CLIP: the position embeddings
-  are decayed, biases, norms and the class embedding (all 1-D) are not.
+  (`get_decay_parameter_names`), as mlfoundations' CLIP training code, SVLC and CE-CLIP train CLIP: the
+  position embeddings are decayed, biases, norms and the class embedding (all 1-D) are not.
 - The logit scale is clamped to CLIP's ceiling of 100 after every optimiser step, as CLIP does.
 - The objective's state (CE-CLIP's adaptive thresholds) is saved into every checkpoint next to the
   optimizer state and restored on `resume_from_checkpoint`, so a resumed run computes the same loss.
@@ -70,9 +70,9 @@ from .training_args import HardPosTrainingArguments
 
 logger = logging.getLogger(__name__)
 
-# The one parameter name excluded from weight decay whatever its shape. open_clip (up to v3.3), TSVLC
-# and CE-CLIP exclude `p.ndim < 2 or "bn"/"ln"/"bias"/"logit_scale" in name`; every bn/ln/bias tensor
-# of CLIP is 1-D, so the rule is "ndim >= 2, except the logit scale" (position embeddings included).
+# The one parameter name excluded from weight decay whatever its shape. mlfoundations' CLIP training
+# code (up to v3.3), TSVLC and CE-CLIP exclude `p.ndim < 2 or "bn"/"ln"/"bias"/"logit_scale" in name`;
+# every bn/ln/bias tensor of CLIP is 1-D, so the rule is "ndim >= 2, except the logit scale" (position embeddings included).
 NO_DECAY_NAME = "logit_scale"
 
 
@@ -189,7 +189,7 @@ class HardPosTrainer(AtomicCheckpoints, TrainerEvaluation, Trainer):
 
     def get_decay_parameter_names(self, model: torch.nn.Module) -> list[str]:
         """Names of the parameters that get weight decay: every parameter with ndim >= 2 except the logit
-        scale, as open_clip (up to v3.3), TSVLC and CE-CLIP build their AdamW groups.
+        scale, as mlfoundations' CLIP training code (up to v3.3), TSVLC and CE-CLIP build their AdamW groups.
 
         So weight matrices, conv kernels, both position embedding tables and (with LoRA) the adapters'
         A/B matrices are decayed; biases, norms and the class embedding (1-D) and the logit scale are

@@ -98,11 +98,14 @@ def test_resolve_folds_options_and_absolute_paths(tmp_path, monkeypatch):
 
 def test_openai_tag_is_openai_weights_as_given_and_resolved():
     """The paper scored OpenAI's weights through `clip.load` (fp16 on CUDA): the backend recognises its tag."""
-    from hf_hardpos.protocol import is_openai_weights
+    from hf_hardpos.backends import ResolvedModel
 
-    resolved = OPEN_CLIP.resolve("open_clip:RN50x16/openai", ModelOptions())
-    assert is_openai_weights("open_clip:RN50x16/openai", {}) and is_openai_weights(resolved, {})
-    assert not is_openai_weights("open_clip:ViT-B-32/laion2b_s34b_b79k", {})
+    given = "open_clip:RN50x16/openai"
+    resolved = OPEN_CLIP.resolve(given, ModelOptions())
+    assert OPEN_CLIP.holds_openai_release(given, {}) and OPEN_CLIP.holds_openai_release(resolved, {})
+    assert not OPEN_CLIP.holds_openai_release("open_clip:ViT-B-32/laion2b_s34b_b79k", {})
+    model = ResolvedModel(given, resolved, {}, ModelOptions(), OPEN_CLIP.name)
+    assert model.paper_precision("cuda")[0] == "fp16-weights" and model.paper_precision("cpu")[0] == "fp32"
 
 
 def test_a_config_given_twice_names_the_spelling_that_works(tmp_path):

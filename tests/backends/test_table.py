@@ -56,10 +56,12 @@ def test_an_argument_belongs_to_the_backend_that_recognises_it(argument, family)
 
 def test_options_are_checked_by_the_arguments_backend(tmp_path):
     with pytest.raises(UserInputError, match="not a checkpoint file"):  # hf: nothing to convert
-        check_model_options("openai/clip-vit-base-patch32", activation="gelu")
+        check_model_options("openai/clip-vit-base-patch32", ModelOptions(activation="gelu"))
     with pytest.raises(UserInputError, match="names its open_clip config"):
-        check_model_options("open_clip:RN50x16/openai", open_clip_config="RN50x16")
-    check_model_options("open_clip:RN50x16/openai", activation="gelu")  # open_clip: a choice of the model
+        check_model_options("open_clip:RN50x16/openai", ModelOptions(open_clip_config="RN50x16"))
+    check_model_options(
+        "open_clip:RN50x16/openai", ModelOptions(activation="gelu")
+    )  # open_clip: a choice of the model
 
 
 # -- a third family: 2 files' worth of code, registered in the table only ------------------------------------
@@ -158,7 +160,7 @@ def test_a_registered_family_is_resolved_identified_and_scored_through_model_sou
     assert source.context_length() == CONTEXT
     assert source.image_processor_settings()["backend"] == "toy"
     with pytest.raises(UserInputError, match="no options"):
-        ModelSource.resolve("toy:7", activation="gelu")
+        ModelSource.resolve("toy:7", ModelOptions(activation="gelu"))
 
     dataset = make_eval_set(num_images=3, rows_per_image=2, seed=4)
     scorer = ITMScorer(*source.load(), batch_size=2, progress=False)

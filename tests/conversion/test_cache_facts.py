@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 from hf_hardpos.conversion import resolve_model
-from hf_hardpos.conversion_record import MARKER
+from hf_hardpos.conversion.record import MARKER
 from tests.support.paths import OPEN_CLIP_FIXTURES as FIXTURES
 
 QUICKGELU_JSON = FIXTURES / "tiny-quickgelu.json"

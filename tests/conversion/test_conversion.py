@@ -22,6 +22,11 @@ from hf_hardpos.commands import zoo as zoo_command
 from hf_hardpos.conversion import convert_checkpoint, resolve_model
 from hf_hardpos.conversion.open_clip_config import load_open_clip_config
 from hf_hardpos.conversion.presets import NO_PUBLIC_RELEASE, PRESETS
+from hf_hardpos.conversion.record import (
+    DDP_PREFIX_REMOVED,
+    OPENAI_ARCHIVE,
+    TRAINING_CHECKPOINT,
+)
 from hf_hardpos.conversion.tokenizer import (
     clip_tokenizer_from_merges,
     load_clip_tokenizer,
@@ -31,11 +36,6 @@ from hf_hardpos.conversion.verify import (
     fixed_inputs,
     max_abs_differences,
     open_clip_unavailable_reason,
-)
-from hf_hardpos.conversion_record import (
-    DDP_PREFIX_REMOVED,
-    OPENAI_ARCHIVE,
-    TRAINING_CHECKPOINT,
 )
 from hf_hardpos.errors import UserInputError
 from hf_hardpos.model_source import ModelSource

@@ -61,6 +61,45 @@ def test_batches_are_dealt_whole_and_round_robin():
     assert [s.tolist() for s in deal_batches(2, 3, 2)] == [[0, 1], []]
 
 
+def test_the_resolved_model_is_sent_as_is_and_another_process_scores_with_it(tmp_path, monkeypatch):
+    """Process 0 resolves the model once; the other processes get the pickled `ResolvedModel` (what
+    `broadcast_object_list` sends) and load it without resolving anything again, encoding as process 0 does."""
+    import pickle
+
+    import torch
+
+    from hf_hardpos.backends import ModelBackend, ResolvedModel
+    from hf_hardpos.evaluation.distributed import IMAGES, TEXTS, DistributedScorer, Workers
+    from hf_hardpos.image_keys import ImageSource
+    from hf_hardpos.model_source import ModelSource
+    from hf_hardpos.scoring import ITMScorer
+
+    source = ModelSource.resolve(str(build_tiny_clip(tmp_path / "m", seed=3)))
+    assert isinstance(source, ResolvedModel) and pickle.loads(pickle.dumps(source)) == source
+    model, processor = source.load()
+    driver = DistributedScorer(
+        model, processor, batch_size=3, progress=False, pixels=None, workers=Workers(0, 2), source=source
+    )
+    spec = pickle.loads(pickle.dumps(driver.spec))
+    assert spec["model"] == source and spec["model"].backend.name == "hf"
+
+    def resolved_again(*args, **kwargs):
+        raise AssertionError("another process resolved the model again")
+
+    monkeypatch.setattr(ModelBackend, "resolve_model", resolved_again)
+    monkeypatch.setattr(type(source.backend), "resolve", resolved_again)
+    worker, scorers = Workers(1, 2), {}
+    alone = ITMScorer(model, processor, batch_size=3, progress=False)
+    ids = processor.tokenizer(["a red cube", "two dogs on grass", "blue"])["input_ids"]
+    assert torch.equal(worker._encode(scorers, TEXTS, spec, ids), alone._encode_token_ids(ids))
+    rows = make_eval_set(num_images=3, rows_per_image=1, seed=2)
+    sources = [ImageSource(row, f"i{row}", f"k{row}") for row in range(len(rows))]
+    images = ([rows[s.row]["image"] for s in sources], sources)
+    assert torch.equal(
+        worker._encode(scorers, IMAGES, spec, images), alone._encode_images(rows, "image", sources)
+    )
+
+
 def test_two_processes_equal_one_for_one_and_several_models(tmp_path):
     data = write_hub_folder(
         tmp_path / "replace",

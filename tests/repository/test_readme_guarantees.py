@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hf_hardpos.backends import hf as hf_backend
 from hf_hardpos.conversion import resolve_model
-from hf_hardpos.conversion_record import MARKER
+from hf_hardpos.conversion.record import MARKER
 from hf_hardpos.evaluation import runner
 from hf_hardpos.evaluation.run import evaluate_model
 from hf_hardpos.generation.rule_generator import RuleGenerator

@@ -1,6 +1,7 @@
 """What every `hardpos` command module builds its parser and writes its results with.
 
-Below `hf_hardpos.commands` and `hf_hardpos.cli`, which both use it: a command module registers its
+A part of `hf_hardpos.commands` (its name starts with "_": no command), used by every command module
+and by `hf_hardpos.cli`: a command module registers its
 parser with `add_command` (help and description from its own module docstring, read without importing
 it, so `hardpos --help` lists every command without loading torch) and guards its outputs with
 `refuse_overwriting_inputs` and `write_output`.
@@ -14,9 +15,9 @@ import copy
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .errors import UserInputError
+from ..errors import UserInputError
 
-COMMANDS_FOLDER = Path(__file__).parent / "commands"
+COMMANDS_FOLDER = Path(__file__).parent
 
 
 def help_texts(command: str) -> tuple[str, str]:
@@ -144,7 +145,7 @@ def write_output(target: str | Path, text: str, option: str = "--output") -> Pat
     Written atomically (`output_folder.write_text`): a full disk leaves the previous file whole, and
     a symbolic link at `target` is replaced by the file, never written through.
     """
-    from . import output_folder
+    from .. import output_folder
 
     target = Path(target)
     try:
