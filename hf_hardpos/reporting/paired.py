@@ -18,7 +18,6 @@ comparison of the two intervals ignores that and is far too conservative. Two pa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import comb
 
 import numpy as np
 
@@ -55,7 +54,13 @@ def mcnemar_exact_p(b: int, c: int) -> float:
     n = b + c
     if n == 0:
         return 1.0
-    tail = sum(comb(n, k) for k in range(min(b, c) + 1))  # exact integers; one division at the end
+    # Exact integers, one division at the end. Each C(n, k+1) comes from C(n, k) (one multiplication, one
+    # exact division): calling `comb` for every k redoes O(k) big-integer products each time (0.37 s at
+    # n = 1,370, the discordant rows of two models on 6,000 REPLACE rows; this takes milliseconds).
+    term = tail = 1
+    for k in range(min(b, c)):
+        term = term * (n - k) // (k + 1)
+        tail += term
     return min(1.0, 2 * tail / 2**n)
 
 

@@ -117,7 +117,7 @@ def test_paired_counts_come_from_the_saved_rows(runs, capsys):
     assert record["p_value"] == pytest.approx(binomtest(b, b + c, 0.5).pvalue if b + c else 1.0)
 
 
-@pytest.mark.parametrize("b,c", [(0, 0), (1, 9), (0, 5), (3, 3), (7, 2), (12, 30)])
+@pytest.mark.parametrize("b,c", [(0, 0), (1, 9), (0, 5), (3, 3), (7, 2), (12, 30), (640, 730), (685, 685)])
 def test_mcnemar_exact_against_the_binomial(b, c):
     """Two-sided exact McNemar: 2 * P(X <= min(b, c)), X ~ Binomial(b + c, 1/2), capped at 1 (scipy's binomtest
     gives the same for p = 1/2, where the distribution is symmetric)."""
