@@ -112,7 +112,27 @@ def test_workers_end_when_their_parent_is_killed_with_9():
 
 
 def _demo_until_fine_tunes(tmp_path):
-    demo = subprocess.Popen(
+    # As from a terminal: SIGINT at its default in the demo. A test run in a background job (`cmd &` in a
+    # script, nohup) ignores SIGINT, and an ignored signal stays ignored across exec, so the demo would
+    # never see the Ctrl-C below; a handled one is reset to the default.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        demo = _start_demo(tmp_path)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    for line in demo.stdout:
+        if re.match(r"\[fine-tune\] \d+ runs, 2 at a time", line):
+            break
+    else:
+        pytest.fail(f"the demo never forked its fine-tunes: {demo.stderr.read()}")
+    deadline = time.monotonic() + 30
+    while len(_children(demo.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return demo
+
+
+def _start_demo(tmp_path) -> subprocess.Popen:
+    return subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -132,15 +152,6 @@ def _demo_until_fine_tunes(tmp_path):
         cwd=ROOT,
         start_new_session=True,
     )
-    for line in demo.stdout:
-        if re.match(r"\[fine-tune\] \d+ runs, 2 at a time", line):
-            break
-    else:
-        pytest.fail(f"the demo never forked its fine-tunes: {demo.stderr.read()}")
-    deadline = time.monotonic() + 30
-    while len(_children(demo.pid)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return demo
 
 
 def _error_lines(stderr: str) -> list[str]:
