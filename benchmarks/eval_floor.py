@@ -133,18 +133,21 @@ def decode_floor(model_dir: Path, dataset: Path, processes: int) -> tuple[float,
     return time.perf_counter() - start, len(images)
 
 
-def load_floor(model_dir: Path) -> float:
-    """Seconds to resolve and load one model as `hardpos eval` does (imports done, warmed on another load)."""
+def load_floor(model_dir: Path, device: str) -> float:
+    """Seconds to resolve and load one model onto `device` as `hardpos eval` does (imports done, warmed on
+    another load; on CUDA the copy to the device is waited for)."""
     from hf_hardpos.evaluation.options import RunOptions
     from hf_hardpos.evaluation.runner import ModelRun
     from hf_hardpos.model_source import ModelSource
 
-    options = RunOptions(progress=False, log=lambda message: None).resolved()
+    options = RunOptions(device=device, progress=False, log=lambda message: None).resolved()
     ModelRun.start(
         ModelSource.resolve(str(model_dir), progress=False), options
     ).scorer()  # warm: imports, caches
+    synchronize = torch.cuda.synchronize if torch.device(device).type == "cuda" else lambda: None
     start = time.perf_counter()
     ModelRun.start(ModelSource.resolve(str(model_dir), progress=False), options).scorer()
+    synchronize()
     return time.perf_counter() - start
 
 
@@ -191,7 +194,7 @@ def main() -> None:
     start = fastest(repeats, lambda i: timed_output([sys.executable, "-c", IMPORTS])[0])
     stack = timed_output([sys.executable, "-c", IMPORTS])[1].strip()
     decode, images = decode_floor(models[0], dataset, workers)
-    forward = forward_floor(models[0], dataset, settings["batch_size"])
+    forward = forward_floor(models[0], dataset, settings["batch_size"], args.device)
     factor = E2E_FACTOR[args.model]
     bound = factor * (decode + forward)
     print(
@@ -234,7 +237,7 @@ def main() -> None:
             repeats, lambda i: hardpos_eval(models, dataset, work / f"together-{i}", args.device)
         )
         extra = (together - e2e) / (len(models) - 1)
-        load = load_floor(models[1])
+        load = load_floor(models[1], args.device)
         extra_bound = 1.5 * forward + load
         print(
             f"{len(models)} models in one run {together:.2f} s: each extra model {extra:.2f} s | floor: forward "

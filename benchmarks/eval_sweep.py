@@ -117,16 +117,18 @@ def sweep(work: Path, dataset: Path, rows: list[dict], k: int) -> dict[str, str]
 
 
 @torch.inference_mode()
-def forward_floor(model_dir: Path, dataset: Path, batch_size: int) -> float:
+def forward_floor(model_dir: Path, dataset: Path, batch_size: int, device: str | None = None) -> float:
     """Seconds of the forward passes alone over the distinct images and captions of every config, in the
-    batches `ITMScorer` forms (same order, same padding); decoding and tokenising are done first, untimed."""
+    batches `ITMScorer` forms (same order, same padding) on `device` (the scorer's own choice when None);
+    decoding, tokenising and the copies to the device are done first, untimed. On CUDA the clock stops
+    after a synchronise: kernels are queued asynchronously, and the floor must include them."""
     from transformers import CLIPModel, CLIPProcessor
 
     from hf_hardpos.evaluation.eval_data import load_eval_sets
     from hf_hardpos.scoring import ITMScorer
 
     model, processor = CLIPModel.from_pretrained(model_dir).eval(), CLIPProcessor.from_pretrained(model_dir)
-    scorer = ITMScorer(model, processor, batch_size, progress=False)
+    scorer = ITMScorer(model, processor, batch_size, device=device, progress=False)
     images, texts = {}, {}
     for eval_set in load_eval_sets(str(dataset), None, "test").values():
         data = eval_set.dataset
@@ -142,17 +144,24 @@ def forward_floor(model_dir: Path, dataset: Path, batch_size: int) -> float:
         ][0]
         for b in images
     ]
-    image_batches = [torch.stack(pixels[s : s + batch_size]) for s in range(0, len(pixels), batch_size)]
+    image_batches = [
+        torch.stack(pixels[s : s + batch_size]).to(scorer.device, scorer.pixel_dtype)
+        for s in range(0, len(pixels), batch_size)
+    ]
     ids = list(texts)
     order = np.argsort([len(i) for i in ids], kind="stable")
     text_batches = [
-        scorer._pad([ids[i] for i in order[s : s + batch_size]]) for s in range(0, len(ids), batch_size)
+        {k: v.to(scorer.device) for k, v in scorer._pad([ids[i] for i in order[s : s + batch_size]]).items()}
+        for s in range(0, len(ids), batch_size)
     ]
+    synchronize = torch.cuda.synchronize if scorer.device.type == "cuda" else lambda: None
+    synchronize()
     start = time.perf_counter()
     for batch in image_batches:
-        model.get_image_features(pixel_values=batch)
+        scorer.model.get_image_features(pixel_values=batch)
     for batch in text_batches:
-        model.get_text_features(**batch)
+        scorer.model.get_text_features(**batch)
+    synchronize()
     seconds = time.perf_counter() - start
     print(
         f"floor: {len(pixels)} distinct images, {len(ids)} distinct token sequences, batches of {batch_size}"

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 import torch
-from results import record  # benchmarks/results.py: one results file for every benchmark
+from results import on_device, record  # benchmarks/results.py: one results file for every benchmark
 
 
 def build_generator(
@@ -173,7 +173,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     if args.throughput:
         figures = throughput(args.throughput_batches, args.device, args.rows, args.hidden_size, args.layers)
-        record("generation_throughput", figures)
+        record(on_device("generation_throughput", torch.device(args.device).type), figures)
         return
     captions = make_captions(args.rows, args.share_with_and)
     arms = {"cut_first": cut_first, "full_batches": full_batches}

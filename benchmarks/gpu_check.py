@@ -1,7 +1,7 @@
 """One command for a GPU machine: the `gpu` tests, the demo, and the evaluation, loader, training and
 generation benchmarks, with their figures in `benchmarks/results.json`, in about 6 minutes of GPU time.
 
-    python benchmarks/gpu_check.py [--upstream-dir DIR] [--budget-s 360] [--skip STEP ...]
+    python benchmarks/gpu_check.py [--upstream-dir DIR] [--budget-s 360] [--skip STEP ...] [--log-dir DIR]
 
 Steps, in this order (the cheapest evidence first), each a fresh process with its own time limit; a
 step that would start past the budget is skipped and recorded as such:
@@ -10,8 +10,9 @@ step that would start past the budget is skipped and recorded as such:
               evaluation under --dtype / --allow-tf32 / --protocol paper (outcome flips against fp32
               recorded), two models and torchrun on the GPU
   demo        `hardpos demo` at its defaults (benchmarks/demo_time.py)
-  eval        `benchmarks/eval_floor.py --device cuda --model vit-b-32`: end to end against decode +
-              forward + start, bf16, two models in one run (REPLACE's rows with `--upstream-dir`)
+  eval        `benchmarks/eval_floor.py --device cuda --model vit-b-32 --rows 6000 --repeats 1`: end to
+              end against decode + forward + start, bf16, two models in one run (REPLACE's rows with
+              `--upstream-dir`)
   loader      `benchmarks/train_loader.py --device cuda`: the svlc recipe's DataLoader against its step
   step        `benchmarks/train_step.py --device cuda --batch-size 256`: step time and peak memory
   generation  `benchmarks/generation_batches.py --throughput --device cuda`: prompts/s of a small causal LM
@@ -78,6 +79,11 @@ def steps(upstream: Path | None) -> dict[str, tuple[list[list[str]], int]]:
                     "cuda",
                     "--model",
                     "vit-b-32",
+                    # 12,001 rows timed 3 times each (fp32, bf16, two models) did not fit 240 s on an H200
+                    "--rows",
+                    "6000",
+                    "--repeats",
+                    "1",
                     *upstream_flags,
                 ]
             ],
@@ -117,8 +123,11 @@ def steps(upstream: Path | None) -> dict[str, tuple[list[list[str]], int]]:
     }
 
 
-def run_step(commands: list[list[str]], limit: int, env: dict) -> tuple[str, float, str]:
-    """(outcome, seconds, last lines) of a step's commands, run in turn within `limit` seconds."""
+def run_step(
+    commands: list[list[str]], limit: int, env: dict, log: Path | None = None
+) -> tuple[str, float, str]:
+    """(outcome, seconds, last lines) of a step's commands, run in turn within `limit` seconds; with
+    `log`, each command's whole output is appended there (a failure's cause is rarely in its last lines)."""
     start, tail, outcome = time.perf_counter(), "", "ok"
     for command in commands:
         left = limit - (time.perf_counter() - start)
@@ -126,13 +135,26 @@ def run_step(commands: list[list[str]], limit: int, env: dict) -> tuple[str, flo
             done = subprocess.run(
                 command, cwd=HERE, env=env, capture_output=True, text=True, timeout=max(1, left)
             )
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as expired:
+            if log is not None:
+                with log.open("a") as stream:
+                    stream.write(f"$ {' '.join(command)}\n{_text(expired.stdout)}{_text(expired.stderr)}")
             return f"timed out after {limit} s", time.perf_counter() - start, tail
+        if log is not None:
+            with log.open("a") as stream:
+                stream.write(f"$ {' '.join(command)}\n{done.stdout}{done.stderr}\n")
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-8:])
         if done.returncode != 0:
             outcome = f"exit status {done.returncode}"
             break
     return outcome, time.perf_counter() - start, tail
+
+
+def _text(output: bytes | str | None) -> str:
+    """What a timed-out command had printed (`TimeoutExpired` may hold bytes, str or nothing)."""
+    if isinstance(output, bytes):
+        return output.decode(errors="replace")
+    return output or ""
 
 
 def main() -> int:
@@ -142,6 +164,7 @@ def main() -> int:
     )
     parser.add_argument("--budget-s", type=float, default=360, help="start no step after this many seconds")
     parser.add_argument("--skip", action="append", default=[], help="a step to leave out (repeatable)")
+    parser.add_argument("--log-dir", type=Path, help="write each step's whole output to DIR/STEP.log")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("gpu_check: torch sees no CUDA device here; run it on a GPU machine")
@@ -164,7 +187,11 @@ def main() -> int:
         if time.perf_counter() - began > args.budget_s:
             figures[name] = f"skipped (budget of {args.budget_s:.0f} s spent)"
             continue
-        outcome, seconds, tail = run_step(commands, limit, env)
+        log = None
+        if args.log_dir is not None:
+            args.log_dir.mkdir(parents=True, exist_ok=True)
+            log = args.log_dir / f"{name}.log"
+        outcome, seconds, tail = run_step(commands, limit, env, log)
         figures[name] = f"{outcome} in {seconds:.0f} s"
         print(
             f"[{time.perf_counter() - began:5.0f} s] {name}: {outcome} in {seconds:.0f} s\n{tail}\n",

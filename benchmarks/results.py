@@ -53,6 +53,12 @@ def gpu_model() -> str:
     return torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
 
 
+def on_device(benchmark: str, device_type: str) -> str:
+    """The results key of a run on `device_type`: the CPU run keeps the plain name, a GPU run gets a suffix,
+    so a GPU machine's figures never replace the CPU figures the docs quote (and the reverse)."""
+    return benchmark if device_type == "cpu" else f"{benchmark}_{device_type}"
+
+
 def machine() -> dict[str, str]:
     """The facts that make an absolute timing meaningful."""
     from importlib.metadata import PackageNotFoundError, version

@@ -35,7 +35,7 @@ import time
 
 import torch
 import torch.nn.functional as F
-from results import record  # benchmarks/results.py: one results file for every benchmark
+from results import on_device, record  # benchmarks/results.py: one results file for every benchmark
 
 from hf_hardpos.training.logit_scale import clamp_logit_scale
 from hf_hardpos.training.losses import ContrastiveLoss, EmbeddingBatch, HardPosObjective, Slots
@@ -244,7 +244,7 @@ def main() -> None:
         figures.update(
             {f"peak_mib_{'checkpointing' if c else 'plain'}": f"{peaks[c] / mib:,.0f}" for c in peaks}
         )
-    record("train_step", figures)
+    record(on_device("train_step", torch.device(args.device).type), figures)
 
 
 if __name__ == "__main__":

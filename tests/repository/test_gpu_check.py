@@ -47,3 +47,32 @@ def test_a_step_reports_failure_and_timeout(tmp_path):
     assert fail[0] == "exit status 3" and fail[2] == "x"
     slow = run_step([[sys.executable, "-c", "import time; time.sleep(5)"]], 1, {})
     assert slow[0] == "timed out after 1 s"
+
+
+def test_the_forward_floor_feeds_the_model_on_the_device_it_names(tmp_path, monkeypatch):
+    """The first GPU run of `gpu_check.py` (H200) crashed here: the floor's batches stayed on the CPU while the scorer had
+    moved the model to CUDA. The meta device stands in for CUDA (a device that is not the CPU, on any
+    machine); the forwards are replaced by a check that each input is where the model's weights are."""
+    from eval_sweep import forward_floor
+    from transformers import CLIPModel
+
+    from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
+    from tests.support.eval_data import write_attributes_relations_folder
+
+    seen = []
+
+    def check(kind):
+        def forward(self, **inputs):
+            weights = next(self.parameters()).device
+            seen.append((kind, weights.type, {name: t.device.type for name, t in inputs.items()}))
+
+        return forward
+
+    monkeypatch.setattr(CLIPModel, "get_image_features", check("image"))
+    monkeypatch.setattr(CLIPModel, "get_text_features", check("text"))
+    data = write_attributes_relations_folder(tmp_path / "data")
+    model = build_tiny_clip(tmp_path / "model", ["red cube", "blue sphere on the left"], seed=0)
+    forward_floor(model, data, 4, "meta")
+    assert {kind for kind, _, _ in seen} == {"image", "text"}
+    for _, weights, inputs in seen:
+        assert weights == "meta" and set(inputs.values()) == {"meta"}
