@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from datasets import Dataset
 from PIL import Image
 
 from . import columns
+
+if TYPE_CHECKING:  # only annotations: `evaluation.decode_ahead` keys images before datasets is imported
+    from datasets import Dataset
 
 
 @dataclass

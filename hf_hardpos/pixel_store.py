@@ -36,9 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import math
-import os
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -53,6 +51,7 @@ from .errors import warn
 from .image_decoding import DistinctImages, decoded_batches
 from .image_keys import ImageSource
 from .image_processing import describe_image_processor
+from .pixel_entries import AHEAD_KEY, DIGEST_BYTES, PIXEL_DTYPE, TRAILER_MAGIC, read_entry, write_entry
 from .provenance import digest_of, versions
 from .scoring import ITMScorer
 
@@ -60,9 +59,6 @@ GIB = 1024**3
 DEFAULT_MEMORY_BYTES = (
     4 * GIB
 )  # one run's shared pixels in memory (REPLACE at 224 px: ~7 GB for all 11,723 images)
-PIXEL_DTYPE = np.dtype("<f4")  # what every processor returns, and all an entry may hold
-TRAILER_MAGIC = b"HPPIX1"  # after the .npy data: this, then the entry's digest
-DIGEST_BYTES = 32
 SMALLEST_BOUND_BYTES = 1024**2  # a bound below one MiB holds no 224 px image: surely a typo
 
 
@@ -105,16 +101,6 @@ def bound_bytes(gigabytes: float) -> int:
             f"must be a size from {SMALLEST_BOUND_BYTES / GIB:.6f} GB (1 MiB) to {LARGEST_BOUND_GB:g} GB, got {gigabytes:g}"
         )
     return int(gigabytes * GIB)
-
-
-def entry_digest(settings_key: str, image_key: str, array: np.ndarray) -> bytes:
-    """Binds an entry's pixels to the image and settings it claims to be: a file moved or copied under
-    another image's name no longer matches. (An entry written before these checks has no digest: it is
-    rejected once and rewritten.)"""
-    digest = hashlib.sha256()  # SHA-NI on current CPUs: faster than blake2b on ~0.6 MB of pixels
-    digest.update(f"{settings_key}\0{image_key}\0{array.dtype.str}\0{array.shape}\0".encode())
-    digest.update(memoryview(np.ascontiguousarray(array)).cast("B"))
-    return digest.digest()
 
 
 @dataclass
@@ -174,10 +160,17 @@ class PixelStore:
         assert self.directory is not None
         return self.directory / settings_key[:32] / f"{image_key}.npy"
 
+    def _entry(self, settings_key: str, image_key: str) -> tuple[Path, str] | None:
+        """The file that may hold these pixels and the settings key its digest binds, or None (no folder)."""
+        if self.directory is None:
+            return None
+        return self._file(settings_key, image_key), settings_key
+
     def has(self, settings_key: str, image_key: str) -> bool:
         if (settings_key, image_key) in self._memory:
             return True
-        return self.directory is not None and self._file(settings_key, image_key).is_file()
+        entry = self._entry(settings_key, image_key)
+        return entry is not None and entry[0].is_file()
 
     def get(
         self, settings_key: str, image_key: str, shape: tuple[int, ...] | None = None
@@ -189,11 +182,11 @@ class PixelStore:
         if pixels is not None:
             self.stats.from_memory += 1
             return pixels
-        if self.directory is None:
+        entry = self._entry(settings_key, image_key)
+        if entry is None:
             return None
-        path = self._file(settings_key, image_key)
         try:
-            array = _read_entry(path, settings_key, image_key, shape)
+            array = read_entry(*entry, image_key, shape)
         except (OSError, ValueError):  # unreadable, vanished since `has`, or failed a check
             self.stats.rejected += 1
             return None
@@ -247,11 +240,14 @@ class PixelStore:
             target.parent.mkdir(parents=True, exist_ok=True)
             if settings is not None:
                 output_folder.write_json(target.parent / "settings.json", settings)
-        with output_folder.atomic_path(target) as partial:
-            with open(partial, "wb") as handle:  # a file object: np.save would append ".npy" to a name
-                np.save(handle, array, allow_pickle=False)
-                handle.write(TRAILER_MAGIC + entry_digest(settings_key, image_key, array))
-                return handle.tell()
+        return write_entry(target, settings_key, image_key, array)
+
+    def settle(
+        self, settings_key: str, sources: list[ImageSource], decode: Callable[[ImageSource], torch.Tensor]
+    ) -> None:
+        """Called before a scorer lists which of `sources` the store holds under `settings_key`; `decode`
+        gives a source's pixels as the scorer's processor makes them. Nothing to do for this store; one
+        that another process fills stops it here, and checks its pixels against `decode`."""
 
     def _remember(self, settings_key: str, image_key: str, pixels: torch.Tensor) -> None:
         size = pixels.numel() * pixels.element_size()
@@ -292,34 +288,68 @@ class PixelStore:
         return line
 
 
-def _read_entry(path: Path, settings_key: str, image_key: str, shape: tuple[int, ...] | None) -> np.ndarray:
-    """An entry's pixels once every check passed; ValueError (or OSError) naming the first that failed.
+class PrefilledPixels(PixelStore):
+    """Pixels decoded ahead by another process of this run into a private, temporary folder
+    (`evaluation.decode_ahead`, with `pil_clip_pixels`, which restates the processor without torch).
 
-    The header is checked before the data is read, and the file's size must be exactly header, data
-    and trailer, so nothing larger than the expected pixels is ever allocated."""
-    with open(path, "rb") as handle:
-        major, _ = np.lib.format.read_magic(handle)
-        read_header = (
-            np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+    Used for a processor only once `settle` has stopped that process and found its pixels equal, bit for
+    bit, to the processor's own on the first images it holds (up to `CHECKED`); else never, and everything
+    is decoded as usual. Each entry is then checked like any other (`pixel_entries.read_entry`). The
+    run's own decodes stay in memory (the folder is not a cache), and `metrics.json` stays a run alone's:
+    the pixels are those the run would have decoded."""
+
+    CHECKED = 2
+
+    def __init__(
+        self, directory: Path, stop_writer: Callable[[], None], memory_bytes: int = DEFAULT_MEMORY_BYTES
+    ):
+        super().__init__(directory, memory_bytes=memory_bytes)
+        self.stop_writer = stop_writer
+        self.equal: dict[str, bool] = {}  # settings key -> whether the folder's pixels are its processor's
+
+    def _entry(self, settings_key: str, image_key: str) -> tuple[Path, str] | None:
+        if not self.equal.get(settings_key):
+            return None
+        return self._file(AHEAD_KEY, image_key), AHEAD_KEY
+
+    def settle(
+        self, settings_key: str, sources: list[ImageSource], decode: Callable[[ImageSource], torch.Tensor]
+    ) -> None:
+        self.stop_writer()
+        if settings_key in self.equal:
+            return
+        held = [s for s in sources if self._file(AHEAD_KEY, s.key).is_file()][: self.CHECKED]
+        if not held:  # nothing to compare yet: decided at the next call that finds some
+            return
+        try:
+            ahead = [
+                torch.from_numpy(read_entry(self._file(AHEAD_KEY, s.key), AHEAD_KEY, s.key, None))
+                for s in held
+            ]
+        except (OSError, ValueError):
+            ahead = []
+        self.equal[settings_key] = len(ahead) == len(held) and all(
+            a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(ahead, map(decode, held))
         )
-        found_shape, fortran_order, dtype = read_header(handle)
-        if dtype != PIXEL_DTYPE or fortran_order:
-            raise ValueError(
-                f"{path}: dtype {dtype}{' (Fortran order)' if fortran_order else ''}, not float32"
-            )
-        if (shape is not None and found_shape != tuple(shape)) or (shape is None and len(found_shape) != 3):
-            raise ValueError(f"{path}: shape {found_shape}, the settings give {shape}")
-        data_bytes = math.prod(found_shape) * PIXEL_DTYPE.itemsize
-        if (
-            os.fstat(handle.fileno()).st_size
-            != handle.tell() + data_bytes + len(TRAILER_MAGIC) + DIGEST_BYTES
-        ):
-            raise ValueError(f"{path}: size does not match its header and trailer")
-        array = np.frombuffer(handle.read(data_bytes), dtype=PIXEL_DTYPE).reshape(found_shape)
-        trailer = handle.read()
-    if trailer != TRAILER_MAGIC + entry_digest(settings_key, image_key, array):
-        raise ValueError(f"{path}: its digest does not match image {image_key} under these settings")
-    return array.copy()  # writable, owned: frombuffer's view is read-only
+
+    def put(self, settings_key, image_key, pixels, settings=None, replacing=False) -> None:
+        self.stats.decoded += 1
+        self._remember(settings_key, image_key, pixels)
+
+    def record(self, before: PixelStats) -> dict | None:
+        return None
+
+    def summary(self) -> str:
+        s = self.stats
+        refused = (
+            " (the decoded-ahead pixels differed from the processor's: not used)"
+            if False in self.equal.values()
+            else ""
+        )
+        return (
+            f"pixels: {s.decoded} images decoded, {s.from_disk} decoded ahead while the process started, "
+            f"{s.from_memory} shared in memory between models{refused}"
+        )
 
 
 class SharedPixelScorer(ITMScorer):
@@ -343,6 +373,13 @@ class SharedPixelScorer(ITMScorer):
             yield from super()._pixel_batches(dataset, image_column, sources)
             return
         store, key = self.pixels, self.pixel_key
+        store.settle(
+            key,
+            sources,
+            lambda source: DistinctImages(
+                dataset, image_column, [source], self.processor.image_processor
+            ).pixels(0),
+        )
         stored = [store.has(key, source.key) for source in sources]
         missing = [source for source, known in zip(sources, stored) if not known]
         decoded: Iterator[torch.Tensor] = iter(())

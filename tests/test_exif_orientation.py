@@ -6,7 +6,7 @@ import json
 import numpy as np
 from PIL import Image
 
-from hf_hardpos.image_decoding import open_image
+from hf_hardpos.image_opening import open_image
 from hf_hardpos.scoring import EXIF_ORIENTATION
 
 

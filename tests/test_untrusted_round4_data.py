@@ -18,7 +18,7 @@ from PIL import Image
 from hf_hardpos.cli import main
 from hf_hardpos.data.own import export_own
 from hf_hardpos.errors import UserInputError
-from hf_hardpos.image_decoding import open_image
+from hf_hardpos.image_opening import open_image
 
 ROOT = Path(__file__).resolve().parents[1]
 GRADIENT = np.tile(np.arange(0, 256, 6.5).astype(np.uint8), (6, 1))  # 0, 6, 13, ... (8-bit)

@@ -202,6 +202,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "input is encoded once across datasets and runs",
     )
     parser.add_argument(
+        "--no-decode-ahead",
+        action="store_true",
+        help="do not decode images in a second process while this one starts (it gives the same scores; "
+        "evaluation.decode_ahead says when it is taken)",
+    )
+    parser.add_argument(
         "--no-progress",
         "--quiet",
         dest="no_progress",
@@ -214,21 +220,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Under `torchrun` / `accelerate launch` (WORLD_SIZE > 1) process 0 runs the command and the others
     encode their share of its inputs (`evaluation.distributed`); otherwise the command runs here alone."""
-    from ..evaluation.distributed import process_group
+    from ..evaluation.decode_ahead import DecodeAhead, wanted
 
-    with process_group(args.device) as workers:
-        if workers is not None and not workers.is_driver:
-            return workers.follow()
-        return _run(args, workers)
+    # Before torch is imported: the decoder forks from a process with no other thread (decode_ahead).
+    folders = wanted(args)
+    ahead = DecodeAhead.begin(*folders, args.split) if folders else None
+    try:
+        from ..evaluation.distributed import process_group
+
+        with process_group(args.device) as workers:
+            if workers is not None and not workers.is_driver:
+                return workers.follow()
+            return _run(args, workers, ahead)
+    finally:
+        if ahead is not None:
+            ahead.close()
 
 
-def _run(args: argparse.Namespace, workers) -> int:
+def _run(args: argparse.Namespace, workers, ahead=None) -> int:
     from ..evaluation.multi_model import expand_models
     from ..run_memo import sharing
 
     run_options(args)  # refuses invalid numbers first
     models = expand_models(args.model or [], args.models or [])
-    pixels = _pixel_store(args, several=len(models) > 1 or bool(args.models))
+    several = len(models) > 1 or bool(args.models)
+    pixels = _pixel_store(args, several)  # refuses a misused --pixel-cache-max-gb either way
+    if ahead is not None:
+        pixels = ahead.pixels()
     with sharing():  # the data read to recognise the task, then by every model, is loaded once (`run_memo`)
         if len(models) > 1 or args.models:
             return run_models(args, models, pixels, workers)

@@ -250,7 +250,7 @@ class HardPosDataCollator:
         if value is None:
             raise ValueError(f"{self._describe(row, b)}: column {self.image_column!r} is null (no image)")
         if isinstance(value, dict):  # an undecoded datasets Image cell: {"bytes": ..., "path": ...}
-            from ..image_decoding import open_image  # as the scorer opens it: EXIF orientation ignored
+            from ..image_opening import open_image  # as the scorer opens it: EXIF orientation ignored
 
             value = open_image(value)
         if not isinstance(value, Image.Image):
@@ -258,7 +258,7 @@ class HardPosDataCollator:
                 f"{self._describe(row, b)}: column {self.image_column!r} holds {type(value).__name__}, "
                 "expected a PIL image (a datasets Image feature decodes to one)"
             )
-        from ..image_decoding import as_rgb
+        from ..image_opening import as_rgb
 
         return as_rgb(value)  # a 16-bit image by its value range, as the scorer reads it
 
