@@ -254,6 +254,22 @@ def test_dacs_vl_checklist_figures_are_relation_averages():
     }
 
 
+def test_clip_sgvls_vl_checklist_row_has_its_evaluators_leaves():
+    """SGVL's VL-CheckList summary reports 5 attribute leaves, object location and size and relation action,
+    outside Visual Genome, where all spatial relations are: CE-CLIP's 79.0 is its relation action leaf, not a
+    Relation average (unlike DAC's), and is carried as printed."""
+    assert lookup("CLIP-SGVL", "vl_checklist/relation_action", "accuracy").value == 79.0
+    assert lookup("CLIP-SGVL", "vl_checklist/relation", "accuracy") is None
+    assert set(table_rows(CE, "Table 2")["CLIP-SGVL"]) == {
+        *(f"Attribute {leaf}" for leaf in ("action", "color", "material", "size", "state")),
+        "Attribute Avg",
+        "Object location",
+        "Object size",
+        "Object Avg",
+        "Relation action",
+    }
+
+
 def test_chance_rows_are_chance():
     """Kamath et al. Tables 1 and 3's Random Chance row: 1/2 for orig (c vs c_n); over the 6 equally likely
     orders of s_c, s_n, s_p, aug (c and c_p both above c_n) and brittleness (c > c_n > c_p or the reverse)
