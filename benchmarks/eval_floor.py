@@ -10,7 +10,9 @@ the pipeline) or `--model vit-b-32` (`CLIPConfig()` defaults, random weights: Vi
 
 Timed, each a fresh process where the user would start one:
 - run: `python -m hf_hardpos eval --model M --dataset D --output O --device DEV` at the default flags
-  (workers, batch size), fp32; then `--dtype bf16` (on CUDA); then `--models` models in one run;
+  (workers, batch size, decoding ahead while the process starts: `evaluation.decode_ahead`), fp32,
+  alternating with the same run of `--models` models; then `--dtype bf16` (on CUDA). Since images are
+  decoded while the process imports, end to end less start can be below the decode floor;
 - start: a fresh process that imports what `hardpos eval` imports and exits (interpreter and imports);
   it also says whether peft or transformers' Trainer got imported (evaluation needs neither);
 - load: one model resolved (its files hashed for its identity) and loaded as `hardpos eval` loads it
@@ -23,6 +25,7 @@ Timed, each a fresh process where the user would start one:
 Every whole-process figure (run, start) is the fastest of `--repeats` fresh processes, each writing a new
 output folder (nothing resumed): the noise of a shared machine only ever adds time, and the extra model's
 cost is a difference of two whole runs (about 0.5 s out of 20 s), which one slow run would otherwise swamp.
+The one-model and the two-model runs alternate, so a machine whose speed drifts slows both alike.
 
 Targets (printed beside each figure, all figures from this one run):
 - end to end less start <= 1.3 x (decode floor + forward floor) with the tiny model, 1.15 x with ViT-B/32;
@@ -71,6 +74,16 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFO
 def fastest(repeats: int, run: Callable[[int], float]) -> float:
     """The fastest of `repeats` calls of `run(i)` (seconds)."""
     return min(run(i) for i in range(repeats))
+
+
+def fastest_interleaved(repeats: int, runs: list[Callable[[int], float]]) -> list[float]:
+    """The fastest of `repeats` calls of each of `runs`, called in turn (a, b, a, b, ...): a machine whose
+    speed drifts over minutes slows each alike, so their difference (the extra model) is not the drift."""
+    times: list[list[float]] = [[] for _ in runs]
+    for i in range(repeats):
+        for run, seconds in zip(runs, times):
+            seconds.append(run(i))
+    return [min(seconds) for seconds in times]
 
 
 def timed_output(command: list[str]) -> tuple[float, str]:
@@ -189,7 +202,12 @@ def main() -> None:
 
     workers = default_num_workers()
     repeats = max(1, args.repeats)
-    e2e = fastest(repeats, lambda i: hardpos_eval(models[:1], dataset, work / f"fp32-{i}", args.device))
+    alone = lambda i: hardpos_eval(models[:1], dataset, work / f"fp32-{i}", args.device)
+    together_run = lambda i: hardpos_eval(models, dataset, work / f"together-{i}", args.device)
+    if args.models > 1:
+        e2e, together = fastest_interleaved(repeats, [alone, together_run])
+    else:
+        e2e = fastest(repeats, alone)
     settings = run_settings(work / "fp32-0")
     start = fastest(repeats, lambda i: timed_output([sys.executable, "-c", IMPORTS])[0])
     stack = timed_output([sys.executable, "-c", IMPORTS])[1].strip()
@@ -233,9 +251,6 @@ def main() -> None:
         print(f"--dtype bf16 end to end {bf16:.2f} s vs fp32 {e2e:.2f} s")
         figures["e2e_bf16_s"] = round(bf16, 2)
     if args.models > 1:
-        together = fastest(
-            repeats, lambda i: hardpos_eval(models, dataset, work / f"together-{i}", args.device)
-        )
         extra = (together - e2e) / (len(models) - 1)
         load = load_floor(models[1], args.device)
         extra_bound = 1.5 * forward + load

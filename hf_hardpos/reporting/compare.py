@@ -284,12 +284,17 @@ def _difference_row(
         if groups_a is None or groups_b is None or not np.array_equal(groups_a, groups_b):
             groups_a = None
             by_image = False
-        diff.cells[g] = {}
-        for m in metrics:
-            d = paired.paired_difference(
-                rates_a[m], rates_b[m], groups_a, accuracy=m in ACCURACIES, resamples=resamples
-            )
-            diff.cells[g][m] = Cell(d.difference, d.ci_low, d.ci_high, d.mcnemar_p, d.excludes_zero)
+        differences = paired.paired_differences(
+            {m: rates_a[m] for m in metrics},
+            {m: rates_b[m] for m in metrics},
+            groups_a,
+            accuracies=ACCURACIES,
+            resamples=resamples,
+        )
+        diff.cells[g] = {
+            m: Cell(d.difference, d.ci_low, d.ci_high, d.mcnemar_p, d.excludes_zero)
+            for m, d in differences.items()
+        }
     return diff, by_image
 
 

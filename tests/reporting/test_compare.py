@@ -533,3 +533,21 @@ def test_rows_all_shows_every_subset_with_its_printed_figures(runs, capsys):
     assert [r for r in records if r["kind"] == "difference"] == []
     code, out, _ = _compare(capsys, runs["a"], "--format", "json")
     assert list(json.loads(out)["groups"]) == ["REPLACE"]  # headline rows only, by default
+
+
+def test_the_metrics_of_one_comparison_share_draws_yet_each_interval_is_its_own():
+    """`paired_differences` (what `hardpos compare` and a multi-model eval compute: three metrics at once)
+    gives each metric the interval and test it gets compared alone, whichever metrics come with it."""
+    from hf_hardpos.reporting.paired import paired_differences
+
+    rng = np.random.default_rng(7)
+    images = np.repeat([f"i{k}" for k in range(300)], 3)[:850]
+    a = {m: rng.integers(0, 2, 850) for m in ("orig", "aug", "brittle")}
+    b = {m: rng.integers(0, 2, 850) for m in ("orig", "aug", "brittle")}
+    together = paired_differences(a, b, images, accuracies=("orig",))
+    for name in a:
+        alone = paired_differences({name: a[name]}, {name: b[name]}, images, accuracies=("orig",))[name]
+        assert together[name] == alone
+        assert alone == paired_difference(a[name], b[name], images, accuracy=name == "orig")
+    assert together["orig"].mcnemar_p is not None and together["aug"].mcnemar_p is None
+    assert len({(d.ci_low, d.ci_high) for d in together.values()}) == 3
