@@ -246,7 +246,7 @@ def _run(args: argparse.Namespace, workers, ahead=None) -> int:
     several = len(models) > 1 or bool(args.models)
     pixels = _pixel_store(args, several)  # refuses a misused --pixel-cache-max-gb either way
     if ahead is not None:
-        pixels = ahead.pixels()
+        pixels = ahead.pixels(shared=several)
     with sharing():  # the data read to recognise the task, then by every model, is loaded once (`run_memo`)
         if len(models) > 1 or args.models:
             return run_models(args, models, pixels, workers)

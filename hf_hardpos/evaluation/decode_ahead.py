@@ -43,6 +43,9 @@ if TYPE_CHECKING:  # torch loads in the forked process and after the fork, never
     from ..pixel_store import PrefilledPixels
 
 PREFIX = "hardpos-decode-ahead-"
+# The most the decoder writes (then it stops): ~3,400 images at 224 px, more than a 2-core machine decodes
+# while the command imports, and a bound on the temporary folder whatever the dataset's size.
+MAX_BYTES = 2 * 1024**3
 
 
 class DecodeAhead:
@@ -71,11 +74,12 @@ class DecodeAhead:
             self.process.terminate()  # an entry is written under a temporary name, then renamed: never half
             self.process.join()
 
-    def pixels(self) -> PrefilledPixels:
-        """The run's pixel store: what the decoder wrote, read once it is stopped (`pixel_store.PrefilledPixels`)."""
-        from ..pixel_store import PrefilledPixels
+    def pixels(self, shared: bool) -> PrefilledPixels:
+        """The run's pixel store: what the decoder wrote, read once it is stopped (`pixel_store.PrefilledPixels`);
+        `shared` (several models): decoded pixels also kept in memory for the other models, as without it."""
+        from ..pixel_store import DEFAULT_MEMORY_BYTES, PrefilledPixels
 
-        return PrefilledPixels(self.directory, self.stop)
+        return PrefilledPixels(self.directory, self.stop, memory_bytes=DEFAULT_MEMORY_BYTES if shared else 0)
 
     def close(self) -> None:
         """Stop the decoder and remove its folder (ours: made by `begin`, written only by the decoder)."""
@@ -128,6 +132,7 @@ def _decode(model: str, dataset: str, split: str, directory: Path, stop) -> None
         target = directory / AHEAD_KEY[:32]
         target.mkdir()
         seen: set[str] = set()
+        written = 0
         for path in _parquet_files(Path(dataset), split):
             for batch in pq.ParquetFile(path).iter_batches(batch_size=64, columns=[columns.IMAGE]):
                 for cell in batch.column(0).to_pylist():
@@ -141,7 +146,9 @@ def _decode(model: str, dataset: str, split: str, directory: Path, stop) -> None
                     seen.add(key)
                     image = open_image(cell)
                     if ClipPixels.takes(image):
-                        write_entry(target / f"{key}.npy", AHEAD_KEY, key, pixels(image))
+                        written += write_entry(target / f"{key}.npy", AHEAD_KEY, key, pixels(image))
+                    if written >= MAX_BYTES:
+                        return
     except BaseException:  # noqa: BLE001 - the run decodes whatever this did not, and reports its errors
         pass
     finally:

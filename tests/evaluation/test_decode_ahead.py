@@ -48,7 +48,7 @@ def test_a_run_on_pixels_decoded_ahead_scores_as_one_decoding_alone(tiny_clip_di
     alone = evaluate_model(str(tiny_clip_dir), str(dataset), progress=False, log=lambda m: None)
     ahead = _finished(DecodeAhead.begin(str(tiny_clip_dir), str(dataset), "test"))
     try:
-        store = ahead.pixels()
+        store = ahead.pixels(shared=False)
         shared = evaluate_model(
             str(tiny_clip_dir),
             str(dataset),
@@ -75,7 +75,7 @@ def test_pixels_that_differ_from_the_processors_are_never_used(tiny_clip_dir, da
         pixels = read_entry(path, AHEAD_KEY, path.stem, None)
         write_entry(path, AHEAD_KEY, path.stem, pixels + np.float32(1e-3))
     try:
-        store = ahead.pixels()
+        store = ahead.pixels(shared=False)
         shared = evaluate_model(
             str(tiny_clip_dir),
             str(dataset),
@@ -150,3 +150,15 @@ def test_the_command_scores_as_without_it_and_leaves_nothing_behind(tmp_path, ti
         with_ahead = pd.read_parquet(tmp_path / "with" / f"scores-{config}.parquet")
         assert with_ahead.equals(pd.read_parquet(tmp_path / "without" / f"scores-{config}.parquet"))
     assert not [p for p in temporary.iterdir() if p.name.startswith(PREFIX)]
+
+
+def test_the_decoder_stops_at_its_bound(tiny_clip_dir, dataset, monkeypatch):
+    """The temporary folder stays bounded whatever the dataset's size (`MAX_BYTES`)."""
+    from hf_hardpos.evaluation import decode_ahead
+
+    monkeypatch.setattr(decode_ahead, "MAX_BYTES", 1)  # the forked process sees the bound set here
+    ahead = _finished(DecodeAhead.begin(str(tiny_clip_dir), str(dataset), "test"))
+    try:
+        assert len(list((ahead.directory / AHEAD_KEY[:32]).glob("*.npy"))) == 1
+    finally:
+        ahead.close()
