@@ -40,6 +40,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -295,8 +296,9 @@ class PrefilledPixels(PixelStore):
     Used for a processor only once `settle` has stopped that process and found its pixels equal, bit for
     bit, to the processor's own on the first images it holds (up to `CHECKED`); else never, and everything
     is decoded as usual. Each entry is then checked like any other (`pixel_entries.read_entry`). The
-    run's own decodes stay in memory (the folder is not a cache), and `metrics.json` stays a run alone's:
-    the pixels are those the run would have decoded."""
+    run's own decodes are kept in memory only (within `memory_bytes`: none for a single model), never
+    in the folder, which is not a cache; `metrics.json` stays a run alone's: the pixels are those the run
+    would have decoded."""
 
     CHECKED = 2
 
@@ -318,7 +320,7 @@ class PrefilledPixels(PixelStore):
         self.stop_writer()
         if settings_key in self.equal:
             return
-        held = [s for s in sources if self._file(AHEAD_KEY, s.key).is_file()][: self.CHECKED]
+        held = list(islice((s for s in sources if self._file(AHEAD_KEY, s.key).is_file()), self.CHECKED))
         if not held:  # nothing to compare yet: decided at the next call that finds some
             return
         try:
