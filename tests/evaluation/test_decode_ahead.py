@@ -39,6 +39,18 @@ def _scores(report) -> dict:
     }
 
 
+def _scored_with(ahead: DecodeAhead, model, dataset):
+    """(the run's pixel store, its report) of a run scored from `ahead`'s pixels, `ahead` closed after."""
+    try:
+        store = ahead.pixels(shared=False)
+        report = evaluate_model(
+            str(model), str(dataset), progress=False, log=lambda m: None, make_scorer=scorer_factory(store)
+        )
+    finally:
+        ahead.close()
+    return store, report
+
+
 @pytest.fixture
 def dataset(tmp_path):
     return write_attributes_relations_folder(tmp_path / "data")
@@ -47,17 +59,7 @@ def dataset(tmp_path):
 def test_a_run_on_pixels_decoded_ahead_scores_as_one_decoding_alone(tiny_clip_dir, dataset):
     alone = evaluate_model(str(tiny_clip_dir), str(dataset), progress=False, log=lambda m: None)
     ahead = _finished(DecodeAhead.begin(str(tiny_clip_dir), str(dataset), "test"))
-    try:
-        store = ahead.pixels(shared=False)
-        shared = evaluate_model(
-            str(tiny_clip_dir),
-            str(dataset),
-            progress=False,
-            log=lambda m: None,
-            make_scorer=scorer_factory(store),
-        )
-    finally:
-        ahead.close()
+    store, shared = _scored_with(ahead, tiny_clip_dir, dataset)
     assert (store.stats.from_disk, store.stats.decoded) == (DISTINCT_IMAGES, 0)
     for config, scores in _scores(alone).items():
         assert np.array_equal(_scores(shared)[config], scores)
@@ -74,17 +76,7 @@ def test_pixels_that_differ_from_the_processors_are_never_used(tiny_clip_dir, da
     for path in entries:
         pixels = read_entry(path, AHEAD_KEY, path.stem, None)
         write_entry(path, AHEAD_KEY, path.stem, pixels + np.float32(1e-3))
-    try:
-        store = ahead.pixels(shared=False)
-        shared = evaluate_model(
-            str(tiny_clip_dir),
-            str(dataset),
-            progress=False,
-            log=lambda m: None,
-            make_scorer=scorer_factory(store),
-        )
-    finally:
-        ahead.close()
+    store, shared = _scored_with(ahead, tiny_clip_dir, dataset)
     assert (store.stats.from_disk, store.stats.decoded) == (0, DISTINCT_IMAGES)
     assert set(store.equal.values()) == {False}
     for config, scores in _scores(alone).items():
