@@ -53,7 +53,7 @@ from pathlib import Path
 
 import torch
 from datasets import Image as ImageFeature
-from eval_sweep import forward_floor
+from eval_sweep import forward_floor, synchronize
 from eval_throughput import build_processor, replace_workload
 from PIL import Image
 from results import record
@@ -157,10 +157,9 @@ def load_floor(model_dir: Path, device: str) -> float:
     ModelRun.start(
         ModelSource.resolve(str(model_dir), progress=False), options
     ).scorer()  # warm: imports, caches
-    synchronize = torch.cuda.synchronize if torch.device(device).type == "cuda" else lambda: None
     start = time.perf_counter()
     ModelRun.start(ModelSource.resolve(str(model_dir), progress=False), options).scorer()
-    synchronize()
+    synchronize(device)
     return time.perf_counter() - start
 
 

@@ -116,6 +116,13 @@ def sweep(work: Path, dataset: Path, rows: list[dict], k: int) -> dict[str, str]
     }
 
 
+def synchronize(device: str | torch.device) -> None:
+    """Wait for `device`'s queued kernels (CUDA runs them asynchronously: a clock read before this misses
+    them); nothing elsewhere."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
 @torch.inference_mode()
 def forward_floor(model_dir: Path, dataset: Path, batch_size: int, device: str | None = None) -> float:
     """Seconds of the forward passes alone over the distinct images and captions of every config, in the
@@ -154,14 +161,13 @@ def forward_floor(model_dir: Path, dataset: Path, batch_size: int, device: str |
         {k: v.to(scorer.device) for k, v in scorer._pad([ids[i] for i in order[s : s + batch_size]]).items()}
         for s in range(0, len(ids), batch_size)
     ]
-    synchronize = torch.cuda.synchronize if scorer.device.type == "cuda" else lambda: None
-    synchronize()
+    synchronize(scorer.device)
     start = time.perf_counter()
     for batch in image_batches:
         scorer.model.get_image_features(pixel_values=batch)
     for batch in text_batches:
         scorer.model.get_text_features(**batch)
-    synchronize()
+    synchronize(scorer.device)
     seconds = time.perf_counter() - start
     print(
         f"floor: {len(pixels)} distinct images, {len(ids)} distinct token sequences, batches of {batch_size}"

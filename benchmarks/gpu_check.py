@@ -136,18 +136,21 @@ def run_step(
                 command, cwd=HERE, env=env, capture_output=True, text=True, timeout=max(1, left)
             )
         except subprocess.TimeoutExpired as expired:
-            if log is not None:
-                with log.open("a") as stream:
-                    stream.write(f"$ {' '.join(command)}\n{_text(expired.stdout)}{_text(expired.stderr)}")
+            _append(log, command, _text(expired.stdout) + _text(expired.stderr))
             return f"timed out after {limit} s", time.perf_counter() - start, tail
-        if log is not None:
-            with log.open("a") as stream:
-                stream.write(f"$ {' '.join(command)}\n{done.stdout}{done.stderr}\n")
+        _append(log, command, done.stdout + done.stderr)
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-8:])
         if done.returncode != 0:
             outcome = f"exit status {done.returncode}"
             break
     return outcome, time.perf_counter() - start, tail
+
+
+def _append(log: Path | None, command: list[str], output: str) -> None:
+    """A command line and its whole output, appended to `log` (nothing without one)."""
+    if log is not None:
+        with log.open("a") as stream:
+            stream.write(f"$ {' '.join(command)}\n{output}\n")
 
 
 def _text(output: bytes | str | None) -> str:

@@ -49,6 +49,18 @@ def test_a_step_reports_failure_and_timeout(tmp_path):
     assert slow[0] == "timed out after 1 s"
 
 
+def test_a_steps_whole_output_goes_to_its_log(tmp_path):
+    """`--log-dir`: each command's whole output, a timed-out one's too (what it printed before the limit)."""
+    log = tmp_path / "step.log"
+    lines = "; ".join(f"print('line {i}')" for i in range(12))
+    run_step([[sys.executable, "-c", lines]], 30, {}, log)
+    slow = "import sys, time; print('before', flush=True); time.sleep(5)"
+    assert run_step([[sys.executable, "-c", slow]], 2, {}, log)[0] == "timed out after 2 s"
+    text = log.read_text()
+    assert [f"line {i}" in text for i in range(12)] == [True] * 12  # more than the 8 lines of the tail
+    assert text.count("$ ") == 2 and "before" in text
+
+
 def test_the_forward_floor_feeds_the_model_on_the_device_it_names(tmp_path, monkeypatch):
     """The first GPU run of `gpu_check.py` (H200) crashed here: the floor's batches stayed on the CPU while the scorer had
     moved the model to CUDA. The meta device stands in for CUDA (a device that is not the CPU, on any
