@@ -2,11 +2,11 @@
 
 Why: `evaluation.decode_ahead` decodes images while `hardpos eval` is still importing torch and
 transformers (seconds), so it cannot use transformers' processor, which imports torch. This restates the
-steps of `CLIPImageProcessorPil` (transformers 5: `image_processing_backends.PilBackend._preprocess` with
-`image_transforms.convert_to_rgb`, `get_resize_output_image_size`, `resize`, `center_crop`, `rescale` and
-`normalize`) for the one configuration CLIP checkpoints use: resize of the short side, centre crop no
-larger than it, rescale, normalise. Every other configuration is refused (`from_model_folder` returns
-None) and decoded as usual.
+steps of `CLIPImageProcessorPil` (huggingface/transformers v5.24.0: `src/transformers/
+image_processing_backends.py`, `PilBackend._preprocess`, with `image_transforms.py`'s `convert_to_rgb`,
+`get_resize_output_image_size`, `resize`, `center_crop`, `rescale` and `normalize`) for the one
+configuration CLIP checkpoints use: resize of the short side, centre crop no larger than it, rescale,
+normalise. Every other configuration is refused (`from_model_folder` returns None) and decoded as usual.
 
 The run never trusts it blindly: before using pixels made here it compares some with its own
 processor's, bit for bit, and decodes everything itself on any difference (`pixel_store.PrefilledPixels`);
