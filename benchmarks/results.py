@@ -109,8 +109,11 @@ def record(benchmark: str, figures: dict[str, str], path: Path = RESULTS_FILE) -
     results = load(path)
     results[benchmark] = {
         "figures": {name: str(text) for name, text in figures.items()},
+        # From the repository root, wherever it was run from: the command a reader runs to measure it again.
         "command": "python "
-        + " ".join([os.path.relpath(sys.argv[0]) if sys.argv[0] else benchmark, *sys.argv[1:]]),
+        + " ".join(
+            [os.path.relpath(os.path.abspath(sys.argv[0]), ROOT) if sys.argv[0] else benchmark, *sys.argv[1:]]
+        ),
         "date": _dt.date.today().isoformat(),
         "machine": machine(),
         "code_digest": code_digest(),
@@ -161,7 +164,8 @@ def render(text: str, results: dict) -> str:
 def site_text(text: str, results: dict, digest: str) -> str:
     """A page as the docs site shows it: each marker replaced by its figure alone, so that no HTML comment
     starts a line inside a paragraph (Markdown would end the paragraph there), and a figure measured on
-    other package code than `digest` followed by a stale mark naming the command that re-measures it."""
+    other package code than `digest` followed by a stale mark naming its entry and the command that re-measures
+    it (a GPU machine's entry and the CPU's share a command: `on_device`)."""
 
     def figure(match: re.Match) -> str:
         key = match["key"]
@@ -169,7 +173,7 @@ def site_text(text: str, results: dict, digest: str) -> str:
         benchmark = key.partition(".")[0]
         if not stale(results, benchmark, digest):
             return text
-        note = f"measured on older code than this page's: {results[benchmark]['command']} re-measures it"
+        note = f"measured on older code than this page's ({benchmark}): {results[benchmark]['command']} re-measures it"
         if "\n" in text:  # a table: the note as a paragraph of its own below it
             return f'{text}\n<p class="stale-figure">Stale: {note}.</p>\n'
         return f'{text}<sup class="stale-figure" title="{html.escape(note)}">stale</sup>'

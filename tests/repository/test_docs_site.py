@@ -127,7 +127,7 @@ def test_a_figure_marker_at_a_line_start_stays_in_its_paragraph_and_a_stale_figu
         markdown.markdown(page)
     ).comments  # as written, the marker is a comment that ends the paragraph
     stale = markdown.markdown(results_module.site_text(page, results, "new"), extensions=["tables"])
-    assert 'class="stale-figure"' in stale and "python bench.py re-measures it" in stale
+    assert 'class="stale-figure"' in stale and "(bench): python bench.py re-measures it" in stale
     assert len(_parsed(stale).paragraphs) == 1
     table = markdown.markdown(results_module.site_text("<!--fig:bench.table-->?<!--/fig-->", results, "new"),
                               extensions=["tables"])  # fmt: skip
@@ -183,7 +183,9 @@ def test_figures_measured_on_other_code_are_marked_stale_on_the_site(site, resul
     assert results_module.figure_text(results, "demo_results.replace_scores") in demo_page
     stale_benchmarks = {name for name in results if results_module.stale(results, name, digest)}
     marked = {
-        name for name in results if f"{html.escape(results[name]['command'])} re-measures it" in demo_page
+        name
+        for name in results
+        if f"({name}): {html.escape(results[name]['command'])} re-measures it" in demo_page
     }
     assert marked == stale_benchmarks & _quoted(ROOT / "docs" / "demo.md", results_module)
 

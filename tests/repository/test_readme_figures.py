@@ -39,3 +39,22 @@ def test_a_drifted_figure_is_caught(results_module):
         "x <!--fig:bench.ratio-->7.21<!--/fig--> "
         "<!--fig:bench.@machine-->cpu, 2 cores, torch 2.13.0, hf_hardpos 0.1<!--/fig-->"
     )
+
+
+def test_a_recorded_command_runs_from_the_repository_root_wherever_it_ran(
+    results_module, tmp_path, monkeypatch
+):
+    """A script run from `benchmarks/` and one run from the root record the same command, so the command
+    a stale mark names (`site_text`) can be run as written, and a GPU entry's equals its CPU twin's."""
+    target = tmp_path / "results.json"
+    monkeypatch.setattr(results_module, "machine", lambda: {})
+    monkeypatch.setattr(results_module, "code_digest", lambda: "digest")
+    launches = {ROOT: "benchmarks/demo_time.py", ROOT / "benchmarks": "demo_time.py"}
+    for cwd, script in launches.items():
+        monkeypatch.chdir(cwd)
+        monkeypatch.setattr("sys.argv", [script, "--seeds", "7", "8"])
+        results_module.record("demo_time", {"wall_s": "1"}, target)
+        assert (
+            results_module.load(target)["demo_time"]["command"]
+            == "python benchmarks/demo_time.py --seeds 7 8"
+        )
