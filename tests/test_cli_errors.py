@@ -196,3 +196,25 @@ def test_an_unreadable_hub_dataset_says_whether_a_local_folder_of_that_name_exis
         load_eval_sets("someone/no-such-set", None, "test")
     message = str(err.value)
     assert "\n" not in message and message.endswith("no local folder someone/no-such-set exists here either")
+
+
+def test_the_executable_skips_the_exit_collection_and_keeps_the_status(monkeypatch, capsys):
+    """`console_main` (the `hardpos` executable, `python -m hf_hardpos`) returns `main`'s exit status and
+    freezes the objects alive, which the interpreter's exit collection then skips (2.5 s after a
+    `hardpos eval`); `main` itself, which a process that goes on may call, never freezes."""
+    import gc
+
+    assert gc.get_freeze_count() == 0
+    try:
+        assert cli.main(["zoo"]) == 0
+        assert gc.get_freeze_count() == 0
+        monkeypatch.setattr("sys.argv", ["hardpos", "eval", "--model"])  # an argument error: exit status 2
+        with pytest.raises(SystemExit) as refused:
+            cli.console_main()
+        assert refused.value.code == 2
+        monkeypatch.setattr("sys.argv", ["hardpos", "zoo"])
+        assert cli.console_main() == 0
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+    capsys.readouterr()

@@ -142,3 +142,32 @@ def test_non_clip_dual_encoder_without_config(tokenizer):
     assert embeddings.dtype == torch.float32 and torch.allclose(
         embeddings.norm(dim=-1), torch.ones(2), atol=1e-5
     )
+
+
+@pytest.mark.parametrize("pad_to_context", [False, True])
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_text_batches_are_padded_as_the_tokenizer_pads(model_and_processor, pad_to_context, side):
+    """`ITMScorer._pad` (one numpy scatter per batch) against the tokenizer's own `pad`, for every padding
+    a family can declare: to the longest or to the context, on either side, with the mask it returns."""
+    import dataclasses
+
+    model, processor = model_and_processor
+    scorer = ITMScorer(model, processor, progress=False)
+    scorer.text_inputs = dataclasses.replace(
+        scorer.text_inputs, pad_to_context=pad_to_context, padding_side=side, pad_token_id=3
+    )
+    texts = ["a red cube", "the small dog beside a tall green tree", "dog", "a cube on a red dog"]
+    ids = processor.tokenizer(texts)["input_ids"]
+    padded = scorer._pad(ids)
+    processor.tokenizer.pad_token_id = 3  # what the declared id is, for the reference
+    expected = processor.tokenizer.pad(
+        {"input_ids": ids},
+        padding="max_length" if pad_to_context else "longest",
+        max_length=scorer.max_length,
+        padding_side=side,
+        return_tensors="pt",
+    )
+    assert padded["input_ids"].tolist() == expected["input_ids"].tolist()
+    assert padded["attention_mask"].tolist() == expected["attention_mask"].tolist()
+    assert padded["input_ids"].dtype == padded["attention_mask"].dtype == torch.long
+    assert padded["input_ids"].shape[1] == (scorer.max_length if pad_to_context else max(map(len, ids)))
