@@ -52,23 +52,36 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def hardpos_eval(models: list[Path], dataset: Path, output: Path) -> None:
-    command = [
-        sys.executable,
-        "-m",
-        "hf_hardpos",
-        "eval",
-        *(x for m in models for x in ("--model", str(m))),
-        "--dataset",
-        str(dataset),
-        "--output",
-        str(output),
-        "--no-progress",
-    ]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def timed_output(command: list[str]) -> tuple[float, str]:
+    """Wall seconds of a fresh process (offline), and its stdout; a failure stops the benchmark with its stderr."""
+    start = time.perf_counter()
+    done = subprocess.run(command, env=ENV, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+    return time.perf_counter() - start, done.stdout
+
+
+def hardpos_eval(models: list[Path], dataset: Path, output: Path, *flags: str) -> tuple[float, str]:
+    """Wall seconds and stdout of one `hardpos eval` process writing `output` (a new folder: nothing resumed),
+    as the user runs it (`python -m hf_hardpos`, default flags but `--no-progress` and `flags`)."""
+    return timed_output(
+        [
+            sys.executable,
+            "-m",
+            "hf_hardpos",
+            "eval",
+            *(x for m in models for x in ("--model", str(m))),
+            "--dataset",
+            str(dataset),
+            "--output",
+            str(output),
+            "--no-progress",
+            *flags,
+        ]
+    )
 
 
 def rates(folder: Path) -> dict:

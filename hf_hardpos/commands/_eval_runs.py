@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 BOTH = "both"
@@ -242,7 +243,10 @@ def run_models(args: argparse.Namespace, models: list[str], pixels, workers) -> 
     for model, outcome in run.outcomes.items():
         print(f"\n=== {outcome.folder.name}: {model} ===")
         print(outcome.report.table() if outcome.error is None else f"FAILED: {outcome.error}")
-    print(f"\n=== all models (first = reference A) ===\n{_comparison_table(run)}")
+    started = time.perf_counter()
+    table = _comparison_table(run)
+    print(f"\n=== all models (first = reference A) ===\n{table}")
+    print(f"comparison table: {time.perf_counter() - started:.2f} s")
     print(_pixel_line(pixels, workers))
     _print_written(
         args.output, [o.folder for o in run.outcomes.values() if o.error is None], "each model's outputs"

@@ -19,6 +19,7 @@ is recorded and the others still run (exit status 1 at the end, as a suite).
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,12 +132,15 @@ def _name_parts(model: str) -> list[str]:
 
 @dataclass
 class ModelOutcome:
-    """One model of the run: its folder, and its report (an `EvaluationReport` or a `SuiteReport`) or error."""
+    """One model of the run: its folder, its report (an `EvaluationReport` or a `SuiteReport`) or error, and
+    the wall seconds its evaluation took in this run (resolve, load, scoring, saving: what one more model
+    of a sweep costs, beside the work all models share)."""
 
     model: str
     folder: Path
     report: Any = None
     error: str | None = None
+    seconds: float | None = None
 
 
 @dataclass
@@ -171,8 +175,11 @@ def evaluate_models(
             prefixed = lambda message, name=name: log(f"[{name}] {message}")
             prefixed(f"evaluating {model} -> {folder}")
             outcome = ModelOutcome(model, folder)
+            started = time.perf_counter()
             try:
                 outcome.report = run_one(model, folder, prefixed)
+                outcome.seconds = time.perf_counter() - started
+                prefixed(f"done in {outcome.seconds:.2f} s")
             except KeyboardInterrupt:
                 raise
             except Exception as err:  # noqa: BLE001 - one model's failure must not lose the others' results

@@ -5,6 +5,7 @@ processor decode each image once; a pixel folder serves a later run and respects
 """
 
 import json
+import sys
 
 import pyarrow.parquet as pq
 import pytest
@@ -12,11 +13,12 @@ import torch
 from transformers import CLIPModel, CLIPProcessor
 
 from hf_hardpos.cli import main
-from hf_hardpos.evaluation.multi_model import expand_models, folder_names, model_list
+from hf_hardpos.evaluation.multi_model import evaluate_models, expand_models, folder_names, model_list
 from hf_hardpos.pixel_store import PixelStore, SharedPixelScorer
 from hf_hardpos.scoring import ITMScorer
 from hf_hardpos.synthetic.tiny_clip import build_tiny_clip
 from tests.support.eval_data import make_eval_set, write_hub_folder
+from tests.support.paths import REPO
 
 CONFIGS = ("attributes", "relations")
 
@@ -61,7 +63,7 @@ def _same_outputs(alone, together) -> None:
         )
 
 
-def test_several_models_equal_separate_runs_and_resume_per_model(models, hub_folder, tmp_path):
+def test_several_models_equal_separate_runs_and_resume_per_model(models, hub_folder, tmp_path, capsys):
     out = tmp_path / "sweep"
     assert (
         _eval(
@@ -73,6 +75,12 @@ def test_several_models_equal_separate_runs_and_resume_per_model(models, hub_fol
         )
         == 0
     )
+    # What the run says it spent is what `benchmarks/eval_floor.py` reads beside the whole-run times.
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from eval_floor import own_clock
+
+    clock = own_clock(capsys.readouterr().out)
+    assert clock["later_models_s"] > 0 and clock["table_s"] >= 0
     assert sorted(p.name for p in out.iterdir()) == ["a", "b", "c"]
     for model in models:
         alone = tmp_path / f"alone-{model.name}"
@@ -145,6 +153,24 @@ def test_folder_names_tell_models_apart():
         "tiny": "tiny",
     }
     assert len(set(folder_names(["m", "./m"]).values())) == 2
+
+
+def test_each_model_records_the_seconds_it_took_and_a_failure_none(tmp_path):
+    """A sweep says what each model cost (`ModelOutcome.seconds`, also logged); a failed model has no figure."""
+    import time
+
+    def run_one(model, folder, log):
+        time.sleep(0.05 if model == "slow" else 0)
+        if model == "broken":
+            raise ValueError("no such weights")
+        return {"model": model}
+
+    lines = []
+    run = evaluate_models(["slow", "broken", "quick"], run_one, tmp_path, log=lines.append)
+    seconds = {name: outcome.seconds for name, outcome in run.outcomes.items()}
+    assert seconds["slow"] >= 0.05 > seconds["quick"] >= 0
+    assert seconds["broken"] is None and run.failed == ["broken"]
+    assert [line.startswith("[slow] done in") for line in lines].count(True) == 1
 
 
 def test_model_lists_expand_to_zoo_rows():
