@@ -98,7 +98,7 @@ def own_clock(stdout: str) -> dict[str, float]:
     """What a multi-model `hardpos eval` says it spent: each model after the first (the mean of its
     `[name] done in X s` lines) and the comparison table (`comparison table: X s`). The whole-run
     difference is what the user pays; these say where it went, without the run-to-run noise of two
-    whole processes (about +-0.5 s here, on an extra model's ~0.6 s)."""
+    whole processes (on a shared 2-core machine, of the size of a small model's whole cost)."""
     done = [float(x) for x in re.findall(r"^\[[^\]]+\] done in ([\d.]+) s$", stdout, re.M)]
     table = re.search(r"^comparison table: ([\d.]+) s$", stdout, re.M)
     if len(done) < 2 or table is None:
