@@ -177,7 +177,11 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--models", type=int, default=2, help="models of the one-run sweep (0: skip it)")
     parser.add_argument(
-        "--repeats", type=int, default=5, help="fresh processes per timed run; the fastest counts"
+        "--repeats",
+        type=int,
+        default=5,
+        help="fresh processes per timed run; the fastest counts (for the extra model, the median of the "
+        "one- and two-model pairs' differences)",
     )
     parser.add_argument(
         "--upstream-dir", type=Path, help="a clone of amitakamath/hard_positives (real REPLACE rows)"
@@ -195,12 +199,11 @@ def main() -> None:
     workers = default_num_workers()
     repeats = max(1, args.repeats)
     alone = lambda i: eval_seconds(models[:1], dataset, work / f"fp32-{i}", args.device)
-    logs: dict[float, str] = {}  # each multi-model run's stdout by its seconds: its own clock's figures
+    outputs: list[str] = []  # each multi-model run's stdout, in order: its own clock's figures
 
     def together_run(i: int) -> float:
-        seconds, logs[seconds] = hardpos_eval(
-            models, dataset, work / f"together-{i}", "--device", args.device
-        )
+        seconds, output = hardpos_eval(models, dataset, work / f"together-{i}", "--device", args.device)
+        outputs.append(output)
         return seconds
 
     if args.models > 1:
@@ -256,7 +259,7 @@ def main() -> None:
         extra = float(np.median(np.subtract(together_times, alone_times))) / (len(models) - 1)
         load = load_floor(models[1], args.device)
         extra_bound = 1.5 * forward + load
-        clocks = [own_clock(logs[t]) for t in together_times]
+        clocks = [own_clock(output) for output in outputs]
         clock = {k: float(np.median([c[k] for c in clocks])) for k in clocks[0]}
         print(
             f"{len(models)} models in one run {together:.2f} s: each extra model {extra:.2f} s (median of "

@@ -5,7 +5,6 @@ processor decode each image once; a pixel folder serves a later run and respects
 """
 
 import json
-import sys
 
 import pyarrow.parquet as pq
 import pytest
@@ -63,7 +62,9 @@ def _same_outputs(alone, together) -> None:
         )
 
 
-def test_several_models_equal_separate_runs_and_resume_per_model(models, hub_folder, tmp_path, capsys):
+def test_several_models_equal_separate_runs_and_resume_per_model(
+    models, hub_folder, tmp_path, capsys, monkeypatch
+):
     out = tmp_path / "sweep"
     assert (
         _eval(
@@ -76,7 +77,7 @@ def test_several_models_equal_separate_runs_and_resume_per_model(models, hub_fol
         == 0
     )
     # What the run says it spent is what `benchmarks/eval_floor.py` reads beside the whole-run times.
-    sys.path.insert(0, str(REPO / "benchmarks"))
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
     from eval_floor import own_clock
 
     clock = own_clock(capsys.readouterr().out)
