@@ -31,6 +31,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -52,22 +53,44 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+# Offline; unbuffered, so that each stdout line reaches `timed_lines` when it is printed.
+ENV = {
+    **os.environ,
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+def timed_lines(command: list[str]) -> tuple[float, list[tuple[float, str]]]:
+    """Wall seconds of a fresh process (offline), and each stdout line with the second it arrived (from the
+    process's start); a failure stops the benchmark with its stderr."""
+    start = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as stderr:  # a file: a full stderr pipe could block the process
+        process = subprocess.Popen(command, env=ENV, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        lines = [(time.perf_counter() - start, line) for line in process.stdout]
+        process.wait()
+        seconds = time.perf_counter() - start
+        if process.returncode != 0:
+            stderr.seek(0)
+            raise SystemExit(f"{' '.join(command)} failed:\n{stderr.read()[-3000:]}")
+    return seconds, lines
 
 
 def timed_output(command: list[str]) -> tuple[float, str]:
-    """Wall seconds of a fresh process (offline), and its stdout; a failure stops the benchmark with its stderr."""
-    start = time.perf_counter()
-    done = subprocess.run(command, env=ENV, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
-    return time.perf_counter() - start, done.stdout
+    """Wall seconds of a fresh process (offline), and its stdout (`timed_lines`)."""
+    seconds, lines = timed_lines(command)
+    return seconds, "".join(line for _, line in lines)
 
 
-def hardpos_eval(models: list[Path], dataset: Path, output: Path, *flags: str) -> tuple[float, str]:
-    """Wall seconds and stdout of one `hardpos eval` process writing `output` (a new folder: nothing resumed),
-    as the user runs it (`python -m hf_hardpos`, default flags but `--no-progress` and `flags`)."""
-    return timed_output(
+def hardpos_eval(
+    models: list[Path], dataset: Path, output: Path, *flags: str
+) -> tuple[float, list[tuple[float, str]]]:
+    """Wall seconds and timed stdout lines (`timed_lines`) of one `hardpos eval` process writing `output` (a
+    new folder: nothing resumed), as the user runs it (`python -m hf_hardpos`, default flags but
+    `--no-progress` and `flags`)."""
+    return timed_lines(
         [
             sys.executable,
             "-m",

@@ -103,3 +103,35 @@ def test_bootstrap_interval_brackets_the_mean_and_shrinks_with_n():
     assert metrics.bootstrap_interval(large, 500, seed=3) == metrics.bootstrap_interval(large, 500, seed=3)
     with pytest.raises(ValueError, match="confidence_level"):
         metrics.bootstrap_interval(small, 10, confidence_level=1.5)
+
+
+def _grouped_bootstrap_reference(per_row, groups, resamples, seed, level=0.95):
+    """The grouped percentile bootstrap restated plainly: all resamples' group draws as one
+    (resamples x groups) matrix from `default_rng(seed).integers`, each statistic the pooled mean over
+    the rows of the drawn groups (a group drawn twice counts twice)."""
+    rows_of: dict = {}
+    for i, group in enumerate(groups):
+        rows_of.setdefault(group, []).append(i)
+    labels = sorted(rows_of)
+    draws = np.random.default_rng(seed).integers(0, len(labels), size=(resamples, len(labels)))
+    stats = []
+    for drawn in draws:
+        rows = [i for d in drawn for i in rows_of[labels[d]]]
+        stats.append(sum(per_row[i] for i in rows) / len(rows))
+    alpha = (1 - level) / 2
+    return tuple(float(q) for q in np.quantile(stats, [alpha, 1 - alpha]))
+
+
+@pytest.mark.parametrize(
+    "images", [7, 300, 40_000]
+)  # one chunk; several; two resamples a chunk, the last one short
+def test_grouped_bootstrap_equals_the_plain_restatement_whatever_its_chunks(images):
+    rng = np.random.default_rng(5)
+    groups = rng.integers(0, images, 3 * images)
+    outcomes = [(rng.random(groups.size) < p).astype(np.float64) for p in (0.3, 0.6)]
+    resamples = 5 if images == 40_000 else 60
+    got = metrics.bootstrap_intervals(outcomes, resamples, seed=11, groups=groups)
+    for outcome, interval in zip(outcomes, got):
+        assert interval == pytest.approx(
+            _grouped_bootstrap_reference(list(outcome), list(groups), resamples, 11), abs=1e-12
+        )

@@ -78,10 +78,16 @@ def test_several_models_equal_separate_runs_and_resume_per_model(
     )
     # What the run says it spent is what `benchmarks/eval_floor.py` reads beside the whole-run times.
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    from eval_floor import own_clock
+    from eval_floor import after_first_model, own_clock
 
-    clock = own_clock(capsys.readouterr().out)
+    printed = capsys.readouterr().out
+    clock = own_clock(printed)
     assert clock["later_models_s"] > 0 and clock["table_s"] >= 0
+    # Its lines as `timed_lines` gives them, one arriving each second: the time after the first model is
+    # counted from the line saying model `a` is done.
+    lines = [(float(i), line) for i, line in enumerate(printed.splitlines(keepends=True))]
+    done_a = next(i for i, (_, line) in enumerate(lines) if line.startswith("[a] done in "))
+    assert done_a > 0 and after_first_model(len(lines), lines, len(models)) == len(lines) - done_a
     assert sorted(p.name for p in out.iterdir()) == ["a", "b", "c"]
     for model in models:
         alone = tmp_path / f"alone-{model.name}"
