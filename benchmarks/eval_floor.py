@@ -33,8 +33,7 @@ the pairs of (two-model run's end - the second its first model's `[name] done in
 first-model phase (start, decoding, the first model's scoring), whose length is a race (how many images
 are decoded while the process imports) that moves whole runs by a second or more on a 2-core machine:
 the median of whole-run differences is printed beside it, and it is what a difference of two single runs
-could look like. Not in the tail: checking the second model's options and files before any data is
-read (milliseconds).
+could look like. Not in the tail: checking the second model's options and files before any data is read.
 
 Targets (printed beside each figure, all figures from this one run):
 - end to end less start <= 1.3 x (decode floor + forward floor) with the tiny model, 1.15 x with ViT-B/32;

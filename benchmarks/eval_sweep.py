@@ -67,8 +67,10 @@ def timed_lines(command: list[str]) -> tuple[float, list[tuple[float, str]]]:
     """Wall seconds of a fresh process (offline), and each stdout line with the second it arrived (from the
     process's start); a failure stops the benchmark with its stderr."""
     start = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as stderr:  # a file: a full stderr pipe could block the process
-        process = subprocess.Popen(command, env=ENV, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    with (
+        tempfile.TemporaryFile("w+") as stderr,  # a file: a full stderr pipe could block the process
+        subprocess.Popen(command, env=ENV, stdout=subprocess.PIPE, stderr=stderr, text=True) as process,
+    ):
         lines = [(time.perf_counter() - start, line) for line in process.stdout]
         process.wait()
         seconds = time.perf_counter() - start

@@ -106,9 +106,11 @@ def test_bootstrap_interval_brackets_the_mean_and_shrinks_with_n():
 
 
 def _grouped_bootstrap_reference(per_row, groups, resamples, seed, level=0.95):
-    """The grouped percentile bootstrap restated plainly: all resamples' group draws as one
-    (resamples x groups) matrix from `default_rng(seed).integers`, each statistic the pooled mean over
-    the rows of the drawn groups (a group drawn twice counts twice)."""
+    """The percentile bootstrap over groups (a cluster bootstrap: Efron & Tibshirani 1993, "An Introduction
+    to the Bootstrap", ch. 13, percentile interval; here the groups are images, the docstring of
+    `metrics.bootstrap_interval` says why) restated plainly: all resamples' group draws as one
+    (resamples x groups) matrix from `default_rng(seed).integers` over the sorted group labels, each
+    statistic the pooled mean over the rows of the drawn groups (a group drawn twice counts twice)."""
     rows_of: dict = {}
     for i, group in enumerate(groups):
         rows_of.setdefault(group, []).append(i)
@@ -122,9 +124,8 @@ def _grouped_bootstrap_reference(per_row, groups, resamples, seed, level=0.95):
     return tuple(float(q) for q in np.quantile(stats, [alpha, 1 - alpha]))
 
 
-@pytest.mark.parametrize(
-    "images", [7, 300, 40_000]
-)  # one chunk; several; two resamples a chunk, the last one short
+# One chunk of draws; several; two resamples a chunk, the last chunk short.
+@pytest.mark.parametrize("images", [7, 300, 40_000])
 def test_grouped_bootstrap_equals_the_plain_restatement_whatever_its_chunks(images):
     rng = np.random.default_rng(5)
     groups = rng.integers(0, images, 3 * images)
