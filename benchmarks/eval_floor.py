@@ -40,10 +40,9 @@ Targets (printed beside each figure, all figures from this one run):
 - on CUDA, `--dtype bf16` end to end <= fp32 end to end (wherever its forward passes are faster);
 - each additional model of a `--model A --model B ...` run <= 1.5 x its forward floor + its load.
 
-The extra model is a difference of two whole runs: what the user pays, but within the noise of whole
-processes on a shared machine. So the multi-model run's own clock is printed beside it: what each later
-model took (`[name] done in X s`: resolve, load, scoring, saving) and the comparison table
-(`comparison table: X s`), the two things one more model adds.
+Beside the extra model, the multi-model runs' own clocks say where it went: what each later model took
+(`[name] done in X s`: resolve, load, scoring, saving) and the comparison table (`comparison table: X s`),
+the two things one more model adds.
 
     python benchmarks/eval_floor.py [--rows 12001] [--model tiny|vit-b-32] [--device cpu|cuda]
         [--upstream-dir DIR] [--models 2] [--repeats 5]
@@ -83,6 +82,8 @@ IMPORTS = (
 )
 # Each target's factor of (decode floor + forward floor), by model.
 E2E_FACTOR = {"tiny": 1.3, "vit-b-32": 1.15}
+# The line a multi-model run prints when a model is done: `[name] done in X s` (`multi_model.evaluate_models`).
+DONE_LINE = re.compile(r"^\[[^\]]+\] done in ([\d.]+) s$", re.M)
 
 
 def fastest(repeats: int, run: Callable[[int], float]) -> float:
@@ -112,7 +113,7 @@ def after_first_model(seconds: float, lines: list[tuple[float, str]], models: in
     before its table), to the process's end."""
     if models == 1:
         return seconds - lines[0][0]
-    done = [at for at, line in lines if re.match(r"\[[^\]]+\] done in [\d.]+ s$", line)]
+    done = [at for at, line in lines if DONE_LINE.match(line)]
     if not done:
         raise SystemExit("the multi-model run did not say when its first model was done")
     return seconds - done[0]
@@ -120,10 +121,9 @@ def after_first_model(seconds: float, lines: list[tuple[float, str]], models: in
 
 def own_clock(stdout: str) -> dict[str, float]:
     """What a multi-model `hardpos eval` says it spent: each model after the first (the mean of its
-    `[name] done in X s` lines) and the comparison table (`comparison table: X s`). The whole-run
-    difference is what the user pays; these say where it went, without the run-to-run noise of two
-    whole processes (on a shared 2-core machine, of the size of a small model's whole cost)."""
-    done = [float(x) for x in re.findall(r"^\[[^\]]+\] done in ([\d.]+) s$", stdout, re.M)]
+    `[name] done in X s` lines) and the comparison table (`comparison table: X s`). The time after the
+    first model (`after_first_model`) is what the user pays for the others; these say where it went."""
+    done = [float(x) for x in DONE_LINE.findall(stdout)]
     table = re.search(r"^comparison table: ([\d.]+) s$", stdout, re.M)
     if len(done) < 2 or table is None:
         raise SystemExit(f"the multi-model run did not report its own times:\n{stdout[-2000:]}")
